@@ -1,0 +1,2 @@
+/* cli/fibril.c - placeholder */
+int main(void) { return 0; }

@@ -1,0 +1,1 @@
+/* host/agent.c - placeholder */

@@ -1,0 +1,1 @@
+/* host/api.c - placeholder */

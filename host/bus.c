@@ -1,0 +1,1 @@
+/* host/bus.c - placeholder */

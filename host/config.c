@@ -1,0 +1,1 @@
+/* host/config.c - placeholder */

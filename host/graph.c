@@ -1,0 +1,1 @@
+/* host/graph.c - placeholder */

@@ -1,0 +1,241 @@
+/* host/internal.h - what the parts of the host runtime (libfibril) share
+ * with each other and with the agent's main. Nothing here is public SDK:
+ * modules see only the SDK headers. */
+#ifndef FIBRIL_HOST_INTERNAL_H
+#define FIBRIL_HOST_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <json-c/json.h>
+
+#include <fibril/fibril.h>
+
+#define HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- small utilities (util.c) ---------------------------------------- */
+
+/* An error message buffer filled by functions that can fail with a reason. */
+#define ERRBUF_LEN 512
+HIDDEN void errbuf_set(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Levenshtein distance, for "did you mean" suggestions. */
+HIDDEN size_t edit_distance(const char *a, const char *b);
+/* Best candidate within distance <= 3 (or NULL). */
+HIDDEN const char *nearest_name(const char *word, const char *const *candidates, size_t n);
+HIDDEN double mono_ms(void);
+/* Write a file atomically: temp file, fsync, rename, fsync the directory. */
+HIDDEN int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode);
+/* mkdir -p with mode for the created components. */
+HIDDEN int mkdir_p(const char *path, unsigned mode);
+HIDDEN char *xstrdup(const char *s);
+HIDDEN void *xcalloc(size_t n, size_t sz);
+
+/* ---- logging (log.c) -------------------------------------------------- */
+HIDDEN void log_set_level(enum fibril_log_level level);
+HIDDEN int log_parse_level(const char *s, enum fibril_log_level *out);
+HIDDEN void host_log(enum fibril_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define host_error(...) host_log(FIBRIL_LOG_ERROR, __VA_ARGS__)
+#define host_warn(...) host_log(FIBRIL_LOG_WARN, __VA_ARGS__)
+#define host_info(...) host_log(FIBRIL_LOG_INFO, __VA_ARGS__)
+#define host_debug(...) host_log(FIBRIL_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- config (config.c) ------------------------------------------------ */
+/* Lifecycle of the config store:
+ *   config_reset(); config_declare("agent", agent_keys);
+ *   config_load_file(path) (raw entries, remembered with file:line);
+ *   config_set_override("section.key=value") for each --set;
+ *   config_validate_section("agent") -> now [agent] values are readable;
+ *   config_declare(module, its keys) for every loaded module;
+ *   config_declare_dynamic("providers", capabilities) for [providers];
+ *   config_validate_all() -> rejects unknown sections/keys, types, ranges.
+ * Every error is one line "file:line: what is wrong" (or "--set ...: ...")
+ * written to err (ERRBUF_LEN). */
+HIDDEN void config_reset(void);
+HIDDEN int config_declare(const char *section, const struct fibril_config_key *keys);
+/* A section whose keys are the given names, each a free-form string value. */
+HIDDEN int config_declare_dynamic(const char *section, const char *const *names, size_t n,
+				  const char *help);
+HIDDEN int config_load_file(const char *path, char *err);
+HIDDEN int config_set_override(const char *spec, char *err);
+HIDDEN int config_validate_section(const char *section, char *err);
+HIDDEN int config_validate_all(char *err);
+/* Effective value (file, --set, or default); NULL when unset. */
+HIDDEN const char *config_value(const char *section, const char *key);
+/* Where the effective value came from: "default", "file:line", "--set". */
+HIDDEN const char *config_origin(const char *section, const char *key);
+/* Whether a section appeared in the file or in --set. */
+HIDDEN bool config_section_present(const char *section);
+/* `fibril-agent --print-config`: every declared section and key with its
+ * effective value, type, default and help, as a valid INI file. */
+HIDDEN void config_print(FILE *out);
+/* For GET /v1/config. */
+HIDDEN struct json_object *config_to_json(void);
+/* Parse helpers shared with the getters. */
+HIDDEN int config_parse_bool(const char *s, bool *out);
+HIDDEN int config_parse_int(const char *s, int64_t *out);
+HIDDEN int config_parse_duration_ms(const char *s, int64_t *out);
+
+/* ---- loop (loop.c) ---------------------------------------------------- */
+HIDDEN int loop_init(void);
+HIDDEN void *loop_uv(void); /* the uv_loop_t, for api.c only */
+/* Run until loop_stop(); returns 0. */
+HIDDEN int loop_run(void);
+/* Run one non-blocking or blocking iteration. */
+HIDDEN void loop_run_once(bool block);
+HIDDEN void loop_stop(void);
+/* Close every handle and free the loop (after all owners released). */
+HIDDEN void loop_fini(void);
+/* Undo every timer, io watch, signal watch and deferred call of an owner,
+ * cancel its queued worker jobs and wait for running ones. */
+HIDDEN void loop_release_owner(struct fibril_module *owner);
+HIDDEN unsigned loop_pending_work(struct fibril_module *owner);
+/* The agent's own SIGTERM/SIGINT handling. */
+HIDDEN int loop_watch_stop_signals(void (*cb)(int signum));
+
+/* ---- bus (bus.c) ------------------------------------------------------ */
+HIDDEN int bus_init(void);
+HIDDEN void bus_fini(void);
+HIDDEN void bus_release_owner(struct fibril_module *owner);
+/* Deliver everything queued so far (also run by the loop on its own). */
+HIDDEN void bus_flush(void);
+/* {"topics":[{"name","subscribers","published","delivered","failed","skipped"}]} */
+HIDDEN struct json_object *bus_to_json(void);
+HIDDEN void bus_metrics(FILE *out);
+
+/* ---- services (service.c) --------------------------------------------- */
+HIDDEN void service_release_owner(struct fibril_module *owner);
+HIDDEN void service_fini(void);
+
+/* ---- BPF map registry (maps.c) ---------------------------------------- */
+/* pin_dir: [agent] bpffs-dir, e.g. /sys/fs/bpf/fibril. Mounts bpffs on its
+ * bpffs root when needed and creates the directory lazily on first open. */
+HIDDEN int maps_init(const char *pin_dir);
+/* Close the owner's fds (pins stay: the datapath keeps running). */
+HIDDEN void maps_release_owner(struct fibril_module *owner);
+HIDDEN void maps_fini(void);
+/* {"maps":[{"name","type","type_name","key_size","value_size","max_entries",
+ *   "flags","entries","pin","owner","origin"}]} */
+HIDDEN struct json_object *maps_list_json(void);
+/* {"name":..., "entries":[{"key":"...","value":"..."}], "formatted":bool}
+ * Returns 0, or -ENOENT for an unknown map (err says so). */
+HIDDEN int maps_dump_json(const char *name, struct json_object **out, char *err);
+/* Registers GET /v1/map and GET /v1/map/{name}. */
+HIDDEN int maps_register_routes(void);
+
+/* ---- API server (api.c) ----------------------------------------------- */
+struct api_options {
+	const char *socket_path; /* unix socket */
+	unsigned socket_mode;    /* e.g. 0660 */
+	const char *tcp_listen;  /* "127.0.0.1:9876" or NULL: off */
+	size_t max_body;         /* bytes */
+};
+HIDDEN int api_init(void);
+HIDDEN int api_listen(const struct api_options *opts, char *err);
+HIDDEN void api_close(void);
+HIDDEN void api_fini(void);
+HIDDEN void api_release_owner(struct fibril_module *owner);
+/* For host parts: routes owned by the agent itself. */
+HIDDEN int api_route_host(const char *method, const char *pattern, uint32_t flags,
+			  fibril_route_fn cb, void *ud);
+/* Answer with a json-c object (takes ownership). */
+HIDDEN void api_resp_object(struct fibril_response *resp, int status, struct json_object *obj);
+
+/* ---- modules, graph and lifecycle (loader.c, graph.c, lifecycle.c) ---- */
+enum module_state {
+	MODULE_LOADED = 0,
+	MODULE_INITIALIZED,
+	MODULE_STARTING,
+	MODULE_RUNNING,
+	MODULE_STOPPING,
+	MODULE_STOPPED,
+	MODULE_FAILED,
+};
+HIDDEN const char *module_state_name(enum module_state s);
+
+struct health_component {
+	char *name; /* NULL: the module itself */
+	enum fibril_health_level level;
+	char message[256];
+	struct health_component *next;
+};
+
+struct fibril_module {
+	char *name;
+	char *path;
+	void *dl;
+	struct fibril_module_desc desc; /* copy, zero-filled past desc_sz */
+	uint32_t desc_sz;
+	void *data;
+	char error[ERRBUF_LEN];
+	enum module_state state;
+	bool start_pending;
+	int start_rc;
+	double init_ms, start_ms, stop_ms, fini_ms;
+	double phase_begin;
+	struct health_component *health;
+	/* graph */
+	struct fibril_module **deps; /* modules this one starts after */
+	size_t ndeps;
+	int order;                   /* index in the start order, -1 unplaced */
+	int mark;                    /* graph walk scratch */
+};
+
+struct module_set {
+	struct fibril_module **mods;
+	size_t n;
+	struct fibril_module **order; /* start order after graph_resolve() */
+	size_t norder;
+};
+
+/* Scan dir (or take the listed names only when `only` is non-NULL) and
+ * dlopen each module, checking ownership, mode, symbol, ABI and duplicates.
+ * On refusal: one line naming the file and the reason in err, -1. */
+HIDDEN int loader_load_dir(struct module_set *set, const char *dir, const char *only, char *err);
+/* Load one file (used by the directory scan). */
+HIDDEN int loader_load_file(struct module_set *set, const char *path, char *err);
+HIDDEN void loader_unload_all(struct module_set *set);
+HIDDEN struct fibril_module *module_set_find(const struct module_set *set, const char *name);
+
+/* Resolve capabilities to providers (choices from [providers]), build the
+ * dependency edges and the start order. */
+HIDDEN int graph_resolve(struct module_set *set, char *err);
+/* The provider chosen for a capability (after graph_resolve). */
+HIDDEN struct fibril_module *graph_provider(const char *capability);
+HIDDEN const char *const *graph_capabilities(size_t *n); /* every provided capability */
+HIDDEN void graph_print(const struct module_set *set, FILE *out, bool dot);
+HIDDEN void graph_fini(void);
+
+HIDDEN int lifecycle_init_all(struct module_set *set, char *err);
+/* Start in order (running the loop while a start is pending); on failure
+ * stop what started, in reverse, and return -1 with the reason in err. */
+HIDDEN int lifecycle_start_all(struct module_set *set, uint64_t timeout_ms, char *err);
+HIDDEN void lifecycle_stop_all(struct module_set *set, uint64_t timeout_ms);
+HIDDEN void lifecycle_fini_all(struct module_set *set);
+/* Release everything a module registered (before dlclose). */
+HIDDEN void module_release_resources(struct fibril_module *m);
+
+/* The running agent, for the built-in API routes. */
+struct agent_state {
+	struct module_set modules;
+	double started_at_ms; /* mono_ms() when the process started */
+	double ready_at_ms;
+	const char *version;
+	char state[32];       /* "starting", "running", "stopping" */
+};
+HIDDEN extern struct agent_state g_agent;
+
+/* ---- health (health.c) ------------------------------------------------ */
+HIDDEN enum fibril_health_level health_of(const struct fibril_module *m, const char **why);
+HIDDEN const char *health_level_name(enum fibril_health_level l);
+HIDDEN struct json_object *health_to_json(const struct fibril_module *m);
+HIDDEN void health_free(struct fibril_module *m);
+
+/* ---- built-in routes (routes.c) --------------------------------------- */
+/* /v1/healthz, /v1/status, /v1/config, /v1/modules, and on the TCP
+ * listener /healthz, /livez and /metrics. */
+HIDDEN int routes_register(void);
+
+#endif

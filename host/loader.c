@@ -1,0 +1,1 @@
+/* host/loader.c - placeholder */

@@ -1,0 +1,1 @@
+/* host/routes.c - placeholder */

@@ -1,0 +1,1 @@
+/* host/service.c - placeholder */
