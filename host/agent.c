@@ -1,1 +1,358 @@
-/* host/agent.c - placeholder */
+/* host/agent.c - fibril-agent's main: command line, the [agent] config
+ * keys, then config -> load modules -> graph -> init -> start -> serve the
+ * API -> run until SIGTERM/SIGINT -> stop in reverse -> fini -> unload. */
+#include "internal.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef FIBRIL_VERSION
+#define FIBRIL_VERSION "0.0.0"
+#endif
+
+static int check_socket_mode(const char *value, char *why, size_t len)
+{
+	char *end = NULL;
+	long mode = strtol(value, &end, 8);
+	if (!*value || *end || mode < 0 || mode > 0777) {
+		snprintf(why, len, "'%s' is not an octal file mode (e.g. 0660)", value);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_log_level(const char *value, char *why, size_t len)
+{
+	enum fibril_log_level l;
+	if (log_parse_level(value, &l)) {
+		snprintf(why, len, "'%s' is not a log level (error, warn, info, debug)", value);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct fibril_config_key agent_keys[] = {
+	{.name = "module-dir", .type = FIBRIL_CONFIG_PATH, .default_value = FIBRIL_MODULE_DIR,
+	 .help = "Directory the modules are loaded from (root-owned, not group/world-writable)"},
+	{.name = "modules", .type = FIBRIL_CONFIG_LIST, .default_value = "",
+	 .help = "Modules to load, by file name without .so; empty loads every module found"},
+	{.name = "state-dir", .type = FIBRIL_CONFIG_PATH, .default_value = "/var/lib/fibril",
+	 .help = "Persistent state; each module keeps its files in a folder named after it"},
+	{.name = "run-dir", .type = FIBRIL_CONFIG_PATH, .default_value = "/run/fibril",
+	 .help = "Runtime files"},
+	{.name = "socket", .type = FIBRIL_CONFIG_PATH, .default_value = "/run/fibril/fibril.sock",
+	 .help = "API unix socket"},
+	{.name = "socket-mode", .type = FIBRIL_CONFIG_STRING, .default_value = "0660",
+	 .help = "File mode of the API socket (octal)", .check = check_socket_mode},
+	{.name = "bpffs-dir", .type = FIBRIL_CONFIG_PATH, .default_value = "/sys/fs/bpf/fibril",
+	 .help = "Directory under bpffs where BPF maps are pinned"},
+	{.name = "log-level", .type = FIBRIL_CONFIG_STRING, .default_value = "info",
+	 .help = "error, warn, info or debug", .check = check_log_level},
+	{.name = "api-tcp-listen", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "HOST:PORT for /healthz, /livez and /metrics over TCP; empty: off"},
+	{.name = "api-max-body", .type = FIBRIL_CONFIG_INT, .default_value = "1048576",
+	 .help = "Largest API request body in bytes", .min = 1024, .max = 64 * 1024 * 1024},
+	{.name = "start-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "30s",
+	 .help = "How long one module's start may take", .min = 1, .max = 3600 * 1000},
+	{.name = "stop-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "10s",
+	 .help = "How long one module's stop may take", .min = 1, .max = 3600 * 1000},
+	{.name = "node-name", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "This node's name; empty: the host name"},
+	{0},
+};
+
+struct agent_args {
+	const char *config_path;
+	bool config_explicit;
+	const char **sets;
+	size_t nsets;
+	int graph; /* 0 no, 1 text, 2 dot */
+	bool print_config;
+	bool check_only;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: fibril-agent [options]\n"
+		"  -c, --config FILE       config file (default " FIBRIL_SYSCONF_DIR "/fibril/fibril.conf)\n"
+		"  -s, --set SEC.KEY=VAL   override a config value (repeatable)\n"
+		"      --graph[=dot]       print the resolved start order (or a Graphviz graph) and exit\n"
+		"      --print-config      print the effective config with defaults and help and exit\n"
+		"      --check             validate config and modules, then exit\n"
+		"  -V, --version           print the version and exit\n"
+		"  -h, --help              this help\n");
+}
+
+static int parse_args(int argc, char **argv, struct agent_args *a)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
+		{"graph", optional_argument, NULL, 'g'},  {"print-config", no_argument, NULL, 'p'},
+		{"check", no_argument, NULL, 'k'},	  {"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},	  {0, 0, 0, 0},
+	};
+	a->config_path = FIBRIL_SYSCONF_DIR "/fibril/fibril.conf";
+	a->sets = xcalloc((size_t)argc + 1, sizeof(*a->sets));
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "c:s:Vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			a->config_path = optarg;
+			a->config_explicit = true;
+			break;
+		case 's':
+			a->sets[a->nsets++] = optarg;
+			break;
+		case 'g':
+			if (optarg && strcmp(optarg, "dot") != 0) {
+				fprintf(stderr, "fibril-agent: --graph=%s: expected --graph or --graph=dot\n", optarg);
+				return 2;
+			}
+			a->graph = optarg ? 2 : 1;
+			break;
+		case 'p':
+			a->print_config = true;
+			break;
+		case 'k':
+			a->check_only = true;
+			break;
+		case 'V':
+			printf("fibril-agent %s (ABI %d.%d, %s)\n", FIBRIL_VERSION, FIBRIL_ABI_MAJOR,
+			       FIBRIL_ABI_MINOR, FIBRIL_BUILD_SIGNATURE);
+			return 1;
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "fibril-agent: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	return 0;
+}
+
+static int load_config(const struct agent_args *a, char *err)
+{
+	config_reset();
+	if (config_declare("agent", agent_keys))
+		return -1;
+	if (a->config_explicit || access(a->config_path, F_OK) == 0) {
+		if (config_load_file(a->config_path, err))
+			return -1;
+	}
+	for (size_t i = 0; i < a->nsets; i++)
+		if (config_set_override(a->sets[i], err))
+			return -1;
+	if (config_validate_section("agent", err))
+		return -1;
+	enum fibril_log_level level = FIBRIL_LOG_INFO;
+	log_parse_level(config_value("agent", "log-level"), &level);
+	log_set_level(level);
+	return 0;
+}
+
+/* Load the modules, declare their config sections, validate the whole
+ * config and resolve the graph. */
+static int load_modules(char *err)
+{
+	struct module_set *set = &g_agent.modules;
+	const char *only = config_value("agent", "modules");
+	if (loader_load_dir(set, config_value("agent", "module-dir"), only, err))
+		return -1;
+	for (size_t i = 0; i < set->n; i++) {
+		if (strcmp(set->mods[i]->name, "agent") == 0 || strcmp(set->mods[i]->name, "providers") == 0) {
+			errbuf_set(err, "module %s: the name '%s' is reserved", set->mods[i]->path,
+				   set->mods[i]->name);
+			return -1;
+		}
+		if (config_declare(set->mods[i]->name, set->mods[i]->desc.config_keys)) {
+			errbuf_set(err, "module %s: invalid config key declarations", set->mods[i]->path);
+			return -1;
+		}
+	}
+	/* [providers] takes any capability a loaded module offers. */
+	const char **caps = NULL;
+	size_t ncaps = 0;
+	for (size_t i = 0; i < set->n; i++) {
+		for (const char *const *p = set->mods[i]->desc.provides; p && *p; p++) {
+			bool seen = false;
+			for (size_t k = 0; k < ncaps && !seen; k++)
+				seen = strcmp(caps[k], *p) == 0;
+			if (seen)
+				continue;
+			caps = realloc(caps, (ncaps + 1) * sizeof(*caps));
+			if (!caps)
+				abort();
+			caps[ncaps++] = *p;
+		}
+	}
+	int rc = config_declare_dynamic("providers", caps, ncaps,
+					"Which module provides a capability several modules offer");
+	free(caps);
+	if (rc)
+		return -1;
+	if (config_validate_all(err))
+		return -1;
+	return graph_resolve(set, err);
+}
+
+static void on_stop_signal(int signum)
+{
+	host_info("signal %d: stopping (send it again to force exit)", signum);
+	if (strcmp(g_agent.state, "starting") == 0)
+		lifecycle_interrupt_start();
+	else
+		loop_stop();
+}
+
+static int prepare_dirs(char *err)
+{
+	const char *dirs[] = {config_value("agent", "state-dir"), config_value("agent", "run-dir")};
+	for (size_t i = 0; i < 2; i++) {
+		int rc = mkdir_p(dirs[i], 0755);
+		if (rc) {
+			errbuf_set(err, "cannot create %s: %s", dirs[i], strerror(-rc));
+			return -1;
+		}
+	}
+	char sockdir[4096];
+	snprintf(sockdir, sizeof(sockdir), "%s", config_value("agent", "socket"));
+	char *slash = strrchr(sockdir, '/');
+	if (slash && slash != sockdir) {
+		*slash = '\0';
+		int rc = mkdir_p(sockdir, 0755);
+		if (rc) {
+			errbuf_set(err, "cannot create %s: %s", sockdir, strerror(-rc));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void shutdown_all(bool started)
+{
+	snprintf(g_agent.state, sizeof(g_agent.state), "stopping");
+	double t0 = mono_ms();
+	api_close();
+	if (started)
+		lifecycle_stop_all(&g_agent.modules, (uint64_t)fibril_config_duration_ms(NULL, "stop-timeout"));
+	lifecycle_fini_all(&g_agent.modules);
+	api_fini();
+	maps_fini();
+	bus_fini();
+	service_fini();
+	loop_fini();
+	loader_unload_all(&g_agent.modules);
+	graph_fini();
+	if (started)
+		host_info("agent stopped in %.1f ms", mono_ms() - t0);
+	config_reset();
+}
+
+static int run(void)
+{
+	char err[ERRBUF_LEN] = "";
+	struct module_set *set = &g_agent.modules;
+	double t = mono_ms();
+	if (prepare_dirs(err) || maps_init(config_value("agent", "bpffs-dir")) ||
+	    api_init() || routes_register() || maps_register_routes() || bus_init()) {
+		host_error("%s", err[0] ? err : "cannot set up the host runtime");
+		shutdown_all(false);
+		return 1;
+	}
+	if (lifecycle_init_all(set, err)) {
+		host_error("%s", err);
+		shutdown_all(false);
+		return 1;
+	}
+	g_agent.phase_ms[AGENT_PHASE_INIT] = mono_ms() - t;
+	loop_watch_stop_signals(on_stop_signal);
+	t = mono_ms();
+	if (lifecycle_start_all(set, (uint64_t)fibril_config_duration_ms(NULL, "start-timeout"), err)) {
+		host_error("start failed: %s", err);
+		shutdown_all(false);
+		return 1;
+	}
+	g_agent.phase_ms[AGENT_PHASE_START] = mono_ms() - t;
+	struct api_options api = {
+		.socket_path = config_value("agent", "socket"),
+		.socket_mode = (unsigned)strtoul(config_value("agent", "socket-mode"), NULL, 8),
+		.tcp_listen = config_value("agent", "api-tcp-listen"),
+		.max_body = (size_t)fibril_config_int(NULL, "api-max-body"),
+	};
+	if (api_listen(&api, err)) {
+		host_error("%s", err);
+		lifecycle_stop_all(set, (uint64_t)fibril_config_duration_ms(NULL, "stop-timeout"));
+		shutdown_all(false);
+		return 1;
+	}
+	g_agent.ready_at_ms = mono_ms();
+	snprintf(g_agent.state, sizeof(g_agent.state), "running");
+	host_info("agent ready in %.1f ms: %zu modules started, API on %s", g_agent.ready_at_ms -
+		  g_agent.started_at_ms, set->norder, api.socket_path);
+	loop_run();
+	shutdown_all(true);
+	return 0;
+}
+
+int fibril_agent_main(int argc, char **argv);
+int fibril_agent_main(int argc, char **argv)
+{
+	memset(&g_agent, 0, sizeof(g_agent));
+	g_agent.started_at_ms = mono_ms();
+	g_agent.version = FIBRIL_VERSION;
+	snprintf(g_agent.state, sizeof(g_agent.state), "starting");
+	umask(022);
+	struct agent_args args = {0};
+	int rc = parse_args(argc, argv, &args);
+	if (rc) {
+		free(args.sets);
+		return rc == 1 ? 0 : 2;
+	}
+	char err[ERRBUF_LEN] = "";
+	double t = mono_ms();
+	if (load_config(&args, err)) {
+		fprintf(stderr, "fibril-agent: %s\n", err);
+		config_reset();
+		free(args.sets);
+		return 1;
+	}
+	g_agent.phase_ms[AGENT_PHASE_CONFIG] = mono_ms() - t;
+	t = mono_ms();
+	if (loop_init()) {
+		fprintf(stderr, "fibril-agent: cannot create the event loop\n");
+		config_reset();
+		free(args.sets);
+		return 1;
+	}
+	rc = load_modules(err);
+	g_agent.phase_ms[AGENT_PHASE_LOAD] = mono_ms() - t;
+	if (rc) {
+		fprintf(stderr, "fibril-agent: %s\n", err);
+		shutdown_all(false);
+		free(args.sets);
+		return 1;
+	}
+	free(args.sets);
+	if (args.graph || args.print_config || args.check_only) {
+		if (args.graph)
+			graph_print(&g_agent.modules, stdout, args.graph == 2);
+		if (args.print_config)
+			config_print(stdout);
+		if (args.check_only)
+			printf("config and modules OK: %zu modules to start\n", g_agent.modules.norder);
+		shutdown_all(false);
+		return 0;
+	}
+	return run();
+}

@@ -92,6 +92,8 @@ HIDDEN void loop_fini(void);
  * cancel its queued worker jobs and wait for running ones. */
 HIDDEN void loop_release_owner(struct fibril_module *owner);
 HIDDEN unsigned loop_pending_work(struct fibril_module *owner);
+/* Wake the loop so it flushes the bus soon (from any thread). */
+HIDDEN void loop_wake(void);
 /* The agent's own SIGTERM/SIGINT handling. */
 HIDDEN int loop_watch_stop_signals(void (*cb)(int signum));
 
@@ -140,6 +142,8 @@ HIDDEN void api_release_owner(struct fibril_module *owner);
 /* For host parts: routes owned by the agent itself. */
 HIDDEN int api_route_host(const char *method, const char *pattern, uint32_t flags,
 			  fibril_route_fn cb, void *ud);
+/* Routes of the TCP listener (probes and metrics). */
+HIDDEN int api_route_tcp(const char *method, const char *pattern, fibril_route_fn cb, void *ud);
 /* Answer with a json-c object (takes ownership). */
 HIDDEN void api_resp_object(struct fibril_response *resp, int status, struct json_object *obj);
 
@@ -212,13 +216,17 @@ HIDDEN int lifecycle_init_all(struct module_set *set, char *err);
 /* Start in order (running the loop while a start is pending); on failure
  * stop what started, in reverse, and return -1 with the reason in err. */
 HIDDEN int lifecycle_start_all(struct module_set *set, uint64_t timeout_ms, char *err);
+/* A stop signal during start: abandon the start and roll back. */
+HIDDEN void lifecycle_interrupt_start(void);
 HIDDEN void lifecycle_stop_all(struct module_set *set, uint64_t timeout_ms);
 HIDDEN void lifecycle_fini_all(struct module_set *set);
 /* Release everything a module registered (before dlclose). */
 HIDDEN void module_release_resources(struct fibril_module *m);
 
 /* The running agent, for the built-in API routes. */
+enum agent_phase { AGENT_PHASE_CONFIG, AGENT_PHASE_LOAD, AGENT_PHASE_INIT, AGENT_PHASE_START, AGENT_PHASES };
 struct agent_state {
+	double phase_ms[AGENT_PHASES];
 	struct module_set modules;
 	double started_at_ms; /* mono_ms() when the process started */
 	double ready_at_ms;

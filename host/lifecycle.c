@@ -1,1 +1,243 @@
-/* host/lifecycle.c - placeholder */
+/* host/lifecycle.c - runs the module lifecycle: init in start order, start
+ * in dependency order (waiting on the loop for modules that finish their
+ * start asynchronously), stop in reverse, fini. Each phase of each module is
+ * timed. A failed start stops what already started, in reverse. A watchdog
+ * thread ends the agent when a hook does not return within its timeout. */
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- watchdog ------------------------------------------------------------ */
+
+static pthread_mutex_t g_wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_wd_cond = PTHREAD_COND_INITIALIZER;
+static pthread_t g_wd_thread;
+static bool g_wd_running, g_wd_quit;
+static double g_wd_deadline; /* 0: disarmed */
+static char g_wd_what[160];
+
+static void *watchdog_main(void *arg)
+{
+	pthread_mutex_lock(&g_wd_lock);
+	while (!g_wd_quit) {
+		if (g_wd_deadline > 0 && mono_ms() >= g_wd_deadline) {
+			host_error("%s did not return within its timeout; exiting", g_wd_what);
+			_exit(1);
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&g_wd_cond, &g_wd_lock, &ts);
+	}
+	pthread_mutex_unlock(&g_wd_lock);
+	return NULL;
+}
+
+static void watchdog_arm(const struct fibril_module *m, const char *phase, uint64_t timeout_ms)
+{
+	pthread_mutex_lock(&g_wd_lock);
+	if (!g_wd_running) {
+		g_wd_quit = false;
+		if (pthread_create(&g_wd_thread, NULL, watchdog_main, NULL) == 0)
+			g_wd_running = true;
+	}
+	snprintf(g_wd_what, sizeof(g_wd_what), "module %s: %s hook", m->name, phase);
+	g_wd_deadline = timeout_ms ? mono_ms() + (double)timeout_ms : 0;
+	pthread_mutex_unlock(&g_wd_lock);
+}
+
+static void watchdog_disarm(void)
+{
+	pthread_mutex_lock(&g_wd_lock);
+	g_wd_deadline = 0;
+	pthread_mutex_unlock(&g_wd_lock);
+}
+
+static void watchdog_stop(void)
+{
+	pthread_mutex_lock(&g_wd_lock);
+	bool running = g_wd_running;
+	g_wd_quit = true;
+	g_wd_running = false;
+	pthread_cond_signal(&g_wd_cond);
+	pthread_mutex_unlock(&g_wd_lock);
+	if (running)
+		pthread_join(g_wd_thread, NULL);
+}
+
+/* ---- phases ---------------------------------------------------------------- */
+
+static volatile bool g_start_interrupted;
+
+void lifecycle_interrupt_start(void)
+{
+	g_start_interrupted = true;
+}
+
+static const char *error_text(struct fibril_module *m, int rc)
+{
+	if (!m->error[0])
+		snprintf(m->error, sizeof(m->error), "%s", strerror(rc < 0 ? -rc : EIO));
+	return m->error;
+}
+
+void module_release_resources(struct fibril_module *m)
+{
+	api_release_owner(m);
+	bus_release_owner(m);
+	service_release_owner(m);
+	maps_release_owner(m);
+	loop_release_owner(m);
+}
+
+int lifecycle_init_all(struct module_set *set, char *err)
+{
+	for (size_t i = 0; i < set->norder; i++) {
+		struct fibril_module *m = set->order[i];
+		double t0 = mono_ms();
+		int rc = 0;
+		if (m->desc.init) {
+			watchdog_arm(m, "init", 0);
+			rc = m->desc.init(m);
+			watchdog_disarm();
+		}
+		m->init_ms = mono_ms() - t0;
+		if (rc) {
+			m->state = MODULE_FAILED;
+			errbuf_set(err, "module %s (%s): init failed: %s", m->name, m->path,
+				   error_text(m, rc));
+			for (size_t j = i + 1; j-- > 0;) {
+				module_release_resources(set->order[j]);
+				if (j < i && set->order[j]->desc.fini)
+					set->order[j]->desc.fini(set->order[j]);
+				if (j < i)
+					set->order[j]->state = MODULE_LOADED;
+			}
+			return -1;
+		}
+		m->state = MODULE_INITIALIZED;
+	}
+	return 0;
+}
+
+static void on_start_timeout(struct fibril_timer *t, void *ud)
+{
+	struct fibril_module *m = ud;
+	if (m->start_pending) {
+		fibril_module_set_error(m, "start did not complete within the start timeout");
+		m->start_pending = false;
+		m->start_rc = -ETIMEDOUT;
+	}
+}
+
+/* Run one module's start, waiting on the loop when it completes later. */
+static int start_one(struct fibril_module *m, uint64_t timeout_ms)
+{
+	if (!m->desc.start)
+		return 0;
+	m->start_pending = false;
+	m->start_rc = 0;
+	watchdog_arm(m, "start", timeout_ms);
+	int rc = m->desc.start(m);
+	watchdog_disarm();
+	if (rc != FIBRIL_START_PENDING)
+		return rc;
+	m->start_pending = true;
+	struct fibril_timer *t = fibril_timer_add(NULL, timeout_ms, 0, on_start_timeout, m);
+	while (m->start_pending && !g_start_interrupted)
+		loop_run_once(true);
+	if (m->start_pending) {
+		m->start_pending = false;
+		fibril_module_set_error(m, "start interrupted by a stop signal");
+		m->start_rc = -EINTR;
+	}
+	if (m->start_rc != -ETIMEDOUT)
+		fibril_timer_cancel(t);
+	return m->start_rc;
+}
+
+static void stop_one(struct fibril_module *m, uint64_t timeout_ms)
+{
+	double t0 = mono_ms();
+	m->state = MODULE_STOPPING;
+	if (m->desc.stop) {
+		watchdog_arm(m, "stop", timeout_ms);
+		m->desc.stop(m);
+		watchdog_disarm();
+	}
+	m->stop_ms = mono_ms() - t0;
+	m->state = MODULE_STOPPED;
+}
+
+int lifecycle_start_all(struct module_set *set, uint64_t timeout_ms, char *err)
+{
+	for (size_t i = 0; i < set->norder; i++) {
+		struct fibril_module *m = set->order[i];
+		if (g_start_interrupted) {
+			errbuf_set(err, "start interrupted by a stop signal before module %s", m->name);
+			goto rollback;
+		}
+		m->state = MODULE_STARTING;
+		double t0 = mono_ms();
+		int rc = start_one(m, timeout_ms);
+		m->start_ms = mono_ms() - t0;
+		bus_flush();
+		if (rc) {
+			m->state = MODULE_FAILED;
+			errbuf_set(err, "module %s failed to start: %s", m->name, error_text(m, rc));
+			host_error("%s", err);
+			goto rollback;
+		}
+		m->state = MODULE_RUNNING;
+		host_debug("module %s started in %.3f ms", m->name, m->start_ms);
+		continue;
+rollback:;
+		char stopped[ERRBUF_LEN] = "";
+		size_t off = 0;
+		for (size_t j = i; j-- > 0;) {
+			stop_one(set->order[j], timeout_ms);
+			off += (size_t)snprintf(stopped + off, off < sizeof(stopped) ? sizeof(stopped) - off : 0,
+						"%s%s", off ? ", " : "", set->order[j]->name);
+		}
+		size_t len = strlen(err);
+		snprintf(err + len, ERRBUF_LEN - len, "; %s%s", off ? "stopped: " : "nothing else was started",
+			 stopped);
+		watchdog_stop();
+		return -1;
+	}
+	return 0;
+}
+
+void lifecycle_stop_all(struct module_set *set, uint64_t timeout_ms)
+{
+	for (size_t i = set->norder; i-- > 0;) {
+		struct fibril_module *m = set->order[i];
+		if (m->state == MODULE_RUNNING)
+			stop_one(m, timeout_ms);
+		bus_flush();
+	}
+	watchdog_stop();
+}
+
+void lifecycle_fini_all(struct module_set *set)
+{
+	for (size_t i = set->norder; i-- > 0;) {
+		struct fibril_module *m = set->order[i];
+		module_release_resources(m);
+		if (m->state == MODULE_LOADED)
+			continue;
+		double t0 = mono_ms();
+		if (m->desc.fini)
+			m->desc.fini(m);
+		m->fini_ms = mono_ms() - t0;
+	}
+	watchdog_stop();
+}

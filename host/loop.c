@@ -1,1 +1,488 @@
-/* host/loop.c - placeholder */
+/* host/loop.c - the agent's single event loop (libuv underneath): timers,
+ * fd watches, signal watches, deferred calls from any thread, and jobs on
+ * libuv's worker pool whose completions run back on the loop. Every handle
+ * remembers the module that made it, so the host can undo all of a module's
+ * handles before it unloads the module. */
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+enum handle_kind { KIND_TIMER, KIND_IO, KIND_SIGNAL };
+
+/* Every live timer/io/signal handle, for release by owner. */
+struct owned_handle {
+	enum handle_kind kind;
+	struct fibril_module *owner;
+	struct owned_handle *prev, *next;
+	bool closing;
+};
+
+struct fibril_timer {
+	struct owned_handle link;
+	uv_timer_t uv;
+	fibril_timer_fn cb;
+	void *ud;
+	bool one_shot;
+};
+
+struct fibril_io {
+	struct owned_handle link;
+	uv_poll_t uv;
+	fibril_io_fn cb;
+	void *ud;
+	int fd;
+};
+
+struct fibril_signal {
+	struct owned_handle link;
+	uv_signal_t uv;
+	fibril_signal_fn cb;
+	void *ud;
+};
+
+struct deferred_call {
+	struct fibril_module *owner;
+	fibril_call_fn cb;
+	void *ud;
+	struct deferred_call *next;
+};
+
+struct work_job {
+	uv_work_t uv;
+	struct fibril_module *owner;
+	fibril_work_fn work;
+	fibril_done_fn done;
+	void *ud;
+	struct work_job *prev, *next;
+};
+
+static uv_loop_t g_loop;
+static bool g_loop_ready;
+static struct owned_handle *g_handles;
+static struct work_job *g_jobs;
+static uv_async_t g_defer_async;
+static pthread_mutex_t g_defer_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct deferred_call *g_defer_head, *g_defer_tail;
+static uv_signal_t g_stop_signals[2];
+static void (*g_stop_cb)(int signum);
+static int g_stop_signal_count;
+
+static void link_handle(struct owned_handle *h, enum handle_kind kind, struct fibril_module *owner)
+{
+	h->kind = kind;
+	h->owner = owner;
+	h->prev = NULL;
+	h->next = g_handles;
+	if (g_handles)
+		g_handles->prev = h;
+	g_handles = h;
+}
+
+static void unlink_handle(struct owned_handle *h)
+{
+	if (h->prev)
+		h->prev->next = h->next;
+	else if (g_handles == h)
+		g_handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	h->prev = h->next = NULL;
+}
+
+static void free_on_close(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void close_owned(struct owned_handle *h, uv_handle_t *uvh)
+{
+	if (h->closing)
+		return;
+	h->closing = true;
+	unlink_handle(h);
+	uvh->data = h; /* the owned_handle is the first member: the whole object */
+	uv_close(uvh, free_on_close);
+}
+
+static void drain_deferred(uv_async_t *a);
+
+int loop_init(void)
+{
+	if (g_loop_ready)
+		return 0;
+	int rc = uv_loop_init(&g_loop);
+	if (rc)
+		return rc;
+	rc = uv_async_init(&g_loop, &g_defer_async, drain_deferred);
+	if (rc)
+		return rc;
+	uv_unref((uv_handle_t *)&g_defer_async);
+	g_loop_ready = true;
+	return 0;
+}
+
+void *loop_uv(void)
+{
+	return &g_loop;
+}
+
+int loop_run(void)
+{
+	uv_run(&g_loop, UV_RUN_DEFAULT);
+	return 0;
+}
+
+void loop_run_once(bool block)
+{
+	uv_run(&g_loop, block ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+}
+
+void loop_stop(void)
+{
+	uv_stop(&g_loop);
+}
+
+uint64_t fibril_now_ms(void)
+{
+	return g_loop_ready ? uv_now(&g_loop) : (uint64_t)mono_ms();
+}
+
+/* ---- timers ------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *uvt)
+{
+	struct fibril_timer *t = uvt->data;
+	t->cb(t, t->ud);
+	if (t->one_shot && !t->link.closing)
+		fibril_timer_cancel(t);
+}
+
+struct fibril_timer *fibril_timer_add(struct fibril_module *m, uint64_t first_ms,
+				      uint64_t repeat_ms, fibril_timer_fn cb, void *ud)
+{
+	if (!cb || !g_loop_ready) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct fibril_timer *t = xcalloc(1, sizeof(*t));
+	t->cb = cb;
+	t->ud = ud;
+	t->one_shot = repeat_ms == 0;
+	uv_timer_init(&g_loop, &t->uv);
+	t->uv.data = t;
+	link_handle(&t->link, KIND_TIMER, m);
+	uv_timer_start(&t->uv, on_timer, first_ms, repeat_ms);
+	return t;
+}
+
+int fibril_timer_rearm(struct fibril_timer *t, uint64_t first_ms, uint64_t repeat_ms)
+{
+	if (!t || t->link.closing)
+		return -EINVAL;
+	t->one_shot = repeat_ms == 0;
+	return uv_timer_start(&t->uv, on_timer, first_ms, repeat_ms) ? -EINVAL : 0;
+}
+
+void fibril_timer_cancel(struct fibril_timer *t)
+{
+	if (!t || t->link.closing)
+		return;
+	uv_timer_stop(&t->uv);
+	close_owned(&t->link, (uv_handle_t *)&t->uv);
+}
+
+/* ---- fd watches ---------------------------------------------------------- */
+
+static int to_uv_events(uint32_t events)
+{
+	return ((events & FIBRIL_IO_READ) ? UV_READABLE : 0) |
+	       ((events & FIBRIL_IO_WRITE) ? UV_WRITABLE : 0) | UV_DISCONNECT;
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+	struct fibril_io *io = p->data;
+	uint32_t rev = 0;
+	if (status < 0 || (events & UV_DISCONNECT))
+		rev |= FIBRIL_IO_ERROR;
+	if (events & UV_READABLE)
+		rev |= FIBRIL_IO_READ;
+	if (events & UV_WRITABLE)
+		rev |= FIBRIL_IO_WRITE;
+	io->cb(io, io->fd, rev, io->ud);
+}
+
+struct fibril_io *fibril_io_watch(struct fibril_module *m, int fd, uint32_t events,
+				  fibril_io_fn cb, void *ud)
+{
+	if (!cb || fd < 0 || !g_loop_ready) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct fibril_io *io = xcalloc(1, sizeof(*io));
+	int rc = uv_poll_init(&g_loop, &io->uv, fd);
+	if (rc) {
+		free(io);
+		errno = -rc;
+		return NULL;
+	}
+	io->cb = cb;
+	io->ud = ud;
+	io->fd = fd;
+	io->uv.data = io;
+	link_handle(&io->link, KIND_IO, m);
+	uv_poll_start(&io->uv, to_uv_events(events), on_poll);
+	return io;
+}
+
+int fibril_io_update(struct fibril_io *io, uint32_t events)
+{
+	if (!io || io->link.closing)
+		return -EINVAL;
+	if (!events)
+		return uv_poll_stop(&io->uv) ? -EINVAL : 0;
+	return uv_poll_start(&io->uv, to_uv_events(events), on_poll) ? -EINVAL : 0;
+}
+
+void fibril_io_remove(struct fibril_io *io)
+{
+	if (!io || io->link.closing)
+		return;
+	uv_poll_stop(&io->uv);
+	close_owned(&io->link, (uv_handle_t *)&io->uv);
+}
+
+/* ---- signal watches ------------------------------------------------------- */
+
+static void on_signal(uv_signal_t *uvs, int signum)
+{
+	struct fibril_signal *s = uvs->data;
+	s->cb(s, signum, s->ud);
+}
+
+struct fibril_signal *fibril_signal_watch(struct fibril_module *m, int signum,
+					  fibril_signal_fn cb, void *ud)
+{
+	if (!cb || signum == SIGTERM || signum == SIGINT || !g_loop_ready) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct fibril_signal *s = xcalloc(1, sizeof(*s));
+	uv_signal_init(&g_loop, &s->uv);
+	s->cb = cb;
+	s->ud = ud;
+	s->uv.data = s;
+	link_handle(&s->link, KIND_SIGNAL, m);
+	if (uv_signal_start(&s->uv, on_signal, signum)) {
+		close_owned(&s->link, (uv_handle_t *)&s->uv); /* freed on close */
+		errno = EINVAL;
+		return NULL;
+	}
+	return s;
+}
+
+void fibril_signal_remove(struct fibril_signal *s)
+{
+	if (!s || s->link.closing)
+		return;
+	uv_signal_stop(&s->uv);
+	close_owned(&s->link, (uv_handle_t *)&s->uv);
+}
+
+static void on_stop_signal(uv_signal_t *uvs, int signum)
+{
+	if (++g_stop_signal_count > 1) {
+		host_error("second signal %d: forcing exit", signum);
+		_exit(128 + signum);
+	}
+	if (g_stop_cb)
+		g_stop_cb(signum);
+}
+
+int loop_watch_stop_signals(void (*cb)(int signum))
+{
+	static const int sigs[2] = {SIGTERM, SIGINT};
+	g_stop_cb = cb;
+	for (int i = 0; i < 2; i++) {
+		uv_signal_init(&g_loop, &g_stop_signals[i]);
+		uv_unref((uv_handle_t *)&g_stop_signals[i]);
+		if (uv_signal_start(&g_stop_signals[i], on_stop_signal, sigs[i]))
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- deferred calls ----------------------------------------------------- */
+
+static void drain_deferred(uv_async_t *a)
+{
+	pthread_mutex_lock(&g_defer_lock);
+	struct deferred_call *list = g_defer_head;
+	g_defer_head = g_defer_tail = NULL;
+	pthread_mutex_unlock(&g_defer_lock);
+	while (list) {
+		struct deferred_call *next = list->next;
+		list->cb(list->ud);
+		free(list);
+		list = next;
+	}
+	bus_flush();
+}
+
+int fibril_defer(struct fibril_module *m, fibril_call_fn cb, void *ud)
+{
+	if (!cb || !g_loop_ready)
+		return -EINVAL;
+	struct deferred_call *d = xcalloc(1, sizeof(*d));
+	d->owner = m;
+	d->cb = cb;
+	d->ud = ud;
+	pthread_mutex_lock(&g_defer_lock);
+	if (g_defer_tail)
+		g_defer_tail->next = d;
+	else
+		g_defer_head = d;
+	g_defer_tail = d;
+	pthread_mutex_unlock(&g_defer_lock);
+	uv_async_send(&g_defer_async);
+	return 0;
+}
+
+void loop_wake(void)
+{
+	if (g_loop_ready)
+		uv_async_send(&g_defer_async);
+}
+
+/* ---- worker pool --------------------------------------------------------- */
+
+static void job_run(uv_work_t *w)
+{
+	struct work_job *j = w->data;
+	j->work(j->ud);
+}
+
+static void job_done(uv_work_t *w, int status)
+{
+	struct work_job *j = w->data;
+	if (j->prev)
+		j->prev->next = j->next;
+	else
+		g_jobs = j->next;
+	if (j->next)
+		j->next->prev = j->prev;
+	if (j->done)
+		j->done(j->ud, status == UV_ECANCELED ? -ECANCELED : 0);
+	free(j);
+}
+
+int fibril_work_submit(struct fibril_module *m, fibril_work_fn work, fibril_done_fn done, void *ud)
+{
+	if (!work || !g_loop_ready)
+		return -EINVAL;
+	struct work_job *j = xcalloc(1, sizeof(*j));
+	j->owner = m;
+	j->work = work;
+	j->done = done;
+	j->ud = ud;
+	j->uv.data = j;
+	int rc = uv_queue_work(&g_loop, &j->uv, job_run, job_done);
+	if (rc) {
+		free(j);
+		return -EAGAIN;
+	}
+	j->next = g_jobs;
+	if (g_jobs)
+		g_jobs->prev = j;
+	g_jobs = j;
+	return 0;
+}
+
+unsigned loop_pending_work(struct fibril_module *owner)
+{
+	unsigned n = 0;
+	for (struct work_job *j = g_jobs; j; j = j->next)
+		if (j->owner == owner)
+			n++;
+	return n;
+}
+
+/* ---- release ------------------------------------------------------------- */
+
+static void release_deferred(struct fibril_module *owner)
+{
+	pthread_mutex_lock(&g_defer_lock);
+	struct deferred_call **pp = &g_defer_head, *last = NULL;
+	while (*pp) {
+		struct deferred_call *d = *pp;
+		if (d->owner == owner) {
+			*pp = d->next;
+			free(d);
+			continue;
+		}
+		last = d;
+		pp = &d->next;
+	}
+	g_defer_tail = last;
+	pthread_mutex_unlock(&g_defer_lock);
+}
+
+void loop_release_owner(struct fibril_module *owner)
+{
+	if (!g_loop_ready)
+		return;
+	struct owned_handle *h = g_handles;
+	while (h) {
+		struct owned_handle *next = h->next;
+		if (h->owner == owner) {
+			switch (h->kind) {
+			case KIND_TIMER:
+				fibril_timer_cancel((struct fibril_timer *)h);
+				break;
+			case KIND_IO:
+				fibril_io_remove((struct fibril_io *)h);
+				break;
+			case KIND_SIGNAL:
+				fibril_signal_remove((struct fibril_signal *)h);
+				break;
+			}
+		}
+		h = next;
+	}
+	release_deferred(owner);
+	for (struct work_job *j = g_jobs; j; j = j->next)
+		if (j->owner == owner)
+			uv_cancel((uv_req_t *)&j->uv);
+	/* Running jobs cannot be cancelled: wait for their completions. */
+	while (loop_pending_work(owner))
+		uv_run(&g_loop, UV_RUN_ONCE);
+	/* Let the closes complete so nothing of the module runs later. */
+	uv_run(&g_loop, UV_RUN_NOWAIT);
+}
+
+static void close_any(uv_handle_t *h, void *arg)
+{
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+void loop_fini(void)
+{
+	if (!g_loop_ready)
+		return;
+	loop_release_owner(NULL);
+	while (g_jobs)
+		uv_run(&g_loop, UV_RUN_ONCE);
+	release_deferred(NULL);
+	uv_walk(&g_loop, close_any, NULL);
+	uv_run(&g_loop, UV_RUN_DEFAULT);
+	uv_loop_close(&g_loop);
+	g_loop_ready = false;
+	g_stop_cb = NULL;
+	g_stop_signal_count = 0;
+}
