@@ -761,12 +761,15 @@ void api_close(void)
 {
 	if (!g_ctx)
 		return;
+	/* On a foreign loop the destroy is in two steps: lws closes its
+	 * handles on our loop, and once those closes completed a second call
+	 * frees the context. */
+	lws_context_destroy(g_ctx);
+	for (int i = 0; i < 10; i++)
+		loop_run_once(false);
 	lws_context_destroy(g_ctx);
 	g_ctx = NULL;
 	g_unix_vhost = g_tcp_vhost = NULL;
-	/* lws closes its handles on our loop: let those closes complete. */
-	for (int i = 0; i < 100; i++)
-		loop_run_once(false);
 	if (g_socket_path) {
 		unlink(g_socket_path);
 		free(g_socket_path);

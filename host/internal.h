@@ -175,6 +175,7 @@ struct fibril_module {
 	void *data;
 	char error[ERRBUF_LEN];
 	enum module_state state;
+	bool initialized; /* init succeeded: fini must run */
 	bool start_pending;
 	int start_rc;
 	double init_ms, start_ms, stop_ms, fini_ms;

@@ -118,12 +118,12 @@ int lifecycle_init_all(struct module_set *set, char *err)
 				module_release_resources(set->order[j]);
 				if (j < i && set->order[j]->desc.fini)
 					set->order[j]->desc.fini(set->order[j]);
-				if (j < i)
-					set->order[j]->state = MODULE_LOADED;
+				set->order[j]->initialized = false;
 			}
 			return -1;
 		}
 		m->state = MODULE_INITIALIZED;
+		m->initialized = true;
 	}
 	return 0;
 }
@@ -232,8 +232,9 @@ void lifecycle_fini_all(struct module_set *set)
 	for (size_t i = set->norder; i-- > 0;) {
 		struct fibril_module *m = set->order[i];
 		module_release_resources(m);
-		if (m->state == MODULE_LOADED)
+		if (!m->initialized)
 			continue;
+		m->initialized = false;
 		double t0 = mono_ms();
 		if (m->desc.fini)
 			m->desc.fini(m);

@@ -28,7 +28,8 @@ int log_parse_level(const char *s, enum fibril_log_level *out)
 	return -1;
 }
 
-static void log_line(const char *who, enum fibril_log_level level, const char *fmt, va_list ap)
+static __attribute__((format(printf, 3, 0))) void log_line(const char *who, enum fibril_log_level level,
+							   const char *fmt, va_list ap)
 {
 	if (level > g_level)
 		return;

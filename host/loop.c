@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 enum handle_kind { KIND_TIMER, KIND_IO, KIND_SIGNAL };
@@ -294,12 +295,27 @@ void fibril_signal_remove(struct fibril_signal *s)
 	close_owned(&s->link, (uv_handle_t *)&s->uv);
 }
 
+/* After the first stop signal the loop thread is busy stopping modules and
+ * may be stuck in a hook, so the second signal is caught by a plain signal
+ * handler, outside the loop, that ends the process at once. */
+static void force_exit_handler(int signum)
+{
+	static const char msg[] = "fibril-agent: second signal: forcing exit\n";
+	ssize_t ignored = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)ignored;
+	_exit(128 + signum);
+}
+
 static void on_stop_signal(uv_signal_t *uvs, int signum)
 {
-	if (++g_stop_signal_count > 1) {
-		host_error("second signal %d: forcing exit", signum);
-		_exit(128 + signum);
-	}
+	if (g_stop_signal_count++)
+		return;
+	struct sigaction sa = {.sa_handler = force_exit_handler};
+	sigemptyset(&sa.sa_mask);
+	for (int i = 0; i < 2; i++)
+		uv_signal_stop(&g_stop_signals[i]);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
 	if (g_stop_cb)
 		g_stop_cb(signum);
 }

@@ -1,0 +1,30 @@
+/* fibril/version.h (frozen SDK 1.0, for the compatibility test) - SDK ABI
+ * version numbers and the build signature.
+ *
+ * A module records the ABI it was compiled against in its descriptor. The
+ * host loads it when the major matches and the module's minor is not newer
+ * than the host's own. The signature string guards against modules built
+ * for another data model or word size. */
+#ifndef FIBRIL_VERSION_H
+#define FIBRIL_VERSION_H
+
+#define FIBRIL_ABI_MAJOR 1
+/* Minor history:
+ *   0 - first release of the module contract. */
+#define FIBRIL_ABI_MINOR 0
+
+#define FIBRIL_STRINGIFY_(x) #x
+#define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
+
+#if defined(__LP64__)
+#define FIBRIL_SIG_MODEL "lp64"
+#else
+#define FIBRIL_SIG_MODEL "ilp32"
+#endif
+
+/* "fibril:<major>:<data model>:<sizeof pointer>" - must equal the host's. */
+#define FIBRIL_BUILD_SIGNATURE \
+	"fibril:" FIBRIL_STRINGIFY(FIBRIL_ABI_MAJOR) ":" FIBRIL_SIG_MODEL ":" \
+	FIBRIL_STRINGIFY(__SIZEOF_POINTER__)
+
+#endif

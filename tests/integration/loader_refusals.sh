@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# tests/integration/loader_refusals.sh - every refusal of the module loader
+# and the graph: each bad module directory makes fibril-agent exit non-zero
+# with one line naming the file (or modules) and the reason, and start
+# nothing. Also --graph and --graph=dot on a good set.
+. "$top_srcdir/tests/lib/common.sh"
+
+# expect_refusal DESCRIPTION MODULEDIR EXPECTED-TEXT [agent args...]
+expect_refusal() {
+	local what=$1 dir=$2 text=$3
+	shift 3
+	run_agent "$dir" --check "$@"
+	local lines
+	lines=$(printf '%s\n' "$OUT" | grep -c . || true)
+	if [ "$RC" -ne 0 ] && contains "$OUT" "$text" && [ "$lines" -eq 1 ] && ! contains "$OUT" "OK" >/dev/null; then
+		pass "$what"
+	else
+		fail "$what (rc=$RC, $lines lines): $OUT"
+	fi
+}
+
+# A good set, for --graph.
+good=$WORK/good
+build_module "$good" base provides=kvstore
+build_module "$good" middle provides=ipam requires=kvstore
+build_module "$good" top requires=ipam wants=kvstore,absent
+run_agent "$good" --graph
+check "--graph prints the start order" test "$RC" -eq 0
+check "--graph orders base, middle, top" test "$(printf '%s\n' "$OUT" | grep -E '^ +[0-9]+\.' | awk '{print $2}' | tr '\n' ' ')" = "base middle top "
+run_agent "$good" --graph=dot
+check "--graph=dot prints a digraph with labelled edges" contains "$OUT" '"middle" -> "base" [label="kvstore"]'
+check "--graph=dot marks wants as dashed" contains "$OUT" '"top" -> "base" [label="kvstore", style=dashed]'
+run_agent "$good" --check
+check "a good set passes --check" test "$RC" -eq 0
+
+# ABI major mismatch.
+d=$WORK/abi-major
+build_module "$d" major cflags="-DTM_DESC_EXTRA=,.abi_major=2"
+expect_refusal "ABI major mismatch" "$d" "module $d/major.so: ABI major mismatch: built for ABI 2.1, host provides 1.1"
+
+# Module built for a newer minor than the host.
+d=$WORK/abi-minor
+build_module "$d" minor cflags="-DTM_DESC_EXTRA=,.abi_minor=9"
+expect_refusal "newer minor than the host" "$d" "module $d/minor.so: built for ABI 1.9, newer than the host's 1.1"
+
+# Build signature mismatch.
+d=$WORK/signature
+build_module "$d" sig cflags="-DTM_DESC_EXTRA=,.signature=\"fibril:1:ilp32:4\""
+expect_refusal "build signature mismatch" "$d" "build signature 'fibril:1:ilp32:4' does not match"
+
+# Missing entry symbol: a shared object that is not a fibril module.
+d=$WORK/nosym
+mkdir -p "$d"
+echo 'int not_a_module(void) { return 1; }' >"$WORK/nosym.c"
+$CC -shared -fPIC -o "$d/nosym.so" "$WORK/nosym.c"
+chmod 0644 "$d/nosym.so"
+expect_refusal "missing entry symbol" "$d" "module $d/nosym.so: missing entry symbol 'fibril_module_entry'"
+
+# Duplicate module name in two files.
+d=$WORK/dup
+build_module "$d" twin
+build_module "$d" twin file=twin-copy.so
+expect_refusal "duplicate module name" "$d" "module $d/twin.so: duplicate module name 'twin' (already loaded from $d/twin-copy.so)"
+
+# A module file not owned by root.
+d=$WORK/owner
+build_module "$d" owned
+chown 65534 "$d/owned.so"
+expect_refusal "module file not root-owned" "$d" "module file $d/owned.so: owned by uid 65534, expected root (uid 0)"
+
+# A group-writable module file.
+d=$WORK/gw
+build_module "$d" gw
+chmod 0664 "$d/gw.so"
+expect_refusal "group-writable module file" "$d" "module file $d/gw.so: mode 0664 is group-writable"
+
+# A world-writable module directory.
+d=$WORK/ww
+build_module "$d" ww
+chmod 0777 "$d"
+expect_refusal "world-writable module directory" "$d" "module directory $d: mode 0777 is world-writable"
+
+# A module directory not owned by root.
+d=$WORK/dirowner
+build_module "$d" fine
+chown 65534 "$d"
+expect_refusal "module directory not root-owned" "$d" "module directory $d: owned by uid 65534"
+
+# A module listed in [agent] modules that is not there.
+d=$WORK/listed
+build_module "$d" present
+expect_refusal "listed module missing" "$d" "module 'absent' listed in [agent] modules: $d/absent.so not found" --set agent.modules=present,absent
+
+# Unresolved hard dependency: the whole chain is named.
+d=$WORK/unresolved
+build_module "$d" app requires=ipam
+build_module "$d" ipam-mode provides=ipam requires=kvstore
+expect_refusal "unresolved dependency names the chain" "$d" "unresolved dependency: app -> ipam-mode -> 'kvstore' (no loaded module provides 'kvstore'"
+
+# A cycle names every module in it.
+d=$WORK/cycle
+build_module "$d" aa provides=a requires=c
+build_module "$d" bb provides=b requires=a
+build_module "$d" cc provides=c requires=b
+expect_refusal "cycle names every module" "$d" "dependency cycle: aa -> cc -> bb -> aa"
+
+# Two providers of one capability and no choice.
+d=$WORK/ambiguous
+build_module "$d" pool-a provides=ipam
+build_module "$d" pool-b provides=ipam
+expect_refusal "ambiguous capability" "$d" "ambiguous capability 'ipam': provided by pool-a ($d/pool-a.so) and pool-b ($d/pool-b.so)"
+
+# ... and the config choosing one resolves it; the other is not started.
+run_agent "$d" --graph --set providers.ipam=pool-b
+check "[providers] chooses between two providers" test "$RC" -eq 0
+check "the chosen provider is started" contains "$OUT" "1. pool-b"
+check "the other provider is not started" contains "$OUT" "not started: pool-a"
+expect_refusal "[providers] naming a non-provider" "$d" "[providers] ipam = nosuch, but no such module is loaded" --set providers.ipam=nosuch
+
+# Nothing was started by any refusal: no socket was ever created.
+check "no refusal opened the API socket" test ! -e "$WORK/fibril.sock"
+
+finish

@@ -1,0 +1,132 @@
+# tests/lib/common.sh - shared helpers of the integration tests: a private
+# work dir removed on exit, building test modules from tests/modules/testmod.c
+# against the in-tree SDK, starting and stopping an agent on its own socket,
+# and pass/fail bookkeeping that ends with "N passed, N failed".
+set -euo pipefail
+umask 022
+
+: "${top_srcdir:?run through make check (top_srcdir unset)}"
+: "${top_builddir:?run through make check (top_builddir unset)}"
+CC=${CC:-cc}
+AGENT="$top_builddir/fibril-agent"
+CLI="$top_builddir/fibril"
+TEST_NAME=$(basename "$0" .sh)
+WORK=$(mktemp -d "/tmp/fibril-$TEST_NAME.XXXXXX")
+chmod 0755 "$WORK"
+BPFFS_DIR="/sys/fs/bpf/fibril-$TEST_NAME-$$"
+AGENT_PID=""
+PASSED=0
+FAILED=0
+
+cleanup() {
+	local rc=$?
+	if [ -n "$AGENT_PID" ] && kill -0 "$AGENT_PID" 2>/dev/null; then
+		kill -KILL "$AGENT_PID" 2>/dev/null || true
+		wait "$AGENT_PID" 2>/dev/null || true
+	fi
+	rm -rf "$WORK" "$BPFFS_DIR"
+	exit "$rc"
+}
+trap cleanup EXIT INT TERM
+
+pass() { PASSED=$((PASSED + 1)); echo "PASS: $*"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL: $*"; }
+
+# check DESCRIPTION COMMAND... : pass when the command succeeds.
+check() {
+	local what=$1
+	shift
+	if "$@"; then pass "$what"; else fail "$what"; fi
+}
+
+finish() {
+	echo "$PASSED passed, $FAILED failed"
+	[ "$FAILED" -eq 0 ]
+}
+
+# quote_list "a,b" -> "a","b" for FIBRIL_LIST(...)
+quote_list() {
+	local IFS=, out="" item
+	for item in $1; do out="$out${out:+,}\"$item\""; done
+	printf '%s' "$out"
+}
+
+# build_module DIR NAME [provides=a,b] [requires=x] [wants=y] [cflags=...] [sdk=INCLUDEDIR] [file=NAME.so]
+build_module() {
+	local dir=$1 name=$2 provides="" requires="" wants="" cflags="" sdk="$top_srcdir/sdk/include" file="$2.so"
+	shift 2
+	local arg
+	for arg in "$@"; do
+		case $arg in
+		provides=*) provides=${arg#provides=} ;;
+		requires=*) requires=${arg#requires=} ;;
+		wants=*) wants=${arg#wants=} ;;
+		cflags=*) cflags=${arg#cflags=} ;;
+		sdk=*) sdk=${arg#sdk=} ;;
+		file=*) file=${arg#file=} ;;
+		*) echo "build_module: bad argument $arg" >&2; return 2 ;;
+		esac
+	done
+	local defs=(-DTM_NAME="\"$name\"")
+	[ -n "$provides" ] && defs+=(-DTM_PROVIDES="FIBRIL_LIST($(quote_list "$provides"))")
+	[ -n "$requires" ] && defs+=(-DTM_REQUIRES="FIBRIL_LIST($(quote_list "$requires"))")
+	[ -n "$wants" ] && defs+=(-DTM_WANTS="FIBRIL_LIST($(quote_list "$wants"))")
+	mkdir -p "$dir"
+	chmod 0755 "$dir"
+	# shellcheck disable=SC2086
+	$CC -std=gnu11 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-override-init \
+		-Wno-unused-parameter ${SAN_CFLAGS:-} -I"$sdk" \
+		"${defs[@]}" $cflags -o "$dir/$file" "$top_srcdir/tests/modules/testmod.c" \
+		-L"$top_builddir/.libs" -lfibril
+	chmod 0644 "$dir/$file"
+}
+
+# agent_args DIR : the --set options that keep an agent inside $WORK
+agent_args() {
+	local dir=$1
+	printf '%s\n' --set "agent.module-dir=$dir" --set "agent.socket=$WORK/fibril.sock" \
+		--set "agent.state-dir=$WORK/state" --set "agent.run-dir=$WORK/run" \
+		--set "agent.bpffs-dir=$BPFFS_DIR"
+}
+
+# start_agent MODULEDIR [more agent args...] : background agent, waits for the socket
+start_agent() {
+	local dir=$1
+	shift
+	mapfile -t args < <(agent_args "$dir")
+	rm -f "$WORK/fibril.sock"
+	"$AGENT" "${args[@]}" "$@" >"$WORK/agent.log" 2>&1 &
+	AGENT_PID=$!
+	local i
+	for i in $(seq 1 200); do
+		[ -S "$WORK/fibril.sock" ] && return 0
+		kill -0 "$AGENT_PID" 2>/dev/null || { cat "$WORK/agent.log"; return 1; }
+		sleep 0.05
+	done
+	echo "agent did not open its socket within 10 s" >&2
+	cat "$WORK/agent.log"
+	return 1
+}
+
+# stop_agent [SIGNAL] : stop the background agent; returns its exit status
+stop_agent() {
+	local sig=${1:-TERM} rc=0
+	kill -"$sig" "$AGENT_PID"
+	wait "$AGENT_PID" || rc=$?
+	AGENT_PID=""
+	return $rc
+}
+
+# run_agent MODULEDIR [args...] : run in the foreground; output in $OUT, status in $RC
+run_agent() {
+	local dir=$1
+	shift
+	mapfile -t args < <(agent_args "$dir")
+	RC=0
+	OUT=$("$AGENT" "${args[@]}" "$@" 2>&1) || RC=$?
+}
+
+api() { curl -sS --max-time 10 --unix-socket "$WORK/fibril.sock" "$@"; }
+
+# contains HAYSTACK NEEDLE
+contains() { case $1 in *"$2"*) return 0 ;; *) echo "  expected to find: $2"; echo "  in: $1"; return 1 ;; esac; }
