@@ -85,6 +85,8 @@ struct session {
 	bool too_big;
 	unsigned char *out; /* LWS_PRE + body */
 	size_t out_len, out_off;
+	bool responded;     /* the answer is queued: ignore the rest of the body */
+	bool close_after;   /* close the connection once the answer is written */
 	struct stream_client *client;
 };
 
@@ -279,15 +281,26 @@ void fibril_resp_error(struct fibril_response *resp, int status, const char *fmt
 
 /* ---- request handling ------------------------------------------------------ */
 
-static void session_reset(struct session *s)
+/* Free what the request and its answer hold (the answer is copied to out). */
+static void request_free(struct session *s)
 {
 	for (size_t i = 0; i < s->req.nquery; i++) {
 		free(s->req.query[i][0]);
 		free(s->req.query[i][1]);
 	}
+	s->req.nquery = 0;
 	free(s->req.body);
+	s->req.body = NULL;
+	s->req.body_len = 0;
+	s->body_cap = 0;
 	free(s->resp.body);
 	free(s->resp.content_type);
+	s->resp.body = s->resp.content_type = NULL;
+}
+
+static void session_reset(struct session *s)
+{
+	request_free(s);
 	free(s->out);
 	struct stream_client *client = s->client;
 	memset(s, 0, sizeof(*s));
@@ -388,7 +401,7 @@ static void dispatch(struct session *s, bool tcp)
 }
 
 /* Queue the response: headers now, the body from the writeable callback. */
-static int send_response(struct lws *wsi, struct session *s)
+static int queue_response(struct lws *wsi, struct session *s)
 {
 	unsigned char hdr[LWS_PRE + 512];
 	unsigned char *start = hdr + LWS_PRE, *p = start, *end = hdr + sizeof(hdr) - 1;
@@ -403,8 +416,16 @@ static int send_response(struct lws *wsi, struct session *s)
 	memcpy(s->out + LWS_PRE, s->resp.body, s->resp.len);
 	s->out_len = s->resp.len;
 	s->out_off = 0;
+	s->responded = true;
 	lws_callback_on_writable(wsi);
 	return 0;
+}
+
+static int send_response(struct lws *wsi, struct session *s)
+{
+	int rc = queue_response(wsi, s);
+	request_free(s);
+	return rc;
 }
 
 static int write_body(struct lws *wsi, struct session *s)
@@ -426,6 +447,8 @@ static int write_body(struct lws *wsi, struct session *s)
 	}
 	free(s->out);
 	s->out = NULL;
+	if (s->close_after)
+		return -1;
 	return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
@@ -576,12 +599,16 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 {
 	struct session *s = user;
 	bool tcp = lws_get_vhost(wsi) == g_tcp_vhost && g_tcp_vhost;
+	if (!s) /* a connection that never got as far as a request */
+		return lws_callback_http_dummy(wsi, reason, user, in, len);
 	switch (reason) {
 	case LWS_CALLBACK_HTTP:
 		session_reset(s);
 		parse_request_line(wsi, s, in);
 		if (s->content_length > g_max_body) {
+			/* Answer now and close: the body is never read. */
 			s->too_big = true;
+			s->close_after = true;
 			dispatch(s, tcp);
 			return send_response(wsi, s);
 		}
@@ -590,6 +617,8 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		dispatch(s, tcp);
 		return send_response(wsi, s);
 	case LWS_CALLBACK_HTTP_BODY:
+		if (s->responded)
+			return 0;
 		if (s->too_big || s->req.body_len + len > g_max_body) {
 			s->too_big = true;
 			return 0;
@@ -608,13 +637,16 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		s->req.body[s->req.body_len] = '\0';
 		return 0;
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		if (s->responded)
+			return 0;
 		dispatch(s, tcp);
 		return send_response(wsi, s);
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		return write_body(wsi, s);
 	case LWS_CALLBACK_CLOSED_HTTP:
+	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
 		session_reset(s);
-		return 0;
+		break;
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
 		char uri[256];
 		if (tcp || lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0 ||

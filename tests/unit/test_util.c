@@ -1,4 +1,470 @@
-/* placeholder */
+/* tests/unit/test_util.c - unit tests of the host's small helpers
+ * (host/util.c): edit_distance, nearest_name ("did you mean"),
+ * write_file_atomic (content, mode, no temp file left, replace, clean
+ * failure), mkdir_p and errbuf_set. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "cunit_main.h"
-static void t_nothing(void) { CU_ASSERT(1); }
-FIBRIL_TEST_MAIN("util", NULL, NULL, FIBRIL_TEST(t_nothing))
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char test_dir[64];
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void make_test_dir(void)
+{
+	snprintf(test_dir, sizeof(test_dir), "/tmp/fibril-test-util-XXXXXX");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(test_dir));
+}
+
+static void remove_test_dir(void)
+{
+	if (test_dir[0])
+		nftw(test_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	test_dir[0] = '\0';
+}
+
+static void path_in(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", test_dir, name);
+}
+
+/* Number of entries in dir (without . and ..); the only name in *only. */
+static int count_entries(const char *dir, char *only, size_t only_len)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (only)
+			snprintf(only, only_len, "%s", de->d_name);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Reads a whole (small) file into buf; returns its length or -1. */
+static ssize_t read_all(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len);
+	close(fd);
+	return n;
+}
+
+static unsigned file_mode(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st))
+		return 0xffffffffu;
+	return st.st_mode & 07777;
+}
+
+/* ---- edit_distance ---------------------------------------------------------- */
+
+static void t_edit_distance(void)
+{
+	CU_ASSERT_EQUAL(edit_distance("", ""), 0);
+	CU_ASSERT_EQUAL(edit_distance("abc", "abc"), 0);
+	CU_ASSERT_EQUAL(edit_distance("", "abc"), 3);
+	CU_ASSERT_EQUAL(edit_distance("abc", ""), 3);
+	CU_ASSERT_EQUAL(edit_distance("kitten", "sitting"), 3);
+	CU_ASSERT_EQUAL(edit_distance("sitting", "kitten"), 3);
+	CU_ASSERT_EQUAL(edit_distance("flaw", "lawn"), 2);
+	CU_ASSERT_EQUAL(edit_distance("state-dir", "statedir"), 1); /* deletion */
+	CU_ASSERT_EQUAL(edit_distance("statedir", "state-dir"), 1); /* insertion */
+	CU_ASSERT_EQUAL(edit_distance("log-level", "log-lever"), 1); /* substitution */
+	CU_ASSERT_EQUAL(edit_distance("ab", "ba"), 2);                 /* no transposition */
+	CU_ASSERT_EQUAL(edit_distance("Hello", "hello"), 1);           /* case-sensitive */
+}
+
+static void t_edit_distance_long(void)
+{
+	char a64[65], b64[65], a65[66];
+	memset(a64, 'a', 64);
+	a64[64] = '\0';
+	memcpy(b64, a64, sizeof(b64));
+	b64[63] = 'b';
+	memset(a65, 'a', 65);
+	a65[65] = '\0';
+	CU_ASSERT_EQUAL(edit_distance(a64, a64), 0);
+	CU_ASSERT_EQUAL(edit_distance(a64, b64), 1);
+	CU_ASSERT_EQUAL(edit_distance("", a64), 64);
+	/* Longer than 64: "infinitely" far, never suggested. */
+	CU_ASSERT_EQUAL(edit_distance(a65, a64), (size_t)-1);
+	CU_ASSERT_EQUAL(edit_distance(a64, a65), (size_t)-1);
+}
+
+/* ---- nearest_name ----------------------------------------------------------- */
+
+static void t_nearest_name(void)
+{
+	static const char *const keys[] = {"state-dir", "run-dir", "log-level", "start-timeout"};
+	const size_t n = sizeof(keys) / sizeof(keys[0]);
+	const char *s;
+
+	s = nearest_name("log-levl", keys, n);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_STRING_EQUAL(s, "log-level");
+
+	s = nearest_name("statedir", keys, n);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_STRING_EQUAL(s, "state-dir");
+
+	/* An exact match is its own nearest name. */
+	s = nearest_name("run-dir", keys, n);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_STRING_EQUAL(s, "run-dir");
+
+	/* Nothing close: no suggestion. */
+	CU_ASSERT_PTR_NULL(nearest_name("completely-different", keys, n));
+	CU_ASSERT_PTR_NULL(nearest_name("x", keys, n));
+	/* No candidates. */
+	CU_ASSERT_PTR_NULL(nearest_name("run-dir", keys, 0));
+	/* Only the first n candidates are looked at. */
+	CU_ASSERT_PTR_NULL(nearest_name("start-timeout", keys, 2));
+}
+
+static void t_nearest_name_threshold(void)
+{
+	static const char *const one[] = {"abcdefgh"};
+	/* distance 3: still suggested */
+	CU_ASSERT_EQUAL(edit_distance("abcdeXYZ", "abcdefgh"), 3);
+	const char *s = nearest_name("abcdeXYZ", one, 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_STRING_EQUAL(s, "abcdefgh");
+	/* distance 4: too far */
+	CU_ASSERT_EQUAL(edit_distance("abcdWXYZ", "abcdefgh"), 4);
+	CU_ASSERT_PTR_NULL(nearest_name("abcdWXYZ", one, 1));
+}
+
+static void t_nearest_name_best_wins(void)
+{
+	/* The closest candidate wins wherever it is in the list. */
+	static const char *const cands[] = {"timeout", "start-timeout", "stop-timeout"};
+	const char *s = nearest_name("stop-timeot", cands, 3);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_STRING_EQUAL(s, "stop-timeout");
+	/* On a tie the first one is kept. */
+	static const char *const ties[] = {"cat", "bat", "hat"};
+	s = nearest_name("rat", ties, 3);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_STRING_EQUAL(s, "cat");
+	/* A word longer than 64 characters is never close to anything. */
+	char longword[80];
+	memset(longword, 'a', sizeof(longword) - 1);
+	longword[sizeof(longword) - 1] = '\0';
+	static const char *const as[] = {"aaaa"};
+	CU_ASSERT_PTR_NULL(nearest_name(longword, as, 1));
+}
+
+/* ---- write_file_atomic ------------------------------------------------------- */
+
+static void t_write_atomic_content_and_mode(void)
+{
+	make_test_dir();
+	char path[PATH_MAX], buf[256], only[256];
+	path_in(path, sizeof(path), "state.json");
+	mode_t old = umask(0);
+	static const char data[] = "{\"a\":1}\n\0binary\xff";
+	int rc = write_file_atomic(path, data, sizeof(data), 0640);
+	umask(old);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_EQUAL(read_all(path, buf, sizeof(buf)), (ssize_t)sizeof(data));
+	CU_ASSERT_EQUAL(memcmp(buf, data, sizeof(data)), 0);
+	CU_ASSERT_EQUAL(file_mode(path), 0640);
+	/* No temporary file left behind. */
+	CU_ASSERT_EQUAL(count_entries(test_dir, only, sizeof(only)), 1);
+	CU_ASSERT_STRING_EQUAL(only, "state.json");
+	remove_test_dir();
+}
+
+static void t_write_atomic_other_mode(void)
+{
+	make_test_dir();
+	char path[PATH_MAX];
+	path_in(path, sizeof(path), "secret");
+	mode_t old = umask(0);
+	int rc = write_file_atomic(path, "k", 1, 0600);
+	umask(old);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_EQUAL(file_mode(path), 0600);
+	remove_test_dir();
+}
+
+static void t_write_atomic_empty(void)
+{
+	make_test_dir();
+	char path[PATH_MAX], buf[16];
+	path_in(path, sizeof(path), "empty");
+	CU_ASSERT_EQUAL(write_file_atomic(path, NULL, 0, 0644), 0);
+	CU_ASSERT_EQUAL(read_all(path, buf, sizeof(buf)), 0);
+	CU_ASSERT_EQUAL(count_entries(test_dir, NULL, 0), 1);
+	remove_test_dir();
+}
+
+static void t_write_atomic_replaces(void)
+{
+	make_test_dir();
+	char path[PATH_MAX], buf[256], only[256];
+	path_in(path, sizeof(path), "leases");
+	FILE *f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs("old content that is longer than the new one\n", f);
+	fclose(f);
+	struct stat before;
+	CU_ASSERT_EQUAL_FATAL(stat(path, &before), 0);
+
+	/* A reader holding the old file keeps seeing the old content. */
+	int old_fd = open(path, O_RDONLY | O_CLOEXEC);
+	CU_ASSERT_FATAL(old_fd >= 0);
+
+	mode_t old = umask(0);
+	int rc = write_file_atomic(path, "new\n", 4, 0600);
+	umask(old);
+	CU_ASSERT_EQUAL(rc, 0);
+	ssize_t n = read_all(path, buf, sizeof(buf));
+	CU_ASSERT_EQUAL(n, 4);
+	CU_ASSERT_EQUAL(memcmp(buf, "new\n", 4), 0);
+	/* Replaced by rename: a new inode, not the old one truncated. */
+	struct stat after;
+	CU_ASSERT_EQUAL_FATAL(stat(path, &after), 0);
+	CU_ASSERT_NOT_EQUAL(after.st_ino, before.st_ino);
+	CU_ASSERT_EQUAL(after.st_mode & 07777, 0600);
+	n = read(old_fd, buf, sizeof(buf));
+	CU_ASSERT(n > 4 && strncmp(buf, "old content", 11) == 0);
+	close(old_fd);
+
+	CU_ASSERT_EQUAL(count_entries(test_dir, only, sizeof(only)), 1);
+	CU_ASSERT_STRING_EQUAL(only, "leases");
+	remove_test_dir();
+}
+
+static void t_write_atomic_missing_dir(void)
+{
+	make_test_dir();
+	char path[PATH_MAX], sub[PATH_MAX];
+	path_in(sub, sizeof(sub), "no-such-dir");
+	path_in(path, sizeof(path), "no-such-dir/file");
+	CU_ASSERT_EQUAL(write_file_atomic(path, "x", 1, 0644), -ENOENT);
+	CU_ASSERT_EQUAL(access(sub, F_OK), -1);
+	CU_ASSERT_EQUAL(count_entries(test_dir, NULL, 0), 0);
+	remove_test_dir();
+}
+
+static void t_write_atomic_rename_fails(void)
+{
+	/* The target is a non-empty directory: the rename fails, the error is
+	 * returned and the temp file is removed. */
+	make_test_dir();
+	char path[PATH_MAX], inner[PATH_MAX];
+	path_in(path, sizeof(path), "target");
+	CU_ASSERT_EQUAL_FATAL(mkdir(path, 0755), 0);
+	path_in(inner, sizeof(inner), "target/keep");
+	FILE *f = fopen(inner, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fclose(f);
+	int rc = write_file_atomic(path, "x", 1, 0644);
+	CU_ASSERT(rc < 0);
+	CU_ASSERT(rc == -EISDIR || rc == -ENOTEMPTY || rc == -EEXIST);
+	CU_ASSERT_EQUAL(count_entries(test_dir, NULL, 0), 1); /* just "target" */
+	CU_ASSERT_EQUAL(count_entries(path, NULL, 0), 1);     /* still "keep" */
+	remove_test_dir();
+}
+
+static void t_write_atomic_relative_path(void)
+{
+	/* A bare file name: the directory to fsync is ".". */
+	make_test_dir();
+	char cwd[PATH_MAX], buf[8];
+	CU_ASSERT_PTR_NOT_NULL_FATAL(getcwd(cwd, sizeof(cwd)));
+	CU_ASSERT_EQUAL_FATAL(chdir(test_dir), 0);
+	CU_ASSERT_EQUAL(write_file_atomic("plain", "abc", 3, 0644), 0);
+	CU_ASSERT_EQUAL(read_all("plain", buf, sizeof(buf)), 3);
+	CU_ASSERT_EQUAL(chdir(cwd), 0);
+	CU_ASSERT_EQUAL(count_entries(test_dir, NULL, 0), 1);
+	remove_test_dir();
+}
+
+/* ---- mkdir_p ------------------------------------------------------------------ */
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static void t_mkdir_p_nested(void)
+{
+	make_test_dir();
+	char path[PATH_MAX], mid[PATH_MAX], top[PATH_MAX];
+	path_in(top, sizeof(top), "a");
+	path_in(mid, sizeof(mid), "a/b");
+	path_in(path, sizeof(path), "a/b/c");
+	mode_t old = umask(0);
+	int rc = mkdir_p(path, 0750);
+	umask(old);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT(is_dir(top));
+	CU_ASSERT(is_dir(mid));
+	CU_ASSERT(is_dir(path));
+	CU_ASSERT_EQUAL(file_mode(top), 0750);
+	CU_ASSERT_EQUAL(file_mode(mid), 0750);
+	CU_ASSERT_EQUAL(file_mode(path), 0750);
+	remove_test_dir();
+}
+
+static void t_mkdir_p_existing(void)
+{
+	make_test_dir();
+	char path[PATH_MAX], deeper[PATH_MAX];
+	/* The test dir itself exists already (mode 0700 from mkdtemp). */
+	CU_ASSERT_EQUAL(mkdir_p(test_dir, 0755), 0);
+	CU_ASSERT_EQUAL(file_mode(test_dir), 0700); /* an existing dir keeps its mode */
+	path_in(path, sizeof(path), "x/y");
+	CU_ASSERT_EQUAL(mkdir_p(path, 0755), 0);
+	CU_ASSERT_EQUAL(mkdir_p(path, 0755), 0); /* twice is fine */
+	/* Extending an existing path. */
+	path_in(deeper, sizeof(deeper), "x/y/z");
+	CU_ASSERT_EQUAL(mkdir_p(deeper, 0755), 0);
+	CU_ASSERT(is_dir(deeper));
+	/* Trailing slash and doubled slashes. */
+	path_in(path, sizeof(path), "t//u/");
+	CU_ASSERT_EQUAL(mkdir_p(path, 0755), 0);
+	path_in(path, sizeof(path), "t/u");
+	CU_ASSERT(is_dir(path));
+	/* "/" exists. */
+	CU_ASSERT_EQUAL(mkdir_p("/", 0755), 0);
+	remove_test_dir();
+}
+
+static void t_mkdir_p_through_file(void)
+{
+	make_test_dir();
+	char file[PATH_MAX], path[PATH_MAX];
+	path_in(file, sizeof(file), "plain");
+	FILE *f = fopen(file, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fclose(f);
+	/* A component is a regular file: fails with a negative errno. */
+	path_in(path, sizeof(path), "plain/sub/dir");
+	CU_ASSERT_EQUAL(mkdir_p(path, 0755), -ENOTDIR);
+	/* Too long a path. */
+	char longpath[PATH_MAX + 16];
+	memset(longpath, 'a', sizeof(longpath) - 1);
+	longpath[0] = '/';
+	longpath[sizeof(longpath) - 1] = '\0';
+	CU_ASSERT_EQUAL(mkdir_p(longpath, 0755), -ENAMETOOLONG);
+	remove_test_dir();
+}
+
+static void t_mkdir_p_existing_file(void)
+{
+	/* Like `mkdir -p FILE`, the final component being an existing regular
+	 * file is an error, not success: the caller would go on to create files
+	 * under it and fail later with a less helpful ENOTDIR. */
+	make_test_dir();
+	char file[PATH_MAX];
+	path_in(file, sizeof(file), "plain");
+	FILE *f = fopen(file, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fclose(f);
+	int rc = mkdir_p(file, 0755);
+	CU_ASSERT(rc == -EEXIST || rc == -ENOTDIR);
+	remove_test_dir();
+}
+
+/* ---- errbuf_set ----------------------------------------------------------------- */
+
+static void t_errbuf_set(void)
+{
+	char err[ERRBUF_LEN];
+	errbuf_set(err, "module %s: %d errors", "hello", 3);
+	CU_ASSERT_STRING_EQUAL(err, "module hello: 3 errors");
+	/* Replaces, does not append. */
+	errbuf_set(err, "%s", "second");
+	CU_ASSERT_STRING_EQUAL(err, "second");
+	/* NULL buffer: ignored, no crash. */
+	errbuf_set(NULL, "nothing %d", 1);
+	/* Long messages are truncated to ERRBUF_LEN - 1 characters. */
+	char big[ERRBUF_LEN * 2];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	char guarded[ERRBUF_LEN + 8];
+	memset(guarded, '#', sizeof(guarded));
+	errbuf_set(guarded, "%s", big);
+	CU_ASSERT_EQUAL(strlen(guarded), ERRBUF_LEN - 1);
+	CU_ASSERT_EQUAL(guarded[ERRBUF_LEN - 1], '\0');
+	CU_ASSERT_EQUAL(guarded[ERRBUF_LEN], '#'); /* nothing written past the buffer */
+}
+
+/* ---- others ------------------------------------------------------------------------ */
+
+static void t_xstrdup_xcalloc(void)
+{
+	char *s = xstrdup("abc");
+	CU_ASSERT_STRING_EQUAL(s, "abc");
+	free(s);
+	s = xstrdup(NULL);
+	CU_ASSERT_STRING_EQUAL(s, "");
+	free(s);
+	unsigned char *p = xcalloc(4, 8);
+	for (size_t i = 0; i < 32; i++)
+		CU_ASSERT_EQUAL(p[i], 0);
+	free(p);
+	p = xcalloc(0, 0); /* never NULL */
+	CU_ASSERT_PTR_NOT_NULL(p);
+	free(p);
+}
+
+static void t_mono_ms(void)
+{
+	double a = mono_ms();
+	usleep(20000);
+	double b = mono_ms();
+	CU_ASSERT(b - a >= 19.0);
+	CU_ASSERT(b - a < 5000.0);
+}
+
+FIBRIL_TEST_MAIN("util", NULL, NULL,
+		 FIBRIL_TEST(t_edit_distance),
+		 FIBRIL_TEST(t_edit_distance_long),
+		 FIBRIL_TEST(t_nearest_name),
+		 FIBRIL_TEST(t_nearest_name_threshold),
+		 FIBRIL_TEST(t_nearest_name_best_wins),
+		 FIBRIL_TEST(t_write_atomic_content_and_mode),
+		 FIBRIL_TEST(t_write_atomic_other_mode),
+		 FIBRIL_TEST(t_write_atomic_empty),
+		 FIBRIL_TEST(t_write_atomic_replaces),
+		 FIBRIL_TEST(t_write_atomic_missing_dir),
+		 FIBRIL_TEST(t_write_atomic_rename_fails),
+		 FIBRIL_TEST(t_write_atomic_relative_path),
+		 FIBRIL_TEST(t_mkdir_p_nested),
+		 FIBRIL_TEST(t_mkdir_p_existing),
+		 FIBRIL_TEST(t_mkdir_p_through_file),
+		 FIBRIL_TEST(t_mkdir_p_existing_file),
+		 FIBRIL_TEST(t_errbuf_set),
+		 FIBRIL_TEST(t_xstrdup_xcalloc),
+		 FIBRIL_TEST(t_mono_ms))
