@@ -19,12 +19,13 @@ BPFFS_DIR="/sys/fs/bpf/fibril-bench-$$"
 HELPER_PID=""
 bench_cleanup() {
 	local rc=$?
+	set +e
 	if [ -n "$HELPER_PID" ]; then
 		kill -KILL "$HELPER_PID" 2>/dev/null || true
 		wait "$HELPER_PID" 2>/dev/null || true
 		HELPER_PID=""
 	fi
-	(exit "$rc")
+	(exit "$rc") # common.sh's cleanup exits with $?
 	cleanup
 }
 trap bench_cleanup EXIT INT TERM

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# scripts/test.sh - every test: installs the dependencies, then builds and
+# runs the test suite (unit tests, integration tests against the real agent,
+# BPF, valgrind) with gcc and warnings as errors, builds with clang (warnings
+# as errors) and runs the suite again, runs it a third time under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and finishes with make
+# distcheck. Prints "N passed, N failed" at the end.
+set -euo pipefail
+umask 022
+cd "$(dirname "$0")/.."
+top=$PWD
+[ "$(id -u)" -eq 0 ] || { echo "run as root: the tests load BPF maps, own module files as root and use bpffs"; exit 1; }
+scripts/deps.sh
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+autoreconf -fi >/dev/null 2>&1
+jobs=$(nproc)
+total_pass=0
+total_fail=0
+
+# run_suite NAME CONFIGURE-ARGS... : configure in build/NAME, build, make check
+run_suite() {
+	local name=$1
+	shift
+	echo "=== $name: configure $* ==="
+	rm -rf "build/$name"
+	mkdir -p "build/$name"
+	(cd "build/$name" && "$top/configure" -q --enable-werror "$@")
+	make -C "build/$name" -j"$jobs" >"build/$name.make.log" 2>&1 || { cat "build/$name.make.log"; return 1; }
+	local rc=0
+	make -C "build/$name" -j"$jobs" check || rc=$?
+	local log
+	for log in $(find "build/$name/tests" -name '*.log' ! -name 'test-suite.log'); do
+		if [ "$rc" -ne 0 ] && grep -qE '^(FAIL|ERROR)' "${log%.log}.trs" 2>/dev/null; then
+			echo "--- $log"; tail -50 "$log"
+		fi
+	done
+	local p f
+	p=$(grep -h '^:test-result: PASS' $(find "build/$name/tests" -name '*.trs') | wc -l)
+	f=$(grep -hE '^:test-result: (FAIL|ERROR|XPASS)' $(find "build/$name/tests" -name '*.trs') | wc -l)
+	echo "$name: $p test programs passed, $f failed"
+	total_pass=$((total_pass + p))
+	total_fail=$((total_fail + f))
+	return $rc
+}
+
+status=0
+run_suite gcc CC=gcc || status=1
+run_suite clang CC=clang || status=1
+run_suite sanitizers CC=clang --enable-sanitizers || status=1
+
+echo "=== distcheck ==="
+if make -C build/gcc -j"$jobs" distcheck >build/distcheck.log 2>&1; then
+	echo "distcheck: OK"
+	total_pass=$((total_pass + 1))
+else
+	tail -80 build/distcheck.log
+	echo "distcheck: FAILED"
+	total_fail=$((total_fail + 1))
+	status=1
+fi
+
+echo "$total_pass passed, $total_fail failed"
+exit $status
