@@ -222,7 +222,8 @@ void bus_release_owner(struct fibril_module *owner)
 {
 	bus_flush();
 	for (struct topic *t = g_topics; t; t = t->next) {
-		for (size_t i = 0; i < t->nsubs; i++)
+		/* backwards: unsubscribing outside a flush compacts the array */
+		for (size_t i = t->nsubs; i-- > 0;)
 			if (t->subs[i]->owner == owner)
 				fibril_bus_unsubscribe(t->subs[i]);
 	}

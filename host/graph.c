@@ -229,6 +229,11 @@ int graph_resolve(struct module_set *set, char *err)
 			m->order = -1;
 		}
 	}
+	/* A loser is not started, so it provides nothing, not even the
+	 * capabilities nobody competed for. */
+	for (size_t c = 0; c < g_ncaps; c++)
+		if (g_caps[c].chosen && g_caps[c].chosen->state == MODULE_STOPPED)
+			g_caps[c].chosen = NULL;
 	qsort(set->mods, set->n, sizeof(*set->mods), by_module_name);
 	for (size_t i = 0; i < set->n; i++) {
 		struct fibril_module *m = set->mods[i];

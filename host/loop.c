@@ -159,7 +159,8 @@ static void on_timer(uv_timer_t *uvt)
 {
 	struct fibril_timer *t = uvt->data;
 	t->cb(t, t->ud);
-	if (t->one_shot && !t->link.closing)
+	/* a one-shot is freed after firing, unless its callback re-armed it */
+	if (t->one_shot && !t->link.closing && !uv_is_active((uv_handle_t *)&t->uv))
 		fibril_timer_cancel(t);
 }
 

@@ -150,5 +150,8 @@ int mkdir_p(const char *path, unsigned mode)
 	}
 	if (mkdir(buf, mode) && errno != EEXIST)
 		return -errno;
-	return 0;
+	struct stat st;
+	if (stat(buf, &st))
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }

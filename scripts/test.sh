@@ -12,7 +12,7 @@ top=$PWD
 [ "$(id -u)" -eq 0 ] || { echo "run as root: the tests load BPF maps, own module files as root and use bpffs"; exit 1; }
 scripts/deps.sh
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
-autoreconf -fi >/dev/null 2>&1
+autoreconf -fi >build-autoreconf.log 2>&1 || { cat build-autoreconf.log; exit 1; }
 jobs=$(nproc)
 total_pass=0
 total_fail=0
