@@ -43,10 +43,13 @@ void fibril_health_report(struct fibril_module *m, const char *component,
 	struct health_component *c = component_get(m, component);
 	enum fibril_health_level before = c->level;
 	c->level = level;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(c->message, sizeof(c->message), fmt ? fmt : "", ap);
-	va_end(ap);
+	c->message[0] = '\0';
+	if (fmt) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(c->message, sizeof(c->message), fmt, ap);
+		va_end(ap);
+	}
 	if (before != level)
 		fibril_log(m, level == FIBRIL_HEALTH_OK ? FIBRIL_LOG_INFO : FIBRIL_LOG_WARN,
 			   "health%s%s: %s -> %s%s%s", component ? " of " : "",

@@ -25,7 +25,12 @@ run_suite() {
 	rm -rf "build/$name"
 	mkdir -p "build/$name"
 	(cd "build/$name" && "$top/configure" -q --enable-werror "$@")
-	make -C "build/$name" -j"$jobs" >"build/$name.make.log" 2>&1 || { cat "build/$name.make.log"; return 1; }
+	if ! make -C "build/$name" -j"$jobs" >"build/$name.make.log" 2>&1; then
+		cat "build/$name.make.log"
+		echo "$name: build FAILED"
+		total_fail=$((total_fail + 1))
+		return 1
+	fi
 	local rc=0
 	make -C "build/$name" -j"$jobs" check || rc=$?
 	local log
