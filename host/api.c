@@ -261,7 +261,8 @@ void api_resp_object(struct fibril_response *resp, int status, struct json_objec
 	json_object_put(obj);
 }
 
-static void resp_error_v(struct fibril_response *resp, int status, const char *fmt, va_list ap)
+static __attribute__((format(printf, 3, 0))) void resp_error_v(struct fibril_response *resp, int status,
+								 const char *fmt, va_list ap)
 {
 	char msg[1024];
 	vsnprintf(msg, sizeof(msg), fmt, ap);
