@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the agent manages BPF maps and /run/fibril)"; exit 1; }
 scripts/deps.sh
 [ -x configure ] || autoreconf -fi
-[ -f Makefile ] || ./configure --prefix=/usr/local
-make -j"$(nproc)"
-make install >/dev/null
+mkdir -p build/run
+[ -f build/run/Makefile ] || (cd build/run && ../../configure -q --prefix=/usr/local)
+make -C build/run -j"$(nproc)" >/dev/null
+make -C build/run install >/dev/null
 ldconfig
 
 /usr/local/sbin/fibril-agent &

@@ -12,6 +12,10 @@ top=$PWD
 [ "$(id -u)" -eq 0 ] || { echo "run as root: the tests load BPF maps, own module files as root and use bpffs"; exit 1; }
 scripts/deps.sh
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+if [ -f config.status ]; then
+	echo "this tree is configured in place; run 'make distclean' first (the tests build in build/)"
+	exit 1
+fi
 autoreconf -fi >build-autoreconf.log 2>&1 || { cat build-autoreconf.log; exit 1; }
 jobs=$(nproc)
 total_pass=0
@@ -50,7 +54,8 @@ run_suite() {
 
 status=0
 run_suite gcc CC=gcc || status=1
-run_suite clang CC=clang || status=1
+# DWARF 4: Debian 12's valgrind cannot read the DWARF 5 that clang 14 emits
+run_suite clang CC=clang CFLAGS="-g -O2 -gdwarf-4" || status=1
 run_suite sanitizers CC=clang --enable-sanitizers || status=1
 
 echo "=== distcheck ==="
