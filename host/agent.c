@@ -270,7 +270,7 @@ static int run(void)
 		shutdown_all(false);
 		return 1;
 	}
-	if (lifecycle_init_all(set, err)) {
+	if (lifecycle_init_all(set, (uint64_t)fibril_config_duration_ms(NULL, "start-timeout"), err)) {
 		host_error("%s", err);
 		shutdown_all(false);
 		return 1;

@@ -213,7 +213,7 @@ HIDDEN const char *const *graph_capabilities(size_t *n); /* every provided capab
 HIDDEN void graph_print(const struct module_set *set, FILE *out, bool dot);
 HIDDEN void graph_fini(void);
 
-HIDDEN int lifecycle_init_all(struct module_set *set, char *err);
+HIDDEN int lifecycle_init_all(struct module_set *set, uint64_t timeout_ms, char *err);
 /* Start in order (running the loop while a start is pending); on failure
  * stop what started, in reverse, and return -1 with the reason in err. */
 HIDDEN int lifecycle_start_all(struct module_set *set, uint64_t timeout_ms, char *err);

@@ -98,14 +98,14 @@ void module_release_resources(struct fibril_module *m)
 	loop_release_owner(m);
 }
 
-int lifecycle_init_all(struct module_set *set, char *err)
+int lifecycle_init_all(struct module_set *set, uint64_t timeout_ms, char *err)
 {
 	for (size_t i = 0; i < set->norder; i++) {
 		struct fibril_module *m = set->order[i];
 		double t0 = mono_ms();
 		int rc = 0;
 		if (m->desc.init) {
-			watchdog_arm(m, "init", 0);
+			watchdog_arm(m, "init", timeout_ms);
 			rc = m->desc.init(m);
 			watchdog_disarm();
 		}

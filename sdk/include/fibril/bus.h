@@ -34,6 +34,7 @@ struct fibril_event {
 /* Return 0, or a negative errno to have the failure counted and logged. */
 typedef int (*fibril_event_fn)(const struct fibril_event *ev, void *ud);
 
+/* Subscribe and unsubscribe on the loop thread (hooks and callbacks). */
 struct fibril_subscription *fibril_bus_subscribe(struct fibril_module *m, const char *topic,
 						 uint32_t min_type_version,
 						 fibril_event_fn cb, void *ud);
