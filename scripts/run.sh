@@ -9,7 +9,7 @@ umask 022
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the agent manages BPF maps and /run/fibril)"; exit 1; }
 scripts/deps.sh
-[ -x configure ] || autoreconf -fi
+[ -x configure ] || autoreconf -fi >/dev/null
 mkdir -p build/run
 [ -f build/run/Makefile ] || (cd build/run && ../../configure -q --prefix=/usr/local)
 make -C build/run -j"$(nproc)" >/dev/null
