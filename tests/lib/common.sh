@@ -24,6 +24,8 @@ cleanup() {
 		kill -KILL "$AGENT_PID" 2>/dev/null || true
 		wait "$AGENT_PID" 2>/dev/null || true
 	fi
+	# anything else still running from this test's work dir (e.g. under valgrind)
+	pkill -KILL -f -- "$WORK/" 2>/dev/null || true
 	rm -rf "$WORK" "$BPFFS_DIR"
 	exit "$rc"
 }
