@@ -310,7 +310,7 @@ static void force_exit_handler(int signum)
 static void on_stop_signal(uv_signal_t *uvs, int signum)
 {
 	if (g_stop_signal_count++)
-		return;
+		force_exit_handler(signum); /* the second signal reached the loop first */
 	struct sigaction sa = {.sa_handler = force_exit_handler};
 	sigemptyset(&sa.sa_mask);
 	for (int i = 0; i < 2; i++)

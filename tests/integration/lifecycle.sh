@@ -93,6 +93,7 @@ check "a signal during start fails the start" test "$rc" -ne 0
 check "a signal during start names the interruption" contains "$(cat "$WORK/agent.log")" "start interrupted by a stop signal; stopped: alpha"
 
 # 10. A second signal forces exit when a stop hook hangs.
+rm -f "$TRACE"
 start_agent "$mods" "${trace_args[@]}" --set alpha.hang-stop=true
 kill -TERM "$AGENT_PID"
 for _ in $(seq 1 100); do grep -q "stop alpha" "$TRACE" 2>/dev/null && break; sleep 0.05; done
