@@ -9,6 +9,7 @@ packages=(
 	libcurl4-openssl-dev libwebsockets-dev libwebsockets-evlib-uv libinih-dev
 	libuv1-dev libcunit1-dev
 	valgrind curl python3 iproute2 binutils
+	etcd-server etcd-client containernetworking-plugins
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -12,5 +12,8 @@
 #include <fibril/health.h>
 #include <fibril/bpfmap.h>
 #include <fibril/api.h>
+#include <fibril/ipalloc.h>
+#include <fibril/ipam.h>
+#include <fibril/kvstore.h>
 
 #endif

@@ -11,8 +11,10 @@
 /* Minor history:
  *   0 - first release of the module contract.
  *   1 - appends the descriptor's `summary` hook (a one-line status shown
- *       by `fibril status`) and adds fibril_signal_watch(). */
-#define FIBRIL_ABI_MINOR 1
+ *       by `fibril status`) and adds fibril_signal_watch().
+ *   2 - adds the shared address allocator (<fibril/ipalloc.h>) and the
+ *       ipam and kvstore capability interfaces. */
+#define FIBRIL_ABI_MINOR 2
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)

@@ -1,0 +1,2 @@
+/* host/ipalloc.c - placeholder */
+#include "internal.h"
