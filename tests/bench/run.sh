@@ -58,7 +58,7 @@ helper() {
 }
 
 # ---- build ------------------------------------------------------------------
-"$MAKE" -s -C "$top_builddir" fibril-agent fibril tests/bench/bench_bus >/dev/null ||
+"$MAKE" -s -C "$top_builddir" fibril-agent fibril tests/bench/bench_bus tests/bench/bench_ipalloc >/dev/null ||
 	die "cannot build fibril-agent, fibril and tests/bench/bench_bus"
 BENCH_BUS="$top_builddir/tests/bench/bench_bus"
 if grep -q '^tests/bench/bench_api\$(EXEEXT):' "$top_builddir/Makefile" 2>/dev/null; then
@@ -214,3 +214,9 @@ p50=$(us_ms "$(field p50_us "$keep")")
 printf '   goal < 1 ms p50 direct: %s ms (keep-alive), %s ms (new connection) %s\n' "$p50" \
 	"$(us_ms "$(field p50_us "$fresh")")" "$(goal "$p50" '<' 1)"
 say "   (curl and CLI rows are dominated by process start: exec, dynamic linking, libcurl init)"
+say ""
+
+# ---- 5. address allocator ------------------------------------------------------
+say "5. ip allocator, /16 pool, allocate+release per second (tests/bench/bench_ipalloc)"
+helper "$WORK/ipalloc.out" "$top_builddir/tests/bench/bench_ipalloc" 5000000 || die "bench_ipalloc failed"
+sed '1,/^$/d; s/^/   /' "$WORK/ipalloc.out"
