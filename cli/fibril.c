@@ -1,7 +1,8 @@
-/* cli/fibril.c - fibril: the operator CLI for fibril-agent. It sends GET
+/* cli/fibril.c - fibril: the operator CLI for fibril-agent. It sends
  * requests over HTTP/1.1 to the agent's unix socket (routes and replies in
- * docs/API.md) and prints the replies as aligned tables, or the agent's own
- * JSON (pretty-printed) with -o json.
+ * docs/API.md; GET, and POST/DELETE for `fibril ipam`) and prints the
+ * replies as aligned tables, or the agent's own JSON (pretty-printed) with
+ * -o json.
  * Exit status: 0 success, 1 agent unreachable or agent error, 2 usage error. */
 
 #include <errno.h>
@@ -30,6 +31,8 @@ enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
 static struct {
 	const char *socket;
 	bool json; /* -o json */
+	/* ipam options: --family, --ip, --owner (NULL when not given) */
+	const char *family, *ip, *owner;
 } opt;
 
 static const char usage_text[] =
@@ -44,6 +47,13 @@ static const char usage_text[] =
 	"  map list        BPF maps known to the agent\n"
 	"  map dump NAME   the entries of one map\n"
 	"  health          readiness: prints \"ok\" (exit 0) or why not (exit 1)\n"
+	"  ipam list       allocated addresses and their owners, and the pools\n"
+	"  ipam allocate [--family ipv4|ipv6|both] OWNER\n"
+	"                  the next free address(es) for OWNER (default: both)\n"
+	"  ipam allocate --ip ADDR OWNER\n"
+	"                  a given address for OWNER\n"
+	"  ipam release ADDR | --owner OWNER\n"
+	"                  release one address, or everything OWNER holds\n"
 	"  version         versions of this CLI and of the agent\n"
 	"  help            this help\n"
 	"\n"
@@ -51,6 +61,9 @@ static const char usage_text[] =
 	"  -s, --socket PATH     agent API socket (default: $FIBRIL_SOCKET,\n"
 	"                        else " DEFAULT_SOCKET ")\n"
 	"  -o, --output FORMAT   table (default) or json (the agent's reply)\n"
+	"      --family F        ipam allocate: ipv4, ipv6 or both\n"
+	"      --ip ADDR         ipam allocate: this address\n"
+	"      --owner OWNER     ipam release: everything OWNER holds\n"
 	"  -h, --help            this help\n"
 	"\n"
 	"Exit status: 0 success, 1 agent unreachable or failed, 2 usage error.\n";
@@ -427,12 +440,14 @@ static struct json_object *parse_reply(const struct reply *r, long status)
 	return NULL;
 }
 
-/* GET http://localhost/v1/<path> on the agent's socket. Returns 0 with the
- * parsed reply in *json (the caller puts it) and the HTTP status in
- * *http_status, whatever the status; or -1 after printing why on stderr. */
-static int fetch(const char *path, struct json_object **json, long *http_status)
+/* <method> http://localhost/v1/<path> on the agent's socket (GET, or POST
+ * and DELETE without a body). Returns 0 with the parsed reply in *json (the
+ * caller puts it) and the HTTP status in *http_status, whatever the status;
+ * or -1 after printing why on stderr. */
+static int fetch(const char *method, const char *path, struct json_object **json,
+		 long *http_status)
 {
-	char url[512], errbuf[CURL_ERROR_SIZE] = "";
+	char *url, errbuf[CURL_ERROR_SIZE] = "";
 	struct reply r = { 0 };
 	CURL *curl;
 	CURLcode rc;
@@ -445,14 +460,11 @@ static int fetch(const char *path, struct json_object **json, long *http_status)
 			    strlen(opt.socket), sizeof(((struct sockaddr_un *)0)->sun_path) - 1, opt.socket);
 		return -1;
 	}
-	if ((size_t)snprintf(url, sizeof(url), "http://localhost/v1/%s", path) >= sizeof(url)) {
-		print_error("request path is too long: %s", path);
-		return -1;
-	}
 	if (!(curl = curl_easy_init())) {
 		print_error("cannot initialise libcurl");
 		return -1;
 	}
+	url = xasprintf("http://localhost/v1/%s", path);
 	curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, opt.socket);
 	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, TIMEOUT_MS);
@@ -461,6 +473,13 @@ static int fetch(const char *path, struct json_object **json, long *http_status)
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);
+	if (!strcmp(method, "POST")) {
+		/* an empty body with Content-Length: 0 */
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+	} else if (strcmp(method, "GET") != 0) {
+		curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+	}
 
 	rc = curl_easy_perform(curl);
 	if (rc != CURLE_OK) {
@@ -471,6 +490,7 @@ static int fetch(const char *path, struct json_object **json, long *http_status)
 			ret = 0;
 	}
 	curl_easy_cleanup(curl);
+	free(url);
 	free(r.data);
 	return ret;
 }
@@ -486,11 +506,11 @@ static void report_http_error(struct json_object *reply, long status)
 }
 
 /* fetch() that also treats any non-2xx status as a failure (reported). */
-static int get(const char *path, struct json_object **json)
+static int request(const char *method, const char *path, struct json_object **json)
 {
 	long status;
 
-	if (fetch(path, json, &status) < 0)
+	if (fetch(method, path, json, &status) < 0)
 		return -1;
 	if (status < 200 || status > 299) {
 		report_http_error(*json, status);
@@ -505,6 +525,11 @@ static int get(const char *path, struct json_object **json)
 		return -1;
 	}
 	return 0;
+}
+
+static int get(const char *path, struct json_object **json)
+{
+	return request("GET", path, json);
 }
 
 /* ---- commands -------------------------------------------------------------- */
@@ -543,6 +568,19 @@ static char *module_message(struct json_object *m)
 	return out ? out : xasprintf("-");
 }
 
+/* The summary of the ipam-api module in a status reply, or NULL. */
+static const char *ipam_summary(struct json_object *mods)
+{
+	for (size_t i = 0; i < json_object_array_length(mods); i++) {
+		struct json_object *m = json_object_array_get_idx(mods, i);
+		const char *name = jstr(m, "name"), *summary = jstr(m, "summary");
+
+		if (name && !strcmp(name, "ipam-api") && summary && *summary)
+			return summary;
+	}
+	return NULL;
+}
+
 static int cmd_status(struct json_object *st)
 {
 	struct json_object *mods = jarray_of_objects(st, "modules");
@@ -560,6 +598,12 @@ static int cmd_status(struct json_object *st)
 		strcpy(buf, "-");
 	printf("Uptime:     %s\n", buf);
 	printf("Health:     %s\n", jstr(st, "health") ? jstr(st, "health") : "-");
+	if (ipam_summary(mods)) {
+		char *ipam = clean_dup(ipam_summary(mods));
+
+		printf("IPAM:       %s\n", ipam);
+		free(ipam);
+	}
 	if (jnum(boot, "total_ms", &d)) {
 		char c[32], l[32], i[32], s[32];
 
@@ -716,13 +760,14 @@ static int cmd_map_dump(struct json_object *reply)
 	return 0;
 }
 
-/* Runs GET path and hands the reply to show (or prints it with -o json). */
-static int show(const char *path, int (*render)(struct json_object *))
+/* Runs method path and hands the reply to render (or prints it with -o
+ * json). */
+static int show_request(const char *method, const char *path, int (*render)(struct json_object *))
 {
 	struct json_object *reply;
 	int rc;
 
-	if (get(path, &reply) < 0)
+	if (request(method, path, &reply) < 0)
 		return EXIT_FAIL;
 	if (opt.json) {
 		print_json(reply);
@@ -732,6 +777,12 @@ static int show(const char *path, int (*render)(struct json_object *))
 	}
 	json_object_put(reply);
 	return rc;
+}
+
+/* Runs GET path and hands the reply to render (or prints it with -o json). */
+static int show(const char *path, int (*render)(struct json_object *))
+{
+	return show_request("GET", path, render);
 }
 
 static int cmd_map(int argc, char **argv)
@@ -768,13 +819,205 @@ static int cmd_map(int argc, char **argv)
 	return usage_error("map: unknown subcommand '%s' (expected list or dump NAME)", argv[0]);
 }
 
+/* ---- ipam ------------------------------------------------------------------ */
+
+/* s escaped for a URL path segment or query value; malloc'd. */
+static char *url_escape(const char *s)
+{
+	CURL *curl = curl_easy_init();
+	char *e = curl ? curl_easy_escape(curl, s, 0) : NULL;
+	char *out;
+
+	if (!e) {
+		curl_easy_cleanup(curl);
+		print_error("out of memory");
+		exit(EXIT_FAIL);
+	}
+	out = xasprintf("%s", e);
+	curl_free(e);
+	curl_easy_cleanup(curl);
+	return out;
+}
+
+static int render_ipam_list(struct json_object *reply)
+{
+	struct json_object *allocs = jarray_of_objects(reply, "allocations");
+	struct json_object *pools = allocs ? jarray_of_objects(reply, "pools") : NULL;
+	struct table t;
+
+	if (!pools)
+		return EXIT_FAIL;
+	if (json_object_array_length(allocs) == 0) {
+		puts("No addresses allocated.");
+	} else {
+		table_init(&t, 2);
+		table_row(&t, "ADDRESS", "OWNER");
+		for (size_t i = 0; i < json_object_array_length(allocs); i++) {
+			struct json_object *a = json_object_array_get_idx(allocs, i);
+
+			table_row(&t, jstr(a, "address"), jstr(a, "owner"));
+		}
+		table_print(&t);
+		table_free(&t);
+	}
+	putchar('\n');
+	if (json_object_array_length(pools) == 0) {
+		puts("No pool yet.");
+		return 0;
+	}
+	table_init(&t, 4);
+	table_row(&t, "POOL", "FAMILY", "GATEWAY", "ALLOCATED");
+	for (size_t i = 0; i < json_object_array_length(pools); i++) {
+		struct json_object *p = json_object_array_get_idx(pools, i);
+		char used[32], total[32];
+		char *alloc = xasprintf("%s/%s", fmt_int(p, "used", used, sizeof(used)),
+					fmt_int(p, "total", total, sizeof(total)));
+
+		table_row(&t, jstr(p, "cidr"), jstr(p, "family"), jstr(p, "gateway"), alloc);
+		free(alloc);
+	}
+	table_print(&t);
+	table_free(&t);
+	return 0;
+}
+
+static int render_ipam_allocated(struct json_object *reply)
+{
+	struct json_object *addrs = jarray_of_objects(reply, "addresses");
+	struct table t;
+
+	if (!addrs)
+		return EXIT_FAIL;
+	table_init(&t, 5);
+	table_row(&t, "ADDRESS", "FAMILY", "CIDR", "GATEWAY", "OWNER");
+	for (size_t i = 0; i < json_object_array_length(addrs); i++) {
+		struct json_object *a = json_object_array_get_idx(addrs, i);
+
+		table_row(&t, jstr(a, "address"), jstr(a, "family"), jstr(a, "cidr"), jstr(a, "gateway"),
+			  jstr(reply, "owner"));
+	}
+	table_print(&t);
+	table_free(&t);
+	return 0;
+}
+
+static int render_ipam_released(struct json_object *reply)
+{
+	struct json_object *released = jget(reply, "released", json_type_array);
+	const char *owner = jstr(reply, "owner");
+	size_t n = released ? json_object_array_length(released) : 0;
+
+	if (!released) {
+		print_error("bad reply from agent: no \"released\" array");
+		return EXIT_FAIL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *a = json_object_get_string(json_object_array_get_idx(released, i));
+		char *c = clean_dup(a ? a : "?");
+
+		printf("released %s\n", c);
+		free(c);
+	}
+	if (n == 0 && owner) {
+		char *c = clean_dup(owner);
+
+		printf("%s holds no address: nothing released\n", c);
+		free(c);
+	}
+	return 0;
+}
+
+/* fibril ipam allocate [--family F] OWNER | --ip ADDR OWNER */
+static int cmd_ipam_allocate(int argc, char **argv)
+{
+	char *owner, *path;
+	int rc;
+
+	if (opt.owner)
+		return usage_error("ipam allocate: OWNER is an argument, not --owner");
+	if (argc < 1 || !*argv[0])
+		return usage_error("ipam allocate: missing OWNER");
+	if (argc > 1)
+		return usage_error("ipam allocate: unexpected argument '%s'", argv[1]);
+	if (opt.ip && opt.family)
+		return usage_error("ipam allocate: --ip and --family cannot be combined");
+	if (opt.family && strcmp(opt.family, "ipv4") && strcmp(opt.family, "ipv6") &&
+	    strcmp(opt.family, "both"))
+		return usage_error("ipam allocate: unknown family '%s' (expected ipv4, ipv6 or both)",
+				   opt.family);
+	if (opt.ip && !*opt.ip)
+		return usage_error("ipam allocate: --ip needs an address");
+
+	owner = url_escape(argv[0]);
+	if (opt.ip) {
+		char *ip = url_escape(opt.ip);
+
+		path = xasprintf("ipam/%s?owner=%s", ip, owner);
+		free(ip);
+	} else {
+		path = xasprintf("ipam?family=%s&owner=%s", opt.family ? opt.family : "both", owner);
+	}
+	rc = show_request("POST", path, render_ipam_allocated);
+	free(path);
+	free(owner);
+	return rc;
+}
+
+/* fibril ipam release ADDR | --owner OWNER */
+static int cmd_ipam_release(int argc, char **argv)
+{
+	char *arg, *path;
+	int rc;
+
+	if (opt.family || opt.ip)
+		return usage_error("ipam release: --%s is for 'ipam allocate'", opt.family ? "family" : "ip");
+	if (opt.owner && argc > 0)
+		return usage_error("ipam release: give ADDR or --owner OWNER, not both");
+	if (argc > 1)
+		return usage_error("ipam release: unexpected argument '%s'", argv[1]);
+	if (opt.owner) {
+		if (!*opt.owner)
+			return usage_error("ipam release: --owner needs an owner");
+		arg = url_escape(opt.owner);
+		path = xasprintf("ipam?owner=%s", arg);
+	} else {
+		if (argc < 1 || !*argv[0])
+			return usage_error("ipam release: missing ADDR (or --owner OWNER)");
+		arg = url_escape(argv[0]);
+		path = xasprintf("ipam/%s", arg);
+	}
+	rc = show_request("DELETE", path, render_ipam_released);
+	free(path);
+	free(arg);
+	return rc;
+}
+
+static int cmd_ipam(int argc, char **argv)
+{
+	if (argc < 1)
+		return usage_error("ipam: missing subcommand (list, allocate or release)");
+	if (!strcmp(argv[0], "list")) {
+		if (opt.family || opt.ip || opt.owner)
+			return usage_error("ipam list: takes no options but -o");
+		if (argc > 1)
+			return usage_error("ipam list: unexpected argument '%s'", argv[1]);
+		return show("ipam", render_ipam_list);
+	}
+	if (!strcmp(argv[0], "allocate"))
+		return cmd_ipam_allocate(argc - 1, argv + 1);
+	if (!strcmp(argv[0], "release"))
+		return cmd_ipam_release(argc - 1, argv + 1);
+	return usage_error("ipam: unknown subcommand '%s' (expected list, allocate or release)",
+			   argv[0]);
+}
+
 static int cmd_health(void)
 {
 	struct json_object *reply;
 	long status;
 	int rc = EXIT_FAIL;
 
-	if (fetch("healthz", &reply, &status) < 0)
+	if (fetch("GET", "healthz", &reply, &status) < 0)
 		return EXIT_FAIL;
 	if (opt.json) {
 		print_json(reply);
@@ -841,6 +1084,11 @@ static int run(int argc, char **argv)
 		fputs(usage_text, stdout);
 		return 0;
 	}
+	if (!strcmp(cmd, "ipam"))
+		return cmd_ipam(argc - 1, argv + 1);
+	if (opt.family || opt.ip || opt.owner)
+		return usage_error("--%s is only for 'fibril ipam'",
+				   opt.family ? "family" : opt.ip ? "ip" : "owner");
 	if (!strcmp(cmd, "map"))
 		return cmd_map(argc - 1, argv + 1);
 	if ((rc = no_args(cmd, argc - 1, argv + 1)))
@@ -864,6 +1112,10 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
+		/* options of `fibril ipam`, accepted anywhere like -o */
+		{ "family", required_argument, NULL, 'F' },
+		{ "ip", required_argument, NULL, 'I' },
+		{ "owner", required_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("FIBRIL_SOCKET");
@@ -889,6 +1141,15 @@ int main(int argc, char **argv)
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
+		case 'F':
+			opt.family = optarg;
+			break;
+		case 'I':
+			opt.ip = optarg;
+			break;
+		case 'O':
+			opt.owner = optarg;
+			break;
 		case ':':
 			return usage_error("option '%s' needs an argument", argv[optind - 1]);
 		default:

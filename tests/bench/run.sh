@@ -220,3 +220,10 @@ say ""
 say "5. ip allocator, /16 pool, allocate+release per second (tests/bench/bench_ipalloc)"
 helper "$WORK/ipalloc.out" "$top_builddir/tests/bench/bench_ipalloc" 5000000 || die "bench_ipalloc failed"
 sed '1,/^$/d; s/^/   /' "$WORK/ipalloc.out"
+
+# ---- 6. IPAM -----------------------------------------------------------------
+"$MAKE" -s -C "$top_builddir" ipam-cluster-pool.la ipam-api.la kvstore-etcd.la >/dev/null ||
+	die "cannot build the ipam modules"
+say ""
+helper "$WORK/ipam.out" bash "$top_srcdir/tests/bench/bench_ipam_api.sh" || die "bench_ipam_api.sh failed"
+cat "$WORK/ipam.out"

@@ -1,0 +1,275 @@
+/* modules/kvstore-etcd/codec.c - what goes over the wire to etcd's JSON
+ * gateway: base64 keys and values, the module's key prefix and prefix
+ * ranges, int64 fields (strings in the gateway's JSON), key-value pairs and
+ * error documents mapped to errnos. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd.h"
+
+static const char b64_alphabet[] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *etcd_b64_encode(const void *data, size_t len)
+{
+	const unsigned char *in = data;
+	char *out = malloc(4 * ((len + 2) / 3) + 1);
+	if (!out)
+		return NULL;
+	char *p = out;
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		if (i + 1 < len)
+			v |= (uint32_t)in[i + 1] << 8;
+		if (i + 2 < len)
+			v |= in[i + 2];
+		*p++ = b64_alphabet[(v >> 18) & 63];
+		*p++ = b64_alphabet[(v >> 12) & 63];
+		*p++ = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+		*p++ = i + 2 < len ? b64_alphabet[v & 63] : '=';
+	}
+	*p = '\0';
+	return out;
+}
+
+static int b64_value(char c)
+{
+	const char *p = c ? strchr(b64_alphabet, c) : NULL;
+	return p ? (int)(p - b64_alphabet) : -1;
+}
+
+int etcd_b64_decode(const char *in, char **out, size_t *out_len)
+{
+	size_t n = strlen(in);
+	while (n && in[n - 1] == '=')
+		n--;
+	char *buf = malloc(n * 3 / 4 + 1);
+	if (!buf)
+		return -ENOMEM;
+	uint32_t acc = 0;
+	size_t bits = 0, len = 0;
+	for (size_t i = 0; i < n; i++) {
+		int v = b64_value(in[i]);
+		if (v < 0) {
+			free(buf);
+			return -EINVAL;
+		}
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			buf[len++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	buf[len] = '\0';
+	*out = buf;
+	*out_len = len;
+	return 0;
+}
+
+char *etcd_full_key(const struct etcd *e, const char *key, size_t *len)
+{
+	size_t klen = strlen(key);
+	char *full = malloc(e->prefix_len + klen + 1);
+	if (!full)
+		return NULL;
+	memcpy(full, e->prefix, e->prefix_len);
+	memcpy(full + e->prefix_len, key, klen + 1);
+	*len = e->prefix_len + klen;
+	return full;
+}
+
+/* etcd's prefix end: the key with its last byte below 0xff incremented and
+ * what follows dropped; "\0" (every key) when there is no such byte. */
+char *etcd_range_end(const char *key, size_t len, size_t *end_len)
+{
+	char *end = malloc(len + 1);
+	if (!end)
+		return NULL;
+	memcpy(end, key, len);
+	while (len && (unsigned char)end[len - 1] == 0xff)
+		len--;
+	if (!len) {
+		end[0] = '\0';
+		*end_len = 1;
+		return end;
+	}
+	end[len - 1] = (char)((unsigned char)end[len - 1] + 1);
+	*end_len = len;
+	return end;
+}
+
+int etcd_json_add_bytes(struct json_object *obj, const char *name, const void *data, size_t len)
+{
+	char *b64 = etcd_b64_encode(data, len);
+	if (!b64)
+		return -ENOMEM;
+	int rc = json_object_object_add(obj, name, json_object_new_string(b64));
+	free(b64);
+	return rc ? -ENOMEM : 0;
+}
+
+int etcd_json_add_key(const struct etcd *e, struct json_object *obj, const char *key, bool prefix)
+{
+	size_t len, end_len;
+	char *full = etcd_full_key(e, key, &len);
+	if (!full)
+		return -ENOMEM;
+	int rc;
+	if (len == 0 && prefix) /* the whole keyspace: key "\0", range_end "\0" */
+		rc = etcd_json_add_bytes(obj, "key", "", 1);
+	else
+		rc = etcd_json_add_bytes(obj, "key", full, len);
+	if (!rc && prefix) {
+		char *end = etcd_range_end(full, len, &end_len);
+		rc = end ? etcd_json_add_bytes(obj, "range_end", end, end_len) : -ENOMEM;
+		free(end);
+	}
+	free(full);
+	return rc;
+}
+
+int64_t etcd_json_int(struct json_object *obj, const char *name)
+{
+	struct json_object *v;
+	if (!obj || !json_object_object_get_ex(obj, name, &v))
+		return 0;
+	return json_object_get_int64(v); /* parses the gateway's strings too */
+}
+
+int64_t etcd_header_revision(struct json_object *resp)
+{
+	struct json_object *h;
+	if (!resp || !json_object_object_get_ex(resp, "header", &h))
+		return 0;
+	return etcd_json_int(h, "revision");
+}
+
+struct json_object *etcd_json_parse(const char *text, size_t len)
+{
+	struct json_tokener *tok = json_tokener_new();
+	if (!tok)
+		return NULL;
+	struct json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
+	if (json_tokener_get_error(tok) != json_tokener_success ||
+	    !json_object_is_type(obj, json_type_object)) {
+		json_object_put(obj);
+		obj = NULL;
+	}
+	json_tokener_free(tok);
+	return obj;
+}
+
+/* gRPC status codes as errnos. */
+static int grpc_errno(int64_t code)
+{
+	switch (code) {
+	case 3: /* InvalidArgument */
+	case 9: /* FailedPrecondition */
+		return -EINVAL;
+	case 4: /* DeadlineExceeded */
+		return -ETIMEDOUT;
+	case 5: /* NotFound */
+		return -ENOENT;
+	case 7:  /* PermissionDenied */
+	case 16: /* Unauthenticated */
+		return -EACCES;
+	case 8: /* ResourceExhausted */
+		return -ENOSPC;
+	case 11: /* OutOfRange: compacted */
+		return -ERANGE;
+	case 14: /* Unavailable */
+		return -ENOTCONN;
+	default:
+		return -EIO;
+	}
+}
+
+/* {"error":"...","message":"...","code":N} from unary calls, or
+ * {"error":{"grpc_code":N,"message":"..."}} inside a stream. */
+int etcd_json_error(struct json_object *resp, char *msg, size_t len)
+{
+	struct json_object *err = NULL, *m = NULL;
+	int64_t code = 2;
+	if (!json_object_object_get_ex(resp, "error", &err)) {
+		snprintf(msg, len, "unexpected answer");
+		return -EIO;
+	}
+	if (json_object_is_type(err, json_type_object)) {
+		code = etcd_json_int(err, "grpc_code");
+		json_object_object_get_ex(err, "message", &m);
+	} else {
+		code = etcd_json_int(resp, "code");
+		if (!json_object_object_get_ex(resp, "message", &m))
+			m = err;
+	}
+	snprintf(msg, len, "%s", m ? json_object_get_string(m) : "etcd error");
+	return grpc_errno(code);
+}
+
+static int decode_field(struct json_object *obj, const char *name, char **out, size_t *len)
+{
+	struct json_object *v;
+	if (!json_object_object_get_ex(obj, name, &v)) {
+		*out = strdup("");
+		*len = 0;
+		return *out ? 0 : -ENOMEM;
+	}
+	return etcd_b64_decode(json_object_get_string(v), out, len);
+}
+
+int etcd_kv_parse(const struct etcd *e, struct json_object *obj, struct fibril_kv *kv)
+{
+	char *key = NULL, *value = NULL;
+	size_t klen = 0, vlen = 0;
+	memset(kv, 0, sizeof(*kv));
+	if (decode_field(obj, "key", &key, &klen) || decode_field(obj, "value", &value, &vlen)) {
+		free(key);
+		return -EIO;
+	}
+	if (klen >= e->prefix_len && memcmp(key, e->prefix, e->prefix_len) == 0)
+		memmove(key, key + e->prefix_len, klen - e->prefix_len + 1);
+	kv->key = key;
+	kv->value = value;
+	kv->value_len = vlen;
+	kv->create_revision = etcd_json_int(obj, "create_revision");
+	kv->mod_revision = etcd_json_int(obj, "mod_revision");
+	kv->version = etcd_json_int(obj, "version");
+	kv->lease = etcd_json_int(obj, "lease");
+	return 0;
+}
+
+void etcd_kv_clear(struct fibril_kv *kv)
+{
+	free((char *)kv->key);
+	free((char *)kv->value);
+	memset(kv, 0, sizeof(*kv));
+}
+
+int etcd_kvs_append(const struct etcd *e, struct etcd_kvs *kvs, struct json_object *arr)
+{
+	size_t n = arr ? json_object_array_length(arr) : 0;
+	if (kvs->n + n > kvs->cap) {
+		struct fibril_kv *v = realloc(kvs->v, (kvs->n + n) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		kvs->v = v;
+		kvs->cap = kvs->n + n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (etcd_kv_parse(e, json_object_array_get_idx(arr, i), &kvs->v[kvs->n]))
+			return -EIO;
+		kvs->n++;
+	}
+	return 0;
+}
+
+void etcd_kvs_free(struct etcd_kvs *kvs)
+{
+	for (size_t i = 0; i < kvs->n; i++)
+		etcd_kv_clear(&kvs->v[i]);
+	free(kvs->v);
+	memset(kvs, 0, sizeof(*kvs));
+}

@@ -1,0 +1,171 @@
+/* modules/kvstore-etcd/etcd.h - internals shared by the files of the
+ * kvstore-etcd module: the module state, requests to etcd's JSON gateway
+ * over libcurl's multi interface (http.c), the base64/JSON codec (codec.c),
+ * the key-value calls (kv.c), watches (watch.c), leases (lease.c) and the
+ * connection state machine (kvstore_etcd.c). Everything runs on the loop
+ * thread. */
+#ifndef KVSTORE_ETCD_H
+#define KVSTORE_ETCD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#include <fibril/fibril.h>
+
+#define ETCD_BACKOFF_MIN_MS 200u
+#define ETCD_BACKOFF_MAX_MS 10000u
+#define ETCD_MAX_RESPONSE (64u << 20) /* bytes buffered for one answer */
+
+struct etcd_req;
+struct etcd_lease;
+
+struct etcd {
+	struct fibril_module *m;
+	struct fibril_kvstore_ops ops;
+	/* configuration, read in start */
+	char **endpoints;
+	size_t nendpoints;
+	size_t cur; /* the endpoint requests go to first */
+	char *prefix;
+	size_t prefix_len;
+	char *ca_file, *cert_file, *key_file;
+	uint64_t dial_timeout_ms, request_timeout_ms, lease_ttl_ms, health_interval_ms;
+	/* curl */
+	CURLM *multi;
+	struct fibril_timer *curl_timer;
+	struct etcd_req *reqs; /* every request in flight */
+	bool released;         /* the host already released our timers and fds */
+	/* connection state */
+	bool running;       /* between start and stop: requests may be sent */
+	bool start_pending; /* start waits for the first answer */
+	bool connected;
+	char error[CURL_ERROR_SIZE + 64];
+	time_t down_since;
+	uint64_t backoff_ms;
+	struct fibril_timer *probe_timer;
+	struct etcd_req *probe;
+	struct fibril_timer *health_timer;
+	uint32_t rng;
+	/* leases kept alive and watches */
+	struct etcd_lease *leases;
+	size_t nleases;
+	struct fibril_kv_watch *watches;
+	size_t nwatches;
+};
+
+/* ---- requests (http.c) ---------------------------------------------------- */
+
+/* Runs exactly once per request: err 0 with the parsed answer, a negative
+ * errno (resp may then hold etcd's error document, or be NULL), or
+ * -ECANCELED when the module stops. r->errbuf says what went wrong. */
+typedef void (*etcd_done_fn)(struct etcd_req *r, int err, struct json_object *resp);
+/* Streams: new bytes arrived in r->buf (called outside curl's callbacks). */
+typedef void (*etcd_data_fn)(struct etcd_req *r);
+/* A caller's callback, stored untyped and cast back by the done function. */
+typedef void (*etcd_user_fn)(void);
+
+struct etcd_req {
+	struct etcd *e;
+	struct etcd_req *prev, *next;
+	CURL *easy;
+	struct curl_slist *headers;
+	const char *path; /* "/v3/kv/range" */
+	char *body;
+	char *buf; /* the answer so far, NUL-terminated */
+	size_t len, cap;
+	char errbuf[CURL_ERROR_SIZE];
+	size_t endpoint, tried;
+	bool stream;   /* watch: no total timeout, data delivered as it comes */
+	bool has_data; /* stream bytes not yet handed to data() */
+	etcd_done_fn done;
+	etcd_data_fn data;
+	void *ud;
+	etcd_user_fn user_cb;
+	void *user_ud;
+	int64_t id; /* lease requests: the lease */
+};
+
+int etcd_http_open(struct etcd *e);
+/* Cancel every request (callbacks get -ECANCELED) and free curl. */
+void etcd_http_close(struct etcd *e);
+/* A request for path with a JSON body (consumed). NULL on ENOMEM. */
+struct etcd_req *etcd_req_new(struct etcd *e, const char *path, struct json_object *body,
+			      etcd_done_fn done, void *ud);
+/* Queue it (0) or free it and return a negative errno (done never runs). */
+int etcd_req_send(struct etcd_req *r);
+/* Drop a request in flight without running its callback. */
+void etcd_req_abort(struct etcd_req *r);
+
+/* ---- connection state (kvstore_etcd.c) -------------------------------------- */
+
+void etcd_conn_up(struct etcd *e, size_t endpoint);
+void etcd_conn_down(struct etcd *e, const char *why);
+/* A request broke after reaching etcd: check the connection now. */
+void etcd_conn_suspect(struct etcd *e);
+uint64_t etcd_jitter(struct etcd *e, uint64_t ms);
+uint64_t etcd_backoff_next(uint64_t ms);
+
+/* ---- codec (codec.c) ------------------------------------------------------- */
+
+char *etcd_b64_encode(const void *data, size_t len);
+/* Decode into a NUL-terminated copy; -EINVAL on bad input. */
+int etcd_b64_decode(const char *in, char **out, size_t *out_len);
+/* prefix + key, and the end of the range of every key under prefix + key. */
+char *etcd_full_key(const struct etcd *e, const char *key, size_t *len);
+char *etcd_range_end(const char *key, size_t len, size_t *end_len);
+/* Add "name": base64(data) to obj. */
+int etcd_json_add_bytes(struct json_object *obj, const char *name, const void *data, size_t len);
+/* Add the key (and range_end when prefix) of a relative key. */
+int etcd_json_add_key(const struct etcd *e, struct json_object *obj, const char *key, bool prefix);
+int64_t etcd_json_int(struct json_object *obj, const char *name);
+int64_t etcd_header_revision(struct json_object *resp);
+/* A JSON document, or NULL. */
+struct json_object *etcd_json_parse(const char *text, size_t len);
+/* The negative errno for an error answer; message copied into msg. */
+int etcd_json_error(struct json_object *resp, char *msg, size_t len);
+
+struct etcd_kvs {
+	struct fibril_kv *v;
+	size_t n, cap;
+};
+/* Decode one mvccpb.KeyValue (keys made relative to the prefix). */
+int etcd_kv_parse(const struct etcd *e, struct json_object *obj, struct fibril_kv *kv);
+void etcd_kv_clear(struct fibril_kv *kv);
+/* Append every pair of a "kvs" array. */
+int etcd_kvs_append(const struct etcd *e, struct etcd_kvs *kvs, struct json_object *arr);
+void etcd_kvs_free(struct etcd_kvs *kvs);
+
+/* ---- the kvstore calls (kv.c, watch.c, lease.c) ------------------------------ */
+
+int etcd_op_get(void *ctx, const char *key, bool prefix, fibril_kv_get_fn cb, void *ud);
+int etcd_op_put(void *ctx, const char *key, const char *value, size_t value_len, int64_t lease,
+		fibril_kv_done_fn cb, void *ud);
+int etcd_op_del(void *ctx, const char *key, bool prefix, fibril_kv_done_fn cb, void *ud);
+int etcd_op_txn(void *ctx, const struct fibril_kv_compare *cmp, size_t ncmp,
+		const struct fibril_kv_op *success, size_t nsuccess, const struct fibril_kv_op *failure,
+		size_t nfailure, fibril_kv_txn_fn cb, void *ud);
+
+struct fibril_kv_watch *etcd_op_watch(void *ctx, const char *prefix, int64_t start_revision,
+				      fibril_kv_watch_fn cb, void *ud);
+void etcd_op_unwatch(void *ctx, struct fibril_kv_watch *w);
+/* Restart every watch without a stream (the store is back). */
+void etcd_watch_kick_all(struct etcd *e);
+/* Every stream is dead: report it and wait for the store. */
+void etcd_watch_break_all(struct etcd *e);
+/* stop: end the streams, keep the handles for unwatch; fini: free them. */
+void etcd_watch_stop_all(struct etcd *e);
+void etcd_watch_free_all(struct etcd *e);
+
+int etcd_op_lease_grant(void *ctx, int64_t ttl_seconds, fibril_kv_lease_fn cb, void *ud);
+int etcd_op_lease_revoke(void *ctx, int64_t lease, fibril_kv_done_fn cb, void *ud);
+/* Send a keepalive for every lease now (the store is back). */
+void etcd_lease_kick_all(struct etcd *e);
+/* Stop keeping leases alive (they expire on their own). */
+void etcd_lease_free_all(struct etcd *e);
+
+#endif

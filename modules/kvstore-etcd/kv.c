@@ -1,0 +1,243 @@
+/* modules/kvstore-etcd/kv.c - get, put, del and txn of the kvstore
+ * capability as POSTs to /v3/kv/{range,put,deleterange,txn}, and their
+ * answers handed to the caller's callback. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd.h"
+
+/* Build, queue, and keep the caller's callback with the request. */
+static int kv_send(struct etcd *e, const char *path, struct json_object *body, etcd_done_fn done,
+		   etcd_user_fn cb, void *ud)
+{
+	if (!e->running)
+		return -ECANCELED;
+	struct etcd_req *r = etcd_req_new(e, path, body, done, NULL);
+	if (!r)
+		return -ENOMEM;
+	r->user_cb = cb;
+	r->user_ud = ud;
+	return etcd_req_send(r);
+}
+
+static size_t op_value_len(const char *value, size_t len)
+{
+	return value && !len ? strlen(value) : len;
+}
+
+/* ---- get ----------------------------------------------------------------------- */
+
+static void get_done(struct etcd_req *r, int err, struct json_object *resp)
+{
+	fibril_kv_get_fn cb = (fibril_kv_get_fn)r->user_cb;
+	struct etcd_kvs kvs = {0};
+	struct json_object *arr = NULL;
+	if (!err) {
+		json_object_object_get_ex(resp, "kvs", &arr);
+		if (etcd_kvs_append(r->e, &kvs, arr))
+			err = -EIO;
+	}
+	if (cb)
+		cb(r->user_ud, err, err ? NULL : kvs.v, err ? 0 : kvs.n,
+		   err ? 0 : etcd_header_revision(resp));
+	etcd_kvs_free(&kvs);
+}
+
+int etcd_op_get(void *ctx, const char *key, bool prefix, fibril_kv_get_fn cb, void *ud)
+{
+	struct etcd *e = ctx;
+	if (!key)
+		return -EINVAL;
+	struct json_object *body = json_object_new_object();
+	if (!body || etcd_json_add_key(e, body, key, prefix)) {
+		json_object_put(body);
+		return -ENOMEM;
+	}
+	return kv_send(e, "/v3/kv/range", body, get_done, (etcd_user_fn)cb, ud);
+}
+
+/* ---- put and del ------------------------------------------------------------------ */
+
+static void revision_done(struct etcd_req *r, int err, struct json_object *resp)
+{
+	fibril_kv_done_fn cb = (fibril_kv_done_fn)r->user_cb;
+	if (cb)
+		cb(r->user_ud, err, err ? 0 : etcd_header_revision(resp));
+}
+
+static struct json_object *put_body(struct etcd *e, const char *key, const char *value,
+				    size_t value_len, int64_t lease)
+{
+	struct json_object *body = json_object_new_object();
+	if (!body || etcd_json_add_key(e, body, key, false) ||
+	    etcd_json_add_bytes(body, "value", value ? value : "", op_value_len(value, value_len)) ||
+	    (lease && json_object_object_add(body, "lease", json_object_new_int64(lease)))) {
+		json_object_put(body);
+		return NULL;
+	}
+	return body;
+}
+
+int etcd_op_put(void *ctx, const char *key, const char *value, size_t value_len, int64_t lease,
+		fibril_kv_done_fn cb, void *ud)
+{
+	struct etcd *e = ctx;
+	if (!key)
+		return -EINVAL;
+	struct json_object *body = put_body(e, key, value, value_len, lease);
+	if (!body)
+		return -ENOMEM;
+	return kv_send(e, "/v3/kv/put", body, revision_done, (etcd_user_fn)cb, ud);
+}
+
+int etcd_op_del(void *ctx, const char *key, bool prefix, fibril_kv_done_fn cb, void *ud)
+{
+	struct etcd *e = ctx;
+	if (!key)
+		return -EINVAL;
+	struct json_object *body = json_object_new_object();
+	if (!body || etcd_json_add_key(e, body, key, prefix)) {
+		json_object_put(body);
+		return -ENOMEM;
+	}
+	return kv_send(e, "/v3/kv/deleterange", body, revision_done, (etcd_user_fn)cb, ud);
+}
+
+/* ---- txn ------------------------------------------------------------------------ */
+
+static const char *const target_names[] = {"VERSION", "CREATE", "MOD", "VALUE", "LEASE"};
+static const char *const target_fields[] = {"version", "create_revision", "mod_revision", "value",
+					    "lease"};
+static const char *const result_names[] = {"EQUAL", "GREATER", "LESS", "NOT_EQUAL"};
+
+static struct json_object *compare_json(struct etcd *e, const struct fibril_kv_compare *c)
+{
+	if (!c->key || (unsigned)c->target > FIBRIL_KV_TARGET_LEASE ||
+	    (unsigned)c->result > FIBRIL_KV_NOT_EQUAL)
+		return NULL;
+	struct json_object *o = json_object_new_object();
+	if (!o || etcd_json_add_key(e, o, c->key, false))
+		goto fail;
+	json_object_object_add(o, "target", json_object_new_string(target_names[c->target]));
+	json_object_object_add(o, "result", json_object_new_string(result_names[c->result]));
+	const char *field = target_fields[c->target];
+	if (c->target == FIBRIL_KV_TARGET_VALUE) {
+		const char *v = c->value ? c->value : "";
+		if (etcd_json_add_bytes(o, field, v, strlen(v)))
+			goto fail;
+	} else {
+		json_object_object_add(o, field, json_object_new_int64(c->number));
+	}
+	return o;
+fail:
+	json_object_put(o);
+	return NULL;
+}
+
+static struct json_object *op_json(struct etcd *e, const struct fibril_kv_op *op)
+{
+	struct json_object *req = NULL, *o = json_object_new_object();
+	const char *name = NULL;
+	if (!o || !op->key)
+		goto fail;
+	switch (op->type) {
+	case FIBRIL_KV_OP_PUT:
+		name = "request_put";
+		req = put_body(e, op->key, op->value, op->value_len, op->lease);
+		break;
+	case FIBRIL_KV_OP_DELETE:
+	case FIBRIL_KV_OP_GET:
+		name = op->type == FIBRIL_KV_OP_GET ? "request_range" : "request_delete_range";
+		req = json_object_new_object();
+		if (req && etcd_json_add_key(e, req, op->key, op->prefix)) {
+			json_object_put(req);
+			req = NULL;
+		}
+		break;
+	}
+	if (!req)
+		goto fail;
+	json_object_object_add(o, name, req);
+	return o;
+fail:
+	json_object_put(o);
+	return NULL;
+}
+
+/* Add "name": [...] built by fn from n items; -EINVAL on a bad item. */
+static int add_array(struct json_object *body, const char *name, size_t n,
+		     struct json_object *(*fn)(struct etcd *, const void *), struct etcd *e,
+		     const void *items, size_t item_size)
+{
+	struct json_object *arr = json_object_new_array();
+	if (!arr)
+		return -ENOMEM;
+	json_object_object_add(body, name, arr);
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *o = fn(e, (const char *)items + i * item_size);
+		if (!o)
+			return -EINVAL;
+		json_object_array_add(arr, o);
+	}
+	return 0;
+}
+
+static struct json_object *compare_item(struct etcd *e, const void *p)
+{
+	return compare_json(e, p);
+}
+
+static struct json_object *op_item(struct etcd *e, const void *p)
+{
+	return op_json(e, p);
+}
+
+static void txn_done(struct etcd_req *r, int err, struct json_object *resp)
+{
+	fibril_kv_txn_fn cb = (fibril_kv_txn_fn)r->user_cb;
+	struct etcd_kvs kvs = {0};
+	struct json_object *v = NULL, *responses = NULL;
+	bool succeeded = false;
+	if (!err) {
+		if (json_object_object_get_ex(resp, "succeeded", &v))
+			succeeded = json_object_get_boolean(v);
+		json_object_object_get_ex(resp, "responses", &responses);
+		size_t n = responses ? json_object_array_length(responses) : 0;
+		for (size_t i = 0; i < n && !err; i++) {
+			struct json_object *range = NULL, *arr = NULL;
+			if (!json_object_object_get_ex(json_object_array_get_idx(responses, i),
+						       "response_range", &range))
+				continue;
+			json_object_object_get_ex(range, "kvs", &arr);
+			if (etcd_kvs_append(r->e, &kvs, arr))
+				err = -EIO;
+		}
+	}
+	if (cb)
+		cb(r->user_ud, err, !err && succeeded, err ? NULL : kvs.v, err ? 0 : kvs.n,
+		   err ? 0 : etcd_header_revision(resp));
+	etcd_kvs_free(&kvs);
+}
+
+int etcd_op_txn(void *ctx, const struct fibril_kv_compare *cmp, size_t ncmp,
+		const struct fibril_kv_op *success, size_t nsuccess, const struct fibril_kv_op *failure,
+		size_t nfailure, fibril_kv_txn_fn cb, void *ud)
+{
+	struct etcd *e = ctx;
+	if ((ncmp && !cmp) || (nsuccess && !success) || (nfailure && !failure))
+		return -EINVAL;
+	struct json_object *body = json_object_new_object();
+	if (!body)
+		return -ENOMEM;
+	int rc = add_array(body, "compare", ncmp, compare_item, e, cmp, sizeof(*cmp));
+	if (!rc)
+		rc = add_array(body, "success", nsuccess, op_item, e, success, sizeof(*success));
+	if (!rc)
+		rc = add_array(body, "failure", nfailure, op_item, e, failure, sizeof(*failure));
+	if (rc) {
+		json_object_put(body);
+		return rc;
+	}
+	return kv_send(e, "/v3/kv/txn", body, txn_done, (etcd_user_fn)cb, ud);
+}
