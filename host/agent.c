@@ -56,7 +56,7 @@ static const struct fibril_config_key agent_keys[] = {
 	 .help = "HOST:PORT for /healthz, /livez and /metrics over TCP; empty: off"},
 	{.name = "api-max-body", .type = FIBRIL_CONFIG_INT, .default_value = "1048576",
 	 .help = "Largest API request body in bytes", .min = 1024, .max = 64 * 1024 * 1024},
-	{.name = "start-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "30s",
+	{.name = "start-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "2m",
 	 .help = "How long one module's start may take", .min = 1000, .max = 3600 * 1000},
 	{.name = "stop-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "10s",
 	 .help = "How long one module's stop may take", .min = 1000, .max = 3600 * 1000},

@@ -9,7 +9,7 @@ packages=(
 	libcurl4-openssl-dev libwebsockets-dev libwebsockets-evlib-uv libinih-dev
 	libuv1-dev libcunit1-dev
 	valgrind curl python3 iproute2 binutils
-	etcd-server etcd-client containernetworking-plugins
+	etcd-server etcd-client containernetworking-plugins libyaml-dev openssl
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/run.sh - the main job: install the build dependencies, build and
 # install fibril (under /usr/local), start a one-member etcd on loopback for
-# the cluster-wide IPAM pool, then run fibril-agent with every installed
-# module and show what it does with the fibril CLI: its modules, the node
+# the cluster-wide IPAM pool, then run fibril-agent with its modules
+# (all but k8s, which needs an API server) and show what it does with the fibril CLI: its modules, the node
 # CIDR it claimed through etcd, and pod addresses handed out from it. The
 # agent keeps running until Ctrl-C (or SIGTERM). Set FIBRIL_RUN_ONCE=1 to
 # stop right after showing its status.
@@ -49,6 +49,8 @@ cat >"$demo/fibril.conf" <<'CONF'
 # 10.244.0.0/16 through etcd and hands pod addresses out of it.
 [agent]
 node-name = demo-node
+# every installed module but k8s, which needs a Kubernetes API server
+modules = hello, kvstore-etcd, ipam-cluster-pool, ipam-api
 
 [providers]
 ipam = ipam-cluster-pool

@@ -314,6 +314,10 @@ else
 	check "valgrind: connected run, pending requests cancelled at stop: no leaks, no errors (exit $rc)" \
 		test "$rc" -eq 0
 	grep -h -E "definitely lost|ERROR SUMMARY" "$WORK"/vg.* || true
+	if [ "$rc" -ne 0 ]; then # what ended it, for whoever reads the log
+		tail -30 "$WORK/agent.log"
+		grep -v '^==[0-9]*== *$' "$WORK"/vg.* | tail -60
+	fi
 	rm -f "$WORK"/vg.*
 	etcd_stop
 	RC=0

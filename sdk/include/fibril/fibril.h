@@ -15,5 +15,6 @@
 #include <fibril/ipalloc.h>
 #include <fibril/ipam.h>
 #include <fibril/kvstore.h>
+#include <fibril/k8s.h>
 
 #endif

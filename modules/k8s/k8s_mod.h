@@ -1,0 +1,141 @@
+/* modules/k8s/k8s_mod.h - the k8s module's state: the connection, requests
+ * over libcurl multi (http.c), informers with their caches (informer.c) and
+ * the module glue: config, service table, barrier, node annotations, API
+ * routes and health (k8s.c). Everything runs on the loop thread. */
+#ifndef FIBRIL_K8S_MOD_H
+#define FIBRIL_K8S_MOD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#include <fibril/fibril.h>
+#include <fibril/k8s.h>
+
+#include "k8s_int.h"
+
+#define K8S_MAX_RESPONSE (256u << 20)
+#define K8S_BACKOFF_MIN_MS 800u
+#define K8S_BACKOFF_MAX_MS 30000u
+#define K8S_NRES 8
+
+struct k8s;
+struct k8s_req;
+
+typedef void (*k8s_done_fn)(struct k8s_req *r, int err);
+typedef void (*k8s_data_fn)(struct k8s_req *r);
+
+struct k8s_req {
+	struct k8s *k;
+	struct k8s_req *prev, *next;
+	bool linked;
+	CURL *easy;
+	struct curl_slist *headers;
+	char *body;
+	char *buf;
+	size_t len, cap;
+	char errbuf[CURL_ERROR_SIZE + 256];
+	char what[128]; /* "GET /api/v1/pods" */
+	long status;
+	bool stream, has_data;
+	k8s_done_fn done;
+	k8s_data_fn data;
+	void *ud;
+};
+
+/* One cached object. */
+struct k8s_obj {
+	struct k8s_obj *next;
+	char *key; /* namespace/name or name */
+	char *ns, *name, *rv, *json;
+	bool seen; /* relist: present in the new list */
+};
+
+struct k8s_cache {
+	struct k8s_obj **b;
+	size_t nb, n;
+};
+
+struct k8s_resdef {
+	const char *name;
+	const char *path; /* collection path */
+	int selector;     /* 0 none, 1 metadata.name=NODE, 2 spec.nodeName=NODE */
+};
+
+enum k8s_phase { PH_IDLE, PH_LISTING, PH_WATCHING, PH_BACKOFF };
+
+struct k8s_res {
+	struct k8s *k;
+	const struct k8s_resdef *def;
+	bool wanted, started, synced;
+	enum k8s_phase phase;
+	struct k8s_cache cache;
+	struct k8s_cache next; /* the list being read */
+	char *rv;              /* last seen resourceVersion */
+	char *cont;            /* list continue token */
+	struct k8s_req *req;
+	struct fibril_timer *timer;
+	unsigned failures;
+	uint64_t retry_ms;
+	uint64_t watch_started_ms;
+	char error[512];
+	/* counters */
+	uint64_t lists, relists, events_in, bookmarks, watches;
+	uint64_t pub[3];   /* published added/updated/deleted */
+	uint64_t deliv[3]; /* delivered to our own subscription */
+	time_t last_event;
+	char topic[64];
+};
+
+struct k8s_waiter;
+struct k8s_annot;
+
+struct k8s {
+	struct fibril_module *m;
+	struct fibril_k8s_ops ops;
+	struct k8s_conn conn;
+	char *file_token;
+	struct timespec token_mtime;
+	char node[256];
+	uint64_t sync_timeout_ms;
+	int64_t page_size;
+	CURLM *multi;
+	struct fibril_timer *curl_timer;
+	struct k8s_req *reqs;
+	bool released, running, start_pending;
+	struct fibril_timer *start_timer;
+	struct k8s_res res[K8S_NRES];
+	struct k8s_waiter *waiters;
+	struct k8s_annot *annots;
+	uint32_t rng;
+};
+
+/* http.c */
+int k8s_http_open(struct k8s *k);
+void k8s_http_close(struct k8s *k);
+/* body (malloc'ed or NULL) is consumed. */
+struct k8s_req *k8s_req_new(struct k8s *k, const char *method, const char *path, char *body,
+			    const char *content_type, k8s_done_fn done, void *ud);
+/* Queue (0) or free and return an errno (done never runs). */
+int k8s_req_send(struct k8s_req *r, bool stream, uint64_t timeout_ms);
+void k8s_req_abort(struct k8s_req *r);
+void k8s_req_consume(struct k8s_req *r, size_t n);
+
+/* informer.c */
+extern const struct k8s_resdef k8s_resdefs[K8S_NRES];
+struct k8s_res *k8s_res_find(struct k8s *k, const char *name);
+void k8s_res_start(struct k8s_res *r);
+void k8s_res_stop(struct k8s_res *r);
+void k8s_res_free(struct k8s_res *r);
+struct k8s_obj *k8s_cache_get(struct k8s_cache *c, const char *key);
+uint64_t k8s_jitter(struct k8s *k, uint64_t ms);
+
+/* k8s.c */
+void k8s_synced_changed(struct k8s *k);
+void k8s_health_update(struct k8s_res *r);
+
+#endif

@@ -1,0 +1,431 @@
+#!/usr/bin/env bash
+# tests/integration/k8s_informers.sh - the k8s module against the fake API
+# server (tests/k8s/apiserver.py): paged LIST then WATCH, the agent's cache
+# compared object by object with the server's after every fault (watches
+# dropped mid-stream, a watch ERROR 410, an expired resourceVersion answered
+# with HTTP 410, a history restart, the server paused for 10 s), events
+# counted so each change is delivered exactly once, the start failing when
+# the caches cannot sync, and a start/stop under valgrind.
+. "$top_srcdir/tests/lib/common.sh"
+
+for tool in python3 curl pkg-config; do
+	command -v "$tool" >/dev/null || { echo "SKIP: $tool missing"; exit 77; }
+done
+if [ "$(id -u)" != 0 ]; then # the agent only loads root-owned modules
+	[ "${CI:-}" = true ] && { echo "FAIL: CI runs as root; not skipping"; exit 1; }
+	echo "SKIP: run as root"
+	exit 77
+fi
+
+mods=$WORK/mods
+mkdir -p "$mods"
+chmod 0755 "$mods"
+K8S_SO=${K8S_SO:-$top_builddir/.libs/k8s.so}
+if [ -f "$K8S_SO" ]; then
+	install -m 0644 "$K8S_SO" "$mods/k8s.so"
+else # not in the build yet: compile it here
+	# shellcheck disable=SC2046
+	$CC -std=gnu11 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Wformat=2 -Wshadow \
+		-Wstrict-prototypes -Wmissing-prototypes -Werror -Wno-unused-parameter -D_GNU_SOURCE \
+		-I"$top_srcdir/sdk/include" $(pkg-config --cflags libcurl json-c yaml-0.1) \
+		-o "$WORK/k8s.so" "$top_srcdir"/modules/k8s/*.c -L"$top_builddir/.libs" -lfibril \
+		$(pkg-config --libs libcurl json-c yaml-0.1)
+	install -m 0644 "$WORK/k8s.so" "$mods/k8s.so"
+fi
+
+# k8sprobe: a consumer of the "k8s" capability (asks for namespaces in its
+# start, waits for them, annotates the node, checks every bus payload)
+cat >"$WORK/k8sprobe.c" <<'EOF'
+/* k8sprobe - test consumer of the k8s capability (built by k8s_informers.sh) */
+#include <stdio.h>
+#include <string.h>
+#include <fibril/fibril.h>
+#include <fibril/k8s.h>
+static const struct fibril_k8s_ops *ops;
+static void *ctx;
+static int synced_err = 1, annotated = 1, events, bad_events;
+static char pending[256], last[512];
+static void on_synced(void *ud, int err, const char *p) { synced_err = err; snprintf(pending, sizeof(pending), "%s", p); }
+static void on_annot(void *ud, int err, const char *msg) { annotated = err; }
+static int on_event(const struct fibril_event *ev, void *ud)
+{
+	const struct fibril_k8s_event *e = ev->payload;
+	const char *res = FIBRIL_K8S_STR(e, resource), *ns = FIBRIL_K8S_STR(e, namespace_),
+		   *name = FIBRIL_K8S_STR(e, name), *obj = FIBRIL_K8S_STR(e, object),
+		   *old = FIBRIL_K8S_STR(e, old_object);
+	events++;
+	if (ev->payload_len < sizeof(*e) || !res || strcmp(res, "namespaces") || !ns || *ns ||
+	    !name || !obj || !strstr(obj, name) || (e->type == FIBRIL_K8S_UPDATED) != (old != NULL))
+		bad_events++;
+	snprintf(last, sizeof(last), "%u %s", e->type, name ? name : "");
+	return 0;
+}
+static void on_route(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	char buf[1024];
+	const char *got = ops ? ops->get(ctx, "namespaces", "", "default") : NULL;
+	snprintf(buf, sizeof(buf), "{\"synced_err\":%d,\"pending\":\"%s\",\"annotated\":%d,\"events\":%d,"
+		 "\"bad_events\":%d,\"last\":\"%s\",\"node\":\"%s\",\"get_default\":%s}",
+		 synced_err, pending, annotated, events, bad_events, last, ops ? ops->node_name(ctx) : "",
+		 got ? "true" : "false");
+	fibril_resp_json(resp, 200, buf);
+}
+static int probe_init(struct fibril_module *m)
+{
+	fibril_bus_subscribe(m, "k8s.namespaces", FIBRIL_K8S_VERSION, on_event, NULL);
+	return fibril_api_route(m, "GET", "/v1/k8sprobe", 0, on_route, NULL);
+}
+static int probe_start(struct fibril_module *m)
+{
+	ops = (const struct fibril_k8s_ops *)fibril_service_lookup(m, FIBRIL_K8S_CAPABILITY, 1, &ctx);
+	if (!ops)
+		return -1;
+	ops->watch_resource(ctx, FIBRIL_K8S_NAMESPACES);
+	ops->wait_synced(ctx, FIBRIL_LIST(FIBRIL_K8S_NAMESPACES), 10000, on_synced, NULL);
+	const char *k[] = {"fibril.io/probe"}, *v[] = {"yes"};
+	ops->annotate_node(ctx, k, v, 1, on_annot, NULL);
+	return 0;
+}
+FIBRIL_MODULE(.name = "k8sprobe", .version = "1", .requires = FIBRIL_LIST("k8s"),
+	      .init = probe_init, .start = probe_start);
+EOF
+# shellcheck disable=SC2086
+$CC -std=gnu11 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-override-init \
+	-Wno-unused-parameter ${SAN_CFLAGS:-} -I"$top_srcdir/sdk/include" -o "$WORK/k8sprobe.so" \
+	"$WORK/k8sprobe.c" -L"$top_builddir/.libs" -lfibril
+probemods=$WORK/probemods
+mkdir -p "$probemods"
+chmod 0755 "$probemods"
+install -m 0644 "$mods/k8s.so" "$probemods/k8s.so"
+install -m 0644 "$WORK/k8sprobe.so" "$probemods/k8sprobe.so"
+
+# ---- the API server ---------------------------------------------------------
+TOKEN=t0ken-$$
+cp "$top_srcdir/tests/k8s/apiserver.py" "$WORK/apiserver.py"
+python3 "$WORK/apiserver.py" --port 0 --token "$TOKEN" --bookmark-interval 1 \
+	>"$WORK/api.out" 2>"$WORK/api.err" &
+API_PID=$!
+for _ in $(seq 1 100); do
+	grep -q LISTENING "$WORK/api.out" 2>/dev/null && break
+	sleep 0.1
+done
+PORT=$(awk '/LISTENING/ {print $2; exit}' "$WORK/api.out")
+[ -n "$PORT" ] || { echo "FAIL: the API server did not start"; cat "$WORK/api.err"; exit 1; }
+SERVER=http://127.0.0.1:$PORT
+cat >"$WORK/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- name: fake
+  cluster:
+    server: $SERVER
+contexts:
+- name: test
+  context:
+    cluster: fake
+    user: tester
+users:
+- name: tester
+  user:
+    token: $TOKEN
+EOF
+
+kapi() { curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" "$@"; }
+control() { curl -sS --max-time 20 -X POST "$SERVER/_control/$1" >/dev/null; }
+NODE=node-a
+# expected deliveries per resource: added updated deleted
+declare -A ADDED=([pods]=0 [services]=0 [nodes]=0) UPDATED=([pods]=0 [services]=0 [nodes]=0) \
+	DELETED=([pods]=0 [services]=0 [nodes]=0)
+
+create_pod() { # NAME NODE
+	kapi -X POST -H 'Content-Type: application/json' "$SERVER/api/v1/namespaces/default/pods" \
+		-d "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"nodeName\":\"$2\",\"containers\":[{\"name\":\"c\",\"image\":\"busybox\"}]}}" >/dev/null
+	[ "$2" = "$NODE" ] && ADDED[pods]=$((ADDED[pods] + 1))
+	return 0
+}
+create_svc() { # NAME
+	kapi -X POST -H 'Content-Type: application/json' "$SERVER/api/v1/namespaces/default/services" \
+		-d "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"ports\":[{\"port\":80}]}}" >/dev/null
+	ADDED[services]=$((ADDED[services] + 1))
+}
+label_svc() { # NAME VALUE
+	kapi -X PATCH -H 'Content-Type: application/merge-patch+json' \
+		"$SERVER/api/v1/namespaces/default/services/$1" -d "{\"metadata\":{\"labels\":{\"v\":\"$2\"}}}" >/dev/null
+	UPDATED[services]=$((UPDATED[services] + 1))
+}
+delete_svc() {
+	kapi -X DELETE "$SERVER/api/v1/namespaces/default/services/$1" >/dev/null
+	DELETED[services]=$((DELETED[services] + 1))
+}
+delete_pod() {
+	kapi -X DELETE "$SERVER/api/v1/namespaces/default/pods/$1" >/dev/null
+	DELETED[pods]=$((DELETED[pods] + 1))
+}
+
+# same_cache RESOURCE : the agent's cache equals the server's (namespace, name, resourceVersion)
+same_cache() {
+	local res=$1 sel=""
+	case $res in
+	pods) sel="?fieldSelector=spec.nodeName%3D$NODE" ;;
+	nodes) sel="?fieldSelector=metadata.name%3D$NODE" ;;
+	esac
+	kapi "$SERVER/api/v1/$res$sel" >"$WORK/server.json" || return 1
+	api "http://x/v1/k8s/$res" >"$WORK/agent.json" || return 1
+	python3 - "$WORK/server.json" "$WORK/agent.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1])); a = json.load(open(sys.argv[2]))
+want = {(o["metadata"].get("namespace", ""), o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in s["items"]}
+have = {(o["namespace"], o["name"], o["resourceVersion"]) for o in a["items"]}
+if want != have or not a["synced"]:
+    print("  server only:", sorted(want - have)[:5], "agent only:", sorted(have - want)[:5], "synced:", a["synced"])
+    sys.exit(1)
+EOF
+}
+# counts_ok RESOURCE : published and delivered events equal the changes made
+counts_ok() {
+	local res=$1
+	api "http://x/v1/k8s/$res" >"$WORK/agent.json" || return 1
+	python3 - "$WORK/agent.json" "${ADDED[$res]}" "${UPDATED[$res]}" "${DELETED[$res]}" <<'EOF'
+import json, sys
+a = json.load(open(sys.argv[1])); want = {"added": int(sys.argv[2]), "updated": int(sys.argv[3]), "deleted": int(sys.argv[4])}
+if a["published"] != want or a["delivered"] != want:
+    print("  want", want, "published", a["published"], "delivered", a["delivered"]); sys.exit(1)
+EOF
+}
+all_consistent() {
+	local r
+	for r in pods services nodes; do
+		same_cache "$r" >/dev/null && counts_ok "$r" >/dev/null || return 1
+	done
+}
+# wait_for SECONDS COMMAND... : poll until the command succeeds
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ $SECONDS -lt "$deadline" ] || return 1
+		sleep 0.2
+	done
+}
+# verify WHAT : wait for the caches to converge, then check and explain
+verify() {
+	wait_for 20 all_consistent || true
+	local r
+	for r in pods services nodes; do
+		check "$1: $r cache equals the server's" same_cache "$r"
+		check "$1: $r events delivered exactly once" counts_ok "$r"
+	done
+}
+jfield() { python3 -c 'import json,sys; j=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
+res_field() { api "http://x/v1/k8s/$1" | jfield "j[\"$2\"]"; }
+healthz() { api -o /dev/null -w '%{http_code}' http://x/v1/healthz; }
+
+# ---- objects before the agent starts (LIST in pages of 7) ---------------------
+kapi -X POST -H 'Content-Type: application/json' "$SERVER/api/v1/nodes" \
+	-d "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$NODE\"}}" >/dev/null
+kapi -X POST -H 'Content-Type: application/json' "$SERVER/api/v1/nodes" \
+	-d '{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-b"}}' >/dev/null
+ADDED[nodes]=1
+for i in $(seq 1 20); do create_svc "svc-$i"; done
+for i in $(seq 1 9); do create_pod "pod-a$i" "$NODE"; create_pod "pod-b$i" node-b; done
+
+# shellcheck disable=SC2054
+K8S_ARGS=(--set "k8s.kubeconfig=$WORK/kubeconfig" --set "k8s.node-name=$NODE"
+	--set k8s.resources=pods,services,nodes --set k8s.page-size=7)
+start_agent "$mods" "${K8S_ARGS[@]}"
+check "the start waited for the first lists" grep -q 'services synced: 20 objects' "$WORK/agent.log"
+status=$(api http://x/v1/k8s)
+check "/v1/k8s lists the three resources, synced and watching" \
+	python3 -c 'import json,sys; j=json.loads(sys.argv[1]); r=j["resources"]; sys.exit(0 if sorted(x["name"] for x in r)==["nodes","pods","services"] and all(x["synced"] and x["watching"] for x in r) else 1)' "$status"
+check "pods are only this node's (9)" [ "$(res_field pods objects)" = 9 ]
+check "nodes is only this node" [ "$(res_field nodes objects)" = 1 ]
+check "healthz 200 once synced" [ "$(healthz)" = 200 ]
+verify "initial list (paged)"
+
+# ---- watch: changes arrive once ----------------------------------------------
+create_svc svc-new; label_svc svc-1 one; delete_svc svc-2; create_pod pod-a10 "$NODE"
+create_pod pod-b10 node-b; delete_pod pod-a1
+verify "watch events"
+
+# ---- fault: watches dropped mid-stream -----------------------------------------
+control drop-watches
+sleep 0.5
+create_svc svc-d1; label_svc svc-3 drop; delete_pod pod-a2
+verify "after drop-watches"
+check "drop-watches: no relist (resumed from the last resourceVersion)" [ "$(res_field services relists)" = 0 ]
+
+# ---- fault: watch ERROR 410 -> relist ------------------------------------------
+control "watch-error?resource=services&code=410"
+create_svc svc-e1; label_svc svc-4 err
+verify "after a watch ERROR 410"
+check "ERROR 410 event logged" grep -q "watch services: watch ERROR 410" "$WORK/agent.log"
+check "ERROR 410: services relisted" [ "$(res_field services relists)" -ge 1 ]
+
+# ---- fault: expired resourceVersion answered with HTTP 410 -----------------------
+# no bookmarks, so the pods watch stays at its last pod while the store moves on
+control "config?bookmark_interval=3600"
+control "drop-watches?resource=pods"
+sleep 0.5
+create_svc svc-x1
+control "expire?resource=pods&mode=http"
+control "drop-watches?resource=pods"
+sleep 0.3
+create_pod pod-a11 "$NODE"; delete_pod pod-a3
+control "config?bookmark_interval=1"
+verify "after expire (HTTP 410)"
+check "expire: the watch got HTTP 410 and relisted" grep -q "watch pods: .*expired; relisting" "$WORK/agent.log"
+check "expire: pods relisted" [ "$(res_field pods relists)" -ge 1 ]
+
+# ---- fault: the history restarts (every watch dropped, every rv too old) -----------
+before=$(res_field nodes relists)
+control restart-history
+sleep 1
+create_svc svc-r1; label_svc svc-5 restart; delete_svc svc-6
+verify "after restart-history"
+check "restart-history: nodes relisted" [ "$(res_field nodes relists)" -gt "$before" ]
+
+# ---- fault: the server paused 10 s -------------------------------------------------
+control "pause?seconds=10"
+sleep 3
+check "paused: healthz 503" [ "$(healthz)" = 503 ]
+health=$(api http://x/v1/healthz || true)
+check "paused: health names the watch and the retry" contains "$health" "retrying in"
+wait_for 30 bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer $TOKEN' $SERVER/api/v1/nodes)\" = 200 ]" || true
+create_svc svc-p1; label_svc svc-7 pause; create_pod pod-a12 "$NODE"
+verify "after a 10 s pause"
+check "after the pause: healthz 200" wait_for 40 bash -c '[ "$(curl -s -o /dev/null -w "%{http_code}" --unix-socket '"$WORK"'/fibril.sock http://x/v1/healthz)" = 200 ]'
+summary=$(api http://x/v1/status || true)
+check "status summary counts resources and objects" contains "$summary" "3 resources synced"
+
+# ---- many objects: LIST pages of 500 on a relist ----------------------------------
+python3 - "$WORK/load.json" <<'EOF'
+import json, sys
+items = [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "bulk-%d" % i, "namespace": "default"},
+          "spec": {"ports": [{"port": 80}]}} for i in range(600)]
+json.dump({"items": items}, open(sys.argv[1], "w"))
+EOF
+curl -sS -X POST -H 'Content-Type: application/json' --data-binary @"$WORK/load.json" \
+	"$SERVER/_control/load" >/dev/null
+ADDED[services]=$((ADDED[services] + 600))
+verify "600 objects loaded"
+control "watch-error?resource=services&code=410"
+verify "relist of 600+ objects in pages"
+check "stop: exit 0" stop_agent TERM
+
+# ---- a consumer module: watch_resource, wait_synced, get, annotate_node, payloads ----
+start_agent "$probemods" "${K8S_ARGS[@]}"
+probe_is() { api http://x/v1/k8sprobe | python3 -c 'import json,sys; j=json.load(sys.stdin); sys.exit(0 if eval(sys.argv[1]) else 1)' "$1"; }
+check "probe: namespaces synced for the consumer" wait_for 10 probe_is 'j["synced_err"] == 0 and j["get_default"]'
+kapi -X POST -H 'Content-Type: application/json' "$SERVER/api/v1/namespaces" \
+	-d '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"probe-ns"}}' >/dev/null
+kapi -X PATCH -H 'Content-Type: application/merge-patch+json' "$SERVER/api/v1/namespaces/probe-ns" \
+	-d '{"metadata":{"labels":{"a":"b"}}}' >/dev/null
+kapi -X DELETE "$SERVER/api/v1/namespaces/probe-ns" >/dev/null
+nsn=$(kapi "$SERVER/api/v1/namespaces" | jfield 'len(j["items"])')
+check "probe: payload offsets valid in every event" wait_for 10 probe_is "j['bad_events'] == 0 and j['events'] >= $nsn + 2"
+check "probe: node annotated (merge patch)" wait_for 10 probe_is 'j["annotated"] == 0'
+ann=$(kapi "$SERVER/api/v1/nodes/$NODE" | jfield 'j["metadata"].get("annotations", {}).get("fibril.io/probe")')
+check "probe: the annotation is on the Node" [ "$ann" = yes ]
+check "probe: stop exit 0" stop_agent TERM
+
+# ---- the start fails when the caches do not sync -----------------------------------
+control "pause?seconds=8"
+sleep 0.5
+run_agent "$mods" "${K8S_ARGS[@]}" --set k8s.sync-timeout=2s
+check "unsynced start: exit 1" [ "$RC" = 1 ]
+check "unsynced start: names the resources" contains "$OUT" "k8s: caches not synced within 2s: nodes, pods, services"
+wait_for 20 bash -c "curl -s -o /dev/null -H 'Authorization: Bearer $TOKEN' $SERVER/api/v1/nodes" || true
+sleep 1
+
+# ---- a start that fails: bad kubeconfig; unsynced caches under valgrind ----------
+run_agent "$mods" --set "k8s.kubeconfig=$WORK/missing.yaml" --set "k8s.node-name=$NODE"
+check "missing kubeconfig: exit 1 naming the file" contains "$OUT" "kubeconfig $WORK/missing.yaml: No such file"
+printf 'current-context: nope\ncontexts: []\n' >"$WORK/kubeconfig-bad"
+run_agent "$mods" --set "k8s.kubeconfig=$WORK/kubeconfig-bad" --set "k8s.node-name=$NODE"
+check "kubeconfig without its context: exit 1" contains "$OUT" 'no context "nope"'
+if command -v valgrind >/dev/null; then
+	control "pause?seconds=8"
+	sleep 0.5
+	mapfile -t args < <(agent_args "$mods")
+	rc=0
+	valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+		--log-file="$WORK/vg-fail.log" "$AGENT" "${args[@]}" "${K8S_ARGS[@]}" \
+		--set k8s.sync-timeout=2s >"$WORK/agent-fail.log" 2>&1 || rc=$?
+	check "valgrind: an unsynced start exits 1, clean" [ "$rc" = 1 ]
+	[ "$rc" = 1 ] || tail -40 "$WORK/vg-fail.log"
+	wait_for 20 bash -c "curl -s -o /dev/null -H 'Authorization: Bearer $TOKEN' $SERVER/api/v1/nodes" || true
+	sleep 1
+fi
+
+# ---- TLS: kubeconfig with certificate-authority-data; in-cluster service account ----
+if command -v openssl >/dev/null; then
+	mkdir -p "$WORK/tls" "$WORK/sa"
+	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=fake-apiserver \
+		-addext "subjectAltName=IP:127.0.0.1" -keyout "$WORK/tls/server.key" \
+		-out "$WORK/tls/server.pem" 2>/dev/null
+	python3 "$WORK/apiserver.py" --port 0 --token "$TOKEN" --tls-cert "$WORK/tls/server.pem" \
+		--tls-key "$WORK/tls/server.key" >"$WORK/api-tls.out" 2>"$WORK/api-tls.err" &
+	TLS_PID=$!
+	for _ in $(seq 1 100); do
+		grep -q LISTENING "$WORK/api-tls.out" 2>/dev/null && break
+		sleep 0.1
+	done
+	TPORT=$(awk '/LISTENING/ {print $2; exit}' "$WORK/api-tls.out")
+	curl -sS --cacert "$WORK/tls/server.pem" -H "Authorization: Bearer $TOKEN" -X POST \
+		-H 'Content-Type: application/json' "https://127.0.0.1:$TPORT/api/v1/nodes" \
+		-d "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$NODE\"}}" >/dev/null
+	sed -e "s|server: .*|server: https://127.0.0.1:$TPORT|" "$WORK/kubeconfig" >"$WORK/kubeconfig-tls"
+	CA64=$(base64 -w0 <"$WORK/tls/server.pem")
+	sed -i "s|^    server: \(.*\)|    server: \1\n    certificate-authority-data: $CA64|" "$WORK/kubeconfig-tls"
+	start_agent "$mods" --set "k8s.kubeconfig=$WORK/kubeconfig-tls" --set "k8s.node-name=$NODE" \
+		--set k8s.resources=nodes --set k8s.sync-timeout=5s
+	check "TLS (certificate-authority-data): nodes synced" [ "$(res_field nodes objects)" = 1 ]
+	stop_agent TERM || true
+	# without the CA the server is not trusted: TLS is verified by default
+	grep -v certificate-authority-data "$WORK/kubeconfig-tls" >"$WORK/kubeconfig-noca"
+	run_agent "$mods" --set "k8s.kubeconfig=$WORK/kubeconfig-noca" --set "k8s.node-name=$NODE" \
+		--set k8s.resources=nodes --set k8s.sync-timeout=3s
+	check "TLS without the CA: start fails naming nodes" contains "$OUT" "caches not synced within 3s: nodes"
+	check "TLS without the CA: the certificate error is logged" contains "$OUT" "certificate"
+	# in-cluster: KUBERNETES_SERVICE_HOST/PORT and the service-account dir
+	printf '%s\n' "$TOKEN" >"$WORK/sa/token"
+	cp "$WORK/tls/server.pem" "$WORK/sa/ca.crt"
+	KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$TPORT KUBECONFIG='' \
+		start_agent "$mods" --set "k8s.serviceaccount-dir=$WORK/sa" --set "k8s.node-name=$NODE" \
+		--set k8s.resources=nodes --set k8s.sync-timeout=5s
+	check "in-cluster (service account token + ca.crt): nodes synced" [ "$(res_field nodes objects)" = 1 ]
+	check "in-cluster: the server is the service's" contains "$(api http://x/v1/k8s)" "https:\/\/127.0.0.1:$TPORT"
+	stop_agent TERM || true
+	kill "$TLS_PID" 2>/dev/null || true
+	wait "$TLS_PID" 2>/dev/null || true
+else
+	echo "SKIP: openssl not installed (TLS)"
+fi
+
+# ---- valgrind: start, sync, a few events, stop -------------------------------------
+if command -v valgrind >/dev/null; then
+	mapfile -t args < <(agent_args "$mods")
+	rm -f "$WORK/fibril.sock"
+	valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+		--log-file="$WORK/vg.log" "$AGENT" "${args[@]}" "${K8S_ARGS[@]}" >"$WORK/agent.log" 2>&1 &
+	AGENT_PID=$!
+	wait_for 60 test -S "$WORK/fibril.sock" || true
+	# a new agent: its counters start with the initial list
+	n=$(kapi "$SERVER/api/v1/services" | jfield 'len(j["items"])')
+	ADDED[services]=$n UPDATED[services]=0 DELETED[services]=0
+	create_svc vg-1; label_svc vg-1 x; delete_svc vg-1
+	wait_for 60 counts_ok services >/dev/null || true
+	check "valgrind: cache consistent" same_cache services
+	check "valgrind: events delivered exactly once" counts_ok services
+	rc=0
+	stop_agent TERM || rc=$?
+	check "valgrind: clean exit (no errors, no definite leaks)" [ "$rc" = 0 ]
+	[ "$rc" = 0 ] || tail -40 "$WORK/vg.log"
+else
+	echo "SKIP: valgrind not installed"
+fi
+
+kill "$API_PID" 2>/dev/null || true
+wait "$API_PID" 2>/dev/null || true
+finish
