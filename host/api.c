@@ -794,6 +794,12 @@ void api_close(void)
 {
 	if (!g_ctx)
 		return;
+	/* Let lws see what already happened on its connections (a client
+	 * that just hung up) before the destroy tears them down: libuv aborts
+	 * if a connection's fd is closed while a change to its watch is still
+	 * queued, and a half-closed connection is where lws does that. */
+	for (int i = 0; i < 5; i++)
+		loop_run_once(false);
 	/* On a foreign loop the destroy is in two steps: lws closes its
 	 * handles on our loop, and once those closes completed a second call
 	 * frees the context. */
