@@ -181,24 +181,11 @@ static int load_modules(char *err)
 		}
 	}
 	/* [providers] takes any capability a loaded module offers. */
-	const char **caps = NULL;
 	size_t ncaps = 0;
-	for (size_t i = 0; i < set->n; i++) {
-		for (const char *const *p = set->mods[i]->desc.provides; p && *p; p++) {
-			bool seen = false;
-			for (size_t k = 0; k < ncaps && !seen; k++)
-				seen = strcmp(caps[k], *p) == 0;
-			if (seen)
-				continue;
-			caps = realloc(caps, (ncaps + 1) * sizeof(*caps));
-			if (!caps)
-				abort();
-			caps[ncaps++] = *p;
-		}
-	}
+	graph_collect_capabilities(set);
+	const char *const *caps = graph_capabilities(&ncaps);
 	int rc = config_declare_dynamic("providers", caps, ncaps,
 					"Which module provides a capability several modules offer");
-	free(caps);
 	if (rc)
 		return -1;
 	if (config_validate_all(err))

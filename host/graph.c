@@ -56,8 +56,7 @@ static bool provides(const struct fibril_module *m, const char *cap)
 	return false;
 }
 
-/* Collect every capability name offered by the loaded modules. */
-static void collect_capabilities(const struct module_set *set)
+void graph_collect_capabilities(const struct module_set *set)
 {
 	graph_fini();
 	for (size_t i = 0; i < set->n; i++) {
@@ -217,7 +216,7 @@ static int by_module_name(const void *a, const void *b)
 
 int graph_resolve(struct module_set *set, char *err)
 {
-	collect_capabilities(set);
+	graph_collect_capabilities(set);
 	if (choose_providers(set, err))
 		return -1;
 	/* Drop the modules that were not chosen for a capability they offer. */

@@ -179,7 +179,6 @@ struct fibril_module {
 	bool start_pending;
 	int start_rc;
 	double init_ms, start_ms, stop_ms, fini_ms;
-	double phase_begin;
 	struct health_component *health;
 	/* graph */
 	struct fibril_module **deps; /* modules this one starts after */
@@ -209,6 +208,9 @@ HIDDEN struct fibril_module *module_set_find(const struct module_set *set, const
 HIDDEN int graph_resolve(struct module_set *set, char *err);
 /* The provider chosen for a capability (after graph_resolve). */
 HIDDEN struct fibril_module *graph_provider(const char *capability);
+/* Collect every capability the loaded modules provide (graph_resolve does
+ * it too); then graph_capabilities lists them. */
+HIDDEN void graph_collect_capabilities(const struct module_set *set);
 HIDDEN const char *const *graph_capabilities(size_t *n); /* every provided capability */
 HIDDEN void graph_print(const struct module_set *set, FILE *out, bool dot);
 HIDDEN void graph_fini(void);
