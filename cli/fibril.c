@@ -18,6 +18,8 @@
 #include <curl/curl.h>
 #include <json.h>
 
+#include "cli.h"
+
 #ifndef FIBRIL_VERSION
 #define FIBRIL_VERSION "unknown"
 #endif
@@ -26,14 +28,8 @@
 #define TIMEOUT_MS 10000L
 #define MAX_REPLY ((size_t)256 << 20) /* a full 64k-entry map dump is ~10 MiB */
 
-enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
-static struct {
-	const char *socket;
-	bool json; /* -o json */
-	/* ipam options: --family, --ip, --owner (NULL when not given) */
-	const char *family, *ip, *owner;
-} opt;
+struct cli_options opt;
 
 static const char usage_text[] =
 	"Usage: fibril [--socket PATH] [-o json|table] COMMAND [ARGS]\n"
@@ -54,6 +50,11 @@ static const char usage_text[] =
 	"                  a given address for OWNER\n"
 	"  ipam release ADDR | --owner OWNER\n"
 	"                  release one address, or everything OWNER holds\n"
+	"  endpoint list   endpoints on this node: ID, state, identity, addresses\n"
+	"  endpoint get ID one endpoint (ID: number or container-id:CID[:IFNAME])\n"
+	"  identity list   security identities: reserved and allocated, with labels\n"
+	"  identity get ID one identity\n"
+	"  k8s status      Kubernetes resources: synced, objects, last event, relists\n"
 	"  version         versions of this CLI and of the agent\n"
 	"  help            this help\n"
 	"\n"
@@ -70,8 +71,7 @@ static const char usage_text[] =
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static void print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void print_error(const char *fmt, ...)
+void print_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -83,8 +83,7 @@ static void print_error(const char *fmt, ...)
 }
 
 /* A usage error: one line naming what was wrong; returns EXIT_USAGE. */
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
+int usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -96,7 +95,7 @@ static int usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-static void *xrealloc(void *p, size_t n)
+void *xrealloc(void *p, size_t n)
 {
 	p = realloc(p, n ? n : 1);
 	if (!p) {
@@ -106,8 +105,7 @@ static void *xrealloc(void *p, size_t n)
 	return p;
 }
 
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...)
+char *xasprintf(const char *fmt, ...)
 {
 	va_list ap;
 	char *s;
@@ -148,7 +146,7 @@ static char *clean_ndup(const char *s, size_t n)
 	return d;
 }
 
-static char *clean_dup(const char *s)
+char *clean_dup(const char *s)
 {
 	return clean_ndup(s, SIZE_MAX);
 }
@@ -168,18 +166,13 @@ static size_t text_width(const char *s)
 
 /* Rows of strings; the first row is the header. print pads every column but
  * the last to its widest cell, with two spaces between columns. */
-struct table {
-	size_t ncols, nrows, cap;
-	char **cells; /* row-major, owned */
-};
-
-static void table_init(struct table *t, size_t ncols)
+void table_init(struct table *t, size_t ncols)
 {
 	*t = (struct table){ .ncols = ncols };
 }
 
 /* Adds a row of t->ncols cells (const char *); NULL cells print as "-". */
-static void table_row(struct table *t, ...)
+void table_row(struct table *t, ...)
 {
 	va_list ap;
 
@@ -197,7 +190,7 @@ static void table_row(struct table *t, ...)
 	t->nrows++;
 }
 
-static void table_print(const struct table *t)
+void table_print(const struct table *t)
 {
 	size_t *width = xrealloc(NULL, t->ncols * sizeof(*width));
 	size_t linecap = 1;
@@ -241,7 +234,7 @@ static void table_print(const struct table *t)
 	free(width);
 }
 
-static void table_free(struct table *t)
+void table_free(struct table *t)
 {
 	for (size_t i = 0; i < t->nrows * t->ncols; i++)
 		free(t->cells[i]);
@@ -252,7 +245,7 @@ static void table_free(struct table *t)
 
 /* ---- JSON accessors ------------------------------------------------------ */
 
-static struct json_object *jget(struct json_object *o, const char *key, enum json_type type)
+struct json_object *jget(struct json_object *o, const char *key, enum json_type type)
 {
 	struct json_object *v;
 
@@ -263,14 +256,14 @@ static struct json_object *jget(struct json_object *o, const char *key, enum jso
 }
 
 /* The string o[key], or NULL when missing, null or not a string. */
-static const char *jstr(struct json_object *o, const char *key)
+const char *jstr(struct json_object *o, const char *key)
 {
 	struct json_object *v = jget(o, key, json_type_string);
 
 	return v ? json_object_get_string(v) : NULL;
 }
 
-static bool jnum(struct json_object *o, const char *key, double *out)
+bool jnum(struct json_object *o, const char *key, double *out)
 {
 	struct json_object *v;
 
@@ -282,7 +275,7 @@ static bool jnum(struct json_object *o, const char *key, double *out)
 }
 
 /* o[key] as an integer in buf, or "-" when missing or null. */
-static const char *fmt_int(struct json_object *o, const char *key, char *buf, size_t len)
+const char *fmt_int(struct json_object *o, const char *key, char *buf, size_t len)
 {
 	struct json_object *v = jget(o, key, json_type_int);
 	double d;
@@ -297,7 +290,7 @@ static const char *fmt_int(struct json_object *o, const char *key, char *buf, si
 }
 
 /* o[key], a duration in milliseconds, as "1.23ms", or "-". */
-static const char *fmt_ms(struct json_object *o, const char *key, char *buf, size_t len)
+const char *fmt_ms(struct json_object *o, const char *key, char *buf, size_t len)
 {
 	double d;
 
@@ -309,7 +302,7 @@ static const char *fmt_ms(struct json_object *o, const char *key, char *buf, siz
 
 /* The array of strings o[key] joined with commas, or "-" when empty or
  * missing. The result is malloc'd. */
-static char *join_list(struct json_object *o, const char *key)
+char *join_list(struct json_object *o, const char *key)
 {
 	struct json_object *a = jget(o, key, json_type_array);
 	size_t n = a ? json_object_array_length(a) : 0;
@@ -327,7 +320,7 @@ static char *join_list(struct json_object *o, const char *key)
 
 /* o[key] which must be an array of objects; prints a bad-reply error and
  * returns NULL otherwise. */
-static struct json_object *jarray_of_objects(struct json_object *o, const char *key)
+struct json_object *jarray_of_objects(struct json_object *o, const char *key)
 {
 	struct json_object *a = jget(o, key, json_type_array);
 
@@ -343,7 +336,7 @@ static struct json_object *jarray_of_objects(struct json_object *o, const char *
 	return a;
 }
 
-static void print_json(struct json_object *o)
+void print_json(struct json_object *o)
 {
 	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 						       JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -506,7 +499,7 @@ static void report_http_error(struct json_object *reply, long status)
 }
 
 /* fetch() that also treats any non-2xx status as a failure (reported). */
-static int request(const char *method, const char *path, struct json_object **json)
+int request(const char *method, const char *path, struct json_object **json)
 {
 	long status;
 
@@ -527,7 +520,7 @@ static int request(const char *method, const char *path, struct json_object **js
 	return 0;
 }
 
-static int get(const char *path, struct json_object **json)
+int get(const char *path, struct json_object **json)
 {
 	return request("GET", path, json);
 }
@@ -762,7 +755,7 @@ static int cmd_map_dump(struct json_object *reply)
 
 /* Runs method path and hands the reply to render (or prints it with -o
  * json). */
-static int show_request(const char *method, const char *path, int (*render)(struct json_object *))
+int show_request(const char *method, const char *path, int (*render)(struct json_object *))
 {
 	struct json_object *reply;
 	int rc;
@@ -780,7 +773,7 @@ static int show_request(const char *method, const char *path, int (*render)(stru
 }
 
 /* Runs GET path and hands the reply to render (or prints it with -o json). */
-static int show(const char *path, int (*render)(struct json_object *))
+int show(const char *path, int (*render)(struct json_object *))
 {
 	return show_request("GET", path, render);
 }
@@ -822,7 +815,7 @@ static int cmd_map(int argc, char **argv)
 /* ---- ipam ------------------------------------------------------------------ */
 
 /* s escaped for a URL path segment or query value; malloc'd. */
-static char *url_escape(const char *s)
+char *url_escape(const char *s)
 {
 	CURL *curl = curl_easy_init();
 	char *e = curl ? curl_easy_escape(curl, s, 0) : NULL;
@@ -1091,6 +1084,12 @@ static int run(int argc, char **argv)
 				   opt.family ? "family" : opt.ip ? "ip" : "owner");
 	if (!strcmp(cmd, "map"))
 		return cmd_map(argc - 1, argv + 1);
+	if (!strcmp(cmd, "endpoint"))
+		return cmd_endpoint(argc - 1, argv + 1);
+	if (!strcmp(cmd, "identity"))
+		return cmd_identity(argc - 1, argv + 1);
+	if (!strcmp(cmd, "k8s"))
+		return cmd_k8s(argc - 1, argv + 1);
 	if ((rc = no_args(cmd, argc - 1, argv + 1)))
 		return rc;
 	if (!strcmp(cmd, "status"))

@@ -10,6 +10,7 @@ packages=(
 	libuv1-dev libcunit1-dev
 	valgrind curl python3 iproute2 binutils
 	etcd-server etcd-client containernetworking-plugins libyaml-dev openssl
+	bpftool golang-go golang-github-appc-cni-dev iperf3 iputils-ping procps
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -16,5 +16,7 @@
 #include <fibril/ipam.h>
 #include <fibril/kvstore.h>
 #include <fibril/k8s.h>
+#include <fibril/endpoint.h>
+#include <fibril/datapath.h>
 
 #endif

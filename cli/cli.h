@@ -1,0 +1,70 @@
+/* cli/cli.h - what the fibril CLI's command files share: options, the
+ * request helpers that talk to the agent's socket, JSON accessors and the
+ * aligned-table printer (all in cli/fibril.c). Each command group lives in
+ * its own file (cli/cmd_*.c) and is dispatched from run() in fibril.c. */
+#ifndef FIBRIL_CLI_H
+#define FIBRIL_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <json.h>
+
+enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+struct cli_options {
+	const char *socket;
+	bool json; /* -o json */
+	/* ipam options: --family, --ip, --owner (NULL when not given) */
+	const char *family, *ip, *owner;
+};
+extern struct cli_options opt;
+
+/* "fibril: <message>" on stderr. */
+void print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints the message and a pointer to `fibril help`; returns EXIT_USAGE. */
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void *xrealloc(void *p, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Copies with control characters replaced (safe to print). */
+char *clean_dup(const char *s);
+
+/* An aligned text table: table_row takes exactly ncols strings (NULL: "-"). */
+struct table {
+	size_t ncols, nrows, cap;
+	char **cells; /* row-major, owned */
+};
+void table_init(struct table *t, size_t ncols);
+void table_row(struct table *t, ...);
+void table_print(const struct table *t);
+void table_free(struct table *t);
+
+/* JSON accessors: NULL / false when the key is missing or of another type. */
+struct json_object *jget(struct json_object *o, const char *key, enum json_type type);
+const char *jstr(struct json_object *o, const char *key);
+bool jnum(struct json_object *o, const char *key, double *out);
+const char *fmt_int(struct json_object *o, const char *key, char *buf, size_t len);
+const char *fmt_ms(struct json_object *o, const char *key, char *buf, size_t len);
+/* A JSON array of strings joined with ","; malloc'd ("-" when empty). */
+char *join_list(struct json_object *o, const char *key);
+struct json_object *jarray_of_objects(struct json_object *o, const char *key);
+void print_json(struct json_object *o);
+
+/* One request to the agent: path is relative to /v1/ ("endpoint/12").
+ * 0 with the parsed reply in *json (caller puts it), or -1 after printing
+ * the error (agent unreachable, or its error reply and status). */
+int request(const char *method, const char *path, struct json_object **json);
+int get(const char *path, struct json_object **json);
+/* Runs the request and hands the reply to render, or prints it with -o
+ * json; returns the exit status. */
+int show_request(const char *method, const char *path, int (*render)(struct json_object *));
+int show(const char *path, int (*render)(struct json_object *));
+/* s escaped for a URL path segment or query value; malloc'd. */
+char *url_escape(const char *s);
+
+/* Command groups in their own files: argc/argv start after the group name. */
+int cmd_endpoint(int argc, char **argv);  /* cli/cmd_endpoint.c */
+int cmd_identity(int argc, char **argv);  /* cli/cmd_endpoint.c */
+int cmd_k8s(int argc, char **argv);       /* cli/cmd_k8s.c */
+
+#endif
