@@ -561,17 +561,23 @@ static char *module_message(struct json_object *m)
 	return out ? out : xasprintf("-");
 }
 
-/* The summary of the ipam-api module in a status reply, or NULL. */
-static const char *ipam_summary(struct json_object *mods)
+/* The summary of module `want` in a status reply, or NULL. */
+static const char *module_summary(struct json_object *mods, const char *want)
 {
 	for (size_t i = 0; i < json_object_array_length(mods); i++) {
 		struct json_object *m = json_object_array_get_idx(mods, i);
 		const char *name = jstr(m, "name"), *summary = jstr(m, "summary");
 
-		if (name && !strcmp(name, "ipam-api") && summary && *summary)
+		if (name && !strcmp(name, want) && summary && *summary)
 			return summary;
 	}
 	return NULL;
+}
+
+/* The summary of the ipam-api module in a status reply, or NULL. */
+static const char *ipam_summary(struct json_object *mods)
+{
+	return module_summary(mods, "ipam-api");
 }
 
 static int cmd_status(struct json_object *st)
@@ -596,6 +602,12 @@ static int cmd_status(struct json_object *st)
 
 		printf("IPAM:       %s\n", ipam);
 		free(ipam);
+	}
+	if (module_summary(mods, "k8s")) {
+		char *k8s = clean_dup(module_summary(mods, "k8s"));
+
+		printf("Kubernetes: %s\n", k8s);
+		free(k8s);
 	}
 	if (jnum(boot, "total_ms", &d)) {
 		char c[32], l[32], i[32], s[32];

@@ -85,54 +85,18 @@ void *xcalloc(size_t n, size_t sz)
 	return p;
 }
 
-static int fsync_dir_of(const char *path)
-{
-	char buf[PATH_MAX];
-	snprintf(buf, sizeof(buf), "%s", path);
-	int dfd = open(dirname(buf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
-	int rc = fsync(dfd) ? -errno : 0;
-	close(dfd);
-	return rc;
-}
-
 int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode)
 {
-	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+	char dir[PATH_MAX], base[PATH_MAX];
+	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
 		return -ENAMETOOLONG;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd < 0)
+	snprintf(base, sizeof(base), "%s", path);
+	int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
 		return -errno;
-	const char *p = data;
-	size_t left = len;
-	while (left) {
-		ssize_t w = write(fd, p, left);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = -errno;
-			close(fd);
-			unlink(tmp);
-			return e;
-		}
-		p += w;
-		left -= (size_t)w;
-	}
-	if (fsync(fd)) {
-		int e = -errno;
-		close(fd);
-		unlink(tmp);
-		return e;
-	}
-	close(fd);
-	if (rename(tmp, path)) {
-		int e = -errno;
-		unlink(tmp);
-		return e;
-	}
-	return fsync_dir_of(path);
+	int rc = fibril_state_write_atomic(dfd, basename(base), data, len, mode);
+	close(dfd);
+	return rc;
 }
 
 int mkdir_p(const char *path, unsigned mode)
@@ -154,4 +118,50 @@ int mkdir_p(const char *path, unsigned mode)
 	if (stat(buf, &st))
 		return -errno;
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+	while (len) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The SDK's durable state writes (<fibril/module.h>). */
+int fibril_state_write_atomic(int dirfd, const char *name, const void *data, size_t len,
+			      unsigned int mode)
+{
+	char tmp[NAME_MAX + 1];
+	if (snprintf(tmp, sizeof(tmp), ".%s.tmp", name) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);
+	if (fd < 0)
+		return -errno;
+	int rc = write_all(fd, data, len);
+	if (rc == 0 && fsync(fd))
+		rc = -errno;
+	if (close(fd) && rc == 0)
+		rc = -errno;
+	if (rc == 0 && renameat(dirfd, tmp, dirfd, name))
+		rc = -errno;
+	if (rc) {
+		unlinkat(dirfd, tmp, 0);
+		return rc;
+	}
+	return fsync(dirfd) ? -errno : 0;
+}
+
+int fibril_state_remove(int dirfd, const char *name)
+{
+	if (unlinkat(dirfd, name, 0) && errno != ENOENT)
+		return -errno;
+	return fsync(dirfd) ? -errno : 0;
 }

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # scripts/run.sh - the main job: install the build dependencies, build and
-# install fibril (under /usr/local), start a one-member etcd on loopback for
-# the cluster-wide IPAM pool, then run fibril-agent with its modules
-# (all but k8s, which needs an API server) and show what it does with the fibril CLI: its modules, the node
-# CIDR it claimed through etcd, and pod addresses handed out from it. The
-# agent keeps running until Ctrl-C (or SIGTERM). Set FIBRIL_RUN_ONCE=1 to
-# stop right after showing its status.
-#
-# (Pod networking itself - the CNI plugin, endpoints and the BPF datapath -
-# arrives with the datapath work; this shows the host and its IPAM today.)
+# install fibril (under /usr/local), then run a node on this machine and
+# give pods networking:
+#   - a node network namespace (fibril-demo-node) holding a one-member etcd
+#     on its loopback and fibril-agent with its default modules: kvstore-etcd,
+#     ipam-cluster-pool (the node claims a /24 of 10.244.0.0/16 through etcd),
+#     ipam-api, endpoint and datapath (the eBPF datapath);
+#   - three pods, each a network namespace of its own, added with the
+#     fibril-cni plugin exactly as a container runtime calls it (CNI_COMMAND=ADD,
+#     the network config on stdin);
+#   - then it shows the endpoints and identities, pings from pod to pod and
+#     pod to node, and the datapath's maps.
+# Nothing is added to this machine's own network namespace. The node keeps
+# running until Ctrl-C (or SIGTERM); then the pods are deleted with CNI DEL
+# and everything is removed. FIBRIL_RUN_ONCE=1 stops right after the show.
 set -euo pipefail
 umask 022
 cd "$(dirname "$0")/.."
-[ "$(id -u)" -eq 0 ] || { echo "run as root (the agent manages BPF maps and /run/fibril)"; exit 1; }
+[ "$(id -u)" -eq 0 ] || { echo "run as root (the agent manages network namespaces, BPF and /run)"; exit 1; }
 scripts/deps.sh
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 [ -x configure ] || autoreconf -fi >/dev/null 2>&1
 mkdir -p build/run
 [ -f build/run/Makefile ] || (cd build/run && ../../configure -q --prefix=/usr/local)
@@ -21,36 +27,81 @@ make -C build/run -j"$(nproc)" >/dev/null
 make -C build/run install >/dev/null
 ldconfig
 
+node=fibril-demo-node
+pods=(fibril-demo-pod-a fibril-demo-pod-b fibril-demo-pod-c)
 demo=/var/lib/fibril-demo
-mkdir -p "$demo"
+run=/run/fibril-demo
+pins=/sys/fs/bpf/fibril-demo
+cni=/usr/local/lib/cni/fibril-cni
+sock=$run/fibril.sock
 etcd_pid=""
 agent=""
+
+in_node() { ip netns exec "$node" "$@"; }
+fibril() { in_node /usr/local/bin/fibril --socket "$sock" "$@"; }
+netconf() {
+	cat <<CONF
+{"cniVersion": "1.0.0", "name": "fibril-demo", "type": "fibril-cni",
+ "agent-socket": "$sock", "mtu": 1500}
+CONF
+}
+# cni_call COMMAND POD : the plugin, called as a container runtime calls it
+cni_call() {
+	netconf | in_node env CNI_COMMAND="$1" CNI_CONTAINERID="demo-$2" \
+		CNI_NETNS="/var/run/netns/$2" CNI_IFNAME=eth0 CNI_PATH=/usr/local/lib/cni \
+		CNI_ARGS="K8S_POD_NAMESPACE=demo;K8S_POD_NAME=${2#fibril-demo-}" "$cni"
+}
+
 cleanup() {
-	[ -n "$agent" ] && kill -TERM "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
+	set +e
+	if [ -n "$agent" ] && kill -0 "$agent" 2>/dev/null; then
+		for p in "${pods[@]}"; do
+			ip netns pids "$p" >/dev/null 2>&1 && cni_call DEL "$p" >/dev/null 2>&1
+		done
+		kill -TERM "$agent" 2>/dev/null
+		wait "$agent" 2>/dev/null
+	fi
 	[ -n "$etcd_pid" ] && kill -TERM "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null
+	for p in "${pods[@]}"; do ip netns del "$p" 2>/dev/null; done
+	ip netns del "$node" 2>/dev/null
+	rm -rf "$pins" "$run"
 	return 0
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-if ! curl -s --max-time 1 http://127.0.0.1:2379/health >/dev/null 2>&1; then
-	etcd --name fibril-demo --data-dir "$demo/etcd" \
-		--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-		--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-		--initial-cluster fibril-demo=http://127.0.0.1:2380 >"$demo/etcd.log" 2>&1 &
-	etcd_pid=$!
-	for _ in $(seq 1 100); do
-		curl -s --max-time 1 http://127.0.0.1:2379/health | grep -q true && break
-		sleep 0.1
-	done
-fi
+# A node left over from an interrupted run goes first.
+cleanup
+rm -rf "$demo/state"
+mkdir -p "$demo" "$run"
+ip netns add "$node"
+in_node ip link set lo up
+for p in "${pods[@]}"; do
+	ip netns add "$p"
+	ip netns exec "$p" ip link set lo up
+done
 
-cat >"$demo/fibril.conf" <<'CONF'
-# The demo's config: every installed module; the node claims a /24 of
-# 10.244.0.0/16 through etcd and hands pod addresses out of it.
+in_node etcd --name fibril-demo --data-dir "$demo/etcd" \
+	--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+	--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+	--initial-cluster fibril-demo=http://127.0.0.1:2380 >"$demo/etcd.log" 2>&1 &
+etcd_pid=$!
+for _ in $(seq 1 100); do
+	in_node curl -s --max-time 1 http://127.0.0.1:2379/health 2>/dev/null | grep -q true && break
+	sleep 0.1
+done
+
+cat >"$demo/fibril.conf" <<CONF
+# The demo node's config: the node claims a /24 of 10.244.0.0/16 through
+# etcd, hands pod addresses out of it, and gives each pod an endpoint in the
+# eBPF datapath.
 [agent]
 node-name = demo-node
-# every installed module but k8s, which needs a Kubernetes API server
-modules = hello, kvstore-etcd, ipam-cluster-pool, ipam-api
+modules = kvstore-etcd, ipam-cluster-pool, ipam-api, endpoint, datapath
+state-dir = $demo/state
+run-dir = $run
+socket = $sock
+bpffs-dir = $pins
 
 [providers]
 ipam = ipam-cluster-pool
@@ -63,24 +114,38 @@ cluster-pool-ipv4-cidr = 10.244.0.0/16
 cluster-pool-ipv4-mask-size = 24
 CONF
 
-/usr/local/sbin/fibril-agent --config "$demo/fibril.conf" &
+in_node /usr/local/sbin/fibril-agent --config "$demo/fibril.conf" &
 agent=$!
 for _ in $(seq 1 300); do
-	/usr/local/bin/fibril health >/dev/null 2>&1 && break
+	fibril health >/dev/null 2>&1 && break
 	kill -0 "$agent" || exit 1
 	sleep 0.1
 done
-fibril() { /usr/local/bin/fibril "$@"; }
+
 echo
 fibril modules
+for p in "${pods[@]}"; do
+	echo
+	echo "--- CNI ADD $p"
+	cni_call ADD "$p"
+done
 echo
-fibril ipam allocate demo/pod-a/eth0
-fibril ipam allocate demo/pod-b/eth0
+fibril endpoint list
+echo
+fibril identity list
+echo
+addr() { ip -n "$1" -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1; }
+gateway=$(ip -n "${pods[0]}" -4 route show default | awk '{print $3}')
+echo "--- ping: pod a -> pod b, pod b -> pod c, pod c -> node ($gateway)"
+ip netns exec "${pods[0]}" ping -c 2 -W 2 "$(addr "${pods[1]}")"
+ip netns exec "${pods[1]}" ping -c 2 -W 2 "$(addr "${pods[2]}")"
+ip netns exec "${pods[2]}" ping -c 2 -W 2 "$gateway"
+echo
+fibril map list
 echo
 fibril status
 echo
-fibril ipam list
-echo
-echo "the agent is running (pid $agent, API on /run/fibril/fibril.sock); Ctrl-C stops it"
+echo "the node is running (agent pid $agent, API on $sock inside netns $node);"
+echo "try: ip netns exec $node fibril --socket $sock endpoint list. Ctrl-C stops it."
 [ -n "${FIBRIL_RUN_ONCE:-}" ] && exit 0
 wait "$agent"

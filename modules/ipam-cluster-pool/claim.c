@@ -234,10 +234,6 @@ static void held(struct cp_fam *f)
 		fibril_info(cp->m, "node CIDR %s claimed in %.3f ms (%s; key %s, lease %lld)", c,
 			    cp_mono_ms() - f->claim_t0, f->cand_src ? f->cand_src : "?", key,
 			    (long long)cp->lease);
-		rc = cp_store_save_node(cp);
-		if (rc)
-			fibril_warn(cp->m, "cannot record the node CIDR in %s: %s", cp->base,
-				    strerror(-rc));
 	}
 	f->claim = CP_CLAIM_HELD;
 	f->reclaim = false;

@@ -1,9 +1,9 @@
 /* modules/ipam-cluster-pool/cluster_pool.c - the ipam-cluster-pool module:
  * Cilium's cluster-pool IPAM mode. Each node gets its own CIDR(s) of the
  * cluster pool, claimed through the kvstore when one is loaded (claim.c) or
- * pinned by node-cidr; pod addresses come from that CIDR (ops.c) and are
- * recorded on disk before they are returned (store.c), so they survive a
- * crash and are restored in start, before the API serves.
+ * pinned by node-cidr; pod addresses come from that CIDR and are recorded
+ * on disk before they are returned (the SDK's allocation store, ops.c), so
+ * they survive a crash and are restored in start, before the API serves.
  *
  * Restored allocations outside the node CIDR (the CIDR changed: node-cidr
  * edited, or another node took ours while this one was down past its
@@ -59,12 +59,14 @@ static int family_text(const struct cp_fam *f, bool first, char *buf, size_t len
 	default:
 		return snprintf(buf, len, "%s", f->why);
 	}
-	int n = snprintf(buf, len, "%llu/%llu %sfrom %s",
-			 (unsigned long long)fibril_ipalloc_used(f->alloc),
-			 (unsigned long long)fibril_ipalloc_capacity(f->alloc), first ? "allocated " : "",
+	struct fibril_ipamstore_family info = {.sz = sizeof(info)};
+	fibril_ipamstore_family(f->cp->store, f->family, &info);
+	int n = snprintf(buf, len, "%llu/%llu %sfrom %s", (unsigned long long)info.used,
+			 (unsigned long long)info.capacity, first ? "allocated " : "",
 			 fibril_cidr_format(&f->node, c, sizeof(c)));
-	if (f->stale && n >= 0 && (size_t)n < len)
-		n += snprintf(buf + n, len - (size_t)n, " (%zu stale outside it)", f->stale);
+	if (info.stale && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, " (%llu stale outside it)",
+			      (unsigned long long)info.stale);
 	return n;
 }
 
@@ -120,11 +122,9 @@ static int cp_init(struct fibril_module *m)
 	if (!cp)
 		return -ENOMEM;
 	cp->m = m;
-	cp->basefd = -1;
 	for (int i = 0; i < CP_NFAM; i++) {
 		cp->fam[i].cp = cp;
 		cp->fam[i].family = i ? 6 : 4;
-		cp->fam[i].dirfd = -1;
 	}
 	fibril_module_set_data(m, cp);
 	char why[CP_WHY_LEN];
@@ -132,36 +132,12 @@ static int cp_init(struct fibril_module *m)
 	if (rc)
 		fibril_module_set_error(m, "%s", why);
 	if (rc == 0)
-		rc = cp_table_init(&cp->table);
-	if (rc == 0) {
-		cp_ops_fill(cp);
-		rc = fibril_service_provide(m, FIBRIL_IPAM_CAPABILITY, &cp->ops.hdr, cp);
-	}
+		rc = cp_store_provide(cp);
 	if (rc == 0)
 		rc = cp_claim_subscribe(cp);
 	if (rc) /* the host does not call fini after a failed init */
 		cp_fini(m);
 	return rc;
-}
-
-/* Every allocation file of the enabled families into the table. */
-static int restore(struct cp *cp)
-{
-	for (int i = 0; i < CP_NFAM; i++) {
-		struct cp_fam *f = &cp->fam[i];
-		if (!f->enabled)
-			continue;
-		int n = cp_store_load(cp, f);
-		if (n < 0) {
-			fibril_module_set_error(cp->m, "cannot restore allocations from %s/%d: %s",
-						cp->base, f->family, strerror(-n));
-			return n;
-		}
-		if (n)
-			fibril_info(cp->m, "restored %d IPv%d allocation(s) from %s/%d", n, f->family,
-				    cp->base, f->family);
-	}
-	return 0;
 }
 
 /* No kvstore: the node CIDRs are node-cidr's. */
@@ -178,9 +154,6 @@ static int start_static(struct cp *cp)
 		}
 		f->claim = CP_CLAIM_HELD;
 	}
-	int rc = cp_store_save_node(cp);
-	if (rc)
-		fibril_warn(cp->m, "cannot record the node CIDR in %s: %s", cp->base, strerror(-rc));
 	cp_report_pool(cp);
 	char sum[512];
 	cp_summary_text(cp, sum, sizeof(sum));
@@ -216,10 +189,6 @@ static int cp_start(struct fibril_module *m)
 		fibril_module_set_error(m, "%s", why);
 		return rc;
 	}
-	cp_store_load_node(cp);
-	rc = restore(cp);
-	if (rc)
-		return rc;
 	fibril_info(m, "node %s, %s", cp->node_name,
 		    cp->kv ? "node CIDRs claimed through the kvstore" : "node-cidr, no kvstore");
 	return cp->kv ? start_kvstore(cp) : start_static(cp);
@@ -237,13 +206,9 @@ static void cp_fini(struct fibril_module *m)
 	struct cp *cp = fibril_module_data(m);
 	if (!cp)
 		return;
-	for (int i = 0; i < CP_NFAM; i++) {
-		if (cp->fam[i].alloc)
-			fibril_ipalloc_free(cp->fam[i].alloc);
+	for (int i = 0; i < CP_NFAM; i++)
 		free(cp->fam[i].taken);
-	}
-	cp_table_free(&cp->table);
-	cp_store_close(cp);
+	fibril_ipamstore_free(cp->store);
 	free(cp);
 	fibril_module_set_data(m, NULL);
 }

@@ -1,8 +1,8 @@
 /* modules/ipam-cluster-pool/cluster_pool.h - the ipam-cluster-pool module's
- * state and what its files share: config (config.c), the allocation table
- * (table.c), the files under the state dir (store.c), the node CIDR claim
- * through the kvstore (claim.c), the ipam interface (ops.c) and the
- * lifecycle (cluster_pool.c). Everything runs on the loop thread. */
+ * state and what its files share: config (config.c), the node CIDR claim
+ * through the kvstore (claim.c), the allocation store and the ipam
+ * interface it serves (ops.c, over <fibril/ipamstore.h>) and the lifecycle
+ * (cluster_pool.c). Everything runs on the loop thread. */
 #ifndef CLUSTER_POOL_H
 #define CLUSTER_POOL_H
 
@@ -16,21 +16,6 @@
 #define CP_NFAM 2          /* [0] IPv4, [1] IPv6 */
 #define CP_NAME_LEN 256    /* node names */
 #define CP_WHY_LEN 512
-
-/* One address handed out (or restored from disk). */
-struct cp_alloc {
-	struct fibril_ip ip;
-	char addr[FIBRIL_IPAM_ADDR_LEN]; /* canonical text, also the file name */
-	char *owner;                     /* "" when anonymous */
-	bool placed;                     /* claimed in the allocator; false: stale */
-	struct cp_alloc *next_ip, *next_owner;
-};
-
-/* Allocations by address and by owner (chained hash tables). */
-struct cp_table {
-	struct cp_alloc **by_ip, **by_owner;
-	size_t nbuckets, count;
-};
 
 /* Where a family's node CIDR claim stands. */
 enum cp_claim {
@@ -55,11 +40,8 @@ struct cp_fam {
 	bool have_saved;
 	struct fibril_cidr saved; /* node CIDR of the last run (state file) */
 	bool have_node;
-	struct fibril_cidr node;  /* the node CIDR allocations come from */
+	struct fibril_cidr node;  /* the node CIDR allocations come from (the store's) */
 	enum cp_claim claim;
-	struct fibril_ipalloc *alloc;
-	int dirfd;                /* <state>/ipam-cluster-pool/<family> */
-	size_t stale;             /* restored allocations outside the node CIDR */
 	/* claim through the kvstore */
 	bool busy;                /* a kvstore request is in flight */
 	bool reclaim;             /* re-claim the held CIDR when idle */
@@ -75,15 +57,12 @@ struct cp_fam {
 
 struct cp {
 	struct fibril_module *m;
-	struct fibril_ipam_ops ops;
+	struct fibril_ipamstore *store; /* allocations, on disk under <state>/ipam-cluster-pool */
 	char node_name[CP_NAME_LEN];
 	enum fibril_ipalloc_strategy strategy;
 	uint64_t retry_ms;
 	int64_t lease_ttl_s;
-	int basefd; /* <state>/ipam-cluster-pool */
-	char base[4096];
 	struct cp_fam fam[CP_NFAM];
-	struct cp_table table;
 	/* kvstore (NULL: static node-cidr mode) */
 	const struct fibril_kvstore_ops *kv;
 	void *kvctx;
@@ -102,34 +81,14 @@ extern const struct fibril_config_key cp_config_keys[];
 int cp_config_read(struct cp *cp, char *why, size_t len);
 int cp_config_mode_check(struct cp *cp, char *why, size_t len);
 
-/* table.c */
-int cp_table_init(struct cp_table *t);
-void cp_table_free(struct cp_table *t);
-struct cp_alloc *cp_table_find_ip(const struct cp_table *t, const struct fibril_ip *ip);
-/* The first placed allocation of owner in family (0: any family). */
-struct cp_alloc *cp_table_find_owner(const struct cp_table *t, const char *owner, int family);
-/* Takes ownership of a (from cp_alloc_new); grows the table. */
-void cp_table_insert(struct cp_table *t, struct cp_alloc *a);
-void cp_table_remove(struct cp_table *t, struct cp_alloc *a);
-/* Every allocation, sorted by family then address (free the array). */
-struct cp_alloc **cp_table_sorted(const struct cp_table *t, size_t *n);
-struct cp_alloc *cp_alloc_new(const struct fibril_ip *ip, const char *owner);
-void cp_alloc_free(struct cp_alloc *a);
-
-/* store.c */
-int cp_store_open(struct cp *cp, char *why, size_t len);
-void cp_store_close(struct cp *cp);
-int cp_store_put(struct cp_fam *f, const char *addr, const char *owner);
-int cp_store_del(struct cp_fam *f, const char *addr);
-int cp_store_load(struct cp *cp, struct cp_fam *f);
-int cp_store_save_node(struct cp *cp);
-void cp_store_load_node(struct cp *cp);
-int cp_write_atomic(int dirfd, const char *name, const void *data, size_t len);
-
 /* ops.c */
-void cp_ops_fill(struct cp *cp);
+/* The store (no I/O) and the ipam capability it serves; in init. */
+int cp_store_provide(struct cp *cp);
+/* Opens the store for the enabled families (restores them) and reads the
+ * last run's node CIDRs; in start. */
+int cp_store_open(struct cp *cp, char *why, size_t len);
 /* The family's node CIDR is (now) cidr: a fresh allocator, restored
- * allocations placed in it. */
+ * allocations placed in it, the node-cidr file rewritten. */
 int cp_fam_set_node(struct cp_fam *f, const struct fibril_cidr *cidr);
 struct cp_fam *cp_fam_of(struct cp *cp, int family);
 

@@ -2,7 +2,8 @@
  * in pages (limit + continue), then WATCH from the list's resourceVersion
  * with bookmarks and a randomized timeoutSeconds; a clean end re-watches
  * from the last seen resourceVersion, an expired one (HTTP 410 or an ERROR
- * event with code 410) relists, other errors back off 0.8 s doubling to
+ * event with code 410) relists, so does a resourceVersion the server has
+ * not reached (its history restarted lower), other errors back off 0.8 s doubling to
  * 30 s with jitter. The cache maps namespace/name to the object's JSON and
  * resourceVersion; a relist is diffed against it so each change is
  * published on "k8s.<resource>" exactly once. */
@@ -373,6 +374,21 @@ static void begin_list(struct k8s_res *r)
 
 /* ---- the watch ----------------------------------------------------------- */
 
+/* A Status saying the resourceVersion asked for is ahead of the server's
+ * (reason Timeout, cause ResourceVersionTooLarge). */
+bool k8s_status_too_large(struct json_object *status)
+{
+	struct json_object *causes = jget(jget(status, "details"), "causes");
+	size_t n = json_object_is_type(causes, json_type_array) ? json_object_array_length(causes) : 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *reason = jstr(json_object_array_get_idx(causes, i), "reason");
+		if (reason && strcmp(reason, "ResourceVersionTooLarge") == 0)
+			return true;
+	}
+	const char *msg = jstr(status, "message");
+	return msg && strstr(msg, "Too large resource version") != NULL;
+}
+
 /* One watch event; returns 1 when the watch must be dropped and the
  * resource relisted (410), -1 on another ERROR, 0 otherwise. */
 static int handle_event(struct k8s_res *r, struct json_object *ev, char *why, size_t why_len)
@@ -387,7 +403,11 @@ static int handle_event(struct k8s_res *r, struct json_object *ev, char *why, si
 		const char *msg = jstr(obj, "message");
 		snprintf(why, why_len, "watch ERROR %d: %s", code ? json_object_get_int(code) : 0,
 			 msg ? msg : "");
-		return code && json_object_get_int(code) == 410 ? 1 : -1;
+		/* 410: the rv is gone from the history; "too large": the server's
+		 * history restarted below our rv (etcd restored): both relist, as
+		 * client-go does, rather than wait for the old rv to come back */
+		return (code && json_object_get_int(code) == 410) || k8s_status_too_large(obj) ? 1
+											      : -1;
 	}
 	const char *rv = jstr(jget(obj, "metadata"), "resourceVersion");
 	if (rv) {
@@ -433,30 +453,41 @@ static void on_watch_data(struct k8s_req *q)
 		r->error[0] = '\0';
 		k8s_health_update(r);
 	}
-	for (;;) {
-		char *nl = q->buf ? memchr(q->buf, '\n', q->len) : NULL;
+	/* every complete line of the buffer, then one consume (a consume per
+	 * line would move the rest of a 256 KiB chunk for each event) */
+	size_t at = 0;
+	int rc = 0;
+	char why[300] = "";
+	struct json_tokener *tok = json_tokener_new();
+	while (q->buf && at < q->len && rc == 0) {
+		char *line = q->buf + at;
+		char *nl = memchr(line, '\n', q->len - at);
 		if (!nl)
-			return;
-		*nl = '\0';
-		size_t used = (size_t)(nl - q->buf) + 1;
-		struct json_object *ev = json_tokener_parse(q->buf);
-		char why[300] = "";
-		int rc = ev ? handle_event(r, ev, why, sizeof(why)) : 0;
-		json_object_put(ev);
-		k8s_req_consume(q, used);
-		if (rc) {
-			r->req = NULL;
-			k8s_req_abort(q);
-			if (rc > 0) {
-				fibril_info(r->k->m, "watch %s: %s; relisting", r->def->name, why);
-				free(r->rv);
-				r->rv = NULL;
-				begin_list(r);
-			} else {
-				fail(r, why, false);
-			}
-			return;
+			break;
+		at = (size_t)(nl - q->buf) + 1;
+		struct json_object *ev = NULL;
+		*nl = '\0'; /* parsed with its terminator: the text ends there */
+		if (tok) {
+			json_tokener_reset(tok);
+			ev = json_tokener_parse_ex(tok, line, (int)(nl - line) + 1);
 		}
+		rc = ev ? handle_event(r, ev, why, sizeof(why)) : 0;
+		json_object_put(ev);
+	}
+	json_tokener_free(tok);
+	if (!rc) {
+		k8s_req_consume(q, at);
+		return;
+	}
+	r->req = NULL;
+	k8s_req_abort(q);
+	if (rc > 0) {
+		fibril_info(r->k->m, "watch %s: %s; relisting", r->def->name, why);
+		free(r->rv);
+		r->rv = NULL;
+		begin_list(r);
+	} else {
+		fail(r, why, false);
 	}
 }
 
@@ -466,9 +497,12 @@ static void on_watch_done(struct k8s_req *q, int err)
 	r->req = NULL;
 	if (err == -ECANCELED)
 		return;
-	if (q->status == 410) {
-		fibril_info(r->k->m, "watch %s: resourceVersion %s expired; relisting",
-			    r->def->name, r->rv ? r->rv : "");
+	struct json_object *st = q->status == 504 && q->buf ? json_tokener_parse(q->buf) : NULL;
+	bool too_large = st && k8s_status_too_large(st);
+	json_object_put(st);
+	if (q->status == 410 || too_large) {
+		fibril_info(r->k->m, "watch %s: resourceVersion %s %s; relisting", r->def->name,
+			    r->rv ? r->rv : "", too_large ? "is ahead of the server" : "expired");
 		free(r->rv);
 		r->rv = NULL;
 		begin_list(r);

@@ -320,6 +320,8 @@ static struct json_object *res_json(struct k8s_res *r)
 	json_object_object_add(o, "last_event", r->last_event ? json_object_new_string(ts) : NULL);
 	json_object_object_add(o, "relists", json_object_new_int64((int64_t)r->relists));
 	json_object_object_add(o, "watching", json_object_new_boolean(r->phase == PH_WATCHING));
+	static const char *const phases[] = {"idle", "listing", "watching", "backoff"};
+	json_object_object_add(o, "phase", json_object_new_string(phases[r->phase]));
 	json_object_object_add(o, "resource_version", r->rv ? json_object_new_string(r->rv) : NULL);
 	json_object_object_add(o, "watches", json_object_new_int64((int64_t)r->watches));
 	json_object_object_add(o, "bookmarks", json_object_new_int64((int64_t)r->bookmarks));

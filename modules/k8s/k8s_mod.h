@@ -133,6 +133,7 @@ void k8s_res_stop(struct k8s_res *r);
 void k8s_res_free(struct k8s_res *r);
 struct k8s_obj *k8s_cache_get(struct k8s_cache *c, const char *key);
 uint64_t k8s_jitter(struct k8s *k, uint64_t ms);
+bool k8s_status_too_large(struct json_object *status);
 
 /* k8s.c */
 void k8s_synced_changed(struct k8s *k);

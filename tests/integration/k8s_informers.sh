@@ -33,84 +33,35 @@ else # not in the build yet: compile it here
 	install -m 0644 "$WORK/k8s.so" "$mods/k8s.so"
 fi
 
-# k8sprobe: a consumer of the "k8s" capability (asks for namespaces in its
-# start, waits for them, annotates the node, checks every bus payload)
-cat >"$WORK/k8sprobe.c" <<'EOF'
-/* k8sprobe - test consumer of the k8s capability (built by k8s_informers.sh) */
-#include <stdio.h>
-#include <string.h>
-#include <fibril/fibril.h>
-#include <fibril/k8s.h>
-static const struct fibril_k8s_ops *ops;
-static void *ctx;
-static int synced_err = 1, annotated = 1, events, bad_events;
-static char pending[256], last[512];
-static void on_synced(void *ud, int err, const char *p) { synced_err = err; snprintf(pending, sizeof(pending), "%s", p); }
-static void on_annot(void *ud, int err, const char *msg) { annotated = err; }
-static int on_event(const struct fibril_event *ev, void *ud)
-{
-	const struct fibril_k8s_event *e = ev->payload;
-	const char *res = FIBRIL_K8S_STR(e, resource), *ns = FIBRIL_K8S_STR(e, namespace_),
-		   *name = FIBRIL_K8S_STR(e, name), *obj = FIBRIL_K8S_STR(e, object),
-		   *old = FIBRIL_K8S_STR(e, old_object);
-	events++;
-	if (ev->payload_len < sizeof(*e) || !res || strcmp(res, "namespaces") || !ns || *ns ||
-	    !name || !obj || !strstr(obj, name) || (e->type == FIBRIL_K8S_UPDATED) != (old != NULL))
-		bad_events++;
-	snprintf(last, sizeof(last), "%u %s", e->type, name ? name : "");
-	return 0;
-}
-static void on_route(struct fibril_request *req, struct fibril_response *resp, void *ud)
-{
-	char buf[1024];
-	const char *got = ops ? ops->get(ctx, "namespaces", "", "default") : NULL;
-	snprintf(buf, sizeof(buf), "{\"synced_err\":%d,\"pending\":\"%s\",\"annotated\":%d,\"events\":%d,"
-		 "\"bad_events\":%d,\"last\":\"%s\",\"node\":\"%s\",\"get_default\":%s}",
-		 synced_err, pending, annotated, events, bad_events, last, ops ? ops->node_name(ctx) : "",
-		 got ? "true" : "false");
-	fibril_resp_json(resp, 200, buf);
-}
-static int probe_init(struct fibril_module *m)
-{
-	fibril_bus_subscribe(m, "k8s.namespaces", FIBRIL_K8S_VERSION, on_event, NULL);
-	return fibril_api_route(m, "GET", "/v1/k8sprobe", 0, on_route, NULL);
-}
-static int probe_start(struct fibril_module *m)
-{
-	ops = (const struct fibril_k8s_ops *)fibril_service_lookup(m, FIBRIL_K8S_CAPABILITY, 1, &ctx);
-	if (!ops)
-		return -1;
-	ops->watch_resource(ctx, FIBRIL_K8S_NAMESPACES);
-	ops->wait_synced(ctx, FIBRIL_LIST(FIBRIL_K8S_NAMESPACES), 10000, on_synced, NULL);
-	const char *k[] = {"fibril.io/probe"}, *v[] = {"yes"};
-	ops->annotate_node(ctx, k, v, 1, on_annot, NULL);
-	return 0;
-}
-FIBRIL_MODULE(.name = "k8sprobe", .version = "1", .requires = FIBRIL_LIST("k8s"),
-	      .init = probe_init, .start = probe_start);
-EOF
-# shellcheck disable=SC2086
+# k8sprobe (tests/modules/k8sprobe.c): a consumer of the "k8s" capability
+# that rebuilds each resource from the bus events alone and counts events
+# that cannot be right (a change delivered twice, an ADDED for an object it
+# has, an UPDATED/DELETED for one it has not, a malformed payload); it can
+# also watch/wait for resources and annotate the node in its start.
+# shellcheck disable=SC2046,SC2086
 $CC -std=gnu11 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-override-init \
-	-Wno-unused-parameter ${SAN_CFLAGS:-} -I"$top_srcdir/sdk/include" -o "$WORK/k8sprobe.so" \
-	"$WORK/k8sprobe.c" -L"$top_builddir/.libs" -lfibril
-probemods=$WORK/probemods
-mkdir -p "$probemods"
-chmod 0755 "$probemods"
-install -m 0644 "$mods/k8s.so" "$probemods/k8s.so"
-install -m 0644 "$WORK/k8sprobe.so" "$probemods/k8sprobe.so"
+	-Wno-unused-parameter ${SAN_CFLAGS:-} -I"$top_srcdir/sdk/include" $(pkg-config --cflags json-c) \
+	-o "$WORK/k8sprobe.so" "$top_srcdir/tests/modules/k8sprobe.c" \
+	-L"$top_builddir/.libs" -lfibril $(pkg-config --libs json-c)
+install -m 0644 "$WORK/k8sprobe.so" "$mods/k8sprobe.so"
 
 # ---- the API server ---------------------------------------------------------
 TOKEN=t0ken-$$
 cp "$top_srcdir/tests/k8s/apiserver.py" "$WORK/apiserver.py"
-python3 "$WORK/apiserver.py" --port 0 --token "$TOKEN" --bookmark-interval 1 \
-	>"$WORK/api.out" 2>"$WORK/api.err" &
-API_PID=$!
-for _ in $(seq 1 100); do
-	grep -q LISTENING "$WORK/api.out" 2>/dev/null && break
-	sleep 0.1
-done
-PORT=$(awk '/LISTENING/ {print $2; exit}' "$WORK/api.out")
-[ -n "$PORT" ] || { echo "FAIL: the API server did not start"; cat "$WORK/api.err"; exit 1; }
+# start_server [args] : the API server on $PORT (0 at first: a free port)
+start_server() {
+	python3 "$WORK/apiserver.py" --port "${PORT:-0}" --token "$TOKEN" --bookmark-interval 1 "$@" \
+		>"$WORK/api.out" 2>>"$WORK/api.err" &
+	API_PID=$!
+	for _ in $(seq 1 100); do
+		grep -q LISTENING "$WORK/api.out" 2>/dev/null && break
+		sleep 0.1
+	done
+	PORT=$(awk '/LISTENING/ {print $2; exit}' "$WORK/api.out")
+	[ -n "$PORT" ] || { echo "FAIL: the API server did not start"; cat "$WORK/api.err"; exit 1; }
+}
+PORT=0
+start_server
 SERVER=http://127.0.0.1:$PORT
 cat >"$WORK/kubeconfig" <<EOF
 apiVersion: v1
@@ -193,10 +144,32 @@ if a["published"] != want or a["delivered"] != want:
     print("  want", want, "published", a["published"], "delivered", a["delivered"]); sys.exit(1)
 EOF
 }
+# probe_same RESOURCE : what the handlers saw (k8sprobe's copy, rebuilt from
+# the bus events alone) equals the server's state, and no event was one that
+# cannot be right (the same change twice, ADDED of a known object, ...)
+probe_same() {
+	local res=$1 sel=""
+	case $res in
+	pods) sel="?fieldSelector=spec.nodeName%3D$NODE" ;;
+	nodes) sel="?fieldSelector=metadata.name%3D$NODE" ;;
+	esac
+	kapi "$SERVER/api/v1/$res$sel" >"$WORK/server-p.json" || return 1
+	api "http://x/v1/k8sprobe/$res" >"$WORK/probe.json" || return 1
+	python3 - "$WORK/server-p.json" "$WORK/probe.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+want = {(o["metadata"].get("namespace", ""), o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in s["items"]}
+have = {(o["namespace"], o["name"], o["resourceVersion"]) for o in p["items"]}
+if want != have or p["violations"]:
+    print("  server only:", sorted(want - have)[:5], "handlers only:", sorted(have - want)[:5],
+          "violations:", p["violations"], p["last_violation"])
+    sys.exit(1)
+EOF
+}
 all_consistent() {
 	local r
 	for r in pods services nodes; do
-		same_cache "$r" >/dev/null && counts_ok "$r" >/dev/null || return 1
+		same_cache "$r" >/dev/null && counts_ok "$r" >/dev/null && probe_same "$r" >/dev/null || return 1
 	done
 }
 # wait_for SECONDS COMMAND... : poll until the command succeeds
@@ -215,6 +188,7 @@ verify() {
 	for r in pods services nodes; do
 		check "$1: $r cache equals the server's" same_cache "$r"
 		check "$1: $r events delivered exactly once" counts_ok "$r"
+		check "$1: $r as the handlers saw it equals the server's, no change twice" probe_same "$r"
 	done
 }
 jfield() { python3 -c 'import json,sys; j=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
@@ -277,6 +251,14 @@ verify "after expire (HTTP 410)"
 check "expire: the watch got HTTP 410 and relisted" grep -q "watch pods: .*expired; relisting" "$WORK/agent.log"
 check "expire: pods relisted" [ "$(res_field pods relists)" -ge 1 ]
 
+# ---- fault: a watch cut in the middle of a burst of events ---------------------------
+before=$(res_field services relists)
+control "drop-watches?resource=services&after=5"
+for i in $(seq 1 20); do create_svc "svc-burst-$i"; done
+verify "after a watch cut mid-burst"
+check "mid-burst cut: resumed from the last resourceVersion, no relist" \
+	[ "$(res_field services relists)" = "$before" ]
+
 # ---- fault: the history restarts (every watch dropped, every rv too old) -----------
 before=$(res_field nodes relists)
 control restart-history
@@ -311,10 +293,94 @@ ADDED[services]=$((ADDED[services] + 600))
 verify "600 objects loaded"
 control "watch-error?resource=services&code=410"
 verify "relist of 600+ objects in pages"
+
+# ---- the server pages every LIST itself (max_page below the client's limit) ----------
+reqs_before=$(curl -sS "$SERVER/_control/stats" | jfield 'j["requests"]')
+before=$(res_field services relists)
+control "config?max_page=3"
+control "watch-error?resource=services&code=410"
+relisted() { [ "$(res_field services relists)" -gt "$1" ]; }
+wait_for 30 relisted "$before" || true
+control "config?max_page=0"
+verify "a relist served by the server in pages of 3"
+reqs=$(curl -sS "$SERVER/_control/stats" | jfield 'j["requests"]')
+check "pages of 3: 200+ LIST requests for 620+ services" [ $((reqs - reqs_before)) -ge 200 ]
+
+# ---- a continue token that expires in the middle of a paged LIST -----------------------
+before=$(res_field services relists)
+control "config?list_delay=0.3"
+control "watch-error?resource=services&code=410"
+sleep 1 # a few pages of 7 into the relist
+create_svc svc-midlist
+control "expire?resource=services&mode=event"
+check "continue token expired mid-list: the list starts again" \
+	wait_for 20 grep -q "list services: continue token expired; listing again" "$WORK/agent.log"
+control "config?list_delay=0"
+verify "a continue token expired mid-list"
+check "the restarted list counts as one relist" [ "$(res_field services relists)" = $((before + 1)) ]
+
+# ---- fault: the API server restarts with a new resourceVersion history --------------------
+# (its etcd restored from a backup: fewer objects, resourceVersions counting
+# from 1 again, far below the agent's: a watch from the agent's rv gets
+# "Too large resource version" and the informer must relist, not wait)
+for r in pods services nodes; do
+	api "http://x/v1/k8s/$r" >"$WORK/before-$r.json"
+	kapi "$SERVER/api/v1/$r" >"$WORK/all-$r.json"
+done
+python3 - "$WORK" >"$WORK/restore.json" <<'EOF'
+import json, sys
+w = sys.argv[1]
+kinds = {"pods": "Pod", "services": "Service", "nodes": "Node"}
+out = []
+for res, kind in kinds.items():
+    for o in json.load(open(f"{w}/all-{res}.json"))["items"]:
+        name = o["metadata"]["name"]
+        if res == "services" and (name.startswith("bulk-") or name in ("svc-8", "svc-9")):
+            continue                      # gone in the restored state
+        if res == "pods" and name == "pod-a4":
+            continue
+        o["kind"], o["apiVersion"] = kind, "v1"
+        for f in ("resourceVersion", "uid", "creationTimestamp"):
+            o["metadata"].pop(f, None)
+        out.append(o)
+out.append({"kind": "Service", "apiVersion": "v1",
+            "metadata": {"name": "svc-restored", "namespace": "default"},
+            "spec": {"ports": [{"port": 80}]}})
+json.dump(out, sys.stdout)
+EOF
+kill "$API_PID" 2>/dev/null || true
+wait "$API_PID" 2>/dev/null || true
+rm -f "$WORK/api.out"
+start_server --load "$WORK/restore.json"
+new_rv=$(curl -sS "$SERVER/_control/stats" | jfield 'j["resourceVersion"]')
+check "the restarted server's resourceVersion ($new_rv) is below the agent's" \
+	[ "$new_rv" -lt "$(res_field services resource_version)" ]
+# the events the relist owes: the diff of the agent's cache and the new state
+for r in pods services nodes; do
+	sel=""
+	case $r in
+	pods) sel="?fieldSelector=spec.nodeName%3D$NODE" ;;
+	nodes) sel="?fieldSelector=metadata.name%3D$NODE" ;;
+	esac
+	kapi "$SERVER/api/v1/$r$sel" >"$WORK/after-$r.json"
+	read -r a u d < <(python3 - "$WORK/before-$r.json" "$WORK/after-$r.json" <<'EOF'
+import json, sys
+b = {(o["namespace"], o["name"]): o["resourceVersion"] for o in json.load(open(sys.argv[1]))["items"]}
+a = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+     for o in json.load(open(sys.argv[2]))["items"]}
+print(len(a.keys() - b.keys()), sum(1 for k in a.keys() & b.keys() if a[k] != b[k]), len(b.keys() - a.keys()))
+EOF
+)
+	ADDED[$r]=$((ADDED[$r] + a)) UPDATED[$r]=$((UPDATED[$r] + u)) DELETED[$r]=$((DELETED[$r] + d))
+done
+verify "after the API server restarted with a new resourceVersion history"
+check "restart: the watch from an rv the server has not reached relisted" \
+	grep -q "Too large resource version.*relisting" "$WORK/agent.log"
 check "stop: exit 0" stop_agent TERM
 
 # ---- a consumer module: watch_resource, wait_synced, get, annotate_node, payloads ----
-start_agent "$probemods" "${K8S_ARGS[@]}"
+start_agent "$mods" "${K8S_ARGS[@]}" --set k8sprobe.wait=namespaces \
+	--set k8sprobe.annotate=fibril.io/probe=yes
 probe_is() { api http://x/v1/k8sprobe | python3 -c 'import json,sys; j=json.load(sys.stdin); sys.exit(0 if eval(sys.argv[1]) else 1)' "$1"; }
 check "probe: namespaces synced for the consumer" wait_for 10 probe_is 'j["synced_err"] == 0 and j["get_default"]'
 kapi -X POST -H 'Content-Type: application/json' "$SERVER/api/v1/namespaces" \
@@ -364,8 +430,22 @@ if command -v openssl >/dev/null; then
 	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=fake-apiserver \
 		-addext "subjectAltName=IP:127.0.0.1" -keyout "$WORK/tls/server.key" \
 		-out "$WORK/tls/server.pem" 2>/dev/null
+	# a client CA and a client certificate it signed; another from an unknown CA
+	for ca in client-ca other-ca; do
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+			-subj "/CN=$ca" -keyout "$WORK/tls/$ca.key" -out "$WORK/tls/$ca.pem" 2>/dev/null
+	done
+	for c in agent:client-ca stranger:other-ca; do
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+			-subj "/CN=system:node:${c%%:*}" -keyout "$WORK/tls/${c%%:*}.key" \
+			-out "$WORK/tls/${c%%:*}.csr" 2>/dev/null
+		openssl x509 -req -in "$WORK/tls/${c%%:*}.csr" -CA "$WORK/tls/${c#*:}.pem" \
+			-CAkey "$WORK/tls/${c#*:}.key" -CAcreateserial -days 1 \
+			-out "$WORK/tls/${c%%:*}.pem" 2>/dev/null
+	done
 	python3 "$WORK/apiserver.py" --port 0 --token "$TOKEN" --tls-cert "$WORK/tls/server.pem" \
-		--tls-key "$WORK/tls/server.key" >"$WORK/api-tls.out" 2>"$WORK/api-tls.err" &
+		--tls-key "$WORK/tls/server.key" --client-ca "$WORK/tls/client-ca.pem" \
+		>"$WORK/api-tls.out" 2>"$WORK/api-tls.err" &
 	TLS_PID=$!
 	for _ in $(seq 1 100); do
 		grep -q LISTENING "$WORK/api-tls.out" 2>/dev/null && break
@@ -388,6 +468,42 @@ if command -v openssl >/dev/null; then
 		--set k8s.resources=nodes --set k8s.sync-timeout=3s
 	check "TLS without the CA: start fails naming nodes" contains "$OUT" "caches not synced within 3s: nodes"
 	check "TLS without the CA: the certificate error is logged" contains "$OUT" "certificate"
+	# client certificates instead of a token: files (relative to the
+	# kubeconfig, as kubectl resolves them), then inline -data
+	TURL=https://127.0.0.1:$TPORT
+	tapi() { curl -sS --max-time 20 --cacert "$WORK/tls/server.pem" -H "Authorization: Bearer $1" "${@:2}"; }
+	cat >"$WORK/tls/kubeconfig-cert" <<EOF
+apiVersion: v1
+kind: Config
+current-context: c
+clusters: [{name: f, cluster: {server: "$TURL", certificate-authority: server.pem}}]
+contexts: [{name: c, context: {cluster: f, user: agent}}]
+users: [{name: agent, user: {client-certificate: agent.pem, client-key: agent.key}}]
+EOF
+	code=$(curl -sS -o /dev/null -w '%{http_code}' --cacert "$WORK/tls/server.pem" "$TURL/api/v1/nodes")
+	check "client certs: without a token or a certificate the server answers 401" [ "$code" = 401 ]
+	start_agent "$mods" --set "k8s.kubeconfig=$WORK/tls/kubeconfig-cert" --set "k8s.node-name=$NODE" \
+		--set k8s.resources=nodes --set k8s.sync-timeout=5s
+	check "kubeconfig with client-certificate/client-key files: nodes synced" [ "$(res_field nodes objects)" = 1 ]
+	stop_agent TERM || true
+	cat >"$WORK/kubeconfig-certdata" <<EOF
+apiVersion: v1
+kind: Config
+current-context: c
+clusters: [{name: f, cluster: {server: "$TURL", certificate-authority-data: $CA64}}]
+contexts: [{name: c, context: {cluster: f, user: agent}}]
+users: [{name: agent, user: {client-certificate-data: $(base64 -w0 <"$WORK/tls/agent.pem"), client-key-data: $(base64 -w0 <"$WORK/tls/agent.key")}}]
+EOF
+	start_agent "$mods" --set "k8s.kubeconfig=$WORK/kubeconfig-certdata" --set "k8s.node-name=$NODE" \
+		--set k8s.resources=nodes --set k8s.sync-timeout=5s
+	check "kubeconfig with client-certificate-data/client-key-data: nodes synced" [ "$(res_field nodes objects)" = 1 ]
+	stop_agent TERM || true
+	sed -e 's/agent\.pem/stranger.pem/; s/agent\.key/stranger.key/' "$WORK/tls/kubeconfig-cert" \
+		>"$WORK/tls/kubeconfig-stranger"
+	run_agent "$mods" --set "k8s.kubeconfig=$WORK/tls/kubeconfig-stranger" --set "k8s.node-name=$NODE" \
+		--set k8s.resources=nodes --set k8s.sync-timeout=3s
+	check "a client certificate from an unknown CA: the start fails naming nodes" \
+		contains "$OUT" "caches not synced within 3s: nodes"
 	# in-cluster: KUBERNETES_SERVICE_HOST/PORT and the service-account dir
 	printf '%s\n' "$TOKEN" >"$WORK/sa/token"
 	cp "$WORK/tls/server.pem" "$WORK/sa/ca.crt"
@@ -396,6 +512,21 @@ if command -v openssl >/dev/null; then
 		--set k8s.resources=nodes --set k8s.sync-timeout=5s
 	check "in-cluster (service account token + ca.crt): nodes synced" [ "$(res_field nodes objects)" = 1 ]
 	check "in-cluster: the server is the service's" contains "$(api http://x/v1/k8s)" "https:\/\/127.0.0.1:$TPORT"
+	# the token rotates (kubelet rewrites the projected file; the server stops
+	# taking the old one and cuts the watches): the agent carries on with the new one
+	NEWTOKEN=rotated-$$-$RANDOM
+	printf '%s\n' "$NEWTOKEN" >"$WORK/sa/.token.new"
+	mv "$WORK/sa/.token.new" "$WORK/sa/token"
+	curl -sS --cacert "$WORK/tls/server.pem" -X POST "$TURL/_control/token?value=$NEWTOKEN&drop=1" >/dev/null
+	code=$(tapi "$TOKEN" -o /dev/null -w '%{http_code}' "$TURL/api/v1/nodes")
+	check "rotation: the old token is refused now (401)" [ "$code" = 401 ]
+	tapi "$NEWTOKEN" -X PATCH -H 'Content-Type: application/merge-patch+json' \
+		"$TURL/api/v1/nodes/$NODE" -d '{"metadata":{"labels":{"rotated":"yes"}}}' >/dev/null
+	want_rv=$(tapi "$NEWTOKEN" "$TURL/api/v1/nodes/$NODE" | jfield 'j["metadata"]["resourceVersion"]')
+	node_rv_is() { [ "$(api http://x/v1/k8s/nodes | jfield 'j["items"][0]["resourceVersion"] if j["items"] else ""')" = "$1" ]; }
+	check "rotation: the agent re-read the token file and saw the change" wait_for 20 node_rv_is "$want_rv"
+	check "rotation: the nodes watch is up again" wait_for 10 bash -c \
+		"curl -sS --unix-socket $WORK/fibril.sock http://x/v1/k8s/nodes | grep -q '\"watching\":true'"
 	stop_agent TERM || true
 	kill "$TLS_PID" 2>/dev/null || true
 	wait "$TLS_PID" 2>/dev/null || true

@@ -432,6 +432,7 @@ class State:
             "lenient_status": args.lenient_status,
             "pod_grace_seconds": args.pod_grace_seconds,  # 0: pods go at once on delete
             "gzip": True,                 # gzip answers > 128 KiB to clients accepting gzip
+            "hold_watches": False,        # open watches queue their events until set back
         }
         self.paused_until = 0.0
         self.stopping = False
@@ -1046,6 +1047,14 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
+    def client_cert_ok(self):
+        """A client certificate signed by --client-ca was presented (the TLS
+        layer verified it; CERT_OPTIONAL lets clients without one in)."""
+        try:
+            return bool(self.connection.getpeercert())
+        except (AttributeError, ValueError, OSError):
+            return False
+
     # -- dispatch --
     def do_GET(self):
         self.dispatch("GET")
@@ -1130,6 +1139,8 @@ class Handler(BaseHTTPRequestHandler):
         tok = STATE.token
         if not tok:
             return
+        if STATE.args.client_ca and self.client_cert_ok():
+            return                      # x509 client certificate, as the real server
         auth = self.headers.get("Authorization")
         if auth is None and path in ("/healthz", "/livez", "/readyz", "/version"):
             return
@@ -1393,8 +1404,9 @@ class Handler(BaseHTTPRequestHandler):
                         now = time.monotonic()
                         # re-read: /_control/config changes apply to open watches too
                         next_bm = last_bm + float(cfg["bookmark_interval"])
-                        if w.queue or w.dropped or w.error or now >= deadline or \
-                                (bookmarks and now >= next_bm):
+                        hold = cfg["hold_watches"]     # queue events, send nothing
+                        if (w.queue and not hold) or w.dropped or w.error or now >= deadline or \
+                                (bookmarks and now >= next_bm and not hold):
                             break
                         wake = deadline if not bookmarks else min(deadline, next_bm)
                         store.cond.wait(wake - now)
@@ -1572,6 +1584,16 @@ class Handler(BaseHTTPRequestHandler):
                     w.dropped = True
                 store.cond.notify_all()
             return self.send_json(200, {"resourceVersion": store.rv})
+        if what == "token":
+            # rotate the accepted bearer token (the old one stops working);
+            # drop=1 also cuts the open watches so clients reconnect with it
+            STATE.token = q1(qs, "value") or None
+            if truthy(q1(qs, "drop")) and q1(qs, "drop") is not None:
+                with store.cond:
+                    for w in store.watchers:
+                        w.dropped = True
+                    store.cond.notify_all()
+            return self.send_json(200, {"token": "set" if STATE.token else "none"})
         if what == "pause":
             secs = float(q1(qs, "seconds", "5"))
             self.send_json(200, {"paused": secs})
@@ -1589,6 +1611,8 @@ class Handler(BaseHTTPRequestHandler):
                 elif isinstance(cur, (int, float)) and not isinstance(v, (int, float)):
                     v = type(cur)(float(v)) if isinstance(cur, float) else int(v)
                 STATE.config[k] = v
+            with store.cond:
+                store.cond.notify_all()         # e.g. hold_watches released
             return self.send_json(200, STATE.config)
         if what == "reset":
             with store.cond:
@@ -1642,6 +1666,9 @@ def make_server(st, port):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(st.args.tls_cert, st.args.tls_key)
         ctx.set_alpn_protocols(["http/1.1"])
+        if st.args.client_ca:
+            ctx.verify_mode = ssl.CERT_OPTIONAL
+            ctx.load_verify_locations(st.args.client_ca)
         # the handshake happens in the connection's thread, not in accept()
         srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
     return srv
@@ -1680,6 +1707,8 @@ def main():
     ap.add_argument("--token", default=None, help="require Authorization: Bearer TOKEN")
     ap.add_argument("--tls-cert")
     ap.add_argument("--tls-key")
+    ap.add_argument("--client-ca", help="also accept TLS client certificates signed by this CA "
+                    "(in place of the token)")
     ap.add_argument("--load", action="append", default=[],
                     help="JSON file (list or List) of objects to load at start")
     ap.add_argument("--history", type=int, default=100000,
@@ -1703,6 +1732,8 @@ def main():
         args.namespaces = ""
     if bool(args.tls_cert) != bool(args.tls_key):
         ap.error("--tls-cert and --tls-key go together")
+    if args.client_ca and not args.tls_cert:
+        ap.error("--client-ca needs --tls-cert")
     STATE = State(args)
     with STATE.store.cond:
         create_default_namespaces(STATE)

@@ -9,9 +9,11 @@
 #   control.py --url URL expire [--mode event|http] [--resource pods]
 #   control.py --url URL restart-history [--jump N | --set N] [--rewrite]
 #   control.py --url URL pause --seconds N
+#   control.py --url URL token --value NEW [--drop]  (rotate the accepted token)
 #   control.py --url URL config key=value...       (bookmark_interval, max_page, ...)
 #   control.py --url URL reset
-#   control.py gen --pods N [--nodes M] [--namespaces K] [--services S] > objs.json
+#   control.py gen --pods N [--nodes M] [--namespaces K] [--services S]
+#                  [--endpointslices E] [--netpols P] > objs.json
 #
 # Also importable: Control(url, cacert).call(what, **params).
 import argparse
@@ -41,7 +43,7 @@ class Control:
             return json.loads(r.read())
 
 
-def gen(pods, nodes=1, namespaces=1, services=0):
+def gen(pods, nodes=1, namespaces=1, services=0, endpointslices=0, netpols=0):
     out = []
     for n in range(namespaces):
         out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"ns-{n}"}})
@@ -65,6 +67,23 @@ def gen(pods, nodes=1, namespaces=1, services=0):
         out.append({"apiVersion": "v1", "kind": "Service",
                     "metadata": {"name": f"svc-{i}", "namespace": f"ns-{i % namespaces}"},
                     "spec": {"selector": {"app": f"app-{i % 50}"}, "ports": [{"port": 80}]}})
+    for i in range(endpointslices):
+        svc = f"svc-{i % services}" if services else f"svc-{i}"
+        out.append({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {"name": f"{svc}-{i // max(services, 1)}",
+                                 "namespace": f"ns-{i % services % namespaces if services else i % namespaces}",
+                                 "labels": {"kubernetes.io/service-name": svc}},
+                    "addressType": "IPv4",
+                    "endpoints": [{"addresses": [f"10.{j}.{i // 250 % 250}.{i % 250 + 2}"],
+                                   "conditions": {"ready": True}, "nodeName": f"node-{j % nodes}"}
+                                  for j in range(3)],
+                    "ports": [{"name": "", "port": 80, "protocol": "TCP"}]})
+    for i in range(netpols):
+        out.append({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                    "metadata": {"name": f"np-{i}", "namespace": f"ns-{i % namespaces}"},
+                    "spec": {"podSelector": {"matchLabels": {"app": f"app-{i % 50}"}},
+                             "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}],
+                                          "ports": [{"port": 80, "protocol": "TCP"}]}]}})
     return out
 
 
@@ -82,13 +101,18 @@ def main():
     ap.add_argument("--set", type=int)
     ap.add_argument("--rewrite", action="store_true")
     ap.add_argument("--seconds", type=float)
+    ap.add_argument("--value")
+    ap.add_argument("--drop", action="store_true")
     ap.add_argument("--pods", type=int, default=0)
     ap.add_argument("--nodes", type=int, default=1)
     ap.add_argument("--namespaces", type=int, default=1)
     ap.add_argument("--services", type=int, default=0)
+    ap.add_argument("--endpointslices", type=int, default=0)
+    ap.add_argument("--netpols", type=int, default=0)
     a = ap.parse_args()
     if a.what == "gen":
-        json.dump(gen(a.pods, a.nodes, a.namespaces, a.services), sys.stdout)
+        json.dump(gen(a.pods, a.nodes, a.namespaces, a.services, a.endpointslices, a.netpols),
+                  sys.stdout)
         return
     if not a.url:
         ap.error("--url is needed")
@@ -101,7 +125,8 @@ def main():
     else:
         params = {"after": a.after, "code": a.code, "mode": a.mode, "resource": a.resource,
                   "jump": a.jump, "set": a.set, "seconds": a.seconds,
-                  "rewrite": "1" if a.rewrite else None}
+                  "rewrite": "1" if a.rewrite else None, "value": a.value,
+                  "drop": "1" if a.drop else None}
         out = c.call(a.what, **params)
     print(json.dumps(out))
 

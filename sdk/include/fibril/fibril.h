@@ -14,6 +14,7 @@
 #include <fibril/api.h>
 #include <fibril/ipalloc.h>
 #include <fibril/ipam.h>
+#include <fibril/ipamstore.h>
 #include <fibril/kvstore.h>
 #include <fibril/k8s.h>
 #include <fibril/endpoint.h>

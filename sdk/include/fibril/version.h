@@ -13,8 +13,11 @@
  *   1 - appends the descriptor's `summary` hook (a one-line status shown
  *       by `fibril status`) and adds fibril_signal_watch().
  *   2 - adds the shared address allocator (<fibril/ipalloc.h>) and the
- *       ipam and kvstore capability interfaces. */
-#define FIBRIL_ABI_MINOR 2
+ *       ipam and kvstore capability interfaces.
+ *   3 - adds the shared IPAM allocation store (<fibril/ipamstore.h>):
+ *       allocations by address and owner, persisted atomically, serving
+ *       the ipam interface. */
+#define FIBRIL_ABI_MINOR 3
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)

@@ -1,0 +1,612 @@
+/* bpf/fibril_dp.bpf.c - the datapath's tc program, attached (clsact,
+ * ingress) to every endpoint's host-side veth: it sees each packet the pod
+ * sends. One loaded program serves every endpoint; what differs per
+ * endpoint is in the maps (layouts in fibril_dp.h).
+ *
+ * Per packet:
+ *   1. parse Ethernet, then ARP, IPv4 or IPv6 (anything else: dropped);
+ *   2. ARP: the sender IP must be the endpoint's (or 0.0.0.0), then it goes
+ *      to the stack, which answers for the gateway (a local address);
+ *   3. IP: the source must be an address of the endpoint behind this veth
+ *      (IPv6 link-local/unspecified sources may only send neighbour
+ *      discovery and MLD, to the stack); a neighbour solicitation for the
+ *      IPv6 gateway is answered here (nd_answer);
+ *   4. the hook points: service_translate() then policy_verdict();
+ *   5. conntrack (dp_conntrack) and the destination's identity (dp_ipcache);
+ *   6. a local endpoint destination: MACs rewritten, TTL / hop limit
+ *      decremented and bpf_redirect_peer() into that pod; anything else
+ *      goes to the stack (the host itself, later the world);
+ *   7. metrics per (reason, direction), drop events always and trace events
+ *      when dp_config says so, to the dp_events ring buffer.
+ * Only uapi headers and libbpf's helpers: no vmlinux.h, no CO-RE needed. */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/icmpv6.h>
+#include <linux/pkt_cls.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "fibril_dp.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* ---- maps (the module opens each through the host's registry and hands
+ * the fd over with bpf_map__reuse_fd before load) --------------------------- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DP_ENDPOINTS_MAX);
+	__type(key, struct dp_endpoint_key);
+	__type(value, struct dp_endpoint_info);
+} dp_endpoints SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, DP_IPCACHE_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct dp_ipcache_key);
+	__type(value, struct dp_ipcache_value);
+} dp_ipcache SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, DP_CONNTRACK_MAX);
+	__type(key, struct dp_ct_key);
+	__type(value, struct dp_ct_value);
+} dp_conntrack SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, DP_METRICS_MAX);
+	__type(key, struct dp_metrics_key);
+	__type(value, struct dp_metrics_value);
+} dp_metrics SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, DP_EVENTS_BYTES);
+} dp_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct dp_config);
+} dp_config SEC(".maps");
+
+/* ---- what one packet is ------------------------------------------------------ */
+
+struct pkt {
+	struct dp_ct_key tuple;          /* family 0: ARP (no IP tuple) */
+	const struct dp_endpoint_info *src_ep;
+	const struct dp_endpoint_info *dst_ep;
+	__u32 dst_identity;
+	__u8 tcp_flags;
+	__u8 is_icmp6_nd;                /* ICMPv6 neighbour discovery / MLD */
+};
+
+#define TCP_FLAG_FIN 0x01
+#define TCP_FLAG_RST 0x04
+
+/* ---- metrics and events -------------------------------------------------------- */
+
+static __always_inline void metrics_count(struct __sk_buff *skb, __u8 reason)
+{
+	struct dp_metrics_key key = {.reason = reason, .direction = DP_DIR_FROM_ENDPOINT};
+	struct dp_metrics_value *v = bpf_map_lookup_elem(&dp_metrics, &key);
+
+	if (v) {
+		/* per-CPU: no other writer on this CPU while we run */
+		v->packets += 1;
+		v->bytes += skb->len;
+		return;
+	}
+	struct dp_metrics_value first = {.packets = 1, .bytes = skb->len};
+	bpf_map_update_elem(&dp_metrics, &key, &first, BPF_NOEXIST);
+}
+
+static __always_inline int trace_enabled(void)
+{
+	__u32 zero = 0;
+	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
+
+	return cfg && (cfg->flags & DP_CFG_F_TRACE);
+}
+
+static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *p, __u8 type,
+				       __u8 reason)
+{
+	struct dp_event *e = bpf_ringbuf_reserve(&dp_events, sizeof(*e), 0);
+
+	if (!e)
+		return; /* full: the reader is behind; the metrics still count it */
+	__builtin_memset(e, 0, sizeof(*e));
+	e->size = sizeof(*e);
+	e->type = type;
+	e->reason = reason;
+	e->src_ep_id = p->src_ep ? p->src_ep->ep_id : 0;
+	e->dst_ep_id = p->dst_ep ? p->dst_ep->ep_id : 0;
+	e->src_identity = p->src_ep ? p->src_ep->identity : DP_IDENTITY_UNKNOWN;
+	e->dst_identity = p->dst_identity;
+	e->ifindex = skb->ifindex;
+	e->len = skb->len;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->family = p->tuple.family;
+	e->proto = p->tuple.proto;
+	e->sport = p->tuple.sport;
+	e->dport = p->tuple.dport;
+	__builtin_memcpy(e->saddr, p->tuple.saddr, sizeof(e->saddr));
+	__builtin_memcpy(e->daddr, p->tuple.daddr, sizeof(e->daddr));
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline int drop(struct __sk_buff *skb, const struct pkt *p, __u8 reason)
+{
+	metrics_count(skb, reason);
+	event_send(skb, p, DP_EVENT_DROP, reason);
+	return TC_ACT_SHOT;
+}
+
+static __always_inline int to_stack(struct __sk_buff *skb, const struct pkt *p)
+{
+	metrics_count(skb, DP_REASON_TO_STACK);
+	if (trace_enabled())
+		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_TO_STACK);
+	return TC_ACT_OK;
+}
+
+/* ---- hook points ------------------------------------------------------------------
+ * Both are called for every IP packet from an endpoint, after the source was
+ * checked and before conntrack and forwarding. They are deliberately empty
+ * today; the issues that add services and policy fill them in. */
+
+/* HOOK service_translate: the service load balancer goes here. It may
+ * rewrite the destination (and, for the reply path, the source) of the
+ * packet and of p->tuple, then return 0; or return a DP_REASON_DROP_* to
+ * drop (e.g. a service without backends). Today: no services, no change. */
+static __always_inline int service_translate(struct __sk_buff *skb, struct pkt *p)
+{
+	(void)skb;
+	(void)p;
+	return 0;
+}
+
+/* HOOK policy_verdict: the policy engine goes here. It sees the source
+ * endpoint's identity (p->src_ep->identity), the destination identity from
+ * the ipcache (p->dst_identity) and the 5-tuple (p->tuple, after service
+ * translation), and returns 0 to allow or DP_REASON_DROP_POLICY to deny.
+ * Today: no policy, everything is allowed (Cilium's default-allow when no
+ * policy selects the endpoint). */
+static __always_inline int policy_verdict(struct __sk_buff *skb, const struct pkt *p)
+{
+	(void)skb;
+	(void)p;
+	return 0;
+}
+
+/* ---- lookups -------------------------------------------------------------------- */
+
+static __always_inline const struct dp_endpoint_info *endpoint_of(__u8 family, const __u8 *addr)
+{
+	struct dp_endpoint_key key = {.family = family};
+
+	__builtin_memcpy(key.addr, addr, 16);
+	return bpf_map_lookup_elem(&dp_endpoints, &key);
+}
+
+static __always_inline __u32 identity_of(__u8 family, const __u8 *addr)
+{
+	struct dp_ipcache_key key = {
+		.prefixlen = DP_IPCACHE_PREFIX_HDR + (family == DP_FAMILY_IPV4 ? 32 : 128),
+		.family = family,
+	};
+
+	__builtin_memcpy(key.addr, addr, 16);
+	const struct dp_ipcache_value *v = bpf_map_lookup_elem(&dp_ipcache, &key);
+	return v ? v->identity : DP_IDENTITY_WORLD;
+}
+
+/* ---- conntrack ----------------------------------------------------------------- */
+
+static __always_inline void reverse_tuple(const struct dp_ct_key *t, struct dp_ct_key *r)
+{
+	__builtin_memcpy(r->saddr, t->daddr, 16);
+	__builtin_memcpy(r->daddr, t->saddr, 16);
+	r->sport = t->dport;
+	r->dport = t->sport;
+	r->proto = t->proto;
+	r->family = t->family;
+	r->pad[0] = 0;
+	r->pad[1] = 0;
+}
+
+static __always_inline void ct_touch(struct dp_ct_value *ct, const struct pkt *p, __u32 len,
+				     int reply, __u64 now)
+{
+	if (reply) {
+		__sync_fetch_and_add(&ct->rx_packets, 1);
+		__sync_fetch_and_add(&ct->rx_bytes, len);
+		if (!(ct->flags & DP_CT_F_REPLY_SEEN))
+			ct->flags |= DP_CT_F_REPLY_SEEN;
+	} else {
+		__sync_fetch_and_add(&ct->packets, 1);
+		__sync_fetch_and_add(&ct->bytes, len);
+	}
+	if (ct->last_seen_ns != now)
+		ct->last_seen_ns = now;
+	if ((ct->tcp_flags | p->tcp_flags) != ct->tcp_flags)
+		ct->tcp_flags |= p->tcp_flags;
+	if ((p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) && !(ct->flags & DP_CT_F_CLOSING))
+		ct->flags |= DP_CT_F_CLOSING;
+}
+
+/* Count the packet in its flow's entry, creating it on the first packet. */
+static __always_inline void conntrack(struct __sk_buff *skb, const struct pkt *p)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct dp_ct_value *ct = bpf_map_lookup_elem(&dp_conntrack, &p->tuple);
+
+	if (ct) {
+		ct_touch(ct, p, skb->len, 0, now);
+		return;
+	}
+	struct dp_ct_key rev;
+	reverse_tuple(&p->tuple, &rev);
+	ct = bpf_map_lookup_elem(&dp_conntrack, &rev);
+	if (ct) {
+		ct_touch(ct, p, skb->len, 1, now);
+		return;
+	}
+	struct dp_ct_value fresh = {
+		.packets = 1,
+		.bytes = skb->len,
+		.first_seen_ns = now,
+		.last_seen_ns = now,
+		.ifindex = skb->ifindex,
+		.src_ep_id = p->src_ep ? p->src_ep->ep_id : 0,
+		.tcp_flags = p->tcp_flags,
+		.flags = (p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) ? DP_CT_F_CLOSING : 0,
+	};
+	if (bpf_map_update_elem(&dp_conntrack, &p->tuple, &fresh, BPF_NOEXIST) != 0) {
+		/* another CPU created it meanwhile */
+		ct = bpf_map_lookup_elem(&dp_conntrack, &p->tuple);
+		if (ct)
+			ct_touch(ct, p, skb->len, 0, now);
+	}
+}
+
+/* ---- L4 ports --------------------------------------------------------------------- */
+
+static __always_inline int parse_ports(struct pkt *p, void *l4, void *data_end)
+{
+	if (p->tuple.proto == IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+		if ((void *)(th + 1) > data_end)
+			return -1;
+		p->tuple.sport = th->source;
+		p->tuple.dport = th->dest;
+		p->tcp_flags = ((__u8 *)th)[13];
+	} else if (p->tuple.proto == IPPROTO_UDP) {
+		struct udphdr *uh = l4;
+		if ((void *)(uh + 1) > data_end)
+			return -1;
+		p->tuple.sport = uh->source;
+		p->tuple.dport = uh->dest;
+	}
+	return 0;
+}
+
+/* ---- forwarding ------------------------------------------------------------------- */
+
+/* Deliver to a local endpoint: MACs of the destination's link, then
+ * straight into its netns. TTL / hop limit were decremented by the caller. */
+static __always_inline int forward_local(struct __sk_buff *skb, const struct pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	__builtin_memcpy(eth->h_dest, p->dst_ep->mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, p->dst_ep->host_mac, ETH_ALEN);
+	int rc = bpf_redirect_peer(p->dst_ep->ifindex, 0);
+	if (rc != TC_ACT_REDIRECT)
+		return drop(skb, p, DP_REASON_DROP_REDIRECT);
+	metrics_count(skb, DP_REASON_FORWARDED);
+	if (trace_enabled())
+		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_FORWARDED);
+	return rc;
+}
+
+/* Steps 4-6 once the tuple is known and the source checked. ttl points at
+ * the TTL / hop limit byte (inside the packet, bounds-checked). */
+static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
+				    struct iphdr *ip4)
+{
+	int reason = service_translate(skb, p);
+	if (reason)
+		return drop(skb, p, (__u8)reason);
+	p->dst_identity = identity_of(p->tuple.family, p->tuple.daddr);
+	reason = policy_verdict(skb, p);
+	if (reason)
+		return drop(skb, p, (__u8)reason);
+	conntrack(skb, p);
+
+	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
+	/* not local, or expiring here: the stack routes it (and sends ICMP) */
+	if (!p->dst_ep || *ttl <= 1)
+		return to_stack(skb, p);
+	if (ip4) {
+		/* as the kernel's ip_decrease_ttl(): incremental checksum */
+		__u32 check = ip4->check;
+		check += bpf_htons(0x0100);
+		ip4->check = (__u16)(check + (check >= 0xFFFF));
+	}
+	*ttl -= 1;
+	return forward_local(skb, p);
+}
+
+/* ---- per family ------------------------------------------------------------------- */
+
+static __always_inline int handle_ipv4(struct __sk_buff *skb, struct pkt *p, void *l3,
+				       void *data_end)
+{
+	struct iphdr *ip = l3;
+
+	if ((void *)(ip + 1) > data_end || ip->ihl < 5 || ip->version != 4)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	p->tuple.family = DP_FAMILY_IPV4;
+	p->tuple.proto = ip->protocol;
+	__builtin_memcpy(p->tuple.saddr, &ip->saddr, 4);
+	__builtin_memcpy(p->tuple.daddr, &ip->daddr, 4);
+	/* the first fragment (or a whole packet) carries the ports */
+	if (!(ip->frag_off & bpf_htons(0x1fff))) {
+		void *l4 = (__u8 *)l3 + ip->ihl * 4;
+		if (parse_ports(p, l4, data_end) < 0)
+			return drop(skb, p, DP_REASON_DROP_INVALID);
+	}
+	p->src_ep = endpoint_of(DP_FAMILY_IPV4, p->tuple.saddr);
+	if (!p->src_ep || p->src_ep->ifindex != skb->ifindex) {
+		p->src_ep = 0; /* not this veth's endpoint */
+		return drop(skb, p, DP_REASON_DROP_SPOOFED_IP);
+	}
+	return route_ip(skb, p, &ip->ttl, ip);
+}
+
+/* ---- IPv6 neighbour discovery for the gateway -------------------------------------
+ * The kernel answers a neighbour solicitation only for addresses on the
+ * receiving device, and the gateway lives on the host device: so the
+ * program answers a pod's solicitation for a host address (identity host
+ * in the ipcache) itself, with the host veth's MAC, as Cilium does. */
+
+#define ICMP6_NS 135
+#define ICMP6_NA 136
+#define ND_OPT_TARGET_LL 2
+
+struct nd_msg6 {
+	struct icmp6hdr hdr; /* for NA: flags in icmp6_dataun */
+	__u8 target[16];
+};
+
+struct na_packet {
+	struct ethhdr eth;
+	struct ipv6hdr ip6;
+	struct nd_msg6 nd;
+	__u8 opt_type;
+	__u8 opt_len; /* in units of 8 bytes */
+	__u8 opt_mac[ETH_ALEN];
+} __attribute__((packed));
+
+static __always_inline __u16 csum_fold32(__s64 sum)
+{
+	__u64 s = (__u64)sum;
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)~s;
+}
+
+/* Turn the solicitation into the advertisement and send it back out of
+ * the veth it came in on. */
+static __always_inline int nd_answer(struct __sk_buff *skb, const struct pkt *p, const __u8 *target)
+{
+	__u8 pod_mac[ETH_ALEN], tgt[16];
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	__builtin_memcpy(pod_mac, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(tgt, target, 16);
+	/* exactly one NA with one target link-layer option */
+	if (bpf_skb_change_tail(skb, sizeof(struct na_packet), 0) != 0)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	struct na_packet *na = data;
+	if ((void *)(na + 1) > data_end)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	__builtin_memcpy(na->eth.h_dest, pod_mac, ETH_ALEN);
+	__builtin_memcpy(na->eth.h_source, p->src_ep->host_mac, ETH_ALEN);
+	na->eth.h_proto = bpf_htons(ETH_P_IPV6);
+	na->ip6.version = 6;
+	na->ip6.priority = 0;
+	na->ip6.flow_lbl[0] = 0;
+	na->ip6.flow_lbl[1] = 0;
+	na->ip6.flow_lbl[2] = 0;
+	na->ip6.payload_len = bpf_htons(sizeof(struct nd_msg6) + 8);
+	na->ip6.nexthdr = IPPROTO_ICMPV6;
+	na->ip6.hop_limit = 255;
+	__builtin_memcpy(&na->ip6.daddr, p->tuple.saddr, 16);
+	__builtin_memcpy(&na->ip6.saddr, tgt, 16);
+	na->nd.hdr.icmp6_type = ICMP6_NA;
+	na->nd.hdr.icmp6_code = 0;
+	na->nd.hdr.icmp6_cksum = 0;
+	/* router, solicited, override */
+	na->nd.hdr.icmp6_dataun.un_data32[0] = bpf_htonl(0xe0000000);
+	__builtin_memcpy(na->nd.target, tgt, 16);
+	na->opt_type = ND_OPT_TARGET_LL;
+	na->opt_len = 1;
+	__builtin_memcpy(na->opt_mac, p->src_ep->host_mac, ETH_ALEN);
+
+	/* checksum: the pseudo header, then the 32 bytes of ICMPv6 */
+	struct {
+		__u8 saddr[16];
+		__u8 daddr[16];
+		__be32 len;
+		__be32 nexthdr;
+	} ph;
+	__builtin_memcpy(ph.saddr, tgt, 16);
+	__builtin_memcpy(ph.daddr, p->tuple.saddr, 16);
+	ph.len = bpf_htonl(sizeof(struct nd_msg6) + 8);
+	ph.nexthdr = bpf_htonl(IPPROTO_ICMPV6);
+	__s64 sum = bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph), 0);
+	if (sum < 0)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	void *icmp = (__u8 *)na + sizeof(struct ethhdr) + sizeof(struct ipv6hdr);
+	sum = bpf_csum_diff(0, 0, icmp, sizeof(struct nd_msg6) + 8, (__u32)sum);
+	if (sum < 0)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	na->nd.hdr.icmp6_cksum = csum_fold32(sum);
+	metrics_count(skb, DP_REASON_ND_ANSWERED);
+	if (trace_enabled())
+		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_ND_ANSWERED);
+	return bpf_redirect(skb->ifindex, 0);
+}
+
+static __always_inline int addr6_is_linklocal_or_unspec(const __u8 *a)
+{
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
+		return 1;
+	__u64 hi, lo;
+	__builtin_memcpy(&hi, a, 8);
+	__builtin_memcpy(&lo, a + 8, 8);
+	return hi == 0 && lo == 0;
+}
+
+struct ipv6_opt_hdr_min {
+	__u8 nexthdr;
+	__u8 hdrlen; /* in 8-byte units, not counting the first 8 */
+};
+
+static __always_inline int handle_ipv6(struct __sk_buff *skb, struct pkt *p, void *l3,
+				       void *data_end)
+{
+	struct ipv6hdr *ip6 = l3;
+
+	if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	p->tuple.family = DP_FAMILY_IPV6;
+	p->tuple.proto = ip6->nexthdr;
+	__builtin_memcpy(p->tuple.saddr, &ip6->saddr, 16);
+	__builtin_memcpy(p->tuple.daddr, &ip6->daddr, 16);
+	void *l4 = ip6 + 1;
+	/* one hop-by-hop header (MLD reports carry one: router alert) */
+	if (p->tuple.proto == IPPROTO_HOPOPTS) {
+		struct ipv6_opt_hdr_min *hbh = l4;
+		if ((void *)(hbh + 1) > data_end)
+			return drop(skb, p, DP_REASON_DROP_INVALID);
+		p->tuple.proto = hbh->nexthdr;
+		l4 = (__u8 *)l4 + ((__u32)hbh->hdrlen + 1) * 8;
+	}
+	if (parse_ports(p, l4, data_end) < 0)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	struct nd_msg6 *nd = 0;
+	if (p->tuple.proto == IPPROTO_ICMPV6) {
+		struct icmp6hdr *ic = l4;
+		if ((void *)(ic + 1) > data_end)
+			return drop(skb, p, DP_REASON_DROP_INVALID);
+		/* MLD (130-132, 143) and ND (133-137) */
+		__u8 t = ic->icmp6_type;
+		p->is_icmp6_nd = (t >= 130 && t <= 137) || t == 143;
+		if (t == ICMP6_NS && (void *)((struct nd_msg6 *)l4 + 1) <= data_end)
+			nd = l4;
+	}
+	p->src_ep = endpoint_of(DP_FAMILY_IPV6, p->tuple.saddr);
+	if (!p->src_ep || p->src_ep->ifindex != skb->ifindex) {
+		p->src_ep = 0;
+		/* the pod's link-local (or, during DAD, ::) address finds its
+		 * neighbours: only neighbour discovery and MLD, only to the stack */
+		if (p->is_icmp6_nd && addr6_is_linklocal_or_unspec(p->tuple.saddr))
+			return to_stack(skb, p);
+		return drop(skb, p, DP_REASON_DROP_SPOOFED_IP);
+	}
+	if (nd && identity_of(DP_FAMILY_IPV6, nd->target) == DP_IDENTITY_HOST)
+		return nd_answer(skb, p, nd->target);
+	if (p->is_icmp6_nd)
+		return to_stack(skb, p);
+	return route_ip(skb, p, &ip6->hop_limit, 0);
+}
+
+/* Ethernet/IPv4 ARP (<linux/if_arp.h> drags in libc headers, so the
+ * layout is spelled out here). */
+struct arp_eth_ipv4 {
+	__be16 hrd; /* 1: Ethernet */
+	__be16 pro; /* ETH_P_IP */
+	__u8 hln;   /* 6 */
+	__u8 pln;   /* 4 */
+	__be16 op;
+	__u8 sha[ETH_ALEN];
+	__u8 spa[4];
+	__u8 tha[ETH_ALEN];
+	__u8 tpa[4];
+} __attribute__((packed));
+
+#define ARP_HRD_ETHER 1
+
+/* ARP from the pod: its sender IP must be the endpoint's (0.0.0.0: a probe). */
+static __always_inline int handle_arp(struct __sk_buff *skb, struct pkt *p, void *l3,
+				      void *data_end)
+{
+	struct arp_eth_ipv4 *arp = l3;
+
+	if ((void *)(arp + 1) > data_end)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	if (arp->hrd != bpf_htons(ARP_HRD_ETHER) || arp->pro != bpf_htons(ETH_P_IP) ||
+	    arp->hln != ETH_ALEN || arp->pln != 4)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	__u32 spa;
+	__builtin_memcpy(&spa, arp->spa, 4);
+	__builtin_memcpy(p->tuple.saddr, arp->spa, 4);
+	__builtin_memcpy(p->tuple.daddr, arp->tpa, 4);
+	if (spa != 0) {
+		p->src_ep = endpoint_of(DP_FAMILY_IPV4, p->tuple.saddr);
+		if (!p->src_ep || p->src_ep->ifindex != skb->ifindex) {
+			p->src_ep = 0;
+			return drop(skb, p, DP_REASON_DROP_SPOOFED_ARP);
+		}
+	}
+	return to_stack(skb, p);
+}
+
+SEC("tc")
+int fibril_from_endpoint(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct pkt p;
+
+	__builtin_memset(&p, 0, sizeof(p));
+	if ((void *)(eth + 1) > data_end)
+		return drop(skb, &p, DP_REASON_DROP_INVALID);
+	switch (eth->h_proto) {
+	case bpf_htons(ETH_P_IP):
+		return handle_ipv4(skb, &p, eth + 1, data_end);
+	case bpf_htons(ETH_P_IPV6):
+		return handle_ipv6(skb, &p, eth + 1, data_end);
+	case bpf_htons(ETH_P_ARP):
+		return handle_arp(skb, &p, eth + 1, data_end);
+	default:
+		return drop(skb, &p, DP_REASON_DROP_UNSUPPORTED_L3);
+	}
+}

@@ -1,0 +1,336 @@
+/* cni/cmd_add.c - CNI ADD: an address from the agent's IPAM for the owner
+ * CONTAINERID/IFNAME, a veth pair (host side lxc<hash>, the peer created as
+ * tmp<hash> right inside CNI_NETNS and renamed CNI_IFNAME there), the
+ * address as /32 (/128), a scope-link route to the gateway and the default
+ * route via it in the pod, then PUT /v1/endpoint/container-id:CID:IFNAME.
+ * Any failure undoes every step done so far (veth deleted, endpoint and
+ * IPAM owner released), so a failed ADD leaves nothing behind. Prints the
+ * CNI result, merged after a prevResult when fibril-cni is not first in a
+ * chain. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fibril_cni.h"
+
+
+#include <time.h>
+static double tprobe_t0; static char tprobe_buf[1024]; static size_t tprobe_len;
+static void T(const char *what) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+ double now = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6; if (!tprobe_t0) tprobe_t0 = now;
+ tprobe_len += (size_t)snprintf(tprobe_buf + tprobe_len, sizeof(tprobe_buf) - tprobe_len, "%s=%.2f ", what, now - tprobe_t0);
+ if (!strcmp(what, "end") && getenv("FCNI_T")) { FILE *f = fopen(getenv("FCNI_T"), "a"); if (f) { fprintf(f, "%s\n", tprobe_buf); fclose(f);} } }
+struct pod_address {
+	char family[8];
+	char address[64];
+	char gateway[64];
+};
+
+struct add_state {
+	bool ipam_requested;
+	bool veth_created;
+	bool endpoint_requested;
+};
+
+/* POST /v1/ipam: fills ADDRS (at most 2). */
+static int ipam_allocate(const struct cni_env *env, const struct netconf *conf, struct pod_address *addrs,
+			 int *naddrs, struct add_state *st)
+{
+	static const char *const family_names[] = {"", "ipv4", "ipv6", "both"};
+	char path[1024];
+	char *owner = agent_escape(env->owner);
+	if (!owner)
+		return cni_error(CNI_ERR_IO, NULL, "out of memory");
+	snprintf(path, sizeof(path), "/v1/ipam?family=%s&owner=%s", family_names[conf->family], owner);
+	free(owner);
+	struct agent_reply reply;
+	st->ipam_requested = true;
+	if (agent_request("POST", path, NULL, &reply) < 0)
+		return -1;
+	int rc = 0;
+	if (reply.status != 201 && reply.status != 200) {
+		rc = cni_error(reply.status == 503 ? FCNI_ERR_NO_ADDRESS : FCNI_ERR_AGENT, reply.error,
+			       "IPAM gave no address for %s: %s (HTTP %ld)", env->owner, reply.error, reply.status);
+		goto out;
+	}
+	struct json_object *list;
+	*naddrs = 0;
+	if (!json_object_object_get_ex(reply.json, "addresses", &list) ||
+	    !json_object_is_type(list, json_type_array) || json_object_array_length(list) == 0) {
+		rc = cni_error(FCNI_ERR_AGENT, NULL, "IPAM's reply for %s holds no address", env->owner);
+		goto out;
+	}
+	for (size_t i = 0; i < json_object_array_length(list) && *naddrs < 2; i++) {
+		struct json_object *e = json_object_array_get_idx(list, i);
+		const char *fam = json_str(e, "family"), *addr = json_str(e, "address"),
+			   *gw = json_str(e, "gateway");
+		if (!fam || !addr || !gw || strlen(addr) >= 64 || strlen(gw) >= 64) {
+			rc = cni_error(FCNI_ERR_AGENT, NULL,
+				       "IPAM's reply for %s lacks family, address or gateway", env->owner);
+			goto out;
+		}
+		struct pod_address *a = &addrs[(*naddrs)++];
+		snprintf(a->family, sizeof(a->family), "%s", fam);
+		snprintf(a->address, sizeof(a->address), "%s", addr);
+		snprintf(a->gateway, sizeof(a->gateway), "%s", gw);
+	}
+out:
+	agent_reply_free(&reply);
+	return rc;
+}
+
+static char *endpoint_path(const struct cni_env *env)
+{
+	char ref[512];
+	snprintf(ref, sizeof(ref), "container-id:%s:%s", env->container_id, env->ifname);
+	char *esc = agent_escape(ref);
+	if (!esc)
+		return NULL;
+	char *path = malloc(strlen(esc) + 16);
+	if (path)
+		sprintf(path, "/v1/endpoint/%s", esc);
+	free(esc);
+	return path;
+}
+
+static int endpoint_put(const struct cni_env *env, const struct link_info *host, const struct link_info *pod,
+			const struct pod_address *addrs, int naddrs, struct add_state *st)
+{
+	struct json_object *body = json_object_new_object();
+	json_object_object_add(body, "container-id", json_object_new_string(env->container_id));
+	json_object_object_add(body, "ifname", json_object_new_string(env->ifname));
+	json_object_object_add(body, "netns", json_object_new_string(env->netns));
+	json_object_object_add(body, "host-ifname", json_object_new_string(env->host_ifname));
+	json_object_object_add(body, "host-ifindex", json_object_new_int(host->ifindex));
+	json_object_object_add(body, "mac", json_object_new_string(pod->mac));
+	json_object_object_add(body, "host-mac", json_object_new_string(host->mac));
+	for (int i = 0; i < naddrs; i++)
+		json_object_object_add(body, addrs[i].family, json_object_new_string(addrs[i].address));
+	if (env->pod_namespace[0])
+		json_object_object_add(body, "pod-namespace", json_object_new_string(env->pod_namespace));
+	if (env->pod_name[0])
+		json_object_object_add(body, "pod-name", json_object_new_string(env->pod_name));
+	char *path = endpoint_path(env);
+	struct agent_reply reply;
+	st->endpoint_requested = true;
+	int rc = path ? agent_request("PUT", path, body, &reply) : cni_error(CNI_ERR_IO, NULL, "out of memory");
+	free(path);
+	json_object_put(body);
+	if (rc < 0)
+		return -1;
+	if (reply.status != 200 && reply.status != 201)
+		rc = cni_error(FCNI_ERR_AGENT, reply.error, "the agent refused the endpoint %s: %s (HTTP %ld)",
+			       env->owner, reply.error, reply.status);
+	agent_reply_free(&reply);
+	return rc;
+}
+
+/* Undo what an ADD did; every step is best effort (the first error is kept). */
+static void rollback(const struct cni_env *env, struct nl_sock *hsk, const struct add_state *st)
+{
+	struct agent_reply reply;
+	if (st->endpoint_requested) {
+		char *path = endpoint_path(env);
+		if (path && agent_request("DELETE", path, NULL, &reply) == 0)
+			agent_reply_free(&reply);
+		free(path);
+	}
+	if (st->veth_created && hsk) {
+		/* Deleting one end deletes the pair, wherever the peer is. */
+		link_delete(hsk, env->host_ifname);
+		link_delete(hsk, env->tmp_ifname);
+	}
+	if (st->ipam_requested) {
+		char path[1024];
+		char *owner = agent_escape(env->owner);
+		if (owner) {
+			snprintf(path, sizeof(path), "/v1/ipam?owner=%s", owner);
+			if (agent_request("DELETE", path, NULL, &reply) == 0)
+				agent_reply_free(&reply);
+		}
+		free(owner);
+	}
+}
+
+static void add_interface(struct json_object *list, const char *name, const char *mac, const char *sandbox,
+			  int mtu, const struct netconf *conf)
+{
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "name", json_object_new_string(name));
+	if (mac && *mac)
+		json_object_object_add(o, "mac", json_object_new_string(mac));
+	if (conf->version >= CNI_V110)
+		json_object_object_add(o, "mtu", json_object_new_int(mtu));
+	if (sandbox)
+		json_object_object_add(o, "sandbox", json_object_new_string(sandbox));
+	json_object_array_add(list, o);
+}
+
+static struct json_object *array_member(struct json_object *result, const char *key)
+{
+	struct json_object *list;
+	if (json_object_object_get_ex(result, key, &list) && json_object_is_type(list, json_type_array))
+		return list;
+	list = json_object_new_array();
+	json_object_object_add(result, key, list);
+	return list;
+}
+
+static bool route_listed(struct json_object *routes, const char *dst, const char *gw)
+{
+	for (size_t i = 0; i < json_object_array_length(routes); i++) {
+		struct json_object *r = json_object_array_get_idx(routes, i);
+		const char *d = json_str(r, "dst"), *g = json_str(r, "gw");
+		if (d && g && strcmp(d, dst) == 0 && strcmp(g, gw) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The CNI result in the configuration's version, after prevResult if any. */
+static struct json_object *build_result(const struct cni_env *env, const struct netconf *conf,
+					const struct link_info *host, const struct link_info *pod,
+					const struct pod_address *addrs, int naddrs)
+{
+	struct json_object *result = NULL;
+	if (conf->prev_result)
+		json_object_deep_copy(conf->prev_result, &result, NULL);
+	if (!result)
+		result = json_object_new_object();
+	json_object_object_add(result, "cniVersion", json_object_new_string(conf->version_name));
+	struct json_object *ifaces = array_member(result, "interfaces");
+	int pod_index = (int)json_object_array_length(ifaces) + 1;
+	add_interface(ifaces, env->host_ifname, host->mac, NULL, conf->mtu, conf);
+	add_interface(ifaces, env->ifname, pod->mac, env->netns, conf->mtu, conf);
+	struct json_object *ips = array_member(result, "ips");
+	struct json_object *routes = array_member(result, "routes");
+	for (int i = 0; i < naddrs; i++) {
+		bool v6 = strcmp(addrs[i].family, "ipv6") == 0;
+		char cidr[80];
+		snprintf(cidr, sizeof(cidr), "%s/%d", addrs[i].address, v6 ? 128 : 32);
+		struct json_object *ip = json_object_new_object();
+		if (conf->version < CNI_V100)
+			json_object_object_add(ip, "version", json_object_new_string(v6 ? "6" : "4"));
+		json_object_object_add(ip, "address", json_object_new_string(cidr));
+		json_object_object_add(ip, "gateway", json_object_new_string(addrs[i].gateway));
+		json_object_object_add(ip, "interface", json_object_new_int(pod_index));
+		json_object_array_add(ips, ip);
+		const char *dst = v6 ? "::/0" : "0.0.0.0/0";
+		if (!route_listed(routes, dst, addrs[i].gateway)) {
+			struct json_object *r = json_object_new_object();
+			json_object_object_add(r, "dst", json_object_new_string(dst));
+			json_object_object_add(r, "gw", json_object_new_string(addrs[i].gateway));
+			json_object_array_add(routes, r);
+		}
+	}
+	if (conf->dns) {
+		struct json_object *dns = NULL;
+		json_object_deep_copy(conf->dns, &dns, NULL);
+		json_object_object_add(result, "dns", dns);
+	}
+	return result;
+}
+
+int cmd_add(struct cni_env *env, struct netconf *conf)
+{
+	struct add_state st = {0};
+	struct pod_address addrs[2];
+	int naddrs = 0;
+	struct link_info host = {0}, pod = {0};
+	struct nl_sock *hsk = NULL, *psk = NULL;
+	int rc = -1, host_ns = -1;
+
+	T("start");
+	int pod_ns = open(env->netns, O_RDONLY | O_CLOEXEC);
+	if (pod_ns < 0)
+		return cni_error(CNI_ERR_UNKNOWN_CONTAINER, env->netns,
+				 "cannot open the network namespace %s: %s", env->netns, strerror(errno));
+	host_ns = netns_open_current();
+	if (host_ns < 0 || !(hsk = nl_open()))
+		goto out;
+	/* A netlink socket opened inside the pod's namespace stays bound to it. */
+	if (netns_switch(pod_ns, env->netns) < 0)
+		goto out;
+	psk = nl_open();
+	if (netns_switch(host_ns, "of fibril-cni") < 0) {
+		/* Cannot come back: nothing sane is left to do in this process. */
+		fprintf(stderr, "fibril-cni: cannot return to the host network namespace\n");
+		_exit(1);
+	}
+	if (!psk)
+		goto out;
+
+	int exists = link_lookup(psk, env->ifname, NULL);
+	if (exists < 0)
+		goto out;
+	if (exists) {
+		cni_error(FCNI_ERR_IFNAME_EXISTS, env->ifname,
+			  "interface %s already exists in the network namespace %s", env->ifname, env->netns);
+		goto out;
+	}
+	/* Leftovers of this very attachment (an ADD killed half-way) are ours. */
+	if (link_delete(hsk, env->host_ifname) < 0 || link_delete(hsk, env->tmp_ifname) < 0)
+		goto out;
+
+	T("nlsetup");
+	if (ipam_allocate(env, conf, addrs, &naddrs, &st) < 0)
+		goto fail;
+	for (int i = 0; i < naddrs; i++)
+		if (strcmp(addrs[i].family, "ipv6") == 0 && conf->mtu < 1280) {
+			cni_error(CNI_ERR_INVALID_CONFIG, "mtu",
+				  "invalid network configuration: mtu: IPAM gave the IPv6 address %s but the "
+				  "MTU %d is below IPv6's minimum of 1280",
+				  addrs[i].address, conf->mtu);
+			goto fail;
+		}
+
+	/* The peer is born inside the pod under its temporary name, then
+	 * renamed there: no name clash with the node's own links, and no
+	 * move afterwards. */
+	T("ipam");
+	if (veth_create(hsk, env->host_ifname, env->tmp_ifname, conf->mtu, pod_ns) < 0)
+		goto fail;
+	st.veth_created = true;
+	T("veth");
+	char sysctl[128];
+	snprintf(sysctl, sizeof(sysctl), "/proc/sys/net/ipv4/conf/%s/rp_filter", env->host_ifname);
+	if (sysctl_write(sysctl, "0") < 0 || link_set_up(hsk, env->host_ifname) < 0 ||
+	    link_rename(psk, env->tmp_ifname, env->ifname) < 0 || link_set_up(psk, env->ifname) < 0)
+		goto fail;
+	if (link_lookup(psk, env->ifname, &pod) != 1 || link_lookup(hsk, env->host_ifname, &host) != 1) {
+		cni_error(FCNI_ERR_LINK, env->ifname, "the veth pair %s/%s vanished while being set up",
+			  env->host_ifname, env->ifname);
+		goto fail;
+	}
+	T("linkup");
+	for (int i = 0; i < naddrs; i++)
+		if (addr_add_host(psk, pod.ifindex, addrs[i].address) < 0 ||
+		    route_add_gateway_link(psk, pod.ifindex, addrs[i].gateway) < 0 ||
+		    route_add_default(psk, pod.ifindex, addrs[i].gateway) < 0)
+			goto fail;
+
+	T("addr");
+	if (endpoint_put(env, &host, &pod, addrs, naddrs, &st) < 0)
+		goto fail;
+
+	T("put");
+	struct json_object *result = build_result(env, conf, &host, &pod, addrs, naddrs);
+	printf("%s\n", json_object_to_json_string_ext(result, JSON_C_TO_STRING_PLAIN |
+								      JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(result);
+	rc = 0;
+	T("end");
+	goto out;
+fail:
+	rollback(env, hsk, &st);
+out:
+	nl_close(psk);
+	nl_close(hsk);
+	if (host_ns >= 0)
+		close(host_ns);
+	close(pod_ns);
+	return rc;
+}

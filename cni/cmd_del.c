@@ -1,0 +1,96 @@
+/* cni/cmd_del.c - CNI DEL, idempotent: releases the endpoint (404 is fine)
+ * and the IPAM owner CONTAINERID/IFNAME at the agent, deletes the pod's
+ * veth in CNI_NETNS (when the namespace is still there) and the host side
+ * lxc<hash> by name. Whatever is already gone is skipped. An agent that
+ * cannot be reached is error 11 (the links are removed all the same), so
+ * the runtime retries. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fibril_cni.h"
+
+/* DELETE PATH; 200 and every status in OK_STATUS (or 0) count as done. */
+static int agent_delete(const char *path, long ok_status, const char *what)
+{
+	struct agent_reply reply;
+	if (agent_request("DELETE", path, NULL, &reply) < 0)
+		return -1;
+	int rc = 0;
+	if (reply.status != 200 && reply.status != ok_status)
+		rc = cni_error(FCNI_ERR_AGENT, reply.error, "the agent could not release %s: %s (HTTP %ld)", what,
+			       reply.error, reply.status);
+	agent_reply_free(&reply);
+	return rc;
+}
+
+/* Deletes CNI_IFNAME inside CNI_NETNS when both exist and it is a veth. */
+static int delete_pod_side(const struct cni_env *env)
+{
+	int pod_ns = open(env->netns, O_RDONLY | O_CLOEXEC);
+	if (pod_ns < 0)
+		return 0; /* the namespace is gone, and its links with it */
+	int host_ns = netns_open_current(), rc = -1;
+	struct nl_sock *psk = NULL;
+	if (host_ns < 0)
+		goto out;
+	if (netns_switch(pod_ns, env->netns) < 0)
+		goto out;
+	psk = nl_open();
+	if (netns_switch(host_ns, "of fibril-cni") < 0) {
+		fprintf(stderr, "fibril-cni: cannot return to the host network namespace\n");
+		_exit(1);
+	}
+	if (!psk)
+		goto out;
+	struct link_info info;
+	int found = link_lookup(psk, env->ifname, &info);
+	if (found < 0)
+		goto out;
+	rc = 0;
+	if (found && strcmp(info.kind, "veth") == 0)
+		rc = link_delete(psk, env->ifname) < 0 ? -1 : 0;
+out:
+	nl_close(psk);
+	if (host_ns >= 0)
+		close(host_ns);
+	close(pod_ns);
+	return rc;
+}
+
+int cmd_del(struct cni_env *env, struct netconf *conf)
+{
+	char ref[512], path[1200];
+	int rc = 0;
+	snprintf(ref, sizeof(ref), "container-id:%s:%s", env->container_id, env->ifname);
+	char *eref = agent_escape(ref), *eowner = agent_escape(env->owner);
+	if (!eref || !eowner) {
+		free(eref);
+		free(eowner);
+		return cni_error(CNI_ERR_IO, NULL, "out of memory");
+	}
+	snprintf(path, sizeof(path), "/v1/endpoint/%s", eref);
+	/* 404: no such endpoint (or no endpoint module): nothing to release. */
+	if (agent_delete(path, 404, ref) < 0)
+		rc = -1;
+	snprintf(path, sizeof(path), "/v1/ipam?owner=%s", eowner);
+	if (rc == 0 && agent_delete(path, 0, env->owner) < 0)
+		rc = -1;
+	free(eref);
+	free(eowner);
+
+	/* The links go whatever the agent said: a retried DEL finds them gone. */
+	if (env->netns && delete_pod_side(env) < 0)
+		rc = -1;
+	struct nl_sock *hsk = nl_open();
+	if (!hsk)
+		return -1;
+	if (link_delete(hsk, env->host_ifname) < 0 || link_delete(hsk, env->tmp_ifname) < 0)
+		rc = -1;
+	nl_close(hsk);
+	(void)conf;
+	return rc;
+}

@@ -1,0 +1,833 @@
+/* host/ipamstore.c - the allocation store of <fibril/ipamstore.h>: what an
+ * IPAM mode handed out, in two chained hash tables over the same entries
+ * (by address, by owner; doubled when they fill up), one file per
+ * allocation under <dir>/<family>/ written atomically before an address is
+ * returned, the node-cidr file, one allocator per family's node CIDR, and
+ * the "ipam" interface over all of it.
+ *
+ * An entry is "placed" when it is claimed in its family's allocator; a
+ * restored entry outside the node CIDR (or on a reserved address of it) is
+ * not, and counts as stale. Only placed entries are handed out again to
+ * their owner or listed; any entry can be released. */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NFAM 2 /* [0] IPv4, [1] IPv6 */
+#define INITIAL_BUCKETS 64
+#define NODE_FILE "node-cidr"
+#define STALE_LOGGED 5 /* stale allocations named one by one, per placement */
+
+/* One address handed out (or restored from disk). */
+struct entry {
+	struct fibril_ip ip;
+	char addr[FIBRIL_IPAM_ADDR_LEN]; /* canonical text, also the file name */
+	char *owner;                     /* "" when anonymous */
+	bool placed;                     /* claimed in the allocator; false: stale */
+	struct entry *next_ip, *next_owner;
+};
+
+struct fam {
+	int family; /* 4 or 6 */
+	bool open;
+	int dirfd;  /* <dir>/<family> */
+	bool have_node;
+	struct fibril_cidr node;
+	struct fibril_ipalloc *alloc;
+	bool have_saved;
+	struct fibril_cidr saved;
+	uint64_t stale, restored;
+};
+
+struct fibril_ipamstore {
+	struct fibril_module *m;
+	char dir[PATH_MAX];
+	bool dir_given, opened;
+	int basefd;
+	enum fibril_ipalloc_strategy strategy;
+	uint64_t seed;
+	bool (*serving)(void *ud, int family);
+	void *ud;
+	struct fam fam[NFAM];
+	struct entry **by_ip, **by_owner;
+	size_t nbuckets, count;
+};
+
+/* ---- the table ---------------------------------------------------------------- */
+
+static size_t ip_len(const struct fibril_ip *ip)
+{
+	return ip->family == 6 ? 16 : 4;
+}
+
+static uint64_t fnv1a(const void *data, size_t len, uint64_t h)
+{
+	const uint8_t *p = data;
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static size_t ip_bucket(const struct fibril_ip *ip, size_t n)
+{
+	uint64_t h = fnv1a(&ip->family, 1, 14695981039346656037ull);
+	return (size_t)(fnv1a(ip->bytes, ip_len(ip), h) & (n - 1));
+}
+
+static size_t owner_bucket(const char *owner, size_t n)
+{
+	return (size_t)(fnv1a(owner, strlen(owner), 14695981039346656037ull) & (n - 1));
+}
+
+static bool ip_equal(const struct fibril_ip *a, const struct fibril_ip *b)
+{
+	return a->family == b->family && memcmp(a->bytes, b->bytes, ip_len(a)) == 0;
+}
+
+static struct entry *entry_new(const struct fibril_ip *ip, const char *owner)
+{
+	struct entry *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->owner = strdup(owner ? owner : "");
+	if (!e->owner) {
+		free(e);
+		return NULL;
+	}
+	e->ip.family = ip->family; /* the bytes past an IPv4 address stay zero */
+	memcpy(e->ip.bytes, ip->bytes, ip_len(ip));
+	fibril_ip_format(ip, e->addr, sizeof(e->addr));
+	return e;
+}
+
+static void entry_free(struct entry *e)
+{
+	if (!e)
+		return;
+	free(e->owner);
+	free(e);
+}
+
+static struct entry *find_ip(const struct fibril_ipamstore *s, const struct fibril_ip *ip)
+{
+	for (struct entry *e = s->by_ip[ip_bucket(ip, s->nbuckets)]; e; e = e->next_ip)
+		if (ip_equal(&e->ip, ip))
+			return e;
+	return NULL;
+}
+
+/* The lowest placed address of owner in family, so that an owner holding
+ * several gets a stable answer. */
+static struct entry *find_owner(const struct fibril_ipamstore *s, const char *owner, int family)
+{
+	if (!owner || !owner[0])
+		return NULL;
+	struct entry *best = NULL;
+	for (struct entry *e = s->by_owner[owner_bucket(owner, s->nbuckets)]; e; e = e->next_owner) {
+		if (!e->placed || e->ip.family != family || strcmp(e->owner, owner) != 0)
+			continue;
+		if (!best || memcmp(e->ip.bytes, best->ip.bytes, 16) < 0)
+			best = e;
+	}
+	return best;
+}
+
+static void link_entry(struct fibril_ipamstore *s, struct entry *e)
+{
+	size_t bi = ip_bucket(&e->ip, s->nbuckets), bo = owner_bucket(e->owner, s->nbuckets);
+	e->next_ip = s->by_ip[bi];
+	s->by_ip[bi] = e;
+	e->next_owner = s->by_owner[bo];
+	s->by_owner[bo] = e;
+}
+
+/* Doubles the buckets; on no memory keeps the old ones (longer chains). */
+static void grow(struct fibril_ipamstore *s)
+{
+	size_t n = s->nbuckets * 2;
+	struct entry **by_ip = calloc(n, sizeof(*by_ip)), **by_owner = calloc(n, sizeof(*by_owner));
+	if (!by_ip || !by_owner) {
+		free(by_ip);
+		free(by_owner);
+		return;
+	}
+	struct entry **old = s->by_ip;
+	size_t oldn = s->nbuckets;
+	free(s->by_owner);
+	s->by_ip = by_ip;
+	s->by_owner = by_owner;
+	s->nbuckets = n;
+	for (size_t i = 0; i < oldn; i++) {
+		struct entry *e = old[i];
+		while (e) {
+			struct entry *next = e->next_ip;
+			link_entry(s, e);
+			e = next;
+		}
+	}
+	free(old);
+}
+
+static void insert(struct fibril_ipamstore *s, struct entry *e)
+{
+	if (s->count >= s->nbuckets)
+		grow(s);
+	link_entry(s, e);
+	s->count++;
+}
+
+static void unlink_entry(struct fibril_ipamstore *s, struct entry *e)
+{
+	struct entry **p = &s->by_ip[ip_bucket(&e->ip, s->nbuckets)];
+	while (*p && *p != e)
+		p = &(*p)->next_ip;
+	if (*p)
+		*p = e->next_ip;
+	p = &s->by_owner[owner_bucket(e->owner, s->nbuckets)];
+	while (*p && *p != e)
+		p = &(*p)->next_owner;
+	if (*p)
+		*p = e->next_owner;
+	s->count--;
+}
+
+static int cmp_entry(const void *x, const void *y)
+{
+	const struct entry *a = *(const struct entry *const *)x;
+	const struct entry *b = *(const struct entry *const *)y;
+	if (a->ip.family != b->ip.family)
+		return a->ip.family < b->ip.family ? -1 : 1;
+	return memcmp(a->ip.bytes, b->ip.bytes, 16);
+}
+
+/* Every entry, sorted by family then address (free the array). */
+static struct entry **sorted(const struct fibril_ipamstore *s, size_t *n)
+{
+	struct entry **v = malloc((s->count ? s->count : 1) * sizeof(*v));
+	*n = 0;
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < s->nbuckets; i++)
+		for (struct entry *e = s->by_ip[i]; e; e = e->next_ip)
+			v[(*n)++] = e;
+	qsort(v, *n, sizeof(*v), cmp_entry);
+	return v;
+}
+
+/* ---- files ------------------------------------------------------------------------ */
+
+static int open_dir_at(int at, const char *name)
+{
+	if (mkdirat(at, name, 0755) && errno != EEXIST)
+		return -errno;
+	int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* The owner a file holds (at most FIBRIL_IPAM_OWNER_LEN - 1 bytes). */
+static int read_owner(int dirfd, const char *name, char *owner, size_t len)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	size_t got = 0;
+	ssize_t r;
+	while (got < len - 1 && (r = read(fd, owner + got, len - 1 - got)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = -errno;
+			close(fd);
+			return e;
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	owner[got] = '\0';
+	return 0;
+}
+
+static bool is_tmp(const char *name)
+{
+	size_t n = strlen(name);
+	return name[0] == '.' && n > 5 && strcmp(name + n - 4, ".tmp") == 0;
+}
+
+/* One directory entry: an allocation (1), a leftover temp file or junk (0). */
+static int load_entry(struct fibril_ipamstore *s, struct fam *f, const char *name)
+{
+	if (is_tmp(name)) {
+		unlinkat(f->dirfd, name, 0);
+		return 0;
+	}
+	if (name[0] == '.')
+		return 0;
+	struct fibril_ip ip;
+	char canon[FIBRIL_IPAM_ADDR_LEN];
+	if (fibril_ip_parse(name, &ip) || ip.family != f->family ||
+	    strcmp(fibril_ip_format(&ip, canon, sizeof(canon)), name) != 0) {
+		fibril_warn(s->m, "ignoring %s/%d/%s: not an IPv%d address in canonical form", s->dir,
+			    f->family, name, f->family);
+		return 0;
+	}
+	char owner[FIBRIL_IPAM_OWNER_LEN];
+	int rc = read_owner(f->dirfd, name, owner, sizeof(owner));
+	if (rc) {
+		fibril_warn(s->m, "%s/%d/%s: %s; kept as allocated, owner unknown", s->dir, f->family,
+			    name, strerror(-rc));
+		owner[0] = '\0';
+	}
+	struct entry *e = entry_new(&ip, owner);
+	if (!e)
+		return -ENOMEM;
+	insert(s, e);
+	return 1;
+}
+
+/* Every allocation file of the family into the table (not placed yet);
+ * returns how many. */
+static int load_family(struct fibril_ipamstore *s, struct fam *f)
+{
+	int fd = dup(f->dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		int e = -errno;
+		if (fd >= 0)
+			close(fd);
+		return e;
+	}
+	int n = 0, rc = 0;
+	struct dirent *de;
+	while (rc >= 0 && (de = readdir(d)) != NULL) {
+		rc = load_entry(s, f, de->d_name);
+		n += rc > 0;
+	}
+	closedir(d);
+	return rc < 0 ? rc : n;
+}
+
+static struct fam *fam_of(struct fibril_ipamstore *s, int family)
+{
+	return family == 4 ? &s->fam[0] : family == 6 ? &s->fam[1] : NULL;
+}
+
+static int save_node(struct fibril_ipamstore *s)
+{
+	char buf[NFAM * (FIBRIL_IPAM_CIDR_LEN + 4)] = "";
+	size_t off = 0;
+	for (int i = 0; i < NFAM; i++) {
+		const struct fam *f = &s->fam[i];
+		if (!f->have_node)
+			continue;
+		char c[FIBRIL_IPAM_CIDR_LEN];
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%d %s\n", f->family,
+					fibril_cidr_format(&f->node, c, sizeof(c)));
+	}
+	return fibril_state_write_atomic(s->basefd, NODE_FILE, buf, off, 0644);
+}
+
+/* The last run's node CIDRs; a missing file or a bad line is no hint. */
+static void load_node(struct fibril_ipamstore *s)
+{
+	int fd = openat(s->basefd, NODE_FILE, O_RDONLY | O_CLOEXEC);
+	FILE *fp = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!fp) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	char line[128], text[FIBRIL_IPAM_CIDR_LEN];
+	int family;
+	while (fgets(line, sizeof(line), fp)) {
+		struct fibril_cidr c;
+		if (sscanf(line, "%d %49s", &family, text) != 2 || fibril_cidr_parse(text, &c) ||
+		    c.ip.family != family)
+			continue;
+		struct fam *f = fam_of(s, family);
+		if (f) {
+			f->saved = c;
+			f->have_saved = true;
+		}
+	}
+	fclose(fp);
+}
+
+/* ---- the store ---------------------------------------------------------------------- */
+
+static const struct fibril_ipam_ops store_ops;
+
+int fibril_ipamstore_new(struct fibril_module *m, const struct fibril_ipamstore_opts *opts,
+			 struct fibril_ipamstore **out)
+{
+	if (out)
+		*out = NULL;
+	if (!out || (opts && opts->sz < offsetof(struct fibril_ipamstore_opts, ud) +
+					     sizeof(opts->ud)))
+		return -EINVAL;
+	if (opts && opts->strategy != FIBRIL_IPALLOC_SEQUENTIAL &&
+	    opts->strategy != FIBRIL_IPALLOC_RANDOM)
+		return -EINVAL;
+	if ((!opts || !opts->dir) && !m)
+		return -EINVAL; /* no module name to make the default directory of */
+	if (opts && opts->dir && (!opts->dir[0] || strlen(opts->dir) >= PATH_MAX))
+		return -EINVAL;
+	struct fibril_ipamstore *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->m = m;
+	s->basefd = -1;
+	for (int i = 0; i < NFAM; i++) {
+		s->fam[i].family = i ? 6 : 4;
+		s->fam[i].dirfd = -1;
+	}
+	if (opts) {
+		s->strategy = opts->strategy;
+		s->seed = opts->seed;
+		s->serving = opts->serving;
+		s->ud = opts->ud;
+		if (opts->dir) {
+			snprintf(s->dir, sizeof(s->dir), "%s", opts->dir);
+			s->dir_given = true;
+		}
+	}
+	s->nbuckets = INITIAL_BUCKETS;
+	s->by_ip = calloc(s->nbuckets, sizeof(*s->by_ip));
+	s->by_owner = calloc(s->nbuckets, sizeof(*s->by_owner));
+	if (!s->by_ip || !s->by_owner) {
+		fibril_ipamstore_free(s);
+		return -ENOMEM;
+	}
+	*out = s;
+	return 0;
+}
+
+void fibril_ipamstore_free(struct fibril_ipamstore *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; s->by_ip && i < s->nbuckets; i++) {
+		struct entry *e = s->by_ip[i];
+		while (e) {
+			struct entry *next = e->next_ip;
+			entry_free(e);
+			e = next;
+		}
+	}
+	free(s->by_ip);
+	free(s->by_owner);
+	for (int i = 0; i < NFAM; i++) {
+		fibril_ipalloc_free(s->fam[i].alloc);
+		if (s->fam[i].dirfd >= 0)
+			close(s->fam[i].dirfd);
+	}
+	if (s->basefd >= 0)
+		close(s->basefd);
+	free(s);
+}
+
+const struct fibril_ipam_ops *fibril_ipamstore_ops(const struct fibril_ipamstore *s)
+{
+	(void)s; /* one table for every store: the store is the ctx */
+	return &store_ops;
+}
+
+const char *fibril_ipamstore_dir(const struct fibril_ipamstore *s)
+{
+	return s && s->opened ? s->dir : "";
+}
+
+int fibril_ipamstore_open(struct fibril_ipamstore *s, unsigned families, char *why, size_t len)
+{
+	char scratch[8];
+	if (!why || !len) {
+		why = scratch;
+		len = sizeof(scratch);
+	}
+	why[0] = '\0';
+	if (!s || s->opened || !families ||
+	    (families & ~(FIBRIL_IPAMSTORE_IPV4 | FIBRIL_IPAMSTORE_IPV6))) {
+		snprintf(why, len, "ipamstore: bad open (no store, opened twice, or no family)");
+		return -EINVAL;
+	}
+	if (!s->dir_given) {
+		const char *state = fibril_state_dir(), *name = fibril_module_name(s->m);
+		if (!state || !name ||
+		    snprintf(s->dir, sizeof(s->dir), "%s/%s", state, name) >= (int)sizeof(s->dir)) {
+			snprintf(why, len, "ipamstore: no state directory for module %s",
+				 name ? name : "?");
+			return -EINVAL;
+		}
+	}
+	s->opened = true;
+	int rc = mkdir_p(s->dir, 0755);
+	s->basefd = rc ? rc : open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->basefd < 0) {
+		rc = rc ? rc : -errno;
+		s->basefd = -1;
+		snprintf(why, len, "cannot open %s: %s", s->dir, strerror(-rc));
+		return rc;
+	}
+	load_node(s);
+	for (int i = 0; i < NFAM; i++) {
+		struct fam *f = &s->fam[i];
+		if (!(families & (i ? FIBRIL_IPAMSTORE_IPV6 : FIBRIL_IPAMSTORE_IPV4)))
+			continue;
+		f->dirfd = open_dir_at(s->basefd, f->family == 6 ? "6" : "4");
+		if (f->dirfd < 0) {
+			rc = f->dirfd;
+			f->dirfd = -1;
+			snprintf(why, len, "cannot open %s/%d: %s", s->dir, f->family, strerror(-rc));
+			return rc;
+		}
+		f->open = true;
+		int n = load_family(s, f);
+		if (n < 0) {
+			snprintf(why, len, "cannot restore allocations from %s/%d: %s", s->dir,
+				 f->family, strerror(-n));
+			return n;
+		}
+		f->restored = (uint64_t)n;
+		if (n)
+			fibril_info(s->m, "restored %d IPv%d allocation(s) from %s/%d", n, f->family,
+				    s->dir, f->family);
+	}
+	return 0;
+}
+
+/* Puts each restored allocation of the family into the allocator; those
+ * outside the node CIDR (or on a reserved address) stay as stale. */
+static void place_all(struct fibril_ipamstore *s, struct fam *f)
+{
+	size_t n;
+	struct entry **v = sorted(s, &n);
+	char c[FIBRIL_IPAM_CIDR_LEN];
+	fibril_cidr_format(&f->node, c, sizeof(c));
+	f->stale = 0;
+	for (size_t i = 0; v && i < n; i++) {
+		struct entry *e = v[i];
+		if (e->ip.family != f->family)
+			continue;
+		e->placed = fibril_ipalloc_claim(f->alloc, &e->ip) == 0;
+		if (e->placed)
+			continue;
+		if (f->stale++ < STALE_LOGGED)
+			fibril_warn(s->m, "allocation %s of '%s' is outside node CIDR %s: kept in "
+				    "%s/%d (release it to remove it)", e->addr, e->owner, c, s->dir,
+				    f->family);
+	}
+	if (f->stale > STALE_LOGGED)
+		fibril_warn(s->m, "%llu allocations in all are outside node CIDR %s",
+			    (unsigned long long)f->stale, c);
+	free(v);
+}
+
+int fibril_ipamstore_set_node(struct fibril_ipamstore *s, const struct fibril_cidr *cidr)
+{
+	if (!s || !cidr)
+		return -EINVAL;
+	struct fam *f = fam_of(s, cidr->ip.family);
+	if (!f)
+		return -EINVAL;
+	if (!f->open)
+		return -EAFNOSUPPORT;
+	struct fibril_ipalloc_opts opts = {.sz = sizeof(opts), .strategy = s->strategy,
+					   .seed = s->seed};
+	struct fibril_ipalloc *a = NULL;
+	int rc = fibril_ipalloc_new(cidr, &opts, &a);
+	if (rc)
+		return rc;
+	fibril_ipalloc_free(f->alloc);
+	f->alloc = a;
+	f->node = *cidr;
+	f->have_node = true;
+	for (size_t i = 0; i < s->nbuckets; i++)
+		for (struct entry *e = s->by_ip[i]; e; e = e->next_ip)
+			if (e->ip.family == f->family)
+				e->placed = false;
+	place_all(s, f);
+	rc = save_node(s);
+	if (rc)
+		fibril_warn(s->m, "cannot record the node CIDR in %s/%s: %s", s->dir, NODE_FILE,
+			    strerror(-rc));
+	return 0;
+}
+
+static bool serving(const struct fibril_ipamstore *s, const struct fam *f)
+{
+	return f->open && f->alloc && (!s->serving || s->serving(s->ud, f->family));
+}
+
+int fibril_ipamstore_family(const struct fibril_ipamstore *s, int family,
+			    struct fibril_ipamstore_family *out)
+{
+	if (!s || !out || out->sz < sizeof(uint32_t) || (family != 4 && family != 6))
+		return -EINVAL;
+	const struct fam *f = &s->fam[family == 6];
+	struct fibril_ipamstore_family info = {.sz = out->sz, .family = family};
+	info.open = f->open;
+	info.have_node = f->have_node;
+	info.serving = serving(s, f);
+	if (f->alloc) {
+		info.node = f->node;
+		fibril_ipalloc_router(f->alloc, &info.router);
+		info.used = fibril_ipalloc_used(f->alloc);
+		info.capacity = fibril_ipalloc_capacity(f->alloc);
+	}
+	info.stale = f->stale;
+	info.restored = f->restored;
+	info.have_saved = f->have_saved;
+	info.saved = f->saved;
+	/* an older caller's struct is a prefix of this one */
+	memcpy(out, &info, out->sz < sizeof(info) ? out->sz : sizeof(info));
+	return 0;
+}
+
+/* ---- the ipam interface ------------------------------------------------------------------ */
+
+static bool owner_ok(const char *owner)
+{
+	return !owner || strlen(owner) < FIBRIL_IPAM_OWNER_LEN;
+}
+
+static void fill_result(const struct fam *f, const struct entry *e, struct fibril_ipam_result *out)
+{
+	struct fibril_ip gw;
+	out->family = f->family;
+	snprintf(out->address, sizeof(out->address), "%s", e->addr);
+	fibril_cidr_format(&f->node, out->cidr, sizeof(out->cidr));
+	fibril_ipalloc_router(f->alloc, &gw);
+	fibril_ip_format(&gw, out->gateway, sizeof(out->gateway));
+}
+
+/* Records ip (just claimed in the allocator) for owner: file first, then
+ * the table; on failure the address goes back to the allocator. */
+static int commit(struct fibril_ipamstore *s, struct fam *f, const struct fibril_ip *ip,
+		  const char *owner, struct entry **out)
+{
+	struct entry *e = entry_new(ip, owner);
+	int rc = e ? fibril_state_write_atomic(f->dirfd, e->addr, e->owner, strlen(e->owner), 0644) : -ENOMEM;
+	if (rc) {
+		if (e)
+			fibril_error(s->m, "cannot record %s for '%s' in %s/%d: %s", e->addr,
+				     e->owner, s->dir, f->family, strerror(-rc));
+		entry_free(e);
+		fibril_ipalloc_release(f->alloc, ip);
+		return rc;
+	}
+	e->placed = true;
+	insert(s, e);
+	*out = e;
+	return 0;
+}
+
+/* Forgets an allocation: file first (durably), then memory. */
+static int drop(struct fibril_ipamstore *s, struct fam *f, struct entry *e)
+{
+	int rc = fibril_state_remove(f->dirfd, e->addr);
+	if (rc) {
+		fibril_error(s->m, "cannot remove %s/%d/%s: %s", s->dir, f->family, e->addr,
+			     strerror(-rc));
+		return rc;
+	}
+	if (e->placed)
+		fibril_ipalloc_release(f->alloc, &e->ip);
+	else if (f->stale)
+		f->stale--;
+	unlink_entry(s, e);
+	entry_free(e);
+	return 0;
+}
+
+/* One family's address for owner: the one it holds, or the next free one.
+ * *fresh tells whether it was handed out now. */
+static int next_one(struct fibril_ipamstore *s, struct fam *f, const char *owner,
+		    struct fibril_ipam_result *out, struct entry **fresh)
+{
+	*fresh = NULL;
+	if (!serving(s, f))
+		return -EAGAIN;
+	struct entry *e = find_owner(s, owner, f->family);
+	if (!e) {
+		struct fibril_ip ip;
+		int rc = fibril_ipalloc_next(f->alloc, &ip);
+		if (rc == 0)
+			rc = commit(s, f, &ip, owner, &e);
+		if (rc)
+			return rc;
+		*fresh = e;
+	}
+	fill_result(f, e, out);
+	return 0;
+}
+
+static bool result_ok(const struct fibril_ipam_result *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (out[i].sz < sizeof(out[i]))
+			return false;
+	return true;
+}
+
+static int store_allocate_next(void *ctx, int family, const char *owner,
+			       struct fibril_ipam_result *out, size_t max)
+{
+	struct fibril_ipamstore *s = ctx;
+	struct fam *want[NFAM];
+	size_t n = 0;
+	if ((family != FIBRIL_IPAM_ANY && family != 4 && family != 6) || !owner_ok(owner))
+		return -EINVAL;
+	for (int i = 0; i < NFAM; i++)
+		if (s->fam[i].open && (family == FIBRIL_IPAM_ANY || s->fam[i].family == family))
+			want[n++] = &s->fam[i];
+	if (n == 0)
+		return -EAFNOSUPPORT;
+	if (!out || max < n || !result_ok(out, n))
+		return -EINVAL;
+	struct entry *fresh[NFAM] = {0};
+	for (size_t i = 0; i < n; i++) {
+		int rc = next_one(s, want[i], owner, &out[i], &fresh[i]);
+		if (rc) { /* all or nothing: give back what this call handed out */
+			for (size_t j = 0; j < i; j++)
+				if (fresh[j])
+					drop(s, want[j], fresh[j]);
+			return rc;
+		}
+	}
+	return (int)n;
+}
+
+/* A given address for owner; idempotent for the same (named) owner. */
+static int store_allocate_ip(void *ctx, const char *address, const char *owner,
+			     struct fibril_ipam_result *out)
+{
+	struct fibril_ipamstore *s = ctx;
+	struct fibril_ip ip;
+	if (!address || fibril_ip_parse(address, &ip) || !owner_ok(owner) || !out ||
+	    !result_ok(out, 1))
+		return -EINVAL;
+	struct fam *f = fam_of(s, ip.family);
+	if (!f || !f->open)
+		return -EAFNOSUPPORT;
+	if (!serving(s, f))
+		return -EAGAIN;
+	struct entry *e = find_ip(s, &ip);
+	if (e && e->placed && owner && owner[0] && strcmp(e->owner, owner) == 0) {
+		fill_result(f, e, out);
+		return 0;
+	}
+	if (e)
+		return e->placed ? -EEXIST : -ERANGE;
+	if (!fibril_cidr_contains(&f->node, &ip))
+		return -ERANGE;
+	int rc = fibril_ipalloc_claim(f->alloc, &ip);
+	if (rc == 0)
+		rc = commit(s, f, &ip, owner, &e);
+	if (rc == 0)
+		fill_result(f, e, out);
+	return rc;
+}
+
+static int store_release_ip(void *ctx, const char *address)
+{
+	struct fibril_ipamstore *s = ctx;
+	struct fibril_ip ip;
+	if (!address || fibril_ip_parse(address, &ip))
+		return -EINVAL;
+	struct fam *f = fam_of(s, ip.family);
+	if (!f || !f->open)
+		return -EAFNOSUPPORT;
+	struct entry *e = find_ip(s, &ip);
+	if (e) /* placed, or stale (outside the node CIDR): both go */
+		return drop(s, f, e);
+	if (f->have_node && !fibril_cidr_contains(&f->node, &ip))
+		return -ERANGE;
+	return -ENOENT;
+}
+
+static int store_release_owner(void *ctx, const char *owner)
+{
+	struct fibril_ipamstore *s = ctx;
+	if (!owner || !owner[0] || !owner_ok(owner))
+		return -EINVAL;
+	size_t n;
+	struct entry **v = sorted(s, &n);
+	if (!v)
+		return -ENOMEM;
+	int count = 0, rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(v[i]->owner, owner) != 0)
+			continue;
+		int r = drop(s, fam_of(s, v[i]->ip.family), v[i]);
+		if (r)
+			rc = r;
+		else
+			count++;
+	}
+	free(v);
+	return rc ? rc : count;
+}
+
+/* Placed allocations, by family then address; returns how many. */
+static int store_list(void *ctx, fibril_ipam_list_fn cb, void *ud)
+{
+	struct fibril_ipamstore *s = ctx;
+	if (!cb)
+		return -EINVAL;
+	size_t n;
+	struct entry **v = sorted(s, &n);
+	if (!v)
+		return -ENOMEM;
+	int count = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i]->placed)
+			continue;
+		count++;
+		if (cb(v[i]->addr, v[i]->owner, ud))
+			break;
+	}
+	free(v);
+	return count;
+}
+
+static int store_pools(void *ctx, struct fibril_ipam_pool *out, size_t max)
+{
+	struct fibril_ipamstore *s = ctx;
+	if (max && !out)
+		return -EINVAL;
+	size_t n = 0;
+	for (int i = 0; i < NFAM && n < max; i++) {
+		struct fam *f = &s->fam[i];
+		if (!serving(s, f))
+			continue;
+		if (out[n].sz < sizeof(out[n]))
+			return -EINVAL;
+		struct fibril_ip gw;
+		out[n].family = f->family;
+		fibril_cidr_format(&f->node, out[n].cidr, sizeof(out[n].cidr));
+		fibril_ipalloc_router(f->alloc, &gw);
+		fibril_ip_format(&gw, out[n].gateway, sizeof(out[n].gateway));
+		out[n].used = fibril_ipalloc_used(f->alloc);
+		out[n].total = fibril_ipalloc_capacity(f->alloc);
+		n++;
+	}
+	return (int)n;
+}
+
+static const struct fibril_ipam_ops store_ops = {
+	.hdr = {.sz = sizeof(store_ops), .version = FIBRIL_IPAM_VERSION},
+	.allocate_next = store_allocate_next,
+	.allocate_ip = store_allocate_ip,
+	.release_ip = store_release_ip,
+	.release_owner = store_release_owner,
+	.list = store_list,
+	.pools = store_pools,
+};

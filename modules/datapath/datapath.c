@@ -1,0 +1,514 @@
+/* modules/datapath/datapath.c - the datapath module: provides the
+ * "datapath" capability (<fibril/datapath.h>) on top of one tc program
+ * (bpf/fibril_dp.bpf.c) attached to every endpoint's host veth, with
+ * per-endpoint facts in pinned maps. Here: the descriptor and its config
+ * keys, start/stop, the capability's functions, health and the summary.
+ *
+ * start: open the maps through the host's registry (pins reused across
+ * restarts), load the program with those maps, find the endpoints of the
+ * last run in dp_endpoints, set up the host device with the IPAM pools'
+ * gateways (retried on a timer while that fails: health Degraded), start
+ * the events reader and the conntrack GC. stop: let go of the program and
+ * the maps but leave every attachment, route and pin in place, so pods
+ * keep talking while the agent is down. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datapath.h"
+
+#define NODE_RETRY_MS 2000
+
+static struct datapath g_dp; /* one instance per agent */
+
+/* ---- config ------------------------------------------------------------------------------ */
+
+static int check_ifname(const char *value, char *why, size_t len)
+{
+	size_t n = strlen(value);
+	if (n == 0 || n >= IF_NAMESIZE) {
+		snprintf(why, len, "an interface name is 1 to %d characters", IF_NAMESIZE - 1);
+		return -EINVAL;
+	}
+	if (!strcmp(value, ".") || !strcmp(value, "..") || strpbrk(value, "/: \t")) {
+		snprintf(why, len, "'%s' is not a valid interface name", value);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_dev_type(const char *value, char *why, size_t len)
+{
+	if (!strcmp(value, "auto") || !strcmp(value, "dummy") || !strcmp(value, "veth"))
+		return 0;
+	snprintf(why, len, "expected auto, dummy or veth");
+	return -EINVAL;
+}
+
+#define MS_WEEK 604800000LL
+
+static const struct fibril_config_key dp_config_keys[] = {
+	{.name = "host-device", .type = FIBRIL_CONFIG_STRING, .default_value = "fibril_host",
+	 .help = "Device in the node's netns holding each IPAM pool's gateway address",
+	 .check = check_ifname},
+	{.name = "host-device-type", .type = FIBRIL_CONFIG_STRING, .default_value = "auto",
+	 .help = "dummy, veth (a pair with host-device-peer), or auto: dummy when the kernel "
+		 "has it, else veth",
+	 .check = check_dev_type},
+	{.name = "host-device-peer", .type = FIBRIL_CONFIG_STRING, .default_value = "fibril_net",
+	 .help = "Peer name when the host device is a veth pair", .check = check_ifname},
+	{.name = "conntrack-timeout-tcp", .type = FIBRIL_CONFIG_DURATION, .default_value = "6h",
+	 .help = "Idle time after which a TCP flow is removed from dp_conntrack",
+	 .min = 100, .max = MS_WEEK},
+	{.name = "conntrack-timeout-tcp-closing", .type = FIBRIL_CONFIG_DURATION,
+	 .default_value = "10s",
+	 .help = "Idle time after which a TCP flow that saw FIN or RST is removed",
+	 .min = 100, .max = MS_WEEK},
+	{.name = "conntrack-timeout-other", .type = FIBRIL_CONFIG_DURATION, .default_value = "60s",
+	 .help = "Idle time after which a UDP, ICMP or other flow is removed",
+	 .min = 100, .max = MS_WEEK},
+	{.name = "conntrack-gc-interval", .type = FIBRIL_CONFIG_DURATION, .default_value = "30s",
+	 .help = "How often the conntrack garbage collector runs", .min = 100, .max = 3600000},
+	{.name = "trace-events", .type = FIBRIL_CONFIG_BOOL, .default_value = "false",
+	 .help = "Also send a trace event to dp_events for every forwarded or passed packet "
+		 "(drops always are)"},
+	{0},
+};
+
+static void config_read(struct datapath *dp)
+{
+	snprintf(dp->host_dev, sizeof(dp->host_dev), "%s",
+		 fibril_config_string(dp->m, "host-device"));
+	snprintf(dp->host_peer, sizeof(dp->host_peer), "%s",
+		 fibril_config_string(dp->m, "host-device-peer"));
+	snprintf(dp->host_dev_type, sizeof(dp->host_dev_type), "%s",
+		 fibril_config_string(dp->m, "host-device-type"));
+	dp->ct_tcp_ms = fibril_config_duration_ms(dp->m, "conntrack-timeout-tcp");
+	dp->ct_closing_ms = fibril_config_duration_ms(dp->m, "conntrack-timeout-tcp-closing");
+	dp->ct_other_ms = fibril_config_duration_ms(dp->m, "conntrack-timeout-other");
+	dp->gc_interval_ms = fibril_config_duration_ms(dp->m, "conntrack-gc-interval");
+	dp->trace = fibril_config_bool(dp->m, "trace-events");
+}
+
+/* ---- endpoints table ----------------------------------------------------------------------- */
+
+static struct dp_ep *ep_find(struct datapath *dp, uint16_t id)
+{
+	for (struct dp_ep *e = dp->eps; e; e = e->next)
+		if (e->ep.id == id)
+			return e;
+	return NULL;
+}
+
+static void ep_forget(struct datapath *dp, uint16_t id)
+{
+	for (struct dp_ep **pp = &dp->eps; *pp; pp = &(*pp)->next) {
+		if ((*pp)->ep.id == id) {
+			struct dp_ep *e = *pp;
+			*pp = e->next;
+			free(e);
+			dp->neps--;
+			return;
+		}
+	}
+}
+
+static void eps_free(struct datapath *dp)
+{
+	while (dp->eps) {
+		struct dp_ep *e = dp->eps;
+		dp->eps = e->next;
+		free(e);
+	}
+	dp->neps = 0;
+}
+
+/* Health of the "endpoints" component: Degraded while one failed. */
+static void eps_health(struct datapath *dp)
+{
+	size_t failed = 0;
+	const struct dp_ep *first = NULL;
+	for (const struct dp_ep *e = dp->eps; e; e = e->next) {
+		if (e->error[0]) {
+			failed++;
+			if (!first)
+				first = e;
+		}
+	}
+	if (!failed)
+		fibril_health_report(dp->m, "endpoints", FIBRIL_HEALTH_OK, "%zu in place", dp->neps);
+	else
+		fibril_health_report(dp->m, "endpoints", FIBRIL_HEALTH_DEGRADED,
+				     "%zu of %zu failed; endpoint %u: %s", failed, dp->neps,
+				     first->ep.id, first->error);
+}
+
+/* ---- the capability ------------------------------------------------------------------------- */
+
+static int ep_check(const struct fibril_datapath_endpoint *ep, char *err, size_t len)
+{
+	if (!ep || ep->sz < sizeof(*ep)) {
+		dp_seterr(err, len, "endpoint: struct size %u is smaller than %zu",
+			  ep ? ep->sz : 0, sizeof(*ep));
+		return -EINVAL;
+	}
+	if (ep->id == 0) {
+		dp_seterr(err, len, "endpoint ID 0 is not valid (1..65535)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Take out what upsert put in for ep's addresses (only entries that are
+ * this endpoint's); a veth that is gone is fine. */
+static void ep_undo(struct datapath *dp, const struct fibril_datapath_endpoint *ep, bool detach)
+{
+	if (ep->has_ipv4 && dp_endpoint_owner(dp, 4, &ep->ipv4) == ep->id) {
+		dp_endpoint_del(dp, ep->id, 4, &ep->ipv4);
+		dp_ipcache_del(dp, 4, &ep->ipv4, 32, NULL, 0);
+	}
+	if (ep->has_ipv6 && dp_endpoint_owner(dp, 6, &ep->ipv6) == ep->id) {
+		dp_endpoint_del(dp, ep->id, 6, &ep->ipv6);
+		dp_ipcache_del(dp, 6, &ep->ipv6, 128, NULL, 0);
+	}
+	if (ep->has_ipv4)
+		dp_route_del(dp, 4, &ep->ipv4, ep->host_ifindex, NULL, 0);
+	if (ep->has_ipv6)
+		dp_route_del(dp, 6, &ep->ipv6, ep->host_ifindex, NULL, 0);
+	if (detach && ep->host_ifindex > 0)
+		dp_prog_detach(dp, ep->host_ifindex, NULL, 0);
+}
+
+/* Remove what `old` had that `now` no longer has: an address that changed
+ * (its entries and route), and the old veth's filter when the veth changed.
+ * A kept address needs nothing: its entries and route were just rewritten. */
+static void ep_drop_stale(struct datapath *dp, const struct fibril_datapath_endpoint *old,
+			  const struct fibril_datapath_endpoint *now)
+{
+	struct fibril_datapath_endpoint stale = *old;
+	stale.has_ipv4 = old->has_ipv4 && !(now->has_ipv4 && !memcmp(&old->ipv4, &now->ipv4, 4));
+	stale.has_ipv6 = old->has_ipv6 && !(now->has_ipv6 && !memcmp(&old->ipv6, &now->ipv6, 16));
+	ep_undo(dp, &stale, old->host_ifindex != now->host_ifindex);
+}
+
+static int upsert_steps(struct datapath *dp, const struct fibril_datapath_endpoint *ep, char *err,
+			size_t len)
+{
+	int rc = 0;
+	/* maps first: the (new) program finds the endpoint the moment it runs */
+	if (ep->has_ipv4 &&
+	    ((rc = dp_endpoint_put(dp, ep, 4, &ep->ipv4, err, len)) < 0 ||
+	     (rc = dp_ipcache_put(dp, 4, &ep->ipv4, 32, ep->identity, err, len)) < 0))
+		return rc;
+	if (ep->has_ipv6 &&
+	    ((rc = dp_endpoint_put(dp, ep, 6, &ep->ipv6, err, len)) < 0 ||
+	     (rc = dp_ipcache_put(dp, 6, &ep->ipv6, 128, ep->identity, err, len)) < 0))
+		return rc;
+	if ((rc = dp_prog_attach(dp, ep->host_ifindex, err, len)) < 0)
+		return rc;
+	if (ep->has_ipv4 && (rc = dp_route_add(dp, 4, &ep->ipv4, ep->host_ifindex, err, len)) < 0)
+		return rc;
+	if (ep->has_ipv6 && (rc = dp_route_add(dp, 6, &ep->ipv6, ep->host_ifindex, err, len)) < 0)
+		return rc;
+	return 0;
+}
+
+static int addr_taken(struct datapath *dp, const struct fibril_datapath_endpoint *ep, int family,
+		      const void *addr, char *err, size_t len)
+{
+	uint16_t owner = dp_endpoint_owner(dp, family, addr);
+	if (owner && owner != ep->id) {
+		char text[INET6_ADDRSTRLEN];
+		inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, text, sizeof(text));
+		dp_seterr(err, len, "endpoint %u: address %s belongs to endpoint %u", ep->id, text,
+			  owner);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *ep, char *err,
+			      size_t errlen)
+{
+	struct datapath *dp = ctx;
+	char why[DP_ERR_LEN] = "";
+	int rc = ep_check(ep, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (!ep->has_ipv4 && !ep->has_ipv6) {
+		dp_seterr(err, errlen, "endpoint %u has neither an IPv4 nor an IPv6 address", ep->id);
+		return -EINVAL;
+	}
+	char name[IF_NAMESIZE];
+	if (ep->host_ifindex <= 0 || !if_indextoname((unsigned)ep->host_ifindex, name)) {
+		dp_seterr(err, errlen, "endpoint %u: host veth ifindex %d does not exist", ep->id,
+			  ep->host_ifindex);
+		return -ENODEV;
+	}
+	if (ep->host_ifname[0] && strncmp(name, ep->host_ifname, sizeof(ep->host_ifname)) != 0) {
+		dp_seterr(err, errlen, "endpoint %u: ifindex %d is %s, not %.16s", ep->id,
+			  ep->host_ifindex, name, ep->host_ifname);
+		return -EINVAL;
+	}
+	if ((ep->has_ipv4 && (rc = addr_taken(dp, ep, 4, &ep->ipv4, err, errlen)) < 0) ||
+	    (ep->has_ipv6 && (rc = addr_taken(dp, ep, 6, &ep->ipv6, err, errlen)) < 0))
+		return rc;
+
+	struct dp_ep *known = ep_find(dp, ep->id);
+	rc = upsert_steps(dp, ep, why, sizeof(why));
+	if (rc < 0) {
+		if (!known) {
+			ep_undo(dp, ep, true); /* nothing half-done stays behind */
+			known = calloc(1, sizeof(*known));
+			if (known) {
+				known->ep = *ep;
+				known->next = dp->eps;
+				dp->eps = known;
+				dp->neps++;
+			}
+		}
+		if (known)
+			snprintf(known->error, sizeof(known->error), "%s", why);
+		eps_health(dp);
+		fibril_warn(dp->m, "endpoint %u (%s): %s", ep->id, name, why);
+		dp_seterr(err, errlen, "endpoint %u (%s): %s", ep->id, name, why);
+		return rc;
+	}
+	if (known) {
+		ep_drop_stale(dp, &known->ep, ep);
+	} else {
+		known = calloc(1, sizeof(*known));
+		if (!known) {
+			dp_seterr(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		known->next = dp->eps;
+		dp->eps = known;
+		dp->neps++;
+	}
+	known->ep = *ep;
+	known->ep.sz = sizeof(known->ep);
+	snprintf(known->ep.host_ifname, sizeof(known->ep.host_ifname), "%s", name);
+	known->error[0] = '\0';
+	eps_health(dp);
+	fibril_debug(dp->m, "endpoint %u on %s (ifindex %d) in place", ep->id, name,
+		     ep->host_ifindex);
+	return 0;
+}
+
+static int op_endpoint_remove(void *ctx, const struct fibril_datapath_endpoint *ep, char *err,
+			      size_t errlen)
+{
+	struct datapath *dp = ctx;
+	int rc = ep_check(ep, err, errlen);
+	if (rc < 0)
+		return rc;
+	struct dp_ep *known = ep_find(dp, ep->id);
+	if (known)
+		ep_undo(dp, &known->ep, true);
+	ep_undo(dp, ep, !known || known->ep.host_ifindex != ep->host_ifindex);
+	ep_forget(dp, ep->id);
+	eps_health(dp);
+	fibril_debug(dp->m, "endpoint %u removed", ep->id);
+	return 0;
+}
+
+static int op_ipcache_upsert(void *ctx, int family, const void *addr, unsigned prefixlen,
+			     uint32_t identity, char *err, size_t errlen)
+{
+	if (!addr) {
+		dp_seterr(err, errlen, "ipcache: no address");
+		return -EINVAL;
+	}
+	return dp_ipcache_put(ctx, family, addr, prefixlen, identity, err, errlen);
+}
+
+static int op_ipcache_remove(void *ctx, int family, const void *addr, unsigned prefixlen,
+			     char *err, size_t errlen)
+{
+	if (!addr) {
+		dp_seterr(err, errlen, "ipcache: no address");
+		return -EINVAL;
+	}
+	return dp_ipcache_del(ctx, family, addr, prefixlen, err, errlen);
+}
+
+static int op_node(void *ctx, struct fibril_datapath_node *out)
+{
+	struct datapath *dp = ctx;
+	if (!out || out->sz < sizeof(*out))
+		return -EINVAL;
+	if (!dp->node_ready)
+		return -EAGAIN;
+	*out = dp->node;
+	return 0;
+}
+
+static const struct fibril_datapath_ops dp_ops = {
+	.hdr = {.sz = sizeof(struct fibril_datapath_ops), .version = FIBRIL_DATAPATH_VERSION},
+	.endpoint_upsert = op_endpoint_upsert,
+	.endpoint_remove = op_endpoint_remove,
+	.ipcache_upsert = op_ipcache_upsert,
+	.ipcache_remove = op_ipcache_remove,
+	.node = op_node,
+};
+
+/* ---- the node (host device + gateways) ------------------------------------------------------ */
+
+/* One attempt; true when the node is set up. */
+static bool node_try(struct datapath *dp)
+{
+	struct fibril_ipam_pool pools[DP_MAX_POOLS];
+	memset(pools, 0, sizeof(pools));
+	for (size_t i = 0; i < DP_MAX_POOLS; i++)
+		pools[i].sz = sizeof(pools[i]);
+	int n = dp->ipam->pools(dp->ipam_ctx, pools, DP_MAX_POOLS);
+	char err[DP_ERR_LEN] = "";
+	if (n <= 0) {
+		snprintf(err, sizeof(err), "the ipam mode has no pool yet%s%s", n < 0 ? ": " : "",
+			 n < 0 ? strerror(-n) : "");
+	} else {
+		if (n > DP_MAX_POOLS)
+			n = DP_MAX_POOLS;
+		for (int i = 0; i < n; i++) {
+			pools[i].cidr[sizeof(pools[i].cidr) - 1] = '\0';
+			pools[i].gateway[sizeof(pools[i].gateway) - 1] = '\0';
+		}
+		dp_host_device_setup(dp, pools, (size_t)n, err, sizeof(err));
+	}
+	if (!dp->node_ready || err[0]) {
+		if (strcmp(err, dp->node_error) != 0)
+			fibril_warn(dp->m, "host device: %s (retrying every %d s)", err,
+				    NODE_RETRY_MS / 1000);
+		snprintf(dp->node_error, sizeof(dp->node_error), "%s", err);
+		fibril_health_report(dp->m, "host-device", FIBRIL_HEALTH_DEGRADED, "%s", err);
+		dp->node_ready = false;
+		return false;
+	}
+	char g4[INET_ADDRSTRLEN] = "", g6[INET6_ADDRSTRLEN] = "";
+	if (dp->node.has_ipv4)
+		inet_ntop(AF_INET, &dp->node.gateway4, g4, sizeof(g4));
+	if (dp->node.has_ipv6)
+		inet_ntop(AF_INET6, &dp->node.gateway6, g6, sizeof(g6));
+	dp->node_error[0] = '\0';
+	fibril_health_report(dp->m, "host-device", FIBRIL_HEALTH_OK, "%s (ifindex %d): %s%s%s",
+			     dp->host_dev, dp->node.host_ifindex, g4, g4[0] && g6[0] ? " " : "", g6);
+	fibril_info(dp->m, "host device %s (ifindex %d) holds %s%s%s", dp->host_dev,
+		    dp->node.host_ifindex, g4, g4[0] && g6[0] ? " and " : "", g6);
+	return true;
+}
+
+static void node_retry(struct fibril_timer *t, void *ud)
+{
+	struct datapath *dp = ud;
+	if (node_try(dp)) {
+		fibril_timer_cancel(t);
+		dp->node_timer = NULL;
+	}
+}
+
+/* ---- lifecycle -------------------------------------------------------------------------------- */
+
+static int dp_init(struct fibril_module *m)
+{
+	memset(&g_dp, 0, sizeof(g_dp));
+	g_dp.m = m;
+	fibril_module_set_data(m, &g_dp);
+	int rc = fibril_service_provide(m, FIBRIL_DATAPATH_CAPABILITY, &dp_ops.hdr, &g_dp);
+	if (rc < 0) {
+		fibril_module_set_error(m, "cannot provide %s: %s", FIBRIL_DATAPATH_CAPABILITY,
+					strerror(-rc));
+		return rc;
+	}
+	rc = dp_api_register(&g_dp);
+	if (rc < 0)
+		fibril_module_set_error(m, "cannot register the API routes: %s", strerror(-rc));
+	return rc;
+}
+
+static void dp_release(struct datapath *dp)
+{
+	if (dp->node_timer)
+		fibril_timer_cancel(dp->node_timer);
+	dp->node_timer = NULL;
+	if (dp->gc_timer)
+		fibril_timer_cancel(dp->gc_timer);
+	dp->gc_timer = NULL;
+	dp_events_stop(dp);
+	dp_prog_unload(dp);
+	dp_nl_close(dp);
+	eps_free(dp);
+	dp->node_ready = false;
+}
+
+static int dp_start(struct fibril_module *m)
+{
+	struct datapath *dp = fibril_module_data(m);
+	char err[DP_ERR_LEN] = "";
+	int rc;
+
+	config_read(dp);
+	dp->ipam = (const struct fibril_ipam_ops *)fibril_service_lookup(m, FIBRIL_IPAM_CAPABILITY,
+									  FIBRIL_IPAM_VERSION,
+									  &dp->ipam_ctx);
+	if (!dp->ipam || !FIBRIL_SERVICE_HAS(dp->ipam, pools)) {
+		fibril_module_set_error(m, "no usable ipam capability (for the pools' gateways)");
+		return -ENOENT;
+	}
+	if ((rc = dp_nl_open(dp, err, sizeof(err))) < 0 ||
+	    (rc = dp_maps_open(dp, err, sizeof(err))) < 0 ||
+	    (rc = dp_config_write(dp, err, sizeof(err))) < 0)
+		goto fail;
+	/* everything not more specific is the world */
+	static const uint8_t any[16];
+	if ((rc = dp_ipcache_put(dp, 4, any, 0, DP_IDENTITY_WORLD, err, sizeof(err))) < 0 ||
+	    (rc = dp_ipcache_put(dp, 6, any, 0, DP_IDENTITY_WORLD, err, sizeof(err))) < 0)
+		goto fail;
+	if ((rc = dp_prog_load(dp, err, sizeof(err))) < 0)
+		goto fail;
+	dp_endpoints_restore(dp);
+	eps_health(dp);
+	if (!node_try(dp))
+		dp->node_timer = fibril_timer_add(m, NODE_RETRY_MS, NODE_RETRY_MS, node_retry, dp);
+	if (dp_events_start(dp, err, sizeof(err)) < 0) {
+		fibril_warn(m, "%s", err);
+		fibril_health_report(m, "events", FIBRIL_HEALTH_DEGRADED, "%s", err);
+	} else {
+		fibril_health_report(m, "events", FIBRIL_HEALTH_OK, "reading %s", DP_MAP_EVENTS);
+	}
+	if ((rc = dp_gc_start(dp)) < 0) {
+		snprintf(err, sizeof(err), "cannot start the conntrack GC timer");
+		goto fail;
+	}
+	fibril_info(m, "tc program loaded (id %d); conntrack GC every %llu ms; trace events %s",
+		    dp_prog_id(dp), (unsigned long long)dp->gc_interval_ms, dp->trace ? "on" : "off");
+	return 0;
+fail:
+	fibril_module_set_error(m, "%s", err);
+	dp_release(dp);
+	return rc;
+}
+
+static void dp_stop(struct fibril_module *m)
+{
+	/* attachments, routes, the host device and the pins stay: traffic
+	 * keeps flowing until the next agent re-adopts them */
+	dp_release(fibril_module_data(m));
+}
+
+static int dp_summary(struct fibril_module *m, char *buf, size_t len)
+{
+	const struct datapath *dp = fibril_module_data(m);
+	return snprintf(buf, len, "%zu endpoint(s), program id %d, %s %s, %llu drop event(s)",
+			dp->neps, dp_prog_id(dp), dp->host_dev,
+			dp->node_ready ? "ready" : "not ready", (unsigned long long)dp->events_drop);
+}
+
+FIBRIL_MODULE(.name = "datapath", .version = "1.0",
+	      .description = "eBPF datapath: one tc program on every endpoint's veth",
+	      .provides = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY),
+	      .requires = FIBRIL_LIST(FIBRIL_IPAM_CAPABILITY), .config_keys = dp_config_keys,
+	      .init = dp_init, .start = dp_start, .stop = dp_stop, .summary = dp_summary);

@@ -1,0 +1,143 @@
+/* modules/datapath/datapath.h - the datapath module's internals shared by
+ * its files: the module state, the pinned maps, the host device and
+ * routes (libnl), the tc program (libbpf skeleton), the conntrack GC and
+ * the events reader. Map layouts are in bpf/fibril_dp.h. */
+#ifndef FIBRIL_DATAPATH_INT_H
+#define FIBRIL_DATAPATH_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#include <fibril/fibril.h>
+
+#include "fibril_dp.h"
+
+#define DP_ERR_LEN 256
+#define DP_EVENT_RING 256 /* recent events kept for GET /v1/datapath/events */
+#define DP_MAX_POOLS 4
+#define DP_ROUTE_PROTO 0xf1 /* rtm_protocol of the routes this module adds */
+
+enum dp_map_id {
+	DPM_ENDPOINTS,
+	DPM_IPCACHE,
+	DPM_CONNTRACK,
+	DPM_METRICS,
+	DPM_EVENTS,
+	DPM_CONFIG,
+	DPM_COUNT
+};
+
+/* One endpoint the datapath has in place. */
+struct dp_ep {
+	struct fibril_datapath_endpoint ep;
+	char error[DP_ERR_LEN]; /* last failed step, "" when in place */
+	struct dp_ep *next;
+};
+
+struct dp_prog; /* dp_prog.c */
+struct nl_sock;
+struct ring_buffer;
+
+struct datapath {
+	struct fibril_module *m;
+	/* config */
+	char host_dev[16];
+	char host_peer[16];
+	char host_dev_type[16]; /* auto, dummy, veth */
+	uint64_t ct_tcp_ms, ct_closing_ms, ct_other_ms, gc_interval_ms;
+	bool trace;
+	/* ipam, for the gateways */
+	const struct fibril_ipam_ops *ipam;
+	void *ipam_ctx;
+	/* maps, program, netlink */
+	struct fibril_map *maps[DPM_COUNT];
+	struct dp_prog *prog;
+	struct nl_sock *nl;
+	/* the node: the host device and the gateways on it */
+	struct fibril_datapath_node node;
+	bool node_ready;
+	char node_error[DP_ERR_LEN];
+	struct fibril_timer *node_timer;
+	/* conntrack GC */
+	struct fibril_timer *gc_timer;
+	uint64_t gc_runs, gc_removed, gc_last_ms;
+	size_t gc_last_entries;
+	/* events */
+	struct ring_buffer *rb;
+	struct fibril_io *rb_io;
+	struct dp_event ring[DP_EVENT_RING];
+	unsigned ring_head, ring_count;
+	uint64_t events_drop, events_trace, events_bad;
+	/* endpoints in place */
+	struct dp_ep *eps;
+	size_t neps;
+};
+
+/* ---- util (dp_util.c) ---- */
+void dp_seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void dp_fmt_mac(const uint8_t *mac, char *out, size_t len);
+/* family DP_FAMILY_IPV4/6, addr 16 bytes (IPv4 in the first 4) */
+void dp_fmt_addr(int family, const uint8_t *addr, char *out, size_t len);
+uint64_t dp_mono_ns(void);
+void dp_vg_quiet_begin(void);
+void dp_vg_quiet_end(void);
+/* bpf_map_get_next_key() without valgrind's false reports */
+int dp_next_key(int fd, const void *key, void *next);
+
+/* ---- maps (dp_maps.c) ---- */
+int dp_maps_open(struct datapath *dp, char *err, size_t len);
+int dp_config_write(struct datapath *dp, char *err, size_t len);
+int dp_ipcache_put(struct datapath *dp, int family, const void *addr, unsigned plen,
+		   uint32_t identity, char *err, size_t len);
+int dp_ipcache_del(struct datapath *dp, int family, const void *addr, unsigned plen,
+		   char *err, size_t len);
+int dp_endpoint_put(struct datapath *dp, const struct fibril_datapath_endpoint *ep, int family,
+		    const void *addr, char *err, size_t len);
+/* Deletes the entry only if it belongs to endpoint id; 0 also when absent. */
+int dp_endpoint_del(struct datapath *dp, uint16_t id, int family, const void *addr);
+/* The endpoint ID that holds addr in dp_endpoints, or 0. */
+uint16_t dp_endpoint_owner(struct datapath *dp, int family, const void *addr);
+/* Rebuild dp->eps from dp_endpoints (a restart). */
+void dp_endpoints_restore(struct datapath *dp);
+/* Sum of one metrics key over the CPUs. */
+int dp_metrics_read(struct datapath *dp, uint8_t reason, uint8_t dir,
+		    struct dp_metrics_value *out);
+const char *dp_reason_name(unsigned reason);
+const char *dp_identity_name(uint32_t identity);
+
+/* ---- program (dp_prog.c) ---- */
+int dp_prog_load(struct datapath *dp, char *err, size_t len);
+void dp_prog_unload(struct datapath *dp);
+int dp_prog_id(const struct datapath *dp);
+int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len);
+/* 0 also when the device or the filter is already gone. */
+int dp_prog_detach(struct datapath *dp, int ifindex, char *err, size_t len);
+/* The id of the program attached by us to ifindex, 0 none, <0 error. */
+int dp_prog_attached_id(int ifindex);
+
+/* ---- netlink (dp_netlink.c) ---- */
+int dp_nl_open(struct datapath *dp, char *err, size_t len);
+void dp_nl_close(struct datapath *dp);
+/* Create/adopt the host device and put the gateways on it; fills dp->node. */
+int dp_host_device_setup(struct datapath *dp, const struct fibril_ipam_pool *pools, size_t n,
+			 char *err, size_t len);
+/* The /32 (/128) route of addr to ifindex (src: the gateway of the family). */
+int dp_route_add(struct datapath *dp, int family, const void *addr, int ifindex, char *err,
+		 size_t len);
+/* 0 also when it is already gone. */
+int dp_route_del(struct datapath *dp, int family, const void *addr, int ifindex, char *err,
+		 size_t len);
+
+/* ---- conntrack GC and events (dp_gc.c) ---- */
+int dp_gc_start(struct datapath *dp);
+/* One GC pass now; returns the number of entries removed. */
+size_t dp_gc_run(struct datapath *dp);
+int dp_events_start(struct datapath *dp, char *err, size_t len);
+void dp_events_stop(struct datapath *dp);
+
+/* ---- API (dp_api.c) ---- */
+int dp_api_register(struct datapath *dp);
+
+#endif

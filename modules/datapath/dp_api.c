@@ -1,0 +1,198 @@
+/* modules/datapath/dp_api.c - the datapath's API routes (docs in
+ * modules/datapath/README.md):
+ *
+ *   GET /v1/datapath          the host device and gateways, the program,
+ *                             the endpoints in place, conntrack GC and
+ *                             event counters, the effective settings
+ *   GET /v1/datapath/events   the most recent events read from dp_events
+ *                             (?type=drop|trace to filter), oldest first */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <bpf/libbpf.h>
+#include <json.h>
+
+#include "datapath.h"
+
+static void reply(struct fibril_response *resp, struct json_object *o)
+{
+	fibril_resp_json(resp, 200,
+			 json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							   JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+}
+
+static void add_str(struct json_object *o, const char *k, const char *v)
+{
+	json_object_object_add(o, k, json_object_new_string(v));
+}
+
+static void add_int(struct json_object *o, const char *k, int64_t v)
+{
+	json_object_object_add(o, k, json_object_new_int64(v));
+}
+
+static struct json_object *endpoint_json(const struct dp_ep *e)
+{
+	struct json_object *o = json_object_new_object();
+	char buf[INET6_ADDRSTRLEN];
+	add_int(o, "id", e->ep.id);
+	add_int(o, "identity", e->ep.identity);
+	add_int(o, "host-ifindex", e->ep.host_ifindex);
+	if (e->ep.host_ifname[0])
+		add_str(o, "host-ifname", e->ep.host_ifname);
+	dp_fmt_mac(e->ep.mac, buf, sizeof(buf));
+	add_str(o, "mac", buf);
+	dp_fmt_mac(e->ep.host_mac, buf, sizeof(buf));
+	add_str(o, "host-mac", buf);
+	if (e->ep.has_ipv4) {
+		inet_ntop(AF_INET, &e->ep.ipv4, buf, sizeof(buf));
+		add_str(o, "ipv4", buf);
+	}
+	if (e->ep.has_ipv6) {
+		inet_ntop(AF_INET6, &e->ep.ipv6, buf, sizeof(buf));
+		add_str(o, "ipv6", buf);
+	}
+	int attached = dp_prog_attached_id(e->ep.host_ifindex);
+	add_int(o, "attached-program", attached);
+	if (e->error[0])
+		add_str(o, "error", e->error);
+	return o;
+}
+
+static void route_status(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	(void)req;
+	struct datapath *dp = ud;
+	struct json_object *o = json_object_new_object();
+	char buf[INET6_ADDRSTRLEN];
+
+	struct json_object *host = json_object_new_object();
+	add_str(host, "name", dp->host_dev);
+	json_object_object_add(host, "ready", json_object_new_boolean(dp->node_ready));
+	if (dp->node_ready) {
+		add_int(host, "ifindex", dp->node.host_ifindex);
+		if (dp->node.has_ipv4) {
+			inet_ntop(AF_INET, &dp->node.gateway4, buf, sizeof(buf));
+			add_str(host, "gateway-ipv4", buf);
+		}
+		if (dp->node.has_ipv6) {
+			inet_ntop(AF_INET6, &dp->node.gateway6, buf, sizeof(buf));
+			add_str(host, "gateway-ipv6", buf);
+		}
+	} else if (dp->node_error[0]) {
+		add_str(host, "error", dp->node_error);
+	}
+	json_object_object_add(o, "host-device", host);
+	add_int(o, "program-id", dp_prog_id(dp));
+
+	struct json_object *eps = json_object_new_array();
+	for (const struct dp_ep *e = dp->eps; e; e = e->next)
+		json_object_array_add(eps, endpoint_json(e));
+	json_object_object_add(o, "endpoints", eps);
+
+	struct json_object *ct = json_object_new_object();
+	add_int(ct, "gc-runs", (int64_t)dp->gc_runs);
+	add_int(ct, "gc-removed", (int64_t)dp->gc_removed);
+	add_int(ct, "entries-after-last-gc", (int64_t)dp->gc_last_entries);
+	add_int(ct, "timeout-tcp-ms", (int64_t)dp->ct_tcp_ms);
+	add_int(ct, "timeout-tcp-closing-ms", (int64_t)dp->ct_closing_ms);
+	add_int(ct, "timeout-other-ms", (int64_t)dp->ct_other_ms);
+	add_int(ct, "gc-interval-ms", (int64_t)dp->gc_interval_ms);
+	json_object_object_add(o, "conntrack", ct);
+
+	struct json_object *ev = json_object_new_object();
+	add_int(ev, "drops", (int64_t)dp->events_drop);
+	add_int(ev, "traces", (int64_t)dp->events_trace);
+	add_int(ev, "malformed", (int64_t)dp->events_bad);
+	json_object_object_add(ev, "trace-events", json_object_new_boolean(dp->trace));
+	json_object_object_add(o, "events", ev);
+
+	struct json_object *metrics = json_object_new_object();
+	static const uint8_t reasons[] = {
+		DP_REASON_FORWARDED,       DP_REASON_TO_STACK,
+		DP_REASON_ND_ANSWERED,
+		DP_REASON_DROP_SPOOFED_IP, DP_REASON_DROP_SPOOFED_ARP,
+		DP_REASON_DROP_INVALID,    DP_REASON_DROP_UNSUPPORTED_L3,
+		DP_REASON_DROP_POLICY,     DP_REASON_DROP_REDIRECT,
+	};
+	for (size_t i = 0; i < sizeof(reasons); i++) {
+		struct dp_metrics_value v;
+		if (dp_metrics_read(dp, reasons[i], DP_DIR_FROM_ENDPOINT, &v) == 0)
+			add_int(metrics, dp_reason_name(reasons[i]), (int64_t)v.packets);
+	}
+	json_object_object_add(o, "packets-from-endpoints", metrics);
+	reply(resp, o);
+}
+
+static struct json_object *event_json(const struct dp_event *e)
+{
+	struct json_object *o = json_object_new_object();
+	char buf[INET6_ADDRSTRLEN];
+	add_str(o, "type", e->type == DP_EVENT_DROP ? "drop" : "trace");
+	add_str(o, "reason", dp_reason_name(e->reason));
+	add_int(o, "reason-code", e->reason);
+	add_int(o, "src-endpoint", e->src_ep_id);
+	add_int(o, "dst-endpoint", e->dst_ep_id);
+	add_int(o, "src-identity", e->src_identity);
+	add_int(o, "dst-identity", e->dst_identity);
+	add_int(o, "ifindex", e->ifindex);
+	add_int(o, "len", e->len);
+	add_int(o, "ts-ns", (int64_t)e->ts_ns);
+	if (e->family == DP_FAMILY_IPV4 || e->family == DP_FAMILY_IPV6) {
+		add_int(o, "family", e->family);
+		add_int(o, "proto", e->proto);
+		dp_fmt_addr(e->family, e->saddr, buf, sizeof(buf));
+		add_str(o, "src", buf);
+		dp_fmt_addr(e->family, e->daddr, buf, sizeof(buf));
+		add_str(o, "dst", buf);
+		add_int(o, "sport", ntohs(e->sport));
+		add_int(o, "dport", ntohs(e->dport));
+	} else {
+		/* ARP and unknown L3: the ARP sender / target IPs when known */
+		dp_fmt_addr(DP_FAMILY_IPV4, e->saddr, buf, sizeof(buf));
+		add_str(o, "src", buf);
+		dp_fmt_addr(DP_FAMILY_IPV4, e->daddr, buf, sizeof(buf));
+		add_str(o, "dst", buf);
+	}
+	return o;
+}
+
+static void route_events(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct datapath *dp = ud;
+	const char *type = fibril_req_query(req, "type");
+	int want = 0;
+	if (type && !strcmp(type, "drop"))
+		want = DP_EVENT_DROP;
+	else if (type && !strcmp(type, "trace"))
+		want = DP_EVENT_TRACE;
+	else if (type && *type) {
+		fibril_resp_error(resp, 400, "query 'type': expected drop or trace, not '%s'", type);
+		return;
+	}
+	/* pick up what is waiting before answering */
+	if (dp->rb)
+		ring_buffer__consume(dp->rb);
+	struct json_object *arr = json_object_new_array();
+	unsigned start = (dp->ring_head + DP_EVENT_RING - dp->ring_count) % DP_EVENT_RING;
+	for (unsigned i = 0; i < dp->ring_count; i++) {
+		const struct dp_event *e = &dp->ring[(start + i) % DP_EVENT_RING];
+		if (!want || e->type == want)
+			json_object_array_add(arr, event_json(e));
+	}
+	struct json_object *o = json_object_new_object();
+	add_int(o, "drops", (int64_t)dp->events_drop);
+	add_int(o, "traces", (int64_t)dp->events_trace);
+	json_object_object_add(o, "events", arr);
+	reply(resp, o);
+}
+
+int dp_api_register(struct datapath *dp)
+{
+	int rc = fibril_api_route(dp->m, "GET", "/v1/datapath", 0, route_status, dp);
+	if (rc == 0)
+		rc = fibril_api_route(dp->m, "GET", "/v1/datapath/events", 0, route_events, dp);
+	return rc;
+}

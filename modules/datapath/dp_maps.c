@@ -1,0 +1,450 @@
+/* modules/datapath/dp_maps.c - the datapath's pinned maps: their specs
+ * (which must match the declarations in bpf/fibril_dp.bpf.c), opening them
+ * through the host's map registry, the text formatters behind
+ * `fibril map dump`, and the writes the module makes (endpoints, ipcache,
+ * config) plus reading them back (a restart, metrics). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <netinet/in.h>
+
+#include "datapath.h"
+
+static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
+	[DPM_ENDPOINTS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_ENDPOINTS,
+			   .type = BPF_MAP_TYPE_HASH, .key_size = sizeof(struct dp_endpoint_key),
+			   .value_size = sizeof(struct dp_endpoint_info),
+			   .max_entries = DP_ENDPOINTS_MAX},
+	[DPM_IPCACHE] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_IPCACHE,
+			 .type = BPF_MAP_TYPE_LPM_TRIE, .key_size = sizeof(struct dp_ipcache_key),
+			 .value_size = sizeof(struct dp_ipcache_value),
+			 .max_entries = DP_IPCACHE_MAX, .map_flags = BPF_F_NO_PREALLOC},
+	[DPM_CONNTRACK] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_CONNTRACK,
+			   .type = BPF_MAP_TYPE_LRU_HASH, .key_size = sizeof(struct dp_ct_key),
+			   .value_size = sizeof(struct dp_ct_value),
+			   .max_entries = DP_CONNTRACK_MAX},
+	[DPM_METRICS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_METRICS,
+			 .type = BPF_MAP_TYPE_PERCPU_HASH, .key_size = sizeof(struct dp_metrics_key),
+			 .value_size = sizeof(struct dp_metrics_value),
+			 .max_entries = DP_METRICS_MAX},
+	[DPM_EVENTS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_EVENTS,
+			.type = BPF_MAP_TYPE_RINGBUF, .max_entries = DP_EVENTS_BYTES},
+	[DPM_CONFIG] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_CONFIG,
+			.type = BPF_MAP_TYPE_ARRAY, .key_size = sizeof(__u32),
+			.value_size = sizeof(struct dp_config), .max_entries = 1},
+};
+
+/* ---- names ----------------------------------------------------------------------- */
+
+const char *dp_reason_name(unsigned reason)
+{
+	switch (reason) {
+	case DP_REASON_FORWARDED:
+		return "forwarded";
+	case DP_REASON_TO_STACK:
+		return "to-stack";
+	case DP_REASON_ND_ANSWERED:
+		return "nd-answered";
+	case DP_REASON_DROP_SPOOFED_IP:
+		return "drop:spoofed-source-ip";
+	case DP_REASON_DROP_SPOOFED_ARP:
+		return "drop:spoofed-arp-sender";
+	case DP_REASON_DROP_INVALID:
+		return "drop:invalid-packet";
+	case DP_REASON_DROP_UNSUPPORTED_L3:
+		return "drop:unsupported-l3-protocol";
+	case DP_REASON_DROP_POLICY:
+		return "drop:policy-denied";
+	case DP_REASON_DROP_REDIRECT:
+		return "drop:redirect-failed";
+	default:
+		return "unknown";
+	}
+}
+
+const char *dp_identity_name(uint32_t identity)
+{
+	switch (identity) {
+	case DP_IDENTITY_UNKNOWN:
+		return "unknown";
+	case DP_IDENTITY_HOST:
+		return "host";
+	case DP_IDENTITY_WORLD:
+		return "world";
+	default:
+		return identity < FIBRIL_IDENTITY_LOCAL_MIN ? "reserved" : "local";
+	}
+}
+
+static const char *direction_name(unsigned dir)
+{
+	return dir == DP_DIR_FROM_ENDPOINT ? "from-endpoint"
+	       : dir == DP_DIR_TO_ENDPOINT ? "to-endpoint"
+					   : "?";
+}
+
+static const char *proto_name(unsigned proto, char *buf, size_t len)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		return "TCP";
+	case IPPROTO_UDP:
+		return "UDP";
+	case IPPROTO_ICMP:
+		return "ICMP";
+	case IPPROTO_ICMPV6:
+		return "ICMPv6";
+	case IPPROTO_SCTP:
+		return "SCTP";
+	default:
+		snprintf(buf, len, "proto-%u", proto);
+		return buf;
+	}
+}
+
+/* ---- formatters -------------------------------------------------------------------- */
+
+static int fmt_endpoints(const void *key, const void *value, char *ko, size_t kl, char *vo,
+			 size_t vl, void *ud)
+{
+	(void)ud;
+	const struct dp_endpoint_key *k = key;
+	const struct dp_endpoint_info *v = value;
+	char mac[18], hmac[18];
+
+	if (k->family != DP_FAMILY_IPV4 && k->family != DP_FAMILY_IPV6)
+		return -EINVAL;
+	dp_fmt_addr(k->family, k->addr, ko, kl);
+	dp_fmt_mac(v->mac, mac, sizeof(mac));
+	dp_fmt_mac(v->host_mac, hmac, sizeof(hmac));
+	snprintf(vo, vl, "id=%u identity=%u ifindex=%u mac=%s host-mac=%s", v->ep_id, v->identity,
+		 v->ifindex, mac, hmac);
+	return 0;
+}
+
+static int fmt_ipcache(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		       size_t vl, void *ud)
+{
+	(void)ud;
+	const struct dp_ipcache_key *k = key;
+	const struct dp_ipcache_value *v = value;
+	char addr[INET6_ADDRSTRLEN];
+
+	if ((k->family != DP_FAMILY_IPV4 && k->family != DP_FAMILY_IPV6) ||
+	    k->prefixlen < DP_IPCACHE_PREFIX_HDR)
+		return -EINVAL;
+	dp_fmt_addr(k->family, k->addr, addr, sizeof(addr));
+	snprintf(ko, kl, "%s/%u", addr, k->prefixlen - DP_IPCACHE_PREFIX_HDR);
+	snprintf(vo, vl, "identity=%u (%s)", v->identity, dp_identity_name(v->identity));
+	return 0;
+}
+
+static void fmt_tcp_flags(uint8_t f, char *out, size_t len)
+{
+	static const char *const names[] = {"FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR"};
+	size_t o = 0;
+	out[0] = '\0';
+	for (int i = 0; i < 8; i++) {
+		if (f & (1u << i))
+			o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s", o ? "|" : "",
+					      names[i]);
+		if (o >= len)
+			break;
+	}
+	if (!out[0])
+		snprintf(out, len, "-");
+}
+
+static int fmt_conntrack(const void *key, const void *value, char *ko, size_t kl, char *vo,
+			 size_t vl, void *ud)
+{
+	(void)ud;
+	const struct dp_ct_key *k = key;
+	const struct dp_ct_value *v = value;
+	char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN], pbuf[16], flags[40];
+	bool v6 = k->family == DP_FAMILY_IPV6;
+
+	if (k->family != DP_FAMILY_IPV4 && !v6)
+		return -EINVAL;
+	dp_fmt_addr(k->family, k->saddr, s, sizeof(s));
+	dp_fmt_addr(k->family, k->daddr, d, sizeof(d));
+	snprintf(ko, kl, "%s %s%s%s:%u -> %s%s%s:%u", proto_name(k->proto, pbuf, sizeof(pbuf)),
+		 v6 ? "[" : "", s, v6 ? "]" : "", ntohs(k->sport), v6 ? "[" : "", d, v6 ? "]" : "",
+		 ntohs(k->dport));
+	uint64_t now = dp_mono_ns();
+	double age = now > v->first_seen_ns ? (double)(now - v->first_seen_ns) / 1e9 : 0;
+	double idle = now > v->last_seen_ns ? (double)(now - v->last_seen_ns) / 1e9 : 0;
+	fmt_tcp_flags(v->tcp_flags, flags, sizeof(flags));
+	snprintf(vo, vl,
+		 "tx=%llu pkts/%llu B rx=%llu pkts/%llu B age=%.1fs idle=%.1fs tcp=%s%s%s "
+		 "endpoint=%u ifindex=%u",
+		 (unsigned long long)v->packets, (unsigned long long)v->bytes,
+		 (unsigned long long)v->rx_packets, (unsigned long long)v->rx_bytes, age, idle, flags,
+		 (v->flags & DP_CT_F_REPLY_SEEN) ? " replied" : "",
+		 (v->flags & DP_CT_F_CLOSING) ? " closing" : "", v->src_ep_id, v->ifindex);
+	return 0;
+}
+
+/* The registry hands per-CPU maps' values as one 8-byte aligned slot per
+ * possible CPU. */
+static void metrics_sum(const void *value, struct dp_metrics_value *sum)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	const struct dp_metrics_value *slot = value;
+	memset(sum, 0, sizeof(*sum));
+	for (int i = 0; i < (ncpus > 0 ? ncpus : 1); i++) {
+		sum->packets += slot[i].packets;
+		sum->bytes += slot[i].bytes;
+	}
+}
+
+static int fmt_metrics(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		       size_t vl, void *ud)
+{
+	(void)ud;
+	const struct dp_metrics_key *k = key;
+	struct dp_metrics_value sum;
+
+	metrics_sum(value, &sum);
+	snprintf(ko, kl, "%s %s", direction_name(k->direction), dp_reason_name(k->reason));
+	snprintf(vo, vl, "packets=%llu bytes=%llu", (unsigned long long)sum.packets,
+		 (unsigned long long)sum.bytes);
+	return 0;
+}
+
+static int fmt_config(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		      size_t vl, void *ud)
+{
+	(void)ud;
+	const struct dp_config *c = value;
+	snprintf(ko, kl, "%u", *(const __u32 *)key);
+	snprintf(vo, vl, "trace-events=%s", (c->flags & DP_CFG_F_TRACE) ? "true" : "false");
+	return 0;
+}
+
+static const fibril_map_format_fn dp_formatters[DPM_COUNT] = {
+	[DPM_ENDPOINTS] = fmt_endpoints, [DPM_IPCACHE] = fmt_ipcache,
+	[DPM_CONNTRACK] = fmt_conntrack, [DPM_METRICS] = fmt_metrics,
+	[DPM_CONFIG] = fmt_config,
+};
+
+/* ---- open ------------------------------------------------------------------------- */
+
+static const char *origin_text(enum fibril_map_origin o)
+{
+	return o == FIBRIL_MAP_REUSED ? "reused" : o == FIBRIL_MAP_RECREATED ? "recreated" : "created";
+}
+
+int dp_maps_open(struct datapath *dp, char *err, size_t len)
+{
+	for (int i = 0; i < DPM_COUNT; i++) {
+		int rc = fibril_map_open(dp->m, &dp_specs[i], &dp->maps[i]);
+		if (rc < 0) {
+			dp_seterr(err, len, "cannot open the pinned map %s: %s", dp_specs[i].name,
+				  strerror(-rc));
+			return rc;
+		}
+		if (dp_formatters[i])
+			fibril_map_set_formatter(dp->maps[i], dp_formatters[i], dp);
+		fibril_debug(dp->m, "map %s %s", dp_specs[i].name,
+			     origin_text(fibril_map_origin(dp->maps[i])));
+	}
+	return 0;
+}
+
+int dp_config_write(struct datapath *dp, char *err, size_t len)
+{
+	__u32 zero = 0;
+	struct dp_config c = {.flags = dp->trace ? DP_CFG_F_TRACE : 0};
+	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_CONFIG]), &zero, &c, BPF_ANY) != 0) {
+		int e = errno;
+		dp_seterr(err, len, "cannot write %s: %s", DP_MAP_CONFIG, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* ---- ipcache --------------------------------------------------------------------------- */
+
+static int ipcache_key(int family, const void *addr, unsigned plen, struct dp_ipcache_key *k,
+		       char *err, size_t len)
+{
+	unsigned bits = family == 4 ? 32 : family == 6 ? 128 : 0;
+	if (!bits) {
+		dp_seterr(err, len, "ipcache: family %d is neither 4 nor 6", family);
+		return -EINVAL;
+	}
+	if (plen > bits) {
+		dp_seterr(err, len, "ipcache: prefix length /%u is longer than /%u", plen, bits);
+		return -EINVAL;
+	}
+	memset(k, 0, sizeof(*k));
+	k->family = family == 4 ? DP_FAMILY_IPV4 : DP_FAMILY_IPV6;
+	k->prefixlen = DP_IPCACHE_PREFIX_HDR + plen;
+	memcpy(k->addr, addr, bits / 8);
+	/* clear the host bits: 10.0.0.7/24 is 10.0.0.0/24 */
+	for (unsigned b = plen; b < bits; b++)
+		k->addr[b / 8] &= (uint8_t)~(0x80u >> (b % 8));
+	return 0;
+}
+
+int dp_ipcache_put(struct datapath *dp, int family, const void *addr, unsigned plen,
+		   uint32_t identity, char *err, size_t len)
+{
+	struct dp_ipcache_key k;
+	int rc = ipcache_key(family, addr, plen, &k, err, len);
+	if (rc < 0)
+		return rc;
+	struct dp_ipcache_value v = {.identity = identity};
+	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_IPCACHE]), &k, &v, BPF_ANY) != 0) {
+		int e = errno;
+		char a[INET6_ADDRSTRLEN];
+		dp_fmt_addr(k.family, k.addr, a, sizeof(a));
+		dp_seterr(err, len, "cannot write %s/%u to %s: %s", a, plen, DP_MAP_IPCACHE,
+			  strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int dp_ipcache_del(struct datapath *dp, int family, const void *addr, unsigned plen, char *err,
+		   size_t len)
+{
+	struct dp_ipcache_key k;
+	int rc = ipcache_key(family, addr, plen, &k, err, len);
+	if (rc < 0)
+		return rc;
+	if (bpf_map_delete_elem(fibril_map_fd(dp->maps[DPM_IPCACHE]), &k) != 0 && errno != ENOENT) {
+		int e = errno;
+		dp_seterr(err, len, "cannot delete from %s: %s", DP_MAP_IPCACHE, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* ---- endpoints --------------------------------------------------------------------------- */
+
+static void endpoint_key(int family, const void *addr, struct dp_endpoint_key *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->family = family == 4 ? DP_FAMILY_IPV4 : DP_FAMILY_IPV6;
+	memcpy(k->addr, addr, family == 4 ? 4 : 16);
+}
+
+int dp_endpoint_put(struct datapath *dp, const struct fibril_datapath_endpoint *ep, int family,
+		    const void *addr, char *err, size_t len)
+{
+	struct dp_endpoint_key k;
+	struct dp_endpoint_info v;
+
+	endpoint_key(family, addr, &k);
+	memset(&v, 0, sizeof(v));
+	v.ifindex = (__u32)ep->host_ifindex;
+	v.identity = ep->identity;
+	v.ep_id = ep->id;
+	memcpy(v.mac, ep->mac, 6);
+	memcpy(v.host_mac, ep->host_mac, 6);
+	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_ENDPOINTS]), &k, &v, BPF_ANY) != 0) {
+		int e = errno;
+		dp_seterr(err, len, "cannot write %s: %s", DP_MAP_ENDPOINTS, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+uint16_t dp_endpoint_owner(struct datapath *dp, int family, const void *addr)
+{
+	struct dp_endpoint_key k;
+	struct dp_endpoint_info v;
+	endpoint_key(family, addr, &k);
+	if (bpf_map_lookup_elem(fibril_map_fd(dp->maps[DPM_ENDPOINTS]), &k, &v) != 0)
+		return 0;
+	return v.ep_id;
+}
+
+int dp_endpoint_del(struct datapath *dp, uint16_t id, int family, const void *addr)
+{
+	struct dp_endpoint_key k;
+	endpoint_key(family, addr, &k);
+	if (dp_endpoint_owner(dp, family, addr) != id)
+		return 0;
+	if (bpf_map_delete_elem(fibril_map_fd(dp->maps[DPM_ENDPOINTS]), &k) != 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+static struct dp_ep *restore_find_or_add(struct datapath *dp, const struct dp_endpoint_info *v)
+{
+	for (struct dp_ep *e = dp->eps; e; e = e->next)
+		if (e->ep.id == v->ep_id)
+			return e;
+	struct dp_ep *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->ep.sz = sizeof(e->ep);
+	e->ep.id = v->ep_id;
+	e->ep.identity = v->identity;
+	e->ep.host_ifindex = (int)v->ifindex;
+	memcpy(e->ep.mac, v->mac, 6);
+	memcpy(e->ep.host_mac, v->host_mac, 6);
+	e->next = dp->eps;
+	dp->eps = e;
+	dp->neps++;
+	return e;
+}
+
+void dp_endpoints_restore(struct datapath *dp)
+{
+	int fd = fibril_map_fd(dp->maps[DPM_ENDPOINTS]);
+	/* A key that is never written (family 0) asks for the first key
+	 * without passing NULL (which valgrind flags). */
+	struct dp_endpoint_key cur, next;
+	struct dp_endpoint_info v;
+	size_t steps = 0;
+
+	memset(&cur, 0, sizeof(cur));
+	while (steps++ < DP_ENDPOINTS_MAX && dp_next_key(fd, &cur, &next) == 0) {
+		cur = next;
+		if (bpf_map_lookup_elem(fd, &cur, &v) != 0 || v.ep_id == 0)
+			continue;
+		struct dp_ep *e = restore_find_or_add(dp, &v);
+		if (!e)
+			break;
+		if (cur.family == DP_FAMILY_IPV4) {
+			e->ep.has_ipv4 = true;
+			memcpy(&e->ep.ipv4, cur.addr, 4);
+		} else {
+			e->ep.has_ipv6 = true;
+			memcpy(&e->ep.ipv6, cur.addr, 16);
+		}
+	}
+	if (dp->neps)
+		fibril_info(dp->m, "%zu endpoint(s) found in %s from the last run", dp->neps,
+			    DP_MAP_ENDPOINTS);
+}
+
+/* ---- metrics ---------------------------------------------------------------------------------- */
+
+int dp_metrics_read(struct datapath *dp, uint8_t reason, uint8_t dir, struct dp_metrics_value *out)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	if (ncpus < 1)
+		ncpus = 1;
+	struct dp_metrics_value *slots = calloc((size_t)ncpus, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	struct dp_metrics_key k = {.reason = reason, .direction = dir};
+	int rc = 0;
+	memset(out, 0, sizeof(*out));
+	if (bpf_map_lookup_elem(fibril_map_fd(dp->maps[DPM_METRICS]), &k, slots) == 0)
+		metrics_sum(slots, out);
+	else if (errno != ENOENT)
+		rc = -errno;
+	free(slots);
+	return rc;
+}

@@ -1,0 +1,194 @@
+/* modules/datapath/dp_prog.c - the tc program: loaded once per agent run
+ * from the skeleton embedded at build time (bpf/fibril_dp.skel.h), with
+ * every map handed over from the host's registry (bpf_map__reuse_fd before
+ * load), then attached to the ingress of each endpoint's host veth with a
+ * clsact filter of fixed handle and priority. Attaching with
+ * BPF_TC_F_REPLACE swaps the program of an existing filter atomically, so
+ * a restarted agent re-adopts a veth without a gap in traffic; stopping
+ * leaves the filters (and the program they hold) in place. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "datapath.h"
+#include "fibril_dp.skel.h"
+
+#define DP_TC_HANDLE 0xf1b1
+#define DP_TC_PRIORITY 1
+
+struct dp_prog {
+	struct fibril_dp *skel;
+	int fd;
+	int id;
+};
+
+/* libbpf's messages (the verifier log above all) go to the agent's log
+ * while this module loads its program. */
+static struct fibril_module *g_print_module;
+
+static __attribute__((format(printf, 2, 0))) int
+libbpf_print_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char line[1024];
+	if (level == LIBBPF_DEBUG || !g_print_module)
+		return 0;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	size_t n = strlen(line);
+	while (n && line[n - 1] == '\n')
+		line[--n] = '\0';
+	if (n)
+		fibril_warn(g_print_module, "libbpf: %s", line);
+	return 0;
+}
+
+static int libbpf_print_nothing(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	(void)level;
+	(void)fmt;
+	(void)ap;
+	return 0;
+}
+
+static int reuse(struct bpf_map *map, struct datapath *dp, enum dp_map_id id, char *err,
+		 size_t len)
+{
+	int rc = bpf_map__reuse_fd(map, fibril_map_fd(dp->maps[id]));
+	if (rc < 0)
+		dp_seterr(err, len, "map %s does not fit the program: %s", bpf_map__name(map),
+			  strerror(-rc));
+	return rc;
+}
+
+int dp_prog_load(struct datapath *dp, char *err, size_t len)
+{
+	struct dp_prog *p = calloc(1, sizeof(*p));
+	if (!p) {
+		dp_seterr(err, len, "out of memory");
+		return -ENOMEM;
+	}
+	g_print_module = dp->m;
+	libbpf_print_fn_t old = libbpf_set_print(libbpf_print_to_log);
+	int rc = 0;
+	p->skel = fibril_dp__open();
+	if (!p->skel) {
+		rc = -errno;
+		dp_seterr(err, len, "cannot open the BPF object: %s", strerror(-rc));
+		goto out;
+	}
+	if ((rc = reuse(p->skel->maps.dp_endpoints, dp, DPM_ENDPOINTS, err, len)) < 0 ||
+	    (rc = reuse(p->skel->maps.dp_ipcache, dp, DPM_IPCACHE, err, len)) < 0 ||
+	    (rc = reuse(p->skel->maps.dp_conntrack, dp, DPM_CONNTRACK, err, len)) < 0 ||
+	    (rc = reuse(p->skel->maps.dp_metrics, dp, DPM_METRICS, err, len)) < 0 ||
+	    (rc = reuse(p->skel->maps.dp_events, dp, DPM_EVENTS, err, len)) < 0 ||
+	    (rc = reuse(p->skel->maps.dp_config, dp, DPM_CONFIG, err, len)) < 0)
+		goto out;
+	dp_vg_quiet_begin();
+	rc = fibril_dp__load(p->skel);
+	dp_vg_quiet_end();
+	if (rc < 0) {
+		dp_seterr(err, len, "the kernel refused the tc program: %s (the verifier log is above)",
+			  strerror(-rc));
+		goto out;
+	}
+	p->fd = bpf_program__fd(p->skel->progs.fibril_from_endpoint);
+	struct bpf_prog_info info;
+	uint32_t info_len = sizeof(info);
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(p->fd, &info, &info_len) == 0)
+		p->id = (int)info.id;
+out:
+	libbpf_set_print(old);
+	g_print_module = NULL;
+	if (rc < 0) {
+		fibril_dp__destroy(p->skel);
+		free(p);
+		return rc;
+	}
+	dp->prog = p;
+	return 0;
+}
+
+void dp_prog_unload(struct datapath *dp)
+{
+	if (!dp->prog)
+		return;
+	/* the filters hold their own reference: attached copies keep running */
+	fibril_dp__destroy(dp->prog->skel);
+	free(dp->prog);
+	dp->prog = NULL;
+}
+
+int dp_prog_id(const struct datapath *dp)
+{
+	return dp->prog ? dp->prog->id : 0;
+}
+
+int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len)
+{
+	if (!dp->prog) {
+		dp_seterr(err, len, "the tc program is not loaded");
+		return -ENOENT;
+	}
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+	/* a clsact qdisc already there (EEXIST) is fine: keep libbpf from
+	 * printing the kernel's "Exclusivity flag on" for it */
+	libbpf_print_fn_t old = libbpf_set_print(libbpf_print_nothing);
+	dp_vg_quiet_begin(); /* libbpf's netlink reply parsing, see dp_util.c */
+	int rc = bpf_tc_hook_create(&hook);
+	dp_vg_quiet_end();
+	libbpf_set_print(old);
+	if (rc < 0 && rc != -EEXIST) {
+		dp_seterr(err, len, "cannot add the clsact qdisc to ifindex %d: %s", ifindex,
+			  strerror(-rc));
+		return rc;
+	}
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY,
+		    .prog_fd = dp->prog->fd, .flags = BPF_TC_F_REPLACE);
+	dp_vg_quiet_begin();
+	rc = bpf_tc_attach(&hook, &opts);
+	dp_vg_quiet_end();
+	if (rc < 0) {
+		dp_seterr(err, len, "cannot attach the tc program to ifindex %d ingress: %s", ifindex,
+			  strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+static bool gone(int rc)
+{
+	return rc == -ENOENT || rc == -ENODEV || rc == -EINVAL;
+}
+
+int dp_prog_detach(struct datapath *dp, int ifindex, char *err, size_t len)
+{
+	(void)dp;
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY);
+	dp_vg_quiet_begin();
+	int rc = bpf_tc_detach(&hook, &opts);
+	dp_vg_quiet_end();
+	if (rc < 0 && !gone(rc)) {
+		dp_seterr(err, len, "cannot detach the tc program from ifindex %d: %s", ifindex,
+			  strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+int dp_prog_attached_id(int ifindex)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY);
+	dp_vg_quiet_begin();
+	int rc = bpf_tc_query(&hook, &opts);
+	dp_vg_quiet_end();
+	if (rc < 0)
+		return gone(rc) ? 0 : rc;
+	return (int)opts.prog_id;
+}

@@ -1,0 +1,684 @@
+/* modules/endpoint/api.c - the endpoint module's REST routes (contract:
+ * the endpoint API brief, summed up in modules/endpoint/README.md):
+ *
+ *   GET    /v1/endpoint           every endpoint, sorted by ID
+ *   GET    /v1/endpoint/{ref}     one (ref: ID, container-id:CID[:IFNAME])
+ *   PUT    /v1/endpoint/{ref}     create (201) or update in place (200)
+ *   PATCH  /v1/endpoint/{ref}     new labels (identity recomputed)
+ *   DELETE /v1/endpoint/{ref}     remove: datapath, IPAM owner, state file
+ *   GET    /v1/identity[/{id}]    security identities
+ *
+ * A PUT checks everything before it changes anything (fields, the netns,
+ * the host veth's index and name, IPAM ownership of each address) and
+ * answers only once the state file is on disk and the datapath (when
+ * loaded) has the endpoint; any failure after the first change is rolled
+ * back. Errors are one line naming the field. */
+#include "endpoint_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/vfs.h>
+#include <time.h>
+
+#ifndef NSFS_MAGIC
+#define NSFS_MAGIC 0x6e736673
+#endif
+#ifndef PROC_SUPER_MAGIC
+#define PROC_SUPER_MAGIC 0x9fa0
+#endif
+
+#define REF_PREFIX "container-id:"
+
+static void reply_object(struct fibril_response *resp, int status, struct json_object *o)
+{
+	fibril_resp_json(resp, status,
+			 json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							   JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+}
+
+/* Text safe to show in an error line (at most 80 bytes). */
+static const char *shown(const char *s, char *buf, size_t len)
+{
+	size_t n = s ? strlen(s) : 0, max = len > 84 ? 80 : len - 4, i;
+
+	for (i = 0; i < n && i < max; i++)
+		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	buf[i] = '\0';
+	if (n > max)
+		strcat(buf, "...");
+	return buf;
+}
+
+/* ---- refs ---------------------------------------------------------------------- */
+
+struct ref {
+	unsigned id;                       /* 0 when by container */
+	char cid[FIBRIL_ENDPOINT_CONTAINER_ID_LEN];
+	char ifname[IFNAMSIZ];             /* "" when not given */
+};
+
+static bool parse_ref(const char *text, struct ref *ref, struct fibril_response *resp)
+{
+	char buf[96];
+
+	memset(ref, 0, sizeof(*ref));
+	if (text && text[0] >= '1' && text[0] <= '9' && strspn(text, "0123456789") == strlen(text)) {
+		unsigned long id = strlen(text) <= 5 ? strtoul(text, NULL, 10) : EP_ID_MAX + 1ul;
+
+		if (id > EP_ID_MAX) {
+			fibril_resp_error(resp, 400, "ref '%s': endpoint IDs are 1..%u",
+					  shown(text, buf, sizeof(buf)), EP_ID_MAX);
+			return false;
+		}
+		ref->id = (unsigned)id;
+		return true;
+	}
+	if (text && !strncmp(text, REF_PREFIX, strlen(REF_PREFIX))) {
+		const char *cid = text + strlen(REF_PREFIX), *colon = strchr(cid, ':');
+		size_t cl = colon ? (size_t)(colon - cid) : strlen(cid);
+
+		if (cl < sizeof(ref->cid)) {
+			memcpy(ref->cid, cid, cl);
+			ref->cid[cl] = '\0';
+		}
+		if (cl >= sizeof(ref->cid) || !ep_valid_container_id(ref->cid)) {
+			fibril_resp_error(resp, 400, "ref '%s': '%s' is not a container ID",
+					  shown(text, buf, sizeof(buf)), shown(ref->cid, buf + 48, 48));
+			return false;
+		}
+		if (colon) {
+			if (strlen(colon + 1) >= sizeof(ref->ifname) || !ep_valid_ifname(colon + 1)) {
+				fibril_resp_error(resp, 400, "ref '%s': '%s' is not an interface name",
+						  shown(text, buf, sizeof(buf)), shown(colon + 1, buf + 48, 48));
+				return false;
+			}
+			snprintf(ref->ifname, sizeof(ref->ifname), "%s", colon + 1);
+		}
+		return true;
+	}
+	fibril_resp_error(resp, 400,
+			  "ref '%s': expected an endpoint ID (1..%u) or container-id:<container id>[:<ifname>]",
+			  shown(text, buf, sizeof(buf)), EP_ID_MAX);
+	return false;
+}
+
+/* The endpoint a ref names, or NULL after answering 400/404. */
+static struct ep_endpoint *resolve(struct ep_manager *mg, struct fibril_request *req,
+				   struct fibril_response *resp)
+{
+	struct ref ref;
+
+	if (!parse_ref(fibril_req_param(req, "ref"), &ref, resp))
+		return NULL;
+	if (ref.id) {
+		if (ref.id < mg->eps_cap && mg->eps[ref.id])
+			return mg->eps[ref.id];
+		fibril_resp_error(resp, 404, "endpoint %u not found", ref.id);
+		return NULL;
+	}
+	if (*ref.ifname) {
+		struct ep_endpoint *ep = ep_find_attachment(mg, ref.cid, ref.ifname);
+
+		if (!ep)
+			fibril_resp_error(resp, 404, "no endpoint for container-id %s ifname %s", ref.cid,
+					  ref.ifname);
+		return ep;
+	}
+	struct ep_endpoint *found = NULL;
+	size_t n = 0;
+	char names[128] = "";
+
+	for (size_t i = 1; i < mg->eps_cap; i++) {
+		struct ep_endpoint *ep = mg->eps[i];
+
+		if (!ep || strcmp(ep->container_id, ref.cid))
+			continue;
+		found = ep;
+		if (strlen(names) + IFNAMSIZ + 3 < sizeof(names))
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+				 n ? ", " : "", ep->ifname);
+		n++;
+	}
+	if (n == 0)
+		fibril_resp_error(resp, 404, "no endpoint for container-id %s", ref.cid);
+	else if (n > 1)
+		fibril_resp_error(resp, 400,
+				  "container-id %s has %zu endpoints (%s): name one with container-id:%s:<ifname>",
+				  ref.cid, n, names, ref.cid);
+	return n == 1 ? found : NULL;
+}
+
+/* ---- GET ------------------------------------------------------------------------- */
+
+static void reply_buf(struct fibril_response *resp, int status, struct ep_buf *b)
+{
+	if (b->oom)
+		fibril_resp_error(resp, 500, "out of memory");
+	else
+		fibril_resp_json(resp, status, b->p);
+	free(b->p);
+	b->p = NULL;
+}
+
+static void reply_endpoint(struct fibril_response *resp, int status, const struct ep_endpoint *ep)
+{
+	struct ep_buf b = { 0 };
+
+	ep_buf_endpoint(&b, ep, false);
+	reply_buf(resp, status, &b);
+}
+
+static void get_list(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct ep_manager *mg = ud;
+	struct ep_buf b = { 0 };
+	bool first = true;
+
+	(void)req;
+	ep_buf_add(&b, "{\"endpoints\":[", strlen("{\"endpoints\":["));
+	for (size_t i = 1; i < mg->eps_cap; i++) {
+		if (!mg->eps[i])
+			continue;
+		if (!first)
+			ep_buf_add(&b, ",", 1);
+		ep_buf_endpoint(&b, mg->eps[i], false);
+		first = false;
+	}
+	ep_buf_add(&b, "]}", 2);
+	reply_buf(resp, 200, &b);
+}
+
+static void get_one(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct ep_endpoint *ep = resolve(ud, req, resp);
+
+	if (ep)
+		reply_endpoint(resp, 200, ep);
+}
+
+static void get_identities(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct ep_manager *mg = ud;
+	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
+
+	(void)req;
+	for (uint32_t i = FIBRIL_IDENTITY_HOST; i <= FIBRIL_IDENTITY_WORLD_IPV6; i++)
+		json_object_array_add(arr, ep_identity_to_json(&mg->reserved[i]));
+	for (size_t i = 0; i < mg->nidents; i++)
+		json_object_array_add(arr, ep_identity_to_json(mg->idents[i]));
+	json_object_object_add(o, "identities", arr);
+	reply_object(resp, 200, o);
+}
+
+static void get_identity(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct ep_manager *mg = ud;
+	const char *text = fibril_req_param(req, "id");
+	char buf[96];
+	unsigned long n = 0;
+
+	if (!text || !*text || strspn(text, "0123456789") != strlen(text) || strlen(text) > 10 ||
+	    (n = strtoul(text, NULL, 10)) == 0 || n > UINT32_MAX) {
+		fibril_resp_error(resp, 400, "identity '%s': expected a number (1..%u)",
+				  shown(text, buf, sizeof(buf)), UINT32_MAX);
+		return;
+	}
+	struct ep_identity *id = ep_identity_find(mg, (uint32_t)n);
+
+	if (!id)
+		fibril_resp_error(resp, 404, "identity %lu not found", n);
+	else
+		reply_object(resp, 200, ep_identity_to_json(id));
+}
+
+/* ---- PUT ------------------------------------------------------------------------- */
+
+/* The parsed JSON body, or NULL after answering 400. */
+static struct json_object *read_body(struct fibril_request *req, struct fibril_response *resp)
+{
+	size_t len = 0;
+	const char *body = fibril_req_body(req, &len);
+	struct json_tokener *tok;
+	struct json_object *o;
+
+	if (!body || len == 0) {
+		fibril_resp_error(resp, 400, "body: a JSON object is required");
+		return NULL;
+	}
+	if (!(tok = json_tokener_new())) {
+		fibril_resp_error(resp, 500, "out of memory");
+		return NULL;
+	}
+	o = json_tokener_parse_ex(tok, body, (int)len);
+	if (!o || json_tokener_get_error(tok) != json_tokener_success) {
+		fibril_resp_error(resp, 400, "body: malformed JSON: %s",
+				  json_tokener_error_desc(json_tokener_get_error(tok)));
+		json_object_put(o);
+		o = NULL;
+	} else if (!json_object_is_type(o, json_type_object)) {
+		fibril_resp_error(resp, 400, "body: expected a JSON object");
+		json_object_put(o);
+		o = NULL;
+	}
+	json_tokener_free(tok);
+	return o;
+}
+
+/* What the host says about the netns and the host veth; false after 400. */
+static bool check_host(struct ep_manager *mg, const struct ep_spec *spec, const struct ep_endpoint *self,
+		       struct fibril_response *resp)
+{
+	struct statfs sfs;
+	char name[IF_NAMESIZE];
+
+	if (statfs(spec->netns, &sfs)) {
+		fibril_resp_error(resp, 400, "netns: %s: %s", spec->netns, strerror(errno));
+		return false;
+	}
+	if (sfs.f_type != (typeof(sfs.f_type))NSFS_MAGIC &&
+	    sfs.f_type != (typeof(sfs.f_type))PROC_SUPER_MAGIC) {
+		fibril_resp_error(resp, 400, "netns: %s is not a network namespace", spec->netns);
+		return false;
+	}
+	if (!if_indextoname((unsigned)spec->host_ifindex, name)) {
+		fibril_resp_error(resp, 400,
+				  "host-ifindex: no interface with index %d in the agent's network namespace",
+				  spec->host_ifindex);
+		return false;
+	}
+	if (strcmp(name, spec->host_ifname)) {
+		fibril_resp_error(resp, 400, "host-ifindex: interface %d is %s, not host-ifname %s",
+				  spec->host_ifindex, name, spec->host_ifname);
+		return false;
+	}
+	for (size_t i = 1; i < mg->eps_cap; i++) {
+		struct ep_endpoint *ep = mg->eps[i];
+
+		if (ep && ep != self && ep->host_ifindex == spec->host_ifindex) {
+			fibril_resp_error(resp, 400,
+					  "host-ifindex: interface %d (%s) belongs to endpoint %u (container-id %s ifname %s)",
+					  spec->host_ifindex, name, ep->id, ep->container_id, ep->ifname);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Who holds the addresses we care about, from one pass over IPAM. */
+struct holders {
+	size_t n;
+	const char *address[4];
+	char owner[4][FIBRIL_IPAM_OWNER_LEN];
+};
+
+static int collect_holders(const char *address, const char *owner, void *ud)
+{
+	struct holders *h = ud;
+
+	for (size_t i = 0; address && owner && i < h->n; i++)
+		if (!strcmp(address, h->address[i]))
+			snprintf(h->owner[i], sizeof(h->owner[i]), "%s", owner);
+	return 0;
+}
+
+static const char *holder_of(const struct holders *h, const char *address)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (!strcmp(h->address[i], address))
+			return h->owner[i];
+	return "";
+}
+
+/* The canonical texts of an endpoint's addresses ("" when none). */
+struct addr_texts {
+	char v4[INET6_ADDRSTRLEN], v6[INET6_ADDRSTRLEN];
+};
+
+static void addr_texts(bool has4, const struct in_addr *a4, bool has6, const struct in6_addr *a6,
+		       struct addr_texts *t)
+{
+	t->v4[0] = t->v6[0] = '\0';
+	if (has4)
+		inet_ntop(AF_INET, a4, t->v4, sizeof(t->v4));
+	if (has6)
+		inet_ntop(AF_INET6, a6, t->v6, sizeof(t->v6));
+}
+
+/* Answer an allocate_ip failure for the field. */
+static void reply_ipam_error(struct fibril_response *resp, int rc, const char *field,
+			     const char *address, const char *owner, const char *holder)
+{
+	switch (rc) {
+	case -EEXIST:
+		fibril_resp_error(resp, 400, "%s: address %s is held in IPAM by owner %s, not %s", field,
+				  address, *holder ? holder : "another owner", owner);
+		break;
+	case -ERANGE:
+		fibril_resp_error(resp, 400,
+				  "%s: address %s is outside the IPAM pool (or its network, gateway or broadcast address)",
+				  field, address);
+		break;
+	case -EAFNOSUPPORT:
+		fibril_resp_error(resp, 400, "%s: the ipam mode offers no %s addresses", field,
+				  field[3] == '4' ? "IPv4" : "IPv6");
+		break;
+	case -EINVAL:
+		fibril_resp_error(resp, 400, "%s: IPAM refused address %s for owner %s", field, address,
+				  owner);
+		break;
+	case -EAGAIN:
+		fibril_resp_error(resp, 503, "%s: IPAM is not ready (no pool yet)", field);
+		break;
+	case -ENOSPC:
+		fibril_resp_error(resp, 503, "%s: IPAM has no room for address %s", field, address);
+		break;
+	default:
+		fibril_resp_error(resp, 500, "%s: IPAM failed for address %s: %s", field, address,
+				  strerror(rc < 0 ? -rc : EIO));
+		break;
+	}
+}
+
+static void put_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct ep_manager *mg = ud;
+	const char *reftext = fibril_req_param(req, "ref");
+	struct ep_spec spec = { 0 };
+	struct json_object *body = NULL;
+	struct ep_endpoint *old, *nep = NULL;
+	struct ep_identity *identity = NULL;
+	struct ref ref;
+	char why[512], owner[FIBRIL_IPAM_OWNER_LEN], buf[96], dperr[256];
+	const char *newly[2] = { NULL, NULL }; /* addresses this PUT took from IPAM */
+	struct addr_texts want, had = { "", "" };
+	bool removed_old_dp = false, file_written = false;
+	struct holders h = { 0 };
+	uint16_t id = 0;
+	char *pod;
+	int rc;
+
+	if (!parse_ref(reftext, &ref, resp))
+		return;
+	if (ref.id || !*ref.ifname) {
+		fibril_resp_error(resp, 400, "ref '%s': PUT needs container-id:<container id>:<ifname>",
+				  shown(reftext, buf, sizeof(buf)));
+		return;
+	}
+	if (!(body = read_body(req, resp)))
+		return;
+	rc = ep_spec_parse(body, &spec, false, why, sizeof(why));
+	json_object_put(body);
+	if (rc) {
+		fibril_resp_error(resp, rc == -ENOMEM ? 500 : 400, "%s", rc == -ENOMEM ? "out of memory" : why);
+		goto out;
+	}
+	if (strcmp(ref.cid, spec.container_id) || strcmp(ref.ifname, spec.ifname)) {
+		fibril_resp_error(resp, 400,
+				  "ref container-id:%s:%s does not match the body's container-id %s and ifname %s",
+				  ref.cid, ref.ifname, spec.container_id, spec.ifname);
+		goto out;
+	}
+	old = ep_find_attachment(mg, spec.container_id, spec.ifname);
+	if (old && old->state == FIBRIL_EP_DISCONNECTING) {
+		fibril_resp_error(resp, 409, "endpoint %u is being deleted: DELETE it again first", old->id);
+		goto out;
+	}
+	if (!check_host(mg, &spec, old, resp))
+		goto out;
+	id = old ? old->id : ep_free_id(mg);
+
+	if (!id) {
+		fibril_resp_error(resp, 503, "no free endpoint ID (all %u are in use)", EP_ID_MAX);
+		goto out;
+	}
+	/* Kubernetes knows the pod: its labels are the endpoint's. */
+	pod = ep_pod_labels_cached(mg, spec.pod_namespace, spec.pod_name);
+
+	if (pod) {
+		free(spec.labels);
+		spec.labels = pod;
+	}
+
+	/* IPAM: each address held by this owner, or free and taken now. */
+	snprintf(owner, sizeof(owner), "%s/%s", spec.container_id, spec.ifname);
+	addr_texts(spec.has_ipv4, &spec.ipv4, spec.has_ipv6, &spec.ipv6, &want);
+	if (old)
+		addr_texts(old->has_ipv4, &old->ipv4, old->has_ipv6, &old->ipv6, &had);
+	const char *fields[2] = { "ipv4", "ipv6" }, *wanted[2] = { want.v4, want.v6 };
+
+	for (int i = 0; i < 2; i++) {
+		if (*wanted[i])
+			h.address[h.n++] = wanted[i];
+	}
+	if (*had.v4)
+		h.address[h.n++] = had.v4;
+	if (*had.v6)
+		h.address[h.n++] = had.v6;
+	mg->ipam->list(mg->ipam_ctx, collect_holders, &h);
+	for (int i = 0; i < 2; i++) {
+		const char *holder = *wanted[i] ? holder_of(&h, wanted[i]) : "";
+
+		if (*wanted[i] && *holder && strcmp(holder, owner)) {
+			reply_ipam_error(resp, -EEXIST, fields[i], wanted[i], owner, holder);
+			goto undo;
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		struct fibril_ipam_result res = { .sz = sizeof(res) };
+
+		if (!*wanted[i])
+			continue;
+		rc = mg->ipam->allocate_ip(mg->ipam_ctx, wanted[i], owner, &res);
+		if (rc < 0) {
+			reply_ipam_error(resp, rc, fields[i], wanted[i], owner, holder_of(&h, wanted[i]));
+			goto undo;
+		}
+		if (!*holder_of(&h, wanted[i]))
+			newly[i] = wanted[i];
+	}
+
+	/* The identity of its labels. */
+	rc = ep_identity_acquire(mg, *spec.labels ? spec.labels : mg->reserved[FIBRIL_IDENTITY_INIT].labels,
+				 &identity);
+	if (rc) {
+		fibril_resp_error(resp, 503, "labels: no identity for them: %s",
+				  rc == -ENOSPC ? "every local identity number is in use" : strerror(-rc));
+		goto undo;
+	}
+
+	/* The new record; the old one (same ID) stays until everything worked. */
+	if (!(nep = calloc(1, sizeof(*nep))) || ep_apply_spec(nep, &spec)) {
+		fibril_resp_error(resp, 500, "out of memory");
+		goto undo;
+	}
+	nep->id = id;
+	nep->created = old ? old->created : (int64_t)time(NULL);
+	nep->identity = identity;
+	nep->state = FIBRIL_EP_REGENERATING;
+	if ((rc = ep_store_write(mg, nep))) {
+		fibril_resp_error(resp, 500, "cannot write the state file %s/%u.json: %s", mg->dir, id,
+				  strerror(-rc));
+		goto undo;
+	}
+	file_written = true;
+	if (old && (old->host_ifindex != nep->host_ifindex || strcmp(had.v4, want.v4) ||
+		    strcmp(had.v6, want.v6))) {
+		/* a different veth or addresses: the old attachment goes first */
+		if (ep_datapath_remove(mg, old, dperr, sizeof(dperr)))
+			fibril_warn(mg->m, "endpoint %u: the datapath did not remove the old attachment: %s",
+				    id, dperr);
+		removed_old_dp = true;
+	}
+	if ((rc = ep_datapath_upsert(mg, nep, dperr, sizeof(dperr)))) {
+		fibril_resp_error(resp, 500, "datapath: %s", dperr);
+		goto undo;
+	}
+
+	/* Commit. */
+	nep->state = FIBRIL_EP_READY;
+	if (old) {
+		uint32_t old_identity = old->identity->id;
+
+		mg->eps[id] = nep;
+		ep_identity_release(mg, old->identity);
+		/* addresses the attachment no longer uses go back to IPAM */
+		if (*had.v4 && strcmp(had.v4, want.v4) && !strcmp(holder_of(&h, had.v4), owner))
+			mg->ipam->release_ip(mg->ipam_ctx, had.v4);
+		if (*had.v6 && strcmp(had.v6, want.v6) && !strcmp(holder_of(&h, had.v6), owner))
+			mg->ipam->release_ip(mg->ipam_ctx, had.v6);
+		ep_free(old);
+		fibril_info(mg->m, "endpoint %u (%s) updated: identity %u", id, owner, identity->id);
+		ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_UPDATED, nep, old_identity);
+	} else {
+		if ((rc = ep_table_insert(mg, nep))) {
+			fibril_resp_error(resp, 500, "cannot add endpoint %u: %s", id, strerror(-rc));
+			goto undo;
+		}
+		fibril_info(mg->m, "endpoint %u (%s) created: identity %u, %s%s%s", id, owner,
+			    identity->id, want.v4, *want.v4 && *want.v6 ? " " : "", want.v6);
+		ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_CREATED, nep, identity->id);
+	}
+	ep_update_health(mg);
+	reply_endpoint(resp, old ? 200 : 201, nep);
+	ep_spec_clear(&spec);
+	return;
+
+undo:
+	if (file_written) {
+		if (old) {
+			if (ep_store_write(mg, old))
+				fibril_error(mg->m, "endpoint %u: its state file could not be put back", id);
+		} else {
+			ep_store_remove(mg, id);
+		}
+	}
+	if (removed_old_dp && ep_datapath_upsert(mg, old, dperr, sizeof(dperr)))
+		fibril_error(mg->m, "endpoint %u: the datapath did not take the old attachment back: %s",
+			     id, dperr);
+	if (identity)
+		ep_identity_release(mg, identity);
+	for (int i = 0; i < 2; i++)
+		if (newly[i])
+			mg->ipam->release_ip(mg->ipam_ctx, newly[i]);
+	ep_free(nep);
+out:
+	ep_spec_clear(&spec);
+}
+
+/* ---- PATCH ------------------------------------------------------------------------ */
+
+static void patch_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct ep_manager *mg = ud;
+	struct ep_endpoint *ep = resolve(mg, req, resp);
+	struct json_object *body, *labels = NULL;
+	char why[512], *joined = NULL;
+
+	if (!ep || !(body = read_body(req, resp)))
+		return;
+	json_object_object_foreach(body, key, value) {
+		(void)value;
+		if (strcmp(key, "labels")) {
+			char buf[96];
+
+			fibril_resp_error(resp, 400, "%s: unknown field (PATCH changes only labels)",
+					  shown(key, buf, sizeof(buf)));
+			json_object_put(body);
+			return;
+		}
+	}
+	if (!json_object_object_get_ex(body, "labels", &labels) ||
+	    !json_object_is_type(labels, json_type_array)) {
+		fibril_resp_error(resp, 400, "labels: missing (expected an array of strings)");
+		json_object_put(body);
+		return;
+	}
+	int rc = ep_labels_from_json(labels, ep->pod_namespace, &joined, why, sizeof(why));
+
+	json_object_put(body);
+	if (rc) {
+		fibril_resp_error(resp, rc == -ENOMEM ? 500 : 400, "%s", rc == -ENOMEM ? "out of memory" : why);
+		return;
+	}
+	if (ep->state == FIBRIL_EP_DISCONNECTING) {
+		fibril_resp_error(resp, 409, "endpoint %u is being deleted", ep->id);
+		free(joined);
+		return;
+	}
+	if ((rc = ep_set_labels(mg, ep, joined, true, why, sizeof(why)))) {
+		fibril_resp_error(resp, rc == -ENOSPC ? 503 : 500, "%s", why);
+		free(joined);
+		return;
+	}
+	free(joined);
+	reply_endpoint(resp, 200, ep);
+}
+
+/* ---- DELETE ----------------------------------------------------------------------- */
+
+static void delete_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct ep_manager *mg = ud;
+	struct ep_endpoint *ep = resolve(mg, req, resp);
+	char owner[FIBRIL_IPAM_OWNER_LEN], err[256];
+	int rc;
+
+	if (!ep)
+		return;
+	ep_owner(ep, owner, sizeof(owner));
+	ep->state = FIBRIL_EP_DISCONNECTING;
+	if ((rc = ep_datapath_remove(mg, ep, err, sizeof(err)))) {
+		fibril_resp_error(resp, 500, "endpoint %u: datapath: %s (still disconnecting; DELETE again)",
+				  ep->id, err);
+		return;
+	}
+	if ((rc = mg->ipam->release_owner(mg->ipam_ctx, owner)) < 0) {
+		fibril_resp_error(resp, rc == -EAGAIN ? 503 : 500,
+				  "endpoint %u: IPAM did not release owner %s: %s (still disconnecting; DELETE again)",
+				  ep->id, owner, strerror(-rc));
+		return;
+	}
+	if ((rc = ep_store_remove(mg, ep->id))) {
+		fibril_resp_error(resp, 500,
+				  "endpoint %u: cannot remove %s/%u.json: %s (still disconnecting; DELETE again)",
+				  ep->id, mg->dir, ep->id, strerror(-rc));
+		return;
+	}
+	uint16_t id = ep->id;
+	uint32_t identity = ep->identity->id;
+
+	ep_table_remove(mg, ep);
+	ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_DELETED, ep, identity);
+	ep_identity_release(mg, ep->identity);
+	ep_free(ep);
+	fibril_info(mg->m, "endpoint %u (%s) deleted", id, owner);
+	ep_update_health(mg);
+
+	char text[64];
+
+	snprintf(text, sizeof(text), "{\"deleted\":%u}", id);
+	fibril_resp_json(resp, 200, text);
+}
+
+int ep_api_register(struct ep_manager *mg)
+{
+	int rc;
+
+	if ((rc = fibril_api_route(mg->m, "GET", "/v1/endpoint", 0, get_list, mg)) ||
+	    (rc = fibril_api_route(mg->m, "GET", "/v1/endpoint/{ref}", 0, get_one, mg)) ||
+	    (rc = fibril_api_route(mg->m, "PUT", "/v1/endpoint/{ref}", FIBRIL_ROUTE_JSON_BODY,
+				   put_endpoint, mg)) ||
+	    (rc = fibril_api_route(mg->m, "PATCH", "/v1/endpoint/{ref}", FIBRIL_ROUTE_JSON_BODY,
+				   patch_endpoint, mg)) ||
+	    (rc = fibril_api_route(mg->m, "DELETE", "/v1/endpoint/{ref}", 0, delete_endpoint, mg)) ||
+	    (rc = fibril_api_route(mg->m, "GET", "/v1/identity", 0, get_identities, mg)) ||
+	    (rc = fibril_api_route(mg->m, "GET", "/v1/identity/{id}", 0, get_identity, mg))) {
+		fibril_module_set_error(mg->m, "cannot register the endpoint routes: %s", strerror(-rc));
+		return rc;
+	}
+	return 0;
+}

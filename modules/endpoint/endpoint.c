@@ -1,0 +1,821 @@
+/* modules/endpoint/endpoint.c - the endpoint manager (capability
+ * "endpoint"): the module descriptor and lifecycle, the table of endpoints
+ * by local ID, the bus events (endpoint.created/updated/deleted), the
+ * capability's ops (foreach, get, identity_labels), the calls into the
+ * datapath (when loaded), label changes (identity, state file, datapath,
+ * event), Kubernetes pod labels (k8s.pods events, when k8s is loaded), the
+ * retry of pending datapath/label work, health and the status summary.
+ * The REST routes are in api.c, restore in restore.c. */
+#include "endpoint_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RETRY_MS 1000
+
+const char *ep_state_name(unsigned state)
+{
+	switch (state) {
+	case FIBRIL_EP_WAITING_FOR_IDENTITY:
+		return "waiting-for-identity";
+	case FIBRIL_EP_READY:
+		return "ready";
+	case FIBRIL_EP_REGENERATING:
+		return "regenerating";
+	case FIBRIL_EP_DISCONNECTING:
+		return "disconnecting";
+	}
+	return "unknown";
+}
+
+void ep_owner(const struct ep_endpoint *ep, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", ep->container_id, ep->ifname);
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+struct ep_endpoint *ep_find_attachment(struct ep_manager *mg, const char *cid, const char *ifname)
+{
+	for (size_t i = 1; i < mg->eps_cap; i++) {
+		struct ep_endpoint *ep = mg->eps[i];
+
+		if (ep && !strcmp(ep->container_id, cid) && !strcmp(ep->ifname, ifname))
+			return ep;
+	}
+	return NULL;
+}
+
+uint16_t ep_free_id(struct ep_manager *mg)
+{
+	for (size_t i = 1; i < mg->eps_cap; i++)
+		if (!mg->eps[i])
+			return (uint16_t)i;
+	return mg->eps_cap <= EP_ID_MAX ? (uint16_t)(mg->eps_cap ? mg->eps_cap : 1) : 0;
+}
+
+int ep_table_insert(struct ep_manager *mg, struct ep_endpoint *ep)
+{
+	if (ep->id == 0)
+		return -EINVAL;
+	if (ep->id >= mg->eps_cap) {
+		size_t cap = mg->eps_cap ? mg->eps_cap : 64;
+
+		while (cap <= ep->id)
+			cap *= 2;
+		if (cap > EP_ID_MAX + 1)
+			cap = EP_ID_MAX + 1;
+		struct ep_endpoint **v = realloc(mg->eps, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		memset(v + mg->eps_cap, 0, (cap - mg->eps_cap) * sizeof(*v));
+		mg->eps = v;
+		mg->eps_cap = cap;
+	}
+	if (mg->eps[ep->id])
+		return -EEXIST;
+	mg->eps[ep->id] = ep;
+	mg->count++;
+	return 0;
+}
+
+void ep_table_remove(struct ep_manager *mg, struct ep_endpoint *ep)
+{
+	if (ep->id < mg->eps_cap && mg->eps[ep->id] == ep) {
+		mg->eps[ep->id] = NULL;
+		mg->count--;
+	}
+}
+
+void ep_free(struct ep_endpoint *ep)
+{
+	if (!ep)
+		return;
+	free(ep->netns);
+	free(ep->pod_namespace);
+	free(ep->pod_name);
+	free(ep);
+}
+
+int ep_apply_spec(struct ep_endpoint *ep, const struct ep_spec *spec)
+{
+	char *netns = strdup(spec->netns);
+	char *ns = *spec->pod_namespace ? strdup(spec->pod_namespace) : NULL;
+	char *pod = *spec->pod_name ? strdup(spec->pod_name) : NULL;
+
+	if (!netns || (*spec->pod_namespace && !ns) || (*spec->pod_name && !pod)) {
+		free(netns);
+		free(ns);
+		free(pod);
+		return -ENOMEM;
+	}
+	free(ep->netns);
+	free(ep->pod_namespace);
+	free(ep->pod_name);
+	ep->netns = netns;
+	ep->pod_namespace = ns;
+	ep->pod_name = pod;
+	snprintf(ep->container_id, sizeof(ep->container_id), "%s", spec->container_id);
+	snprintf(ep->ifname, sizeof(ep->ifname), "%s", spec->ifname);
+	snprintf(ep->host_ifname, sizeof(ep->host_ifname), "%s", spec->host_ifname);
+	ep->host_ifindex = spec->host_ifindex;
+	memcpy(ep->mac, spec->mac, 6);
+	memcpy(ep->host_mac, spec->host_mac, 6);
+	ep->has_ipv4 = spec->has_ipv4;
+	ep->has_ipv6 = spec->has_ipv6;
+	ep->ipv4 = spec->ipv4;
+	ep->ipv6 = spec->ipv6;
+	return 0;
+}
+
+/* ---- JSON ------------------------------------------------------------------------ */
+
+/* The endpoint object is written straight into a text buffer: a list of
+ * thousands of endpoints costs no per-field allocation. */
+
+static void buf_reserve(struct ep_buf *b, size_t more)
+{
+	if (b->oom || b->len + more + 1 <= b->cap)
+		return;
+	size_t cap = b->cap ? b->cap : 1024;
+
+	while (cap < b->len + more + 1)
+		cap *= 2;
+	char *p = realloc(b->p, cap);
+
+	if (!p) {
+		b->oom = true;
+		return;
+	}
+	b->p = p;
+	b->cap = cap;
+}
+
+void ep_buf_add(struct ep_buf *b, const char *s, size_t n)
+{
+	buf_reserve(b, n);
+	if (b->oom)
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+void ep_buf_printf(struct ep_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	char small[128];
+
+	va_start(ap, fmt);
+	int n = vsnprintf(small, sizeof(small), fmt, ap);
+
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof(small)) {
+		ep_buf_add(b, small, (size_t)n);
+		return;
+	}
+	buf_reserve(b, (size_t)n);
+	if (b->oom)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+/* s (n bytes) as a JSON string, quoted and escaped. */
+void ep_buf_string(struct ep_buf *b, const char *s, size_t n)
+{
+	size_t run = 0;
+
+	ep_buf_add(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)
+			continue;
+		ep_buf_add(b, s + run, i - run);
+		if (c == '"' || c == '\\')
+			ep_buf_printf(b, "\\%c", c);
+		else
+			ep_buf_printf(b, "\\u%04x", c);
+		run = i + 1;
+	}
+	ep_buf_add(b, s + run, n - run);
+	ep_buf_add(b, "\"", 1);
+}
+
+static void field_str(struct ep_buf *b, const char *key, const char *value)
+{
+	ep_buf_printf(b, ",\"%s\":", key);
+	ep_buf_string(b, value, strlen(value));
+}
+
+static void field_mac(struct ep_buf *b, const char *key, const uint8_t *mac)
+{
+	ep_buf_printf(b, ",\"%s\":\"%02x:%02x:%02x:%02x:%02x:%02x\"", key, mac[0], mac[1], mac[2],
+		      mac[3], mac[4], mac[5]);
+}
+
+/* The '\n'-separated labels as a JSON array. */
+void ep_buf_labels(struct ep_buf *b, const char *labels)
+{
+	bool first = true;
+
+	ep_buf_add(b, "[", 1);
+	for (const char *p = labels; p && *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t l = nl ? (size_t)(nl - p) : strlen(p);
+
+		if (!first)
+			ep_buf_add(b, ",", 1);
+		ep_buf_string(b, p, l);
+		first = false;
+		p += l + (nl ? 1 : 0);
+	}
+	ep_buf_add(b, "]", 1);
+}
+
+void ep_buf_endpoint(struct ep_buf *b, const struct ep_endpoint *ep, bool for_file)
+{
+	char addr[INET6_ADDRSTRLEN];
+
+	ep_buf_printf(b, "{\"id\":%u", ep->id);
+	if (!for_file)
+		ep_buf_printf(b, ",\"state\":\"%s\"", ep_state_name(ep->state));
+	ep_buf_printf(b, ",\"identity\":%u", ep->identity ? ep->identity->id : 0);
+	field_str(b, "container-id", ep->container_id);
+	field_str(b, "ifname", ep->ifname);
+	field_str(b, "netns", ep->netns);
+	field_str(b, "host-ifname", ep->host_ifname);
+	ep_buf_printf(b, ",\"host-ifindex\":%d", ep->host_ifindex);
+	field_mac(b, "mac", ep->mac);
+	field_mac(b, "host-mac", ep->host_mac);
+	if (ep->has_ipv4)
+		field_str(b, "ipv4", inet_ntop(AF_INET, &ep->ipv4, addr, sizeof(addr)));
+	if (ep->has_ipv6)
+		field_str(b, "ipv6", inet_ntop(AF_INET6, &ep->ipv6, addr, sizeof(addr)));
+	if (ep->pod_namespace)
+		field_str(b, "pod-namespace", ep->pod_namespace);
+	if (ep->pod_name)
+		field_str(b, "pod-name", ep->pod_name);
+	ep_buf_add(b, ",\"labels\":", strlen(",\"labels\":"));
+	ep_buf_labels(b, ep->identity ? ep->identity->labels : "");
+	ep_buf_printf(b, ",\"created\":%lld}", (long long)ep->created);
+}
+
+/* ---- events and the capability ----------------------------------------------------- */
+
+/* The endpoint as the bus and the ops carry it (malloc'd; labels after it). */
+static struct fibril_endpoint_event *event_new(const struct ep_endpoint *ep, uint32_t old_identity,
+					       size_t *len)
+{
+	const char *labels = ep->identity ? ep->identity->labels : "";
+	size_t ll = strlen(labels);
+	struct fibril_endpoint_event *ev = calloc(1, sizeof(*ev) + ll + 1);
+
+	if (!ev)
+		return NULL;
+	ev->sz = sizeof(*ev);
+	ev->id = ep->id;
+	ev->state = ep->state;
+	ev->identity = ep->identity ? ep->identity->id : 0;
+	ev->old_identity = old_identity;
+	ev->host_ifindex = ep->host_ifindex;
+	memcpy(ev->host_ifname, ep->host_ifname, sizeof(ev->host_ifname));
+	memcpy(ev->ifname, ep->ifname, sizeof(ev->ifname));
+	memcpy(ev->container_id, ep->container_id, sizeof(ev->container_id));
+	if (ep->pod_namespace)
+		snprintf(ev->pod_namespace, sizeof(ev->pod_namespace), "%s", ep->pod_namespace);
+	if (ep->pod_name)
+		snprintf(ev->pod_name, sizeof(ev->pod_name), "%s", ep->pod_name);
+	memcpy(ev->mac, ep->mac, 6);
+	memcpy(ev->host_mac, ep->host_mac, 6);
+	ev->has_ipv4 = ep->has_ipv4;
+	ev->has_ipv6 = ep->has_ipv6;
+	ev->ipv4 = ep->ipv4;
+	ev->ipv6 = ep->ipv6;
+	ev->labels = ll ? (uint32_t)sizeof(*ev) : 0;
+	memcpy((char *)ev + sizeof(*ev), labels, ll + 1);
+	*len = sizeof(*ev) + ll + 1;
+	return ev;
+}
+
+void ep_publish(struct ep_manager *mg, const char *topic, const struct ep_endpoint *ep,
+		uint32_t old_identity)
+{
+	size_t len;
+	struct fibril_endpoint_event *ev = event_new(ep, old_identity, &len);
+	int rc = ev ? fibril_bus_publish(mg->m, topic, FIBRIL_ENDPOINT_VERSION, ev, len) : -ENOMEM;
+
+	if (rc)
+		fibril_error(mg->m, "cannot publish %s for endpoint %u: %s", topic, ep->id, strerror(-rc));
+	free(ev);
+}
+
+static int call_with_event(const struct ep_endpoint *ep, fibril_endpoint_fn cb, void *ud)
+{
+	size_t len;
+	uint32_t identity = ep->identity ? ep->identity->id : 0;
+	struct fibril_endpoint_event *ev = event_new(ep, identity, &len);
+
+	if (!ev)
+		return -ENOMEM;
+	int rc = cb(ev, ud);
+
+	free(ev);
+	return rc;
+}
+
+static int op_foreach(void *ctx, fibril_endpoint_fn cb, void *ud)
+{
+	struct ep_manager *mg = ctx;
+
+	if (!cb)
+		return -EINVAL;
+	for (size_t i = 1; i < mg->eps_cap; i++) {
+		if (!mg->eps[i])
+			continue;
+		int rc = call_with_event(mg->eps[i], cb, ud);
+
+		if (rc)
+			return rc < 0 ? rc : 0;
+	}
+	return 0;
+}
+
+static int op_get(void *ctx, uint16_t id, fibril_endpoint_fn cb, void *ud)
+{
+	struct ep_manager *mg = ctx;
+
+	if (!cb)
+		return -EINVAL;
+	if (id == 0 || id >= mg->eps_cap || !mg->eps[id])
+		return -ENOENT;
+	int rc = call_with_event(mg->eps[id], cb, ud);
+
+	return rc < 0 ? rc : 0;
+}
+
+static const char *op_identity_labels(void *ctx, uint32_t identity)
+{
+	struct ep_identity *id = ep_identity_find(ctx, identity);
+
+	return id ? id->labels : NULL;
+}
+
+/* ---- the datapath ---------------------------------------------------------------- */
+
+void ep_to_datapath(const struct ep_endpoint *ep, struct fibril_datapath_endpoint *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->sz = sizeof(*out);
+	out->id = ep->id;
+	out->identity = ep->identity ? ep->identity->id : 0;
+	out->host_ifindex = ep->host_ifindex;
+	memcpy(out->host_ifname, ep->host_ifname, sizeof(out->host_ifname));
+	memcpy(out->mac, ep->mac, 6);
+	memcpy(out->host_mac, ep->host_mac, 6);
+	out->has_ipv4 = ep->has_ipv4;
+	out->has_ipv6 = ep->has_ipv6;
+	out->ipv4 = ep->ipv4;
+	out->ipv6 = ep->ipv6;
+}
+
+int ep_datapath_upsert(struct ep_manager *mg, const struct ep_endpoint *ep, char *err, size_t errlen)
+{
+	struct fibril_datapath_endpoint d;
+
+	if (!mg->dp)
+		return 0;
+	ep_to_datapath(ep, &d);
+	if (err && errlen)
+		err[0] = '\0';
+	int rc = mg->dp->endpoint_upsert(mg->dp_ctx, &d, err, errlen);
+
+	if (rc && err && errlen && !err[0])
+		snprintf(err, errlen, "%s", strerror(rc < 0 ? -rc : EIO));
+	return rc < 0 ? rc : rc ? -EIO : 0;
+}
+
+int ep_datapath_remove(struct ep_manager *mg, const struct ep_endpoint *ep, char *err, size_t errlen)
+{
+	struct fibril_datapath_endpoint d;
+
+	if (!mg->dp)
+		return 0;
+	ep_to_datapath(ep, &d);
+	if (err && errlen)
+		err[0] = '\0';
+	int rc = mg->dp->endpoint_remove(mg->dp_ctx, &d, err, errlen);
+
+	if (rc && err && errlen && !err[0])
+		snprintf(err, errlen, "%s", strerror(rc < 0 ? -rc : EIO));
+	return rc < 0 ? rc : rc ? -EIO : 0;
+}
+
+/* ---- health and retries ------------------------------------------------------------- */
+
+void ep_update_health(struct ep_manager *mg)
+{
+	size_t dp = 0, k8s = 0;
+
+	for (size_t i = 1; i < mg->eps_cap; i++) {
+		if (!mg->eps[i])
+			continue;
+		dp += mg->eps[i]->datapath_pending;
+		k8s += mg->eps[i]->k8s_pending;
+	}
+	if (dp || k8s)
+		fibril_health_report(mg->m, NULL, FIBRIL_HEALTH_DEGRADED,
+				     "%zu endpoint(s) waiting for the datapath, %zu for their pod labels; retrying",
+				     dp, k8s);
+	else
+		fibril_health_report(mg->m, NULL, FIBRIL_HEALTH_OK, "%zu endpoints", mg->count);
+}
+
+static void apply_pod_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *labels);
+
+static void retry_tick(struct fibril_timer *t, void *ud)
+{
+	struct ep_manager *mg = ud;
+	bool pending = false;
+	char err[256];
+
+	(void)t;
+	mg->retry_timer = NULL; /* one-shot: freed by the loop */
+	for (size_t i = 1; i < mg->eps_cap; i++) {
+		struct ep_endpoint *ep = mg->eps[i];
+
+		if (!ep || ep->state == FIBRIL_EP_DISCONNECTING)
+			continue;
+		if (ep->k8s_pending && ep->pod_namespace && ep->pod_name) {
+			char *labels = ep_pod_labels_cached(mg, ep->pod_namespace, ep->pod_name);
+
+			ep->k8s_pending = false;
+			if (labels)
+				apply_pod_labels(mg, ep, labels);
+			free(labels);
+		}
+		if (ep->datapath_pending) {
+			if (ep_datapath_upsert(mg, ep, err, sizeof(err)) == 0) {
+				uint32_t identity = ep->identity->id;
+
+				ep->datapath_pending = false;
+				ep->state = FIBRIL_EP_READY;
+				fibril_info(mg->m, "endpoint %u is in the datapath (retried)", ep->id);
+				ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_UPDATED, ep, identity);
+			} else {
+				fibril_debug(mg->m, "endpoint %u: datapath still refuses: %s", ep->id, err);
+			}
+		}
+		pending |= ep->datapath_pending || ep->k8s_pending;
+	}
+	ep_update_health(mg);
+	if (pending)
+		ep_schedule_retry(mg);
+}
+
+void ep_schedule_retry(struct ep_manager *mg)
+{
+	if (!mg->retry_timer && mg->started)
+		mg->retry_timer = fibril_timer_add(mg->m, RETRY_MS, 0, retry_tick, mg);
+	ep_update_health(mg);
+}
+
+/* ---- labels ---------------------------------------------------------------------- */
+
+int ep_set_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *labels, bool rollback,
+		  char *err, size_t errlen)
+{
+	struct ep_identity *old = ep->identity, *id = NULL;
+	uint8_t old_state = ep->state;
+	uint32_t old_number = old ? old->id : 0;
+	int rc;
+
+	if (old && !strcmp(old->labels, *labels ? labels : mg->reserved[FIBRIL_IDENTITY_INIT].labels))
+		return 0;
+	if ((rc = ep_identity_acquire(mg, *labels ? labels : mg->reserved[FIBRIL_IDENTITY_INIT].labels,
+				      &id))) {
+		snprintf(err, errlen, "no identity for the labels: %s",
+			 rc == -ENOSPC ? "every local identity number is in use" : strerror(-rc));
+		return rc;
+	}
+	ep->identity = id;
+	ep->state = FIBRIL_EP_REGENERATING;
+	if ((rc = ep_store_write(mg, ep))) {
+		snprintf(err, errlen, "cannot write the state file in %s: %s", mg->dir, strerror(-rc));
+		ep->identity = old;
+		ep->state = old_state;
+		ep_identity_release(mg, id);
+		return rc;
+	}
+	char dperr[256];
+
+	if ((rc = ep_datapath_upsert(mg, ep, dperr, sizeof(dperr)))) {
+		if (rollback) {
+			snprintf(err, errlen, "datapath: %s", dperr);
+			ep->identity = old;
+			ep->state = old_state;
+			if (ep_store_write(mg, ep))
+				fibril_error(mg->m, "endpoint %u: its state file keeps identity %u although the change failed",
+					     ep->id, id->id);
+			ep_identity_release(mg, id);
+			return rc;
+		}
+		fibril_warn(mg->m, "endpoint %u: the datapath refused identity %u: %s; retrying", ep->id,
+			    id->id, dperr);
+		ep->datapath_pending = true;
+		ep_identity_release(mg, old);
+		ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_UPDATED, ep, old_number);
+		ep_schedule_retry(mg);
+		return 0;
+	}
+	ep_identity_release(mg, old);
+	ep->state = FIBRIL_EP_READY;
+	ep->datapath_pending = false;
+	fibril_info(mg->m, "endpoint %u: identity %u -> %u", ep->id, old_number, id->id);
+	ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_UPDATED, ep, old_number);
+	return 0;
+}
+
+/* ---- Kubernetes ------------------------------------------------------------------- */
+
+/* The labels of a pod object: "k8s:key=value" per metadata.labels entry
+ * plus the namespace label (malloc'd), or NULL (logged) when unusable. */
+static char *pod_labels(struct ep_manager *mg, const char *json, const char *ns, const char *name)
+{
+	struct json_object *pod = json ? json_tokener_parse(json) : NULL, *meta, *labels;
+	struct json_object *arr = json_object_new_array();
+	char why[256], *out = NULL;
+
+	if (!pod) {
+		fibril_warn(mg->m, "pod %s/%s: the object is not JSON", ns, name);
+		json_object_put(arr);
+		return NULL;
+	}
+	if (json_object_object_get_ex(pod, "metadata", &meta) &&
+	    json_object_object_get_ex(meta, "labels", &labels) &&
+	    json_object_is_type(labels, json_type_object)) {
+		json_object_object_foreach(labels, key, value) {
+			const char *v = json_object_is_type(value, json_type_string)
+						? json_object_get_string(value)
+						: "";
+			size_t l = strlen(key) + strlen(v) + 6;
+			char *text = malloc(l);
+
+			if (!text)
+				continue;
+			snprintf(text, l, "k8s:%s=%s", key, v);
+			json_object_array_add(arr, json_object_new_string(text));
+			free(text);
+		}
+	}
+	if (ep_labels_from_json(arr, ns, &out, why, sizeof(why)))
+		fibril_warn(mg->m, "pod %s/%s: its labels are not usable: %s", ns, name, why);
+	json_object_put(arr);
+	json_object_put(pod);
+	return out;
+}
+
+char *ep_pod_labels_cached(struct ep_manager *mg, const char *ns, const char *name)
+{
+	if (!mg->k8s || !ns || !name || !*ns || !*name)
+		return NULL;
+	const char *obj = mg->k8s->get(mg->k8s_ctx, FIBRIL_K8S_PODS, ns, name);
+
+	return obj ? pod_labels(mg, obj, ns, name) : NULL;
+}
+
+static void apply_pod_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *labels)
+{
+	char err[256];
+
+	if (ep->state == FIBRIL_EP_DISCONNECTING)
+		return;
+	if (ep_set_labels(mg, ep, labels, false, err, sizeof(err))) {
+		fibril_warn(mg->m, "endpoint %u: cannot apply the labels of pod %s/%s: %s; retrying",
+			    ep->id, ep->pod_namespace, ep->pod_name, err);
+		ep->k8s_pending = true;
+		ep_schedule_retry(mg);
+	}
+}
+
+static int on_pod_event(const struct fibril_event *ev, void *ud)
+{
+	struct ep_manager *mg = ud;
+	const struct fibril_k8s_event *e = ev->payload;
+
+	if (!mg->started || ev->payload_len < sizeof(*e) || e->sz < sizeof(*e))
+		return 0;
+	if (e->type != FIBRIL_K8S_ADDED && e->type != FIBRIL_K8S_UPDATED)
+		return 0; /* a deleted pod's endpoint goes with CNI DEL */
+	const char *ns = FIBRIL_K8S_STR(e, namespace_), *name = FIBRIL_K8S_STR(e, name);
+	char *labels = NULL;
+
+	if (!ns || !name)
+		return 0;
+	for (size_t i = 1; i < mg->eps_cap; i++) {
+		struct ep_endpoint *ep = mg->eps[i];
+
+		if (!ep || !ep->pod_namespace || !ep->pod_name || strcmp(ep->pod_namespace, ns) ||
+		    strcmp(ep->pod_name, name))
+			continue;
+		if (!labels && !(labels = pod_labels(mg, FIBRIL_K8S_STR(e, object), ns, name)))
+			return -EINVAL;
+		apply_pod_labels(mg, ep, labels);
+	}
+	free(labels);
+	return 0;
+}
+
+/* Restored endpoints take their pods' labels when the cache has them. */
+void ep_apply_cached_pods(struct ep_manager *mg)
+{
+	for (size_t i = 1; mg->k8s && i < mg->eps_cap; i++) {
+		struct ep_endpoint *ep = mg->eps[i];
+
+		if (!ep || !ep->pod_namespace || !ep->pod_name)
+			continue;
+		char *labels = ep_pod_labels_cached(mg, ep->pod_namespace, ep->pod_name);
+
+		if (labels)
+			apply_pod_labels(mg, ep, labels);
+		free(labels);
+	}
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------- */
+
+static void free_endpoints(struct ep_manager *mg)
+{
+	for (size_t i = 1; i < mg->eps_cap; i++)
+		ep_free(mg->eps[i]);
+	free(mg->eps);
+	mg->eps = NULL;
+	mg->eps_cap = 0;
+	mg->count = 0;
+}
+
+static int endpoint_init(struct fibril_module *m)
+{
+	struct ep_manager *mg = calloc(1, sizeof(*mg));
+	int rc;
+
+	if (!mg)
+		return -ENOMEM;
+	mg->m = m;
+	mg->dirfd = -1;
+	fibril_module_set_data(m, mg);
+	ep_identities_init(mg);
+	mg->ops.hdr.sz = sizeof(mg->ops);
+	mg->ops.hdr.version = FIBRIL_ENDPOINT_VERSION;
+	mg->ops.foreach = op_foreach;
+	mg->ops.get = op_get;
+	mg->ops.identity_labels = op_identity_labels;
+	if ((rc = fibril_service_provide(m, FIBRIL_ENDPOINT_CAPABILITY, &mg->ops.hdr, mg))) {
+		fibril_module_set_error(m, "cannot provide '%s': %s", FIBRIL_ENDPOINT_CAPABILITY,
+					strerror(-rc));
+		return rc;
+	}
+	if ((rc = ep_api_register(mg)))
+		return rc;
+	if (!fibril_bus_subscribe(m, FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_PODS, FIBRIL_K8S_VERSION,
+				  on_pod_event, mg)) {
+		fibril_module_set_error(m, "cannot subscribe to %s", FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_PODS);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* A soft dependency: the table, or NULL when absent (an unusable one is an error). */
+static const struct fibril_service_header *lookup(struct fibril_module *m, const char *cap,
+						  uint32_t version, void **ctx, bool required, int *err)
+{
+	const struct fibril_service_header *hdr;
+
+	errno = 0;
+	hdr = fibril_service_lookup(m, cap, version, ctx);
+	*err = 0;
+	if (!hdr && (required || errno == EPROTO)) {
+		*err = errno ? errno : ENOENT;
+		fibril_module_set_error(m, "no usable '%s' provider: %s", cap,
+					*err == EPROTO ? "its interface is too old" : strerror(*err));
+	}
+	return hdr;
+}
+
+static int endpoint_start(struct fibril_module *m)
+{
+	struct ep_manager *mg = fibril_module_data(m);
+	char why[512];
+	int err, rc;
+
+	mg->ipam = (const struct fibril_ipam_ops *)lookup(m, FIBRIL_IPAM_CAPABILITY, FIBRIL_IPAM_VERSION,
+							  &mg->ipam_ctx, true, &err);
+	if (!mg->ipam)
+		return -err;
+	if (!FIBRIL_SERVICE_HAS(mg->ipam, release_owner) || !mg->ipam->allocate_ip ||
+	    !mg->ipam->release_ip || !mg->ipam->release_owner || !mg->ipam->list) {
+		fibril_module_set_error(m, "the '%s' provider's table is incomplete", FIBRIL_IPAM_CAPABILITY);
+		return -EPROTO;
+	}
+	mg->dp = (const struct fibril_datapath_ops *)lookup(m, FIBRIL_DATAPATH_CAPABILITY,
+							    FIBRIL_DATAPATH_VERSION, &mg->dp_ctx,
+							    false, &err);
+	if (err)
+		return -err;
+	if (mg->dp && (!FIBRIL_SERVICE_HAS(mg->dp, endpoint_remove) || !mg->dp->endpoint_upsert ||
+		       !mg->dp->endpoint_remove)) {
+		fibril_module_set_error(m, "the '%s' provider's table is incomplete",
+					FIBRIL_DATAPATH_CAPABILITY);
+		return -EPROTO;
+	}
+	mg->k8s = (const struct fibril_k8s_ops *)lookup(m, FIBRIL_K8S_CAPABILITY, FIBRIL_K8S_VERSION,
+							&mg->k8s_ctx, false, &err);
+	if (err)
+		return -err;
+	if (mg->k8s && (!FIBRIL_SERVICE_HAS(mg->k8s, get) || !mg->k8s->watch_resource)) {
+		fibril_module_set_error(m, "the '%s' provider's table is incomplete", FIBRIL_K8S_CAPABILITY);
+		return -EPROTO;
+	}
+	if ((rc = ep_store_open(mg, why, sizeof(why)))) {
+		fibril_module_set_error(m, "%s", why);
+		return rc;
+	}
+	ep_identity_load_resume(mg);
+	if (mg->k8s && (rc = mg->k8s->watch_resource(mg->k8s_ctx, FIBRIL_K8S_PODS)) < 0) {
+		fibril_module_set_error(m, "k8s: cannot watch pods: %s", strerror(-rc));
+		ep_store_close(mg);
+		return rc;
+	}
+	mg->started = true;
+	fibril_info(m, "state in %s; datapath %s; kubernetes %s", mg->dir,
+		    mg->dp ? "loaded" : "not loaded", mg->k8s ? "pods watched" : "not loaded");
+	rc = ep_restore_start(mg);
+	if (rc < 0) {
+		mg->started = false;
+		ep_store_close(mg);
+	}
+	return rc;
+}
+
+static void endpoint_stop(struct fibril_module *m)
+{
+	struct ep_manager *mg = fibril_module_data(m);
+
+	mg->started = false;
+	ep_restore_abort(mg);
+	if (mg->retry_timer)
+		fibril_timer_cancel(mg->retry_timer);
+	mg->retry_timer = NULL;
+	/* The datapath keeps the endpoints: the next agent adopts them. */
+	free_endpoints(mg);
+	ep_identities_reset(mg);
+	ep_store_close(mg);
+	mg->ipam = NULL;
+	mg->dp = NULL;
+	mg->k8s = NULL;
+}
+
+static void endpoint_fini(struct fibril_module *m)
+{
+	struct ep_manager *mg = fibril_module_data(m);
+
+	if (!mg)
+		return;
+	free_endpoints(mg);
+	ep_identities_free(mg);
+	ep_store_close(mg);
+	free(mg);
+	fibril_module_set_data(m, NULL);
+}
+
+/* "12 endpoints, 5 identities (2 waiting for the datapath)" */
+static int endpoint_summary(struct fibril_module *m, char *buf, size_t len)
+{
+	struct ep_manager *mg = fibril_module_data(m);
+	size_t pending = 0;
+
+	for (size_t i = 1; i < mg->eps_cap; i++)
+		pending += mg->eps[i] && mg->eps[i]->datapath_pending;
+	if (pending)
+		return snprintf(buf, len, "%zu endpoints, %zu identities (%zu waiting for the datapath)",
+				mg->count, mg->nidents, pending);
+	return snprintf(buf, len, "%zu endpoints, %zu identities", mg->count, mg->nidents);
+}
+
+FIBRIL_MODULE(.name = EP_MODULE, .version = "1.0.0",
+	      .description = "endpoint manager: local endpoints, security identities, state and restore",
+	      .provides = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY),
+	      .requires = FIBRIL_LIST(FIBRIL_IPAM_CAPABILITY),
+	      .wants = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY, FIBRIL_K8S_CAPABILITY),
+	      .init = endpoint_init, .start = endpoint_start, .stop = endpoint_stop,
+	      .fini = endpoint_fini, .summary = endpoint_summary);

@@ -1,0 +1,208 @@
+/* modules/endpoint/endpoint_int.h - what the files of the endpoint module
+ * share: the endpoint and identity records, the module's state, and the
+ * functions of each file (endpoint.c: lifecycle, table, events, k8s;
+ * identity.c: identities; spec.c: parsing and validating endpoint JSON;
+ * store.c: state files; api.c: the REST routes; restore.c: start-time
+ * restore). Everything runs on the loop thread. */
+#ifndef FIBRIL_ENDPOINT_INT_H
+#define FIBRIL_ENDPOINT_INT_H
+
+#include <limits.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json.h>
+
+#include <fibril/fibril.h>
+
+#define EP_MODULE "endpoint"
+#define EP_ID_MAX 65535u
+#define EP_IDENTITY_MAX 65535u      /* local identities: 256..65535 */
+#define EP_IDENTITY_BLOCK 128u      /* identity numbers reserved on disk at a time */
+#define EP_NS_LEN 64                /* pod namespace (DNS label) + NUL */
+#define EP_POD_LEN 254              /* pod name (DNS subdomain) + NUL */
+#define EP_LABEL_MAX 512            /* one label, bytes */
+#define EP_LABELS_MAX 128           /* labels per endpoint */
+#define EP_NETNS_MAX 1024           /* netns path, bytes with NUL */
+#define EP_NAMESPACE_LABEL "k8s:io.kubernetes.pod.namespace="
+
+/* One security identity: a numeric ID for a distinct label set. */
+struct ep_identity {
+	uint32_t id;
+	uint32_t refs;     /* endpoints holding it */
+	uint32_t hash;     /* of labels */
+	bool reserved;
+	char *labels;      /* sorted, '\n'-separated; never empty */
+};
+
+/* One endpoint: a CNI attachment on this node. */
+struct ep_endpoint {
+	uint16_t id;
+	uint8_t state;              /* enum fibril_endpoint_state */
+	bool datapath_pending;      /* the datapath did not take it yet: retried */
+	bool k8s_pending;           /* its pod's labels could not be applied: retried */
+	int host_ifindex;
+	struct ep_identity *identity;
+	char host_ifname[IFNAMSIZ];
+	char ifname[IFNAMSIZ];
+	char container_id[FIBRIL_ENDPOINT_CONTAINER_ID_LEN];
+	uint8_t mac[6], host_mac[6];
+	bool has_ipv4, has_ipv6;
+	struct in_addr ipv4;
+	struct in6_addr ipv6;
+	int64_t created;            /* unix seconds */
+	char *netns;
+	char *pod_namespace;        /* NULL when none */
+	char *pod_name;             /* NULL when none */
+};
+
+/* An endpoint as a request or a state file describes it (validated text). */
+struct ep_spec {
+	char container_id[FIBRIL_ENDPOINT_CONTAINER_ID_LEN];
+	char ifname[IFNAMSIZ];
+	char host_ifname[IFNAMSIZ];
+	char netns[EP_NETNS_MAX];
+	int host_ifindex;
+	uint8_t mac[6], host_mac[6];
+	bool has_ipv4, has_ipv6;
+	struct in_addr ipv4;
+	struct in6_addr ipv6;
+	char pod_namespace[EP_NS_LEN];
+	char pod_name[EP_POD_LEN];
+	char *labels;               /* sorted, '\n'-joined, malloc'd ("" when none) */
+	/* state files only */
+	uint32_t id, identity;
+	int64_t created;
+};
+
+struct ep_manager {
+	struct fibril_module *m;
+	struct fibril_endpoint_ops ops;
+
+	/* endpoints by local ID: eps[id], NULL when free */
+	struct ep_endpoint **eps;
+	size_t eps_cap;
+	size_t count;
+
+	/* identities: the reserved ones, and the local ones sorted by id */
+	struct ep_identity reserved[FIBRIL_IDENTITY_WORLD_IPV6 + 1];
+	struct ep_identity **idents;
+	size_t nidents, idents_cap;
+	uint32_t next_identity;     /* where the next search starts */
+	uint32_t identity_resume;   /* on disk: the next run starts here */
+
+	/* <state-dir>/endpoint */
+	char dir[PATH_MAX];
+	int dirfd;
+
+	/* the capabilities we use (NULL when absent) */
+	const struct fibril_ipam_ops *ipam;
+	void *ipam_ctx;
+	const struct fibril_datapath_ops *dp;
+	void *dp_ctx;
+	const struct fibril_k8s_ops *k8s;
+	void *k8s_ctx;
+
+	struct fibril_timer *restore_timer;  /* retrying restore (IPAM not ready) */
+	struct fibril_timer *retry_timer;    /* retrying datapath / k8s labels */
+	struct ep_restore *restore;          /* restore in progress */
+	bool started;
+};
+
+/* ---- endpoint.c --------------------------------------------------------- */
+const char *ep_state_name(unsigned state);
+void ep_owner(const struct ep_endpoint *ep, char *buf, size_t len); /* "CID/IFNAME" */
+struct ep_endpoint *ep_find_attachment(struct ep_manager *mg, const char *cid, const char *ifname);
+/* The lowest free local ID, or 0 when all are taken. */
+uint16_t ep_free_id(struct ep_manager *mg);
+int ep_table_insert(struct ep_manager *mg, struct ep_endpoint *ep);
+void ep_table_remove(struct ep_manager *mg, struct ep_endpoint *ep);
+void ep_free(struct ep_endpoint *ep);
+/* The endpoint's datapath view. */
+void ep_to_datapath(const struct ep_endpoint *ep, struct fibril_datapath_endpoint *out);
+int ep_datapath_upsert(struct ep_manager *mg, const struct ep_endpoint *ep, char *err,
+		       size_t errlen);
+int ep_datapath_remove(struct ep_manager *mg, const struct ep_endpoint *ep, char *err,
+		       size_t errlen);
+void ep_publish(struct ep_manager *mg, const char *topic, const struct ep_endpoint *ep,
+		uint32_t old_identity);
+/* A growing text buffer (oom set when an allocation failed). */
+struct ep_buf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+void ep_buf_add(struct ep_buf *b, const char *s, size_t n);
+void ep_buf_printf(struct ep_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ep_buf_string(struct ep_buf *b, const char *s, size_t n); /* a quoted JSON string */
+void ep_buf_labels(struct ep_buf *b, const char *labels);      /* a JSON array */
+/* The endpoint as JSON: the API's <endpoint>, or (for_file: no state) the state file. */
+void ep_buf_endpoint(struct ep_buf *b, const struct ep_endpoint *ep, bool for_file);
+/* Copies a validated spec's attachment fields into ep (not id/identity). */
+int ep_apply_spec(struct ep_endpoint *ep, const struct ep_spec *spec);
+/* Schedule the retry of pending datapath/k8s work. */
+void ep_schedule_retry(struct ep_manager *mg);
+void ep_update_health(struct ep_manager *mg);
+/* Labels of the endpoint's pod from the k8s cache (malloc'd), or NULL. */
+char *ep_pod_labels_cached(struct ep_manager *mg, const char *ns, const char *name);
+/* Every endpoint whose pod is in the k8s cache takes the pod's labels. */
+void ep_apply_cached_pods(struct ep_manager *mg);
+/* New labels on an existing endpoint: identity, state file, datapath, event.
+ * With rollback (the API), a failure leaves everything as it was; without
+ * (k8s), a datapath failure leaves it regenerating and retried. */
+int ep_set_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *labels,
+		  bool rollback, char *err, size_t errlen);
+
+/* ---- identity.c ----------------------------------------------------------- */
+void ep_identities_init(struct ep_manager *mg);
+void ep_identities_free(struct ep_manager *mg);  /* everything (fini) */
+void ep_identities_reset(struct ep_manager *mg); /* the local ones, reserved refs (stop) */
+/* Take a reference on the identity of labels (a reserved one, an existing
+ * one, or a new number); -ENOSPC when no number is free, -EIO when the
+ * number block could not be recorded. */
+int ep_identity_acquire(struct ep_manager *mg, const char *labels, struct ep_identity **out);
+/* Restore: the label set gets `wanted` when it is free and in range. */
+int ep_identity_restore(struct ep_manager *mg, const char *labels, uint32_t wanted,
+			struct ep_identity **out);
+void ep_identity_release(struct ep_manager *mg, struct ep_identity *id);
+struct ep_identity *ep_identity_find(struct ep_manager *mg, uint32_t id);
+struct json_object *ep_identity_to_json(const struct ep_identity *id);
+/* Read / write the resume point (<dir>/identities). */
+void ep_identity_load_resume(struct ep_manager *mg);
+
+/* ---- spec.c --------------------------------------------------------------------- */
+/* Fill spec from a PUT body or a state file; on error a one-line reason
+ * naming the field in why, and -EINVAL. */
+int ep_spec_parse(struct json_object *o, struct ep_spec *spec, bool state_file, char *why,
+		  size_t len);
+void ep_spec_clear(struct ep_spec *spec);
+/* Labels from a JSON array (sorted, deduplicated, '\n'-joined, malloc'd),
+ * plus the namespace label when ns is set. -EINVAL with why. */
+int ep_labels_from_json(struct json_object *arr, const char *ns, char **out, char *why,
+			size_t len);
+/* Sort, deduplicate and join `n` label texts (malloc'd). */
+char *ep_labels_join(char **labels, size_t n);
+bool ep_valid_container_id(const char *s);
+bool ep_valid_ifname(const char *s);
+/* JSON array of the '\n'-separated labels. */
+struct json_object *ep_labels_to_json(const char *labels);
+
+/* ---- store.c ----------------------------------------------------------------- */
+int ep_store_open(struct ep_manager *mg, char *why, size_t len);
+void ep_store_close(struct ep_manager *mg);
+int ep_store_write(struct ep_manager *mg, const struct ep_endpoint *ep);
+int ep_store_remove(struct ep_manager *mg, uint16_t id);
+int ep_write_atomic(int dirfd, const char *name, const void *data, size_t len);
+
+/* ---- api.c ------------------------------------------------------------------- */
+int ep_api_register(struct ep_manager *mg);
+
+/* ---- restore.c ------------------------------------------------------------- */
+/* 0 done, FIBRIL_START_PENDING (finishes with fibril_module_start_done), or
+ * a negative errno. */
+int ep_restore_start(struct ep_manager *mg);
+void ep_restore_abort(struct ep_manager *mg);
+
+#endif

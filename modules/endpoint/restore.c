@@ -1,0 +1,570 @@
+/* modules/endpoint/restore.c - bringing the endpoints of the previous run
+ * back in the start hook, before the API serves:
+ *   1. read every <state-dir>/endpoint/<id>.json (a corrupt file is logged
+ *      and moved aside to <file>.corrupt; leftover temp files are removed);
+ *      an endpoint whose netns path or host veth is gone is marked for
+ *      removal, the others get their stored identity back for their labels;
+ *   2. IPAM: kept endpoints re-reserve their addresses (allocate_ip with
+ *      their owner), removed ones release their owner. While IPAM answers
+ *      -EAGAIN (no pool yet) the start is pending and this step is retried
+ *      on a short timer;
+ *   3. removed endpoints leave the datapath and lose their state file; kept
+ *      ones keep their IDs, are re-adopted by the datapath (endpoint_upsert)
+ *      and announced with endpoint.created.
+ * The log says "restored N endpoints in X ms (M removed)". */
+#include "endpoint_int.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef NSFS_MAGIC
+#define NSFS_MAGIC 0x6e736673
+#endif
+#ifndef PROC_SUPER_MAGIC
+#define PROC_SUPER_MAGIC 0x9fa0
+#endif
+
+#define RETRY_MS 100
+#define MAX_STATE_FILE (1u << 20)
+
+struct restore_entry {
+	struct ep_endpoint *ep;
+	char *why;                /* NULL: kept; else why it is removed */
+	char *labels;             /* from the file, until its identity is registered */
+	uint32_t stored_identity; /* from the file */
+};
+
+struct ep_restore {
+	struct restore_entry *v;
+	size_t n, cap;
+	size_t ipam_at;         /* the next entry step 2 handles */
+	size_t corrupt;
+	double active_ms;       /* time spent restoring (not waiting) */
+	struct timespec wait_start;
+	double waited_ms;
+	bool waiting_logged;
+};
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void restore_free(struct ep_restore *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		ep_free(r->v[i].ep);
+		free(r->v[i].why);
+		free(r->v[i].labels);
+	}
+	free(r->v);
+	free(r);
+}
+
+static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *dup_printf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+/* ---- step 1: the files ------------------------------------------------------- */
+
+static void set_aside(struct ep_manager *mg, struct ep_restore *r, const char *name, const char *why)
+{
+	char aside[NAME_MAX + 1];
+
+	r->corrupt++;
+	snprintf(aside, sizeof(aside), "%s.corrupt", name);
+	if (renameat(mg->dirfd, name, mg->dirfd, aside) == 0 && fsync(mg->dirfd) == 0)
+		fibril_error(mg->m, "state file %s/%s is corrupt (%s): skipped, moved to %s/%s", mg->dir,
+			     name, why, mg->dir, aside);
+	else
+		fibril_error(mg->m, "state file %s/%s is corrupt (%s): skipped (cannot move it aside: %s)",
+			     mg->dir, name, why, strerror(errno));
+}
+
+/* The file's text (NUL-terminated, malloc'd), or NULL with why. */
+static char *read_file(int dirfd, const char *name, size_t *len, char *why, size_t whylen)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	char *buf = NULL;
+	size_t at = 0;
+
+	if (fd < 0) {
+		snprintf(why, whylen, "cannot open: %s", strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > MAX_STATE_FILE) {
+		snprintf(why, whylen, "not a regular file under %u bytes", MAX_STATE_FILE);
+		goto out;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		snprintf(why, whylen, "out of memory");
+		goto out;
+	}
+	while (at < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + at, (size_t)st.st_size - at);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(why, whylen, "read: %s", n < 0 ? strerror(errno) : "short file");
+			free(buf);
+			buf = NULL;
+			goto out;
+		}
+		at += (size_t)n;
+	}
+	buf[at] = '\0';
+	*len = at;
+out:
+	close(fd);
+	return buf;
+}
+
+/* "<digits>.json" -> the ID, else 0. */
+static unsigned state_file_id(const char *name)
+{
+	char *end;
+	unsigned long id;
+
+	if (name[0] < '1' || name[0] > '9')
+		return 0;
+	id = strtoul(name, &end, 10);
+	return strcmp(end, ".json") || id > EP_ID_MAX ? 0 : (unsigned)id;
+}
+
+/* Why the endpoint cannot be kept (malloc'd), or NULL when it is alive. */
+static char *gone_reason(const struct ep_endpoint *ep)
+{
+	struct statfs sfs;
+	char name[IF_NAMESIZE];
+
+	if (statfs(ep->netns, &sfs))
+		return dup_printf("its netns %s is gone (%s)", ep->netns, strerror(errno));
+	if (sfs.f_type != (typeof(sfs.f_type))NSFS_MAGIC &&
+	    sfs.f_type != (typeof(sfs.f_type))PROC_SUPER_MAGIC)
+		return dup_printf("its netns %s is no longer a namespace", ep->netns);
+	if (!if_indextoname((unsigned)ep->host_ifindex, name))
+		return dup_printf("its host veth %s (ifindex %d) is gone", ep->host_ifname,
+				  ep->host_ifindex);
+	if (strcmp(name, ep->host_ifname))
+		return dup_printf("its host veth %s (ifindex %d) is gone: that index is now %s",
+				  ep->host_ifname, ep->host_ifindex, name);
+	return NULL;
+}
+
+static int add_entry(struct ep_restore *r, struct ep_endpoint *ep, struct ep_spec *spec)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 64;
+		struct restore_entry *v = realloc(r->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		r->v = v;
+		r->cap = cap;
+	}
+	r->v[r->n].ep = ep;
+	r->v[r->n].why = NULL;
+	r->v[r->n].labels = spec->labels;
+	r->v[r->n].stored_identity = spec->identity;
+	spec->labels = NULL;
+	r->n++;
+	return 0;
+}
+
+/* One state file into an entry; a corrupt one is set aside. */
+static int load_one(struct ep_manager *mg, struct ep_restore *r, const char *name, unsigned id)
+{
+	char why[512];
+	size_t len = 0;
+	char *text = read_file(mg->dirfd, name, &len, why, sizeof(why));
+	struct ep_spec spec = { 0 };
+	struct ep_endpoint *ep = NULL;
+	int rc;
+
+	if (!text) {
+		set_aside(mg, r, name, why);
+		return 0;
+	}
+	struct json_tokener *tok = json_tokener_new();
+	struct json_object *o = tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL;
+
+	if (!o || json_tokener_get_error(tok) != json_tokener_success) {
+		snprintf(why, sizeof(why), "not JSON: %s",
+			 tok ? json_tokener_error_desc(json_tokener_get_error(tok)) : "out of memory");
+		json_object_put(o);
+		json_tokener_free(tok);
+		free(text);
+		set_aside(mg, r, name, why);
+		return 0;
+	}
+	json_tokener_free(tok);
+	free(text);
+	rc = ep_spec_parse(o, &spec, true, why, sizeof(why));
+	json_object_put(o);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc == 0 && spec.id != id) {
+		snprintf(why, sizeof(why), "id: %u does not match the file name", spec.id);
+		rc = -EINVAL;
+	}
+	if (rc) {
+		ep_spec_clear(&spec);
+		set_aside(mg, r, name, why);
+		return 0;
+	}
+	if (!(ep = calloc(1, sizeof(*ep))) || ep_apply_spec(ep, &spec)) {
+		ep_free(ep);
+		ep_spec_clear(&spec);
+		return -ENOMEM;
+	}
+	ep->id = (uint16_t)spec.id;
+	ep->created = spec.created;
+	ep->state = FIBRIL_EP_WAITING_FOR_IDENTITY; /* registered in settle_entries */
+	rc = add_entry(r, ep, &spec);
+	if (rc)
+		ep_free(ep);
+	ep_spec_clear(&spec);
+	return rc;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	const struct ep_endpoint *x = ((const struct restore_entry *)a)->ep;
+	const struct ep_endpoint *y = ((const struct restore_entry *)b)->ep;
+	int c = strcmp(x->container_id, y->container_id);
+
+	if (!c)
+		c = strcmp(x->ifname, y->ifname);
+	return c ? c : (int)x->id - (int)y->id;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+	return (int)((const struct restore_entry *)a)->ep->id -
+	       (int)((const struct restore_entry *)b)->ep->id;
+}
+
+/* Labels and stored numbers become identities; the second file of one
+ * attachment is set aside; dead endpoints are marked. */
+static int settle_entries(struct ep_manager *mg, struct ep_restore *r)
+{
+	size_t kept = 0;
+
+	qsort(r->v, r->n, sizeof(*r->v), cmp_key);
+	for (size_t i = 0; i < r->n; i++) {
+		struct restore_entry *e = &r->v[i];
+		char *labels = e->labels;
+
+		e->labels = NULL;
+		if (kept && !strcmp(r->v[kept - 1].ep->container_id, e->ep->container_id) &&
+		    !strcmp(r->v[kept - 1].ep->ifname, e->ep->ifname)) {
+			char name[32], why[256];
+
+			snprintf(name, sizeof(name), "%u.json", e->ep->id);
+			snprintf(why, sizeof(why), "container-id %s ifname %s is also endpoint %u",
+				 e->ep->container_id, e->ep->ifname, r->v[kept - 1].ep->id);
+			set_aside(mg, r, name, why);
+			free(labels);
+			ep_free(e->ep);
+			continue;
+		}
+		e->why = gone_reason(e->ep);
+		if (!e->why) {
+			int rc = ep_identity_restore(mg, *labels ? labels
+								 : mg->reserved[FIBRIL_IDENTITY_INIT].labels,
+						     e->stored_identity, &e->ep->identity);
+
+			if (rc) {
+				e->why = dup_printf("no identity for its labels: %s", strerror(-rc));
+				e->ep->identity = NULL;
+			}
+		}
+		free(labels);
+		r->v[kept++] = *e;
+	}
+	r->n = kept;
+	qsort(r->v, r->n, sizeof(*r->v), cmp_id);
+	return 0;
+}
+
+static int read_all(struct ep_manager *mg, struct ep_restore *r)
+{
+	int fd = dup(mg->dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d) {
+		int err = errno;
+
+		if (fd >= 0)
+			close(fd);
+		fibril_module_set_error(mg->m, "cannot read %s: %s", mg->dir, strerror(err));
+		return -err;
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		const char *name = de->d_name;
+		size_t l = strlen(name);
+		unsigned id;
+
+		if (name[0] == '.' && l > 4 && !strcmp(name + l - 4, ".tmp")) {
+			/* a write that never completed: nobody was answered with it */
+			unlinkat(mg->dirfd, name, 0);
+			continue;
+		}
+		if (!(id = state_file_id(name)))
+			continue;
+		if ((rc = load_one(mg, r, name, id)))
+			break;
+	}
+	closedir(d);
+	if (rc == 0)
+		rc = settle_entries(mg, r);
+	return rc;
+}
+
+/* ---- step 2: IPAM ---------------------------------------------------------------- */
+
+/* The holder of an address in IPAM. */
+struct holder {
+	const char *address;
+	char owner[FIBRIL_IPAM_OWNER_LEN];
+};
+
+static int find_holder(const char *address, const char *owner, void *ud)
+{
+	struct holder *h = ud;
+
+	if (address && owner && !strcmp(address, h->address)) {
+		snprintf(h->owner, sizeof(h->owner), "%s", owner);
+		return 1;
+	}
+	return 0;
+}
+
+/* 0, or -EAGAIN (retry later); marks the entry removed on a conflict. */
+static int reserve(struct ep_manager *mg, struct restore_entry *e)
+{
+	struct ep_endpoint *ep = e->ep;
+	char owner[FIBRIL_IPAM_OWNER_LEN];
+
+	ep_owner(ep, owner, sizeof(owner));
+	if (e->why) {
+		int rc = mg->ipam->release_owner(mg->ipam_ctx, owner);
+
+		return rc == -EAGAIN ? rc : 0;
+	}
+	for (int fam = 4; fam <= 6; fam += 2) {
+		char addr[INET6_ADDRSTRLEN];
+		struct fibril_ipam_result res = { .sz = sizeof(res) };
+
+		if (fam == 4 && !ep->has_ipv4)
+			continue;
+		if (fam == 6 && !ep->has_ipv6)
+			continue;
+		inet_ntop(fam == 4 ? AF_INET : AF_INET6, fam == 4 ? (void *)&ep->ipv4 : (void *)&ep->ipv6,
+			  addr, sizeof(addr));
+		int rc = mg->ipam->allocate_ip(mg->ipam_ctx, addr, owner, &res);
+
+		if (rc == -EAGAIN)
+			return rc;
+		if (rc == -EEXIST) {
+			struct holder h = { .address = addr };
+
+			mg->ipam->list(mg->ipam_ctx, find_holder, &h);
+			e->why = dup_printf("its address %s is held by %s in IPAM", addr,
+					    *h.owner ? h.owner : "another owner");
+			ep_identity_release(mg, ep->identity);
+			ep->identity = NULL;
+			return 0;
+		}
+		if (rc < 0)
+			fibril_warn(mg->m, "endpoint %u: ipam did not re-reserve %s for %s: %s (kept)",
+				    ep->id, addr, owner, strerror(-rc));
+	}
+	return 0;
+}
+
+/* ---- step 3: the table and the datapath -------------------------------------------- */
+
+static void finish(struct ep_manager *mg, struct ep_restore *r)
+{
+	double t0 = now_ms();
+	size_t kept = 0, removed = 0;
+	char err[256];
+
+	for (size_t i = 0; i < r->n; i++) {
+		struct restore_entry *e = &r->v[i];
+		struct ep_endpoint *ep = e->ep;
+
+		if (e->why) {
+			char owner[FIBRIL_IPAM_OWNER_LEN];
+
+			ep_owner(ep, owner, sizeof(owner));
+			if (ep_datapath_remove(mg, ep, err, sizeof(err)))
+				fibril_warn(mg->m, "endpoint %u: the datapath did not remove it: %s", ep->id, err);
+			ep_store_remove(mg, ep->id);
+			fibril_warn(mg->m, "endpoint %u (%s) removed at restore: %s; its addresses were released",
+				    ep->id, owner, e->why);
+			removed++;
+			continue;
+		}
+		if (ep_table_insert(mg, ep)) {
+			fibril_error(mg->m, "endpoint %u: cannot restore it: out of memory", ep->id);
+			ep_identity_release(mg, ep->identity);
+			continue;
+		}
+		e->ep = NULL; /* the table owns it */
+		kept++;
+		ep->state = FIBRIL_EP_REGENERATING;
+		if (ep_datapath_upsert(mg, ep, err, sizeof(err))) {
+			fibril_warn(mg->m, "endpoint %u: the datapath did not re-adopt it: %s; retrying",
+				    ep->id, err);
+			ep->datapath_pending = true;
+		} else {
+			ep->state = FIBRIL_EP_READY;
+		}
+		ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_CREATED, ep, ep->identity->id);
+	}
+	r->active_ms += now_ms() - t0;
+	char extra[96] = "";
+
+	if (r->corrupt)
+		snprintf(extra, sizeof(extra), ", %zu corrupt state file%s skipped", r->corrupt,
+			 r->corrupt == 1 ? "" : "s");
+	if (r->waited_ms > 0)
+		snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), "; waited %.0f ms for ipam",
+			 r->waited_ms);
+	fibril_info(mg->m, "restored %zu endpoints in %.1f ms (%zu removed%s)", kept, r->active_ms,
+		    removed, extra);
+	ep_apply_cached_pods(mg);
+	ep_update_health(mg);
+	if (kept && mg->retry_timer == NULL) {
+		for (size_t i = 1; i < mg->eps_cap; i++)
+			if (mg->eps[i] && (mg->eps[i]->datapath_pending || mg->eps[i]->k8s_pending)) {
+				ep_schedule_retry(mg);
+				break;
+			}
+	}
+}
+
+/* Step 2 from where it stopped, then step 3. 0 done, -EAGAIN waiting. */
+static int advance(struct ep_manager *mg, struct ep_restore *r)
+{
+	double t0 = now_ms();
+
+	for (; r->ipam_at < r->n; r->ipam_at++) {
+		if (reserve(mg, &r->v[r->ipam_at]) == -EAGAIN) {
+			r->active_ms += now_ms() - t0;
+			return -EAGAIN;
+		}
+	}
+	r->active_ms += now_ms() - t0;
+	finish(mg, r);
+	return 0;
+}
+
+static void restore_tick(struct fibril_timer *t, void *ud)
+{
+	struct ep_manager *mg = ud;
+	struct ep_restore *r = mg->restore;
+	struct timespec now;
+
+	(void)t;
+	mg->restore_timer = NULL;
+	if (!r)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	r->waited_ms += (double)(now.tv_sec - r->wait_start.tv_sec) * 1e3 +
+			(double)(now.tv_nsec - r->wait_start.tv_nsec) / 1e6;
+	if (advance(mg, r) == -EAGAIN) {
+		clock_gettime(CLOCK_MONOTONIC, &r->wait_start);
+		mg->restore_timer = fibril_timer_add(mg->m, RETRY_MS, 0, restore_tick, mg);
+		if (!mg->restore_timer) {
+			fibril_module_set_error(mg->m, "cannot arm the restore retry timer");
+			mg->restore = NULL;
+			restore_free(r);
+			fibril_module_start_done(mg->m, -ENOMEM);
+		}
+		return;
+	}
+	mg->restore = NULL;
+	restore_free(r);
+	fibril_module_start_done(mg->m, 0);
+}
+
+int ep_restore_start(struct ep_manager *mg)
+{
+	struct ep_restore *r = calloc(1, sizeof(*r));
+	double t0 = now_ms();
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	if ((rc = read_all(mg, r))) {
+		restore_free(r);
+		if (rc == -ENOMEM)
+			fibril_module_set_error(mg->m, "restore: out of memory");
+		return rc;
+	}
+	r->active_ms = now_ms() - t0;
+	if (advance(mg, r) == 0) {
+		restore_free(r);
+		return 0;
+	}
+	fibril_info(mg->m, "ipam has no pool yet: restore of %zu endpoints waits for it (retrying every %d ms)",
+		    r->n, RETRY_MS);
+	clock_gettime(CLOCK_MONOTONIC, &r->wait_start);
+	mg->restore = r;
+	mg->restore_timer = fibril_timer_add(mg->m, RETRY_MS, 0, restore_tick, mg);
+	if (!mg->restore_timer) {
+		mg->restore = NULL;
+		restore_free(r);
+		fibril_module_set_error(mg->m, "cannot arm the restore retry timer");
+		return -ENOMEM;
+	}
+	return FIBRIL_START_PENDING;
+}
+
+void ep_restore_abort(struct ep_manager *mg)
+{
+	if (mg->restore_timer)
+		fibril_timer_cancel(mg->restore_timer);
+	mg->restore_timer = NULL;
+	if (mg->restore) {
+		for (size_t i = 0; i < mg->restore->n; i++)
+			if (mg->restore->v[i].ep && mg->restore->v[i].ep->identity)
+				ep_identity_release(mg, mg->restore->v[i].ep->identity);
+		restore_free(mg->restore);
+	}
+	mg->restore = NULL;
+}

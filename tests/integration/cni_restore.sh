@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# tests/integration/cni_restore.sh - pods outlive their agent: two pods
+# added through libcni with an agent (ipam-cluster-pool, ipam-api,
+# endpoint, datapath) in a node namespace, a TCP stream between them
+# (tests/cni/nettest.py send/recv, counting bytes and noting any reset);
+# the agent is killed with SIGKILL, the stream keeps flowing while it is
+# down, the agent is started again on the same state, the stream goes on
+# without a reset; `fibril endpoint list -o json` shows the same endpoints,
+# identities and addresses as before; a pod added after the restart does
+# not get an address a live pod holds, and everyone still reaches it.
+. "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/cni/lib.sh"
+
+cni_prereqs ipam-api ipam-cluster-pool endpoint datapath
+command -v ping >/dev/null || skip_or_fail "ping is not installed (iputils-ping)"
+build_driver || { fail "the libcni driver builds"; finish; }
+cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath
+netns_add "$NODE_NS"
+AGENT_ARGS=(--set ipam-cluster-pool.node-cidr=10.244.9.0/24)
+start_node_agent "$WORK/mods" "${AGENT_ARGS[@]}"
+SOCK=$WORK/fibril.sock
+GW=10.244.9.1
+PORT=$((20000 + RANDOM % 20000))
+cat >"$WORK/fibril.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "fibril",
+ "plugins": [{"type": "fibril-cni", "agent-socket": "$SOCK"}]}
+EOF
+pod_ns() { echo "fcni-r$$-$1"; }
+pod_id() { echo "fcni$$restore$1"; }
+declare -A ADDR
+add_pod() {
+	netns_add "$(pod_ns "$1")"
+	driver "$WORK/fibril.conflist" -args "K8S_POD_NAMESPACE=default;K8S_POD_NAME=$1" \
+		add "$(pod_id "$1")" "/var/run/netns/$(pod_ns "$1")" eth0
+	[ "$PRC" = 0 ] || { echo "  ADD $1: $(out) $(cat "$WORK/err")"; return 1; }
+	ADDR[$1]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ips"][0]["address"].split("/")[0])' "$WORK/out")
+}
+check "ADD pod a" add_pod a
+check "ADD pod b" add_pod b
+if [ -z "${ADDR[a]:-}" ] || [ -z "${ADDR[b]:-}" ]; then
+	tail -20 "$WORK/agent.log"
+	finish
+fi
+
+# endpoints JSON -> sorted (id, container-id, identity, ipv4, ipv6, state-independent)
+endpoint_view() {
+	"$CLI" --socket "$SOCK" -o json endpoint list | python3 -c 'import json,sys
+j = json.load(sys.stdin)
+eps = j["endpoints"] if isinstance(j, dict) else j
+print(sorted((e["id"], e["container-id"], e["identity"], e.get("ipv4"), e.get("ipv6"), e["host-ifname"]) for e in eps))'
+}
+BEFORE=$(endpoint_view)
+check "fibril endpoint list -o json shows both pods" contains "$BEFORE" "'$(pod_id b)'"
+
+# ---- the stream ---------------------------------------------------------------------
+ip netns exec "$(pod_ns b)" python3 "$top_srcdir/tests/cni/nettest.py" recv "$PORT" "$WORK/recv.status" &
+RECV=$!
+for _ in $(seq 1 100); do [ -f "$WORK/recv.status" ] && break; sleep 0.05; done
+ip netns exec "$(pod_ns a)" python3 "$top_srcdir/tests/cni/nettest.py" send "${ADDR[b]}" "$PORT" "$WORK/send.status" &
+SEND=$!
+cni_test_cleanup() { kill "$SEND" "$RECV" 2>/dev/null; }
+received() { sed -n 's/.*bytes=\([0-9]*\).*/\1/p' "$WORK/recv.status" 2>/dev/null || echo 0; }
+sleep 1
+b0=$(received)
+check "the stream flows from pod a to pod b" test "${b0:-0}" -gt 0
+
+kill -KILL "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+AGENT_PID=""
+sleep 2
+b1=$(received)
+check "the stream keeps flowing while the agent is down ($b0 -> $b1 bytes)" test "${b1:-0}" -gt "${b0:-0}"
+check "  pod a still pings pod b" ip netns exec "$(pod_ns a)" ping -c 1 -W 2 "${ADDR[b]}"
+
+start_node_agent "$WORK/mods" "${AGENT_ARGS[@]}"
+check "the agent starts again on the same state" kill -0 "$AGENT_PID"
+sleep 2
+b2=$(received)
+check "the stream goes on after the restart ($b1 -> $b2 bytes)" test "${b2:-0}" -gt "${b1:-0}"
+check "  without a reset on the receiver" contains "$(cat "$WORK/recv.status")" "reset=0 eof=0"
+check "  nor on the sender" contains "$(cat "$WORK/send.status")" "reset=0"
+AFTER=$(endpoint_view)
+check "the same endpoints, identities and addresses after the restart" test "$AFTER" = "$BEFORE"
+[ "$AFTER" = "$BEFORE" ] || { echo "  before: $BEFORE"; echo "  after:  $AFTER"; }
+
+# ---- a new pod after the restart ---------------------------------------------------
+check "ADD pod c after the restart" add_pod c
+check "pod c got an address no live pod holds (${ADDR[c]:-none})" \
+	test -n "${ADDR[c]:-}" -a "${ADDR[c]:-}" != "${ADDR[a]}" -a "${ADDR[c]:-}" != "${ADDR[b]}"
+ip netns exec "$(pod_ns c)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$((PORT + 1))" &
+SERVE=$!
+cni_test_cleanup() { kill "$SEND" "$RECV" "$SERVE" 2>/dev/null; }
+sleep 0.3
+check "pod a reaches pod c and the node" \
+	ip netns exec "$(pod_ns a)" python3 "$top_srcdir/tests/cni/nettest.py" probe "$((PORT + 1))" "${ADDR[c]}"
+check "pod c reaches pod a and the node (ping)" ip netns exec "$(pod_ns c)" ping -c 1 -W 2 "${ADDR[a]}"
+check "  and the gateway" ip netns exec "$(pod_ns c)" ping -c 1 -W 2 "$GW"
+
+# ---- the end -----------------------------------------------------------------------------
+kill "$SEND" 2>/dev/null || true
+wait "$SEND" 2>/dev/null || true
+for p in a b c; do
+	driver "$WORK/fibril.conflist" del "$(pod_id $p)" "/var/run/netns/$(pod_ns $p)" eth0
+	check "DEL pod $p" test "$PRC" = 0
+done
+check "no lxc link is left" test -z "$(node_lxc_links)"
+check "no address is left" test -z "$(ipam_allocations)"
+rc=0
+stop_agent TERM || rc=$?
+check "the agent stops cleanly (exit $rc)" test "$rc" = 0
+
+finish

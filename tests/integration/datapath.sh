@@ -1,0 +1,389 @@
+#!/usr/bin/env bash
+# tests/integration/datapath.sh - the datapath module end to end (as root):
+# a "node" netns runs the agent with ipam-cluster-pool (static node-cidr),
+# datapath and the dpdrive test module; three "pods" (netns) hang off it on
+# veths made here, as fibril-cni would wire them, and are registered through
+# dpdrive. Checked: the host device and its gateways, one program on every
+# veth, the routes, pod<->pod ping and TCP over IPv4 and IPv6 with the
+# node's forwarding off (only the program can move them), pod->gateway
+# ping, the metrics reasons, conntrack entries and their GC, a spoofed
+# source dropped with its reason and a drop event, kill -9 with traffic
+# flowing while the agent is down, a restart reusing the pins and
+# re-adopting the veths without losing a packet, endpoint_remove (also of a
+# veth that is gone), refused upserts, Degraded health when the host device
+# cannot be set up, and a start/upsert/stop run under valgrind.
+. "$top_srcdir/tests/lib/common.sh"
+
+if [ "$(id -u)" != 0 ]; then
+	[ "${CI:-}" = true ] && { echo "FAIL: CI runs as root; not skipping"; exit 1; }
+	echo "SKIP: run as root (network namespaces, BPF)"
+	exit 77
+fi
+for tool in ip tc nsenter python3 curl pkg-config; do
+	command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed"; exit 1; }
+done
+for so in datapath ipam-cluster-pool; do
+	[ -f "$top_builddir/.libs/$so.so" ] || { echo "FAIL: $so.so is not built"; exit 1; }
+done
+
+# ---- namespaces (unique per run) and their cleanup ------------------------------
+NODE=fdpn$$
+PODS=(fdpa$$ fdpb$$ fdpc$$)
+HOSTIF=(lxca lxcb lxcc)      # host-side veths, inside the node netns only
+ADDR4=(10.201.0.10 10.201.0.11 10.201.0.12)
+ADDR6=(fd00:201::10 fd00:201::11 fd00:201::12)
+EPID=(10 11 12)
+IDENT=(256 257 258)
+BG_PIDS=()
+dp_cleanup() {
+	local rc=$? ns p
+	set +e
+	for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for ns in "${PODS[@]}" "$NODE"; do
+		[ -e "/run/netns/$ns" ] || continue
+		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+		ip netns del "$ns" 2>/dev/null
+	done
+	(exit "$rc")
+	cleanup
+}
+trap dp_cleanup EXIT INT TERM
+
+mods=$WORK/mods
+mkdir -p "$mods"
+chmod 0755 "$mods"
+for so in datapath ipam-cluster-pool; do install -m 0644 "$top_builddir/.libs/$so.so" "$mods/"; done
+# shellcheck disable=SC2046,SC2086
+$CC -std=gnu11 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-override-init \
+	-Wno-unused-parameter ${SAN_CFLAGS:-} -I"$top_srcdir/sdk/include" $(pkg-config --cflags json-c) \
+	-o "$mods/dpdrive.so" "$top_srcdir/tests/modules/dpdrive.c" \
+	-L"$top_builddir/.libs" -lfibril $(pkg-config --libs json-c)
+chmod 0644 "$mods/dpdrive.so"
+
+# ---- helpers ------------------------------------------------------------------------------
+ip netns add "$NODE"
+ip -n "$NODE" link set lo up
+innode() { nsenter --net="/run/netns/$NODE" "$@"; }
+inpod() { local i=$1; shift; ip netns exec "${PODS[$i]}" "$@"; }
+fib() { "$CLI" --socket "$WORK/fibril.sock" "$@"; }
+jget() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null || echo "?"; }
+mac_of() { ip "${@:2}" -j link show "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["address"])'; }
+# wait_for SECONDS COMMAND... : poll until the command succeeds
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	while ! "$@" >/dev/null 2>&1; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.2
+	done
+}
+
+AGENT_OPTS=(--set ipam-cluster-pool.node-cidr=10.201.0.0/24,fd00:201::/120
+	--set datapath.conntrack-timeout-other=4s --set datapath.conntrack-timeout-tcp=4s
+	--set datapath.conntrack-timeout-tcp-closing=1s --set datapath.conntrack-gc-interval=300ms)
+# node_agent [args...] : the agent in the node netns (its mount namespace
+# stays the host's, so the pins are on the real bpffs and outlive it)
+node_agent() {
+	mapfile -t args < <(agent_args "$mods")
+	rm -f "$WORK/fibril.sock"
+	echo "--- start $*" >>"$WORK/agent.log"
+	# nsenter execs the agent: $! is the agent itself
+	nsenter --net="/run/netns/$NODE" "$AGENT" "${args[@]}" "${AGENT_OPTS[@]}" "$@" \
+		>>"$WORK/agent.log" 2>&1 &
+	AGENT_PID=$!
+	local i
+	for i in $(seq 1 200); do
+		[ -S "$WORK/fibril.sock" ] && return 0
+		kill -0 "$AGENT_PID" 2>/dev/null || { cat "$WORK/agent.log"; return 1; }
+		sleep 0.05
+	done
+	cat "$WORK/agent.log"
+	return 1
+}
+
+# make_pod I : netns, veth into the node, address/32 (/128) and routes as fibril-cni sets them
+make_pod() {
+	local i=$1 p=${PODS[$1]} h=${HOSTIF[$1]}
+	ip netns add "$p"
+	ip -n "$NODE" link add "$h" type veth peer name eth0 netns "$p"
+	ip -n "$p" link set lo up
+	ip -n "$p" link set eth0 up
+	ip -n "$NODE" link set "$h" up
+	ip -n "$p" addr add "${ADDR4[$i]}/32" dev eth0
+	ip -n "$p" route add "$GW4" dev eth0 scope link
+	ip -n "$p" route add default via "$GW4"
+	ip -n "$p" addr add "${ADDR6[$i]}/128" dev eth0 nodad
+	ip -n "$p" -6 route add "$GW6" dev eth0
+	ip -n "$p" -6 route add default via "$GW6"
+}
+
+# upsert I [extra json] : register pod I through dpdrive; prints the HTTP status
+upsert() {
+	local i=$1 extra=${2:-}
+	local mac hmac
+	mac=$(mac_of eth0 -n "${PODS[$i]}")
+	hmac=$(mac_of "${HOSTIF[$i]}" -n "$NODE")
+	api -o "$WORK/upsert.out" -w '%{http_code}' -X PUT \
+		-d "{\"host-ifname\":\"${HOSTIF[$i]}\",\"mac\":\"$mac\",\"host-mac\":\"$hmac\",\"ipv4\":\"${ADDR4[$i]}\",\"ipv6\":\"${ADDR6[$i]}\",\"id\":${EPID[$i]},\"identity\":${IDENT[$i]}$extra}" \
+		"http://x/v1/test/datapath/${PODS[$i]}"
+}
+
+ping_ok() { inpod "$1" ping -c "${3:-2}" -i 0.2 -W 1 "$2" >/dev/null 2>&1; }
+ping_fails() { ! inpod "$1" ping -c 2 -i 0.2 -W 1 "$2" >/dev/null 2>&1; }
+metric() { # metric REASON -> packets from endpoints with that reason
+	jget "$(api http://x/v1/datapath)" "j['packets-from-endpoints'].get('$1', 0)"
+}
+filter_prog() { # filter_prog HOSTIF -> the program id of our filter on its ingress, or ""
+	tc -n "$NODE" filter show dev "$1" ingress 2>/dev/null |
+		sed -n 's/.*handle 0xf1b1 .* id \([0-9]*\) .*/\1/p' | head -n 1
+}
+prog_id() { jget "$(api http://x/v1/datapath)" 'j["program-id"]'; }
+# contains_all HAYSTACK NEEDLE... : every needle is in it
+contains_all() {
+	local hay=$1 n
+	shift
+	for n in "$@"; do contains "$hay" "$n" || return 1; done
+}
+
+cat >"$WORK/tcp.py" <<'EOF'
+# tcp.py server PORTFILE | client HOST PORT : one echo exchange
+import socket, sys
+if sys.argv[1] == "server":
+    fam = socket.AF_INET6 if len(sys.argv) > 3 else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0", 0))
+    s.listen(4)
+    open(sys.argv[2] + ".tmp", "w").write(str(s.getsockname()[1]))
+    import os; os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+    while True:
+        c, _ = s.accept()
+        data = c.recv(100)
+        c.sendall(b"echo:" + data)
+        c.close()
+else:
+    c = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=3)
+    c.sendall(b"hello-datapath")
+    print(c.recv(100).decode())
+    c.close()
+EOF
+cat >"$WORK/spoof.py" <<'EOF'
+# spoof.py IFNAME SRC_MAC DST_MAC SRC_IP DST_IP : one UDP frame with a forged source
+import socket, struct, sys
+ifname, smac, dmac, sip, dip = sys.argv[1:6]
+mac = lambda m: bytes.fromhex(m.replace(":", ""))
+def csum(b):
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    s = (s >> 16) + (s & 0xFFFF)
+    s += s >> 16
+    return ~s & 0xFFFF
+payload = b"spoofed!"
+udp = struct.pack("!HHHH", 40000, 9, 8 + len(payload), 0) + payload
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0,
+                 socket.inet_aton(sip), socket.inet_aton(dip))
+ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((ifname, 0))
+s.send(mac(dmac) + mac(smac) + b"\x08\x00" + ip + udp)
+EOF
+
+# ---- 1. start: host device, gateways, maps ---------------------------------------------
+node_agent
+check "the agent starts with ipam-cluster-pool, datapath and dpdrive" kill -0 "$AGENT_PID"
+NODEJ=$(api http://x/v1/test/datapath-node)
+GW4=$(jget "$NODEJ" 'j["gateway4"]')
+GW6=$(jget "$NODEJ" 'j["gateway6"]')
+check "node(): gateways of both pools (got $GW4, $GW6)" test "$GW4" = 10.201.0.1 -a "$GW6" = fd00:201::1
+HOSTDEV=$(ip -n "$NODE" -br addr show dev fibril_host 2>&1 || true)
+check "fibril_host is up and holds 10.201.0.1/32 and fd00:201::1/128" \
+	contains_all "$HOSTDEV" "UP" "10.201.0.1/32" "fd00:201::1/128"
+MAPS=$(fib map list 2>&1)
+for m in dp_endpoints dp_ipcache dp_conntrack dp_metrics dp_events dp_config; do
+	check "map $m is created and listed" contains "$MAPS" "$m"
+done
+check "ipcache: the gateway is the host" grep -Eq '^10\.201\.0\.1/32 +identity=1 \(host\)' <<<"$(fib map dump dp_ipcache)"
+check "ipcache: 0.0.0.0/0 and ::/0 are world" \
+	test "$(fib map dump dp_ipcache | grep -c 'identity=2 (world)')" -eq 2
+check "healthz is 200" test "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200
+
+# ---- 2. pods -----------------------------------------------------------------------------------
+for i in 0 1 2; do
+	make_pod "$i"
+	code=$(upsert "$i")
+	check "upsert ${PODS[$i]} -> 200 (got $code: $(cat "$WORK/upsert.out"))" test "$code" = 200
+done
+PROG=$(prog_id)
+for i in 0 1 2; do
+	check "${HOSTIF[$i]}: our filter runs the one loaded program (id $PROG)" \
+		test "$(filter_prog "${HOSTIF[$i]}")" = "$PROG"
+done
+check "route 10.201.0.10/32 dev lxca, src the gateway" \
+	contains "$(ip -n "$NODE" route show 10.201.0.10)" "dev lxca proto 241 scope link src 10.201.0.1"
+check "route fd00:201::11/128 dev lxcb" contains "$(ip -n "$NODE" -6 route show fd00:201::11)" "dev lxcb proto 241"
+check "dp_endpoints decodes the endpoint" \
+	contains "$(fib map dump dp_endpoints)" "id=11 identity=257 ifindex="
+check "the node does not forward: only the program can move pod traffic" \
+	test "$(innode cat /proc/sys/net/ipv4/ip_forward)" = 0
+
+# ---- 3. traffic ----------------------------------------------------------------------------------
+fwd0=$(metric forwarded)
+check "pod a -> pod b ping (IPv4)" ping_ok 0 10.201.0.11 3
+check "pod b -> pod c ping (IPv4)" ping_ok 1 10.201.0.12
+check "pod c -> pod a ping (IPv6)" ping_ok 2 fd00:201::10
+check "pod a -> gateway ping (IPv4)" ping_ok 0 "$GW4"
+check "pod b -> gateway ping (IPv6: the program answers the solicitation)" ping_ok 1 "$GW6"
+inpod 1 python3 "$WORK/tcp.py" server "$WORK/port4" &
+BG_PIDS+=($!)
+inpod 2 python3 "$WORK/tcp.py" server "$WORK/port6" v6 &
+BG_PIDS+=($!)
+wait_for 5 test -s "$WORK/port4" && wait_for 5 test -s "$WORK/port6" || true
+P4=$(cat "$WORK/port4" 2>/dev/null || echo 0)
+P6=$(cat "$WORK/port6" 2>/dev/null || echo 0)
+check "TCP pod a -> pod b:$P4 (IPv4)" \
+	test "$(inpod 0 python3 "$WORK/tcp.py" client 10.201.0.11 "$P4" 2>&1)" = "echo:hello-datapath"
+check "TCP pod a -> pod c:$P6 (IPv6)" \
+	test "$(inpod 0 python3 "$WORK/tcp.py" client fd00:201::12 "$P6" 2>&1)" = "echo:hello-datapath"
+fwd1=$(metric forwarded)
+check "metrics: 'forwarded' rose by at least 10 ($fwd0 -> $fwd1)" test "$fwd1" -ge $((fwd0 + 10))
+check "metrics: 'to-stack' counted the gateway pings" test "$(metric to-stack)" -ge 4
+check "metrics: 'nd-answered' counted the IPv6 gateway solicitation" test "$(metric nd-answered)" -ge 1
+check "fibril map dump dp_metrics decodes reasons" \
+	contains "$(fib map dump dp_metrics)" "from-endpoint forwarded"
+ping_ok 0 10.201.0.11 1
+CT=$(fib map dump dp_conntrack)
+check "conntrack: the ICMP flow a -> b, replied" contains "$CT" "ICMP 10.201.0.10:0 -> 10.201.0.11:0"
+check "conntrack: the TCP flow to :$P4 with its flags" contains "$CT" "-> 10.201.0.11:$P4"
+check "conntrack: the IPv6 TCP flow" contains "$CT" "-> [fd00:201::12]:$P6"
+check "conntrack: replies were seen" contains "$CT" "replied"
+gc_flows_gone() { ! fib map dump dp_conntrack | grep -q '10.201.0.1[0-2]\|fd00:201::1[0-2]'; }
+check "conntrack GC removes the idle flows (timeouts 1-4 s, GC every 300 ms)" wait_for 15 gc_flows_gone
+check "GC counted its removals" test "$(jget "$(api http://x/v1/datapath)" 'j["conntrack"]["gc-removed"]')" -ge 4
+
+# ---- 4. a spoofed source -------------------------------------------------------------------------
+spoof0=$(metric drop:spoofed-source-ip)
+inpod 0 python3 "$WORK/spoof.py" eth0 "$(mac_of eth0 -n "${PODS[0]}")" "$(mac_of lxca -n "$NODE")" \
+	10.201.0.99 10.201.0.11
+spoof1=$(metric drop:spoofed-source-ip)
+check "a forged source address is dropped (spoofed-source-ip $spoof0 -> $spoof1)" \
+	test "$spoof1" -eq $((spoof0 + 1))
+DROPS=$(api 'http://x/v1/datapath/events?type=drop')
+LXCA_IDX=$(ip -n "$NODE" -j link show lxca | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["ifindex"])')
+SPOOF_EV=$(jget "$DROPS" '[e for e in j["events"] if e["src"] == "10.201.0.99" and e["dst"] == "10.201.0.11" and e["reason"] == "drop:spoofed-source-ip" and e["proto"] == 17 and e["dport"] == 9 and e["sport"] == 40000][0]["ifindex"]')
+check "a drop event names the reason, the 5-tuple and the veth (ifindex $SPOOF_EV)" \
+	test "$SPOOF_EV" = "$LXCA_IDX"
+check "no trace events with trace-events off" test "$(jget "$DROPS" 'j["traces"]')" = 0
+
+# ---- 5. refused upserts -------------------------------------------------------------------------
+code=$(api -o "$WORK/bad.out" -w '%{http_code}' -X PUT \
+	-d '{"host-ifname":"nosuch0","mac":"02:00:00:00:00:01","host-mac":"02:00:00:00:00:02","ipv4":"10.201.0.50","id":50,"identity":300}' \
+	http://x/v1/test/datapath/ghost)
+check "upsert on a missing veth: 404 naming it ($(cat "$WORK/bad.out"))" \
+	test "$code" = 404 -a -n "$(grep 'does not exist' "$WORK/bad.out")"
+code=$(api -o "$WORK/bad.out" -w '%{http_code}' -X PUT \
+	-d "{\"host-ifname\":\"lxcc\",\"mac\":\"02:00:00:00:00:01\",\"host-mac\":\"02:00:00:00:00:02\",\"ipv4\":\"10.201.0.10\",\"id\":99,\"identity\":300}" \
+	http://x/v1/test/datapath/thief)
+check "upsert of another endpoint's address: 409 ($(cat "$WORK/bad.out"))" \
+	test "$code" = 409 -a -n "$(grep 'belongs to endpoint 10' "$WORK/bad.out")"
+check "the refused upserts changed nothing" contains "$(fib map dump dp_endpoints)" "id=10 identity=256"
+
+# ---- 6. kill -9: traffic keeps flowing; restart re-adopts ----------------------------------------
+OLDPROG=$PROG
+KILLED_PID=$AGENT_PID
+stop_agent KILL || true
+check "kill -9: the agent is gone" test ! -e "/proc/$KILLED_PID" 
+check "agent down: pod a -> pod b still pings (IPv4)" ping_ok 0 10.201.0.11 5
+check "agent down: pod b -> pod c still pings (IPv6)" ping_ok 1 fd00:201::12 3
+check "agent down: pod a -> gateway still pings" ping_ok 0 "$GW4" 3
+check "agent down: the filters stay" test "$(filter_prog lxca)" = "$OLDPROG"
+node_agent
+check "the agent restarts" kill -0 "$AGENT_PID"
+MAPS=$(fib map list 2>&1)
+check "restart: all six pins are reused" test "$(printf '%s\n' "$MAPS" | grep -c '^dp_.* reused')" -eq 6
+NEWPROG=$(prog_id)
+check "restart: a new program instance ($OLDPROG -> $NEWPROG)" test "$NEWPROG" != "$OLDPROG" -a "$NEWPROG" != "?"
+check "restart: the 3 endpoints of the last run are known" \
+	test "$(jget "$(api http://x/v1/datapath)" 'len(j["endpoints"])')" = 3
+inpod 0 ping -i 0.02 -c 150 -W 1 10.201.0.11 >"$WORK/ping.out" 2>&1 &
+PING_PID=$!
+BG_PIDS+=($PING_PID)
+sleep 0.5
+for i in 0 1 2; do
+	code=$(upsert "$i")
+	check "restart: upsert re-adopts ${HOSTIF[$i]} (got $code)" test "$code" = 200
+	check "restart: ${HOSTIF[$i]} now runs the new program" test "$(filter_prog "${HOSTIF[$i]}")" = "$NEWPROG"
+done
+wait "$PING_PID" || true
+check "no packet lost while the filters were replaced ($(grep -o '[0-9]*% packet loss' "$WORK/ping.out"))" \
+	grep -q ' 0% packet loss' "$WORK/ping.out"
+check "restart: pod c -> pod a TCP" \
+	test "$(inpod 2 python3 "$WORK/tcp.py" client 10.201.0.11 "$P4" 2>&1)" = "echo:hello-datapath"
+
+# ---- 7. endpoint_remove ---------------------------------------------------------------------------
+code=$(api -o /dev/null -w '%{http_code}' -X DELETE "http://x/v1/test/datapath/${PODS[2]}")
+check "remove pod c -> 200" test "$code" = 200
+check "remove: the filter is gone from lxcc" test -z "$(filter_prog lxcc)"
+check "remove: the routes are gone" \
+	test -z "$(ip -n "$NODE" route show 10.201.0.12)" -a -z "$(ip -n "$NODE" -6 route show fd00:201::12)"
+check "remove: dp_endpoints and dp_ipcache forgot it" \
+	test -z "$(fib map dump dp_endpoints | grep '10.201.0.12\|fd00:201::12')" -a \
+	-z "$(fib map dump dp_ipcache | grep '10.201.0.12\|fd00:201::12')"
+check "remove: pod a can no longer reach pod c" ping_fails 0 10.201.0.12
+check "remove: pod a still reaches pod b" ping_ok 0 10.201.0.11
+ip -n "$NODE" link del lxcb
+code=$(api -o "$WORK/del.out" -w '%{http_code}' -X DELETE "http://x/v1/test/datapath/${PODS[1]}")
+check "remove of an endpoint whose veth is gone -> 200 ($(cat "$WORK/del.out"))" test "$code" = 200
+check "remove: pod b's entries are gone too" test -z "$(fib map dump dp_endpoints | grep '10.201.0.11')"
+check "one endpoint left" test "$(jget "$(api http://x/v1/datapath)" 'len(j["endpoints"])')" = 1
+check "healthz is still 200" test "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200
+rc=0; stop_agent TERM || rc=$?
+check "the agent stops cleanly (exit $rc)" test "$rc" = 0
+check "no agent of this test is left running" test -z "$(pgrep -f -- "agent.module-dir=$WORK/" || true)"
+check "stopped: pod a -> gateway still pings" ping_ok 0 "$GW4"
+
+# ---- 8. Degraded when the host device cannot be set up ------------------------------------------
+ip -n "$NODE" link add fdpbr type bridge
+node_agent --set datapath.host-device=fdpbr
+HZ=$(api -w '\n%{http_code}' http://x/v1/healthz)
+check "a host device that is a bridge: healthz 503 naming why" \
+	contains_all "$HZ" "device fdpbr exists and is a bridge link" "503"
+stop_agent TERM || true
+
+# ---- 9. valgrind: start, re-adopt an endpoint, serve, stop ----------------------------------------
+if command -v valgrind >/dev/null && [ -z "${SAN_CFLAGS:-}" ]; then
+	mapfile -t args < <(agent_args "$mods")
+	rm -f "$WORK/fibril.sock"
+	# not through a function: $! must be valgrind itself (nsenter and libtool exec)
+	nsenter --net="/run/netns/$NODE" "$top_builddir/libtool" --mode=execute valgrind --leak-check=full \
+		--show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
+		--error-exitcode=99 --log-file="$WORK/vg.%p" "$AGENT" "${args[@]}" "${AGENT_OPTS[@]}" \
+		>>"$WORK/agent.log" 2>&1 &
+	AGENT_PID=$!
+	wait_for 60 test -S "$WORK/fibril.sock" || true
+	if [ ! -S "$WORK/fibril.sock" ] && grep -qs "debuginfo reader" "$WORK"/vg.*; then
+		# valgrind 3.19 cannot read clang's DWARF 5: not this module's fault
+		echo "valgrind cannot read this build's debug info (clang DWARF 5?): stage not run"
+		kill -KILL "$AGENT_PID" 2>/dev/null || true
+		wait "$AGENT_PID" 2>/dev/null || true
+		AGENT_PID=""
+	else
+		code=$(upsert 0) || true
+		check "valgrind: upsert re-adopts lxca (got $code)" test "$code" = 200
+		check "valgrind: traffic flows" ping_ok 0 "$GW4"
+		api http://x/v1/datapath >/dev/null || true
+		api http://x/v1/map/dp_conntrack >/dev/null || true
+		api http://x/v1/datapath/events >/dev/null || true
+		api -o /dev/null -X DELETE "http://x/v1/test/datapath/${PODS[0]}" || true
+		rc=0; stop_agent TERM || rc=$?
+		check "valgrind: no leaks, no errors (exit $rc)" test "$rc" -eq 0
+		grep -h -E "definitely lost|ERROR SUMMARY" "$WORK"/vg.* || true
+		[ "$rc" -eq 0 ] || grep -h -A25 -E '^==[0-9]+== [A-Z]' "$WORK"/vg.* | head -n 60
+	fi
+else
+	echo "valgrind stage not run (no valgrind or a sanitizer build)"
+fi
+
+if [ "$FAILED" -ne 0 ]; then
+	echo "---- agent log"
+	tail -n 60 "$WORK/agent.log"
+fi
+finish
