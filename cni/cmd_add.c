@@ -17,12 +17,6 @@
 #include "fibril_cni.h"
 
 
-#include <time.h>
-static double tprobe_t0; static char tprobe_buf[1024]; static size_t tprobe_len;
-static void T(const char *what) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
- double now = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6; if (!tprobe_t0) tprobe_t0 = now;
- tprobe_len += (size_t)snprintf(tprobe_buf + tprobe_len, sizeof(tprobe_buf) - tprobe_len, "%s=%.2f ", what, now - tprobe_t0);
- if (!strcmp(what, "end") && getenv("FCNI_T")) { FILE *f = fopen(getenv("FCNI_T"), "a"); if (f) { fprintf(f, "%s\n", tprobe_buf); fclose(f);} } }
 struct pod_address {
 	char family[8];
 	char address[64];
@@ -243,7 +237,6 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 	struct nl_sock *hsk = NULL, *psk = NULL;
 	int rc = -1, host_ns = -1;
 
-	T("start");
 	int pod_ns = open(env->netns, O_RDONLY | O_CLOEXEC);
 	if (pod_ns < 0)
 		return cni_error(CNI_ERR_UNKNOWN_CONTAINER, env->netns,
@@ -272,10 +265,9 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 		goto out;
 	}
 	/* Leftovers of this very attachment (an ADD killed half-way) are ours. */
-	if (link_delete(hsk, env->host_ifname) < 0 || link_delete(hsk, env->tmp_ifname) < 0)
+	if (link_delete_present(hsk, env->host_ifname) < 0 || link_delete_present(hsk, env->tmp_ifname) < 0)
 		goto out;
 
-	T("nlsetup");
 	if (ipam_allocate(env, conf, addrs, &naddrs, &st) < 0)
 		goto fail;
 	for (int i = 0; i < naddrs; i++)
@@ -290,39 +282,32 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 	/* The peer is born inside the pod under its temporary name, then
 	 * renamed there: no name clash with the node's own links, and no
 	 * move afterwards. */
-	T("ipam");
 	if (veth_create(hsk, env->host_ifname, env->tmp_ifname, conf->mtu, pod_ns) < 0)
 		goto fail;
 	st.veth_created = true;
-	T("veth");
 	char sysctl[128];
 	snprintf(sysctl, sizeof(sysctl), "/proc/sys/net/ipv4/conf/%s/rp_filter", env->host_ifname);
-	if (sysctl_write(sysctl, "0") < 0 || link_set_up(hsk, env->host_ifname) < 0 ||
-	    link_rename(psk, env->tmp_ifname, env->ifname) < 0 || link_set_up(psk, env->ifname) < 0)
+	if (sysctl_write(sysctl, "0") < 0 || link_rename_up(psk, env->tmp_ifname, env->ifname) < 0)
 		goto fail;
 	if (link_lookup(psk, env->ifname, &pod) != 1 || link_lookup(hsk, env->host_ifname, &host) != 1) {
 		cni_error(FCNI_ERR_LINK, env->ifname, "the veth pair %s/%s vanished while being set up",
 			  env->host_ifname, env->ifname);
 		goto fail;
 	}
-	T("linkup");
 	for (int i = 0; i < naddrs; i++)
 		if (addr_add_host(psk, pod.ifindex, addrs[i].address) < 0 ||
 		    route_add_gateway_link(psk, pod.ifindex, addrs[i].gateway) < 0 ||
 		    route_add_default(psk, pod.ifindex, addrs[i].gateway) < 0)
 			goto fail;
 
-	T("addr");
 	if (endpoint_put(env, &host, &pod, addrs, naddrs, &st) < 0)
 		goto fail;
 
-	T("put");
 	struct json_object *result = build_result(env, conf, &host, &pod, addrs, naddrs);
 	printf("%s\n", json_object_to_json_string_ext(result, JSON_C_TO_STRING_PLAIN |
 								      JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(result);
 	rc = 0;
-	T("end");
 	goto out;
 fail:
 	rollback(env, hsk, &st);

@@ -88,7 +88,8 @@ int cmd_del(struct cni_env *env, struct netconf *conf)
 	struct nl_sock *hsk = nl_open();
 	if (!hsk)
 		return -1;
-	if (link_delete(hsk, env->host_ifname) < 0 || link_delete(hsk, env->tmp_ifname) < 0)
+	if (link_delete_present(hsk, env->host_ifname) < 0 ||
+	    link_delete_present(hsk, env->tmp_ifname) < 0)
 		rc = -1;
 	nl_close(hsk);
 	(void)conf;

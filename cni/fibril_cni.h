@@ -141,10 +141,13 @@ int link_lookup(struct nl_sock *sk, const char *name, struct link_info *info);
  * kernel creates it there at once: moving a link later costs an RCU grace
  * period, ~20 ms). */
 int veth_create(struct nl_sock *sk, const char *host, const char *peer, int mtu, int peer_netns_fd);
-int link_rename(struct nl_sock *sk, const char *from, const char *to);
-int link_set_up(struct nl_sock *sk, const char *name);
+/* Rename FROM to TO and bring it up, in one request (FROM must be down). */
+int link_rename_up(struct nl_sock *sk, const char *from, const char *to);
 /* 1 deleted, 0 not there, -1 error. */
 int link_delete(struct nl_sock *sk, const char *name);
+/* link_delete, skipping the netlink request when NAME does not exist; the
+ * caller must be in SK's network namespace. */
+int link_delete_present(struct nl_sock *sk, const char *name);
 /* ADDR "10.0.3.7" with the host prefix (/32 or /128). */
 int addr_add_host(struct nl_sock *sk, int ifindex, const char *addr);
 int route_add_gateway_link(struct nl_sock *sk, int ifindex, const char *gateway);

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h> /* before linux/if.h, which then defers to it */
 #include <linux/if.h>
 #include <linux/rtnetlink.h>
 #include <sched.h>
@@ -93,6 +94,9 @@ int link_lookup(struct nl_sock *sk, const char *name, struct link_info *info)
 	return 1;
 }
 
+/* The host end is created up (one netlink request less under the RTNL
+ * lock, which every concurrent ADD contends for); the peer stays down, as
+ * a link must be to be renamed. */
 int veth_create(struct nl_sock *sk, const char *host, const char *peer, int mtu, int peer_netns_fd)
 {
 	struct rtnl_link *link = rtnl_link_veth_alloc();
@@ -101,6 +105,7 @@ int veth_create(struct nl_sock *sk, const char *host, const char *peer, int mtu,
 	struct rtnl_link *p = rtnl_link_veth_get_peer(link);
 	rtnl_link_set_name(link, host);
 	rtnl_link_set_mtu(link, (unsigned)mtu);
+	rtnl_link_set_flags(link, IFF_UP);
 	rtnl_link_set_name(p, peer);
 	rtnl_link_set_mtu(p, (unsigned)mtu);
 	if (peer_netns_fd >= 0)
@@ -128,22 +133,23 @@ static int link_change(struct nl_sock *sk, const char *name, struct rtnl_link *c
 	return 0;
 }
 
-int link_rename(struct nl_sock *sk, const char *from, const char *to)
+int link_rename_up(struct nl_sock *sk, const char *from, const char *to)
 {
+	/* The kernel renames first, then applies the flags (do_setlink). */
 	struct rtnl_link *changes = rtnl_link_alloc();
 	rtnl_link_set_name(changes, to);
-	int rc = link_change(sk, from, changes, "cannot rename the link");
+	rtnl_link_set_flags(changes, IFF_UP);
+	int rc = link_change(sk, from, changes, "cannot rename and bring up the link");
 	rtnl_link_put(changes);
 	return rc;
 }
 
-int link_set_up(struct nl_sock *sk, const char *name)
+int link_delete_present(struct nl_sock *sk, const char *name)
 {
-	struct rtnl_link *changes = rtnl_link_alloc();
-	rtnl_link_set_flags(changes, IFF_UP);
-	int rc = link_change(sk, name, changes, "cannot bring up the link");
-	rtnl_link_put(changes);
-	return rc;
+	/* if_nametoindex is an RCU lookup: no RTNL lock when nothing is there. */
+	if (if_nametoindex(name) == 0 && errno == ENODEV)
+		return 0;
+	return link_delete(sk, name);
 }
 
 int link_delete(struct nl_sock *sk, const char *name)

@@ -70,8 +70,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A node left over from an interrupted run goes first.
+# A node left over from an interrupted run goes first (cleanup turns -e off).
 cleanup
+set -e
 rm -rf "$demo/state"
 mkdir -p "$demo" "$run"
 ip netns add "$node"
@@ -81,15 +82,18 @@ for p in "${pods[@]}"; do
 	ip netns exec "$p" ip link set lo up
 done
 
-in_node etcd --name fibril-demo --data-dir "$demo/etcd" \
+rm -rf "$demo/etcd"
+ip netns exec "$node" etcd --name fibril-demo --data-dir "$demo/etcd" \
 	--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
 	--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
 	--initial-cluster fibril-demo=http://127.0.0.1:2380 >"$demo/etcd.log" 2>&1 &
 etcd_pid=$!
+etcd_ok=""
 for _ in $(seq 1 100); do
-	in_node curl -s --max-time 1 http://127.0.0.1:2379/health 2>/dev/null | grep -q true && break
+	in_node curl -s --max-time 1 http://127.0.0.1:2379/health 2>/dev/null | grep -q true && { etcd_ok=1; break; }
 	sleep 0.1
 done
+[ -n "$etcd_ok" ] || { echo "run.sh: etcd did not start; its log:"; tail -n 20 "$demo/etcd.log"; exit 1; }
 
 cat >"$demo/fibril.conf" <<CONF
 # The demo node's config: the node claims a /24 of 10.244.0.0/16 through
@@ -114,20 +118,23 @@ cluster-pool-ipv4-cidr = 10.244.0.0/16
 cluster-pool-ipv4-mask-size = 24
 CONF
 
-in_node /usr/local/sbin/fibril-agent --config "$demo/fibril.conf" &
+ip netns exec "$node" /usr/local/sbin/fibril-agent --config "$demo/fibril.conf" &
 agent=$!
+ready=""
 for _ in $(seq 1 300); do
-	fibril health >/dev/null 2>&1 && break
-	kill -0 "$agent" || exit 1
+	fibril health >/dev/null 2>&1 && { ready=1; break; }
+	kill -0 "$agent" 2>/dev/null || { echo "run.sh: fibril-agent exited; see its log above"; exit 1; }
 	sleep 0.1
 done
+[ -n "$ready" ] || { echo "run.sh: fibril-agent did not become ready in 30 s"; fibril status || true; exit 1; }
 
 echo
 fibril modules
 for p in "${pods[@]}"; do
 	echo
 	echo "--- CNI ADD $p"
-	cni_call ADD "$p"
+	cni_call ADD "$p" || { echo "run.sh: CNI ADD of $p failed"; exit 1; }
+	echo
 done
 echo
 fibril endpoint list
@@ -140,6 +147,9 @@ echo "--- ping: pod a -> pod b, pod b -> pod c, pod c -> node ($gateway)"
 ip netns exec "${pods[0]}" ping -c 2 -W 2 "$(addr "${pods[1]}")"
 ip netns exec "${pods[1]}" ping -c 2 -W 2 "$(addr "${pods[2]}")"
 ip netns exec "${pods[2]}" ping -c 2 -W 2 "$gateway"
+echo
+echo "--- the datapath's counters (pod-to-pod packets were redirected by the tc program)"
+fibril map dump dp_metrics
 echo
 fibril map list
 echo

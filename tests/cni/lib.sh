@@ -153,3 +153,14 @@ ipam_allocations() {
 	api http://x/v1/ipam | python3 -c 'import json,sys
 for a in json.load(sys.stdin)["allocations"]: print(a["owner"], a["address"])'
 }
+
+# wait_listening NS PORT : until something listens on TCP PORT in netns NS
+# (at most 10 s; python servers start slowly on a busy machine)
+wait_listening() {
+	local _
+	for _ in $(seq 1 200); do
+		ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}

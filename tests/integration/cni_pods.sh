@@ -94,7 +94,10 @@ for i in $(seq 1 $PODS); do
 	SERVERS+=($!)
 done
 cni_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
-sleep 0.5
+# every server listening before any probe (python starts slowly on a busy machine)
+for ns in "$NODE_NS" $(for i in $(seq 1 $PODS); do pod_ns "$i"; done); do
+	wait_listening "$ns" "$PORT"
+done
 PROBES=()
 for i in $(seq 1 $PODS); do
 	targets=("$GW")

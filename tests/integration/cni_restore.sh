@@ -90,7 +90,7 @@ check "pod c got an address no live pod holds (${ADDR[c]:-none})" \
 ip netns exec "$(pod_ns c)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$((PORT + 1))" &
 SERVE=$!
 cni_test_cleanup() { kill "$SEND" "$RECV" "$SERVE" 2>/dev/null; }
-sleep 0.3
+wait_listening "$(pod_ns c)" "$((PORT + 1))"
 check "pod a reaches pod c and the node" \
 	ip netns exec "$(pod_ns a)" python3 "$top_srcdir/tests/cni/nettest.py" probe "$((PORT + 1))" "${ADDR[c]}"
 check "pod c reaches pod a and the node (ping)" ip netns exec "$(pod_ns c)" ping -c 1 -W 2 "${ADDR[a]}"
