@@ -16,7 +16,6 @@
 
 #include "fibril_cni.h"
 
-
 struct pod_address {
 	char family[8];
 	char address[64];

@@ -20,7 +20,9 @@
 # veths shows it too, and two pods in different netns ping each other.
 # Figures are printed, never asserted. Run from a build dir:
 #   top_srcdir=/work/main top_builddir=$PWD bash tests/bench/bench_endpoints.sh
-# Environment: ENDPOINTS (1000), PODNS (10), RESTARTS (5), TC_SAMPLE (20).
+# Environment: ENDPOINTS (1000), PODNS (10), RESTARTS (5), TC_SAMPLE (20),
+# NODE_UPLINK (1: the node netns has an uplink eth0 holding an address,
+# created before the pods; 0: none, see below).
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 . "$top_srcdir/tests/lib/common.sh"
@@ -40,7 +42,7 @@ done
 for so in ipam-cluster-pool ipam-api endpoint datapath; do
 	[ -f "$top_builddir/.libs/$so.so" ] || die "$so.so is not built (make -C $top_builddir $so.la)"
 done
-[ "$N" -ge 2 ] && [ "$PODNS" -ge 2 ] && [ "$N" -ge "$PODNS" ] || die "need ENDPOINTS >= PODNS >= 2"
+if [ "$N" -lt "$PODNS" ] || [ "$PODNS" -lt 2 ]; then die "need ENDPOINTS >= PODNS >= 2"; fi
 
 # The real agent binary, not libtool's wrapper (a shell start would be in
 # every timing and $! would not be the agent).
@@ -125,6 +127,7 @@ class Api:
         self.sock, self.buf = None, b""
     def _connect(self):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(20)  # a hung agent fails the run instead of hanging it
         s.connect(self.path)
         self.sock, self.buf = s, b""
     def _read_until(self, pred):
@@ -373,6 +376,15 @@ if __name__ == "__main__":
 EOF
 
 # ---- veths: host side in the node, N/PODNS peers in each pod netns --------------------------
+# The node's uplink first, with the node's address, as on a real node (it is
+# also what the kernel's source-address choice for the endpoint routes finds:
+# without it, each IPv4 route add walks every device; NODE_UPLINK=0 shows it).
+if [ "${NODE_UPLINK:-1}" != 0 ]; then
+	ip -n "$NODE" link add eth0 type veth peer name eth0-peer
+	ip -n "$NODE" addr add 192.168.77.2/24 dev eth0
+	ip -n "$NODE" link set eth0 up
+	ip -n "$NODE" link set eth0-peer up
+fi
 python3 "$WORK/epbench.py" plan "$WORK" "$N" "$PODNS" "fbe-$$" "$NODE"
 t0=$(date +%s%N)
 ip -n "$NODE" -batch "$WORK/node.batch" || die "cannot create the veths"
@@ -402,14 +414,15 @@ read -r main_med main_max < <(val main_restart | awk '{ print $1 }' | stats; ech
 read -r ref_med ref_max < <(val ref_restart | awk '{ print $1 }' | stats; echo)
 read -r rest_med rest_max < <(val main_restart | awk '{ print $4 }' | stats; echo)
 read -r mrss_med mrss_max < <(val main_restart | awk '{ print $2 }' | stats; echo)
-read -r mhwm_med mhwm_max < <(val main_restart | awk '{ print $3 }' | stats; echo)
+read -r mhwm_med _ < <(val main_restart | awk '{ print $3 }' | stats; echo)
 read -r rrss_med _ < <(val ref_restart | awk '{ print $2 }' | stats; echo)
 read -r rhwm_med _ < <(val ref_restart | awk '{ print $3 }' | stats; echo)
 read -r put_ms ipam_ms <<<"$(val puts_ms)"
 read -r put_rss put_hwm <<<"$(val main_put_rss)"
 read -r rnow_rss rnow_hwm <<<"$(val ref_rss_now)"
 
-echo "== agent with $N endpoints (ipam-cluster-pool, ipam-api, endpoint, datapath; $(nproc) cores, $(uname -r)) =="
+echo "== agent with $N endpoints (ipam-cluster-pool, ipam-api, endpoint, datapath; $(nproc) cores, $(uname -r)," \
+	"load $(cut -d' ' -f1 /proc/loadavg)) =="
 echo "   setup: $N veth pairs (ip -batch, $PODNS pod netns) in $VETH_MS ms; $N x (POST /v1/ipam + PUT /v1/endpoint)" \
 	"in $put_ms ms ($(awk -v t="$put_ms" -v n="$N" 'BEGIN { printf "%.2f", t / n }') ms/pod, of which IPAM $ipam_ms ms);" \
 	"$(val identities) identities"
