@@ -194,7 +194,6 @@ int ep_store_open(struct ep_manager *mg, char *why, size_t len);
 void ep_store_close(struct ep_manager *mg);
 int ep_store_write(struct ep_manager *mg, const struct ep_endpoint *ep);
 int ep_store_remove(struct ep_manager *mg, uint16_t id);
-int ep_write_atomic(int dirfd, const char *name, const void *data, size_t len);
 
 /* ---- api.c ------------------------------------------------------------------- */
 int ep_api_register(struct ep_manager *mg);

@@ -161,7 +161,7 @@ static int write_resume(struct ep_manager *mg, uint32_t resume)
 	char buf[64];
 	int n = snprintf(buf, sizeof(buf), "next %u\n", resume);
 
-	return ep_write_atomic(mg->dirfd, RESUME_FILE, buf, (size_t)n);
+	return fibril_state_write_atomic(mg->dirfd, RESUME_FILE, buf, (size_t)n, 0600);
 }
 
 void ep_identity_load_resume(struct ep_manager *mg)

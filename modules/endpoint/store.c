@@ -2,8 +2,7 @@
  * <state-dir>/endpoint/: "<id>.json" per endpoint (the endpoint object
  * with its identity and labels), and "identities" (where the next run's
  * identity search starts). Every write is durable before the caller goes
- * on: temp file ".<name>.tmp", fsync, rename, fsync the directory; a
- * removal unlinks and fsyncs the directory. */
+ * on (fibril_state_write_atomic / fibril_state_remove, <fibril/module.h>). */
 #include "endpoint_int.h"
 
 #include <errno.h>
@@ -13,46 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, p, len);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
-int ep_write_atomic(int dirfd, const char *name, const void *data, size_t len)
-{
-	char tmp[NAME_MAX + 1];
-	int rc = 0;
-
-	if (snprintf(tmp, sizeof(tmp), ".%s.tmp", name) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-
-	if (fd < 0)
-		return -errno;
-	rc = write_all(fd, data, len);
-	if (rc == 0 && fsync(fd))
-		rc = -errno;
-	if (close(fd) && rc == 0)
-		rc = -errno;
-	if (rc == 0 && renameat(dirfd, tmp, dirfd, name))
-		rc = -errno;
-	if (rc) {
-		unlinkat(dirfd, tmp, 0);
-		return rc;
-	}
-	return fsync(dirfd) ? -errno : 0;
-}
 
 int ep_store_open(struct ep_manager *mg, char *why, size_t len)
 {
@@ -107,7 +66,7 @@ int ep_store_write(struct ep_manager *mg, const struct ep_endpoint *ep)
 	snprintf(name, sizeof(name), "%u.json", ep->id);
 	ep_buf_endpoint(&b, ep, true);
 	ep_buf_add(&b, "\n", 1);
-	int rc = b.oom ? -ENOMEM : ep_write_atomic(mg->dirfd, name, b.p, b.len);
+	int rc = b.oom ? -ENOMEM : fibril_state_write_atomic(mg->dirfd, name, b.p, b.len, 0600);
 
 	free(b.p);
 	if (rc)
@@ -120,11 +79,9 @@ int ep_store_remove(struct ep_manager *mg, uint16_t id)
 	char name[32];
 
 	snprintf(name, sizeof(name), "%u.json", id);
-	if (unlinkat(mg->dirfd, name, 0) && errno != ENOENT) {
-		int err = errno;
+int rc = fibril_state_remove(mg->dirfd, name);
 
-		fibril_error(mg->m, "cannot remove %s/%s: %s", mg->dir, name, strerror(err));
-		return -err;
-	}
-	return fsync(mg->dirfd) ? -errno : 0;
+	if (rc)
+		fibril_error(mg->m, "cannot remove %s/%s: %s", mg->dir, name, strerror(-rc));
+	return rc;
 }
