@@ -234,25 +234,13 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 	int naddrs = 0;
 	struct link_info host = {0}, pod = {0};
 	struct nl_sock *hsk = NULL, *psk = NULL;
-	int rc = -1, host_ns = -1;
+	int rc = -1;
 
 	int pod_ns = open(env->netns, O_RDONLY | O_CLOEXEC);
 	if (pod_ns < 0)
 		return cni_error(CNI_ERR_UNKNOWN_CONTAINER, env->netns,
 				 "cannot open the network namespace %s: %s", env->netns, strerror(errno));
-	host_ns = netns_open_current();
-	if (host_ns < 0 || !(hsk = nl_open()))
-		goto out;
-	/* A netlink socket opened inside the pod's namespace stays bound to it. */
-	if (netns_switch(pod_ns, env->netns) < 0)
-		goto out;
-	psk = nl_open();
-	if (netns_switch(host_ns, "of fibril-cni") < 0) {
-		/* Cannot come back: nothing sane is left to do in this process. */
-		fprintf(stderr, "fibril-cni: cannot return to the host network namespace\n");
-		_exit(1);
-	}
-	if (!psk)
+	if (!(hsk = nl_open()) || !(psk = nl_open_in(pod_ns, env->netns)))
 		goto out;
 
 	int exists = link_lookup(psk, env->ifname, NULL);
@@ -313,8 +301,6 @@ fail:
 out:
 	nl_close(psk);
 	nl_close(hsk);
-	if (host_ns >= 0)
-		close(host_ns);
 	close(pod_ns);
 	return rc;
 }

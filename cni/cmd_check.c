@@ -182,15 +182,8 @@ int cmd_check(struct cni_env *env, struct netconf *conf)
 	if (pod_ns < 0)
 		return cni_error(CNI_ERR_UNKNOWN_CONTAINER, env->netns,
 				 "cannot open the network namespace %s: %s", env->netns, strerror(errno));
-	int rc = -1, host_ns = netns_open_current();
-	struct nl_sock *psk = NULL, *hsk = NULL;
-	if (host_ns < 0 || netns_switch(pod_ns, env->netns) < 0)
-		goto out;
-	psk = nl_open();
-	if (netns_switch(host_ns, "of fibril-cni") < 0) {
-		fprintf(stderr, "fibril-cni: cannot return to the host network namespace\n");
-		_exit(1);
-	}
+	int rc = -1;
+	struct nl_sock *psk = nl_open_in(pod_ns, env->netns), *hsk = NULL;
 	if (!psk || !(hsk = nl_open()))
 		goto out;
 	if (check_pod(env, psk, mac, addrs, naddrs) < 0)
@@ -212,8 +205,6 @@ int cmd_check(struct cni_env *env, struct netconf *conf)
 out:
 	nl_close(psk);
 	nl_close(hsk);
-	if (host_ns >= 0)
-		close(host_ns);
 	close(pod_ns);
 	return rc;
 }

@@ -33,17 +33,8 @@ static int delete_pod_side(const struct cni_env *env)
 	int pod_ns = open(env->netns, O_RDONLY | O_CLOEXEC);
 	if (pod_ns < 0)
 		return 0; /* the namespace is gone, and its links with it */
-	int host_ns = netns_open_current(), rc = -1;
-	struct nl_sock *psk = NULL;
-	if (host_ns < 0)
-		goto out;
-	if (netns_switch(pod_ns, env->netns) < 0)
-		goto out;
-	psk = nl_open();
-	if (netns_switch(host_ns, "of fibril-cni") < 0) {
-		fprintf(stderr, "fibril-cni: cannot return to the host network namespace\n");
-		_exit(1);
-	}
+	int rc = -1;
+	struct nl_sock *psk = nl_open_in(pod_ns, env->netns);
 	if (!psk)
 		goto out;
 	struct link_info info;
@@ -55,8 +46,6 @@ static int delete_pod_side(const struct cni_env *env)
 		rc = link_delete(psk, env->ifname) < 0 ? -1 : 0;
 out:
 	nl_close(psk);
-	if (host_ns >= 0)
-		close(host_ns);
 	close(pod_ns);
 	return rc;
 }

@@ -134,6 +134,9 @@ struct nl_sock *nl_open(void);
 void nl_close(struct nl_sock *sk);
 int netns_open_current(void);
 int netns_switch(int fd, const char *what); /* setns(fd, CLONE_NEWNET) */
+/* A netlink socket bound to the network namespace ns_fd (this process
+ * comes back to its own namespace); NULL after reporting the error. */
+struct nl_sock *nl_open_in(int ns_fd, const char *what);
 
 /* 1 and the info when NAME exists, 0 when not, -1 on error. */
 int link_lookup(struct nl_sock *sk, const char *name, struct link_info *info);

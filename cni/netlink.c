@@ -67,6 +67,25 @@ int netns_switch(int fd, const char *what)
 	return 0;
 }
 
+struct nl_sock *nl_open_in(int ns_fd, const char *what)
+{
+	int here = netns_open_current();
+	struct nl_sock *sk = NULL;
+	if (here < 0)
+		return NULL;
+	if (netns_switch(ns_fd, what) == 0) {
+		/* the socket stays bound to the namespace it was opened in */
+		sk = nl_open();
+		if (netns_switch(here, "of fibril-cni") < 0) {
+			/* Cannot come back: nothing sane is left to do in this process. */
+			fprintf(stderr, "fibril-cni: cannot return to the host network namespace\n");
+			_exit(1);
+		}
+	}
+	close(here);
+	return sk;
+}
+
 static void fill_info(struct rtnl_link *link, struct link_info *info)
 {
 	memset(info, 0, sizeof(*info));

@@ -389,7 +389,9 @@ void ep_to_datapath(const struct ep_endpoint *ep, struct fibril_datapath_endpoin
 	out->ipv6 = ep->ipv6;
 }
 
-int ep_datapath_upsert(struct ep_manager *mg, const struct ep_endpoint *ep, char *err, size_t errlen)
+/* One call of the datapath (upsert or remove) for ep; 0 without a datapath. */
+static int ep_datapath_call(struct ep_manager *mg, const struct ep_endpoint *ep, bool upsert,
+			    char *err, size_t errlen)
 {
 	struct fibril_datapath_endpoint d;
 
@@ -398,27 +400,22 @@ int ep_datapath_upsert(struct ep_manager *mg, const struct ep_endpoint *ep, char
 	ep_to_datapath(ep, &d);
 	if (err && errlen)
 		err[0] = '\0';
-	int rc = mg->dp->endpoint_upsert(mg->dp_ctx, &d, err, errlen);
+	int rc = upsert ? mg->dp->endpoint_upsert(mg->dp_ctx, &d, err, errlen)
+			: mg->dp->endpoint_remove(mg->dp_ctx, &d, err, errlen);
 
 	if (rc && err && errlen && !err[0])
 		snprintf(err, errlen, "%s", strerror(rc < 0 ? -rc : EIO));
 	return rc < 0 ? rc : rc ? -EIO : 0;
 }
 
+int ep_datapath_upsert(struct ep_manager *mg, const struct ep_endpoint *ep, char *err, size_t errlen)
+{
+	return ep_datapath_call(mg, ep, true, err, errlen);
+}
+
 int ep_datapath_remove(struct ep_manager *mg, const struct ep_endpoint *ep, char *err, size_t errlen)
 {
-	struct fibril_datapath_endpoint d;
-
-	if (!mg->dp)
-		return 0;
-	ep_to_datapath(ep, &d);
-	if (err && errlen)
-		err[0] = '\0';
-	int rc = mg->dp->endpoint_remove(mg->dp_ctx, &d, err, errlen);
-
-	if (rc && err && errlen && !err[0])
-		snprintf(err, errlen, "%s", strerror(rc < 0 ? -rc : EIO));
-	return rc < 0 ? rc : rc ? -EIO : 0;
+	return ep_datapath_call(mg, ep, false, err, errlen);
 }
 
 /* ---- health and retries ------------------------------------------------------------- */
