@@ -1,9 +1,10 @@
-/* bpf/fibril_dp.bpf.c - the datapath's tc program, attached (clsact,
- * ingress) to every endpoint's host-side veth: it sees each packet the pod
- * sends. One loaded program serves every endpoint; what differs per
- * endpoint is in the maps (layouts in fibril_dp.h).
+/* bpf/fibril_dp.bpf.c - the datapath's two tc programs, attached (clsact)
+ * to every endpoint's host-side veth, sharing the same maps (layouts in
+ * fibril_dp.h). One loaded instance of each serves every endpoint; what
+ * differs per endpoint is in the maps.
  *
- * Per packet:
+ * fibril_from_endpoint (section tc, the veth's INGRESS: what the pod sends),
+ * per packet:
  *   1. parse Ethernet, then ARP, IPv4 or IPv6 (anything else: dropped);
  *   2. ARP: the sender IP must be the endpoint's (or 0.0.0.0), then it goes
  *      to the stack, which answers for the gateway (a local address);
@@ -18,6 +19,20 @@
  *      goes to the stack (the host itself, later the world);
  *   7. metrics per (reason, direction), drop events always and trace events
  *      when dp_config says so, to the dp_events ring buffer.
+ *
+ * fibril_to_endpoint (section tc/to-container, the veth's EGRESS: what the
+ * node's stack delivers to the pod — host->pod traffic and the replies to
+ * pod->host flows; pod-to-pod traffic is redirected into the peer and never
+ * passes here), per packet:
+ *   1. parse Ethernet, then IPv4 / IPv6 (ARP, neighbour discovery, MLD and
+ *      other L3 protocols are let through: delivered, no conntrack);
+ *   2. the destination endpoint (the one behind this very veth), the
+ *      source's identity from the ipcache;
+ *   3. the hook point policy_verdict() with direction to-endpoint (the
+ *      ingress-to-pod enforcement point);
+ *   4. conntrack: the same dp_conntrack entry as the pod's own packets of
+ *      that flow (reply counters when the pod opened it);
+ *   5. metrics with direction to-endpoint, drop and trace events.
  * Only uapi headers and libbpf's helpers: no vmlinux.h, no CO-RE needed. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -88,6 +103,8 @@ struct pkt {
 	const struct dp_endpoint_info *src_ep;
 	const struct dp_endpoint_info *dst_ep;
 	__u32 dst_identity;
+	__u32 src_identity;              /* when src_ep is not set (to-endpoint) */
+	__u8 direction;                  /* enum dp_direction: which program */
 	__u8 tcp_flags;
 	__u8 is_icmp6_nd;                /* ICMPv6 neighbour discovery / MLD */
 };
@@ -97,9 +114,10 @@ struct pkt {
 
 /* ---- metrics and events -------------------------------------------------------- */
 
-static __always_inline void metrics_count(struct __sk_buff *skb, __u8 reason)
+static __always_inline void metrics_count(struct __sk_buff *skb, const struct pkt *p,
+					 __u8 reason)
 {
-	struct dp_metrics_key key = {.reason = reason, .direction = DP_DIR_FROM_ENDPOINT};
+	struct dp_metrics_key key = {.reason = reason, .direction = p->direction};
 	struct dp_metrics_value *v = bpf_map_lookup_elem(&dp_metrics, &key);
 
 	if (v) {
@@ -133,7 +151,7 @@ static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *
 	e->reason = reason;
 	e->src_ep_id = p->src_ep ? p->src_ep->ep_id : 0;
 	e->dst_ep_id = p->dst_ep ? p->dst_ep->ep_id : 0;
-	e->src_identity = p->src_ep ? p->src_ep->identity : DP_IDENTITY_UNKNOWN;
+	e->src_identity = p->src_ep ? p->src_ep->identity : p->src_identity;
 	e->dst_identity = p->dst_identity;
 	e->ifindex = skb->ifindex;
 	e->len = skb->len;
@@ -142,6 +160,7 @@ static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *
 	e->proto = p->tuple.proto;
 	e->sport = p->tuple.sport;
 	e->dport = p->tuple.dport;
+	e->direction = p->direction;
 	__builtin_memcpy(e->saddr, p->tuple.saddr, sizeof(e->saddr));
 	__builtin_memcpy(e->daddr, p->tuple.daddr, sizeof(e->daddr));
 	bpf_ringbuf_submit(e, 0);
@@ -149,23 +168,26 @@ static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *
 
 static __always_inline int drop(struct __sk_buff *skb, const struct pkt *p, __u8 reason)
 {
-	metrics_count(skb, reason);
+	metrics_count(skb, p, reason);
 	event_send(skb, p, DP_EVENT_DROP, reason);
 	return TC_ACT_SHOT;
 }
 
 static __always_inline int to_stack(struct __sk_buff *skb, const struct pkt *p)
 {
-	metrics_count(skb, DP_REASON_TO_STACK);
+	metrics_count(skb, p, DP_REASON_TO_STACK);
 	if (trace_enabled())
 		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_TO_STACK);
 	return TC_ACT_OK;
 }
 
 /* ---- hook points ------------------------------------------------------------------
- * Both are called for every IP packet from an endpoint, after the source was
- * checked and before conntrack and forwarding. They are deliberately empty
- * today; the issues that add services and policy fill them in. */
+ * service_translate() is called for every IP packet from an endpoint, after
+ * the source was checked; policy_verdict() for every IP packet from an
+ * endpoint (after service_translate) AND for every IP packet delivered to an
+ * endpoint by the node's stack (fibril_to_endpoint); both before conntrack
+ * and forwarding. They are deliberately empty today; the issues that add
+ * services and policy fill them in. */
 
 /* HOOK service_translate: the service load balancer goes here. It may
  * rewrite the destination (and, for the reply path, the source) of the
@@ -178,11 +200,17 @@ static __always_inline int service_translate(struct __sk_buff *skb, struct pkt *
 	return 0;
 }
 
-/* HOOK policy_verdict: the policy engine goes here. It sees the source
- * endpoint's identity (p->src_ep->identity), the destination identity from
- * the ipcache (p->dst_identity) and the 5-tuple (p->tuple, after service
- * translation), and returns 0 to allow or DP_REASON_DROP_POLICY to deny.
- * Today: no policy, everything is allowed (Cilium's default-allow when no
+/* HOOK policy_verdict: the policy engine goes here, at both enforcement
+ * points; p->direction says which:
+ *   DP_DIR_FROM_ENDPOINT (egress of the pod, host veth ingress): the source
+ *     endpoint p->src_ep (its identity), the destination identity from the
+ *     ipcache (p->dst_identity), the 5-tuple after service translation;
+ *   DP_DIR_TO_ENDPOINT (INGRESS TO THE POD, host veth egress): the
+ *     destination endpoint p->dst_ep (NULL when the destination is not this
+ *     veth's endpoint), its identity p->dst_identity, the source identity
+ *     from the ipcache (p->src_identity), the 5-tuple as delivered.
+ * It returns 0 to allow or DP_REASON_DROP_POLICY to deny. Today: no policy,
+ * everything is allowed in both directions (Cilium's default-allow when no
  * policy selects the endpoint). */
 static __always_inline int policy_verdict(struct __sk_buff *skb, const struct pkt *p)
 {
@@ -320,7 +348,7 @@ static __always_inline int forward_local(struct __sk_buff *skb, const struct pkt
 	int rc = bpf_redirect_peer(p->dst_ep->ifindex, 0);
 	if (rc != TC_ACT_REDIRECT)
 		return drop(skb, p, DP_REASON_DROP_REDIRECT);
-	metrics_count(skb, DP_REASON_FORWARDED);
+	metrics_count(skb, p, DP_REASON_FORWARDED);
 	if (trace_enabled())
 		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_FORWARDED);
 	return rc;
@@ -477,7 +505,7 @@ static __always_inline int nd_answer(struct __sk_buff *skb, const struct pkt *p,
 	if (sum < 0)
 		return drop(skb, p, DP_REASON_DROP_INVALID);
 	na->nd.hdr.icmp6_cksum = csum_fold32(sum);
-	metrics_count(skb, DP_REASON_ND_ANSWERED);
+	metrics_count(skb, p, DP_REASON_ND_ANSWERED);
 	if (trace_enabled())
 		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_ND_ANSWERED);
 	return bpf_redirect(skb->ifindex, 0);
@@ -608,5 +636,124 @@ int fibril_from_endpoint(struct __sk_buff *skb)
 		return handle_arp(skb, &p, eth + 1, data_end);
 	default:
 		return drop(skb, &p, DP_REASON_DROP_UNSUPPORTED_L3);
+	}
+}
+
+/* ---- to-endpoint: what the node's stack delivers to a pod ----------------------------
+ * Attached to the host veth's clsact EGRESS. Never drops for lack of a
+ * verdict: only the policy hook (and a malformed IP header) can drop. */
+
+/* The headers the program reads: Ethernet, the largest IPv4 header or an
+ * IPv6 header with one hop-by-hop header, and a TCP header. */
+#define TO_EP_HDR_BYTES (14 + 60 + 20)
+
+static __always_inline int delivered(struct __sk_buff *skb, const struct pkt *p)
+{
+	metrics_count(skb, p, DP_REASON_DELIVERED);
+	if (trace_enabled())
+		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_DELIVERED);
+	return TC_ACT_OK;
+}
+
+/* Steps 2-5 of the to-endpoint program once the tuple is known. */
+static __always_inline int deliver_ip(struct __sk_buff *skb, struct pkt *p)
+{
+	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
+	if (p->dst_ep && p->dst_ep->ifindex != skb->ifindex)
+		p->dst_ep = 0; /* not the endpoint behind this veth */
+	p->dst_identity = p->dst_ep ? p->dst_ep->identity
+				    : identity_of(p->tuple.family, p->tuple.daddr);
+	p->src_ep = endpoint_of(p->tuple.family, p->tuple.saddr);
+	p->src_identity = p->src_ep ? p->src_ep->identity
+				    : identity_of(p->tuple.family, p->tuple.saddr);
+	/* ---- POLICY HOOK (ingress to the pod): policy_verdict(), direction
+	 * DP_DIR_TO_ENDPOINT. Allows everything today. ---- */
+	int reason = policy_verdict(skb, p);
+	if (reason)
+		return drop(skb, p, (__u8)reason);
+	conntrack(skb, p);
+	return delivered(skb, p);
+}
+
+static __always_inline int to_ep_ipv4(struct __sk_buff *skb, struct pkt *p, void *l3,
+				      void *data_end)
+{
+	struct iphdr *ip = l3;
+
+	if ((void *)(ip + 1) > data_end || ip->ihl < 5 || ip->version != 4)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	p->tuple.family = DP_FAMILY_IPV4;
+	p->tuple.proto = ip->protocol;
+	__builtin_memcpy(p->tuple.saddr, &ip->saddr, 4);
+	__builtin_memcpy(p->tuple.daddr, &ip->daddr, 4);
+	if (!(ip->frag_off & bpf_htons(0x1fff))) {
+		void *l4 = (__u8 *)l3 + ip->ihl * 4;
+		if (parse_ports(p, l4, data_end) < 0)
+			return drop(skb, p, DP_REASON_DROP_INVALID);
+	}
+	return deliver_ip(skb, p);
+}
+
+static __always_inline int to_ep_ipv6(struct __sk_buff *skb, struct pkt *p, void *l3,
+				      void *data_end)
+{
+	struct ipv6hdr *ip6 = l3;
+
+	if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	p->tuple.family = DP_FAMILY_IPV6;
+	p->tuple.proto = ip6->nexthdr;
+	__builtin_memcpy(p->tuple.saddr, &ip6->saddr, 16);
+	__builtin_memcpy(p->tuple.daddr, &ip6->daddr, 16);
+	void *l4 = ip6 + 1;
+	if (p->tuple.proto == IPPROTO_HOPOPTS) {
+		struct ipv6_opt_hdr_min *hbh = l4;
+		if ((void *)(hbh + 1) > data_end)
+			return drop(skb, p, DP_REASON_DROP_INVALID);
+		p->tuple.proto = hbh->nexthdr;
+		l4 = (__u8 *)l4 + ((__u32)hbh->hdrlen + 1) * 8;
+	}
+	if (parse_ports(p, l4, data_end) < 0)
+		return drop(skb, p, DP_REASON_DROP_INVALID);
+	if (p->tuple.proto == IPPROTO_ICMPV6) {
+		struct icmp6hdr *ic = l4;
+		if ((void *)(ic + 1) > data_end)
+			return drop(skb, p, DP_REASON_DROP_INVALID);
+		__u8 t = ic->icmp6_type;
+		p->is_icmp6_nd = (t >= 130 && t <= 137) || t == 143;
+	}
+	/* the node's neighbour discovery and MLD towards the pod: no flow */
+	if (p->is_icmp6_nd)
+		return delivered(skb, p);
+	return deliver_ip(skb, p);
+}
+
+SEC("tc/to-container")
+int fibril_to_endpoint(struct __sk_buff *skb)
+{
+	struct pkt p;
+
+	__builtin_memset(&p, 0, sizeof(p));
+	p.direction = DP_DIR_TO_ENDPOINT;
+	/* headers in a paged fragment (rare on egress): make them linear, only
+	 * then (a pull unclones the skb) */
+	__u32 linear = skb->data_end - skb->data;
+	if (linear < TO_EP_HDR_BYTES && skb->len > linear)
+		bpf_skb_pull_data(skb, skb->len < TO_EP_HDR_BYTES ? skb->len : TO_EP_HDR_BYTES);
+
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return drop(skb, &p, DP_REASON_DROP_INVALID);
+	switch (eth->h_proto) {
+	case bpf_htons(ETH_P_IP):
+		return to_ep_ipv4(skb, &p, eth + 1, data_end);
+	case bpf_htons(ETH_P_IPV6):
+		return to_ep_ipv6(skb, &p, eth + 1, data_end);
+	default:
+		/* ARP (the node resolving the pod) and anything else the
+		 * stack sends: no IP tuple, let through */
+		return delivered(skb, &p);
 	}
 }

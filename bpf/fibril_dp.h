@@ -93,8 +93,8 @@ struct dp_ct_value {
 	__u64 rx_bytes;
 	__u64 first_seen_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	__u64 last_seen_ns;
-	__u32 ifindex;       /* the veth the first packet came in on */
-	__u16 src_ep_id;     /* endpoint that opened the flow */
+	__u32 ifindex;       /* the veth the first packet was seen on */
+	__u16 src_ep_id;     /* endpoint that opened the flow, 0: the node */
 	__u8 tcp_flags;      /* TCP flags seen, both directions OR-ed */
 	__u8 flags;          /* DP_CT_F_* */
 };
@@ -102,7 +102,7 @@ struct dp_ct_value {
 /* ---- dp_metrics: PERCPU_HASH, (reason, direction) -> packets, bytes ----- */
 enum dp_direction {
 	DP_DIR_FROM_ENDPOINT = 0, /* the host veth's ingress: sent by the pod */
-	DP_DIR_TO_ENDPOINT = 1,   /* reserved: delivered to the pod */
+	DP_DIR_TO_ENDPOINT = 1,   /* the host veth's egress: delivered to the pod */
 };
 
 /* Reasons below 128 are verdicts that let the packet go on; from 128 on
@@ -112,6 +112,8 @@ enum dp_reason {
 	DP_REASON_TO_STACK = 2,       /* passed to the node's network stack */
 	DP_REASON_ND_ANSWERED = 3,    /* an IPv6 neighbour solicitation for the
 				       * gateway, answered by the program */
+	DP_REASON_DELIVERED = 4,      /* to-endpoint: let out of the host veth to
+				       * the pod (from the node's stack) */
 	DP_REASON_DROP_SPOOFED_IP = 130,  /* source IP is not the endpoint's */
 	DP_REASON_DROP_SPOOFED_ARP = 131, /* ARP sender IP is not the endpoint's */
 	DP_REASON_DROP_INVALID = 132,     /* truncated or malformed header */
@@ -157,14 +159,16 @@ struct dp_event {
 	__u16 dst_ep_id;    /* the local destination endpoint, 0 when none */
 	__u32 src_identity;
 	__u32 dst_identity;
-	__u32 ifindex;      /* where the packet came in */
+	__u32 ifindex;      /* the host veth: where it came in (from-endpoint)
+			     * or goes out (to-endpoint) */
 	__u32 len;          /* packet length (skb->len) */
 	__u64 ts_ns;        /* bpf_ktime_get_ns() */
 	__u8 family;        /* DP_FAMILY_* or 0 for ARP/unknown */
 	__u8 proto;         /* IPPROTO_*, 0 when none */
 	__u16 sport;        /* network order */
 	__u16 dport;        /* network order */
-	__u16 pad;
+	__u8 direction;     /* enum dp_direction (older programs: 0) */
+	__u8 pad;
 	__u8 saddr[16];
 	__u8 daddr[16];
 };

@@ -1,6 +1,7 @@
 /* modules/datapath/datapath.c - the datapath module: provides the
- * "datapath" capability (<fibril/datapath.h>) on top of one tc program
- * (bpf/fibril_dp.bpf.c) attached to every endpoint's host veth, with
+ * "datapath" capability (<fibril/datapath.h>) on top of two tc programs
+ * (bpf/fibril_dp.bpf.c) attached to every endpoint's host veth (ingress and
+ * egress), with
  * per-endpoint facts in pinned maps. Here: the descriptor and its config
  * keys, start/stop, the capability's functions, health and the summary.
  *
@@ -483,8 +484,11 @@ static int dp_start(struct fibril_module *m)
 		snprintf(err, sizeof(err), "cannot start the conntrack GC timer");
 		goto fail;
 	}
-	fibril_info(m, "tc program loaded (id %d); conntrack GC every %llu ms; trace events %s",
-		    dp_prog_id(dp), (unsigned long long)dp->gc_interval_ms, dp->trace ? "on" : "off");
+	fibril_info(m,
+		    "tc programs loaded (ingress id %d, egress id %d); conntrack GC every %llu ms; "
+		    "trace events %s",
+		    dp_prog_id(dp, DP_HOOK_INGRESS), dp_prog_id(dp, DP_HOOK_EGRESS),
+		    (unsigned long long)dp->gc_interval_ms, dp->trace ? "on" : "off");
 	return 0;
 fail:
 	fibril_module_set_error(m, "%s", err);
@@ -502,13 +506,14 @@ static void dp_stop(struct fibril_module *m)
 static int dp_summary(struct fibril_module *m, char *buf, size_t len)
 {
 	const struct datapath *dp = fibril_module_data(m);
-	return snprintf(buf, len, "%zu endpoint(s), program id %d, %s %s, %llu drop event(s)",
-			dp->neps, dp_prog_id(dp), dp->host_dev,
+	return snprintf(buf, len, "%zu endpoint(s), program id %d (egress %d), %s %s, %llu drop event(s)",
+			dp->neps, dp_prog_id(dp, DP_HOOK_INGRESS), dp_prog_id(dp, DP_HOOK_EGRESS),
+			dp->host_dev,
 			dp->node_ready ? "ready" : "not ready", (unsigned long long)dp->events_drop);
 }
 
 FIBRIL_MODULE(.name = "datapath", .version = "1.0",
-	      .description = "eBPF datapath: one tc program on every endpoint's veth",
+	      .description = "eBPF datapath: tc programs on every endpoint's veth, both ways",
 	      .provides = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY),
 	      .requires = FIBRIL_LIST(FIBRIL_IPAM_CAPABILITY), .config_keys = dp_config_keys,
 	      .init = dp_init, .start = dp_start, .stop = dp_stop, .summary = dp_summary);

@@ -105,17 +105,24 @@ void dp_endpoints_restore(struct datapath *dp);
 int dp_metrics_read(struct datapath *dp, uint8_t reason, uint8_t dir,
 		    struct dp_metrics_value *out);
 const char *dp_reason_name(unsigned reason);
+/* "from-endpoint", "to-endpoint" (enum dp_direction), "?" otherwise */
+const char *dp_direction_name(unsigned dir);
 const char *dp_identity_name(uint32_t identity);
 
-/* ---- program (dp_prog.c) ---- */
+/* ---- programs (dp_prog.c) ---- */
+/* Where on the host veth: ingress runs fibril_from_endpoint (what the pod
+ * sends), egress fibril_to_endpoint (what the stack delivers to the pod). */
+enum dp_hook { DP_HOOK_INGRESS, DP_HOOK_EGRESS, DP_HOOK_COUNT };
 int dp_prog_load(struct datapath *dp, char *err, size_t len);
 void dp_prog_unload(struct datapath *dp);
-int dp_prog_id(const struct datapath *dp);
+/* The loaded instance's program id for that hook, 0 when not loaded. */
+int dp_prog_id(const struct datapath *dp, enum dp_hook h);
+/* Both filters (ingress, then egress), each replaced atomically. */
 int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len);
-/* 0 also when the device or the filter is already gone. */
+/* Both filters; 0 also when the device or a filter is already gone. */
 int dp_prog_detach(struct datapath *dp, int ifindex, char *err, size_t len);
-/* The id of the program attached by us to ifindex, 0 none, <0 error. */
-int dp_prog_attached_id(int ifindex);
+/* The id of the program attached by us to ifindex at h, 0 none, <0 error. */
+int dp_prog_attached_id(int ifindex, enum dp_hook h);
 
 /* ---- netlink (dp_netlink.c) ---- */
 int dp_nl_open(struct datapath *dp, char *err, size_t len);

@@ -1,7 +1,8 @@
 /* modules/datapath/dp_api.c - the datapath's API routes (docs in
  * modules/datapath/README.md):
  *
- *   GET /v1/datapath          the host device and gateways, the program,
+ *   GET /v1/datapath          the host device and gateways, the programs
+ *                             (ingress and egress),
  *                             the endpoints in place, conntrack GC and
  *                             event counters, the effective settings
  *   GET /v1/datapath/events   the most recent events read from dp_events
@@ -54,8 +55,10 @@ static struct json_object *endpoint_json(const struct dp_ep *e)
 		inet_ntop(AF_INET6, &e->ep.ipv6, buf, sizeof(buf));
 		add_str(o, "ipv6", buf);
 	}
-	int attached = dp_prog_attached_id(e->ep.host_ifindex);
-	add_int(o, "attached-program", attached);
+	/* what the kernel has on the veth right now, per hook */
+	add_int(o, "attached-program", dp_prog_attached_id(e->ep.host_ifindex, DP_HOOK_INGRESS));
+	add_int(o, "attached-program-egress",
+		dp_prog_attached_id(e->ep.host_ifindex, DP_HOOK_EGRESS));
 	if (e->error[0])
 		add_str(o, "error", e->error);
 	return o;
@@ -85,7 +88,8 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 		add_str(host, "error", dp->node_error);
 	}
 	json_object_object_add(o, "host-device", host);
-	add_int(o, "program-id", dp_prog_id(dp));
+	add_int(o, "program-id", dp_prog_id(dp, DP_HOOK_INGRESS));
+	add_int(o, "program-id-egress", dp_prog_id(dp, DP_HOOK_EGRESS));
 
 	struct json_object *eps = json_object_new_array();
 	for (const struct dp_ep *e = dp->eps; e; e = e->next)
@@ -109,20 +113,28 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(ev, "trace-events", json_object_new_boolean(dp->trace));
 	json_object_object_add(o, "events", ev);
 
-	struct json_object *metrics = json_object_new_object();
 	static const uint8_t reasons[] = {
 		DP_REASON_FORWARDED,       DP_REASON_TO_STACK,
-		DP_REASON_ND_ANSWERED,
+		DP_REASON_ND_ANSWERED,     DP_REASON_DELIVERED,
 		DP_REASON_DROP_SPOOFED_IP, DP_REASON_DROP_SPOOFED_ARP,
 		DP_REASON_DROP_INVALID,    DP_REASON_DROP_UNSUPPORTED_L3,
 		DP_REASON_DROP_POLICY,     DP_REASON_DROP_REDIRECT,
 	};
-	for (size_t i = 0; i < sizeof(reasons); i++) {
-		struct dp_metrics_value v;
-		if (dp_metrics_read(dp, reasons[i], DP_DIR_FROM_ENDPOINT, &v) == 0)
-			add_int(metrics, dp_reason_name(reasons[i]), (int64_t)v.packets);
+	/* packets per reason (summed over the CPUs), one object per direction */
+	static const struct {
+		uint8_t dir;
+		const char *key;
+	} dirs[] = {{DP_DIR_FROM_ENDPOINT, "packets-from-endpoints"},
+		    {DP_DIR_TO_ENDPOINT, "packets-to-endpoints"}};
+	for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
+		struct json_object *metrics = json_object_new_object();
+		for (size_t i = 0; i < sizeof(reasons); i++) {
+			struct dp_metrics_value v;
+			if (dp_metrics_read(dp, reasons[i], dirs[d].dir, &v) == 0)
+				add_int(metrics, dp_reason_name(reasons[i]), (int64_t)v.packets);
+		}
+		json_object_object_add(o, dirs[d].key, metrics);
 	}
-	json_object_object_add(o, "packets-from-endpoints", metrics);
 	reply(resp, o);
 }
 
@@ -131,6 +143,7 @@ static struct json_object *event_json(const struct dp_event *e)
 	struct json_object *o = json_object_new_object();
 	char buf[INET6_ADDRSTRLEN];
 	add_str(o, "type", e->type == DP_EVENT_DROP ? "drop" : "trace");
+	add_str(o, "direction", dp_direction_name(e->direction));
 	add_str(o, "reason", dp_reason_name(e->reason));
 	add_int(o, "reason-code", e->reason);
 	add_int(o, "src-endpoint", e->src_ep_id);

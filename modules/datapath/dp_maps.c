@@ -50,6 +50,8 @@ const char *dp_reason_name(unsigned reason)
 		return "to-stack";
 	case DP_REASON_ND_ANSWERED:
 		return "nd-answered";
+	case DP_REASON_DELIVERED:
+		return "delivered";
 	case DP_REASON_DROP_SPOOFED_IP:
 		return "drop:spoofed-source-ip";
 	case DP_REASON_DROP_SPOOFED_ARP:
@@ -81,7 +83,7 @@ const char *dp_identity_name(uint32_t identity)
 	}
 }
 
-static const char *direction_name(unsigned dir)
+const char *dp_direction_name(unsigned dir)
 {
 	return dir == DP_DIR_FROM_ENDPOINT ? "from-endpoint"
 	       : dir == DP_DIR_TO_ENDPOINT ? "to-endpoint"
@@ -211,7 +213,7 @@ static int fmt_metrics(const void *key, const void *value, char *ko, size_t kl, 
 	struct dp_metrics_value sum;
 
 	metrics_sum(value, &sum);
-	snprintf(ko, kl, "%s %s", direction_name(k->direction), dp_reason_name(k->reason));
+	snprintf(ko, kl, "%s %s", dp_direction_name(k->direction), dp_reason_name(k->reason));
 	snprintf(vo, vl, "packets=%llu bytes=%llu", (unsigned long long)sum.packets,
 		 (unsigned long long)sum.bytes);
 	return 0;

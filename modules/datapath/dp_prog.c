@@ -1,11 +1,13 @@
-/* modules/datapath/dp_prog.c - the tc program: loaded once per agent run
+/* modules/datapath/dp_prog.c - the tc programs: loaded once per agent run
  * from the skeleton embedded at build time (bpf/fibril_dp.skel.h), with
  * every map handed over from the host's registry (bpf_map__reuse_fd before
- * load), then attached to the ingress of each endpoint's host veth with a
- * clsact filter of fixed handle and priority. Attaching with
- * BPF_TC_F_REPLACE swaps the program of an existing filter atomically, so
- * a restarted agent re-adopts a veth without a gap in traffic; stopping
- * leaves the filters (and the program they hold) in place. */
+ * load), then attached to each endpoint's host veth with clsact filters of
+ * fixed handle and priority: fibril_from_endpoint on the ingress (what the
+ * pod sends), fibril_to_endpoint on the egress (what the node's stack
+ * delivers to the pod). Attaching with BPF_TC_F_REPLACE swaps the program
+ * of an existing filter atomically, so a restarted agent re-adopts a veth
+ * without a gap in traffic; stopping leaves the filters (and the programs
+ * they hold) in place. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,9 +25,28 @@
 
 struct dp_prog {
 	struct fibril_dp *skel;
-	int fd;
-	int id;
+	int fd[DP_HOOK_COUNT]; /* by enum dp_hook */
+	int id[DP_HOOK_COUNT];
 };
+
+static const enum bpf_tc_attach_point hook_point[DP_HOOK_COUNT] = {
+	[DP_HOOK_INGRESS] = BPF_TC_INGRESS,
+	[DP_HOOK_EGRESS] = BPF_TC_EGRESS,
+};
+static const char *const hook_name[DP_HOOK_COUNT] = {
+	[DP_HOOK_INGRESS] = "ingress",
+	[DP_HOOK_EGRESS] = "egress",
+};
+
+static int prog_id_of(int fd)
+{
+	struct bpf_prog_info info;
+	uint32_t info_len = sizeof(info);
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &info_len) == 0)
+		return (int)info.id;
+	return 0;
+}
 
 /* libbpf's messages (the verifier log above all) go to the agent's log
  * while this module loads its program. */
@@ -95,12 +116,10 @@ int dp_prog_load(struct datapath *dp, char *err, size_t len)
 			  strerror(-rc));
 		goto out;
 	}
-	p->fd = bpf_program__fd(p->skel->progs.fibril_from_endpoint);
-	struct bpf_prog_info info;
-	uint32_t info_len = sizeof(info);
-	memset(&info, 0, sizeof(info));
-	if (bpf_obj_get_info_by_fd(p->fd, &info, &info_len) == 0)
-		p->id = (int)info.id;
+	p->fd[DP_HOOK_INGRESS] = bpf_program__fd(p->skel->progs.fibril_from_endpoint);
+	p->fd[DP_HOOK_EGRESS] = bpf_program__fd(p->skel->progs.fibril_to_endpoint);
+	for (int h = 0; h < DP_HOOK_COUNT; h++)
+		p->id[h] = prog_id_of(p->fd[h]);
 out:
 	libbpf_set_print(old);
 	g_print_module = NULL;
@@ -123,18 +142,15 @@ void dp_prog_unload(struct datapath *dp)
 	dp->prog = NULL;
 }
 
-int dp_prog_id(const struct datapath *dp)
+int dp_prog_id(const struct datapath *dp, enum dp_hook h)
 {
-	return dp->prog ? dp->prog->id : 0;
+	return dp->prog ? dp->prog->id[h] : 0;
 }
 
-int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len)
+/* One filter: the clsact qdisc (created by the first hook), then ours. */
+static int attach_one(struct datapath *dp, int ifindex, enum dp_hook h, char *err, size_t len)
 {
-	if (!dp->prog) {
-		dp_seterr(err, len, "the tc program is not loaded");
-		return -ENOENT;
-	}
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = hook_point[h]);
 	/* a clsact qdisc already there (EEXIST) is fine: keep libbpf from
 	 * printing the kernel's "Exclusivity flag on" for it */
 	libbpf_print_fn_t old = libbpf_set_print(libbpf_print_nothing);
@@ -148,14 +164,30 @@ int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len)
 		return rc;
 	}
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY,
-		    .prog_fd = dp->prog->fd, .flags = BPF_TC_F_REPLACE);
+		    .prog_fd = dp->prog->fd[h], .flags = BPF_TC_F_REPLACE);
 	dp_vg_quiet_begin();
 	rc = bpf_tc_attach(&hook, &opts);
 	dp_vg_quiet_end();
 	if (rc < 0) {
-		dp_seterr(err, len, "cannot attach the tc program to ifindex %d ingress: %s", ifindex,
-			  strerror(-rc));
+		dp_seterr(err, len, "cannot attach the tc program to ifindex %d %s: %s", ifindex,
+			  hook_name[h], strerror(-rc));
 		return rc;
+	}
+	return 0;
+}
+
+int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len)
+{
+	if (!dp->prog) {
+		dp_seterr(err, len, "the tc program is not loaded");
+		return -ENOENT;
+	}
+	/* each filter is swapped on its own; the ingress one first, as before
+	 * the egress program existed */
+	for (int h = 0; h < DP_HOOK_COUNT; h++) {
+		int rc = attach_one(dp, ifindex, (enum dp_hook)h, err, len);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
@@ -168,22 +200,26 @@ static bool gone(int rc)
 int dp_prog_detach(struct datapath *dp, int ifindex, char *err, size_t len)
 {
 	(void)dp;
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
-	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY);
-	dp_vg_quiet_begin();
-	int rc = bpf_tc_detach(&hook, &opts);
-	dp_vg_quiet_end();
-	if (rc < 0 && !gone(rc)) {
-		dp_seterr(err, len, "cannot detach the tc program from ifindex %d: %s", ifindex,
-			  strerror(-rc));
-		return rc;
+	int first = 0;
+	/* both, even when the first fails: leave as little behind as we can */
+	for (int h = 0; h < DP_HOOK_COUNT; h++) {
+		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = hook_point[h]);
+		LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY);
+		dp_vg_quiet_begin();
+		int rc = bpf_tc_detach(&hook, &opts);
+		dp_vg_quiet_end();
+		if (rc < 0 && !gone(rc) && !first) {
+			dp_seterr(err, len, "cannot detach the tc program from ifindex %d %s: %s",
+				  ifindex, hook_name[h], strerror(-rc));
+			first = rc;
+		}
 	}
-	return 0;
+	return first;
 }
 
-int dp_prog_attached_id(int ifindex)
+int dp_prog_attached_id(int ifindex, enum dp_hook h)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = hook_point[h]);
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY);
 	dp_vg_quiet_begin();
 	int rc = bpf_tc_query(&hook, &opts);

@@ -278,7 +278,8 @@ static int settle_entries(struct ep_manager *mg, struct ep_restore *r)
 {
 	size_t kept = 0;
 
-	qsort(r->v, r->n, sizeof(*r->v), cmp_key);
+	if (r->n > 1)
+		qsort(r->v, r->n, sizeof(*r->v), cmp_key);
 	for (size_t i = 0; i < r->n; i++) {
 		struct restore_entry *e = &r->v[i];
 		char *labels = e->labels;
@@ -311,7 +312,8 @@ static int settle_entries(struct ep_manager *mg, struct ep_restore *r)
 		r->v[kept++] = *e;
 	}
 	r->n = kept;
-	qsort(r->v, r->n, sizeof(*r->v), cmp_id);
+	if (r->n > 1)
+		qsort(r->v, r->n, sizeof(*r->v), cmp_id);
 	return 0;
 }
 

@@ -145,7 +145,8 @@ char *ep_labels_join(char **labels, size_t n)
 {
 	size_t total = 1, at = 0;
 
-	qsort(labels, n, sizeof(*labels), cmp_str);
+	if (n > 1)
+		qsort(labels, n, sizeof(*labels), cmp_str);
 	for (size_t i = 0; i < n; i++)
 		total += strlen(labels[i]) + 1;
 	char *out = malloc(total);

@@ -3,10 +3,12 @@
 # a "node" netns runs the agent with ipam-cluster-pool (static node-cidr),
 # datapath and the dpdrive test module; three "pods" (netns) hang off it on
 # veths made here, as fibril-cni would wire them, and are registered through
-# dpdrive. Checked: the host device and its gateways, one program on every
-# veth, the routes, pod<->pod ping and TCP over IPv4 and IPv6 with the
-# node's forwarding off (only the program can move them), pod->gateway
-# ping, the metrics reasons, conntrack entries and their GC, a spoofed
+# dpdrive. Checked: the host device and its gateways, the two programs on
+# every veth (ingress: from-endpoint, egress: to-endpoint), the routes,
+# pod<->pod ping and TCP over IPv4 and IPv6 with the node's forwarding off
+# (only the program can move them), pod->gateway ping and a pod<->node TCP
+# exchange (to-endpoint metrics; one conntrack entry counting both
+# directions), the metrics reasons, conntrack entries and their GC, a spoofed
 # source dropped with its reason and a drop event, kill -9 with traffic
 # flowing while the agent is down, a restart reusing the pins and
 # re-adopting the veths without losing a packet, endpoint_remove (also of a
@@ -133,11 +135,20 @@ ping_fails() { ! inpod "$1" ping -c 2 -i 0.2 -W 1 "$2" >/dev/null 2>&1; }
 metric() { # metric REASON -> packets from endpoints with that reason
 	jget "$(api http://x/v1/datapath)" "j['packets-from-endpoints'].get('$1', 0)"
 }
-filter_prog() { # filter_prog HOSTIF -> the program id of our filter on its ingress, or ""
-	tc -n "$NODE" filter show dev "$1" ingress 2>/dev/null |
+metric_to() { # metric_to REASON -> packets to endpoints with that reason
+	jget "$(api http://x/v1/datapath)" "j['packets-to-endpoints'].get('$1', 0)"
+}
+filter_prog() { # filter_prog HOSTIF [ingress|egress] -> the program id of our filter there, or ""
+	tc -n "$NODE" filter show dev "$1" "${2:-ingress}" 2>/dev/null |
 		sed -n 's/.*handle 0xf1b1 .* id \([0-9]*\) .*/\1/p' | head -n 1
 }
 prog_id() { jget "$(api http://x/v1/datapath)" 'j["program-id"]'; }
+prog_id_egress() { jget "$(api http://x/v1/datapath)" 'j["program-id-egress"]'; }
+# ct_counts TUPLE -> "TX RX" packets of the conntrack entry whose key is TUPLE
+ct_counts() {
+	fib map dump dp_conntrack | grep -F -- "$1 " |
+		sed -n 's/.* tx=\([0-9]*\) pkts.* rx=\([0-9]*\) pkts.*/\1 \2/p' | head -n 1
+}
 # contains_all HAYSTACK NEEDLE... : every needle is in it
 contains_all() {
 	local hay=$1 n
@@ -146,8 +157,21 @@ contains_all() {
 }
 
 cat >"$WORK/tcp.py" <<'EOF'
-# tcp.py server PORTFILE | client HOST PORT : one echo exchange
-import socket, sys
+# tcp.py server PORTFILE [v6] | client HOST PORT : one echo exchange
+# tcp.py holdclient HOST PORT SECONDS : the exchange (3 round trips), then
+# the connection stays open SECONDS before the client closes it
+import socket, sys, time
+if sys.argv[1] == "holdclient":
+    c = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=3)
+    c.bind if False else None
+    print(c.getsockname()[1], flush=True)
+    for i in range(3):
+        c.sendall(b"hold-%d" % i)
+        c.recv(100)
+    print("done", flush=True)
+    time.sleep(float(sys.argv[4]))
+    c.close()
+    sys.exit(0)
 if sys.argv[1] == "server":
     fam = socket.AF_INET6 if len(sys.argv) > 3 else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_STREAM)
@@ -158,8 +182,13 @@ if sys.argv[1] == "server":
     import os; os.rename(sys.argv[2] + ".tmp", sys.argv[2])
     while True:
         c, _ = s.accept()
-        data = c.recv(100)
-        c.sendall(b"echo:" + data)
+        while True:  # echo until the client closes (one exchange: client/tcp.py)
+            data = c.recv(100)
+            if not data:
+                break
+            c.sendall(b"echo:" + data)
+            if data == b"hello-datapath":
+                break
         c.close()
 else:
     c = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=3)
