@@ -20,7 +20,7 @@
  *   7. metrics per (reason, direction), drop events always and trace events
  *      when dp_config says so, to the dp_events ring buffer.
  *
- * fibril_to_endpoint (section tc/to-container, the veth's EGRESS: what the
+ * fibril_to_endpoint (section tc too, the veth's EGRESS: what the
  * node's stack delivers to the pod — host->pod traffic and the replies to
  * pod->host flows; pod-to-pod traffic is redirected into the peer and never
  * passes here), per packet:
@@ -728,7 +728,9 @@ static __always_inline int to_ep_ipv6(struct __sk_buff *skb, struct pkt *p, void
 	return deliver_ip(skb, p);
 }
 
-SEC("tc/to-container")
+/* Section "tc" as the ingress program (libbpf 1.1 knows no "tc/<name>"
+ * sections): the two are told apart by name, fibril_to_endpoint. */
+SEC("tc")
 int fibril_to_endpoint(struct __sk_buff *skb)
 {
 	struct pkt p;

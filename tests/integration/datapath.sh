@@ -163,7 +163,6 @@ cat >"$WORK/tcp.py" <<'EOF'
 import socket, sys, time
 if sys.argv[1] == "holdclient":
     c = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=3)
-    c.bind if False else None
     print(c.getsockname()[1], flush=True)
     for i in range(3):
         c.sendall(b"hold-%d" % i)
@@ -246,6 +245,17 @@ for i in 0 1 2; do
 	check "${HOSTIF[$i]}: our filter runs the one loaded program (id $PROG)" \
 		test "$(filter_prog "${HOSTIF[$i]}")" = "$PROG"
 done
+PROG_EG=$(prog_id_egress)
+check "a second (to-endpoint) program is loaded (ids $PROG, $PROG_EG)" \
+	test "$PROG_EG" != "?" -a "$PROG_EG" != 0 -a "$PROG_EG" != "$PROG"
+for i in 0 1 2; do
+	check "${HOSTIF[$i]}: tc filter show ... egress shows the to-endpoint program (id $PROG_EG)" \
+		test "$(filter_prog "${HOSTIF[$i]}" egress)" = "$PROG_EG"
+done
+check "tc names the egress program fibril_to_endpoint" \
+	contains "$(tc -n "$NODE" filter show dev lxca egress)" "fibril_to_endp"
+check "GET /v1/datapath: each endpoint's attached egress program is the loaded one" \
+	test "$(jget "$(api http://x/v1/datapath)" 'sorted(set(e["attached-program-egress"] for e in j["endpoints"]))')" = "[$PROG_EG]" 
 check "route 10.201.0.10/32 dev lxca, src the gateway" \
 	contains "$(ip -n "$NODE" route show 10.201.0.10)" "dev lxca proto 241 scope link src 10.201.0.1"
 check "route fd00:201::11/128 dev lxcb" contains "$(ip -n "$NODE" -6 route show fd00:201::11)" "dev lxcb proto 241"
@@ -284,6 +294,33 @@ check "conntrack: the ICMP flow a -> b, replied" contains "$CT" "ICMP 10.201.0.1
 check "conntrack: the TCP flow to :$P4 with its flags" contains "$CT" "-> 10.201.0.11:$P4"
 check "conntrack: the IPv6 TCP flow" contains "$CT" "-> [fd00:201::12]:$P6"
 check "conntrack: replies were seen" contains "$CT" "replied"
+
+# ---- 3b. to-endpoint: the node's stack delivering to a pod ------------------------------------
+check "metrics: pod -> gateway ping replies counted as to-endpoint 'delivered'" \
+	test "$(metric_to delivered)" -ge 4
+check "fibril map dump dp_metrics decodes the to-endpoint direction" \
+	contains "$(fib map dump dp_metrics)" "to-endpoint delivered"
+innode python3 "$WORK/tcp.py" server "$WORK/portn" &
+BG_PIDS+=($!)
+wait_for 5 test -s "$WORK/portn" || true
+PN=$(cat "$WORK/portn" 2>/dev/null || echo 0)
+del0=$(metric_to delivered)
+inpod 0 python3 "$WORK/tcp.py" holdclient "$GW4" "$PN" 3 >"$WORK/hold.out" 2>&1 &
+HOLD_PID=$!
+BG_PIDS+=($HOLD_PID)
+wait_for 5 grep -q done "$WORK/hold.out" || true
+HOLD_PORT=$(head -n 1 "$WORK/hold.out")
+read -r CT_TX CT_RX <<<"$(ct_counts "TCP 10.201.0.10:$HOLD_PORT -> 10.201.0.1:$PN")"
+check "conntrack: one entry for pod a:$HOLD_PORT -> node:$PN counts both directions (tx=${CT_TX:-none} rx=${CT_RX:-none})" \
+	test "${CT_TX:-0}" -ge 4 -a "${CT_RX:-0}" -ge 4
+check "conntrack: no second entry for the node's side of that flow" \
+	test -z "$(fib map dump dp_conntrack | grep -F "TCP 10.201.0.1:$PN -> 10.201.0.10:$HOLD_PORT ")"
+check "conntrack: the pod<->node flow is marked replied" \
+	contains "$(fib map dump dp_conntrack | grep -F "10.201.0.10:$HOLD_PORT ")" "replied"
+del1=$(metric_to delivered)
+check "metrics: the node's TCP replies counted as to-endpoint 'delivered' ($del0 -> $del1)" \
+	test "$del1" -ge $((del0 + 4))
+wait "$HOLD_PID" || true
 gc_flows_gone() { ! fib map dump dp_conntrack | grep -q '10.201.0.1[0-2]\|fd00:201::1[0-2]'; }
 check "conntrack GC removes the idle flows (timeouts 1-4 s, GC every 300 ms)" wait_for 15 gc_flows_gone
 check "GC counted its removals" test "$(jget "$(api http://x/v1/datapath)" 'j["conntrack"]["gc-removed"]')" -ge 4
@@ -300,6 +337,8 @@ LXCA_IDX=$(ip -n "$NODE" -j link show lxca | python3 -c 'import json,sys; print(
 SPOOF_EV=$(jget "$DROPS" '[e for e in j["events"] if e["src"] == "10.201.0.99" and e["dst"] == "10.201.0.11" and e["reason"] == "drop:spoofed-source-ip" and e["proto"] == 17 and e["dport"] == 9 and e["sport"] == 40000][0]["ifindex"]')
 check "a drop event names the reason, the 5-tuple and the veth (ifindex $SPOOF_EV)" \
 	test "$SPOOF_EV" = "$LXCA_IDX"
+check "the drop event names its direction (from-endpoint)" \
+	test "$(jget "$DROPS" '[e for e in j["events"] if e["src"] == "10.201.0.99"][0]["direction"]')" = from-endpoint
 check "no trace events with trace-events off" test "$(jget "$DROPS" 'j["traces"]')" = 0
 
 # ---- 5. refused upserts -------------------------------------------------------------------------
@@ -324,12 +363,16 @@ check "agent down: pod a -> pod b still pings (IPv4)" ping_ok 0 10.201.0.11 5
 check "agent down: pod b -> pod c still pings (IPv6)" ping_ok 1 fd00:201::12 3
 check "agent down: pod a -> gateway still pings" ping_ok 0 "$GW4" 3
 check "agent down: the filters stay" test "$(filter_prog lxca)" = "$OLDPROG"
+check "agent down: the egress filter stays" test "$(filter_prog lxca egress)" = "$PROG_EG"
 node_agent
 check "the agent restarts" kill -0 "$AGENT_PID"
 MAPS=$(fib map list 2>&1)
 check "restart: all six pins are reused" test "$(printf '%s\n' "$MAPS" | grep -c '^dp_.* reused')" -eq 6
 NEWPROG=$(prog_id)
 check "restart: a new program instance ($OLDPROG -> $NEWPROG)" test "$NEWPROG" != "$OLDPROG" -a "$NEWPROG" != "?"
+NEWPROG_EG=$(prog_id_egress)
+check "restart: a new to-endpoint program instance ($PROG_EG -> $NEWPROG_EG)" \
+	test "$NEWPROG_EG" != "$PROG_EG" -a "$NEWPROG_EG" != "?" -a "$NEWPROG_EG" != "$NEWPROG"
 check "restart: the 3 endpoints of the last run are known" \
 	test "$(jget "$(api http://x/v1/datapath)" 'len(j["endpoints"])')" = 3
 inpod 0 ping -i 0.02 -c 150 -W 1 10.201.0.11 >"$WORK/ping.out" 2>&1 &
@@ -340,6 +383,8 @@ for i in 0 1 2; do
 	code=$(upsert "$i")
 	check "restart: upsert re-adopts ${HOSTIF[$i]} (got $code)" test "$code" = 200
 	check "restart: ${HOSTIF[$i]} now runs the new program" test "$(filter_prog "${HOSTIF[$i]}")" = "$NEWPROG"
+	check "restart: ${HOSTIF[$i]} egress now runs the new to-endpoint program ($PROG_EG -> $NEWPROG_EG)" \
+		test "$(filter_prog "${HOSTIF[$i]}" egress)" = "$NEWPROG_EG"
 done
 wait "$PING_PID" || true
 check "no packet lost while the filters were replaced ($(grep -o '[0-9]*% packet loss' "$WORK/ping.out"))" \
@@ -351,6 +396,8 @@ check "restart: pod c -> pod a TCP" \
 code=$(api -o /dev/null -w '%{http_code}' -X DELETE "http://x/v1/test/datapath/${PODS[2]}")
 check "remove pod c -> 200" test "$code" = 200
 check "remove: the filter is gone from lxcc" test -z "$(filter_prog lxcc)"
+check "remove: no filter is left on lxcc's egress either" \
+	test -z "$(tc -n "$NODE" filter show dev lxcc egress 2>&1)"
 check "remove: the routes are gone" \
 	test -z "$(ip -n "$NODE" route show 10.201.0.12)" -a -z "$(ip -n "$NODE" -6 route show fd00:201::12)"
 check "remove: dp_endpoints and dp_ipcache forgot it" \
