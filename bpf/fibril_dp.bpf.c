@@ -362,13 +362,16 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	int reason = service_translate(skb, p);
 	if (reason)
 		return drop(skb, p, (__u8)reason);
-	p->dst_identity = identity_of(p->tuple.family, p->tuple.daddr);
+	/* a local destination carries its identity; only others need the
+	 * ipcache's longest-prefix walk */
+	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
+	p->dst_identity = p->dst_ep ? p->dst_ep->identity
+				    : identity_of(p->tuple.family, p->tuple.daddr);
 	reason = policy_verdict(skb, p);
 	if (reason)
 		return drop(skb, p, (__u8)reason);
 	conntrack(skb, p);
 
-	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
 	/* not local, or expiring here: the stack routes it (and sends ICMP) */
 	if (!p->dst_ep || *ttl <= 1)
 		return to_stack(skb, p);
