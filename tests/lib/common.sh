@@ -26,7 +26,8 @@ cleanup() {
 	fi
 	# anything else still running from this test's work dir (e.g. under valgrind)
 	pkill -KILL -f -- "$WORK/" 2>/dev/null || true
-	rm -rf "$WORK" "$BPFFS_DIR"
+	# KEEP_WORK=1 keeps the work dir (agent logs) of a failed test for a look
+	[ -n "${KEEP_WORK:-}" ] && [ "${FAILED:-0}" != 0 ] && echo "kept $WORK" || rm -rf "$WORK"; rm -rf "$BPFFS_DIR"
 	exit "$rc"
 }
 trap cleanup EXIT INT TERM
