@@ -37,12 +37,35 @@ run_suite() {
 	fi
 	local rc=0
 	make -C "build/$name" -j"$jobs" check || rc=$?
-	local log
-	for log in $(find "build/$name/tests" -name '*.log' ! -name 'test-suite.log'); do
-		if [ "$rc" -ne 0 ] && grep -qE '^(FAIL|ERROR)' "${log%.log}.trs" 2>/dev/null; then
-			echo "--- $log"; tail -50 "$log"
+	if [ "$rc" -ne 0 ]; then
+		# Show why each failed program failed, then run those programs once
+		# more, alone: a failure that does not repeat is reported as flaky
+		# (with its first run's log above); one that repeats fails the suite.
+		local trs log failed=()
+		for trs in $(find "build/$name/tests" -name '*.trs'); do
+			grep -qE '^:test-result: (FAIL|ERROR|XPASS)' "$trs" || continue
+			log=${trs%.trs}.log
+			echo "--- $log: its failed checks"
+			grep -E -A6 '^(FAIL|ERROR)' "$log" | head -n 80 || true
+			echo "--- $log: its end"
+			tail -n 40 "$log"
+			cp "$log" "$log.first-run"
+			failed+=("${trs#build/$name/}")
+		done
+		if [ "${#failed[@]}" -gt 0 ]; then
+			failed=("${failed[@]%.trs}")
+			echo "=== $name: running again, alone: ${failed[*]} ==="
+			rc=0
+			make -C "build/$name" check TESTS="${failed[*]}" || rc=$?
+			local t
+			for t in "${failed[@]}"; do
+				if grep -q '^:test-result: PASS' "build/$name/$t.trs"; then
+					echo "FLAKY: $name: $t failed once, passed when run again (first run's log: build/$name/$t.log.first-run)"
+					flaky+=("$name:$t")
+				fi
+			done
 		fi
-	done
+	fi
 	local p f
 	p=$(grep -h '^:test-result: PASS' $(find "build/$name/tests" -name '*.trs') | wc -l)
 	f=$(grep -hE '^:test-result: (FAIL|ERROR|XPASS)' $(find "build/$name/tests" -name '*.trs') | wc -l)
@@ -53,6 +76,7 @@ run_suite() {
 }
 
 status=0
+flaky=()
 run_suite gcc CC=gcc || status=1
 # DWARF 4: Debian 12's valgrind cannot read the DWARF 5 that clang 14 emits
 run_suite clang CC=clang CFLAGS="-g -O2 -gdwarf-4" || status=1
@@ -69,5 +93,8 @@ else
 	status=1
 fi
 
+if [ "${#flaky[@]}" -gt 0 ]; then
+	echo "flaky (failed once, passed alone; see FLAKY lines above): ${flaky[*]}"
+fi
 echo "$total_pass passed, $total_fail failed"
 exit $status

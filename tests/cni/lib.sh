@@ -17,16 +17,6 @@ DRIVER="$WORK/cni-driver"
 PRC=0   # the last plugin or driver run: exit status
 PCODE="" #   and CNI error code
 
-# skip_or_fail WHY : a missing prerequisite skips locally, fails in CI.
-skip_or_fail() {
-	if [ "${CI:-}" = true ]; then
-		echo "FAIL: $1 (CI must run every test)"
-		exit 1
-	fi
-	echo "SKIP: $1"
-	exit 77
-}
-
 cni_cleanup() {
 	local rc=$?
 	set +e

@@ -81,8 +81,8 @@ wait_for() {
 }
 
 AGENT_OPTS=(--set ipam-cluster-pool.node-cidr=10.201.0.0/24,fd00:201::/120
-	--set datapath.conntrack-timeout-other=4s --set datapath.conntrack-timeout-tcp=4s
-	--set datapath.conntrack-timeout-tcp-closing=1s --set datapath.conntrack-gc-interval=300ms)
+	--set datapath.conntrack-timeout-other=8s --set datapath.conntrack-timeout-tcp=8s
+	--set datapath.conntrack-timeout-tcp-closing=5s --set datapath.conntrack-gc-interval=300ms)
 # node_agent [args...] : the agent in the node netns (its mount namespace
 # stays the host's, so the pins are on the real bpffs and outlive it)
 node_agent() {
@@ -282,14 +282,15 @@ check "TCP pod a -> pod b:$P4 (IPv4)" \
 	test "$(inpod 0 python3 "$WORK/tcp.py" client 10.201.0.11 "$P4" 2>&1)" = "echo:hello-datapath"
 check "TCP pod a -> pod c:$P6 (IPv6)" \
 	test "$(inpod 0 python3 "$WORK/tcp.py" client fd00:201::12 "$P6" 2>&1)" = "echo:hello-datapath"
+# the conntrack dump right after the flows (they close: 5 s to the GC)
+ping_ok 0 10.201.0.11 1
+CT=$(fib map dump dp_conntrack)
 fwd1=$(metric forwarded)
 check "metrics: 'forwarded' rose by at least 10 ($fwd0 -> $fwd1)" test "$fwd1" -ge $((fwd0 + 10))
 check "metrics: 'to-stack' counted the gateway pings" test "$(metric to-stack)" -ge 4
 check "metrics: 'nd-answered' counted the IPv6 gateway solicitation" test "$(metric nd-answered)" -ge 1
 check "fibril map dump dp_metrics decodes reasons" \
 	contains "$(fib map dump dp_metrics)" "from-endpoint forwarded"
-ping_ok 0 10.201.0.11 1
-CT=$(fib map dump dp_conntrack)
 check "conntrack: the ICMP flow a -> b, replied" contains "$CT" "ICMP 10.201.0.10:0 -> 10.201.0.11:0"
 check "conntrack: the TCP flow to :$P4 with its flags" contains "$CT" "-> 10.201.0.11:$P4"
 check "conntrack: the IPv6 TCP flow" contains "$CT" "-> [fd00:201::12]:$P6"
@@ -322,7 +323,7 @@ check "metrics: the node's TCP replies counted as to-endpoint 'delivered' ($del0
 	test "$del1" -ge $((del0 + 4))
 wait "$HOLD_PID" || true
 gc_flows_gone() { ! fib map dump dp_conntrack | grep -q '10.201.0.1[0-2]\|fd00:201::1[0-2]'; }
-check "conntrack GC removes the idle flows (timeouts 1-4 s, GC every 300 ms)" wait_for 15 gc_flows_gone
+check "conntrack GC removes the idle flows (timeouts 5-8 s, GC every 300 ms)" wait_for 30 gc_flows_gone
 check "GC counted its removals" test "$(jget "$(api http://x/v1/datapath)" 'j["conntrack"]["gc-removed"]')" -ge 4
 
 # ---- 4. a spoofed source -------------------------------------------------------------------------

@@ -5,16 +5,6 @@
 # host side, lxc...) is in the node namespace, so host-ifindex is real.
 # Everything is named with the test's PID and removed on exit.
 
-# skip_or_fail WHY : a missing prerequisite skips locally, fails in CI.
-skip_or_fail() {
-	if [ "${CI:-}" = true ]; then
-		echo "FAIL: $1 (CI must run every test)"
-		exit 1
-	fi
-	echo "SKIP: $1"
-	exit 77
-}
-
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root (network namespaces, root-owned modules)"
 for tool in ip curl python3; do
 	command -v "$tool" >/dev/null || skip_or_fail "$tool is not installed"

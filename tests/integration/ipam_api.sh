@@ -9,19 +9,6 @@
 # agent also run a few ipam requests under valgrind.
 . "$top_srcdir/tests/lib/common.sh"
 
-# skip_or_fail WHY : a missing prerequisite skips locally, fails in CI.
-skip_or_fail() {
-	if [ "${CI:-}" = true ]; then
-		echo "FAIL: $1 (CI must run every test)"
-		exit 1
-	fi
-	echo "SKIP: $1"
-	exit 77
-}
-# note_or_fail WHY : a check that could not run: a note locally, a failure in CI.
-note_or_fail() {
-	if [ "${CI:-}" = true ]; then fail "$1"; else echo "NOTE: $1"; fi
-}
 [ "$(id -u)" = 0 ] || skip_or_fail "the agent only loads root-owned modules; run as root"
 [ -f "$top_builddir/.libs/ipam-api.so" ] || skip_or_fail "ipam-api is not built (configured without it?)"
 

@@ -8,19 +8,6 @@
 # vendor-ipam chooses; then allocate through the API and the installed CLI.
 . "$top_srcdir/tests/lib/common.sh"
 
-# skip_or_fail WHY : a missing prerequisite skips locally, fails in CI.
-skip_or_fail() {
-	if [ "${CI:-}" = true ]; then
-		echo "FAIL: $1 (CI builds every module and runs as root)"
-		exit 1
-	fi
-	echo "SKIP: $1"
-	exit 77
-}
-# note_or_fail WHY : a check that could not run: a note locally, a failure in CI.
-note_or_fail() {
-	if [ "${CI:-}" = true ]; then fail "$1"; else echo "NOTE: $1"; fi
-}
 [ "$(id -u)" = 0 ] || skip_or_fail "the agent only loads root-owned modules; run as root"
 
 dest=$WORK/dest

@@ -32,6 +32,20 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+# skip_or_fail WHY : a missing prerequisite skips the test locally (exit 77)
+# and fails it in CI (CI=true), where every test must run.
+skip_or_fail() {
+	if [ "${CI:-}" = true ]; then
+		echo "FAIL: $1 (CI must run every test)"
+		exit 1
+	fi
+	echo "SKIP: $1"
+	exit 77
+}
+# note_or_fail WHY : a check that could not run: a note locally, a failure in CI.
+note_or_fail() {
+	if [ "${CI:-}" = true ]; then fail "$1"; else echo "NOTE: $1"; fi
+}
 pass() { PASSED=$((PASSED + 1)); echo "PASS: $*"; }
 fail() { FAILED=$((FAILED + 1)); echo "FAIL: $*"; }
 
