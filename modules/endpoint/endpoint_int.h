@@ -159,6 +159,10 @@ int ep_set_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *lab
 void ep_identities_init(struct ep_manager *mg);
 void ep_identities_free(struct ep_manager *mg);  /* everything (fini) */
 void ep_identities_reset(struct ep_manager *mg); /* the local ones, reserved refs (stop) */
+/* Cilium's default label filter: does this "source:key[=value]" label (LEN
+ * bytes) count for the identity? Those that do not are left out of an
+ * endpoint's labels (ep_labels_from_json). */
+bool ep_label_counts_for_identity(const char *label, size_t len);
 /* Take a reference on the identity of labels (a reserved one, an existing
  * one, or a new number); -ENOSPC when no number is free, -EIO when the
  * number block could not be recorded. */

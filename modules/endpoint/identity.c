@@ -6,11 +6,17 @@
  * upwards from where the last search stopped, and the point the next run
  * starts from is kept on disk (<state-dir>/endpoint/identities, advanced in
  * blocks of EP_IDENTITY_BLOCK), so a restart does not reuse the numbers of
- * the previous run either. */
+ * the previous run either. Labels that say nothing about what a pod is
+ * (Cilium's default label filter: pod-template-hash,
+ * controller-revision-hash, the kubernetes.io / k8s.io domains...) are left
+ * out of an endpoint's labels (ep_label_counts_for_identity), so the pods of
+ * one workload share an identity across rollouts. */
 #include "endpoint_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +44,64 @@ static uint32_t label_hash(const char *s)
 	for (; *s; s++)
 		h = (h ^ (uint8_t)*s) * 16777619u;
 	return h;
+}
+
+/* ---- which labels count for the identity ---------------------------------- */
+
+static bool has_prefix(const char *s, size_t len, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return len >= n && !memcmp(s, prefix, n);
+}
+
+/* Is the domain part of a key (what stands before its '/') D or a
+ * subdomain of D? */
+static bool domain_is(const char *key, size_t len, const char *d)
+{
+	const char *slash = memchr(key, '/', len);
+	size_t dl = strlen(d);
+
+	if (!slash)
+		return false;
+	size_t n = (size_t)(slash - key);
+
+	return n >= dl && !memcmp(slash - dl, d, dl) && (n == dl || slash[-(ptrdiff_t)dl - 1] == '.');
+}
+
+/* One "source:key[=value]" label (LEN bytes): does it count for the identity?
+ * Cilium's default filter: every label counts but the Kubernetes ones that
+ * change per pod or per rollout, or carry bookkeeping: keys under
+ * io.kubernetes (but the namespace label), in the kubernetes.io and k8s.io
+ * domains and their subdomains (but app.kubernetes.io, the recommended
+ * application labels), pod-template-hash, pod-template-generation,
+ * controller-revision-hash, controller-uid, etcd_node and annotation.*. */
+bool ep_label_counts_for_identity(const char *label, size_t len)
+{
+	const char *colon = memchr(label, ':', len);
+
+	if (!colon || !has_prefix(label, len, "k8s:"))
+		return true; /* reserved:, container:, ... always count */
+	const char *key = colon + 1;
+	const char *eq = memchr(key, '=', len - (size_t)(key - label));
+	size_t klen = eq ? (size_t)(eq - key) : len - (size_t)(key - label);
+	static const char *const excluded_keys[] = {
+		"pod-template-hash", "pod-template-generation", "controller-revision-hash",
+		"controller-uid", "etcd_node",
+	};
+	static const char ns_key[] = "io.kubernetes.pod.namespace";
+
+	if (klen == sizeof(ns_key) - 1 && !memcmp(key, ns_key, klen))
+		return true;
+	if (domain_is(key, klen, "app.kubernetes.io"))
+		return true;
+	if (has_prefix(key, klen, "io.kubernetes") || has_prefix(key, klen, "annotation.") ||
+	    domain_is(key, klen, "kubernetes.io") || domain_is(key, klen, "k8s.io"))
+		return false;
+	for (size_t i = 0; i < sizeof(excluded_keys) / sizeof(excluded_keys[0]); i++)
+		if (klen == strlen(excluded_keys[i]) && !memcmp(key, excluded_keys[i], klen))
+			return false;
+	return true;
 }
 
 void ep_identities_init(struct ep_manager *mg)

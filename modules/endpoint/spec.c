@@ -196,7 +196,8 @@ int ep_labels_from_json(struct json_object *arr, const char *ns, char **out, cha
 		    strcmp(l + strlen(EP_NAMESPACE_LABEL), ns))
 			return fail(why, len, "labels: '%s' contradicts pod-namespace '%s'",
 				    shown(l, buf, sizeof(buf)), ns);
-		list[count++] = (char *)l;
+		if (ep_label_counts_for_identity(l, strlen(l)))
+			list[count++] = (char *)l;
 	}
 	if (ns && *ns) {
 		snprintf(nslabel, sizeof(nslabel), "%s%s", EP_NAMESPACE_LABEL, ns);

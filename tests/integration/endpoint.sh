@@ -115,6 +115,18 @@ check "... labels: only the namespace one, a local identity" \
 expect "PATCH back" PATCH /v1/endpoint/3 200 "\"identity\":" --data-binary '{"labels":["k8s:app=db","k8s:tier=backend"]}'
 check "a released number is not reused at once" json_ok "j['identity'] not in ($IDENT_DB, $IDENT_CACHE)"
 IDENT_DB=$(jq_py "j['identity']")
+# Cilium's default label filter: per-pod and per-rollout labels do not count
+expect "PATCH adding pod-template-hash and a topology.kubernetes.io label: the same identity (they do not count)" PATCH /v1/endpoint/2 200 \
+	"\"identity\":$IDENT_WEB," --data-binary \
+	'{"labels":["k8s:app=web","k8s:pod-template-hash=5d8f7c9b","k8s:topology.kubernetes.io/zone=z1"]}'
+check "... and the endpoint's labels leave them out" json_ok \
+	"j['labels'] == ['k8s:app=web', 'k8s:io.kubernetes.pod.namespace=default']"
+expect "... the identity's labels are the ones that count" GET "/v1/identity/$IDENT_WEB" 200 \
+	'"labels":["k8s:app=web","k8s:io.kubernetes.pod.namespace=default"],'
+expect "an app.kubernetes.io label counts: another identity" PATCH /v1/endpoint/2 200 '"identity":' \
+	--data-binary '{"labels":["k8s:app=web","k8s:app.kubernetes.io/part-of=shop"]}'
+check "... not the web one" json_ok "j['identity'] != $IDENT_WEB and j['identity'] >= 256"
+expect "PATCH back to app=web" PATCH /v1/endpoint/2 200 "\"identity\":$IDENT_WEB," --data-binary '{"labels":["k8s:app=web"]}'
 
 # ---- bad input: 400/404, one line naming the field, nothing changed ---------------------
 BEFORE=$(snapshot)
@@ -249,8 +261,8 @@ check "endpoint.created published once per creation (5)" \
 	json_ok "[t['published'] for t in j['topics'] if t['name']=='endpoint.created'] == [5]"
 check "endpoint.deleted published twice" \
 	json_ok "[t['published'] for t in j['topics'] if t['name']=='endpoint.deleted'] == [2]"
-check "endpoint.updated published for the re-PUT and the 4 PATCHes (5)" \
-	json_ok "[t['published'] for t in j['topics'] if t['name']=='endpoint.updated'] == [5]"
+check "endpoint.updated published for the re-PUT and the 6 PATCHes that changed labels (7)" \
+	json_ok "[t['published'] for t in j['topics'] if t['name']=='endpoint.updated'] == [7]"
 
 # labels with characters JSON must escape survive the API and the state file
 expect "PATCH a label holding quotes and a backslash" PATCH /v1/endpoint/1 200 '"id":1,' \
