@@ -9,32 +9,49 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- watchdog ------------------------------------------------------------ */
 
 static pthread_mutex_t g_wd_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_wd_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t g_wd_cond; /* on CLOCK_MONOTONIC, made once */
+static pthread_once_t g_wd_cond_once = PTHREAD_ONCE_INIT;
 static pthread_t g_wd_thread;
 static bool g_wd_running, g_wd_quit;
-static double g_wd_deadline; /* 0: disarmed */
+static double g_wd_deadline; /* mono_ms(); 0: disarmed */
 static char g_wd_what[160];
 
+static void watchdog_cond_init(void)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&g_wd_cond, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+/* Sleeps while disarmed (no periodic wake-ups while the agent runs), and
+ * until the deadline while armed; arming signals it to look again. */
 static void *watchdog_main(void *arg)
 {
 	pthread_mutex_lock(&g_wd_lock);
 	while (!g_wd_quit) {
-		if (g_wd_deadline > 0 && mono_ms() >= g_wd_deadline) {
+		if (g_wd_deadline <= 0) {
+			pthread_cond_wait(&g_wd_cond, &g_wd_lock);
+			continue;
+		}
+		double left = g_wd_deadline - mono_ms();
+		if (left <= 0) {
 			host_error("%s did not return within its timeout; exiting", g_wd_what);
 			_exit(1);
 		}
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		long long ns = (long long)ts.tv_nsec + (long long)(left * 1e6) + 1000000LL;
+		ts.tv_sec += (time_t)(ns / 1000000000LL);
+		ts.tv_nsec = (long)(ns % 1000000000LL);
 		pthread_cond_timedwait(&g_wd_cond, &g_wd_lock, &ts);
 	}
 	pthread_mutex_unlock(&g_wd_lock);
@@ -43,6 +60,7 @@ static void *watchdog_main(void *arg)
 
 static void watchdog_arm(const struct fibril_module *m, const char *phase, uint64_t timeout_ms)
 {
+	pthread_once(&g_wd_cond_once, watchdog_cond_init);
 	pthread_mutex_lock(&g_wd_lock);
 	if (!g_wd_running) {
 		g_wd_quit = false;
@@ -51,6 +69,7 @@ static void watchdog_arm(const struct fibril_module *m, const char *phase, uint6
 	}
 	snprintf(g_wd_what, sizeof(g_wd_what), "module %s: %s hook", m->name, phase);
 	g_wd_deadline = timeout_ms ? mono_ms() + (double)timeout_ms : 0;
+	pthread_cond_signal(&g_wd_cond);
 	pthread_mutex_unlock(&g_wd_lock);
 }
 
@@ -63,6 +82,7 @@ static void watchdog_disarm(void)
 
 static void watchdog_stop(void)
 {
+	pthread_once(&g_wd_cond_once, watchdog_cond_init);
 	pthread_mutex_lock(&g_wd_lock);
 	bool running = g_wd_running;
 	g_wd_quit = true;
