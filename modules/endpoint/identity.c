@@ -78,21 +78,18 @@ static bool domain_is(const char *key, size_t len, const char *d)
  * controller-revision-hash, controller-uid, etcd_node and annotation.*. */
 bool ep_label_counts_for_identity(const char *label, size_t len)
 {
-	const char *colon = memchr(label, ':', len);
-
-	if (!colon || !has_prefix(label, len, "k8s:"))
-		return true; /* reserved:, container:, ... always count */
-	const char *key = colon + 1;
-	const char *eq = memchr(key, '=', len - (size_t)(key - label));
-	size_t klen = eq ? (size_t)(eq - key) : len - (size_t)(key - label);
+	static const char source[] = "k8s:";
 	static const char *const excluded_keys[] = {
 		"pod-template-hash", "pod-template-generation", "controller-revision-hash",
 		"controller-uid", "etcd_node",
 	};
-	static const char ns_key[] = "io.kubernetes.pod.namespace";
 
-	if (klen == sizeof(ns_key) - 1 && !memcmp(key, ns_key, klen))
-		return true;
+	if (!has_prefix(label, len, source) || has_prefix(label, len, EP_NAMESPACE_LABEL))
+		return true; /* reserved:, container:, ..., and the namespace label */
+	const char *key = label + sizeof(source) - 1;
+	const char *eq = memchr(key, '=', len - (sizeof(source) - 1));
+	size_t klen = eq ? (size_t)(eq - key) : len - (sizeof(source) - 1);
+
 	if (domain_is(key, klen, "app.kubernetes.io"))
 		return true;
 	if (has_prefix(key, klen, "io.kubernetes") || has_prefix(key, klen, "annotation.") ||

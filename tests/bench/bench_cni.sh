@@ -21,7 +21,6 @@ PAR=${PAR:-8}
 STATE_ARGS=()
 if [ "${STATE_DIR:-}" = tmpfs ]; then
 	STATE_ARGS=(--set "agent.state-dir=$WORK/shm-state")
-	mkdir -p /dev/shm/fibril-bench-cni-$$ && ln -s /dev/shm/fibril-bench-cni-$$ "$WORK/shm-state"
 	shm_cleanup() {
 		local rc=$?
 		rm -rf "/dev/shm/fibril-bench-cni-$$"
@@ -29,6 +28,7 @@ if [ "${STATE_DIR:-}" = tmpfs ]; then
 		cni_cleanup
 	}
 	trap shm_cleanup EXIT INT TERM
+	mkdir -p "/dev/shm/fibril-bench-cni-$$" && ln -s "/dev/shm/fibril-bench-cni-$$" "$WORK/shm-state"
 fi
 cni_prereqs ipam-api ipam-cluster-pool endpoint datapath
 if [ ! -x "$CNI_REF_DIR/bridge" ] || [ ! -x "$CNI_REF_DIR/host-local" ]; then
