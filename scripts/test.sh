@@ -4,7 +4,10 @@
 # BPF, valgrind) with gcc and warnings as errors, builds with clang (warnings
 # as errors) and runs the suite again, runs it a third time under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and finishes with make
-# distcheck. Prints "N passed, N failed" at the end.
+# distcheck. A failed test program's failed checks are printed, and it is
+# run once more alone: a second failure fails the suite, a pass is reported
+# as FLAKY (its first log kept as *.log.first-run). Prints "N passed, N
+# failed" at the end.
 set -euo pipefail
 umask 022
 cd "$(dirname "$0")/.."
