@@ -22,7 +22,7 @@ check "GET /v1/modules lists both modules with their ABI" python3 - "$(api http:
 import json, sys
 mods = {m["name"]: m for m in json.loads(sys.argv[1])["modules"]}
 assert set(mods) == {"alpha", "hello"}, mods
-assert mods["hello"]["abi"] == "1.3" and mods["hello"]["provides"] == ["greeting"]
+assert mods["hello"]["abi"] == "1.4" and mods["hello"]["provides"] == ["greeting"]
 assert mods["hello"]["file"].endswith("/hello.so") and mods["hello"]["state"] == "running"
 PY
 check "GET /v1/status carries the module summary" contains "$(api http://x/v1/status)" '"summary":"'

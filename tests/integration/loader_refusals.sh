@@ -36,12 +36,12 @@ check "a good set passes --check" test "$RC" -eq 0
 # ABI major mismatch.
 d=$WORK/abi-major
 build_module "$d" major cflags="-DTM_DESC_EXTRA=,.abi_major=2"
-expect_refusal "ABI major mismatch" "$d" "module $d/major.so: ABI major mismatch: built for ABI 2.3, host provides 1.3"
+expect_refusal "ABI major mismatch" "$d" "module $d/major.so: ABI major mismatch: built for ABI 2.3, host provides 1.4"
 
 # Module built for a newer minor than the host.
 d=$WORK/abi-minor
 build_module "$d" minor cflags="-DTM_DESC_EXTRA=,.abi_minor=9"
-expect_refusal "newer minor than the host" "$d" "module $d/minor.so: built for ABI 1.9, newer than the host's 1.3"
+expect_refusal "newer minor than the host" "$d" "module $d/minor.so: built for ABI 1.9, newer than the host's 1.4"
 
 # Build signature mismatch.
 d=$WORK/signature

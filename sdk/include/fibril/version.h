@@ -16,8 +16,13 @@
  *       ipam and kvstore capability interfaces.
  *   3 - adds the shared IPAM allocation store (<fibril/ipamstore.h>):
  *       allocations by address and owner, persisted atomically, serving
- *       the ipam interface. */
-#define FIBRIL_ABI_MINOR 3
+ *       the ipam interface.
+ *   4 - the growth rules made right (smaller structs are accepted, arrays
+ *       carry their element size), group-committed state, bounded bus.
+ *
+ * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
+ * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
+#define FIBRIL_ABI_MINOR 4
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
