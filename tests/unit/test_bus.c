@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -687,6 +688,107 @@ static void t_bus_release_owner(void)
 	free_fake_module(mb);
 }
 
+/* ---- bus: threads creating topics while the loop walks them ------------------------------ */
+
+#define RACE_THREADS 4
+#define RACE_TOPICS 200 /* new topics per thread */
+
+struct race_arg {
+	int id;
+	int failures;
+	atomic_bool done;
+};
+
+/* Each event on "race.all" is "id:i"; a new topic "race.<id>.<i>" comes
+ * first, so the topic list grows under the loop's feet all the time. */
+static void *race_publisher(void *p)
+{
+	struct race_arg *arg = p;
+	for (int i = 0; i < RACE_TOPICS; i++) {
+		char topic[32], payload[32];
+		snprintf(topic, sizeof(topic), "race.%d.%d", arg->id, i);
+		snprintf(payload, sizeof(payload), "%d:%d", arg->id, i);
+		if (fibril_bus_publish(NULL, topic, 1, payload, strlen(payload) + 1) ||
+		    fibril_bus_publish(NULL, "race.all", 1, payload, strlen(payload) + 1))
+			arg->failures++;
+	}
+	atomic_store(&arg->done, true);
+	return NULL;
+}
+
+struct race_sub {
+	int next[RACE_THREADS];
+	unsigned events, out_of_order;
+};
+
+static int race_cb(const struct fibril_event *ev, void *ud)
+{
+	struct race_sub *rs = ud;
+	int id = -1, idx = -1;
+	if (sscanf(ev->payload, "%d:%d", &id, &idx) != 2 || id < 0 || id >= RACE_THREADS) {
+		rs->out_of_order++;
+		return 0;
+	}
+	if (idx != rs->next[id])
+		rs->out_of_order++;
+	rs->next[id] = idx + 1;
+	rs->events++;
+	return 0;
+}
+
+static int race_ignore(const struct fibril_event *ev, void *ud)
+{
+	(*(unsigned *)ud)++;
+	return 0;
+}
+
+static void t_bus_threads_create_topics_while_loop_walks(void)
+{
+	begin();
+	struct race_sub all;
+	memset(&all, 0, sizeof(all));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fibril_bus_subscribe(NULL, "race.all", 0, race_cb, &all));
+	struct race_arg args[RACE_THREADS];
+	pthread_t th[RACE_THREADS];
+	for (int i = 0; i < RACE_THREADS; i++) {
+		args[i].id = i;
+		args[i].failures = 0;
+		atomic_init(&args[i].done, false);
+		CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, race_publisher, &args[i]), 0);
+	}
+	/* The loop: flush, and subscribe and release short-lived owners (each
+	 * release walks every topic), until every publisher is done. */
+	unsigned rounds = 0, transient_calls = 0;
+	double deadline = mono_ms() + 20000;
+	for (;;) {
+		bool done = true;
+		for (int i = 0; i < RACE_THREADS; i++)
+			done = done && atomic_load(&args[i].done);
+		struct fibril_module *m = fake_module("transient");
+		CU_ASSERT_PTR_NOT_NULL(fibril_bus_subscribe(m, "race.all", 0, race_ignore, &transient_calls));
+		bus_flush();
+		bus_release_owner(m);
+		free_fake_module(m);
+		rounds++;
+		if (done || mono_ms() > deadline)
+			break;
+	}
+	for (int i = 0; i < RACE_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		CU_ASSERT_EQUAL(args[i].failures, 0);
+	}
+	bus_flush();
+	CU_ASSERT(rounds > 0);
+	CU_ASSERT_EQUAL(all.out_of_order, 0);
+	CU_ASSERT_EQUAL(all.events, RACE_THREADS * RACE_TOPICS);
+	for (int i = 0; i < RACE_THREADS; i++)
+		CU_ASSERT_EQUAL(all.next[i], RACE_TOPICS);
+	CU_ASSERT_EQUAL(topic_count(), RACE_THREADS * RACE_TOPICS + 1);
+	CU_ASSERT_EQUAL(counter("race.all", "subscribers"), 1);
+	CU_ASSERT_EQUAL(counter("race.all", "published"), RACE_THREADS * RACE_TOPICS);
+	finish();
+}
+
 /* ---- loop helpers ------------------------------------------------------------------------ */
 
 static void set_flag(struct fibril_timer *t, void *ud)
@@ -1161,6 +1263,7 @@ FIBRIL_TEST_MAIN("bus", NULL, NULL,
 		 FIBRIL_TEST(t_bus_publish_from_threads),
 		 FIBRIL_TEST(t_bus_flush_while_publishing),
 		 FIBRIL_TEST(t_bus_release_owner),
+		 FIBRIL_TEST(t_bus_threads_create_topics_while_loop_walks),
 		 FIBRIL_TEST(t_bus_delivered_by_loop),
 		 FIBRIL_TEST(t_timer_one_shot),
 		 FIBRIL_TEST(t_timer_repeating),
