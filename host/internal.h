@@ -103,9 +103,15 @@ HIDDEN void bus_fini(void);
 HIDDEN void bus_release_owner(struct fibril_module *owner);
 /* Deliver everything queued so far (also run by the loop on its own). */
 HIDDEN void bus_flush(void);
-/* {"topics":[{"name","subscribers","published","delivered","failed","skipped"}]} */
+/* {"topics":[{"name","subscribers","published","delivered","failed","skipped"}],
+ *  "queue":{"limit_bytes","held_bytes","held_max_bytes","waits","inline_flushes",
+ *           "over_limit","refused"}} */
 HIDDEN struct json_object *bus_to_json(void);
 HIDDEN void bus_metrics(FILE *out);
+/* The queue's bound in bytes (0: unbounded), and its figures. */
+HIDDEN void bus_set_limit(size_t bytes);
+struct bus_queue_stats { size_t limit, held, held_max; uint64_t waits, inline_flushes, over_limit, refused; };
+HIDDEN void bus_queue_stats(struct bus_queue_stats *out);
 
 /* ---- services (service.c) --------------------------------------------- */
 HIDDEN void service_release_owner(struct fibril_module *owner);

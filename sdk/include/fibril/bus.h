@@ -7,7 +7,23 @@
  * Publishing copies the payload and queues it; delivery happens on the loop
  * thread, in publish order, to every subscriber of the topic. A subscriber
  * that returns an error is counted and logged; the others still get the
- * event. */
+ * event.
+ *
+ * The queue is bounded (by default 4 MiB of queued events, payload copies
+ * included), so a burst cannot grow the agent without limit. No event is
+ * ever dropped or reordered; what happens when the queue is full depends on
+ * who publishes (since SDK 1.4; 1.0 modules need no change):
+ *   - on the loop thread (hooks, timers, callbacks): fibril_bus_publish
+ *     first delivers everything queued, so subscribers may run inside the
+ *     call, then queues the event and returns;
+ *   - from a subscriber (the loop is delivering): the event is queued past
+ *     the bound, delivered later in the same flush;
+ *   - on another thread: fibril_bus_publish blocks until the loop has
+ *     delivered enough; fibril_bus_try_publish returns -EAGAIN instead. A
+ *     thread the loop is itself waiting for must not block forever: when
+ *     the loop delivers nothing for 2 s the waiting publish goes past the
+ *     bound (with a warning) rather than deadlock.
+ * The queue's size and bound are in GET /v1/bus ("queue") and /metrics. */
 #ifndef FIBRIL_BUS_H
 #define FIBRIL_BUS_H
 
@@ -40,9 +56,18 @@ struct fibril_subscription *fibril_bus_subscribe(struct fibril_module *m, const 
 						 fibril_event_fn cb, void *ud);
 void fibril_bus_unsubscribe(struct fibril_subscription *s);
 
-/* Queue an event; safe from any thread. Returns 0 or a negative errno. */
+/* Queue an event; safe from any thread. When the queue is full it delivers
+ * the queue first (loop thread) or waits for room (other threads), see
+ * above. Returns 0 or a negative errno (-EINVAL: bad topic or payload). */
 int fibril_bus_publish(struct fibril_module *m, const char *topic, uint32_t type_version,
 		       const void *payload, size_t payload_len);
+
+/* Since SDK 1.4 (FIBRIL_1.4): as fibril_bus_publish, but never waits nor
+ * delivers: returns -EAGAIN, queuing nothing, when the queue is full, from
+ * any thread. For a producer that would rather retry later or coalesce
+ * (e.g. from a timer) than block its thread. */
+int fibril_bus_try_publish(struct fibril_module *m, const char *topic, uint32_t type_version,
+			   const void *payload, size_t payload_len);
 
 #ifdef __cplusplus
 }
