@@ -12,7 +12,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -789,6 +791,272 @@ static void t_bus_threads_create_topics_while_loop_walks(void)
 	finish();
 }
 
+/* ---- bus: bounded queue under bursts ------------------------------------------------------ */
+
+#define BURST_LIMIT ((size_t)256 * 1024) /* four 64 KiB blocks */
+#define BURST_EVENTS 20000               /* x ~300 bytes: ~6 MB, 24x the bound */
+#define BURST_PAYLOAD 300
+#define BURST_THREADS 2
+
+/* Payload "id:i" padded to BURST_PAYLOAD bytes. */
+static void burst_payload(char *buf, int id, int i)
+{
+	memset(buf, 'p', BURST_PAYLOAD);
+	int n = snprintf(buf, BURST_PAYLOAD, "%d:%d", id, i);
+	buf[n] = '\0';
+}
+
+struct burst_sub {
+	int next[BURST_THREADS + 1];
+	uint64_t last_seq;
+	unsigned events, bad;
+	/* publish this many events from inside the first call (a subscriber
+	 * publishing while the loop delivers) */
+	int republish;
+};
+
+static int burst_cb(const struct fibril_event *ev, void *ud)
+{
+	struct burst_sub *bs = ud;
+	int id = -1, idx = -1;
+	if (ev->payload_len != BURST_PAYLOAD || sscanf(ev->payload, "%d:%d", &id, &idx) != 2 ||
+	    id < 0 || id > BURST_THREADS || idx != bs->next[id] || ev->seq != bs->last_seq + 1 ||
+	    ((uintptr_t)ev->payload % alignof(max_align_t)) != 0) {
+		if (bs->bad++ < 5)
+			fprintf(stderr, "\n  burst: event seq %llu '%.20s' (len %zu) out of order "
+					"(expected seq %llu)\n",
+				(unsigned long long)ev->seq, (const char *)ev->payload, ev->payload_len,
+				(unsigned long long)bs->last_seq + 1);
+	}
+	if (id >= 0 && id <= BURST_THREADS)
+		bs->next[id] = idx + 1;
+	bs->last_seq = ev->seq;
+	bs->events++;
+	if (bs->republish > 0) {
+		int n = bs->republish;
+		bs->republish = 0;
+		char buf[BURST_PAYLOAD];
+		for (int i = 0; i < n; i++) {
+			burst_payload(buf, BURST_THREADS, i);
+			CU_ASSERT_EQUAL(fibril_bus_publish(NULL, "burst", 1, buf, sizeof(buf)), 0);
+		}
+	}
+	return 0;
+}
+
+static void t_bus_burst_from_loop_thread(void)
+{
+	begin();
+	bus_set_limit(BURST_LIMIT);
+	struct burst_sub bs;
+	memset(&bs, 0, sizeof(bs));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fibril_bus_subscribe(NULL, "burst", 0, burst_cb, &bs));
+	char buf[BURST_PAYLOAD];
+	/* The loop thread publishes far more than the bound without returning
+	 * to the loop: the bus delivers inline instead of growing. */
+	for (int i = 0; i < BURST_EVENTS; i++) {
+		burst_payload(buf, 0, i);
+		CU_ASSERT_EQUAL(fibril_bus_publish(NULL, "burst", 1, buf, sizeof(buf)), 0);
+	}
+	CU_ASSERT(bs.events > 0); /* some were delivered inside publish */
+	bus_flush();
+	struct bus_queue_stats q;
+	bus_queue_stats(&q);
+	CU_ASSERT_EQUAL(bs.events, BURST_EVENTS);
+	CU_ASSERT_EQUAL(bs.next[0], BURST_EVENTS);
+	CU_ASSERT_EQUAL(bs.bad, 0);
+	CU_ASSERT(q.inline_flushes > 0);
+	CU_ASSERT(q.held_max <= BURST_LIMIT);
+	CU_ASSERT_EQUAL(q.held, 0);
+	CU_ASSERT_EQUAL(q.over_limit, 0);
+	CU_ASSERT_EQUAL(counter("burst", "delivered"), BURST_EVENTS);
+	finish();
+}
+
+struct burst_publisher {
+	int id, failures;
+	atomic_bool done;
+};
+
+static void *burst_thread(void *p)
+{
+	struct burst_publisher *bp = p;
+	char buf[BURST_PAYLOAD];
+	for (int i = 0; i < BURST_EVENTS; i++) {
+		burst_payload(buf, bp->id, i);
+		if (fibril_bus_publish(NULL, "burst", 1, buf, sizeof(buf)) != 0)
+			bp->failures++;
+	}
+	atomic_store(&bp->done, true);
+	return NULL;
+}
+
+static void t_bus_burst_from_threads(void)
+{
+	begin();
+	bus_set_limit(BURST_LIMIT);
+	struct burst_sub bs;
+	memset(&bs, 0, sizeof(bs));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fibril_bus_subscribe(NULL, "burst", 0, burst_cb, &bs));
+	struct burst_publisher bp[BURST_THREADS];
+	pthread_t th[BURST_THREADS];
+	for (int i = 0; i < BURST_THREADS; i++) {
+		bp[i].id = i;
+		bp[i].failures = 0;
+		atomic_init(&bp[i].done, false);
+		CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, burst_thread, &bp[i]), 0);
+	}
+	/* A slow loop: publishers fill the bound and must wait for it. */
+	double deadline = mono_ms() + 30000;
+	for (;;) {
+		bool done = true;
+		for (int i = 0; i < BURST_THREADS; i++)
+			done = done && atomic_load(&bp[i].done);
+		bus_flush();
+		if (done || mono_ms() > deadline)
+			break;
+		usleep(2000);
+	}
+	for (int i = 0; i < BURST_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		CU_ASSERT_EQUAL(bp[i].failures, 0);
+	}
+	bus_flush();
+	struct bus_queue_stats q;
+	bus_queue_stats(&q);
+	CU_ASSERT_EQUAL(bs.events, BURST_THREADS * BURST_EVENTS);
+	for (int i = 0; i < BURST_THREADS; i++)
+		CU_ASSERT_EQUAL(bs.next[i], BURST_EVENTS);
+	CU_ASSERT_EQUAL(bs.bad, 0);
+	CU_ASSERT(q.waits > 0);
+	CU_ASSERT(q.held_max <= BURST_LIMIT);
+	CU_ASSERT_EQUAL(q.over_limit, 0);
+	CU_ASSERT_EQUAL(q.inline_flushes, 0);
+	finish();
+}
+
+static void t_bus_burst_publish_from_subscriber(void)
+{
+	begin();
+	bus_set_limit(BURST_LIMIT);
+	struct burst_sub bs;
+	memset(&bs, 0, sizeof(bs));
+	/* The first delivery publishes 3x the bound: it cannot wait (it is the
+	 * loop) nor deliver (the loop is delivering), so it goes past. */
+	bs.republish = 3 * (int)(BURST_LIMIT / BURST_PAYLOAD);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fibril_bus_subscribe(NULL, "burst", 0, burst_cb, &bs));
+	char buf[BURST_PAYLOAD];
+	burst_payload(buf, 0, 0);
+	CU_ASSERT_EQUAL(fibril_bus_publish(NULL, "burst", 1, buf, sizeof(buf)), 0);
+	bus_flush();
+	struct bus_queue_stats q;
+	bus_queue_stats(&q);
+	CU_ASSERT_EQUAL(bs.events, 1 + 3 * (BURST_LIMIT / BURST_PAYLOAD));
+	CU_ASSERT_EQUAL(bs.next[BURST_THREADS], 3 * (int)(BURST_LIMIT / BURST_PAYLOAD));
+	CU_ASSERT_EQUAL(bs.bad, 0);
+	CU_ASSERT(q.over_limit > 0);
+	CU_ASSERT_EQUAL(q.held, 0);
+	finish();
+}
+
+struct try_ctx {
+	int accepted, refused_rc;
+};
+
+static void *try_thread(void *p)
+{
+	struct try_ctx *tc = p;
+	char buf[BURST_PAYLOAD];
+	for (int i = 0; i < BURST_EVENTS; i++) {
+		burst_payload(buf, 1, tc->accepted);
+		int rc = fibril_bus_try_publish(NULL, "burst", 1, buf, sizeof(buf));
+		if (rc != 0) {
+			tc->refused_rc = rc;
+			break;
+		}
+		tc->accepted++;
+	}
+	return NULL;
+}
+
+static void t_bus_try_publish_eagain(void)
+{
+	begin();
+	bus_set_limit(BURST_LIMIT);
+	struct burst_sub bs;
+	memset(&bs, 0, sizeof(bs));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fibril_bus_subscribe(NULL, "burst", 0, burst_cb, &bs));
+	/* On the loop thread: fills the bound, then EAGAIN, nothing delivered. */
+	char buf[BURST_PAYLOAD];
+	int accepted = 0, rc = 0;
+	for (int i = 0; i < BURST_EVENTS && rc == 0; i++) {
+		burst_payload(buf, 0, accepted);
+		rc = fibril_bus_try_publish(NULL, "burst", 1, buf, sizeof(buf));
+		if (rc == 0)
+			accepted++;
+	}
+	CU_ASSERT_EQUAL(rc, -EAGAIN);
+	CU_ASSERT(accepted > 0 && (size_t)accepted * BURST_PAYLOAD <= BURST_LIMIT);
+	CU_ASSERT_EQUAL(bs.events, 0);
+	/* Another thread is refused too (it does not wait). */
+	struct try_ctx tc = {0, 0};
+	pthread_t th;
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, try_thread, &tc), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(tc.accepted, 0);
+	CU_ASSERT_EQUAL(tc.refused_rc, -EAGAIN);
+	bus_flush();
+	CU_ASSERT_EQUAL(bs.events, (unsigned)accepted);
+	CU_ASSERT_EQUAL(bs.next[0], accepted);
+	/* Room again once the loop delivered. */
+	CU_ASSERT_EQUAL(fibril_bus_try_publish(NULL, "burst", 1, NULL, 0), 0);
+	struct bus_queue_stats q;
+	bus_queue_stats(&q);
+	CU_ASSERT_EQUAL(q.refused, 2);
+	CU_ASSERT_EQUAL(fibril_bus_try_publish(NULL, "bad topic", 1, NULL, 0), -EINVAL);
+	finish();
+}
+
+/* A publisher thread the loop is waiting for (here: joining it) must not
+ * deadlock on a full queue: after the stall time it goes past the bound. */
+static void *stalled_thread(void *p)
+{
+	int *failures = p;
+	char buf[BURST_PAYLOAD];
+	int n = (int)(BURST_LIMIT / BURST_PAYLOAD) + 300; /* a bit over the bound */
+	for (int i = 0; i < n; i++) {
+		burst_payload(buf, 1, i);
+		if (fibril_bus_publish(NULL, "burst", 1, buf, sizeof(buf)) != 0)
+			(*failures)++;
+	}
+	return NULL;
+}
+
+static void t_bus_stalled_loop_no_deadlock(void)
+{
+	begin();
+	bus_set_limit(BURST_LIMIT);
+	struct burst_sub bs;
+	memset(&bs, 0, sizeof(bs));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fibril_bus_subscribe(NULL, "burst", 0, burst_cb, &bs));
+	int failures = 0;
+	pthread_t th;
+	double t0 = mono_ms();
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, stalled_thread, &failures), 0);
+	pthread_join(th, NULL); /* the loop does not flush meanwhile */
+	double waited = mono_ms() - t0;
+	CU_ASSERT(waited >= 1500); /* it did wait for the loop first */
+	CU_ASSERT_EQUAL(failures, 0);
+	struct bus_queue_stats q;
+	bus_queue_stats(&q);
+	CU_ASSERT(q.over_limit > 0);
+	CU_ASSERT(q.waits > 0);
+	bus_flush();
+	CU_ASSERT_EQUAL(bs.events, (unsigned)(BURST_LIMIT / BURST_PAYLOAD) + 300);
+	CU_ASSERT_EQUAL(bs.bad, 0);
+	finish();
+}
+
 /* ---- loop helpers ------------------------------------------------------------------------ */
 
 static void set_flag(struct fibril_timer *t, void *ud)
@@ -1264,6 +1532,11 @@ FIBRIL_TEST_MAIN("bus", NULL, NULL,
 		 FIBRIL_TEST(t_bus_flush_while_publishing),
 		 FIBRIL_TEST(t_bus_release_owner),
 		 FIBRIL_TEST(t_bus_threads_create_topics_while_loop_walks),
+		 FIBRIL_TEST(t_bus_burst_from_loop_thread),
+		 FIBRIL_TEST(t_bus_burst_from_threads),
+		 FIBRIL_TEST(t_bus_burst_publish_from_subscriber),
+		 FIBRIL_TEST(t_bus_try_publish_eagain),
+		 FIBRIL_TEST(t_bus_stalled_loop_no_deadlock),
 		 FIBRIL_TEST(t_bus_delivered_by_loop),
 		 FIBRIL_TEST(t_timer_one_shot),
 		 FIBRIL_TEST(t_timer_repeating),
