@@ -3,8 +3,8 @@
 # runs the test suite (unit tests, integration tests against the real agent,
 # BPF, valgrind) with gcc and warnings as errors, builds with clang (warnings
 # as errors) and runs the suite again, runs it a third time under
-# AddressSanitizer + UndefinedBehaviorSanitizer, and finishes with make
-# distcheck. A failed test program's failed checks are printed, and it is
+# AddressSanitizer + UndefinedBehaviorSanitizer, runs the unit tests under
+# ThreadSanitizer, and finishes with make distcheck. A failed test program's failed checks are printed, and it is
 # run once more alone: a second failure fails the suite, a pass is reported
 # as FLAKY (its first log kept as *.log.first-run). Prints "N passed, N
 # failed" at the end.
@@ -84,6 +84,36 @@ run_suite gcc CC=gcc || status=1
 # DWARF 4: Debian 12's valgrind cannot read the DWARF 5 that clang 14 emits
 run_suite clang CC=clang CFLAGS="-g -O2 -gdwarf-4" || status=1
 run_suite sanitizers CC=clang --enable-sanitizers || status=1
+
+# The ThreadSanitizer suite: the unit tests only (tests/unit/*, `make
+# check-unit`: the agent, modules and integration tests are not built), so
+# it fits the CI budget. A data race makes the test program exit 66.
+run_tsan_suite() {
+	echo "=== tsan: configure CC=clang --enable-tsan (unit tests only) ==="
+	rm -rf build/tsan
+	mkdir -p build/tsan
+	(cd build/tsan && "$top/configure" -q --enable-werror CC=clang --enable-tsan)
+	local rc=0
+	make -C build/tsan -j"$jobs" check-unit >build/tsan.check.log 2>&1 || rc=$?
+	local trs p f
+	trs=$(find build/tsan/tests -name '*.trs' 2>/dev/null)
+	p=$( [ -z "$trs" ] || grep -h '^:test-result: PASS' $trs | wc -l)
+	f=$( [ -z "$trs" ] || grep -hE '^:test-result: (FAIL|ERROR|XPASS)' $trs | wc -l)
+	if [ "$rc" -ne 0 ]; then
+		tail -n 40 build/tsan.check.log
+		for t in $trs; do
+			grep -qE '^:test-result: (FAIL|ERROR|XPASS)' "$t" || continue
+			echo "--- ${t%.trs}.log: its reports"
+			grep -E -A14 '^(WARNING: ThreadSanitizer|FAIL|ERROR)' "${t%.trs}.log" | head -n 80 || true
+		done
+		[ "${f:-0}" -gt 0 ] || f=1 # the build failed
+	fi
+	echo "tsan: ${p:-0} test programs passed, ${f:-0} failed"
+	total_pass=$((total_pass + ${p:-0}))
+	total_fail=$((total_fail + ${f:-0}))
+	return $rc
+}
+run_tsan_suite || status=1
 
 echo "=== distcheck ==="
 if make -C build/gcc -j"$jobs" distcheck >build/distcheck.log 2>&1; then

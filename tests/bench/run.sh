@@ -2,7 +2,8 @@
 # tests/bench/run.sh - the fibril benchmarks, run by `make bench` (never by
 # make check). Prints, next to each goal of the performance issue: agent
 # start-to-ready and stop time with 1/10/50 trivial modules, agent RSS, bus
-# throughput (tests/bench/bench_bus) and API round trip (tests/bench/bench_api
+# throughput (tests/bench/bench_bus), bus memory under a burst
+# (tests/bench/bench_bus_burst) and API round trip (tests/bench/bench_api
 # vs curl vs the CLI). Figures are printed, not asserted. Needs top_srcdir,
 # top_builddir (and optionally CC) in the environment, as `make bench` sets.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
@@ -33,6 +34,7 @@ trap bench_cleanup EXIT INT TERM
 REPEAT=5            # agent start/stop cycles per module count
 COUNTS="1 10 50"    # module counts
 BUS_EVENTS=2000000  # events per bus case
+BURST_EVENTS=50000  # events of the bus memory burst
 RTT_COUNT=2000      # requests for the in-process client
 SPAWN_COUNT=200     # curl / CLI invocations
 MAKE=${MAKE:-make}
@@ -61,6 +63,8 @@ helper() {
 "$MAKE" -s -C "$top_builddir" fibril-agent fibril tests/bench/bench_bus tests/bench/bench_ipalloc >/dev/null ||
 	die "cannot build fibril-agent, fibril and tests/bench/bench_bus"
 BENCH_BUS="$top_builddir/tests/bench/bench_bus"
+"$MAKE" -s -C "$top_builddir" tests/bench/bench_bus_burst >/dev/null || die "cannot build tests/bench/bench_bus_burst"
+BENCH_BUS_BURST="$top_builddir/tests/bench/bench_bus_burst"
 if grep -q '^tests/bench/bench_api\$(EXEEXT):' "$top_builddir/Makefile" 2>/dev/null; then
 	"$MAKE" -s -C "$top_builddir" tests/bench/bench_api >/dev/null || die "cannot build tests/bench/bench_api"
 	BENCH_API="$top_builddir/tests/bench/bench_api"
@@ -177,6 +181,32 @@ while read -r l; do
 done <"$WORK/bus.out"
 one=$(awk '$2 == "mode=inline" && $3 == "subs=1" { sub("events_per_s=", "", $6); print $6 }' "$WORK/bus.out")
 printf '   goal > 5,000,000 events/s to 1 subscriber (one thread): %.0f/s %s\n' "$one" "$(goal "$one" '>' 5000000)"
+say ""
+
+# ---- 3b. bus memory under a burst --------------------------------------------
+# A watch-like burst (an update of each of $BURST_EVENTS keys, key+value
+# 200-500 bytes) to a subscriber that keeps the latest value per key, with
+# the bounded queue (4 MiB, the default) and with the unbounded queue of SDK
+# 1.0-1.3 (limit 0) as the reference. steady: VmRSS with every key cached,
+# before the burst; peak: VmHWM during it; after: VmRSS after it.
+say "3b. bus memory, a burst of $BURST_EVENTS updates of 200-500 bytes to a caching subscriber (tests/bench/bench_bus_burst)"
+printf '   %-31s %-22s %9s %9s %9s %11s\n' "publisher" "queue" "steady" "peak" "after" "peak-steady"
+for mode in loop thread; do
+	for limit in 0 4194304; do
+		helper "$WORK/burst.out" "$BENCH_BUS_BURST" "$mode" "$limit" "$BURST_EVENTS" ||
+			die "bench_bus_burst $mode $limit failed"
+		l=$(cat "$WORK/burst.out")
+		case $mode in loop) who="loop thread, no return to loop" ;; *) who="another thread, loop delivers" ;; esac
+		case $limit in 0) q="unbounded (1.0, ref.)" ;; *) q="bounded $((limit / 1048576)) MiB" ;; esac
+		over=$(field peak_over_steady_kb "$l")
+		printf '   %-31s %-22s %6s MB %6s MB %6s MB %8s MB' "$who" "$q" \
+			"$(rss_mb "$(field rss_before_kb "$l")")" "$(rss_mb "$(field hwm_kb "$l")")" \
+			"$(rss_mb "$(field rss_after_kb "$l")")" "$(rss_mb "$over")"
+		[ "$limit" = 0 ] && printf '\n' ||
+			printf '  goal <= 16 MB: %s\n' "$(goal "$over" '<' 16385)"
+		[ "$(field hwm_reset "$l")" = 1 ] || say "   (VmHWM could not be reset: the peak includes the setup)"
+	done
+done
 say ""
 
 # ---- 4. API round trip -------------------------------------------------------
