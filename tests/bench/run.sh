@@ -207,6 +207,17 @@ for mode in loop thread; do
 		[ "$(field hwm_reset "$l")" = 1 ] || say "   (VmHWM could not be reset: the peak includes the setup)"
 	done
 done
+# The real case: the agent with kvstore-etcd and kvprobe watching while
+# $BURST_EVENTS keys are put into a real etcd (kvstore watch events reach
+# the module through callbacks: this shows what the bus does not carry).
+if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
+	"$MAKE" -s -C "$top_builddir" kvstore-etcd.la >/dev/null || die "cannot build kvstore-etcd"
+	helper "$WORK/burst-etcd.out" env BURST_KEYS="$BURST_EVENTS" bash "$top_srcdir/tests/bench/bench_bus_etcd.sh" ||
+		die "bench_bus_etcd.sh failed: $(tail -n 5 "$WORK/burst-etcd.out")"
+	tail -n 1 "$WORK/burst-etcd.out"
+else
+	say "   (etcd not installed: the agent + kvstore-etcd case is not measured)"
+fi
 say ""
 
 # ---- 4. API round trip -------------------------------------------------------
