@@ -63,7 +63,7 @@ struct queued_event {
 
 #define RECORD_ALIGN alignof(max_align_t)
 #define BLOCK_SIZE ((size_t)64 * 1024) /* bytes of events per block */
-#define FREE_BLOCKS_KEPT 4             /* empty blocks kept for reuse */
+#define FREE_BLOCKS_KEPT 16            /* empty blocks kept for reuse */
 #define DEFAULT_LIMIT ((size_t)4 * 1024 * 1024)
 #define STALL_MS 2000
 

@@ -60,9 +60,12 @@ static int subscribe_n(unsigned nsubs)
 
 static void report(const char *mode, unsigned nsubs, uint64_t events, double secs)
 {
-	printf("bus mode=%s subs=%u events=%llu secs=%.4f events_per_s=%.0f deliveries_per_s=%.0f\n",
+	struct bus_queue_stats q;
+	bus_queue_stats(&q);
+	printf("bus mode=%s subs=%u events=%llu secs=%.4f events_per_s=%.0f deliveries_per_s=%.0f "
+	       "queue_max_bytes=%zu publish_waits=%llu\n",
 	       mode, nsubs, (unsigned long long)events, secs, (double)events / secs,
-	       (double)g_delivered / secs);
+	       (double)g_delivered / secs, q.held_max, (unsigned long long)q.waits);
 	fflush(stdout);
 }
 
