@@ -316,7 +316,7 @@ del0=$(metric_to delivered)
 inpod 0 python3 "$WORK/tcp.py" holdclient "$GW4" "$PN" 3 >"$WORK/hold.out" 2>&1 &
 HOLD_PID=$!
 BG_PIDS+=($HOLD_PID)
-wait_for 5 grep -q done "$WORK/hold.out" || true
+wait_for 20 grep -q done "$WORK/hold.out" || true
 HOLD_PORT=$(head -n 1 "$WORK/hold.out")
 read -r CT_TX CT_RX <<<"$(ct_counts "TCP 10.201.0.10:$HOLD_PORT -> 10.201.0.1:$PN")"
 check "conntrack: one entry for pod a:$HOLD_PORT -> node:$PN counts both directions (tx=${CT_TX:-none} rx=${CT_RX:-none})" \
