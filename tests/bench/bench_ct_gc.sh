@@ -29,6 +29,11 @@ NODE=fbgc$$
 ctgc_cleanup() {
 	local rc=$? p
 	set +e
+	if [ -n "${AGENT_PID:-}" ]; then
+		kill -KILL "$AGENT_PID" 2>/dev/null
+		wait "$AGENT_PID" 2>/dev/null
+		AGENT_PID=""
+	fi
 	if [ -e "/run/netns/$NODE" ]; then
 		for p in $(ip netns pids "$NODE" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
 		ip netns del "$NODE" 2>/dev/null
