@@ -5,20 +5,29 @@
  *
  * fibril_from_endpoint (section tc, the veth's INGRESS: what the pod sends),
  * per packet:
- *   1. parse Ethernet, then ARP, IPv4 or IPv6 (anything else: dropped);
- *   2. ARP: the sender IP must be the endpoint's (or 0.0.0.0), then it goes
+ *   0. headers in a paged fragment are pulled into the linear part first
+ *      (bpf_skb_pull_data), as in fibril_to_endpoint;
+ *   1. parse Ethernet, then ARP, IPv4 or IPv6 (anything else: dropped); the
+ *      IPv6 extension header chain (hop-by-hop, routing, destination
+ *      options, fragment, AH; at most DP_IPV6_MAX_EXTHDRS) is walked to the
+ *      L4 header, read with bpf_skb_load_bytes (paged data too); later
+ *      fragments take their ports from dp_frags, filled by the first;
+ *   2. ARP: the sender IP must be the endpoint's (or 0.0.0.0) and the
+ *      sender MAC and the Ethernet source the endpoint's MAC, then it goes
  *      to the stack, which answers for the gateway (a local address);
  *   3. IP: the source must be an address of the endpoint behind this veth
  *      (IPv6 link-local/unspecified sources may only send neighbour
  *      discovery and MLD, to the stack); a neighbour solicitation for the
  *      IPv6 gateway is answered here (nd_answer);
  *   4. the hook points: service_translate() then policy_verdict();
- *   5. conntrack (dp_conntrack) and the destination's identity (dp_ipcache);
+ *   5. conntrack (dp_conntrack for TCP, dp_ct_any for the rest) and the
+ *      destination's identity (dp_ipcache);
  *   6. a local endpoint destination: MACs rewritten, TTL / hop limit
  *      decremented and bpf_redirect_peer() into that pod; anything else
  *      goes to the stack (the host itself, later the world);
- *   7. metrics per (reason, direction), drop events always and trace events
- *      when dp_config says so, to the dp_events ring buffer.
+ *   7. metrics per (reason, direction), drop events (rate-limited by a
+ *      per-CPU token bucket, dp_evlimit; what it holds back is counted) and
+ *      trace events when dp_config says so, to the dp_events ring buffer.
  *
  * fibril_to_endpoint (section tc too, the veth's EGRESS: what the
  * node's stack delivers to the pod — host->pod traffic and the replies to
@@ -70,12 +79,35 @@ struct {
 	__type(value, struct dp_ipcache_value);
 } dp_ipcache SEC(".maps");
 
+/* The module sizes both conntrack maps from its config: reuse_fd takes
+ * the pinned map's max_entries. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, DP_CONNTRACK_MAX);
 	__type(key, struct dp_ct_key);
 	__type(value, struct dp_ct_value);
 } dp_conntrack SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, DP_CT_ANY_MAX);
+	__type(key, struct dp_ct_key);
+	__type(value, struct dp_ct_value);
+} dp_ct_any SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, DP_FRAGS_MAX);
+	__type(key, struct dp_frag_key);
+	__type(value, struct dp_frag_ports);
+} dp_frags SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct dp_evlimit);
+} dp_evlimit SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -104,10 +136,18 @@ struct pkt {
 	const struct dp_endpoint_info *dst_ep;
 	__u32 dst_identity;
 	__u32 src_identity;              /* when src_ep is not set (to-endpoint) */
+	__u32 l4_off;                    /* offset of the L4 header in the skb */
+	__u32 frag_id;                   /* when frag is set */
 	__u8 direction;                  /* enum dp_direction: which program */
 	__u8 tcp_flags;
 	__u8 is_icmp6_nd;                /* ICMPv6 neighbour discovery / MLD */
+	__u8 frag;                       /* FRAG_* */
+	__u8 icmp_type;                  /* ICMP / ICMPv6 type */
 };
+
+#define FRAG_NONE 0
+#define FRAG_FIRST 1 /* offset 0, more fragments: carries the ports */
+#define FRAG_LATER 2 /* offset > 0: no L4 header */
 
 #define TCP_FLAG_FIN 0x01
 #define TCP_FLAG_RST 0x04
@@ -166,10 +206,40 @@ static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* The per-CPU token bucket of drop events: 1 when this one may go. */
+static __always_inline int drop_event_allowed(void)
+{
+	__u32 zero = 0;
+	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
+	if (!cfg || cfg->event_rate == 0)
+		return 1;
+	struct dp_evlimit *b = bpf_map_lookup_elem(&dp_evlimit, &zero);
+	if (!b)
+		return 1;
+	__u64 cost = 1000000000ull / cfg->event_rate;
+	__u64 burst = cfg->event_burst ? cfg->event_burst : 1;
+	__u64 cap = cost * burst;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 credit = b->credit_ns;
+	__u64 elapsed = now - b->last_ns;
+	/* per-CPU: no other writer on this CPU while we run */
+	b->last_ns = now;
+	credit = elapsed >= cap || credit + elapsed >= cap ? cap : credit + elapsed;
+	if (credit >= cost) {
+		b->credit_ns = credit - cost;
+		return 1;
+	}
+	b->credit_ns = credit;
+	return 0;
+}
+
 static __always_inline int drop(struct __sk_buff *skb, const struct pkt *p, __u8 reason)
 {
 	metrics_count(skb, p, reason);
-	event_send(skb, p, DP_EVENT_DROP, reason);
+	if (drop_event_allowed())
+		event_send(skb, p, DP_EVENT_DROP, reason);
+	else
+		metrics_count(skb, p, DP_REASON_EVENT_SUPPRESSED);
 	return TC_ACT_SHOT;
 }
 
@@ -255,8 +325,9 @@ static __always_inline void reverse_tuple(const struct dp_ct_key *t, struct dp_c
 	r->pad[1] = 0;
 }
 
+/* now_s: seconds; last_seen_s is rewritten only when it is refresh_s old */
 static __always_inline void ct_touch(struct dp_ct_value *ct, const struct pkt *p, __u32 len,
-				     int reply, __u64 now)
+				     int reply, __u32 now_s, __u32 refresh_s)
 {
 	if (reply) {
 		__sync_fetch_and_add(&ct->rx_packets, 1);
@@ -267,66 +338,245 @@ static __always_inline void ct_touch(struct dp_ct_value *ct, const struct pkt *p
 		__sync_fetch_and_add(&ct->packets, 1);
 		__sync_fetch_and_add(&ct->bytes, len);
 	}
-	if (ct->last_seen_ns != now)
-		ct->last_seen_ns = now;
+	if (now_s - ct->last_seen_s >= refresh_s)
+		ct->last_seen_s = now_s;
 	if ((ct->tcp_flags | p->tcp_flags) != ct->tcp_flags)
 		ct->tcp_flags |= p->tcp_flags;
 	if ((p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) && !(ct->flags & DP_CT_F_CLOSING))
 		ct->flags |= DP_CT_F_CLOSING;
 }
 
-/* Count the packet in its flow's entry, creating it on the first packet. */
-static __always_inline void conntrack(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline __u32 ct_refresh_s(void)
 {
-	__u64 now = bpf_ktime_get_ns();
-	struct dp_ct_value *ct = bpf_map_lookup_elem(&dp_conntrack, &p->tuple);
+	__u32 zero = 0;
+	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
+	return cfg && cfg->ct_refresh_s ? cfg->ct_refresh_s : 1;
+}
+
+/* Count the packet in its flow's entry of map, creating it on the first
+ * packet. */
+static __always_inline void conntrack_in(void *map, struct __sk_buff *skb, const struct pkt *p)
+{
+	__u32 now_s = (__u32)(bpf_ktime_get_ns() / 1000000000ull);
+	__u32 refresh_s = ct_refresh_s();
+	struct dp_ct_value *ct = bpf_map_lookup_elem(map, &p->tuple);
 
 	if (ct) {
-		ct_touch(ct, p, skb->len, 0, now);
+		ct_touch(ct, p, skb->len, 0, now_s, refresh_s);
 		return;
 	}
 	struct dp_ct_key rev;
 	reverse_tuple(&p->tuple, &rev);
-	ct = bpf_map_lookup_elem(&dp_conntrack, &rev);
+	ct = bpf_map_lookup_elem(map, &rev);
 	if (ct) {
-		ct_touch(ct, p, skb->len, 1, now);
+		ct_touch(ct, p, skb->len, 1, now_s, refresh_s);
 		return;
 	}
 	struct dp_ct_value fresh = {
 		.packets = 1,
 		.bytes = skb->len,
-		.first_seen_ns = now,
-		.last_seen_ns = now,
+		.first_seen_s = now_s,
+		.last_seen_s = now_s,
 		.ifindex = skb->ifindex,
 		.src_ep_id = p->src_ep ? p->src_ep->ep_id : 0,
 		.tcp_flags = p->tcp_flags,
 		.flags = (p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) ? DP_CT_F_CLOSING : 0,
 	};
-	if (bpf_map_update_elem(&dp_conntrack, &p->tuple, &fresh, BPF_NOEXIST) != 0) {
+	if (bpf_map_update_elem(map, &p->tuple, &fresh, BPF_NOEXIST) != 0) {
 		/* another CPU created it meanwhile */
-		ct = bpf_map_lookup_elem(&dp_conntrack, &p->tuple);
+		ct = bpf_map_lookup_elem(map, &p->tuple);
 		if (ct)
-			ct_touch(ct, p, skb->len, 0, now);
+			ct_touch(ct, p, skb->len, 0, now_s, refresh_s);
 	}
 }
 
-/* ---- L4 ports --------------------------------------------------------------------- */
-
-static __always_inline int parse_ports(struct pkt *p, void *l4, void *data_end)
+/* TCP flows and the rest live in separate maps (Cilium's ct / ct_any). */
+static __always_inline void conntrack(struct __sk_buff *skb, const struct pkt *p)
 {
+	if (p->tuple.proto == IPPROTO_TCP)
+		conntrack_in(&dp_conntrack, skb, p);
+	else
+		conntrack_in(&dp_ct_any, skb, p);
+}
+
+/* ---- L4 ports and fragments --------------------------------------------------------
+ * Read with bpf_skb_load_bytes: the L4 header may sit after a long IPv6
+ * extension chain, past what was pulled into the linear part. */
+
+static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
+{
+	__u8 l4[14];
+
+	if (p->frag == FRAG_LATER)
+		return 0; /* no L4 header: dp_frags has the ports */
 	if (p->tuple.proto == IPPROTO_TCP) {
-		struct tcphdr *th = l4;
-		if ((void *)(th + 1) > data_end)
+		if (bpf_skb_load_bytes(skb, p->l4_off, l4, 14) < 0)
 			return -1;
-		p->tuple.sport = th->source;
-		p->tuple.dport = th->dest;
-		p->tcp_flags = ((__u8 *)th)[13];
+		__builtin_memcpy(&p->tuple.sport, l4, 2);
+		__builtin_memcpy(&p->tuple.dport, l4 + 2, 2);
+		p->tcp_flags = l4[13];
 	} else if (p->tuple.proto == IPPROTO_UDP) {
-		struct udphdr *uh = l4;
-		if ((void *)(uh + 1) > data_end)
+		if (bpf_skb_load_bytes(skb, p->l4_off, l4, 4) < 0)
 			return -1;
-		p->tuple.sport = uh->source;
-		p->tuple.dport = uh->dest;
+		__builtin_memcpy(&p->tuple.sport, l4, 2);
+		__builtin_memcpy(&p->tuple.dport, l4 + 2, 2);
+	} else if (p->tuple.proto == IPPROTO_ICMPV6 || p->tuple.proto == IPPROTO_ICMP) {
+		if (bpf_skb_load_bytes(skb, p->l4_off, l4, 4) < 0)
+			return -1;
+		p->icmp_type = l4[0];
+	}
+	return 0;
+}
+
+static __always_inline void frag_key(const struct pkt *p, struct dp_frag_key *k)
+{
+	__builtin_memcpy(k->saddr, p->tuple.saddr, 16);
+	__builtin_memcpy(k->daddr, p->tuple.daddr, 16);
+	k->id = p->frag_id;
+	k->proto = p->tuple.proto;
+	k->family = p->tuple.family;
+	k->pad[0] = 0;
+	k->pad[1] = 0;
+}
+
+/* The first fragment records its ports, later ones take them: -1 when a
+ * later fragment's first one was never seen. Called once the source is
+ * known to be genuine (from-endpoint), so a spoofer cannot fill dp_frags. */
+static __always_inline int frag_resolve(struct pkt *p)
+{
+	struct dp_frag_key k;
+
+	if (p->frag == FRAG_NONE)
+		return 0;
+	if (p->tuple.proto != IPPROTO_TCP && p->tuple.proto != IPPROTO_UDP)
+		return 0; /* no ports to carry */
+	frag_key(p, &k);
+	if (p->frag == FRAG_FIRST) {
+		struct dp_frag_ports v = {.sport = p->tuple.sport, .dport = p->tuple.dport};
+		bpf_map_update_elem(&dp_frags, &k, &v, BPF_ANY);
+		return 0;
+	}
+	const struct dp_frag_ports *v = bpf_map_lookup_elem(&dp_frags, &k);
+	if (!v)
+		return -1;
+	p->tuple.sport = v->sport;
+	p->tuple.dport = v->dport;
+	return 0;
+}
+
+struct ipv6_opt_hdr_min {
+	__u8 nexthdr;
+	__u8 hdrlen; /* in 8-byte units, not counting the first 8 (AH: 4-byte units - 2) */
+};
+
+struct ipv6_frag_hdr_min {
+	__u8 nexthdr;
+	__u8 reserved;
+	__be16 frag_off; /* offset in 8-byte units << 3, M flag in bit 0 */
+	__be32 id;
+};
+
+#define IPV6_FRAG_OFFSET_MASK 0xfff8
+#define IPV6_FRAG_MORE 0x0001
+
+/* Walk the IPv6 extension headers from off (just after the fixed header)
+ * with p->tuple.proto the fixed header's next header; leaves the upper
+ * layer protocol in p->tuple.proto and its offset in p->l4_off. As
+ * Cilium's ipv6_hdrlen: bounded, -1 on a truncated header or a chain
+ * longer than DP_IPV6_MAX_EXTHDRS. */
+static __always_inline int ipv6_walk(struct __sk_buff *skb, struct pkt *p, __u32 off)
+{
+	__u8 nh = p->tuple.proto;
+
+#pragma unroll
+	for (int i = 0; i < DP_IPV6_MAX_EXTHDRS; i++) {
+		struct ipv6_opt_hdr_min opt;
+		struct ipv6_frag_hdr_min fh;
+
+		switch (nh) {
+		case IPPROTO_HOPOPTS:
+		case IPPROTO_ROUTING:
+		case IPPROTO_DSTOPTS:
+			if (bpf_skb_load_bytes(skb, off, &opt, sizeof(opt)) < 0)
+				return -1;
+			nh = opt.nexthdr;
+			off += ((__u32)opt.hdrlen + 1) * 8;
+			break;
+		case IPPROTO_AH:
+			if (bpf_skb_load_bytes(skb, off, &opt, sizeof(opt)) < 0)
+				return -1;
+			nh = opt.nexthdr;
+			off += ((__u32)opt.hdrlen + 2) * 4;
+			break;
+		case IPPROTO_FRAGMENT:
+			if (bpf_skb_load_bytes(skb, off, &fh, sizeof(fh)) < 0)
+				return -1;
+			nh = fh.nexthdr;
+			off += sizeof(fh);
+			p->frag_id = bpf_ntohl(fh.id);
+			if (bpf_ntohs(fh.frag_off) & IPV6_FRAG_OFFSET_MASK)
+				p->frag = FRAG_LATER;
+			else if (bpf_ntohs(fh.frag_off) & IPV6_FRAG_MORE)
+				p->frag = FRAG_FIRST;
+			break;
+		default:
+			p->tuple.proto = nh;
+			p->l4_off = off;
+			return 0;
+		}
+	}
+	switch (nh) {
+	case IPPROTO_HOPOPTS:
+	case IPPROTO_ROUTING:
+	case IPPROTO_DSTOPTS:
+	case IPPROTO_AH:
+	case IPPROTO_FRAGMENT:
+		return -1; /* more extension headers than we walk */
+	}
+	p->tuple.proto = nh;
+	p->l4_off = off;
+	return 0;
+}
+
+/* IPv4: the tuple, the fragment state and the L4 offset; -1 if malformed. */
+static __always_inline int ipv4_parse(struct __sk_buff *skb, struct pkt *p, struct iphdr *ip,
+				      void *data_end)
+{
+	if ((void *)(ip + 1) > data_end || ip->ihl < 5 || ip->version != 4)
+		return -1;
+	p->tuple.family = DP_FAMILY_IPV4;
+	p->tuple.proto = ip->protocol;
+	__builtin_memcpy(p->tuple.saddr, &ip->saddr, 4);
+	__builtin_memcpy(p->tuple.daddr, &ip->daddr, 4);
+	p->l4_off = ETH_HLEN + ip->ihl * 4;
+	__u16 frag = bpf_ntohs(ip->frag_off);
+	if (frag & 0x1fff)
+		p->frag = FRAG_LATER;
+	else if (frag & 0x2000)
+		p->frag = FRAG_FIRST;
+	p->frag_id = bpf_ntohs(ip->id);
+	return parse_l4(skb, p);
+}
+
+/* IPv6: the tuple, the extension chain, the fragment state and the L4
+ * offset; -1 if malformed. */
+static __always_inline int ipv6_parse(struct __sk_buff *skb, struct pkt *p, struct ipv6hdr *ip6,
+				      void *data_end)
+{
+	if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+		return -1;
+	p->tuple.family = DP_FAMILY_IPV6;
+	p->tuple.proto = ip6->nexthdr;
+	__builtin_memcpy(p->tuple.saddr, &ip6->saddr, 16);
+	__builtin_memcpy(p->tuple.daddr, &ip6->daddr, 16);
+	if (ipv6_walk(skb, p, ETH_HLEN + sizeof(struct ipv6hdr)) < 0)
+		return -1;
+	if (parse_l4(skb, p) < 0)
+		return -1;
+	if (p->tuple.proto == IPPROTO_ICMPV6 && p->frag != FRAG_LATER) {
+		/* MLD (130-132, 143) and ND (133-137) */
+		__u8 t = p->icmp_type;
+		p->is_icmp6_nd = (t >= 130 && t <= 137) || t == 143;
 	}
 	return 0;
 }
@@ -359,6 +609,8 @@ static __always_inline int forward_local(struct __sk_buff *skb, const struct pkt
 static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
 				    struct iphdr *ip4)
 {
+	if (frag_resolve(p) < 0)
+		return drop(skb, p, DP_REASON_DROP_FRAG_NOT_FOUND);
 	int reason = service_translate(skb, p);
 	if (reason)
 		return drop(skb, p, (__u8)reason);
@@ -392,18 +644,8 @@ static __always_inline int handle_ipv4(struct __sk_buff *skb, struct pkt *p, voi
 {
 	struct iphdr *ip = l3;
 
-	if ((void *)(ip + 1) > data_end || ip->ihl < 5 || ip->version != 4)
+	if (ipv4_parse(skb, p, ip, data_end) < 0)
 		return drop(skb, p, DP_REASON_DROP_INVALID);
-	p->tuple.family = DP_FAMILY_IPV4;
-	p->tuple.proto = ip->protocol;
-	__builtin_memcpy(p->tuple.saddr, &ip->saddr, 4);
-	__builtin_memcpy(p->tuple.daddr, &ip->daddr, 4);
-	/* the first fragment (or a whole packet) carries the ports */
-	if (!(ip->frag_off & bpf_htons(0x1fff))) {
-		void *l4 = (__u8 *)l3 + ip->ihl * 4;
-		if (parse_ports(p, l4, data_end) < 0)
-			return drop(skb, p, DP_REASON_DROP_INVALID);
-	}
 	p->src_ep = endpoint_of(DP_FAMILY_IPV4, p->tuple.saddr);
 	if (!p->src_ep || p->src_ep->ifindex != skb->ifindex) {
 		p->src_ep = 0; /* not this veth's endpoint */
@@ -524,43 +766,21 @@ static __always_inline int addr6_is_linklocal_or_unspec(const __u8 *a)
 	return hi == 0 && lo == 0;
 }
 
-struct ipv6_opt_hdr_min {
-	__u8 nexthdr;
-	__u8 hdrlen; /* in 8-byte units, not counting the first 8 */
-};
-
 static __always_inline int handle_ipv6(struct __sk_buff *skb, struct pkt *p, void *l3,
 				       void *data_end)
 {
 	struct ipv6hdr *ip6 = l3;
 
-	if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+	if (ipv6_parse(skb, p, ip6, data_end) < 0)
 		return drop(skb, p, DP_REASON_DROP_INVALID);
-	p->tuple.family = DP_FAMILY_IPV6;
-	p->tuple.proto = ip6->nexthdr;
-	__builtin_memcpy(p->tuple.saddr, &ip6->saddr, 16);
-	__builtin_memcpy(p->tuple.daddr, &ip6->daddr, 16);
-	void *l4 = ip6 + 1;
-	/* one hop-by-hop header (MLD reports carry one: router alert) */
-	if (p->tuple.proto == IPPROTO_HOPOPTS) {
-		struct ipv6_opt_hdr_min *hbh = l4;
-		if ((void *)(hbh + 1) > data_end)
-			return drop(skb, p, DP_REASON_DROP_INVALID);
-		p->tuple.proto = hbh->nexthdr;
-		l4 = (__u8 *)l4 + ((__u32)hbh->hdrlen + 1) * 8;
-	}
-	if (parse_ports(p, l4, data_end) < 0)
-		return drop(skb, p, DP_REASON_DROP_INVALID);
+	/* a solicitation whose message sits in the linear part (they carry no
+	 * extension headers; one that does goes to the stack) */
 	struct nd_msg6 *nd = 0;
-	if (p->tuple.proto == IPPROTO_ICMPV6) {
-		struct icmp6hdr *ic = l4;
-		if ((void *)(ic + 1) > data_end)
-			return drop(skb, p, DP_REASON_DROP_INVALID);
-		/* MLD (130-132, 143) and ND (133-137) */
-		__u8 t = ic->icmp6_type;
-		p->is_icmp6_nd = (t >= 130 && t <= 137) || t == 143;
-		if (t == ICMP6_NS && (void *)((struct nd_msg6 *)l4 + 1) <= data_end)
-			nd = l4;
+	if (p->is_icmp6_nd && p->icmp_type == ICMP6_NS &&
+	    p->l4_off == ETH_HLEN + sizeof(struct ipv6hdr)) {
+		struct nd_msg6 *m = (void *)(ip6 + 1);
+		if ((void *)(m + 1) <= data_end)
+			nd = m;
 	}
 	p->src_ep = endpoint_of(DP_FAMILY_IPV6, p->tuple.saddr);
 	if (!p->src_ep || p->src_ep->ifindex != skb->ifindex) {
@@ -594,7 +814,16 @@ struct arp_eth_ipv4 {
 
 #define ARP_HRD_ETHER 1
 
-/* ARP from the pod: its sender IP must be the endpoint's (0.0.0.0: a probe). */
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] &&
+	       a[5] == b[5];
+}
+
+/* ARP from the pod: its sender IP must be the endpoint's (0.0.0.0: a probe),
+ * and then the sender MAC and the frame's Ethernet source the endpoint's
+ * MAC (as Cilium's arp_validate), so a pod cannot poison the node's
+ * neighbour entry of its own address with another MAC. */
 static __always_inline int handle_arp(struct __sk_buff *skb, struct pkt *p, void *l3,
 				      void *data_end)
 {
@@ -615,19 +844,40 @@ static __always_inline int handle_arp(struct __sk_buff *skb, struct pkt *p, void
 			p->src_ep = 0;
 			return drop(skb, p, DP_REASON_DROP_SPOOFED_ARP);
 		}
+		const struct ethhdr *eth = (const void *)(long)skb->data;
+		if ((void *)(eth + 1) > data_end)
+			return drop(skb, p, DP_REASON_DROP_INVALID);
+		if (!mac_eq(arp->sha, p->src_ep->mac) || !mac_eq(eth->h_source, p->src_ep->mac))
+			return drop(skb, p, DP_REASON_DROP_SPOOFED_MAC);
 	}
 	return to_stack(skb, p);
+}
+
+/* The headers both programs read and write in place: Ethernet, the
+ * largest IPv4 header (or the IPv6 header with a neighbour discovery
+ * message), and a TCP header; what lies further (a long IPv6 extension
+ * chain, the L4 header after it) is read with bpf_skb_load_bytes. */
+#define DP_PULL_BYTES (14 + 60 + 20)
+
+/* Headers in a paged fragment: make them linear (only then: a pull
+ * unclones the skb). The caller reloads data / data_end after. */
+static __always_inline void pull_headers(struct __sk_buff *skb)
+{
+	__u32 linear = skb->data_end - skb->data;
+	if (linear < DP_PULL_BYTES && skb->len > linear)
+		bpf_skb_pull_data(skb, skb->len < DP_PULL_BYTES ? skb->len : DP_PULL_BYTES);
 }
 
 SEC("tc")
 int fibril_from_endpoint(struct __sk_buff *skb)
 {
-	void *data = (void *)(long)skb->data;
-	void *data_end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
 	struct pkt p;
 
 	__builtin_memset(&p, 0, sizeof(p));
+	pull_headers(skb);
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > data_end)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
 	switch (eth->h_proto) {
@@ -645,10 +895,6 @@ int fibril_from_endpoint(struct __sk_buff *skb)
 /* ---- to-endpoint: what the node's stack delivers to a pod ----------------------------
  * Attached to the host veth's clsact EGRESS. Never drops for lack of a
  * verdict: only the policy hook (and a malformed IP header) can drop. */
-
-/* The headers the program reads: Ethernet, the largest IPv4 header or an
- * IPv6 header with one hop-by-hop header, and a TCP header. */
-#define TO_EP_HDR_BYTES (14 + 60 + 20)
 
 static __always_inline int delivered(struct __sk_buff *skb, const struct pkt *p)
 {
@@ -669,6 +915,9 @@ static __always_inline int deliver_ip(struct __sk_buff *skb, struct pkt *p)
 	p->src_ep = endpoint_of(p->tuple.family, p->tuple.saddr);
 	p->src_identity = p->src_ep ? p->src_ep->identity
 				    : identity_of(p->tuple.family, p->tuple.saddr);
+	/* a later fragment whose first one was not seen here (the node's
+	 * stack may have sent that one another way): ports stay 0 */
+	frag_resolve(p);
 	/* ---- POLICY HOOK (ingress to the pod): policy_verdict(), direction
 	 * DP_DIR_TO_ENDPOINT. Allows everything today. ---- */
 	int reason = policy_verdict(skb, p);
@@ -681,50 +930,16 @@ static __always_inline int deliver_ip(struct __sk_buff *skb, struct pkt *p)
 static __always_inline int to_ep_ipv4(struct __sk_buff *skb, struct pkt *p, void *l3,
 				      void *data_end)
 {
-	struct iphdr *ip = l3;
-
-	if ((void *)(ip + 1) > data_end || ip->ihl < 5 || ip->version != 4)
+	if (ipv4_parse(skb, p, l3, data_end) < 0)
 		return drop(skb, p, DP_REASON_DROP_INVALID);
-	p->tuple.family = DP_FAMILY_IPV4;
-	p->tuple.proto = ip->protocol;
-	__builtin_memcpy(p->tuple.saddr, &ip->saddr, 4);
-	__builtin_memcpy(p->tuple.daddr, &ip->daddr, 4);
-	if (!(ip->frag_off & bpf_htons(0x1fff))) {
-		void *l4 = (__u8 *)l3 + ip->ihl * 4;
-		if (parse_ports(p, l4, data_end) < 0)
-			return drop(skb, p, DP_REASON_DROP_INVALID);
-	}
 	return deliver_ip(skb, p);
 }
 
 static __always_inline int to_ep_ipv6(struct __sk_buff *skb, struct pkt *p, void *l3,
 				      void *data_end)
 {
-	struct ipv6hdr *ip6 = l3;
-
-	if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+	if (ipv6_parse(skb, p, l3, data_end) < 0)
 		return drop(skb, p, DP_REASON_DROP_INVALID);
-	p->tuple.family = DP_FAMILY_IPV6;
-	p->tuple.proto = ip6->nexthdr;
-	__builtin_memcpy(p->tuple.saddr, &ip6->saddr, 16);
-	__builtin_memcpy(p->tuple.daddr, &ip6->daddr, 16);
-	void *l4 = ip6 + 1;
-	if (p->tuple.proto == IPPROTO_HOPOPTS) {
-		struct ipv6_opt_hdr_min *hbh = l4;
-		if ((void *)(hbh + 1) > data_end)
-			return drop(skb, p, DP_REASON_DROP_INVALID);
-		p->tuple.proto = hbh->nexthdr;
-		l4 = (__u8 *)l4 + ((__u32)hbh->hdrlen + 1) * 8;
-	}
-	if (parse_ports(p, l4, data_end) < 0)
-		return drop(skb, p, DP_REASON_DROP_INVALID);
-	if (p->tuple.proto == IPPROTO_ICMPV6) {
-		struct icmp6hdr *ic = l4;
-		if ((void *)(ic + 1) > data_end)
-			return drop(skb, p, DP_REASON_DROP_INVALID);
-		__u8 t = ic->icmp6_type;
-		p->is_icmp6_nd = (t >= 130 && t <= 137) || t == 143;
-	}
 	/* the node's neighbour discovery and MLD towards the pod: no flow */
 	if (p->is_icmp6_nd)
 		return delivered(skb, p);
@@ -740,11 +955,8 @@ int fibril_to_endpoint(struct __sk_buff *skb)
 
 	__builtin_memset(&p, 0, sizeof(p));
 	p.direction = DP_DIR_TO_ENDPOINT;
-	/* headers in a paged fragment (rare on egress): make them linear, only
-	 * then (a pull unclones the skb) */
-	__u32 linear = skb->data_end - skb->data;
-	if (linear < TO_EP_HDR_BYTES && skb->len > linear)
-		bpf_skb_pull_data(skb, skb->len < TO_EP_HDR_BYTES ? skb->len : TO_EP_HDR_BYTES);
+	/* headers in a paged fragment (rare on egress) */
+	pull_headers(skb);
 
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;

@@ -17,14 +17,20 @@
 /* ---- map names (pins under [agent] bpffs-dir) and sizes ---------------- */
 #define DP_MAP_ENDPOINTS "dp_endpoints"
 #define DP_MAP_IPCACHE "dp_ipcache"
-#define DP_MAP_CONNTRACK "dp_conntrack"
+#define DP_MAP_CONNTRACK "dp_conntrack" /* TCP flows */
+#define DP_MAP_CT_ANY "dp_ct_any"        /* every other protocol (UDP, ICMP...) */
+#define DP_MAP_FRAGS "dp_frags"
+#define DP_MAP_EVLIMIT "dp_evlimit"
 #define DP_MAP_METRICS "dp_metrics"
 #define DP_MAP_EVENTS "dp_events"
 #define DP_MAP_CONFIG "dp_config"
 
 #define DP_ENDPOINTS_MAX 65536
 #define DP_IPCACHE_MAX 65536
-#define DP_CONNTRACK_MAX 131072
+#define DP_CONNTRACK_MAX 131072 /* default of [datapath] conntrack-max-tcp */
+#define DP_CT_ANY_MAX 65536     /* default of [datapath] conntrack-max-other */
+#define DP_FRAGS_MAX 8192
+#define DP_IPV6_MAX_EXTHDRS 8   /* extension headers walked before L4 (Cilium: 4) */
 #define DP_METRICS_MAX 1024
 #define DP_EVENTS_BYTES (1u << 20) /* ring buffer: power of 2, page multiple */
 
@@ -68,11 +74,13 @@ struct dp_ipcache_value {
 #define DP_IDENTITY_HOST 1
 #define DP_IDENTITY_WORLD 2
 
-/* ---- dp_conntrack: LRU_HASH, one entry per flow ------------------------
+/* ---- dp_conntrack (TCP) and dp_ct_any (the rest): LRU_HASH, one entry
+ * per flow. Two maps, as Cilium's ct4_global and ct_any4_global, so a flood
+ * of UDP/ICMP flows evicts only other non-TCP flows, never a TCP one.
  * The key is the flow as its first packet went (the "forward" direction);
- * packets the other way update the same entry's reply counters. Non-first
- * IPv4 fragments and IPv6 packets with extension headers other than one
- * hop-by-hop header carry ports 0 (and their proto is the next header). */
+ * packets the other way update the same entry's reply counters. Ports come
+ * from the L4 header after the whole IPv6 extension header chain; non-first
+ * fragments (IPv4 and IPv6) take them from dp_frags. */
 struct dp_ct_key {
 	__u8 saddr[16];
 	__u8 daddr[16];
@@ -86,17 +94,40 @@ struct dp_ct_key {
 #define DP_CT_F_REPLY_SEEN 0x01 /* a packet went the other way */
 #define DP_CT_F_CLOSING 0x02    /* a TCP FIN or RST was seen */
 
+/* Timestamps are whole seconds of CLOCK_MONOTONIC (bpf_ktime_get_ns() /
+ * 1e9). last_seen_s is rewritten only when it is at least
+ * dp_config.ct_refresh_s old (as Cilium's ct_update_timeout), so packets of
+ * a busy flow on several CPUs do not write its cache line every time; the
+ * GC adds that interval to every timeout. */
 struct dp_ct_value {
 	__u64 packets;       /* forward direction */
 	__u64 bytes;
 	__u64 rx_packets;    /* reply direction */
 	__u64 rx_bytes;
-	__u64 first_seen_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
-	__u64 last_seen_ns;
+	__u32 first_seen_s;
+	__u32 last_seen_s;
 	__u32 ifindex;       /* the veth the first packet was seen on */
 	__u16 src_ep_id;     /* endpoint that opened the flow, 0: the node */
 	__u8 tcp_flags;      /* TCP flags seen, both directions OR-ed */
 	__u8 flags;          /* DP_CT_F_* */
+};
+
+/* ---- dp_frags: LRU_HASH, a fragmented datagram -> its ports -------------
+ * Filled by the first fragment (offset 0, more-fragments set), read by
+ * the later ones (which carry no L4 header), as Cilium's IPv4 fragment
+ * tracking; IPv6 fragments (fragment extension header) too. */
+struct dp_frag_key {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u32 id;    /* IPv4: the 16-bit ID; IPv6: the fragment header's 32 bits */
+	__u8 proto;  /* the upper-layer protocol */
+	__u8 family;
+	__u8 pad[2];
+};
+
+struct dp_frag_ports {
+	__u16 sport; /* network order */
+	__u16 dport;
 };
 
 /* ---- dp_metrics: PERCPU_HASH, (reason, direction) -> packets, bytes ----- */
@@ -114,12 +145,19 @@ enum dp_reason {
 				       * gateway, answered by the program */
 	DP_REASON_DELIVERED = 4,      /* to-endpoint: let out of the host veth to
 				       * the pod (from the node's stack) */
+	DP_REASON_EVENT_SUPPRESSED = 5, /* not a verdict: a drop whose event the
+					 * rate limit held back (the drop itself
+					 * is counted under its own reason) */
 	DP_REASON_DROP_SPOOFED_IP = 130,  /* source IP is not the endpoint's */
 	DP_REASON_DROP_SPOOFED_ARP = 131, /* ARP sender IP is not the endpoint's */
 	DP_REASON_DROP_INVALID = 132,     /* truncated or malformed header */
 	DP_REASON_DROP_UNSUPPORTED_L3 = 133, /* neither IPv4, IPv6 nor ARP */
 	DP_REASON_DROP_POLICY = 134,      /* the policy hook denied it */
 	DP_REASON_DROP_REDIRECT = 135,    /* bpf_redirect_peer() refused */
+	DP_REASON_DROP_FRAG_NOT_FOUND = 136, /* a later fragment whose first one
+					      * was not seen (from-endpoint) */
+	DP_REASON_DROP_SPOOFED_MAC = 137, /* ARP sender / Ethernet source MAC is
+					   * not the endpoint's */
 };
 
 struct dp_metrics_key {
@@ -137,12 +175,24 @@ struct dp_metrics_value {
 #define DP_CFG_F_TRACE 0x1 /* emit trace events, not only drops */
 
 struct dp_config {
-	__u32 flags; /* DP_CFG_F_* */
-	__u32 pad;
+	__u32 flags;        /* DP_CFG_F_* */
+	__u32 ct_refresh_s; /* conntrack last_seen_s is rewritten at most this
+			     * often (0 counts as 1) */
+	__u32 event_rate;   /* drop events per second per CPU, 0: no limit */
+	__u32 event_burst;  /* drop events in a burst per CPU (0 counts as 1) */
+};
+
+/* ---- dp_evlimit: PERCPU_ARRAY of 1, the drop events' token bucket ------
+ * One bucket per CPU (no atomics): credit in nanoseconds of rate, one
+ * event costs 1e9 / event_rate, the bucket holds event_burst events. */
+struct dp_evlimit {
+	__u64 credit_ns;
+	__u64 last_ns;
 };
 
 /* ---- dp_events: RINGBUF of struct dp_event records ----------------------
- * One record per drop, and per forwarded / passed packet when tracing is on
+ * One record per drop (at most dp_config.event_rate per second per CPU:
+ * the rest are counted in dp_metrics as DP_REASON_EVENT_SUPPRESSED), and per forwarded / passed packet when tracing is on
  * ([datapath] trace-events). Consumers (the datapath module today, flow
  * export later) read whole records; `size` lets a reader skip a longer
  * record written by a newer program. */

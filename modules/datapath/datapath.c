@@ -73,6 +73,25 @@ static const struct fibril_config_key dp_config_keys[] = {
 	 .min = 100, .max = MS_WEEK},
 	{.name = "conntrack-gc-interval", .type = FIBRIL_CONFIG_DURATION, .default_value = "30s",
 	 .help = "How often the conntrack garbage collector runs", .min = 100, .max = 3600000},
+	{.name = "conntrack-max-tcp", .type = FIBRIL_CONFIG_INT, .default_value = "131072",
+	 .help = "Entries of dp_conntrack (TCP flows); a change recreates the map",
+	 .min = 1024, .max = 16777216},
+	{.name = "conntrack-max-other", .type = FIBRIL_CONFIG_INT, .default_value = "65536",
+	 .help = "Entries of dp_ct_any (UDP, ICMP and other flows, kept apart so that a flood "
+		 "of them cannot evict TCP flows); a change recreates the map",
+	 .min = 1024, .max = 16777216},
+	{.name = "conntrack-refresh-interval", .type = FIBRIL_CONFIG_DURATION,
+	 .default_value = "5s",
+	 .help = "A flow's last-seen time (whole seconds) is rewritten at most this often; the "
+		 "GC adds it to every timeout",
+	 .min = 1000, .max = 300000},
+	{.name = "drop-events-rate", .type = FIBRIL_CONFIG_INT, .default_value = "1000",
+	 .help = "Drop events sent to dp_events per second per CPU (0: no limit); the rest "
+		 "are counted as drop-event-suppressed",
+	 .min = 0, .max = 1000000},
+	{.name = "drop-events-burst", .type = FIBRIL_CONFIG_INT, .default_value = "1000",
+	 .help = "Drop events sent in a burst per CPU before drop-events-rate applies",
+	 .min = 1, .max = 1000000},
 	{.name = "trace-events", .type = FIBRIL_CONFIG_BOOL, .default_value = "false",
 	 .help = "Also send a trace event to dp_events for every forwarded or passed packet "
 		 "(drops always are)"},
@@ -92,6 +111,13 @@ static void config_read(struct datapath *dp)
 	dp->ct_other_ms = fibril_config_duration_ms(dp->m, "conntrack-timeout-other");
 	dp->gc_interval_ms = fibril_config_duration_ms(dp->m, "conntrack-gc-interval");
 	dp->trace = fibril_config_bool(dp->m, "trace-events");
+	dp->ct_max_tcp = (uint32_t)fibril_config_int(dp->m, "conntrack-max-tcp");
+	dp->ct_max_other = (uint32_t)fibril_config_int(dp->m, "conntrack-max-other");
+	dp->ct_refresh_s =
+		(uint32_t)((fibril_config_duration_ms(dp->m, "conntrack-refresh-interval") + 999) /
+			   1000);
+	dp->event_rate = (uint32_t)fibril_config_int(dp->m, "drop-events-rate");
+	dp->event_burst = (uint32_t)fibril_config_int(dp->m, "drop-events-burst");
 }
 
 /* ---- endpoints table ----------------------------------------------------------------------- */

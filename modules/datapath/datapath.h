@@ -22,10 +22,13 @@
 enum dp_map_id {
 	DPM_ENDPOINTS,
 	DPM_IPCACHE,
-	DPM_CONNTRACK,
+	DPM_CONNTRACK, /* TCP flows */
 	DPM_METRICS,
 	DPM_EVENTS,
 	DPM_CONFIG,
+	DPM_CT_ANY,    /* every other flow */
+	DPM_FRAGS,
+	DPM_EVLIMIT,
 	DPM_COUNT
 };
 
@@ -47,6 +50,8 @@ struct datapath {
 	char host_peer[16];
 	char host_dev_type[16]; /* auto, dummy, veth */
 	uint64_t ct_tcp_ms, ct_closing_ms, ct_other_ms, gc_interval_ms;
+	uint32_t ct_max_tcp, ct_max_other, ct_refresh_s;
+	uint32_t event_rate, event_burst;
 	bool trace;
 	/* ipam, for the gateways */
 	const struct fibril_ipam_ops *ipam;
@@ -62,8 +67,10 @@ struct datapath {
 	struct fibril_timer *node_timer;
 	/* conntrack GC */
 	struct fibril_timer *gc_timer;
+	bool gc_busy; /* a pass is running on the worker pool */
 	uint64_t gc_runs, gc_removed, gc_last_ms;
-	size_t gc_last_entries;
+	uint64_t gc_last_us, gc_last_syscalls; /* the last pass: time, bpf() calls */
+	size_t gc_last_entries, gc_last_tcp, gc_last_other;
 	/* events */
 	struct ring_buffer *rb;
 	struct fibril_io *rb_io;
@@ -139,8 +146,9 @@ int dp_route_del(struct datapath *dp, int family, const void *addr, int ifindex,
 
 /* ---- conntrack GC and events (dp_gc.c) ---- */
 int dp_gc_start(struct datapath *dp);
-/* One GC pass now; returns the number of entries removed. */
-size_t dp_gc_run(struct datapath *dp);
+/* Start one GC pass on the worker pool (none if one is running); its
+ * figures land in dp on the loop when it is done. 0, or -EBUSY. */
+int dp_gc_kick(struct datapath *dp);
 int dp_events_start(struct datapath *dp, char *err, size_t len);
 void dp_events_stop(struct datapath *dp);
 

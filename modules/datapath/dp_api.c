@@ -100,6 +100,13 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 	add_int(ct, "gc-runs", (int64_t)dp->gc_runs);
 	add_int(ct, "gc-removed", (int64_t)dp->gc_removed);
 	add_int(ct, "entries-after-last-gc", (int64_t)dp->gc_last_entries);
+	add_int(ct, "tcp-entries-after-last-gc", (int64_t)dp->gc_last_tcp);
+	add_int(ct, "other-entries-after-last-gc", (int64_t)dp->gc_last_other);
+	add_int(ct, "last-gc-us", (int64_t)dp->gc_last_us);
+	add_int(ct, "last-gc-bpf-calls", (int64_t)dp->gc_last_syscalls);
+	add_int(ct, "max-tcp", dp->ct_max_tcp);
+	add_int(ct, "max-other", dp->ct_max_other);
+	add_int(ct, "refresh-interval-s", dp->ct_refresh_s);
 	add_int(ct, "timeout-tcp-ms", (int64_t)dp->ct_tcp_ms);
 	add_int(ct, "timeout-tcp-closing-ms", (int64_t)dp->ct_closing_ms);
 	add_int(ct, "timeout-other-ms", (int64_t)dp->ct_other_ms);
@@ -110,6 +117,8 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 	add_int(ev, "drops", (int64_t)dp->events_drop);
 	add_int(ev, "traces", (int64_t)dp->events_trace);
 	add_int(ev, "malformed", (int64_t)dp->events_bad);
+	add_int(ev, "drop-events-rate", dp->event_rate);
+	add_int(ev, "drop-events-burst", dp->event_burst);
 	json_object_object_add(ev, "trace-events", json_object_new_boolean(dp->trace));
 	json_object_object_add(o, "events", ev);
 
@@ -119,6 +128,8 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 		DP_REASON_DROP_SPOOFED_IP, DP_REASON_DROP_SPOOFED_ARP,
 		DP_REASON_DROP_INVALID,    DP_REASON_DROP_UNSUPPORTED_L3,
 		DP_REASON_DROP_POLICY,     DP_REASON_DROP_REDIRECT,
+		DP_REASON_DROP_FRAG_NOT_FOUND, DP_REASON_DROP_SPOOFED_MAC,
+		DP_REASON_EVENT_SUPPRESSED,
 	};
 	/* packets per reason (summed over the CPUs), one object per direction */
 	static const struct {

@@ -1,75 +1,109 @@
 /* modules/datapath/dp_gc.c - the two loop-driven jobs of the datapath:
  * the conntrack garbage collector (a timer every [datapath]
- * conntrack-gc-interval removes flows idle longer than their timeout:
- * TCP, TCP after FIN/RST, everything else) and the events reader (the
+ * conntrack-gc-interval has the worker pool remove flows idle longer than
+ * their timeout from dp_conntrack (TCP, TCP after FIN/RST) and dp_ct_any
+ * (everything else), with batch operations (dp_ctgc.c)) and the events reader (the
  * dp_events ring buffer's epoll fd watched on the loop; each record is
  * counted and kept in a small ring for GET /v1/datapath/events). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <netinet/in.h>
 
 #include "datapath.h"
+#include "dp_ctgc.h"
 
-#define GC_BATCH 1024 /* keys collected before deleting them */
+/* ---- conntrack GC ----------------------------------------------------------------------
+ * Every tick submits one pass to the worker pool (none while one runs):
+ * the job walks both conntrack maps with batch operations (dp_ctgc.c) on
+ * its own copies of the maps' fds, and its figures are applied on the loop
+ * in gc_done. The loop never walks a map. */
 
-/* ---- conntrack GC ---------------------------------------------------------------------- */
+struct gc_job {
+	struct datapath *dp;
+	int fd[2]; /* dup()s of dp_conntrack and dp_ct_any: the job's own */
+	struct dp_ctgc_params params;
+	struct dp_ctgc_stats st[2];
+	int rc[2];
+	uint64_t us;
+};
 
-static uint64_t timeout_ns(const struct datapath *dp, const struct dp_ct_key *k,
-			   const struct dp_ct_value *v)
+static void gc_work(void *ud)
 {
-	uint64_t ms;
-	if (k->proto == IPPROTO_TCP)
-		ms = (v->flags & DP_CT_F_CLOSING) ? dp->ct_closing_ms : dp->ct_tcp_ms;
-	else
-		ms = dp->ct_other_ms;
-	return ms * 1000000ull;
+	struct gc_job *j = ud;
+	uint64_t t0 = dp_mono_ns();
+	for (int i = 0; i < 2; i++)
+		j->rc[i] = j->fd[i] < 0 ? -EBADF : dp_ctgc_batch(j->fd[i], &j->params, &j->st[i]);
+	j->us = (dp_mono_ns() - t0) / 1000;
 }
 
-size_t dp_gc_run(struct datapath *dp)
+static void gc_done(void *ud, int status)
 {
-	int fd = fibril_map_fd(dp->maps[DPM_CONNTRACK]);
-	struct dp_ct_key cur, next;
-	struct dp_ct_value v;
-	struct dp_ct_key *doomed = calloc(GC_BATCH, sizeof(*doomed));
-	size_t ndoomed = 0, removed = 0, seen = 0, steps = 0;
-	uint64_t now = dp_mono_ns();
-
-	if (!doomed)
-		return 0;
-	/* family 0 is never a key: asks for the first one without NULL */
-	memset(&cur, 0, sizeof(cur));
-	while (steps++ < DP_CONNTRACK_MAX && dp_next_key(fd, &cur, &next) == 0) {
-		cur = next;
-		if (bpf_map_lookup_elem(fd, &cur, &v) != 0)
-			continue;
-		seen++;
-		if (now > v.last_seen_ns && now - v.last_seen_ns > timeout_ns(dp, &cur, &v)) {
-			doomed[ndoomed++] = cur;
-			if (ndoomed == GC_BATCH)
-				break; /* the rest next time */
-		}
+	struct gc_job *j = ud;
+	struct datapath *dp = j->dp;
+	for (int i = 0; i < 2; i++)
+		if (j->fd[i] >= 0)
+			close(j->fd[i]);
+	dp->gc_busy = false;
+	if (status == 0) {
+		size_t removed = j->st[0].removed + j->st[1].removed;
+		dp->gc_runs++;
+		dp->gc_removed += removed;
+		dp->gc_last_ms = fibril_now_ms();
+		dp->gc_last_us = j->us;
+		dp->gc_last_syscalls = j->st[0].syscalls + j->st[1].syscalls;
+		dp->gc_last_tcp = j->st[0].seen - j->st[0].removed;
+		dp->gc_last_other = j->st[1].seen - j->st[1].removed;
+		dp->gc_last_entries = dp->gc_last_tcp + dp->gc_last_other;
+		for (int i = 0; i < 2; i++)
+			if (j->rc[i] < 0)
+				fibril_warn(dp->m, "conntrack GC of %s: %s",
+					    i ? DP_MAP_CT_ANY : DP_MAP_CONNTRACK, strerror(-j->rc[i]));
+		if (removed)
+			fibril_debug(dp->m, "conntrack GC: %zu of %zu flows expired (%llu us, %llu bpf calls)",
+				     removed, j->st[0].seen + j->st[1].seen,
+				     (unsigned long long)j->us,
+				     (unsigned long long)dp->gc_last_syscalls);
 	}
-	for (size_t i = 0; i < ndoomed; i++)
-		if (bpf_map_delete_elem(fd, &doomed[i]) == 0)
-			removed++;
-	free(doomed);
-	dp->gc_runs++;
-	dp->gc_removed += removed;
-	dp->gc_last_ms = fibril_now_ms();
-	dp->gc_last_entries = seen - removed;
-	if (removed)
-		fibril_debug(dp->m, "conntrack GC: %zu of %zu flows expired", removed, seen);
-	return removed;
+	free(j);
+}
+
+int dp_gc_kick(struct datapath *dp)
+{
+	if (dp->gc_busy)
+		return -EBUSY;
+	struct gc_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->dp = dp;
+	j->fd[0] = fcntl(fibril_map_fd(dp->maps[DPM_CONNTRACK]), F_DUPFD_CLOEXEC, 0);
+	j->fd[1] = fcntl(fibril_map_fd(dp->maps[DPM_CT_ANY]), F_DUPFD_CLOEXEC, 0);
+	j->params.now_s = dp_ctgc_now_s();
+	j->params.tcp_ms = dp->ct_tcp_ms;
+	j->params.closing_ms = dp->ct_closing_ms;
+	j->params.other_ms = dp->ct_other_ms;
+	j->params.slack_s = dp->ct_refresh_s;
+	dp->gc_busy = true;
+	int rc = fibril_work_submit(dp->m, gc_work, gc_done, j);
+	if (rc < 0) {
+		dp->gc_busy = false;
+		for (int i = 0; i < 2; i++)
+			if (j->fd[i] >= 0)
+				close(j->fd[i]);
+		free(j);
+	}
+	return rc;
 }
 
 static void gc_tick(struct fibril_timer *t, void *ud)
 {
 	(void)t;
-	dp_gc_run(ud);
+	dp_gc_kick(ud);
 }
 
 int dp_gc_start(struct datapath *dp)

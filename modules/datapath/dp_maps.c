@@ -15,6 +15,7 @@
 
 #include "datapath.h"
 
+/* max_entries of the two conntrack maps come from the config (dp_maps_open) */
 static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
 	[DPM_ENDPOINTS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_ENDPOINTS,
 			   .type = BPF_MAP_TYPE_HASH, .key_size = sizeof(struct dp_endpoint_key),
@@ -37,6 +38,15 @@ static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
 	[DPM_CONFIG] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_CONFIG,
 			.type = BPF_MAP_TYPE_ARRAY, .key_size = sizeof(__u32),
 			.value_size = sizeof(struct dp_config), .max_entries = 1},
+	[DPM_CT_ANY] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_CT_ANY,
+			.type = BPF_MAP_TYPE_LRU_HASH, .key_size = sizeof(struct dp_ct_key),
+			.value_size = sizeof(struct dp_ct_value), .max_entries = DP_CT_ANY_MAX},
+	[DPM_FRAGS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_FRAGS,
+		       .type = BPF_MAP_TYPE_LRU_HASH, .key_size = sizeof(struct dp_frag_key),
+		       .value_size = sizeof(struct dp_frag_ports), .max_entries = DP_FRAGS_MAX},
+	[DPM_EVLIMIT] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_EVLIMIT,
+			 .type = BPF_MAP_TYPE_PERCPU_ARRAY, .key_size = sizeof(__u32),
+			 .value_size = sizeof(struct dp_evlimit), .max_entries = 1},
 };
 
 /* ---- names ----------------------------------------------------------------------- */
@@ -52,6 +62,12 @@ const char *dp_reason_name(unsigned reason)
 		return "nd-answered";
 	case DP_REASON_DELIVERED:
 		return "delivered";
+	case DP_REASON_EVENT_SUPPRESSED:
+		return "drop-event-suppressed";
+	case DP_REASON_DROP_FRAG_NOT_FOUND:
+		return "drop:fragment-without-first";
+	case DP_REASON_DROP_SPOOFED_MAC:
+		return "drop:spoofed-mac";
 	case DP_REASON_DROP_SPOOFED_IP:
 		return "drop:spoofed-source-ip";
 	case DP_REASON_DROP_SPOOFED_ARP:
@@ -178,12 +194,13 @@ static int fmt_conntrack(const void *key, const void *value, char *ko, size_t kl
 	snprintf(ko, kl, "%s %s%s%s:%u -> %s%s%s:%u", proto_name(k->proto, pbuf, sizeof(pbuf)),
 		 v6 ? "[" : "", s, v6 ? "]" : "", ntohs(k->sport), v6 ? "[" : "", d, v6 ? "]" : "",
 		 ntohs(k->dport));
-	uint64_t now = dp_mono_ns();
-	double age = now > v->first_seen_ns ? (double)(now - v->first_seen_ns) / 1e9 : 0;
-	double idle = now > v->last_seen_ns ? (double)(now - v->last_seen_ns) / 1e9 : 0;
+	uint64_t now = dp_mono_ns() / 1000000000ull;
+	/* whole seconds; idle lags by up to [datapath] conntrack-refresh-interval */
+	unsigned long long age = now > v->first_seen_s ? now - v->first_seen_s : 0;
+	unsigned long long idle = now > v->last_seen_s ? now - v->last_seen_s : 0;
 	fmt_tcp_flags(v->tcp_flags, flags, sizeof(flags));
 	snprintf(vo, vl,
-		 "tx=%llu pkts/%llu B rx=%llu pkts/%llu B age=%.1fs idle=%.1fs tcp=%s%s%s "
+		 "tx=%llu pkts/%llu B rx=%llu pkts/%llu B age=%llus idle=%llus tcp=%s%s%s "
 		 "endpoint=%u ifindex=%u",
 		 (unsigned long long)v->packets, (unsigned long long)v->bytes,
 		 (unsigned long long)v->rx_packets, (unsigned long long)v->rx_bytes, age, idle, flags,
@@ -225,14 +242,36 @@ static int fmt_config(const void *key, const void *value, char *ko, size_t kl, c
 	(void)ud;
 	const struct dp_config *c = value;
 	snprintf(ko, kl, "%u", *(const __u32 *)key);
-	snprintf(vo, vl, "trace-events=%s", (c->flags & DP_CFG_F_TRACE) ? "true" : "false");
+	snprintf(vo, vl,
+		 "trace-events=%s conntrack-refresh=%us drop-events-rate=%u/s drop-events-burst=%u",
+		 (c->flags & DP_CFG_F_TRACE) ? "true" : "false", c->ct_refresh_s, c->event_rate,
+		 c->event_burst);
+	return 0;
+}
+
+static int fmt_frags(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		     size_t vl, void *ud)
+{
+	(void)ud;
+	const struct dp_frag_key *k = key;
+	const struct dp_frag_ports *v = value;
+	char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN], pbuf[16];
+
+	if (k->family != DP_FAMILY_IPV4 && k->family != DP_FAMILY_IPV6)
+		return -EINVAL;
+	dp_fmt_addr(k->family, k->saddr, s, sizeof(s));
+	dp_fmt_addr(k->family, k->daddr, d, sizeof(d));
+	snprintf(ko, kl, "%s %s -> %s id=%u", proto_name(k->proto, pbuf, sizeof(pbuf)), s, d,
+		 k->id);
+	snprintf(vo, vl, "sport=%u dport=%u", ntohs(v->sport), ntohs(v->dport));
 	return 0;
 }
 
 static const fibril_map_format_fn dp_formatters[DPM_COUNT] = {
 	[DPM_ENDPOINTS] = fmt_endpoints, [DPM_IPCACHE] = fmt_ipcache,
 	[DPM_CONNTRACK] = fmt_conntrack, [DPM_METRICS] = fmt_metrics,
-	[DPM_CONFIG] = fmt_config,
+	[DPM_CONFIG] = fmt_config,     [DPM_CT_ANY] = fmt_conntrack,
+	[DPM_FRAGS] = fmt_frags,
 };
 
 /* ---- open ------------------------------------------------------------------------- */
@@ -245,7 +284,13 @@ static const char *origin_text(enum fibril_map_origin o)
 int dp_maps_open(struct datapath *dp, char *err, size_t len)
 {
 	for (int i = 0; i < DPM_COUNT; i++) {
-		int rc = fibril_map_open(dp->m, &dp_specs[i], &dp->maps[i]);
+		struct fibril_map_spec spec = dp_specs[i];
+		/* a size changed in the config recreates the pin (flows restart) */
+		if (i == DPM_CONNTRACK)
+			spec.max_entries = dp->ct_max_tcp;
+		else if (i == DPM_CT_ANY)
+			spec.max_entries = dp->ct_max_other;
+		int rc = fibril_map_open(dp->m, &spec, &dp->maps[i]);
 		if (rc < 0) {
 			dp_seterr(err, len, "cannot open the pinned map %s: %s", dp_specs[i].name,
 				  strerror(-rc));
@@ -262,7 +307,10 @@ int dp_maps_open(struct datapath *dp, char *err, size_t len)
 int dp_config_write(struct datapath *dp, char *err, size_t len)
 {
 	__u32 zero = 0;
-	struct dp_config c = {.flags = dp->trace ? DP_CFG_F_TRACE : 0};
+	struct dp_config c = {.flags = dp->trace ? DP_CFG_F_TRACE : 0,
+			      .ct_refresh_s = dp->ct_refresh_s,
+			      .event_rate = dp->event_rate,
+			      .event_burst = dp->event_burst};
 	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_CONFIG]), &zero, &c, BPF_ANY) != 0) {
 		int e = errno;
 		dp_seterr(err, len, "cannot write %s: %s", DP_MAP_CONFIG, strerror(e));

@@ -106,7 +106,10 @@ int dp_prog_load(struct datapath *dp, char *err, size_t len)
 	    (rc = reuse(p->skel->maps.dp_conntrack, dp, DPM_CONNTRACK, err, len)) < 0 ||
 	    (rc = reuse(p->skel->maps.dp_metrics, dp, DPM_METRICS, err, len)) < 0 ||
 	    (rc = reuse(p->skel->maps.dp_events, dp, DPM_EVENTS, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_config, dp, DPM_CONFIG, err, len)) < 0)
+	    (rc = reuse(p->skel->maps.dp_config, dp, DPM_CONFIG, err, len)) < 0 ||
+	    (rc = reuse(p->skel->maps.dp_ct_any, dp, DPM_CT_ANY, err, len)) < 0 ||
+	    (rc = reuse(p->skel->maps.dp_frags, dp, DPM_FRAGS, err, len)) < 0 ||
+	    (rc = reuse(p->skel->maps.dp_evlimit, dp, DPM_EVLIMIT, err, len)) < 0)
 		goto out;
 	dp_vg_quiet_begin();
 	rc = fibril_dp__load(p->skel);

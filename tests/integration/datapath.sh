@@ -81,8 +81,9 @@ wait_for() {
 }
 
 AGENT_OPTS=(--set ipam-cluster-pool.node-cidr=10.201.0.0/24,fd00:201::/120
-	--set datapath.conntrack-timeout-other=8s --set datapath.conntrack-timeout-tcp=8s
-	--set datapath.conntrack-timeout-tcp-closing=5s --set datapath.conntrack-gc-interval=300ms)
+	--set datapath.conntrack-timeout-other=20s --set datapath.conntrack-timeout-tcp=20s
+	--set datapath.conntrack-timeout-tcp-closing=12s --set datapath.conntrack-gc-interval=300ms
+	--set datapath.conntrack-refresh-interval=1s)
 # node_agent [args...] : the agent in the node netns (its mount namespace
 # stays the host's, so the pins are on the real bpffs and outlive it)
 node_agent() {
@@ -226,7 +227,7 @@ HOSTDEV=$(ip -n "$NODE" -br addr show dev fibril_host 2>&1 || true)
 check "fibril_host is up and holds 10.201.0.1/32 and fd00:201::1/128" \
 	contains_all "$HOSTDEV" "UP" "10.201.0.1/32" "fd00:201::1/128"
 MAPS=$(fib map list 2>&1)
-for m in dp_endpoints dp_ipcache dp_conntrack dp_metrics dp_events dp_config; do
+for m in dp_endpoints dp_ipcache dp_conntrack dp_ct_any dp_frags dp_evlimit dp_metrics dp_events dp_config; do
 	check "map $m is created and listed" contains "$MAPS" "$m"
 done
 check "ipcache: the gateway is the host" grep -Eq '^10\.201\.0\.1/32 +identity=1 \(host\)' <<<"$(fib map dump dp_ipcache)"
@@ -275,7 +276,7 @@ inpod 1 python3 "$WORK/tcp.py" server "$WORK/port4" &
 BG_PIDS+=($!)
 inpod 2 python3 "$WORK/tcp.py" server "$WORK/port6" v6 &
 BG_PIDS+=($!)
-wait_for 5 test -s "$WORK/port4" && wait_for 5 test -s "$WORK/port6" || true
+wait_for 20 test -s "$WORK/port4" && wait_for 20 test -s "$WORK/port6" || true
 P4=$(cat "$WORK/port4" 2>/dev/null || echo 0)
 P6=$(cat "$WORK/port6" 2>/dev/null || echo 0)
 check "TCP pod a -> pod b:$P4 (IPv4)" \
@@ -284,7 +285,10 @@ check "TCP pod a -> pod c:$P6 (IPv6)" \
 	test "$(inpod 0 python3 "$WORK/tcp.py" client fd00:201::12 "$P6" 2>&1)" = "echo:hello-datapath"
 # the conntrack dump right after the flows (they close: 5 s to the GC)
 ping_ok 0 10.201.0.11 1
-CT=$(fib map dump dp_conntrack)
+CT_TCP=$(fib map dump dp_conntrack)
+CT_ANY=$(fib map dump dp_ct_any)
+CT="$CT_TCP
+$CT_ANY"
 fwd1=$(metric forwarded)
 check "metrics: 'forwarded' rose by at least 10 ($fwd0 -> $fwd1)" test "$fwd1" -ge $((fwd0 + 10))
 check "metrics: 'to-stack' counted the gateway pings" test "$(metric to-stack)" -ge 4
@@ -292,6 +296,9 @@ check "metrics: 'nd-answered' counted the IPv6 gateway solicitation" test "$(met
 check "fibril map dump dp_metrics decodes reasons" \
 	contains "$(fib map dump dp_metrics)" "from-endpoint forwarded"
 check "conntrack: the ICMP flow a -> b, replied" contains "$CT" "ICMP 10.201.0.10:0 -> 10.201.0.11:0"
+check "conntrack: the ICMP flow is in dp_ct_any, not in the TCP map dp_conntrack" \
+	test -n "$(grep -F "ICMP 10.201.0.10:0 -> 10.201.0.11:0" <<<"$CT_ANY")" -a -z "$(grep ICMP <<<"$CT_TCP")"
+check "conntrack: dp_conntrack holds only TCP flows" test -z "$(grep -- '->' <<<"$CT_TCP" | grep -v TCP)"
 check "conntrack: the TCP flow to :$P4 with its flags" contains "$CT" "-> 10.201.0.11:$P4"
 check "conntrack: the IPv6 TCP flow" contains "$CT" "-> [fd00:201::12]:$P6"
 check "conntrack: replies were seen" contains "$CT" "replied"
@@ -303,13 +310,13 @@ check "fibril map dump dp_metrics decodes the to-endpoint direction" \
 	contains "$(fib map dump dp_metrics)" "to-endpoint delivered"
 innode python3 "$WORK/tcp.py" server "$WORK/portn" &
 BG_PIDS+=($!)
-wait_for 5 test -s "$WORK/portn" || true
+wait_for 20 test -s "$WORK/portn" || true
 PN=$(cat "$WORK/portn" 2>/dev/null || echo 0)
 del0=$(metric_to delivered)
 inpod 0 python3 "$WORK/tcp.py" holdclient "$GW4" "$PN" 3 >"$WORK/hold.out" 2>&1 &
 HOLD_PID=$!
 BG_PIDS+=($HOLD_PID)
-wait_for 5 grep -q done "$WORK/hold.out" || true
+wait_for 20 grep -q done "$WORK/hold.out" || true
 HOLD_PORT=$(head -n 1 "$WORK/hold.out")
 read -r CT_TX CT_RX <<<"$(ct_counts "TCP 10.201.0.10:$HOLD_PORT -> 10.201.0.1:$PN")"
 check "conntrack: one entry for pod a:$HOLD_PORT -> node:$PN counts both directions (tx=${CT_TX:-none} rx=${CT_RX:-none})" \
@@ -322,8 +329,8 @@ del1=$(metric_to delivered)
 check "metrics: the node's TCP replies counted as to-endpoint 'delivered' ($del0 -> $del1)" \
 	test "$del1" -ge $((del0 + 4))
 wait "$HOLD_PID" || true
-gc_flows_gone() { ! fib map dump dp_conntrack | grep -q '10.201.0.1[0-2]\|fd00:201::1[0-2]'; }
-check "conntrack GC removes the idle flows (timeouts 5-8 s, GC every 300 ms)" wait_for 30 gc_flows_gone
+gc_flows_gone() { ! { fib map dump dp_conntrack; fib map dump dp_ct_any; } | grep -q '10.201.0.1[0-2]\|fd00:201::1[0-2]'; }
+check "conntrack GC removes the idle flows (timeouts 12-20 s + 1 s refresh, GC every 300 ms)" wait_for 60 gc_flows_gone
 check "GC counted its removals" test "$(jget "$(api http://x/v1/datapath)" 'j["conntrack"]["gc-removed"]')" -ge 4
 
 # ---- 4. a spoofed source -------------------------------------------------------------------------
@@ -341,6 +348,44 @@ check "a drop event names the reason, the 5-tuple and the veth (ifindex $SPOOF_E
 check "the drop event names its direction (from-endpoint)" \
 	test "$(jget "$DROPS" '[e for e in j["events"] if e["src"] == "10.201.0.99"][0]["direction"]')" = from-endpoint
 check "no trace events with trace-events off" test "$(jget "$DROPS" 'j["traces"]')" = 0
+
+# ---- 4b. a frame whose IP header is not in the skb's linear part ------------------------------
+# AF_PACKET with a virtio-net header (hdr_len 14) puts only the Ethernet
+# header in the linear part of a frame over a page long: the program must
+# pull the headers (bpf_skb_pull_data) before it can read them.
+cat >"$WORK/paged.py" <<'EOF'
+# paged.py IFNAME SRC_MAC DST_MAC SRC_IP DST_IP SPORT DPORT : one 5000-byte UDP
+# frame with only its Ethernet header linear
+import socket, struct, sys
+ifname, smac, dmac, sip, dip, sport, dport = sys.argv[1:8]
+mac = lambda m: bytes.fromhex(m.replace(":", ""))
+payload = b"p" * 5000
+udp = struct.pack("!HHHH", int(sport), int(dport), 8 + len(payload), 0) + payload
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 7, 0x4000, 64, 17, 0,
+                 socket.inet_aton(sip), socket.inet_aton(dip))
+s = sum(struct.unpack("!10H", ip))
+s = (s >> 16) + (s & 0xFFFF); s += s >> 16
+ip = ip[:10] + struct.pack("!H", ~s & 0xFFFF) + ip[12:]
+PACKET_VNET_HDR = 15
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.setsockopt(263, PACKET_VNET_HDR, 1)  # SOL_PACKET
+s.bind((ifname, 0))
+# virtio_net_hdr: flags 0, gso none, hdr_len 14 (little endian), no csum
+vnet = struct.pack("<BBHHHH", 0, 0, 14, 0, 0, 0)
+s.send(vnet + mac(dmac) + mac(smac) + b"\x08\x00" + ip + udp)
+EOF
+ip -n "$NODE" link set lxca mtu 9000
+inpod 0 ip link set eth0 mtu 9000
+inv0=$(metric drop:invalid-packet)
+inpod 0 python3 "$WORK/paged.py" eth0 "$(mac_of eth0 -n "${PODS[0]}")" "$(mac_of lxca -n "$NODE")" \
+	10.201.0.10 10.201.0.11 40123 7777 2>"$WORK/paged.err" || true
+paged_tracked() { fib map dump dp_ct_any | grep -qF "UDP 10.201.0.10:40123 -> 10.201.0.11:7777 "; }
+check "a paged frame (14 linear bytes) from pod a is parsed: its UDP flow :40123 -> :7777 is tracked $(cat "$WORK/paged.err")" \
+	wait_for 3 paged_tracked
+check "the paged frame is not dropped as invalid ($inv0 -> $(metric drop:invalid-packet))" \
+	test "$(metric drop:invalid-packet)" = "$inv0"
+inpod 0 ip link set eth0 mtu 1500
+ip -n "$NODE" link set lxca mtu 1500
 
 # ---- 5. refused upserts -------------------------------------------------------------------------
 code=$(api -o "$WORK/bad.out" -w '%{http_code}' -X PUT \
@@ -368,7 +413,7 @@ check "agent down: the egress filter stays" test "$(filter_prog lxca egress)" = 
 node_agent
 check "the agent restarts" kill -0 "$AGENT_PID"
 MAPS=$(fib map list 2>&1)
-check "restart: all six pins are reused" test "$(printf '%s\n' "$MAPS" | grep -c '^dp_.* reused')" -eq 6
+check "restart: all nine pins are reused" test "$(printf '%s\n' "$MAPS" | grep -c '^dp_.* reused')" -eq 9
 NEWPROG=$(prog_id)
 check "restart: a new program instance ($OLDPROG -> $NEWPROG)" test "$NEWPROG" != "$OLDPROG" -a "$NEWPROG" != "?"
 NEWPROG_EG=$(prog_id_egress)

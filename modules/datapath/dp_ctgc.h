@@ -1,0 +1,41 @@
+/* modules/datapath/dp_ctgc.h - one conntrack GC pass over a dp_conntrack /
+ * dp_ct_any map with BPF batch operations (bpf_map_lookup_batch, then
+ * bpf_map_delete_batch of what expired), free of the agent's loop and
+ * state so that it runs on the worker pool and in tests/bench/bench_ct_gc. */
+#ifndef FIBRIL_DP_CTGC_H
+#define FIBRIL_DP_CTGC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fibril_dp.h"
+
+#define DP_CTGC_CHUNK 4096 /* entries per bpf_map_lookup_batch call */
+
+struct dp_ctgc_params {
+	uint32_t now_s;        /* CLOCK_MONOTONIC seconds */
+	uint64_t tcp_ms;       /* idle timeout of an open TCP flow */
+	uint64_t closing_ms;   /* of a TCP flow that saw FIN or RST */
+	uint64_t other_ms;     /* of every other flow */
+	uint32_t slack_s;      /* conntrack refresh interval: added to every timeout */
+};
+
+struct dp_ctgc_stats {
+	size_t seen;      /* entries looked at */
+	size_t removed;   /* entries deleted */
+	uint64_t syscalls; /* bpf() calls made */
+};
+
+/* Whether the entry is idle longer than its timeout (+ the slack). */
+bool dp_ctgc_expired(const struct dp_ctgc_params *p, const struct dp_ct_key *k,
+		     const struct dp_ct_value *v);
+
+/* One pass over the map fd; adds to *st. 0, or a negative errno (what was
+ * removed before the error stays removed). */
+int dp_ctgc_batch(int fd, const struct dp_ctgc_params *p, struct dp_ctgc_stats *st);
+
+/* CLOCK_MONOTONIC in whole seconds, as the program's bpf_ktime_get_ns()/1e9. */
+uint32_t dp_ctgc_now_s(void);
+
+#endif
