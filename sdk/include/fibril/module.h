@@ -173,8 +173,12 @@ static constexpr fibril_module_desc fibril_module_desc_finish(fibril_module_desc
 	extern "C" const fibril_module_desc fibril_module_entry = (expr)
 
 /* C++20: FIBRIL_MODULE(.name = "hello", .init = hello_init) - designated
- * initializers in member order, starting at .name. */
-#define FIBRIL_MODULE(...) \
-	FIBRIL_MODULE_DESC(fibril_module_desc_finish(fibril_module_desc{.sz = 0, __VA_ARGS__}))
+ * initializers in member order, starting at .name. Members left out are
+ * zero, as in C (g++ before 14 would warn about them under -Wextra). */
+#define FIBRIL_MODULE(...)                                                              \
+	_Pragma("GCC diagnostic push")                                                  \
+	_Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")              \
+	FIBRIL_MODULE_DESC(fibril_module_desc_finish(fibril_module_desc{.sz = 0, __VA_ARGS__})); \
+	_Pragma("GCC diagnostic pop")
 #endif
 #endif
