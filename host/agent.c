@@ -175,10 +175,8 @@ static int load_modules(char *err)
 				   set->mods[i]->name);
 			return -1;
 		}
-		if (config_declare(set->mods[i]->name, set->mods[i]->desc.config_keys)) {
-			errbuf_set(err, "module %s: invalid config key declarations", set->mods[i]->path);
+		if (config_declare_module(set->mods[i], err))
 			return -1;
-		}
 	}
 	/* [providers] takes any capability a loaded module offers. */
 	size_t ncaps = 0;

@@ -4,6 +4,7 @@
  * values that the agent and the modules read, print (--print-config) and
  * serve (GET /v1/config). */
 #include "internal.h"
+#include "struct_size.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -41,6 +42,7 @@ struct config_section {
 	size_t nkeys;
 	struct fibril_config_key *owned_keys; /* dynamic sections only */
 	char *owned_help;
+	struct fibril_config_key *copied_keys; /* a module's keys at our element size */
 };
 
 /* The one config store. */
@@ -239,6 +241,67 @@ int config_declare(const char *section, const struct fibril_config_key *keys)
 	return 0;
 }
 
+static bool names_contain(const struct fibril_config_key *keys, size_t n, const char *name);
+
+/* The stride of a module's config_keys array: the size its descriptor
+ * carries, else (a descriptor older than 1.4, or built by hand) the size
+ * fibril_config_key had at the descriptor's minor. */
+static size_t module_key_size(const struct fibril_module_desc *d)
+{
+	if (d->config_key_sz)
+		return d->config_key_sz;
+	if (d->abi_minor < 4) /* 1.0 - 1.3 */
+		return FIBRIL_OFFSETOFEND(struct fibril_config_key, check);
+	return FIBRIL_OFFSETOFEND(struct fibril_config_key, deprecated_alias); /* 1.4 */
+}
+
+int config_declare_module(const struct fibril_module *m, char *err)
+{
+	const struct fibril_module_desc *d = &m->desc;
+	const size_t stride = module_key_size(d);
+	const size_t max_keys = 4096;
+	const char *base = (const char *)d->config_keys;
+	size_t n = 0;
+	if (stride < FIBRIL_OFFSETOFEND(struct fibril_config_key, name) ||
+	    stride > FIBRIL_STRUCT_SIZE_MAX) {
+		errbuf_set(err, "module %s: config_key_sz %zu is not a valid struct fibril_config_key size",
+			   m->path, stride);
+		return -1;
+	}
+	while (base && n < max_keys && ((const struct fibril_config_key *)(base + n * stride))->name)
+		n++;
+	struct fibril_config_key *keys = xcalloc(n + 1, sizeof(*keys));
+	for (size_t i = 0; i < n; i++) {
+		char what[96], why[ERRBUF_LEN];
+		snprintf(what, sizeof(what), "struct fibril_config_key #%zu", i);
+		if (fibril_struct_copy_in(&keys[i], sizeof(keys[i]), base + i * stride, stride,
+					  stride, what, why, sizeof(why)) < 0) {
+			errbuf_set(err, "module %s: %s", m->path, why);
+			free(keys);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *alias = keys[i].deprecated_alias;
+		bool clash = alias && (!alias[0] || names_contain(keys, n, alias));
+		for (size_t j = 0; alias && !clash && j < i; j++)
+			clash = keys[j].deprecated_alias && strcmp(keys[j].deprecated_alias, alias) == 0;
+		if (clash) {
+			errbuf_set(err, "module %s: config key '%s': deprecated_alias '%s' is empty or "
+				   "names another key", m->path, keys[i].name, alias);
+			free(keys);
+			return -1;
+		}
+	}
+	if (config_declare(m->name, keys)) {
+		errbuf_set(err, "module %s: invalid config key declarations", m->path);
+		free(keys);
+		return -1;
+	}
+	section_find(m->name)->copied_keys = keys;
+	return 0;
+}
+
 static bool names_contain(const struct fibril_config_key *keys, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -277,6 +340,7 @@ static void section_free(struct config_section *s)
 	for (size_t i = 0; s->owned_keys && i < s->nkeys; i++)
 		free((char *)s->owned_keys[i].name);
 	free(s->owned_keys);
+	free(s->copied_keys);
 	free(s->owned_help);
 	free(s->name);
 }
@@ -531,7 +595,17 @@ static int unknown_key_error(const char *where, const struct config_section *s, 
 	return -1;
 }
 
-static int validate_entry(const struct config_entry *e, char *err)
+/* The key whose deprecated_alias is name, or NULL. */
+static const struct fibril_config_key *alias_key(const struct config_section *s, const char *name)
+{
+	for (size_t i = 0; i < s->nkeys; i++) {
+		if (s->keys[i].deprecated_alias && strcmp(s->keys[i].deprecated_alias, name) == 0)
+			return &s->keys[i];
+	}
+	return NULL;
+}
+
+static int validate_entry(struct config_entry *e, char *err)
 {
 	char where[ERRBUF_LEN];
 	entry_where(e, where, sizeof(where));
@@ -541,6 +615,12 @@ static int validate_entry(const struct config_entry *e, char *err)
 	if (!e->key)
 		return 0;
 	const struct fibril_config_key *k = section_key(s, e->key);
+	if (!k && (k = alias_key(s, e->key)) != NULL) {
+		/* A former name: read it as the current one from now on. */
+		host_warn("%s: [%s] '%s' is deprecated, use '%s'", where, s->name, e->key, k->name);
+		free(e->key);
+		e->key = xstrdup(k->name);
+	}
 	if (!k)
 		return unknown_key_error(where, s, e->key, err);
 	char why[ERRBUF_LEN];
@@ -553,7 +633,7 @@ static int validate_entry(const struct config_entry *e, char *err)
 /* Every entry of the list, or only those of one section (NULL: all). */
 static int validate_entries(const struct entry_list *list, const char *only_section, char *err)
 {
-	for (const struct config_entry *e = list->head; e; e = e->next) {
+	for (struct config_entry *e = list->head; e; e = e->next) {
 		if (only_section && strcmp(e->section, only_section) != 0)
 			continue;
 		if (validate_entry(e, err))

@@ -55,6 +55,9 @@ HIDDEN void host_log(enum fibril_log_level level, const char *fmt, ...) __attrib
  * written to err (ERRBUF_LEN). */
 HIDDEN void config_reset(void);
 HIDDEN int config_declare(const char *section, const struct fibril_config_key *keys);
+/* A loaded module's section: its config_keys array walked with the element
+ * size its descriptor carries (the SDK's growth rule), copied. */
+HIDDEN int config_declare_module(const struct fibril_module *m, char *err);
 /* A section whose keys are the given names, each a free-form string value. */
 HIDDEN int config_declare_dynamic(const char *section, const char *const *names, size_t n,
 				  const char *help);

@@ -32,6 +32,7 @@
  *
  * Not thread-safe, as the header says. */
 #include "internal.h"
+#include "struct_size.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -379,13 +380,17 @@ int fibril_ipalloc_new(const struct fibril_cidr *cidr, const struct fibril_ipall
 	enum fibril_ipalloc_strategy strategy = FIBRIL_IPALLOC_SEQUENTIAL;
 	uint64_t seed = 0;
 	if (opts) {
-		const size_t need = offsetof(struct fibril_ipalloc_opts, strategy) +
-				    sizeof(opts->strategy);
-		if (opts->sz < need)
-			return -EINVAL;
-		strategy = opts->strategy;
-		if (opts->sz >= offsetof(struct fibril_ipalloc_opts, seed) + sizeof(opts->seed))
-			seed = opts->seed;
+		struct fibril_ipalloc_opts o;
+		char why[200];
+		int rc = fibril_struct_copy_in(&o, sizeof(o), opts, opts->sz,
+					       FIBRIL_OFFSETOFEND(struct fibril_ipalloc_opts, sz),
+					       "struct fibril_ipalloc_opts", why, sizeof(why));
+		if (rc < 0) {
+			host_warn("fibril_ipalloc_new refused: %s", why);
+			return rc;
+		}
+		strategy = o.strategy;
+		seed = o.seed;
 		if (strategy != FIBRIL_IPALLOC_SEQUENTIAL && strategy != FIBRIL_IPALLOC_RANDOM)
 			return -EINVAL;
 	}

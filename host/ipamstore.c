@@ -10,6 +10,7 @@
  * not, and counts as stale. Only placed entries are handed out again to
  * their owner or listed; any entry can be released. */
 #include "internal.h"
+#include "struct_size.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -370,9 +371,21 @@ int fibril_ipamstore_new(struct fibril_module *m, const struct fibril_ipamstore_
 {
 	if (out)
 		*out = NULL;
-	if (!out || (opts && opts->sz < offsetof(struct fibril_ipamstore_opts, ud) +
-					     sizeof(opts->ud)))
+	if (!out)
 		return -EINVAL;
+	struct fibril_ipamstore_opts given;
+	if (opts) { /* the SDK's growth rule: shorter is fine, unknown bytes must be zero */
+		char why[200];
+		int rc = fibril_struct_copy_in(&given, sizeof(given), opts, opts->sz,
+					       FIBRIL_OFFSETOFEND(struct fibril_ipamstore_opts, sz),
+					       "struct fibril_ipamstore_opts", why, sizeof(why));
+		if (rc < 0) {
+			host_warn("module %s: ipamstore refused: %s", m ? fibril_module_name(m) : "(host)",
+				  why);
+			return rc;
+		}
+		opts = &given;
+	}
 	if (opts && opts->strategy != FIBRIL_IPALLOC_SEQUENTIAL &&
 	    opts->strategy != FIBRIL_IPALLOC_RANDOM)
 		return -EINVAL;

@@ -6,6 +6,7 @@
  * The registry is guarded by one mutex; a formatter runs with it held and
  * must not open or remove maps. */
 #include "internal.h"
+#include "struct_size.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -294,8 +295,6 @@ static bool name_is_valid(const char *name)
 /* NULL when the spec is usable, else what is wrong with it. */
 static const char *spec_problem(const struct fibril_map_spec *spec)
 {
-	if (spec->sz < sizeof(struct fibril_map_spec))
-		return "spec size too small (built against an older SDK?)";
 	if (!spec->name || !name_is_valid(spec->name))
 		return "name must be 1-15 characters of [A-Za-z0-9_]";
 	if (spec->type == BPF_MAP_TYPE_UNSPEC)
@@ -309,16 +308,25 @@ static const char *spec_problem(const struct fibril_map_spec *spec)
 	return NULL;
 }
 
-static int spec_validate(const struct fibril_map_spec *spec)
+/* Copy the caller's spec (of the size it was built with) into *out by the
+ * SDK's growth rule, then check it. 0, or -EINVAL / -E2BIG with a warning
+ * naming the module and the map. */
+static int spec_validate(const struct fibril_module *m, const struct fibril_map_spec *spec,
+			 struct fibril_map_spec *out)
 {
-	if (!spec) {
-		host_warn("map open refused: no spec");
-		return -EINVAL;
+	const char *who = m ? fibril_module_name(m) : "(host)";
+	char why[200];
+	int rc = fibril_struct_copy_in(out, sizeof(*out), spec, spec ? spec->sz : 0,
+				       FIBRIL_OFFSETOFEND(struct fibril_map_spec, sz),
+				       "struct fibril_map_spec", why, sizeof(why));
+	if (rc < 0) {
+		host_warn("module %s: map open refused: %s", who, why);
+		return rc;
 	}
-	const char *why = spec_problem(spec);
-	if (why) {
-		const char *name = spec->sz >= sizeof(*spec) && spec->name ? spec->name : "?";
-		host_warn("map '%s' refused: %s", name, why);
+	out->sz = sizeof(*out);
+	const char *problem = spec_problem(out);
+	if (problem) {
+		host_warn("module %s: map '%s' refused: %s", who, out->name ? out->name : "?", problem);
 		return -EINVAL;
 	}
 	return 0;
@@ -326,8 +334,9 @@ static int spec_validate(const struct fibril_map_spec *spec)
 
 static void spec_describe(const struct fibril_map_spec *s, char *buf, size_t len)
 {
-	snprintf(buf, len, "type=%s, key=%u, value=%u, max=%u, flags=0x%x", map_type_name(s->type),
-		 s->key_size, s->value_size, s->max_entries, s->map_flags);
+	snprintf(buf, len, "type=%s, key=%u, value=%u, max=%u, flags=0x%x, extra=%llu",
+		 map_type_name(s->type), s->key_size, s->value_size, s->max_entries, s->map_flags,
+		 (unsigned long long)s->map_extra);
 }
 
 /* Whether fd is a BPF map (a pin may also hold a program or a link). */
@@ -360,6 +369,7 @@ static int spec_of_fd(int fd, struct fibril_map_spec *out)
 	out->value_size = info.value_size;
 	out->max_entries = info.max_entries;
 	out->map_flags = info.map_flags;
+	out->map_extra = info.map_extra;
 	return 0;
 }
 
@@ -367,12 +377,13 @@ static bool spec_equal(const struct fibril_map_spec *a, const struct fibril_map_
 {
 	return a->type == b->type && a->key_size == b->key_size &&
 	       a->value_size == b->value_size && a->max_entries == b->max_entries &&
-	       a->map_flags == b->map_flags;
+	       a->map_flags == b->map_flags && a->map_extra == b->map_extra;
 }
 
 static int map_create_pinned(const struct fibril_map_spec *spec, const char *path)
 {
-	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = spec->map_flags);
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = spec->map_flags,
+		    .map_extra = spec->map_extra);
 	vg_quiet_begin();
 	int fd = bpf_map_create((enum bpf_map_type)spec->type, spec->name, spec->key_size,
 				spec->value_size, spec->max_entries, &opts);
@@ -481,11 +492,12 @@ int fibril_map_open(struct fibril_module *m, const struct fibril_map_spec *spec,
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	int rc = spec_validate(spec);
+	struct fibril_map_spec want;
+	int rc = spec_validate(m, spec, &want);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&g_lock);
-	rc = map_open_locked(m, spec, out);
+	rc = map_open_locked(m, &want, out);
 	pthread_mutex_unlock(&g_lock);
 	return rc;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "datapath.h"
+#include "../../host/struct_size.h"
 
 #define NODE_RETRY_MS 2000
 
@@ -175,14 +176,21 @@ static void eps_health(struct datapath *dp)
 
 /* ---- the capability ------------------------------------------------------------------------- */
 
-static int ep_check(const struct fibril_datapath_endpoint *ep, char *err, size_t len)
+/* Copy the caller's endpoint (of the size it was built with: shorter is
+ * fine, unknown non-zero bytes are not) into *out and check it. */
+static int ep_check(const struct fibril_datapath_endpoint *ep, struct fibril_datapath_endpoint *out,
+		    char *err, size_t len)
 {
-	if (!ep || ep->sz < sizeof(*ep)) {
-		dp_seterr(err, len, "endpoint: struct size %u is smaller than %zu",
-			  ep ? ep->sz : 0, sizeof(*ep));
-		return -EINVAL;
+	char why[DP_ERR_LEN];
+	int rc = fibril_struct_copy_in(out, sizeof(*out), ep, ep ? ep->sz : 0,
+				       FIBRIL_OFFSETOFEND(struct fibril_datapath_endpoint, sz),
+				       "struct fibril_datapath_endpoint", why, sizeof(why));
+	if (rc < 0) {
+		dp_seterr(err, len, "%s", why);
+		return rc;
 	}
-	if (ep->id == 0) {
+	out->sz = sizeof(*out);
+	if (out->id == 0) {
 		dp_seterr(err, len, "endpoint ID 0 is not valid (1..65535)");
 		return -EINVAL;
 	}
@@ -262,9 +270,11 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 {
 	struct datapath *dp = ctx;
 	char why[DP_ERR_LEN] = "";
-	int rc = ep_check(ep, err, errlen);
+	struct fibril_datapath_endpoint given;
+	int rc = ep_check(ep, &given, err, errlen);
 	if (rc < 0)
 		return rc;
+	ep = &given;
 	if (!ep->has_ipv4 && !ep->has_ipv6) {
 		dp_seterr(err, errlen, "endpoint %u has neither an IPv4 nor an IPv6 address", ep->id);
 		return -EINVAL;
@@ -330,9 +340,11 @@ static int op_endpoint_remove(void *ctx, const struct fibril_datapath_endpoint *
 			      size_t errlen)
 {
 	struct datapath *dp = ctx;
-	int rc = ep_check(ep, err, errlen);
+	struct fibril_datapath_endpoint given;
+	int rc = ep_check(ep, &given, err, errlen);
 	if (rc < 0)
 		return rc;
+	ep = &given;
 	struct dp_ep *known = ep_find(dp, ep->id);
 	if (known)
 		ep_undo(dp, &known->ep, true);
@@ -366,11 +378,14 @@ static int op_ipcache_remove(void *ctx, int family, const void *addr, unsigned p
 static int op_node(void *ctx, struct fibril_datapath_node *out)
 {
 	struct datapath *dp = ctx;
-	if (!out || out->sz < sizeof(*out))
+	/* An output struct: fill as much as the caller's size holds. */
+	if (!out || out->sz < FIBRIL_OFFSETOFEND(struct fibril_datapath_node, sz))
 		return -EINVAL;
 	if (!dp->node_ready)
 		return -EAGAIN;
-	*out = dp->node;
+	uint32_t sz = out->sz;
+	memcpy(out, &dp->node, sz < sizeof(dp->node) ? sz : sizeof(dp->node));
+	out->sz = sz < sizeof(dp->node) ? sz : (uint32_t)sizeof(dp->node);
 	return 0;
 }
 

@@ -149,6 +149,9 @@ int etcd_op_del(void *ctx, const char *key, bool prefix, fibril_kv_done_fn cb, v
 int etcd_op_txn(void *ctx, const struct fibril_kv_compare *cmp, size_t ncmp,
 		const struct fibril_kv_op *success, size_t nsuccess, const struct fibril_kv_op *failure,
 		size_t nfailure, fibril_kv_txn_fn cb, void *ud);
+/* Interface 1's txn: the arrays in the SDK 1.2 layouts. */
+int etcd_op_txn_v1(void *ctx, const void *cmp, size_t ncmp, const void *success, size_t nsuccess,
+		   const void *failure, size_t nfailure, fibril_kv_txn_fn cb, void *ud);
 
 struct fibril_kv_watch *etcd_op_watch(void *ctx, const char *prefix, int64_t start_revision,
 				      fibril_kv_watch_fn cb, void *ud);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "etcd.h"
+#include "../../host/struct_size.h"
 
 /* Build, queue, and keep the caller's callback with the request. */
 static int kv_send(struct etcd *e, const char *path, struct json_object *body, etcd_done_fn done,
@@ -67,12 +68,14 @@ static void revision_done(struct etcd_req *r, int err, struct json_object *resp)
 }
 
 static struct json_object *put_body(struct etcd *e, const char *key, const char *value,
-				    size_t value_len, int64_t lease)
+				    size_t value_len, int64_t lease, bool ignore_lease)
 {
 	struct json_object *body = json_object_new_object();
 	if (!body || etcd_json_add_key(e, body, key, false) ||
 	    etcd_json_add_bytes(body, "value", value ? value : "", op_value_len(value, value_len)) ||
-	    (lease && json_object_object_add(body, "lease", json_object_new_int64(lease)))) {
+	    (lease && json_object_object_add(body, "lease", json_object_new_int64(lease))) ||
+	    (ignore_lease &&
+	     json_object_object_add(body, "ignore_lease", json_object_new_boolean(1)))) {
 		json_object_put(body);
 		return NULL;
 	}
@@ -85,7 +88,7 @@ int etcd_op_put(void *ctx, const char *key, const char *value, size_t value_len,
 	struct etcd *e = ctx;
 	if (!key)
 		return -EINVAL;
-	struct json_object *body = put_body(e, key, value, value_len, lease);
+	struct json_object *body = put_body(e, key, value, value_len, lease, false);
 	if (!body)
 		return -ENOMEM;
 	return kv_send(e, "/v3/kv/put", body, revision_done, (etcd_user_fn)cb, ud);
@@ -117,7 +120,7 @@ static struct json_object *compare_json(struct etcd *e, const struct fibril_kv_c
 	    (unsigned)c->result > FIBRIL_KV_NOT_EQUAL)
 		return NULL;
 	struct json_object *o = json_object_new_object();
-	if (!o || etcd_json_add_key(e, o, c->key, false))
+	if (!o || etcd_json_add_key(e, o, c->key, c->prefix))
 		goto fail;
 	json_object_object_add(o, "target", json_object_new_string(target_names[c->target]));
 	json_object_object_add(o, "result", json_object_new_string(result_names[c->result]));
@@ -143,8 +146,10 @@ static struct json_object *op_json(struct etcd *e, const struct fibril_kv_op *op
 		goto fail;
 	switch (op->type) {
 	case FIBRIL_KV_OP_PUT:
+		if (op->ignore_lease && op->lease)
+			goto fail; /* etcd: ignore_lease with a lease is an error */
 		name = "request_put";
-		req = put_body(e, op->key, op->value, op->value_len, op->lease);
+		req = put_body(e, op->key, op->value, op->value_len, op->lease, op->ignore_lease);
 		break;
 	case FIBRIL_KV_OP_DELETE:
 	case FIBRIL_KV_OP_GET:
@@ -165,32 +170,59 @@ fail:
 	return NULL;
 }
 
+/* How the caller laid out an array: the distance between elements and how
+ * many bytes of each it knows (the rest of ours reads as zero). */
+struct item_layout {
+	size_t stride, size;
+};
+
+/* The 1.2 layouts, which interface 1's txn_v1 takes. */
+#define OP_V1_SIZE FIBRIL_OFFSETOFEND(struct fibril_kv_op, prefix)
+#define OP_V1_STRIDE ((OP_V1_SIZE + _Alignof(struct fibril_kv_op) - 1) & \
+		      ~(_Alignof(struct fibril_kv_op) - 1))
+#define CMP_V1_SIZE FIBRIL_OFFSETOFEND(struct fibril_kv_compare, value)
+static const struct item_layout cmp_v1 = {CMP_V1_SIZE, CMP_V1_SIZE};
+static const struct item_layout op_v1 = {OP_V1_STRIDE, OP_V1_SIZE};
+static const struct item_layout cmp_v2 = {sizeof(struct fibril_kv_compare),
+					  sizeof(struct fibril_kv_compare)};
+static const struct item_layout op_v2 = {sizeof(struct fibril_kv_op), sizeof(struct fibril_kv_op)};
+
+static struct json_object *compare_item(struct etcd *e, const void *p, size_t size)
+{
+	struct fibril_kv_compare c;
+	char why[160];
+	if (fibril_struct_copy_in(&c, sizeof(c), p, size, size, "struct fibril_kv_compare", why,
+				  sizeof(why)) < 0)
+		return NULL;
+	return compare_json(e, &c);
+}
+
+static struct json_object *op_item(struct etcd *e, const void *p, size_t size)
+{
+	struct fibril_kv_op op;
+	char why[160];
+	if (fibril_struct_copy_in(&op, sizeof(op), p, size, size, "struct fibril_kv_op", why,
+				  sizeof(why)) < 0)
+		return NULL;
+	return op_json(e, &op);
+}
+
 /* Add "name": [...] built by fn from n items; -EINVAL on a bad item. */
 static int add_array(struct json_object *body, const char *name, size_t n,
-		     struct json_object *(*fn)(struct etcd *, const void *), struct etcd *e,
-		     const void *items, size_t item_size)
+		     struct json_object *(*fn)(struct etcd *, const void *, size_t), struct etcd *e,
+		     const void *items, struct item_layout layout)
 {
 	struct json_object *arr = json_object_new_array();
 	if (!arr)
 		return -ENOMEM;
 	json_object_object_add(body, name, arr);
 	for (size_t i = 0; i < n; i++) {
-		struct json_object *o = fn(e, (const char *)items + i * item_size);
+		struct json_object *o = fn(e, (const char *)items + i * layout.stride, layout.size);
 		if (!o)
 			return -EINVAL;
 		json_object_array_add(arr, o);
 	}
 	return 0;
-}
-
-static struct json_object *compare_item(struct etcd *e, const void *p)
-{
-	return compare_json(e, p);
-}
-
-static struct json_object *op_item(struct etcd *e, const void *p)
-{
-	return op_json(e, p);
 }
 
 static void txn_done(struct etcd_req *r, int err, struct json_object *resp)
@@ -220,24 +252,39 @@ static void txn_done(struct etcd_req *r, int err, struct json_object *resp)
 	etcd_kvs_free(&kvs);
 }
 
-int etcd_op_txn(void *ctx, const struct fibril_kv_compare *cmp, size_t ncmp,
-		const struct fibril_kv_op *success, size_t nsuccess, const struct fibril_kv_op *failure,
-		size_t nfailure, fibril_kv_txn_fn cb, void *ud)
+/* Both txn slots: the arrays in the layouts the slot defines. */
+static int txn_send(struct etcd *e, const void *cmp, size_t ncmp, struct item_layout cmp_layout,
+		    const void *success, size_t nsuccess, const void *failure, size_t nfailure,
+		    struct item_layout op_layout, fibril_kv_txn_fn cb, void *ud)
 {
-	struct etcd *e = ctx;
 	if ((ncmp && !cmp) || (nsuccess && !success) || (nfailure && !failure))
 		return -EINVAL;
 	struct json_object *body = json_object_new_object();
 	if (!body)
 		return -ENOMEM;
-	int rc = add_array(body, "compare", ncmp, compare_item, e, cmp, sizeof(*cmp));
+	int rc = add_array(body, "compare", ncmp, compare_item, e, cmp, cmp_layout);
 	if (!rc)
-		rc = add_array(body, "success", nsuccess, op_item, e, success, sizeof(*success));
+		rc = add_array(body, "success", nsuccess, op_item, e, success, op_layout);
 	if (!rc)
-		rc = add_array(body, "failure", nfailure, op_item, e, failure, sizeof(*failure));
+		rc = add_array(body, "failure", nfailure, op_item, e, failure, op_layout);
 	if (rc) {
 		json_object_put(body);
 		return rc;
 	}
 	return kv_send(e, "/v3/kv/txn", body, txn_done, (etcd_user_fn)cb, ud);
+}
+
+int etcd_op_txn_v1(void *ctx, const void *cmp, size_t ncmp, const void *success, size_t nsuccess,
+		   const void *failure, size_t nfailure, fibril_kv_txn_fn cb, void *ud)
+{
+	return txn_send(ctx, cmp, ncmp, cmp_v1, success, nsuccess, failure, nfailure, op_v1, cb,
+			ud);
+}
+
+int etcd_op_txn(void *ctx, const struct fibril_kv_compare *cmp, size_t ncmp,
+		const struct fibril_kv_op *success, size_t nsuccess, const struct fibril_kv_op *failure,
+		size_t nfailure, fibril_kv_txn_fn cb, void *ud)
+{
+	return txn_send(ctx, cmp, ncmp, cmp_v2, success, nsuccess, failure, nfailure, op_v2, cb,
+			ud);
 }

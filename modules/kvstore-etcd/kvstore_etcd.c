@@ -275,12 +275,13 @@ static int kv_init(struct fibril_module *m)
 		.get = etcd_op_get,
 		.put = etcd_op_put,
 		.del = etcd_op_del,
-		.txn = etcd_op_txn,
+		.txn_v1 = etcd_op_txn_v1,
 		.watch = etcd_op_watch,
 		.unwatch = etcd_op_unwatch,
 		.lease_grant = etcd_op_lease_grant,
 		.lease_revoke = etcd_op_lease_revoke,
 		.connected = op_connected,
+		.txn = etcd_op_txn,
 	};
 	fibril_module_set_data(m, e);
 	return fibril_service_provide(m, FIBRIL_KVSTORE_CAPABILITY, &e->ops.hdr, e);

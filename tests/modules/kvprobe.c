@@ -9,8 +9,9 @@
  *   POST /v1/kvprobe/put?key=K&value=V[&lease=ID]
  *   POST /v1/kvprobe/get?key=K[&prefix=1]      POST /v1/kvprobe/del?key=K[&prefix=1]
  *   POST /v1/kvprobe/txn  {"compare":[{"key","target":"version|create|mod|value|lease",
- *        "result":"equal|greater|less|not_equal","number":N,"value":S}],
- *        "success":[{"type":"put|del|get","key","value","lease","prefix"}],"failure":[...]}
+ *        "result":"equal|greater|less|not_equal","number":N,"value":S,"prefix":B}],
+ *        "success":[{"type":"put|del|get","key","value","lease","prefix","ignore_lease"}],
+ *        "failure":[...]}  (a compare's prefix and an op's ignore_lease: SDK 1.4 builds)
  *   POST /v1/kvprobe/grant?ttl=S               POST /v1/kvprobe/revoke?id=ID
  *   POST /v1/kvprobe/watch?prefix=P[&rev=R] -> {"watch": N}
  *   POST /v1/kvprobe/unwatch?id=N */
@@ -272,6 +273,10 @@ static int parse_compare(struct json_object *o, struct fibril_kv_compare *c)
 	*c = (struct fibril_kv_compare){.key = jstr(o, "key"), .target = (enum fibril_kv_target)t,
 					.result = (enum fibril_kv_result)r,
 					.number = jint(o, "number"), .value = jstr(o, "value")};
+#if FIBRIL_ABI_MINOR >= 4 /* built against SDK 1.4 or later; tests/compat/sdk-1.3 too */
+	struct json_object *v;
+	c->prefix = json_object_object_get_ex(o, "prefix", &v) && json_object_get_boolean(v);
+#endif
 	return 0;
 }
 
@@ -286,6 +291,10 @@ static int parse_op(struct json_object *o, struct fibril_kv_op *op)
 				    .value = jstr(o, "value"), .lease = jint(o, "lease"),
 				    .prefix = json_object_object_get_ex(o, "prefix", &v) &&
 					      json_object_get_boolean(v)};
+#if FIBRIL_ABI_MINOR >= 4
+	op->ignore_lease = json_object_object_get_ex(o, "ignore_lease", &v) &&
+			   json_object_get_boolean(v);
+#endif
 	return 0;
 }
 

@@ -452,6 +452,25 @@ static void t_new_errors(void)
 	o.sz = sizeof(o);
 	o.strategy = (enum fibril_ipalloc_strategy)7;
 	CU_ASSERT_EQUAL(fibril_ipalloc_new(&c, &o, &a), -EINVAL);
+	/* The growth rule: shorter opts are fine (the rest reads as zero)... */
+	o.strategy = FIBRIL_IPALLOC_RANDOM;
+	o.seed = 99;
+	o.sz = offsetof(struct fibril_ipalloc_opts, strategy) + sizeof(o.strategy);
+	CU_ASSERT_EQUAL_FATAL(fibril_ipalloc_new(&c, &o, &a), 0);
+	fibril_ipalloc_free(a);
+	a = NULL;
+	/* ... longer ones too while the bytes this SDK does not know are zero ... */
+	struct {
+		struct fibril_ipalloc_opts o;
+		uint64_t future;
+	} big = {.o = {.sz = sizeof(big), .strategy = FIBRIL_IPALLOC_SEQUENTIAL}};
+	CU_ASSERT_EQUAL_FATAL(fibril_ipalloc_new(&c, &big.o, &a), 0);
+	fibril_ipalloc_free(a);
+	a = NULL;
+	/* ... and refused (-E2BIG) when one is set. */
+	big.future = 1;
+	CU_ASSERT_EQUAL(fibril_ipalloc_new(&c, &big.o, &a), -E2BIG);
+	CU_ASSERT_PTR_NULL(a);
 	CU_ASSERT_EQUAL(fibril_ipalloc_new(NULL, NULL, &a), -EINVAL);
 	CU_ASSERT_EQUAL(fibril_ipalloc_new(&c, NULL, NULL), -EINVAL);
 	CU_ASSERT_PTR_NULL(a);

@@ -19,6 +19,10 @@ extern "C" {
 struct fibril_module;
 struct fibril_map;
 
+/* A spec grows by appending fields (see "Compatibility rules for vendors" in
+ * docs/ARCHITECTURE.md): set sz to sizeof as you built it; a field your
+ * SDK does not have reads as zero on a newer host, and a newer field you set
+ * on an older host is refused with -E2BIG. */
 struct fibril_map_spec {
 	uint32_t sz;          /* sizeof(struct fibril_map_spec) */
 	const char *name;     /* pin name: [A-Za-z0-9_], at most 15 chars */
@@ -27,6 +31,10 @@ struct fibril_map_spec {
 	uint32_t value_size;
 	uint32_t max_entries;
 	uint32_t map_flags;   /* BPF_F_* */
+	/* --- ABI 1.4 --- */
+	uint64_t map_extra;   /* the kernel's map_extra: a bloom filter's number of
+			       * hash functions (1-15, 0: 5), an arena's address;
+			       * part of the spec a reused pin must match */
 };
 
 /* Result of an open: whether the pin was reused, created or recreated. */

@@ -32,6 +32,10 @@ enum fibril_config_type {
  * (it is printed after "file:line: [section] key: ") and return -EINVAL. */
 typedef int (*fibril_config_check_fn)(const char *value, char *why, size_t why_len);
 
+/* One key. The array grows by appending fields: the host walks it with the
+ * element size the descriptor carries (config_key_sz, which FIBRIL_MODULE()
+ * sets), so a module built against an older SDK still loads; fields it
+ * does not have read as zero. */
 struct fibril_config_key {
 	const char *name;          /* NULL ends the list */
 	enum fibril_config_type type;
@@ -39,6 +43,10 @@ struct fibril_config_key {
 	const char *help;
 	int64_t min, max;          /* INT and DURATION(ms); both 0: unbounded */
 	fibril_config_check_fn check;
+	/* --- ABI 1.4 --- */
+	/* A former name of this key (after a rename), still accepted in the
+	 * file and in --set with a warning naming the new one; NULL: none. */
+	const char *deprecated_alias;
 };
 
 /* Effective value of one of the calling module's keys: the file's value, a

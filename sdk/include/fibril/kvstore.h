@@ -22,7 +22,9 @@ extern "C" {
 #endif
 
 #define FIBRIL_KVSTORE_CAPABILITY "kvstore"
-#define FIBRIL_KVSTORE_VERSION 1
+/* Interface versions: 1 (SDK 1.2); 2 (SDK 1.4) appends `txn`, whose arrays
+ * are in the 1.4 layout (the 1.2 slot is now named txn_v1). */
+#define FIBRIL_KVSTORE_VERSION 2
 
 struct fibril_kv {
 	const char *key;
@@ -44,12 +46,17 @@ enum fibril_kv_target {
 };
 enum fibril_kv_result { FIBRIL_KV_EQUAL = 0, FIBRIL_KV_GREATER, FIBRIL_KV_LESS, FIBRIL_KV_NOT_EQUAL };
 
+/* Arrays of compares and ops are laid out as the txn slot they are passed
+ * to defines (txn_v1: the 1.2 layout, up to `value` / `prefix`; txn: this
+ * header's). Zero-initialise them: a field you do not set reads as 0. */
 struct fibril_kv_compare {
 	const char *key;
 	enum fibril_kv_target target;
 	enum fibril_kv_result result;
 	int64_t number;    /* VERSION, CREATE, MOD, LEASE */
 	const char *value; /* VALUE */
+	/* --- SDK 1.4 (interface 2) --- */
+	bool prefix;       /* compare every key under key (etcd's range_end) */
 };
 
 enum fibril_kv_op_type { FIBRIL_KV_OP_PUT = 0, FIBRIL_KV_OP_DELETE, FIBRIL_KV_OP_GET };
@@ -61,6 +68,8 @@ struct fibril_kv_op {
 	size_t value_len;  /* PUT; 0 with value set means strlen(value) */
 	int64_t lease;     /* PUT: attach to this lease (0: none) */
 	bool prefix;       /* DELETE/GET: every key under key */
+	/* --- SDK 1.4 (interface 2) --- */
+	bool ignore_lease; /* PUT: keep the key's current lease (lease must be 0) */
 };
 
 enum fibril_kv_event_type { FIBRIL_KV_EVENT_PUT = 0, FIBRIL_KV_EVENT_DELETE };
@@ -89,9 +98,13 @@ struct fibril_kvstore_ops {
 	int (*put)(void *ctx, const char *key, const char *value, size_t value_len, int64_t lease,
 		   fibril_kv_done_fn cb, void *ud);
 	int (*del)(void *ctx, const char *key, bool prefix, fibril_kv_done_fn cb, void *ud);
-	int (*txn)(void *ctx, const struct fibril_kv_compare *cmp, size_t ncmp,
-		   const struct fibril_kv_op *success, size_t nsuccess,
-		   const struct fibril_kv_op *failure, size_t nfailure, fibril_kv_txn_fn cb, void *ud);
+	/* Interface 1's txn (SDK 1.2 - 1.3 callers): cmp and the ops are arrays in
+	 * the 1.2 layout (struct fibril_kv_compare up to `value`, struct
+	 * fibril_kv_op up to `prefix`). Callers built against this header use
+	 * `txn` below, which the same source code reaches by name. */
+	int (*txn_v1)(void *ctx, const void *cmp_v1, size_t ncmp, const void *success_v1,
+		      size_t nsuccess, const void *failure_v1, size_t nfailure, fibril_kv_txn_fn cb,
+		      void *ud);
 	/* Events for keys under prefix from start_revision (0: from now). */
 	struct fibril_kv_watch *(*watch)(void *ctx, const char *prefix, int64_t start_revision,
 					 fibril_kv_watch_fn cb, void *ud);
@@ -103,6 +116,12 @@ struct fibril_kvstore_ops {
 	int (*lease_revoke)(void *ctx, int64_t lease, fibril_kv_done_fn cb, void *ud);
 	/* Whether the store is reachable right now. */
 	bool (*connected)(void *ctx);
+	/* --- interface 2 (SDK 1.4) --- */
+	/* A transaction: if every compare holds, run success, else failure.
+	 * cmp and the ops are arrays of this header's structs. */
+	int (*txn)(void *ctx, const struct fibril_kv_compare *cmp, size_t ncmp,
+		   const struct fibril_kv_op *success, size_t nsuccess,
+		   const struct fibril_kv_op *failure, size_t nfailure, fibril_kv_txn_fn cb, void *ud);
 };
 
 /* Bus topics of the kvstore provider (payload: struct fibril_kvstore_event,

@@ -53,17 +53,28 @@ struct fibril_module_desc {
 	const char *version;
 	const char *description;
 	const char *const *provides; /* NULL-terminated capability names */
+#ifdef __cplusplus
+	/* `requires` is a keyword in C++20: the same member, another name. */
+	const char *const *requires_; /* hard: capabilities that must be present */
+#else
 	const char *const *requires; /* hard: capabilities that must be present */
+#endif
 	const char *const *wants;    /* soft: started first when present */
-	const struct fibril_config_key *config_keys; /* ends with {0} */
+	const struct fibril_config_key *config_keys; /* ends with a key whose name is NULL */
 	fibril_init_fn init;
 	fibril_start_fn start;
 	fibril_stop_fn stop;
 	fibril_fini_fn fini;
 	/* --- ABI 1.1 --- */
 	fibril_summary_fn summary;
+	/* --- ABI 1.4 --- */
+	/* sizeof(struct fibril_config_key) as built: the stride of config_keys.
+	 * FIBRIL_MODULE() sets it. 0 (a descriptor of ABI 1.3 or older, which
+	 * has no such field) means the key as of the descriptor's abi_minor. */
+	uint32_t config_key_sz;
 };
 
+#ifndef __cplusplus
 /* Declare the module. Use once per module, at file scope:
  *
  *   FIBRIL_MODULE(.name = "hello", .version = "1.0",
@@ -77,10 +88,26 @@ struct fibril_module_desc {
 		.abi_major = FIBRIL_ABI_MAJOR,                                \
 		.abi_minor = FIBRIL_ABI_MINOR,                                \
 		.signature = FIBRIL_BUILD_SIGNATURE,                          \
+		.config_key_sz = sizeof(struct fibril_config_key),            \
 		__VA_ARGS__}
 
 /* A NULL-terminated list of strings for provides/requires/wants. */
 #define FIBRIL_LIST(...) ((const char *const[]){__VA_ARGS__, NULL})
+#else
+/* C++ (see the end of this header): FIBRIL_MODULE(...) takes C++20
+ * designated initializers, which must follow the member order (name,
+ * version, description, provides, requires_, wants, config_keys, init,
+ * start, stop, fini, summary). C++17 has none: write a constexpr function
+ * that fills fibril_module_desc_init() and pass its call to
+ * FIBRIL_MODULE_DESC(). C++ has no compound literals: declare the lists
+ * with FIBRIL_DEFINE_LIST(). */
+#define FIBRIL_LIST(...) FIBRIL_LIST_is_C_only__use_FIBRIL_DEFINE_LIST_in_Cxx
+#endif
+
+/* A named NULL-terminated list of strings, for C and C++ alike:
+ *   FIBRIL_DEFINE_LIST(my_provides, "greeting", "hello");
+ *   ... .provides = my_provides ... */
+#define FIBRIL_DEFINE_LIST(name, ...) static const char *const name[] = {__VA_ARGS__, NULL}
 
 /* A start hook that has to wait (for a server, a first list, a lease)
  * returns FIBRIL_START_PENDING and later calls fibril_module_start_done() on
@@ -114,5 +141,44 @@ int fibril_state_remove(int dirfd, const char *name);
 
 #ifdef __cplusplus
 }
+
+/* The descriptor's fixed head, for C++ (constexpr, so the descriptor is
+ * constant data as in C, read before any of the module's code runs). */
+static constexpr fibril_module_desc fibril_module_desc_init()
+{
+	fibril_module_desc d{};
+	d.sz = sizeof(fibril_module_desc);
+	d.abi_major = FIBRIL_ABI_MAJOR;
+	d.abi_minor = FIBRIL_ABI_MINOR;
+	d.signature = FIBRIL_BUILD_SIGNATURE;
+	d.config_key_sz = sizeof(fibril_config_key);
+	return d;
+}
+
+/* Completes a C++20 designated descriptor (the head it may not repeat). */
+static constexpr fibril_module_desc fibril_module_desc_finish(fibril_module_desc d)
+{
+	const fibril_module_desc head = fibril_module_desc_init();
+	d.sz = head.sz;
+	d.abi_major = head.abi_major;
+	d.abi_minor = head.abi_minor;
+	d.signature = head.signature;
+	d.config_key_sz = head.config_key_sz;
+	return d;
+}
+
+/* C++17 and C++20: the descriptor from a constant expression. */
+#define FIBRIL_MODULE_DESC(expr)                                                      \
+	extern "C" FIBRIL_EXPORT const fibril_module_desc fibril_module_entry;       \
+	extern "C" const fibril_module_desc fibril_module_entry = (expr)
+
+/* C++20: FIBRIL_MODULE(.name = "hello", .init = hello_init) - designated
+ * initializers in member order, starting at .name. Members left out are
+ * zero, as in C (g++ before 14 would warn about them under -Wextra). */
+#define FIBRIL_MODULE(...)                                                              \
+	_Pragma("GCC diagnostic push")                                                  \
+	_Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")              \
+	FIBRIL_MODULE_DESC(fibril_module_desc_finish(fibril_module_desc{.sz = 0, __VA_ARGS__})); \
+	_Pragma("GCC diagnostic pop")
 #endif
 #endif

@@ -36,8 +36,9 @@ const struct fibril_service_header *fibril_service_lookup(struct fibril_module *
 
 /* True when a provider's table (whose first member is `hdr`) is long
  * enough to carry `member`: use before calling a function added later. */
-#define FIBRIL_SERVICE_HAS(table, member) \
-	((table)->hdr.sz >= offsetof(__typeof__(*(table)), member) + sizeof((table)->member))
+#define FIBRIL_SERVICE_HAS(table, member)                                                   \
+	((table)->hdr.sz >= (size_t)((const char *)&(table)->member - (const char *)(table)) + \
+				    sizeof((table)->member))
 
 #ifdef __cplusplus
 }

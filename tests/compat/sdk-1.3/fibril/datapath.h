@@ -1,0 +1,75 @@
+/* fibril/datapath.h - the "datapath" capability (interface version 1):
+ * what the endpoint manager asks of the eBPF datapath. The datapath module
+ * loads one tc program for every endpoint, attaches it (clsact) to
+ * each endpoint's host-side veth and keeps per-endpoint facts in pinned maps
+ * (endpoints, ipcache, conntrack, metrics, events), so adding an endpoint is
+ * an attach and a few map writes.
+ *
+ * Every function runs on the loop thread and answers synchronously: 0 or a
+ * negative errno, with a one-line reason in err (errlen bytes) when err is
+ * not NULL. Calls are idempotent: upserting an endpoint that is already in
+ * place (a restart re-adopting its veth) replaces the attachment and the map
+ * entries without a gap in traffic. Interface version 1. */
+#ifndef FIBRIL_DATAPATH_H
+#define FIBRIL_DATAPATH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <fibril/service.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FIBRIL_DATAPATH_CAPABILITY "datapath"
+#define FIBRIL_DATAPATH_VERSION 1
+
+/* One local endpoint as the datapath needs it. */
+struct fibril_datapath_endpoint {
+	uint32_t sz;            /* sizeof, set by the caller */
+	uint16_t id;            /* local endpoint ID (1..65535) */
+	uint32_t identity;      /* numeric security identity */
+	int host_ifindex;       /* the host-side veth, in the agent's netns */
+	char host_ifname[16];   /* IFNAMSIZ */
+	uint8_t mac[6];         /* the pod side (CNI_IFNAME) MAC */
+	uint8_t host_mac[6];    /* the host-side veth MAC */
+	bool has_ipv4, has_ipv6;
+	struct in_addr ipv4;
+	struct in6_addr ipv6;
+};
+
+/* The node's gateway as the datapath set it up (the host device). */
+struct fibril_datapath_node {
+	uint32_t sz;
+	int host_ifindex;       /* the host device (fibril_host) */
+	char host_ifname[16];
+	bool has_ipv4, has_ipv6;
+	struct in_addr gateway4;  /* the router address of the IPv4 pod CIDR */
+	struct in6_addr gateway6;
+};
+
+struct fibril_datapath_ops {
+	struct fibril_service_header hdr; /* .version = FIBRIL_DATAPATH_VERSION */
+	/* Attach the program to ep->host_ifindex (replacing what is there),
+	 * write the endpoint's map entries and its ipcache entries (address/32
+	 * and /128 -> identity), and route its addresses to its veth. */
+	int (*endpoint_upsert)(void *ctx, const struct fibril_datapath_endpoint *ep,
+			       char *err, size_t errlen);
+	/* Undo endpoint_upsert; a veth that is already gone is not an error. */
+	int (*endpoint_remove)(void *ctx, const struct fibril_datapath_endpoint *ep,
+			       char *err, size_t errlen);
+	/* ipcache: prefix -> identity (family 4 or 6, addr in network order). */
+	int (*ipcache_upsert)(void *ctx, int family, const void *addr, unsigned prefixlen,
+			      uint32_t identity, char *err, size_t errlen);
+	int (*ipcache_remove)(void *ctx, int family, const void *addr, unsigned prefixlen,
+			      char *err, size_t errlen);
+	/* The host device and gateway addresses (fills *out; sz set by caller). */
+	int (*node)(void *ctx, struct fibril_datapath_node *out);
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,39 @@
+/* fibril/version.h - SDK ABI version numbers and the build signature.
+ *
+ * A module records the ABI it was compiled against in its descriptor. The
+ * host loads it when the major matches and the module's minor is not newer
+ * than the host's own. The signature string guards against modules built
+ * for another data model or word size. */
+#ifndef FIBRIL_VERSION_H
+#define FIBRIL_VERSION_H
+
+#define FIBRIL_ABI_MAJOR 1
+/* Minor history:
+ *   0 - first release of the module contract.
+ *   1 - appends the descriptor's `summary` hook (a one-line status shown
+ *       by `fibril status`) and adds fibril_signal_watch().
+ *   2 - adds the shared address allocator (<fibril/ipalloc.h>) and the
+ *       ipam and kvstore capability interfaces.
+ *   3 - adds the shared IPAM allocation store (<fibril/ipamstore.h>):
+ *       allocations by address and owner, persisted atomically, serving
+ *       the ipam interface.
+ *
+ * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
+ * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
+#define FIBRIL_ABI_MINOR 3
+
+#define FIBRIL_STRINGIFY_(x) #x
+#define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
+
+#if defined(__LP64__)
+#define FIBRIL_SIG_MODEL "lp64"
+#else
+#define FIBRIL_SIG_MODEL "ilp32"
+#endif
+
+/* "fibril:<major>:<data model>:<sizeof pointer>" - must equal the host's. */
+#define FIBRIL_BUILD_SIGNATURE \
+	"fibril:" FIBRIL_STRINGIFY(FIBRIL_ABI_MAJOR) ":" FIBRIL_SIG_MODEL ":" \
+	FIBRIL_STRINGIFY(__SIZEOF_POINTER__)
+
+#endif
