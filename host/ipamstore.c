@@ -755,36 +755,45 @@ static void fill_result(const struct fam *f, const struct entry *e, struct fibri
 static int commit(struct fibril_ipamstore *s, struct fam *f, const struct fibril_ip *ip,
 		  const char *owner, struct entry **out)
 {
+	/* memory first: a flush started by record() may compact, and its
+	 * snapshot must already hold this allocation */
 	struct entry *e = entry_new(ip, owner);
-	int rc = e ? record(s, e, true) : -ENOMEM;
+	if (!e) {
+		fibril_ipalloc_release(f->alloc, ip);
+		return -ENOMEM;
+	}
+	e->placed = true;
+	insert(s, e);
+	int rc = record(s, e, true);
 	if (rc) {
-		if (e)
-			fibril_error(s->m, "cannot record %s for '%s' in %s/%s.journal: %s", e->addr,
-				     e->owner, s->dir, JOURNAL_NAME, strerror(-rc));
+		fibril_error(s->m, "cannot record %s for '%s' in %s/%s.journal: %s", e->addr,
+			     e->owner, s->dir, JOURNAL_NAME, strerror(-rc));
+		unlink_entry(s, e);
 		entry_free(e);
 		fibril_ipalloc_release(f->alloc, ip);
 		return rc;
 	}
-	e->placed = true;
-	insert(s, e);
 	*out = e;
 	return 0;
 }
 
-/* Forgets an allocation: the journal's record, then memory. */
+/* Forgets an allocation: memory, then the journal's record (a compaction
+ * that record() starts must not find it in the snapshot); put back if the
+ * journal refuses the record. */
 static int drop(struct fibril_ipamstore *s, struct fam *f, struct entry *e)
 {
+	unlink_entry(s, e);
 	int rc = record(s, e, false);
 	if (rc) {
 		fibril_error(s->m, "cannot record the release of %s in %s/%s.journal: %s", e->addr,
 			     s->dir, JOURNAL_NAME, strerror(-rc));
+		insert(s, e);
 		return rc;
 	}
 	if (e->placed)
 		fibril_ipalloc_release(f->alloc, &e->ip);
 	else if (f->stale)
 		f->stale--;
-	unlink_entry(s, e);
 	entry_free(e);
 	return 0;
 }
