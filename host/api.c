@@ -74,6 +74,7 @@ struct fibril_response {
 	char *body;
 	size_t len;
 	bool answered;
+	struct session *sess; /* a deferred answer: its connection (NULL once gone) */
 };
 
 /* Per-connection state (lws allocates and zeroes it). */
@@ -88,6 +89,9 @@ struct session {
 	bool responded;     /* the answer is queued: ignore the rest of the body */
 	bool close_after;   /* close the connection once the answer is written */
 	struct stream_client *client;
+	struct lws *wsi;
+	struct fibril_response *pending; /* deferred by the handler, not sent yet */
+	bool deferred_ready;             /* ... sent: queue it when writeable */
 };
 
 static struct lws_context *g_ctx;
@@ -280,6 +284,48 @@ void fibril_resp_error(struct fibril_response *resp, int status, const char *fmt
 	va_end(ap);
 }
 
+/* Deferred answers (ABI 1.4): the handler keeps a response of its own and
+ * sends it later; the connection waits meanwhile. */
+struct fibril_response *fibril_resp_defer(struct fibril_response *resp)
+{
+	if (!resp || resp->sess || resp->answered)
+		return NULL; /* not a handler's response, or answered already */
+	struct session *s = (struct session *)((char *)resp - offsetof(struct session, resp));
+	if (s->pending)
+		return NULL;
+	struct fibril_response *d = xcalloc(1, sizeof(*d));
+	d->sess = s;
+	s->pending = d;
+	return d;
+}
+
+void fibril_resp_send(struct fibril_response *d)
+{
+	if (!d || !d->sess) { /* the client went away meanwhile */
+		if (d) {
+			free(d->body);
+			free(d->content_type);
+			free(d);
+		}
+		return;
+	}
+	struct session *s = d->sess;
+	if (!d->answered)
+		fibril_resp_error(d, 500, "a deferred handler for %s %s did not answer", s->req.method,
+				  s->req.path);
+	free(s->resp.body);
+	free(s->resp.content_type);
+	s->resp.status = d->status;
+	s->resp.content_type = d->content_type;
+	s->resp.body = d->body;
+	s->resp.len = d->len;
+	s->resp.answered = true;
+	s->pending = NULL;
+	free(d);
+	s->deferred_ready = true;
+	lws_callback_on_writable(s->wsi);
+}
+
 /* ---- request handling ------------------------------------------------------ */
 
 /* Free what the request and its answer hold (the answer is copied to out). */
@@ -301,6 +347,8 @@ static void request_free(struct session *s)
 
 static void session_reset(struct session *s)
 {
+	if (s->pending) /* the handler answers a connection that is gone */
+		s->pending->sess = NULL;
 	request_free(s);
 	free(s->out);
 	struct stream_client *client = s->client;
@@ -390,6 +438,8 @@ static void dispatch(struct session *s, bool tcp)
 			json_object_put(o);
 		}
 		r->cb(req, resp, r->ud);
+		if (s->pending)
+			return; /* answered later: fibril_resp_send */
 		if (!resp->answered)
 			fibril_resp_error(resp, 500, "handler for %s %s did not answer", r->method, r->pattern);
 		return;
@@ -424,6 +474,8 @@ static int queue_response(struct lws *wsi, struct session *s)
 
 static int send_response(struct lws *wsi, struct session *s)
 {
+	if (s->pending)
+		return 0; /* the handler deferred its answer */
 	int rc = queue_response(wsi, s);
 	request_free(s);
 	return rc;
@@ -605,6 +657,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	switch (reason) {
 	case LWS_CALLBACK_HTTP:
 		session_reset(s);
+		s->wsi = wsi;
 		parse_request_line(wsi, s, in);
 		if (s->content_length > g_max_body) {
 			/* Answer now and close: the body is never read. */
@@ -643,6 +696,10 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		dispatch(s, tcp);
 		return send_response(wsi, s);
 	case LWS_CALLBACK_HTTP_WRITEABLE:
+		if (s->deferred_ready) {
+			s->deferred_ready = false;
+			return send_response(wsi, s);
+		}
 		return write_body(wsi, s);
 	case LWS_CALLBACK_CLOSED_HTTP:
 	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:

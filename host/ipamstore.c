@@ -1,9 +1,13 @@
 /* host/ipamstore.c - the allocation store of <fibril/ipamstore.h>: what an
  * IPAM mode handed out, in two chained hash tables over the same entries
- * (by address, by owner; doubled when they fill up), one file per
- * allocation under <dir>/<family>/ written atomically before an address is
- * returned, the node-cidr file, one allocator per family's node CIDR, and
- * the "ipam" interface over all of it.
+ * (by address, by owner; doubled when they fill up), recorded in a
+ * group-committed journal (<fibril/journal.h>, "allocations.journal" and
+ * ".snap" in the store's directory: records "+<address> <owner>" and
+ * "-<address>") whose flush the consumer waits for with wait_durable before
+ * it tells anyone; the node-cidr file, one allocator per family's node
+ * CIDR, and the "ipam" interface over all of it. The one-file-per-address
+ * layout of SDK 1.3 (<dir>/<family>/<address>) is read on open and moved
+ * into the journal.
  *
  * An entry is "placed" when it is claimed in its family's allocator; a
  * restored entry outside the node CIDR (or on a reserved address of it) is
@@ -32,6 +36,7 @@ struct entry {
 	char addr[FIBRIL_IPAM_ADDR_LEN]; /* canonical text, also the file name */
 	char *owner;                     /* "" when anonymous */
 	bool placed;                     /* claimed in the allocator; false: stale */
+	bool legacy;                     /* read from a 1.3 allocation file */
 	struct entry *next_ip, *next_owner;
 };
 
@@ -49,6 +54,7 @@ struct fam {
 
 struct fibril_ipamstore {
 	struct fibril_module *m;
+	struct fibril_journal *j;
 	char dir[PATH_MAX];
 	bool dir_given, opened;
 	int basefd;
@@ -290,6 +296,7 @@ static int load_entry(struct fibril_ipamstore *s, struct fam *f, const char *nam
 	struct entry *e = entry_new(&ip, owner);
 	if (!e)
 		return -ENOMEM;
+	e->legacy = true;
 	insert(s, e);
 	return 1;
 }
@@ -366,6 +373,128 @@ static void load_node(struct fibril_ipamstore *s)
 
 static const struct fibril_ipam_ops store_ops;
 
+/* ---- the journal --------------------------------------------------------------------- */
+
+#define JOURNAL_NAME "allocations"
+#define RECORD_MAX (1 + FIBRIL_IPAM_ADDR_LEN + 1 + FIBRIL_IPAM_OWNER_LEN)
+
+static size_t record_of(const struct entry *e, bool add, char *buf)
+{
+	size_t n = (size_t)snprintf(buf, RECORD_MAX, "%c%s", add ? '+' : '-', e->addr);
+	if (add)
+		n += (size_t)snprintf(buf + n, RECORD_MAX - n, " %s", e->owner);
+	return n;
+}
+
+/* One record of the journal into the table (not placed yet): a later
+ * record of an address replaces the earlier one. */
+static int replay_record(void *ud, const void *rec, size_t len)
+{
+	struct fibril_ipamstore *s = ud;
+	char text[RECORD_MAX + 1], *owner = NULL;
+	if (len < 2 || len > RECORD_MAX || (((const char *)rec)[0] != '+' && ((const char *)rec)[0] != '-'))
+		return -EBADMSG;
+	memcpy(text, rec, len);
+	text[len] = '\0';
+	if (text[0] == '+') {
+		owner = strchr(text, ' ');
+		if (!owner)
+			return -EBADMSG;
+		*owner++ = '\0';
+	}
+	struct fibril_ip ip;
+	if (fibril_ip_parse(text + 1, &ip))
+		return -EBADMSG;
+	struct entry *old = find_ip(s, &ip);
+	if (old) {
+		unlink_entry(s, old);
+		entry_free(old);
+	}
+	if (!owner)
+		return 0;
+	struct entry *e = entry_new(&ip, owner);
+	if (!e)
+		return -ENOMEM;
+	insert(s, e);
+	return 0;
+}
+
+static int snapshot_all(void *ud, struct fibril_journal *j)
+{
+	struct fibril_ipamstore *s = ud;
+	char rec[RECORD_MAX + 1];
+	for (size_t i = 0; i < s->nbuckets; i++)
+		for (struct entry *e = s->by_ip[i]; e; e = e->next_ip) {
+			int rc = fibril_journal_snapshot_add(j, rec, record_of(e, true, rec));
+			if (rc)
+				return rc;
+		}
+	return 0;
+}
+
+/* Appends what became of e, and starts a flush if none is running (the
+ * consumer waits for it with wait_durable). */
+static int record(struct fibril_ipamstore *s, const struct entry *e, bool add)
+{
+	char rec[RECORD_MAX + 1];
+	int rc = fibril_journal_append(s->j, rec, record_of(e, add, rec));
+	if (rc == 0)
+		fibril_journal_sync(s->j, NULL, NULL);
+	return rc;
+}
+
+/* Opens the journal over the entries read from the 1.3 layout (legacy > 0
+ * of them): those are appended, flushed (close) and their files removed. */
+static int open_journal(struct fibril_ipamstore *s, int legacy, char *why, size_t len)
+{
+	struct fibril_journal_opts o = {.sz = sizeof(o), .dir = s->dir, .name = JOURNAL_NAME,
+					.replay = replay_record, .snapshot = snapshot_all, .ud = s};
+	int rc = fibril_journal_open(s->m, &o, &s->j, why, len);
+	if (rc || legacy == 0)
+		return rc;
+	size_t n, k = 0;
+	struct entry **v = sorted(s, &n);
+	struct moved {
+		int family;
+		char addr[FIBRIL_IPAM_ADDR_LEN];
+	} *files = calloc((size_t)legacy, sizeof(*files));
+	if (!v || !files) {
+		free(v);
+		free(files);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (!v[i]->legacy || k == (size_t)legacy)
+			continue;
+		rc = record(s, v[i], true);
+		files[k].family = v[i]->ip.family;
+		memcpy(files[k++].addr, v[i]->addr, sizeof(files[0].addr));
+	}
+	free(v); /* the reopen below replaces the entries */
+	fibril_journal_close(s->j); /* flushes here */
+	s->j = NULL;
+	if (rc) {
+		free(files);
+		snprintf(why, len, "cannot move the allocation files of %s into its journal: %s",
+			 s->dir, strerror(-rc));
+		return rc;
+	}
+	rc = fibril_journal_open(s->m, &o, &s->j, why, len); /* replays them again */
+	for (size_t i = 0; i < k && rc == 0; i++) {
+		struct fam *f = fam_of(s, files[i].family);
+		if (f && f->dirfd >= 0)
+			unlinkat(f->dirfd, files[i].addr, 0);
+	}
+	for (int i = 0; i < NFAM && rc == 0; i++)
+		if (s->fam[i].dirfd >= 0)
+			fsync(s->fam[i].dirfd);
+	free(files);
+	if (rc == 0)
+		fibril_info(s->m, "moved %d allocation file(s) of %s into %s/%s.journal", legacy, s->dir,
+			    s->dir, JOURNAL_NAME);
+	return rc;
+}
+
 int fibril_ipamstore_new(struct fibril_module *m, const struct fibril_ipamstore_opts *opts,
 			 struct fibril_ipamstore **out)
 {
@@ -427,6 +556,7 @@ void fibril_ipamstore_free(struct fibril_ipamstore *s)
 {
 	if (!s)
 		return;
+	fibril_journal_close(s->j);
 	for (size_t i = 0; s->by_ip && i < s->nbuckets; i++) {
 		struct entry *e = s->by_ip[i];
 		while (e) {
@@ -490,6 +620,7 @@ int fibril_ipamstore_open(struct fibril_ipamstore *s, unsigned families, char *w
 		return rc;
 	}
 	load_node(s);
+	int legacy = 0;
 	for (int i = 0; i < NFAM; i++) {
 		struct fam *f = &s->fam[i];
 		if (!(families & (i ? FIBRIL_IPAMSTORE_IPV6 : FIBRIL_IPAMSTORE_IPV4)))
@@ -508,11 +639,21 @@ int fibril_ipamstore_open(struct fibril_ipamstore *s, unsigned families, char *w
 				 f->family, strerror(-n));
 			return n;
 		}
-		f->restored = (uint64_t)n;
-		if (n)
-			fibril_info(s->m, "restored %d IPv%d allocation(s) from %s/%d", n, f->family,
-				    s->dir, f->family);
+		legacy += n;
 	}
+	rc = open_journal(s, legacy, why, len);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < s->nbuckets; i++)
+		for (struct entry *e = s->by_ip[i]; e; e = e->next_ip) {
+			struct fam *f = fam_of(s, e->ip.family);
+			if (f && f->open)
+				f->restored++;
+		}
+	for (int i = 0; i < NFAM; i++)
+		if (s->fam[i].restored)
+			fibril_info(s->m, "restored %llu IPv%d allocation(s) from %s",
+				    (unsigned long long)s->fam[i].restored, s->fam[i].family, s->dir);
 	return 0;
 }
 
@@ -621,41 +762,51 @@ static void fill_result(const struct fam *f, const struct entry *e, struct fibri
 	fibril_ip_format(&gw, out->gateway, sizeof(out->gateway));
 }
 
-/* Records ip (just claimed in the allocator) for owner: file first, then
- * the table; on failure the address goes back to the allocator. */
+/* Records ip (just claimed in the allocator) for owner: the journal's
+ * record, then the table; on failure the address goes back to the
+ * allocator. Durable once the journal's flush says so (wait_durable). */
 static int commit(struct fibril_ipamstore *s, struct fam *f, const struct fibril_ip *ip,
 		  const char *owner, struct entry **out)
 {
+	/* memory first: a flush started by record() may compact, and its
+	 * snapshot must already hold this allocation */
 	struct entry *e = entry_new(ip, owner);
-	int rc = e ? fibril_state_write_atomic(f->dirfd, e->addr, e->owner, strlen(e->owner), 0644) : -ENOMEM;
+	if (!e) {
+		fibril_ipalloc_release(f->alloc, ip);
+		return -ENOMEM;
+	}
+	e->placed = true;
+	insert(s, e);
+	int rc = record(s, e, true);
 	if (rc) {
-		if (e)
-			fibril_error(s->m, "cannot record %s for '%s' in %s/%d: %s", e->addr,
-				     e->owner, s->dir, f->family, strerror(-rc));
+		fibril_error(s->m, "cannot record %s for '%s' in %s/%s.journal: %s", e->addr,
+			     e->owner, s->dir, JOURNAL_NAME, strerror(-rc));
+		unlink_entry(s, e);
 		entry_free(e);
 		fibril_ipalloc_release(f->alloc, ip);
 		return rc;
 	}
-	e->placed = true;
-	insert(s, e);
 	*out = e;
 	return 0;
 }
 
-/* Forgets an allocation: file first (durably), then memory. */
+/* Forgets an allocation: memory, then the journal's record (a compaction
+ * that record() starts must not find it in the snapshot); put back if the
+ * journal refuses the record. */
 static int drop(struct fibril_ipamstore *s, struct fam *f, struct entry *e)
 {
-	int rc = fibril_state_remove(f->dirfd, e->addr);
+	unlink_entry(s, e);
+	int rc = record(s, e, false);
 	if (rc) {
-		fibril_error(s->m, "cannot remove %s/%d/%s: %s", s->dir, f->family, e->addr,
-			     strerror(-rc));
+		fibril_error(s->m, "cannot record the release of %s in %s/%s.journal: %s", e->addr,
+			     s->dir, JOURNAL_NAME, strerror(-rc));
+		insert(s, e);
 		return rc;
 	}
 	if (e->placed)
 		fibril_ipalloc_release(f->alloc, &e->ip);
 	else if (f->stale)
 		f->stale--;
-	unlink_entry(s, e);
 	entry_free(e);
 	return 0;
 }
@@ -835,6 +986,15 @@ static int store_pools(void *ctx, struct fibril_ipam_pool *out, size_t max)
 	return (int)n;
 }
 
+/* Interface version 2: done(ud, status) once every answer so far is on disk. */
+static int store_wait_durable(void *ctx, fibril_ipam_done_fn done, void *ud)
+{
+	struct fibril_ipamstore *s = ctx;
+	if (!s->j)
+		return -EAGAIN; /* not opened */
+	return fibril_journal_sync(s->j, done, ud);
+}
+
 static const struct fibril_ipam_ops store_ops = {
 	.hdr = {.sz = sizeof(store_ops), .version = FIBRIL_IPAM_VERSION},
 	.allocate_next = store_allocate_next,
@@ -843,4 +1003,5 @@ static const struct fibril_ipam_ops store_ops = {
 	.release_owner = store_release_owner,
 	.list = store_list,
 	.pools = store_pools,
+	.wait_durable = store_wait_durable,
 };

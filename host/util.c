@@ -135,16 +135,46 @@ static int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
+/* A temp file beside `name`, unique to this writer: ".<name>.<6 random
+ * characters>.tmp", created with O_EXCL so that two writers of one path
+ * (two threads, two processes) never share it (issue 14). Leftover ".*.tmp"
+ * files are what the state owners remove on open. */
+static int open_unique_tmp(int dirfd, const char *name, unsigned mode, char *tmp, size_t len)
+{
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	static _Atomic uint64_t counter;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t x = ((uint64_t)getpid() << 40) ^ (uint64_t)ts.tv_nsec ^
+			     ((uint64_t)ts.tv_sec << 20) ^ (++counter * 0x9e3779b97f4a7c15ull) ^
+			     (uint64_t)(uintptr_t)&ts;
+		char suffix[7];
+		for (int i = 0; i < 6; i++) {
+			x ^= x >> 29;
+			x *= 0xbf58476d1ce4e5b9ull;
+			suffix[i] = alphabet[(x >> 33) % (sizeof(alphabet) - 1)];
+		}
+		suffix[6] = '\0';
+		if (snprintf(tmp, len, ".%s.%s.tmp", name, suffix) >= (int)len)
+			return -ENAMETOOLONG;
+		int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+				(mode_t)mode);
+		if (fd >= 0 || errno != EEXIST)
+			return fd >= 0 ? fd : -errno;
+	}
+	return -EEXIST;
+}
+
 /* The SDK's durable state writes (<fibril/module.h>). */
 int fibril_state_write_atomic(int dirfd, const char *name, const void *data, size_t len,
 			      unsigned int mode)
 {
 	char tmp[NAME_MAX + 1];
-	if (snprintf(tmp, sizeof(tmp), ".%s.tmp", name) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);
+	int fd = open_unique_tmp(dirfd, name, mode, tmp, sizeof(tmp));
 	if (fd < 0)
-		return -errno;
+		return fd;
+	/* O_EXCL created it with mode & ~umask, as O_TRUNC on a new file did */
 	int rc = write_all(fd, data, len);
 	if (rc == 0 && fsync(fd))
 		rc = -errno;

@@ -494,7 +494,7 @@ static int dp_start(struct fibril_module *m)
 
 	config_read(dp);
 	dp->ipam = (const struct fibril_ipam_ops *)fibril_service_lookup(m, FIBRIL_IPAM_CAPABILITY,
-									  FIBRIL_IPAM_VERSION,
+									  1 /* the lowest it needs */,
 									  &dp->ipam_ctx);
 	if (!dp->ipam || !FIBRIL_SERVICE_HAS(dp->ipam, pools)) {
 		fibril_module_set_error(m, "no usable ipam capability (for the pools' gateways)");

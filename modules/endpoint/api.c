@@ -383,7 +383,7 @@ static void reply_ipam_error(struct fibril_response *resp, int rc, const char *f
 	}
 }
 
-static void put_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+static void put_endpoint_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct ep_manager *mg = ud;
 	const char *reftext = fibril_req_param(req, "ref");
@@ -620,7 +620,7 @@ static void patch_endpoint(struct fibril_request *req, struct fibril_response *r
 
 /* ---- DELETE ----------------------------------------------------------------------- */
 
-static void delete_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+static void delete_endpoint_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct ep_manager *mg = ud;
 	struct ep_endpoint *ep = resolve(mg, req, resp);
@@ -662,6 +662,50 @@ static void delete_endpoint(struct fibril_request *req, struct fibril_response *
 
 	snprintf(text, sizeof(text), "{\"deleted\":%u}", id);
 	fibril_resp_json(resp, 200, text);
+}
+
+/* ---- durable answers ---------------------------------------------------------------- */
+
+/* PUT and DELETE change IPAM (in-process): with a mode that makes its
+ * answers durable in batches (ipam interface 2, wait_durable) the reply
+ * waits for the batch (fibril_resp_defer), so nobody hears of an address
+ * that a crash could lose. Touches only the deferred response: it may run
+ * in the mode's fini. */
+static void send_when_durable(void *ud, int status)
+{
+	struct fibril_response *d = ud;
+
+	if (status)
+		fibril_resp_error(d, 500, "IPAM could not make the change durable: %s", strerror(-status));
+	fibril_resp_send(d);
+}
+
+static void run_durable(struct fibril_request *req, struct fibril_response *resp, struct ep_manager *mg,
+			fibril_route_fn handler)
+{
+	const struct fibril_ipam_ops *ipam = mg->ipam;
+	struct fibril_response *d = ipam && FIBRIL_SERVICE_HAS(ipam, wait_durable) && ipam->wait_durable ?
+					    fibril_resp_defer(resp) : NULL;
+
+	if (!d) {
+		handler(req, resp, mg);
+		return;
+	}
+	handler(req, d, mg);
+	int rc = ipam->wait_durable(mg->ipam_ctx, send_when_durable, d);
+
+	if (rc)
+		send_when_durable(d, rc);
+}
+
+static void put_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	run_durable(req, resp, ud, put_endpoint_now);
+}
+
+static void delete_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	run_durable(req, resp, ud, delete_endpoint_now);
 }
 
 int ep_api_register(struct ep_manager *mg)

@@ -715,7 +715,7 @@ static int endpoint_start(struct fibril_module *m)
 	char why[512];
 	int err, rc;
 
-	mg->ipam = (const struct fibril_ipam_ops *)lookup(m, FIBRIL_IPAM_CAPABILITY, FIBRIL_IPAM_VERSION,
+	mg->ipam = (const struct fibril_ipam_ops *)lookup(m, FIBRIL_IPAM_CAPABILITY, 1 /* the lowest it needs */,
 							  &mg->ipam_ctx, true, &err);
 	if (!mg->ipam)
 		return -err;

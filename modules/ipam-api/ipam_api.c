@@ -11,7 +11,11 @@
  * line that names the address, owner or pool concerned. Addresses are
  * parsed and written back in canonical form here, so the mode and the
  * replies always see the same text. Also the `fibril status` summary:
- * "12/253 allocated from 10.0.3.0/24". Routes in docs/API.md. */
+ * "12/253 allocated from 10.0.3.0/24". Routes in docs/API.md.
+ *
+ * A change (POST, DELETE) is answered only once it is on disk: with a mode
+ * that makes its answers durable in batches (ipam interface 2,
+ * wait_durable) the reply is deferred until its batch is flushed. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -355,6 +359,45 @@ static void reply_failure(const struct ipam_api *api, struct fibril_response *re
 	}
 }
 
+/* ---- durable answers ------------------------------------------------------- */
+
+/* A mode that makes its answers durable in batches (ipam interface 2,
+ * wait_durable) is answered from memory; the reply waits for the batch
+ * (fibril_resp_defer). A mode without it answers durably: reply at once. */
+static bool answers_later(const struct ipam_api *api)
+{
+	return api->ops && FIBRIL_SERVICE_HAS(api->ops, wait_durable) && api->ops->wait_durable;
+}
+
+/* Touches nothing but the deferred response: it may run in the mode's fini. */
+static void send_when_durable(void *ud, int status)
+{
+	struct fibril_response *d = ud;
+
+	if (status)
+		fibril_resp_error(d, 500, "the ipam mode could not make the change durable: %s",
+				  strerror(-status));
+	fibril_resp_send(d);
+}
+
+/* Runs a changing route's handler, replying once its change is on disk. */
+static void run_durable(struct fibril_request *req, struct fibril_response *resp, void *ud,
+			fibril_route_fn handler)
+{
+	struct ipam_api *api = ud;
+	struct fibril_response *d = answers_later(api) ? fibril_resp_defer(resp) : NULL;
+
+	if (!d) {
+		handler(req, resp, ud);
+		return;
+	}
+	handler(req, d, ud);
+	int rc = api->ops->wait_durable(api->ctx, send_when_durable, d);
+
+	if (rc)
+		send_when_durable(d, rc);
+}
+
 /* ---- routes ---------------------------------------------------------------- */
 
 static struct json_object *result_json(const struct fibril_ipam_result *r)
@@ -386,7 +429,7 @@ static void reply_allocated(struct ipam_api *api, struct fibril_response *resp, 
 }
 
 /* POST /v1/ipam?family=ipv4|ipv6|both&owner=X */
-static void post_next(struct fibril_request *req, struct fibril_response *resp, void *ud)
+static void post_next_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct ipam_api *api = ud;
 	struct fibril_ipam_result results[MAX_RESULTS];
@@ -411,7 +454,7 @@ static void post_next(struct fibril_request *req, struct fibril_response *resp, 
 }
 
 /* POST /v1/ipam/{ip}?owner=X */
-static void post_ip(struct fibril_request *req, struct fibril_response *resp, void *ud)
+static void post_ip_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct ipam_api *api = ud;
 	struct fibril_ipam_result result = { .sz = sizeof(result) };
@@ -445,7 +488,7 @@ static void reply_released(struct fibril_response *resp, const char *owner,
 }
 
 /* DELETE /v1/ipam/{ip} */
-static void delete_ip(struct fibril_request *req, struct fibril_response *resp, void *ud)
+static void delete_ip_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct ipam_api *api = ud;
 	char address[FIBRIL_IPAM_ADDR_LEN];
@@ -485,7 +528,7 @@ static int collect_owner(const char *address, const char *owner, void *ud)
 
 /* DELETE /v1/ipam?owner=X: 200 even when X holds nothing (CNI DEL is
  * retried and must be idempotent). */
-static void delete_owner(struct fibril_request *req, struct fibril_response *resp, void *ud)
+static void delete_owner_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct ipam_api *api = ud;
 	const char *owner;
@@ -528,6 +571,26 @@ static int collect_all(const char *address, const char *owner, void *ud)
 }
 
 /* GET /v1/ipam */
+static void post_next(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	run_durable(req, resp, ud, post_next_now);
+}
+
+static void post_ip(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	run_durable(req, resp, ud, post_ip_now);
+}
+
+static void delete_ip(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	run_durable(req, resp, ud, delete_ip_now);
+}
+
+static void delete_owner(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	run_durable(req, resp, ud, delete_owner_now);
+}
+
 static void get_ipam(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct ipam_api *api = ud;
@@ -597,7 +660,7 @@ static int ipam_api_start(struct fibril_module *m)
 	struct ipam_api *api = fibril_module_data(m);
 	void *ctx = NULL;
 	const struct fibril_service_header *hdr =
-		fibril_service_lookup(m, FIBRIL_IPAM_CAPABILITY, FIBRIL_IPAM_VERSION, &ctx);
+		fibril_service_lookup(m, FIBRIL_IPAM_CAPABILITY, 1 /* the lowest it needs */, &ctx);
 
 	if (!hdr) {
 		int err = errno ? errno : ENOENT;

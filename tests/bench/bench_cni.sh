@@ -3,8 +3,8 @@
 # next to the reference plugins (bridge + host-local) measured in the same
 # run: 200 pods one at a time, then 200 pods 8 at a time, each through the
 # libcni driver (tests/cni/driver, its `bench` mode) as a runtime would call
-# them. Goal: fibril-cni's ADD p99 < 30 ms and no slower than the
-# reference. Run by hand, as root, from a build dir:
+# them. Goal (issue 15): fibril-cni's ADD p99 < 30 ms and under 0.5x the
+# reference's p99, at both concurrencies. Run by hand, as root, from a build dir:
 #   top_srcdir=/work/main top_builddir=$PWD bash tests/bench/bench_cni.sh
 # Figures are printed, never asserted. Needs the endpoint and datapath
 # modules (fibril-cni's ADD ends with the endpoint PUT).
@@ -16,8 +16,9 @@ COUNT=${COUNT:-200}
 PAR=${PAR:-8}
 # STATE_DIR: where the agent keeps its state (default: under $WORK, on the
 # disk /tmp is on). STATE_DIR=tmpfs puts it in /dev/shm, which shows how much
-# of an ADD is the agent's fsyncs (4 per pod: IPAM and endpoint files, each
-# file and directory), the only durable writes in the path.
+# of an ADD is the agent's durable writes (IPAM: its share of a
+# group-committed journal flush; endpoint: its state file, fsync + directory
+# fsync).
 STATE_ARGS=()
 if [ "${STATE_DIR:-}" = tmpfs ]; then
 	STATE_ARGS=(--set "agent.state-dir=$WORK/shm-state")
@@ -91,11 +92,11 @@ row "fibril-cni, 1 at a time" "${R[fib1]}"
 row "bridge+host-local, 1 at a time" "${R[ref1]}"
 row "fibril-cni, $PAR at a time" "${R[fibp]}"
 row "bridge+host-local, $PAR at a time" "${R[refp]}"
-goal() { awk -v f="$1" -v r="$2" 'BEGIN { print ((f < 30 && f <= r) ? "met" : "NOT met") }'; }
+goal() { awk -v f="$1" -v r="$2" 'BEGIN { print ((f < 30 && f < 0.5 * r) ? "met" : "NOT met") }'; }
 read -r _ f99 _ _ <<<"${R[fib1]}"
 read -r _ r99 _ _ <<<"${R[ref1]}"
 read -r _ fp99 _ _ <<<"${R[fibp]}"
 read -r _ rp99 _ _ <<<"${R[refp]}"
-echo "goal ADD p99 < 30 ms and <= reference: 1 at a time $f99 vs $r99 ms: $(goal "$f99" "$r99");" \
+echo "goal ADD p99 < 30 ms and < 0.5x the reference: 1 at a time $f99 vs $r99 ms: $(goal "$f99" "$r99");" \
 	"$PAR at a time $fp99 vs $rp99 ms: $(goal "$fp99" "$rp99")"
 ip -n "$NODE_NS" link del "fcnibr$$" 2>/dev/null || true

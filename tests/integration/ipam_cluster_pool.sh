@@ -176,7 +176,8 @@ expect "allocate: the first address, its CIDR and gateway" st POST '/v1/ipam?own
 	'{"family":"ipv4","address":"10.10.0.2","cidr":"10.10.0.0/29","gateway":"10.10.0.1"}'
 expect "the same owner asking again gets the same address" st POST '/v1/ipam?owner=c1/eth0&family=ipv4' 201 \
 	'"address":"10.10.0.2"'
-check "the allocation is on disk, holding its owner" test "$(cat "$(ndir st)/state/ipam-cluster-pool/4/10.10.0.2")" = c1/eth0
+on_disk() { python3 "$top_srcdir/tests/lib/ipam_journal.py" "$@"; } # STATE-DIR [ADDRESS]
+check "the allocation is on disk, holding its owner" test "$(on_disk "$(ndir st)/state/ipam-cluster-pool" 10.10.0.2)" = c1/eth0
 expect "claim a given address" st POST '/v1/ipam/10.10.0.5?owner=c2/eth0' 201 '"address":"10.10.0.5"'
 expect "claiming it again for the same owner is idempotent" st POST '/v1/ipam/10.10.0.5?owner=c2/eth0' 201 '"address":"10.10.0.5"'
 expect "claiming it for another owner conflicts" st POST '/v1/ipam/10.10.0.5?owner=c3/eth0' 409 'taken by owner c2/eth0'
@@ -193,7 +194,7 @@ check "list shows every allocation and owner" test "$(allocations st | tr '\n' '
 	"10.10.0.2=c1/eth0 10.10.0.3=c3/eth0 10.10.0.4=c4/eth0 10.10.0.5=c2/eth0 10.10.0.6=c5/eth0 "
 expect "release one address" st DELETE /v1/ipam/10.10.0.5 200 '"released":["10.10.0.5"]'
 expect "releasing it again: not allocated" st DELETE /v1/ipam/10.10.0.5 404
-check "the released address' file is gone" test ! -e "$(ndir st)/state/ipam-cluster-pool/4/10.10.0.5"
+check "the released address is gone from the disk" bash -c '! python3 "$0" "$1" "$2"' "$top_srcdir/tests/lib/ipam_journal.py" "$(ndir st)/state/ipam-cluster-pool" 10.10.0.5
 expect "release by owner" st DELETE '/v1/ipam?owner=c1/eth0' 200 '"released":["10.10.0.2"]'
 check "the node CIDR is recorded" grep -qx "4 10.10.0.0/29" "$(ndir st)/state/ipam-cluster-pool/node-cidr"
 
@@ -235,7 +236,7 @@ check "the owner map is restored too (same address for the same owner)" \
 node_stop st TERM
 
 # The node CIDR changed: the old allocations are stale, kept, and releasable.
-nfiles=$(find "$(ndir st)/state/ipam-cluster-pool/4" -type f | grep -c .)
+nfiles=$(on_disk "$(ndir st)/state/ipam-cluster-pool" | grep -c .)
 node_start st "$smods" --set ipam-cluster-pool.node-cidr=10.10.32.0/24
 check "old allocations outside the new node CIDR are reported as stale" \
 	test "$(summary st)" = "0/253 allocated from 10.10.32.0/24 ($nfiles stale outside it)"
@@ -243,7 +244,7 @@ check "stale allocations are not listed" test -z "$(allocations st)"
 check "the log names a stale allocation" grep -q "is outside node CIDR 10.10.32.0/24: kept in" "$(ndir st)/agent.log"
 first=$(head -n 1 <<<"$restored" | cut -d= -f1)
 expect "releasing a stale address removes it" st DELETE "/v1/ipam/$first" 200 "\"released\":[\"$first\"]"
-check "its file is gone" test ! -e "$(ndir st)/state/ipam-cluster-pool/4/$first"
+check "it is gone from the disk" bash -c '! python3 "$0" "$1" "$2"' "$top_srcdir/tests/lib/ipam_journal.py" "$(ndir st)/state/ipam-cluster-pool" "$first"
 node_stop st TERM
 
 # Dual stack.
@@ -256,7 +257,7 @@ expect "dual stack: an IPv6 address can be claimed" ds POST '/v1/ipam/fd00:10::f
 same "dual stack: the summary names both CIDRs" "$(summary ds)" \
 	"1/253 allocated from 10.10.1.0/24, 2/254 from fd00:10::/120"
 expect "dual stack: release by owner frees both" ds DELETE '/v1/ipam?owner=d1/eth0' 200 '"released":["10.10.1.2","fd00:10::2"]'
-check "dual stack: an IPv6 allocation file" test "$(cat "$(ndir ds)/state/ipam-cluster-pool/6/fd00:10::ff")" = d2/eth0
+check "dual stack: an IPv6 allocation on disk" test "$(on_disk "$(ndir ds)/state/ipam-cluster-pool" fd00:10::ff)" = d2/eth0
 node_stop ds TERM
 
 # ==== 3. node CIDRs through etcd ===============================================================

@@ -1,10 +1,13 @@
 /* tests/unit/test_ipamstore.c - unit tests of the IPAM allocation store
  * (host/ipamstore.c, <fibril/ipamstore.h>): allocate and release through
  * its ipam interface, one address per owner and family, error codes, the
- * serving callback, restore from disk (the on-disk format written by hand,
- * as ipam-cluster-pool wrote it), stale allocations after a CIDR change,
- * corrupt and leftover files, a failed write leaving nothing behind, and
- * the family report for an older caller's shorter struct. */
+ * serving callback, what is on disk (the journal replayed as the next run
+ * reads it), restore from disk (the journal, and SDK 1.3's one file per
+ * allocation written by hand as ipam-cluster-pool wrote it, moved into the
+ * journal), stale allocations after a CIDR change, corrupt and leftover
+ * files, a failed flush reported by wait_durable, and the family report
+ * for an older caller's shorter struct. No loop runs here, so every
+ * journal flush happens at once on this thread. */
 #include "internal.h"
 
 #include <errno.h>
@@ -13,6 +16,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -106,19 +111,46 @@ static const char *next_ok(struct fibril_ipamstore *s, int family, const char *o
 	return a;
 }
 
-/* The file of an allocation: its content, or NULL when absent. */
+/* What the next run reads for an address: replays the store's journal
+ * ("+<address> <owner>", "-<address>") as open would. */
+struct disk_lookup {
+	const char *addr;
+	char owner[512];
+	bool found;
+};
+
+static int disk_record(void *ud, const void *rec, size_t len)
+{
+	struct disk_lookup *d = ud;
+	char text[600];
+	if (len >= sizeof(text))
+		return -E2BIG;
+	memcpy(text, rec, len);
+	text[len] = '\0';
+	char *sp = strchr(text, ' ');
+	if (sp)
+		*sp = '\0';
+	if (strcmp(text + 1, d->addr) != 0)
+		return 0;
+	d->found = text[0] == '+';
+	snprintf(d->owner, sizeof(d->owner), "%s", sp ? sp + 1 : "");
+	return 0;
+}
+
+/* The owner the disk holds for an allocation, or NULL when absent. */
 static const char *file_of(int family, const char *addr)
 {
-	static char buf[512];
-	char path[PATH_MAX + 64];
-	snprintf(path, sizeof(path), "%s/%d/%s", dir, family, addr);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return NULL;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
+	(void)family;
+	static struct disk_lookup d;
+	memset(&d, 0, sizeof(d));
+	d.addr = addr;
+	struct fibril_journal_opts o = {.sz = sizeof(o), .dir = dir, .name = "allocations",
+					.replay = disk_record, .ud = &d};
+	struct fibril_journal *j = NULL;
+	char why[256];
+	CU_ASSERT_EQUAL_FATAL(fibril_journal_open(NULL, &o, &j, why, sizeof(why)), 0);
+	fibril_journal_close(j);
+	return d.found ? d.owner : NULL;
 }
 
 static void put_file(const char *rel, const char *content)
@@ -283,6 +315,10 @@ static void test_restore(void)
 	struct fibril_ipamstore_family fi = info_of(s, 4);
 	CU_ASSERT_EQUAL(fi.restored, 4);
 	CU_ASSERT(fi.have_saved && !fi.have_node);
+	/* the 1.3 files moved into the journal */
+	CU_ASSERT(!exists("4/10.0.0.77") && !exists("4/10.0.0.78"));
+	CU_ASSERT_STRING_EQUAL(file_of(4, "10.0.0.77"), "hand/eth0");
+	CU_ASSERT_STRING_EQUAL(file_of(4, "10.0.0.78"), "");
 	char c[FIBRIL_IPAM_CIDR_LEN];
 	CU_ASSERT_STRING_EQUAL(fibril_cidr_format(&fi.saved, c, sizeof(c)), "10.0.0.0/24");
 	int rc;
@@ -366,28 +402,46 @@ static void test_corrupt_files(void)
 	fibril_ipamstore_free(s);
 }
 
-/* A write that fails records nothing: no file, no entry, the address is
- * free again; the next attempt succeeds. */
-static void test_failed_write_is_atomic(void)
+static int durable_status = 1;
+static void durable_cb(void *ud, int status)
+{
+	(void)ud;
+	durable_status = status;
+}
+
+/* A flush that fails (the disk is full: the file size limit) is reported
+ * by wait_durable, so nobody is told of the answer; the store refuses
+ * every change after it, and the next run does not have the allocation. */
+static void test_failed_flush_reported(void)
 {
 	fresh_dir();
 	struct fibril_ipamstore *s = open_store(FIBRIL_IPAMSTORE_IPV4, "10.0.0.0/24", NULL, false);
-	char blocker[PATH_MAX + 32];
-	snprintf(blocker, sizeof(blocker), "%s/4/.10.0.0.2.tmp", dir);
-	CU_ASSERT_EQUAL(mkdir(blocker, 0755), 0); /* the temp file cannot be created */
+	CU_ASSERT_STRING_EQUAL(next_ok(s, 4, "a"), "10.0.0.2");
+	CU_ASSERT_EQUAL(OPS(s)->wait_durable(s, durable_cb, NULL), 0);
+	CU_ASSERT_EQUAL(durable_status, 0);
+	char path[PATH_MAX + 32];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/allocations.journal", dir);
+	CU_ASSERT_EQUAL_FATAL(stat(path, &st), 0);
+	struct rlimit old, lim;
+	CU_ASSERT_EQUAL_FATAL(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)st.st_size; /* no byte more */
+	void (*oldsig)(int) = signal(SIGXFSZ, SIG_IGN);
+	CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_FSIZE, &lim), 0);
 	int rc;
-	next(s, 4, "a", &rc);
-	CU_ASSERT_EQUAL(rc, -EISDIR);
-	CU_ASSERT_PTR_NULL(file_of(4, "10.0.0.2"));
-	CU_ASSERT_STRING_EQUAL(list_all(s), "");
-	CU_ASSERT_EQUAL(info_of(s, 4).used, 0);
-	struct fibril_ipam_result r = {.sz = sizeof(r)};
-	CU_ASSERT_EQUAL(OPS(s)->allocate_ip(s, "10.0.0.2", "a", &r), -EISDIR);
-	CU_ASSERT_EQUAL(rmdir(blocker), 0);
-	CU_ASSERT_STRING_EQUAL(next_ok(s, 4, "a"), "10.0.0.3"); /* sequential moved on */
-	CU_ASSERT_EQUAL(OPS(s)->allocate_ip(s, "10.0.0.2", "b", &r), 0);
-	CU_ASSERT_STRING_EQUAL(file_of(4, "10.0.0.2"), "b");
-	CU_ASSERT_STRING_EQUAL(list_all(s), "10.0.0.2=b;10.0.0.3=a;");
+	next(s, 4, "b", &rc); /* answered from memory ... */
+	CU_ASSERT_EQUAL(rc, 1);
+	CU_ASSERT_EQUAL(OPS(s)->wait_durable(s, durable_cb, NULL), -EIO); /* ... never durable */
+	next(s, 4, "c", &rc);
+	CU_ASSERT_EQUAL(rc, -EIO);
+	CU_ASSERT_EQUAL(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, oldsig);
+	fibril_ipamstore_free(s);
+	CU_ASSERT_STRING_EQUAL(file_of(4, "10.0.0.2"), "a");
+	CU_ASSERT_PTR_NULL(file_of(4, "10.0.0.3"));
+	s = open_store(FIBRIL_IPAMSTORE_IPV4, "10.0.0.0/24", NULL, false);
+	CU_ASSERT_STRING_EQUAL(list_all(s), "10.0.0.2=a;");
 	fibril_ipamstore_free(s);
 }
 
@@ -490,5 +544,5 @@ static void test_many(void)
 FIBRIL_TEST_MAIN("ipamstore", NULL, suite_teardown, FIBRIL_TEST(test_allocate_release),
 		 FIBRIL_TEST(test_dual_stack_all_or_nothing), FIBRIL_TEST(test_serving_callback),
 		 FIBRIL_TEST(test_restore), FIBRIL_TEST(test_stale), FIBRIL_TEST(test_corrupt_files),
-		 FIBRIL_TEST(test_failed_write_is_atomic), FIBRIL_TEST(test_api_misuse),
+		 FIBRIL_TEST(test_failed_flush_reported), FIBRIL_TEST(test_api_misuse),
 		 FIBRIL_TEST(test_family_short_struct), FIBRIL_TEST(test_many))

@@ -1,6 +1,7 @@
 /* tests/unit/test_util.c - unit tests of the host's small helpers
  * (host/util.c): edit_distance, nearest_name ("did you mean"),
- * write_file_atomic (content, mode, no temp file left, replace, clean
+ * write_file_atomic (content, mode, no temp file left, replace, two
+ * writers of one path each with its own temp file (issue 14), clean
  * failure), mkdir_p and errbuf_set. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -13,6 +14,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -308,6 +311,82 @@ static void t_write_atomic_relative_path(void)
 	remove_test_dir();
 }
 
+/* Issue 14: two writers of one path. Another writer's temp file, still
+ * being written, must not be truncated, written into or renamed away. */
+static void t_write_atomic_other_writers_tmp(void)
+{
+	make_test_dir();
+	char path[PATH_MAX], theirs[PATH_MAX], buf[64];
+	path_in(path, sizeof(path), "shared");
+	path_in(theirs, sizeof(theirs), ".shared.tmp"); /* the name every writer used */
+	int fd = open(theirs, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(write(fd, "theirs, half", 12), 12);
+	CU_ASSERT_EQUAL(write_file_atomic(path, "mine\n", 5, 0644), 0);
+	CU_ASSERT_EQUAL(read_all(path, buf, sizeof(buf)), 5);
+	CU_ASSERT_EQUAL(memcmp(buf, "mine\n", 5), 0);
+	CU_ASSERT_EQUAL(read_all(theirs, buf, sizeof(buf)), 12); /* untouched */
+	CU_ASSERT_EQUAL(memcmp(buf, "theirs, half", 12), 0);
+	close(fd);
+	remove_test_dir();
+}
+
+struct racer {
+	const char *path;
+	char fill;
+	int errors;
+};
+
+#define RACE_SIZE 65536
+#define RACE_ROUNDS 150
+
+static void *race_writer(void *arg)
+{
+	struct racer *r = arg;
+	char *data = malloc(RACE_SIZE);
+	if (!data)
+		return NULL;
+	memset(data, r->fill, RACE_SIZE);
+	for (int i = 0; i < RACE_ROUNDS; i++)
+		if (write_file_atomic(r->path, data, RACE_SIZE, 0644))
+			r->errors++;
+	free(data);
+	return NULL;
+}
+
+/* Two threads rewrite one path: every write succeeds, and the file always
+ * holds one writer's whole content, never a mix or a short file. */
+static void t_write_atomic_concurrent_writers(void)
+{
+	make_test_dir();
+	char path[PATH_MAX];
+	path_in(path, sizeof(path), "raced");
+	struct racer a = {.path = path, .fill = 'a'}, b = {.path = path, .fill = 'b'};
+	pthread_t ta, tb;
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, race_writer, &a), 0);
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&tb, NULL, race_writer, &b), 0);
+	int mixed = 0, checks = 0;
+	char *buf = malloc(RACE_SIZE + 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+	for (int i = 0; i < 400; i++) {
+		ssize_t n = read_all(path, buf, RACE_SIZE + 1);
+		if (n < 0)
+			continue; /* not there yet */
+		checks++;
+		if (n != RACE_SIZE || (buf[0] != 'a' && buf[0] != 'b') ||
+		    memchr(buf, buf[0] == 'a' ? 'b' : 'a', RACE_SIZE) || memchr(buf, 0, RACE_SIZE))
+			mixed++;
+	}
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	free(buf);
+	CU_ASSERT_EQUAL(a.errors + b.errors, 0);
+	CU_ASSERT_EQUAL(mixed, 0);
+	CU_ASSERT_EQUAL(count_entries(test_dir, NULL, 0), 1); /* no temp file left */
+	(void)checks;
+	remove_test_dir();
+}
+
 /* ---- mkdir_p ------------------------------------------------------------------ */
 
 static bool is_dir(const char *path)
@@ -461,6 +540,8 @@ FIBRIL_TEST_MAIN("util", NULL, NULL,
 		 FIBRIL_TEST(t_write_atomic_missing_dir),
 		 FIBRIL_TEST(t_write_atomic_rename_fails),
 		 FIBRIL_TEST(t_write_atomic_relative_path),
+		 FIBRIL_TEST(t_write_atomic_other_writers_tmp),
+		 FIBRIL_TEST(t_write_atomic_concurrent_writers),
 		 FIBRIL_TEST(t_mkdir_p_nested),
 		 FIBRIL_TEST(t_mkdir_p_existing),
 		 FIBRIL_TEST(t_mkdir_p_through_file),

@@ -3,7 +3,7 @@
  * The API is HTTP/1.1 + JSON on a unix socket. A module registers a handler
  * for a method and a path pattern; `{name}` segments match one path segment
  * and are read with fibril_req_param(). Handlers run on the loop thread and
- * answer before returning. Bodies over the size limit are refused with 413
+ * answer before returning, or defer their answer (fibril_resp_defer). Bodies over the size limit are refused with 413
  * before the handler runs; with FIBRIL_ROUTE_JSON_BODY a body that is not
  * valid JSON gets 400. Errors are JSON: {"error": "...", "code": N}. */
 #ifndef FIBRIL_API_H
@@ -45,6 +45,19 @@ void fibril_resp_error(struct fibril_response *resp, int status, const char *fmt
 /* Any content type. */
 void fibril_resp_body(struct fibril_response *resp, int status, const char *content_type,
 		      const void *body, size_t len);
+
+/* Deferred answers (ABI 1.4), for a handler whose answer must wait (e.g.
+ * until its state is on disk, <fibril/journal.h>). Inside the handler,
+ * fibril_resp_defer(resp) returns a response of the handler's own (NULL if
+ * resp was answered or deferred already) and the handler returns without
+ * answering; the request's accessors are valid only until it returns, so
+ * copy what is needed. Later, on the loop, answer it with
+ * fibril_resp_json/_error/_body and pass it to fibril_resp_send, which
+ * sends it and frees it (unanswered: 500). If the client went away
+ * meanwhile, fibril_resp_send just frees it. Send every deferred response,
+ * at the latest in the module's fini. */
+struct fibril_response *fibril_resp_defer(struct fibril_response *resp);
+void fibril_resp_send(struct fibril_response *deferred);
 
 /* Websocket streams: clients connect to ws+unix://.../<path>; the module
  * sends text messages to every connected client. */

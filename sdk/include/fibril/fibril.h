@@ -19,5 +19,6 @@
 #include <fibril/k8s.h>
 #include <fibril/endpoint.h>
 #include <fibril/datapath.h>
+#include <fibril/journal.h>
 
 #endif

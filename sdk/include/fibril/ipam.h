@@ -12,7 +12,16 @@
  *   -EINVAL bad argument, -EAFNOSUPPORT family not offered by this mode,
  *   -ENOSPC pool exhausted, -EEXIST address taken, -ERANGE address outside
  *   the pool, -ENOENT no such allocation, -EAGAIN not ready (no pool yet).
- * Interface version 1. */
+ *
+ * Durability (interface version 2, SDK 1.4): a mode may answer from memory
+ * and make its answers durable later, in batches (the shared store does,
+ * through <fibril/journal.h>). Such a mode provides wait_durable, and a
+ * consumer that tells anyone of an answer (an API reply, a CNI result)
+ * first waits for it: wait_durable(ctx, done, ud) calls done(ud, 0) on the
+ * loop once every answer given so far is on disk (a negative errno: it is
+ * not, and will not be; report an error). A version 1 mode, or one whose
+ * table is too short to hold it (FIBRIL_SERVICE_HAS(ops, wait_durable)) or
+ * leaves it NULL, answers durably: use its answers at once. */
 #ifndef FIBRIL_IPAM_H
 #define FIBRIL_IPAM_H
 
@@ -25,7 +34,7 @@ extern "C" {
 #endif
 
 #define FIBRIL_IPAM_CAPABILITY "ipam"
-#define FIBRIL_IPAM_VERSION 1
+#define FIBRIL_IPAM_VERSION 2
 
 /* Families: 4, 6, or FIBRIL_IPAM_ANY for every family the mode offers. */
 #define FIBRIL_IPAM_ANY 0
@@ -55,6 +64,8 @@ struct fibril_ipam_pool {
 
 /* list() calls this per allocation; return non-zero to stop. */
 typedef int (*fibril_ipam_list_fn)(const char *address, const char *owner, void *ud);
+/* wait_durable's answer: 0, or a negative errno. */
+typedef void (*fibril_ipam_done_fn)(void *ud, int status);
 
 struct fibril_ipam_ops {
 	struct fibril_service_header hdr; /* .version = FIBRIL_IPAM_VERSION */
@@ -71,6 +82,10 @@ struct fibril_ipam_ops {
 	int (*list)(void *ctx, fibril_ipam_list_fn cb, void *ud);
 	/* Describe the pools; fills out[0..n), returns n (0: no pool yet). */
 	int (*pools)(void *ctx, struct fibril_ipam_pool *out, size_t max);
+	/* Version 2 (SDK 1.4): done(ud, status) on the loop, never from
+	 * inside this call, once every answer given so far is durable;
+	 * returns 0 (done will be called) or a negative errno (it will not). */
+	int (*wait_durable)(void *ctx, fibril_ipam_done_fn done, void *ud);
 };
 
 #ifdef __cplusplus

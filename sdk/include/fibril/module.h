@@ -131,8 +131,10 @@ const char *fibril_state_dir(void);
 const char *fibril_run_dir(void);
 
 /* State files (SDK 1.3): `name` in the directory dirfd holds data durably,
- * or is as it was - a crash never leaves half a file: write ".<name>.tmp"
- * (created with mode), fsync it, rename it over name, fsync the directory.
+ * or is as it was - a crash never leaves half a file: write a temp file
+ * ".<name>.<6 random characters>.tmp" of its own (created with mode and
+ * O_EXCL, so two writers of one name never share it; SDK 1.4), fsync it,
+ * rename it over name, fsync the directory.
  * fibril_state_remove unlinks name (gone already is fine) and fsyncs the
  * directory. Both return 0 or a negative errno. */
 int fibril_state_write_atomic(int dirfd, const char *name, const void *data, size_t len,
