@@ -1,7 +1,8 @@
-/* cli/cli.h - what the fibril CLI's command files share: options, the
- * request helpers that talk to the agent's socket, JSON accessors and the
- * aligned-table printer (all in cli/fibril.c). Each command group lives in
- * its own file (cli/cmd_*.c) and is dispatched from run() in fibril.c. */
+/* cli/cli.h - what the fibril CLI's files share: options (cli/fibril.c),
+ * the output helpers, JSON accessors and the aligned-table printer
+ * (cli/output.c), the request helpers that talk to the agent's socket
+ * (cli/client.c). Each command lives in its own file (cli/cmd_*.c) and is
+ * dispatched from run() in fibril.c. */
 #ifndef FIBRIL_CLI_H
 #define FIBRIL_CLI_H
 
@@ -26,8 +27,10 @@ void print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *xrealloc(void *p, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Copies with control characters replaced (safe to print). */
+/* Copies with control characters replaced (safe to print); clean_ndup
+ * copies at most n bytes. */
 char *clean_dup(const char *s);
+char *clean_ndup(const char *s, size_t n);
 
 /* An aligned text table: table_row takes exactly ncols strings (NULL: "-"). */
 struct table {
@@ -55,6 +58,11 @@ void print_json(struct json_object *o);
  * the error (agent unreachable, or its error reply and status). */
 int request(const char *method, const char *path, struct json_object **json);
 int get(const char *path, struct json_object **json);
+/* The request whatever its status: 0 with the parsed reply in *json and the
+ * HTTP status in *http_status, or -1 after printing why. */
+int fetch(const char *method, const char *path, struct json_object **json, long *http_status);
+/* "fibril: <error> (HTTP <code>)" from an error reply. */
+void report_http_error(struct json_object *reply, long status);
 /* Runs the request and hands the reply to render, or prints it with -o
  * json; returns the exit status. */
 int show_request(const char *method, const char *path, int (*render)(struct json_object *));
@@ -62,9 +70,17 @@ int show(const char *path, int (*render)(struct json_object *));
 /* s escaped for a URL path segment or query value; malloc'd. */
 char *url_escape(const char *s);
 
-/* Command groups in their own files: argc/argv start after the group name. */
+/* Commands in their own files: argc/argv start after the group name. */
 int cmd_endpoint(int argc, char **argv);  /* cli/cmd_endpoint.c */
 int cmd_identity(int argc, char **argv);  /* cli/cmd_endpoint.c */
 int cmd_k8s(int argc, char **argv);       /* cli/cmd_k8s.c */
+int cmd_map(int argc, char **argv);       /* cli/cmd_map.c */
+int cmd_ipam(int argc, char **argv);      /* cli/cmd_ipam.c */
+int cmd_health(void);                     /* cli/cmd_health.c */
+int cmd_version(void);                    /* cli/cmd_version.c */
+/* Renderers of a reply that takes no arguments (run() calls show()). */
+int render_status(struct json_object *st);     /* cli/cmd_status.c */
+int render_modules(struct json_object *reply); /* cli/cmd_modules.c */
+int render_config(struct json_object *reply);  /* cli/cmd_config.c */
 
 #endif

@@ -10,7 +10,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,8 +134,9 @@ int ep_apply_spec(struct ep_endpoint *ep, const struct ep_spec *spec)
 
 /* ---- JSON ------------------------------------------------------------------------ */
 
-/* The endpoint object is written straight into a text buffer: a list of
- * thousands of endpoints costs no per-field allocation. */
+/* The endpoint is built as a json-c object and printed plain (no spaces,
+ * '/' unescaped) into a growing text buffer, which the API concatenates for
+ * a list and the store writes as the state file. */
 
 static void buf_reserve(struct ep_buf *b, size_t more)
 {
@@ -166,109 +166,65 @@ void ep_buf_add(struct ep_buf *b, const char *s, size_t n)
 	b->p[b->len] = '\0';
 }
 
-void ep_buf_printf(struct ep_buf *b, const char *fmt, ...)
+static void add_str(struct json_object *o, const char *key, const char *value)
 {
-	va_list ap;
-	char small[128];
-
-	va_start(ap, fmt);
-	int n = vsnprintf(small, sizeof(small), fmt, ap);
-
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n < sizeof(small)) {
-		ep_buf_add(b, small, (size_t)n);
-		return;
-	}
-	buf_reserve(b, (size_t)n);
-	if (b->oom)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
+	json_object_object_add(o, key, json_object_new_string(value));
 }
 
-/* s (n bytes) as a JSON string, quoted and escaped. */
-void ep_buf_string(struct ep_buf *b, const char *s, size_t n)
+static void add_mac(struct json_object *o, const char *key, const uint8_t *mac)
 {
-	size_t run = 0;
+	char text[18];
 
-	ep_buf_add(b, "\"", 1);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)
-			continue;
-		ep_buf_add(b, s + run, i - run);
-		if (c == '"' || c == '\\')
-			ep_buf_printf(b, "\\%c", c);
-		else
-			ep_buf_printf(b, "\\u%04x", c);
-		run = i + 1;
-	}
-	ep_buf_add(b, s + run, n - run);
-	ep_buf_add(b, "\"", 1);
+	snprintf(text, sizeof(text), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3],
+		 mac[4], mac[5]);
+	add_str(o, key, text);
 }
 
-static void field_str(struct ep_buf *b, const char *key, const char *value)
+/* The endpoint as the API shows it, or (for_file: no state) as its state file holds it. */
+static struct json_object *ep_to_json(const struct ep_endpoint *ep, bool for_file)
 {
-	ep_buf_printf(b, ",\"%s\":", key);
-	ep_buf_string(b, value, strlen(value));
-}
+	struct json_object *o = json_object_new_object();
+	char addr[INET6_ADDRSTRLEN];
 
-static void field_mac(struct ep_buf *b, const char *key, const uint8_t *mac)
-{
-	ep_buf_printf(b, ",\"%s\":\"%02x:%02x:%02x:%02x:%02x:%02x\"", key, mac[0], mac[1], mac[2],
-		      mac[3], mac[4], mac[5]);
-}
-
-/* The '\n'-separated labels as a JSON array. */
-void ep_buf_labels(struct ep_buf *b, const char *labels)
-{
-	bool first = true;
-
-	ep_buf_add(b, "[", 1);
-	for (const char *p = labels; p && *p;) {
-		const char *nl = strchr(p, '\n');
-		size_t l = nl ? (size_t)(nl - p) : strlen(p);
-
-		if (!first)
-			ep_buf_add(b, ",", 1);
-		ep_buf_string(b, p, l);
-		first = false;
-		p += l + (nl ? 1 : 0);
-	}
-	ep_buf_add(b, "]", 1);
+	if (!o)
+		return NULL;
+	json_object_object_add(o, "id", json_object_new_int64(ep->id));
+	if (!for_file)
+		add_str(o, "state", ep_state_name(ep->state));
+	json_object_object_add(o, "identity", json_object_new_int64(ep->identity ? ep->identity->id : 0));
+	add_str(o, "container-id", ep->container_id);
+	add_str(o, "ifname", ep->ifname);
+	add_str(o, "netns", ep->netns);
+	add_str(o, "host-ifname", ep->host_ifname);
+	json_object_object_add(o, "host-ifindex", json_object_new_int64(ep->host_ifindex));
+	add_mac(o, "mac", ep->mac);
+	add_mac(o, "host-mac", ep->host_mac);
+	if (ep->has_ipv4)
+		add_str(o, "ipv4", inet_ntop(AF_INET, &ep->ipv4, addr, sizeof(addr)));
+	if (ep->has_ipv6)
+		add_str(o, "ipv6", inet_ntop(AF_INET6, &ep->ipv6, addr, sizeof(addr)));
+	if (ep->pod_namespace)
+		add_str(o, "pod-namespace", ep->pod_namespace);
+	if (ep->pod_name)
+		add_str(o, "pod-name", ep->pod_name);
+	json_object_object_add(o, "labels", ep_labels_to_json(ep->identity ? ep->identity->labels : ""));
+	json_object_object_add(o, "created", json_object_new_int64((int64_t)ep->created));
+	return o;
 }
 
 void ep_buf_endpoint(struct ep_buf *b, const struct ep_endpoint *ep, bool for_file)
 {
-	char addr[INET6_ADDRSTRLEN];
+	struct json_object *o = ep_to_json(ep, for_file);
+	size_t len = 0;
+	const char *text = o ? json_object_to_json_string_length(
+				       o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
+			     : NULL;
 
-	ep_buf_printf(b, "{\"id\":%u", ep->id);
-	if (!for_file)
-		ep_buf_printf(b, ",\"state\":\"%s\"", ep_state_name(ep->state));
-	ep_buf_printf(b, ",\"identity\":%u", ep->identity ? ep->identity->id : 0);
-	field_str(b, "container-id", ep->container_id);
-	field_str(b, "ifname", ep->ifname);
-	field_str(b, "netns", ep->netns);
-	field_str(b, "host-ifname", ep->host_ifname);
-	ep_buf_printf(b, ",\"host-ifindex\":%d", ep->host_ifindex);
-	field_mac(b, "mac", ep->mac);
-	field_mac(b, "host-mac", ep->host_mac);
-	if (ep->has_ipv4)
-		field_str(b, "ipv4", inet_ntop(AF_INET, &ep->ipv4, addr, sizeof(addr)));
-	if (ep->has_ipv6)
-		field_str(b, "ipv6", inet_ntop(AF_INET6, &ep->ipv6, addr, sizeof(addr)));
-	if (ep->pod_namespace)
-		field_str(b, "pod-namespace", ep->pod_namespace);
-	if (ep->pod_name)
-		field_str(b, "pod-name", ep->pod_name);
-	ep_buf_add(b, ",\"labels\":", strlen(",\"labels\":"));
-	ep_buf_labels(b, ep->identity ? ep->identity->labels : "");
-	ep_buf_printf(b, ",\"created\":%lld}", (long long)ep->created);
+	if (text)
+		ep_buf_add(b, text, len);
+	else
+		b->oom = true;
+	json_object_put(o);
 }
 
 /* ---- events and the capability ----------------------------------------------------- */

@@ -135,9 +135,6 @@ struct ep_buf {
 	bool oom;
 };
 void ep_buf_add(struct ep_buf *b, const char *s, size_t n);
-void ep_buf_printf(struct ep_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void ep_buf_string(struct ep_buf *b, const char *s, size_t n); /* a quoted JSON string */
-void ep_buf_labels(struct ep_buf *b, const char *labels);      /* a JSON array */
 /* The endpoint as JSON: the API's <endpoint>, or (for_file: no state) the state file. */
 void ep_buf_endpoint(struct ep_buf *b, const struct ep_endpoint *ep, bool for_file);
 /* Copies a validated spec's attachment fields into ep (not id/identity). */

@@ -2,8 +2,9 @@
  * multi interface on the agent's loop (curl sockets are fibril_io watches,
  * its timeout a fibril timer). Completions and stream data run after
  * curl_multi_socket_action returns, never inside a curl callback, so a
- * done function may start new requests. Copied from kvstore-etcd's http.c
- * and adapted (GET/PATCH, bearer token, TLS blobs). */
+ * done function may start new requests. The curl-on-the-loop glue is
+ * modules/common/curl_loop.c, shared with kvstore-etcd; this file adds the
+ * API server's side (any method, bearer token, TLS blobs, Status errors). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,104 +13,19 @@
 
 #include "k8s_mod.h"
 
-static void http_process(struct k8s *k);
-
-static void on_io(struct fibril_io *io, int fd, uint32_t revents, void *ud)
-{
-	struct k8s *k = ud;
-	int flags = 0, running = 0;
-	if (revents & FIBRIL_IO_READ)
-		flags |= CURL_CSELECT_IN;
-	if (revents & FIBRIL_IO_WRITE)
-		flags |= CURL_CSELECT_OUT;
-	if (revents & FIBRIL_IO_ERROR)
-		flags |= CURL_CSELECT_ERR;
-	curl_multi_socket_action(k->multi, fd, flags, &running);
-	http_process(k);
-}
-
-static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
-{
-	struct k8s *k = userp;
-	struct fibril_io *io = socketp;
-	if (what == CURL_POLL_REMOVE) {
-		if (io && !k->released)
-			fibril_io_remove(io);
-		curl_multi_assign(k->multi, s, NULL);
-		return 0;
-	}
-	if (k->released)
-		return -1;
-	uint32_t events = 0;
-	if (what & CURL_POLL_IN)
-		events |= FIBRIL_IO_READ;
-	if (what & CURL_POLL_OUT)
-		events |= FIBRIL_IO_WRITE;
-	if (io)
-		return fibril_io_update(io, events) ? -1 : 0;
-	io = fibril_io_watch(k->m, s, events, on_io, k);
-	if (!io)
-		return -1;
-	curl_multi_assign(k->multi, s, io);
-	return 0;
-}
-
-static void on_curl_timeout(struct fibril_timer *t, void *ud)
-{
-	struct k8s *k = ud;
-	int running = 0;
-	k->curl_timer = NULL; /* one-shot: freed by the host after this call */
-	curl_multi_socket_action(k->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	http_process(k);
-}
-
-static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
-{
-	struct k8s *k = userp;
-	if (k->released)
-		return 0;
-	if (timeout_ms < 0) {
-		fibril_timer_cancel(k->curl_timer);
-		k->curl_timer = NULL;
-		return 0;
-	}
-	if (k->curl_timer)
-		return fibril_timer_rearm(k->curl_timer, (uint64_t)timeout_ms, 0) ? -1 : 0;
-	k->curl_timer = fibril_timer_add(k->m, (uint64_t)timeout_ms, 0, on_curl_timeout, k);
-	return k->curl_timer ? 0 : -1;
-}
+static void http_process(void *ud);
 
 int k8s_http_open(struct k8s *k)
 {
-	k->multi = curl_multi_init();
-	if (!k->multi)
-		return -ENOMEM;
-	curl_multi_setopt(k->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
-	curl_multi_setopt(k->multi, CURLMOPT_SOCKETDATA, k);
-	curl_multi_setopt(k->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
-	curl_multi_setopt(k->multi, CURLMOPT_TIMERDATA, k);
-	return 0;
+	return mod_curl_loop_open(&k->curl, k->m, &k->released, http_process, k);
 }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 {
 	struct k8s_req *r = ud;
 	size_t n = size * nmemb;
-	if (r->len + n + 1 > K8S_MAX_RESPONSE)
-		return 0;
-	if (r->len + n + 1 > r->cap) {
-		size_t cap = r->cap ? r->cap : 4096;
-		while (cap < r->len + n + 1)
-			cap *= 2;
-		char *buf = realloc(r->buf, cap);
-		if (!buf)
-			return 0;
-		r->buf = buf;
-		r->cap = cap;
-	}
-	memcpy(r->buf + r->len, ptr, n);
-	r->len += n;
-	r->buf[r->len] = '\0';
+	if (mod_curl_buf_append(&r->buf, &r->len, &r->cap, 4096, K8S_MAX_RESPONSE, ptr, n))
+		return 0; /* CURLE_WRITE_ERROR */
 	if (r->stream)
 		r->has_data = true;
 	return n;
@@ -211,21 +127,12 @@ struct k8s_req *k8s_req_new(struct k8s *k, const char *method, const char *path,
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
 	}
 	curl_easy_setopt(c, CURLOPT_PRIVATE, r);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, r->headers);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->errbuf);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 30L);
-	curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 10L);
+	mod_curl_easy_defaults(c, 10000L, 30L, 10L);
 	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
-#if LIBCURL_VERSION_NUM >= 0x075500
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
 	if (k->conn.insecure) {
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -254,13 +161,13 @@ struct k8s_req *k8s_req_new(struct k8s *k, const char *method, const char *path,
 int k8s_req_send(struct k8s_req *r, bool stream, uint64_t timeout_ms)
 {
 	struct k8s *k = r->k;
-	if (!k->running || !k->multi) {
+	if (!k->running || !k->curl.multi) {
 		req_free(r);
 		return -ECANCELED;
 	}
 	r->stream = stream;
 	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-	if (curl_multi_add_handle(k->multi, r->easy) != CURLM_OK) {
+	if (curl_multi_add_handle(k->curl.multi, r->easy) != CURLM_OK) {
 		req_free(r);
 		return -EIO;
 	}
@@ -277,7 +184,7 @@ void k8s_req_abort(struct k8s_req *r)
 	if (!r || !r->linked)
 		return;
 	req_unlink(r);
-	curl_multi_remove_handle(r->k->multi, r->easy);
+	curl_multi_remove_handle(r->k->curl.multi, r->easy);
 	req_free(r);
 }
 
@@ -296,7 +203,7 @@ void k8s_req_consume(struct k8s_req *r, size_t n)
 static void req_finish(struct k8s_req *r, CURLcode cc)
 {
 	struct k8s *k = r->k;
-	curl_multi_remove_handle(k->multi, r->easy);
+	curl_multi_remove_handle(k->curl.multi, r->easy);
 	req_unlink(r);
 	long status = 0;
 	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -321,19 +228,9 @@ static void req_finish(struct k8s_req *r, CURLcode cc)
 	req_free(r);
 }
 
-static void process_done(struct k8s *k)
+static void finish_one(void *priv, CURLcode cc)
 {
-	CURLMsg *msg;
-	int left;
-	while (k->multi && (msg = curl_multi_info_read(k->multi, &left))) {
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		CURLcode cc = msg->data.result;
-		struct k8s_req *r = NULL;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
-		if (r)
-			req_finish(r, cc);
-	}
+	req_finish(priv, cc);
 }
 
 static void dispatch_streams(struct k8s *k)
@@ -352,28 +249,25 @@ static void dispatch_streams(struct k8s *k)
 	}
 }
 
-static void http_process(struct k8s *k)
+static void http_process(void *ud)
 {
+	struct k8s *k = ud;
 	dispatch_streams(k);
-	process_done(k);
+	mod_curl_loop_each_done(&k->curl, finish_one);
 	dispatch_streams(k);
 }
 
 void k8s_http_close(struct k8s *k)
 {
-	if (!k->multi)
+	if (!k->curl.multi)
 		return;
 	while (k->reqs) {
 		struct k8s_req *r = k->reqs;
 		req_unlink(r);
-		curl_multi_remove_handle(k->multi, r->easy);
+		curl_multi_remove_handle(k->curl.multi, r->easy);
 		snprintf(r->errbuf, sizeof(r->errbuf), "the k8s module is stopping");
 		r->done(r, -ECANCELED);
 		req_free(r);
 	}
-	curl_multi_cleanup(k->multi);
-	k->multi = NULL;
-	if (!k->released)
-		fibril_timer_cancel(k->curl_timer);
-	k->curl_timer = NULL;
+	mod_curl_loop_close(&k->curl);
 }

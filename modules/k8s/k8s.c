@@ -567,7 +567,7 @@ static void k8s_fini(struct fibril_module *m)
 	if (!k)
 		return;
 	k->released = true;
-	if (k->multi || k->running)
+	if (k->curl.multi || k->running)
 		k8s_shutdown(k);
 	for (size_t i = 0; i < K8S_NRES; i++)
 		k8s_res_free(&k->res[i]);

@@ -1,6 +1,6 @@
 /* modules/k8s/k8s_int.h - internals shared by the files of the k8s module:
  * the connection settings read from a kubeconfig or the in-cluster service
- * account (kubeconfig.c) and base64. */
+ * account (kubeconfig.c). */
 #ifndef FIBRIL_K8S_INT_H
 #define FIBRIL_K8S_INT_H
 
@@ -20,8 +20,6 @@ struct k8s_conn {
 	bool insecure;
 };
 
-/* Decode base64 into a malloc'ed, NUL-terminated buffer. -EINVAL on bad input. */
-int k8s_b64_decode(const char *in, char **out, size_t *out_len);
 /* Fill c from the kubeconfig at path (its current-context). On error a
  * negative errno and a message in why. */
 int k8s_kubeconfig_load(const char *path, struct k8s_conn *c, char *why, size_t why_len);

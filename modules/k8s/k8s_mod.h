@@ -16,6 +16,7 @@
 #include <fibril/fibril.h>
 #include <fibril/k8s.h>
 
+#include "curl_loop.h"
 #include "k8s_int.h"
 
 #define K8S_MAX_RESPONSE (256u << 20)
@@ -103,8 +104,7 @@ struct k8s {
 	char node[256];
 	uint64_t sync_timeout_ms;
 	int64_t page_size;
-	CURLM *multi;
-	struct fibril_timer *curl_timer;
+	struct mod_curl_loop curl; /* curl on the loop (modules/common) */
 	struct k8s_req *reqs;
 	bool released, running, start_pending;
 	struct fibril_timer *start_timer;

@@ -1,7 +1,8 @@
 /* modules/k8s/kubeconfig.c - where the API server is and how to talk to it:
  * a kubeconfig (YAML, read with libyaml: current-context -> context ->
- * cluster and user; *-data fields base64-decoded in memory and handed to
- * curl as blobs) or the in-cluster service account. Runs in start only. */
+ * cluster and user; *-data fields base64-decoded in memory with
+ * modules/common/b64.c and handed to curl as blobs) or the in-cluster
+ * service account. Runs in start only. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,53 +11,8 @@
 
 #include <yaml.h>
 
+#include "b64.h"
 #include "k8s_int.h"
-
-static int b64val(int ch)
-{
-	if (ch >= 'A' && ch <= 'Z')
-		return ch - 'A';
-	if (ch >= 'a' && ch <= 'z')
-		return ch - 'a' + 26;
-	if (ch >= '0' && ch <= '9')
-		return ch - '0' + 52;
-	if (ch == '+' || ch == '-')
-		return 62;
-	if (ch == '/' || ch == '_')
-		return 63;
-	return -1;
-}
-
-int k8s_b64_decode(const char *in, char **out, size_t *out_len)
-{
-	size_t n = strlen(in);
-	char *buf = malloc(n / 4 * 3 + 4);
-	if (!buf)
-		return -ENOMEM;
-	size_t len = 0;
-	uint32_t acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < n; i++) {
-		int ch = (unsigned char)in[i];
-		if (ch == '=' || ch == '\n' || ch == '\r' || ch == ' ' || ch == '\t')
-			continue;
-		int v = b64val(ch);
-		if (v < 0) {
-			free(buf);
-			return -EINVAL;
-		}
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			buf[len++] = (char)((acc >> bits) & 0xff);
-		}
-	}
-	buf[len] = '\0';
-	*out = buf;
-	*out_len = len;
-	return 0;
-}
 
 static yaml_node_t *map_get(yaml_document_t *d, yaml_node_t *map, const char *key)
 {
@@ -122,7 +78,7 @@ static int decode_field(const char *b64, char **out, size_t *len, const char *wh
 {
 	if (!b64)
 		return 0;
-	if (k8s_b64_decode(b64, out, len)) {
+	if (mod_b64_decode(b64, out, len)) {
 		snprintf(why, why_len, "%s is not valid base64", what);
 		return -EINVAL;
 	}

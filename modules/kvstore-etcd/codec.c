@@ -1,73 +1,14 @@
 /* modules/kvstore-etcd/codec.c - what goes over the wire to etcd's JSON
- * gateway: base64 keys and values, the module's key prefix and prefix
- * ranges, int64 fields (strings in the gateway's JSON), key-value pairs and
- * error documents mapped to errnos. */
+ * gateway: base64 keys and values (modules/common/b64.c), the module's key
+ * prefix and prefix ranges, int64 fields (strings in the gateway's JSON),
+ * key-value pairs and error documents mapped to errnos. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "b64.h"
 #include "etcd.h"
-
-static const char b64_alphabet[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *etcd_b64_encode(const void *data, size_t len)
-{
-	const unsigned char *in = data;
-	char *out = malloc(4 * ((len + 2) / 3) + 1);
-	if (!out)
-		return NULL;
-	char *p = out;
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16;
-		if (i + 1 < len)
-			v |= (uint32_t)in[i + 1] << 8;
-		if (i + 2 < len)
-			v |= in[i + 2];
-		*p++ = b64_alphabet[(v >> 18) & 63];
-		*p++ = b64_alphabet[(v >> 12) & 63];
-		*p++ = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
-		*p++ = i + 2 < len ? b64_alphabet[v & 63] : '=';
-	}
-	*p = '\0';
-	return out;
-}
-
-static int b64_value(char c)
-{
-	const char *p = c ? strchr(b64_alphabet, c) : NULL;
-	return p ? (int)(p - b64_alphabet) : -1;
-}
-
-int etcd_b64_decode(const char *in, char **out, size_t *out_len)
-{
-	size_t n = strlen(in);
-	while (n && in[n - 1] == '=')
-		n--;
-	char *buf = malloc(n * 3 / 4 + 1);
-	if (!buf)
-		return -ENOMEM;
-	uint32_t acc = 0;
-	size_t bits = 0, len = 0;
-	for (size_t i = 0; i < n; i++) {
-		int v = b64_value(in[i]);
-		if (v < 0) {
-			free(buf);
-			return -EINVAL;
-		}
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			buf[len++] = (char)((acc >> bits) & 0xff);
-		}
-	}
-	buf[len] = '\0';
-	*out = buf;
-	*out_len = len;
-	return 0;
-}
 
 char *etcd_full_key(const struct etcd *e, const char *key, size_t *len)
 {
@@ -103,7 +44,7 @@ char *etcd_range_end(const char *key, size_t len, size_t *end_len)
 
 int etcd_json_add_bytes(struct json_object *obj, const char *name, const void *data, size_t len)
 {
-	char *b64 = etcd_b64_encode(data, len);
+	char *b64 = mod_b64_encode(data, len);
 	if (!b64)
 		return -ENOMEM;
 	int rc = json_object_object_add(obj, name, json_object_new_string(b64));
@@ -217,7 +158,7 @@ static int decode_field(struct json_object *obj, const char *name, char **out, s
 		*len = 0;
 		return *out ? 0 : -ENOMEM;
 	}
-	return etcd_b64_decode(json_object_get_string(v), out, len);
+	return mod_b64_decode(json_object_get_string(v), out, len);
 }
 
 int etcd_kv_parse(const struct etcd *e, struct json_object *obj, struct fibril_kv *kv)

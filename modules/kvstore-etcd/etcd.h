@@ -17,6 +17,8 @@
 
 #include <fibril/fibril.h>
 
+#include "curl_loop.h"
+
 #define ETCD_BACKOFF_MIN_MS 200u
 #define ETCD_BACKOFF_MAX_MS 10000u
 #define ETCD_MAX_RESPONSE (64u << 20) /* bytes buffered for one answer */
@@ -35,9 +37,8 @@ struct etcd {
 	size_t prefix_len;
 	char *ca_file, *cert_file, *key_file;
 	uint64_t dial_timeout_ms, request_timeout_ms, lease_ttl_ms, health_interval_ms;
-	/* curl */
-	CURLM *multi;
-	struct fibril_timer *curl_timer;
+	/* curl on the loop */
+	struct mod_curl_loop curl;
 	struct etcd_req *reqs; /* every request in flight */
 	bool released;         /* the host already released our timers and fds */
 	/* connection state */
@@ -112,9 +113,6 @@ uint64_t etcd_backoff_next(uint64_t ms);
 
 /* ---- codec (codec.c) ------------------------------------------------------- */
 
-char *etcd_b64_encode(const void *data, size_t len);
-/* Decode into a NUL-terminated copy; -EINVAL on bad input. */
-int etcd_b64_decode(const char *in, char **out, size_t *out_len);
 /* prefix + key, and the end of the range of every key under prefix + key. */
 char *etcd_full_key(const struct etcd *e, const char *key, size_t *len);
 char *etcd_range_end(const char *key, size_t len, size_t *end_len);

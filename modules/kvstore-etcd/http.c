@@ -2,7 +2,8 @@
  * libcurl's multi interface, driven by the agent's loop: curl's sockets are
  * fibril_io watches, its timeout a fibril timer, and completions run after
  * curl_multi_socket_action returns (never inside a curl callback), so done
- * functions may start new requests. A request that could not reach an
+ * functions may start new requests (the glue is modules/common/curl_loop.c,
+ * shared with the k8s module). A request that could not reach an
  * endpoint (nothing was sent) is retried on the next endpoint, in order. */
 #include <errno.h>
 #include <stdio.h>
@@ -11,85 +12,13 @@
 
 #include "etcd.h"
 
-/* ---- curl <-> loop ------------------------------------------------------- */
+/* ---- curl <-> loop (modules/common/curl_loop.c) ------------------------ */
 
-static void http_process(struct etcd *e);
-
-static void on_io(struct fibril_io *io, int fd, uint32_t revents, void *ud)
-{
-	struct etcd *e = ud;
-	int flags = 0, running = 0;
-	if (revents & FIBRIL_IO_READ)
-		flags |= CURL_CSELECT_IN;
-	if (revents & FIBRIL_IO_WRITE)
-		flags |= CURL_CSELECT_OUT;
-	if (revents & FIBRIL_IO_ERROR)
-		flags |= CURL_CSELECT_ERR;
-	curl_multi_socket_action(e->multi, fd, flags, &running);
-	http_process(e);
-}
-
-static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
-{
-	struct etcd *e = userp;
-	struct fibril_io *io = socketp;
-	if (what == CURL_POLL_REMOVE) {
-		if (io && !e->released)
-			fibril_io_remove(io);
-		curl_multi_assign(e->multi, s, NULL);
-		return 0;
-	}
-	if (e->released)
-		return -1;
-	uint32_t events = 0;
-	if (what & CURL_POLL_IN)
-		events |= FIBRIL_IO_READ;
-	if (what & CURL_POLL_OUT)
-		events |= FIBRIL_IO_WRITE;
-	if (io)
-		return fibril_io_update(io, events) ? -1 : 0;
-	io = fibril_io_watch(e->m, s, events, on_io, e);
-	if (!io)
-		return -1;
-	curl_multi_assign(e->multi, s, io);
-	return 0;
-}
-
-static void on_curl_timeout(struct fibril_timer *t, void *ud)
-{
-	struct etcd *e = ud;
-	int running = 0;
-	e->curl_timer = NULL; /* a one-shot: the host frees it after this call */
-	curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	http_process(e);
-}
-
-static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
-{
-	struct etcd *e = userp;
-	if (e->released)
-		return 0;
-	if (timeout_ms < 0) {
-		fibril_timer_cancel(e->curl_timer);
-		e->curl_timer = NULL;
-		return 0;
-	}
-	if (e->curl_timer)
-		return fibril_timer_rearm(e->curl_timer, (uint64_t)timeout_ms, 0) ? -1 : 0;
-	e->curl_timer = fibril_timer_add(e->m, (uint64_t)timeout_ms, 0, on_curl_timeout, e);
-	return e->curl_timer ? 0 : -1;
-}
+static void http_process(void *ud);
 
 int etcd_http_open(struct etcd *e)
 {
-	e->multi = curl_multi_init();
-	if (!e->multi)
-		return -ENOMEM;
-	curl_multi_setopt(e->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
-	curl_multi_setopt(e->multi, CURLMOPT_SOCKETDATA, e);
-	curl_multi_setopt(e->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
-	curl_multi_setopt(e->multi, CURLMOPT_TIMERDATA, e);
-	return 0;
+	return mod_curl_loop_open(&e->curl, e->m, &e->released, http_process, e);
 }
 
 /* ---- requests -------------------------------------------------------------- */
@@ -98,21 +27,8 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 {
 	struct etcd_req *r = ud;
 	size_t n = size * nmemb;
-	if (r->len + n + 1 > ETCD_MAX_RESPONSE)
+	if (mod_curl_buf_append(&r->buf, &r->len, &r->cap, 1024, ETCD_MAX_RESPONSE, ptr, n))
 		return 0; /* CURLE_WRITE_ERROR */
-	if (r->len + n + 1 > r->cap) {
-		size_t cap = r->cap ? r->cap : 1024;
-		while (cap < r->len + n + 1)
-			cap *= 2;
-		char *buf = realloc(r->buf, cap);
-		if (!buf)
-			return 0;
-		r->buf = buf;
-		r->cap = cap;
-	}
-	memcpy(r->buf + r->len, ptr, n);
-	r->len += n;
-	r->buf[r->len] = '\0';
 	if (r->stream)
 		r->has_data = true;
 	return n;
@@ -164,22 +80,13 @@ static int req_setup(struct etcd_req *r)
 		return -ENOMEM;
 	r->headers = h;
 	curl_easy_setopt(c, CURLOPT_PRIVATE, r);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, r->headers);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->body);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(r->body));
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->errbuf);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)e->dial_timeout_ms);
-	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 10L);
-	curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 5L);
-#if LIBCURL_VERSION_NUM >= 0x075500
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
+	mod_curl_easy_defaults(c, (long)e->dial_timeout_ms, 10L, 5L);
 	req_set_tls(e, c);
 	return 0;
 }
@@ -220,13 +127,13 @@ static int req_launch(struct etcd_req *r)
 		r->buf[0] = '\0';
 	r->errbuf[0] = '\0';
 	r->has_data = false;
-	return curl_multi_add_handle(e->multi, r->easy) == CURLM_OK ? 0 : -EIO;
+	return curl_multi_add_handle(e->curl.multi, r->easy) == CURLM_OK ? 0 : -EIO;
 }
 
 int etcd_req_send(struct etcd_req *r)
 {
 	struct etcd *e = r->e;
-	if (!e->running || !e->multi) {
+	if (!e->running || !e->curl.multi) {
 		req_free(r);
 		return -ECANCELED;
 	}
@@ -249,7 +156,7 @@ void etcd_req_abort(struct etcd_req *r)
 	if (!r || (!r->prev && r->e->reqs != r))
 		return; /* none, or finishing: req_complete frees it */
 	req_unlink(r);
-	curl_multi_remove_handle(r->e->multi, r->easy);
+	curl_multi_remove_handle(r->e->curl.multi, r->easy);
 	req_free(r);
 }
 
@@ -304,7 +211,7 @@ static void req_finish(struct etcd_req *r, CURLcode cc)
 {
 	struct etcd *e = r->e;
 	bool probe = e->probe == r;
-	curl_multi_remove_handle(e->multi, r->easy);
+	curl_multi_remove_handle(e->curl.multi, r->easy);
 	if (cc == CURLE_OK) {
 		long status = 0;
 		curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -331,19 +238,9 @@ static void req_finish(struct etcd_req *r, CURLcode cc)
 		     !sent || probe ? NEWS_DOWN : NEWS_SUSPECT);
 }
 
-static void process_done(struct etcd *e)
+static void finish_one(void *priv, CURLcode cc)
 {
-	CURLMsg *msg;
-	int left;
-	while (e->multi && (msg = curl_multi_info_read(e->multi, &left))) {
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		CURLcode cc = msg->data.result;
-		struct etcd_req *r = NULL;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
-		if (r)
-			req_finish(r, cc);
-	}
+	req_finish(priv, cc);
 }
 
 /* Hand new stream bytes over; rescans because data() may end requests. */
@@ -360,10 +257,11 @@ static void dispatch_streams(struct etcd *e)
 	}
 }
 
-static void http_process(struct etcd *e)
+static void http_process(void *ud)
 {
+	struct etcd *e = ud;
 	dispatch_streams(e);
-	process_done(e);
+	mod_curl_loop_each_done(&e->curl, finish_one);
 	dispatch_streams(e);
 }
 
@@ -371,18 +269,14 @@ static void http_process(struct etcd *e)
 
 void etcd_http_close(struct etcd *e)
 {
-	if (!e->multi)
+	if (!e->curl.multi)
 		return;
 	while (e->reqs) {
 		struct etcd_req *r = e->reqs;
 		req_unlink(r);
-		curl_multi_remove_handle(e->multi, r->easy);
+		curl_multi_remove_handle(e->curl.multi, r->easy);
 		snprintf(r->errbuf, sizeof(r->errbuf), "the kvstore is stopping");
 		req_complete(r, -ECANCELED, NULL, NEWS_NONE);
 	}
-	curl_multi_cleanup(e->multi);
-	e->multi = NULL;
-	if (!e->released)
-		fibril_timer_cancel(e->curl_timer);
-	e->curl_timer = NULL;
+	mod_curl_loop_close(&e->curl);
 }

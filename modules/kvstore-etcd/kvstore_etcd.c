@@ -337,7 +337,7 @@ static void kv_fini(struct fibril_module *m)
 	if (!e)
 		return;
 	e->released = true; /* the host released our timers and fds before fini */
-	if (e->multi)       /* the start failed: stop never ran */
+	if (e->curl.multi)  /* the start failed: stop never ran */
 		kv_shutdown(e);
 	etcd_watch_free_all(e);
 	free_config(e);
