@@ -1,0 +1,40 @@
+/* tests/fuzz/fuzz.h - what every fuzz harness of tests/fuzz shares: the
+ * libFuzzer entry point each one defines, and small helpers to turn the
+ * fuzzer's bytes into the strings a parser takes. The same harness is linked
+ * with libFuzzer (make fuzz, --enable-fuzz) and with replay.c (make check,
+ * every build), which feeds it the seed corpus and the regression inputs. */
+#ifndef FIBRIL_FUZZ_H
+#define FIBRIL_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The bytes as a NUL-terminated string (malloc'd; embedded NULs stay, so
+ * C-string parsers see the text up to the first one). */
+static inline char *fuzz_strndup(const uint8_t *data, size_t size)
+{
+	char *s = malloc(size + 1);
+	if (!s)
+		abort();
+	if (size)
+		memcpy(s, data, size);
+	s[size] = '\0';
+	return s;
+}
+
+/* Split s in place at the first occurrence of sep (a line of its own, such
+ * as "\n--\n"): returns the part after it, or NULL (s unchanged) when absent. */
+static inline char *fuzz_split(char *s, const char *sep)
+{
+	char *at = strstr(s, sep);
+	if (!at)
+		return NULL;
+	*at = '\0';
+	return at + strlen(sep);
+}
+
+#endif
