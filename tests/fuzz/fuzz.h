@@ -13,6 +13,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The host's log at ERROR only (all of it with FUZZ_VERBOSE set): a
+ * rejected input logs one line, which would drown the fuzzer's output.
+ * In fuzz_log.c, for the targets linked with the host runtime. */
+void fuzz_quiet_logs(void);
+
 /* The bytes as a NUL-terminated string (malloc'd; embedded NULs stay, so
  * C-string parsers see the text up to the first one). */
 static inline char *fuzz_strndup(const uint8_t *data, size_t size)

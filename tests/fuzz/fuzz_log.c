@@ -1,0 +1,12 @@
+/* tests/fuzz/fuzz_log.c - fuzz_quiet_logs() for the targets linked with the
+ * host runtime (libfibril_core): the log level is a host internal. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+#include "fuzz.h"
+
+void fuzz_quiet_logs(void)
+{
+	log_set_level(getenv("FUZZ_VERBOSE") ? FIBRIL_LOG_DEBUG : FIBRIL_LOG_ERROR);
+}
