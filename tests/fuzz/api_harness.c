@@ -68,6 +68,10 @@ int fuzz_api_request(const char *method, const char *path, const char *query, co
 	}
 	dispatch(&s, tcp);
 	int status = s.resp.status;
+	if (getenv("FUZZ_VERBOSE")) /* what each request got, to check a seed does what it says */
+		fprintf(stderr, "%s %s -> %d %.*s\n", s.req.method, s.req.path, status,
+			s.resp.body ? (int)(s.resp.len < 300 ? s.resp.len : 300) : 0,
+			s.resp.body ? s.resp.body : "");
 	if (!s.resp.answered || status < 100 || status > 599 || !s.resp.body)
 		abort(); /* every request gets an answer */
 	session_reset(&s);

@@ -17,6 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * rejected input logs one line, which would drown the fuzzer's output.
  * In fuzz_log.c, for the targets linked with the host runtime. */
 void fuzz_quiet_logs(void);
+/* Deliver (and so free) the events a parser published on the bus. */
+void fuzz_host_drain(void);
 
 /* The bytes as a NUL-terminated string (malloc'd; embedded NULs stay, so
  * C-string parsers see the text up to the first one). */

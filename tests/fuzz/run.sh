@@ -21,6 +21,7 @@ for t in "$@"; do
 	artifacts=$top_builddir/tests/fuzz/fuzz-artifacts/$t
 	log=$work/$t.log
 	mkdir -p "$corpus" "$artifacts"
+	cd "$work" || exit 1 # a target's own files (state dirs) go here
 	args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048
 	      -max_len=65536 -artifact_prefix="$artifacts/")
 	dict=$top_srcdir/tests/fuzz/dict/$t.dict
