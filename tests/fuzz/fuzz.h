@@ -10,6 +10,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -42,6 +45,24 @@ static inline char *fuzz_split(char *s, const char *sep)
 		return NULL;
 	*at = '\0';
 	return at + strlen(sep);
+}
+
+/* A file holding exactly the bytes, for parsers that take a path: a memfd
+ * (no disk, nothing left behind) rewritten for each input; returns its
+ * path, /proc/self/fd/N. */
+static inline const char *fuzz_memfile(const char *text, size_t len)
+{
+	static int fd = -1;
+	static char path[64];
+	if (fd < 0) {
+		fd = memfd_create("fuzz-input", MFD_CLOEXEC);
+		if (fd < 0)
+			abort();
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	}
+	if (ftruncate(fd, 0) || (len && pwrite(fd, text, len, 0) != (ssize_t)len))
+		abort();
+	return path;
 }
 
 #endif
