@@ -87,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		k.rng = 1;
 	}
 	struct k8s_res *r = &k.res[data[0] % K8S_NRES];
-	size_t chunk = data[1] ? data[1] : 4096;
+	size_t chunk = data[1] ? (size_t)data[1] * 32 : SIZE_MAX; /* 32..8160 bytes, or all at once */
 	r->k = &k;
 	r->def = &k8s_resdefs[data[0] % K8S_NRES];
 	snprintf(r->topic, sizeof(r->topic), "k8s.%s", r->def->name);
