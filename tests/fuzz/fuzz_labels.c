@@ -3,7 +3,8 @@
  * "source:key[=value]" form, the namespace label, sorting and dedup; and
  * identity.c's label filter, ep_label_counts_for_identity). A joined set
  * must read back as the same set. Input: labels, one per line; a first line
- * "ns=NAME" sets the pod namespace. */
+ * "ns=NAME" sets the pod namespace (ignored unless a DNS label, as the
+ * module validates it before). */
 #include "endpoint_int.h"
 
 #include "fuzz.h"
@@ -21,6 +22,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rest = nl ? nl + 1 : text + size;
 		if (nl)
 			*nl = '\0';
+		/* the module only passes a validated pod-namespace (a DNS label) */
+		size_t n = strlen(ns);
+		if (!n || n >= EP_NS_LEN || strspn(ns, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
+			ns = NULL;
 	}
 	for (char *l = strtok_r(rest, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		ep_label_counts_for_identity(l, strlen(l));
