@@ -11,6 +11,7 @@ packages=(
 	valgrind curl python3 iproute2 binutils
 	etcd-server etcd-client containernetworking-plugins libyaml-dev openssl
 	bpftool golang-go golang-github-appc-cni-dev iperf3 iputils-ping procps
+	libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

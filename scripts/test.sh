@@ -4,7 +4,9 @@
 # BPF, valgrind) with gcc and warnings as errors, builds with clang (warnings
 # as errors) and runs the suite again, runs it a third time under
 # AddressSanitizer + UndefinedBehaviorSanitizer, runs the unit tests under
-# ThreadSanitizer, and finishes with make distcheck. A failed test program's failed checks are printed, and it is
+# ThreadSanitizer, runs each libFuzzer target for FUZZ_SECONDS (default 20;
+# tests/fuzz), and finishes with make distcheck. A failed test program's
+# failed checks are printed, and it is
 # run once more alone: a second failure fails the suite, a pass is reported
 # as FLAKY (its first log kept as *.log.first-run). Prints "N passed, N
 # failed" at the end.
@@ -114,6 +116,31 @@ run_tsan_suite() {
 	return $rc
 }
 run_tsan_suite || status=1
+# Fuzzing: the libFuzzer targets (tests/fuzz) built with clang in build/fuzz
+# and run FUZZ_SECONDS each (whole stage a few minutes); a crash fails it.
+# Each target counts once in the totals. The replay of the regression inputs
+# and seed corpus already ran in each suite's make check.
+echo "=== fuzz: configure --enable-fuzz (clang, libFuzzer) ==="
+rm -rf build/fuzz
+mkdir -p build/fuzz
+fuzz_rc=0
+if ! (cd build/fuzz && "$top/configure" -q --enable-werror --enable-fuzz CC=clang) >build/fuzz.configure.log 2>&1 ||
+	! make -C build/fuzz -j"$jobs" fuzz-build >build/fuzz.make.log 2>&1; then
+	cat build/fuzz.configure.log build/fuzz.make.log 2>/dev/null | tail -60
+	echo "fuzz: build FAILED"
+	total_fail=$((total_fail + 1))
+	status=1
+else
+	make -C build/fuzz fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-20}" | tee build/fuzz.log || fuzz_rc=$?
+	p=$(grep -c '^PASS ' build/fuzz.log || true)
+	f=$(grep -c '^FAIL ' build/fuzz.log || true)
+	echo "fuzz: $p targets passed, $f failed"
+	total_pass=$((total_pass + p))
+	total_fail=$((total_fail + f))
+	if [ "$fuzz_rc" -ne 0 ] || [ "$f" -ne 0 ] || [ "$p" -eq 0 ]; then
+		status=1
+	fi
+fi
 
 echo "=== distcheck ==="
 if make -C build/gcc -j"$jobs" distcheck >build/distcheck.log 2>&1; then

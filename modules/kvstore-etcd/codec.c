@@ -191,6 +191,8 @@ void etcd_kv_clear(struct fibril_kv *kv)
 
 int etcd_kvs_append(const struct etcd *e, struct etcd_kvs *kvs, struct json_object *arr)
 {
+	if (arr && !json_object_is_type(arr, json_type_array))
+		return -EIO; /* "kvs" that is not a list (json-c would assert) */
 	size_t n = arr ? json_object_array_length(arr) : 0;
 	if (kvs->n + n > kvs->cap) {
 		struct fibril_kv *v = realloc(kvs->v, (kvs->n + n) * sizeof(*v));

@@ -235,7 +235,9 @@ static void txn_done(struct etcd_req *r, int err, struct json_object *resp)
 		if (json_object_object_get_ex(resp, "succeeded", &v))
 			succeeded = json_object_get_boolean(v);
 		json_object_object_get_ex(resp, "responses", &responses);
-		size_t n = responses ? json_object_array_length(responses) : 0;
+		if (responses && !json_object_is_type(responses, json_type_array))
+			err = -EIO; /* not a list (json-c would assert) */
+		size_t n = responses && !err ? json_object_array_length(responses) : 0;
 		for (size_t i = 0; i < n && !err; i++) {
 			struct json_object *range = NULL, *arr = NULL;
 			if (!json_object_object_get_ex(json_object_array_get_idx(responses, i),

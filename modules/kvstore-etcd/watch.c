@@ -152,7 +152,9 @@ static int watch_message(struct fibril_kv_watch *w, struct etcd_req *r, struct j
 	}
 	if (json_flag(res, "canceled"))
 		return watch_canceled(w, res);
-	if (json_object_object_get_ex(res, "events", &events) && json_object_array_length(events))
+	if (json_object_object_get_ex(res, "events", &events) && !json_object_is_type(events, json_type_array))
+		return MSG_BROKEN; /* not a list (json-c would assert) */
+	if (events && json_object_array_length(events))
 		return watch_events(w, events);
 	/* a progress notification: every event up to its revision was sent */
 	int64_t rev = etcd_header_revision(res);
