@@ -7,7 +7,9 @@
  * order of the lifecycle. Also: hold handles the natural way and release
  * them in stop and in fini, twice (handles=true), crash in a hook or
  * callback (crash=start|timer|bus|job|stop), run a worker job that outlives
- * stop (stop-job=DURATION), tick a repeating timer into the trace. */
+ * stop (stop-job=DURATION), tick a repeating timer into the trace; built
+ * with -DTM_CTOR_FILE='"path"' or -DTM_CTOR_CRASH it has a constructor that
+ * writes that file or crashes. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -85,7 +87,9 @@ static void release_handles(struct testmod *t)
 		fibril_timer_cancel(t->once); /* fired and freed long ago */
 		fibril_timer_cancel(t->repeat);
 		fibril_io_remove(t->io);
+#if FIBRIL_ABI_MINOR >= 1 /* signal watches are ABI 1.1 */
 		fibril_signal_remove(t->sig);
+#endif
 	}
 }
 
@@ -129,9 +133,11 @@ static void on_io(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 {
 }
 
+#if FIBRIL_ABI_MINOR >= 1
 static void on_signal(struct fibril_signal *s, int signum, void *ud)
 {
 }
+#endif
 
 static void crash_job(void *ud)
 {
@@ -170,8 +176,12 @@ static int tm_init(struct fibril_module *m)
 		t->once = fibril_timer_add(m, 1, 0, on_once, t);
 		t->repeat = fibril_timer_add(m, 60000, 60000, on_repeat, t);
 		t->io = fibril_io_watch(m, t->pipe[0], FIBRIL_IO_READ, on_io, t);
+#if FIBRIL_ABI_MINOR >= 1
 		t->sig = fibril_signal_watch(m, SIGUSR2, on_signal, t);
-		if (!t->sub || !t->once || !t->repeat || !t->io || !t->sig)
+		if (!t->sig)
+			return -ENOMEM;
+#endif
+		if (!t->sub || !t->once || !t->repeat || !t->io)
 			return -ENOMEM;
 	}
 	if (fibril_config_duration_ms(m, "tick"))
@@ -238,6 +248,23 @@ static void tm_stop(struct fibril_module *m)
 		for (;;)
 			pause();
 }
+
+/* For the loader's tests: constructors that must never run in a module
+ * the loader refuses (it reads the descriptor from the file first). */
+#ifdef TM_CTOR_FILE
+__attribute__((constructor)) static void tm_ctor_write(void)
+{
+	FILE *f = fopen(TM_CTOR_FILE, "w");
+	if (f)
+		fclose(f);
+}
+#endif
+#ifdef TM_CTOR_CRASH
+__attribute__((constructor)) static void tm_ctor_crash(void)
+{
+	crash_now();
+}
+#endif
 
 static const struct fibril_config_key tm_keys[] = {
 	{.name = "trace", .type = FIBRIL_CONFIG_PATH, .help = "append lifecycle lines here"},
