@@ -144,6 +144,11 @@ void crash_altstack_thread(void)
 	if (g_altstack_set)
 		return;
 	g_altstack_set = true;
+	/* One is set already (ASan sets its own on every thread, and unmaps
+	 * it at thread exit): keep it. */
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE))
+		return;
 	unsigned i = __atomic_fetch_add(&g_altstacks_used, 1, __ATOMIC_RELAXED);
 	if (i >= ALTSTACKS)
 		return;
