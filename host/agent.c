@@ -238,6 +238,7 @@ static void shutdown_all(bool started)
 	service_fini();
 	loop_fini();
 	loader_unload_all(&g_agent.modules);
+	handles_fini();
 	graph_fini();
 	if (started)
 		host_info("agent stopped in %.1f ms", mono_ms() - t0);
@@ -255,6 +256,7 @@ static int run(void)
 		shutdown_all(false);
 		return 1;
 	}
+	lifecycle_set_stop_timeout((uint64_t)fibril_config_duration_ms(NULL, "stop-timeout"));
 	if (lifecycle_init_all(set, (uint64_t)fibril_config_duration_ms(NULL, "start-timeout"), err)) {
 		host_error("%s", err);
 		shutdown_all(false);
@@ -298,6 +300,7 @@ int fibril_agent_main(int argc, char **argv)
 	g_agent.version = FIBRIL_VERSION;
 	snprintf(g_agent.state, sizeof(g_agent.state), "starting");
 	umask(022);
+	crash_install();
 	struct agent_args args = {0};
 	int rc = parse_args(argc, argv, &args);
 	if (rc) {

@@ -30,6 +30,7 @@ struct fibril_subscription {
 	fibril_event_fn cb;
 	void *ud;
 	uint32_t min_version;
+	void *h; /* the generation-checked handle the module holds */
 	bool dead;
 	uint64_t failures;
 };
@@ -192,8 +193,9 @@ struct fibril_subscription *fibril_bus_subscribe(struct fibril_module *m, const 
 	}
 	t->subs[t->nsubs++] = s;
 	s->topic = t;
+	s->h = handle_new(HANDLE_SUBSCRIPTION, s);
 	pthread_mutex_unlock(&g_bus_lock);
-	return s;
+	return s->h;
 }
 
 static void topic_compact(struct topic *t)
@@ -209,14 +211,23 @@ static void topic_compact(struct topic *t)
 	t->has_dead = false;
 }
 
-void fibril_bus_unsubscribe(struct fibril_subscription *s)
+static void subscription_release(struct fibril_subscription *s)
 {
-	if (!s || s->dead)
+	if (s->dead)
 		return;
+	handle_drop(s->h, HANDLE_SUBSCRIPTION);
 	s->dead = true;
 	s->topic->has_dead = true;
 	if (!g_flushing)
 		topic_compact(s->topic);
+}
+
+/* A handle already released (twice, or by the host) is ignored. */
+void fibril_bus_unsubscribe(struct fibril_subscription *h)
+{
+	struct fibril_subscription *s = handle_get(h, HANDLE_SUBSCRIPTION);
+	if (s)
+		subscription_release(s);
 }
 
 static size_t record_size(size_t payload_len)
@@ -408,7 +419,10 @@ static void deliver(struct queued_event *qe)
 			t->skipped++;
 			continue;
 		}
+		struct crash_ctx cc;
+		crash_enter(&cc, s->owner, "bus callback for topic", t->name, -1);
 		int rc = s->cb(&ev, s->ud);
+		crash_leave(&cc);
 		t->delivered++;
 		if (rc < 0) {
 			t->failed++;
@@ -473,7 +487,7 @@ void bus_release_owner(struct fibril_module *owner)
 		/* backwards: unsubscribing outside a flush compacts the array */
 		for (size_t i = t->nsubs; i-- > 0;)
 			if (t->subs[i]->owner == owner)
-				fibril_bus_unsubscribe(t->subs[i]);
+				subscription_release(t->subs[i]);
 	}
 }
 
@@ -504,8 +518,10 @@ void bus_fini(void)
 	free_blocks(spare);
 	while (t) {
 		struct topic *next = t->next;
-		for (size_t i = 0; i < t->nsubs; i++)
+		for (size_t i = 0; i < t->nsubs; i++) {
+			handle_drop(t->subs[i]->h, HANDLE_SUBSCRIPTION);
 			free(t->subs[i]);
+		}
 		free(t->subs);
 		free(t->name);
 		free(t);

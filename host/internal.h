@@ -258,4 +258,49 @@ HIDDEN void health_free(struct fibril_module *m);
  * listener /healthz, /livez and /metrics. */
 HIDDEN int routes_register(void);
 
+/* ---- releasable handles (handles.c) ------------------------------------ */
+/* What a module holds for a timer, fd watch, signal watch or subscription is
+ * an index + generation, not a pointer: releasing it twice, or after the
+ * host released it, finds a stale generation and does nothing. */
+enum handle_type { HANDLE_TIMER = 1, HANDLE_IO, HANDLE_SIGNAL, HANDLE_SUBSCRIPTION };
+HIDDEN void *handle_new(enum handle_type type, void *obj);
+/* The object of a live handle of that type, or NULL (stale, wrong type). */
+HIDDEN void *handle_get(const void *h, enum handle_type type);
+/* Invalidate (a stale handle is ignored). */
+HIDDEN void handle_drop(const void *h, enum handle_type type);
+HIDDEN unsigned handle_live_count(void);
+HIDDEN void handles_fini(void);
+
+/* ---- crash reporting (crash.c) ----------------------------------------- */
+/* A record of "module code is running": pushed around every call into a
+ * module (hooks, callbacks, route handlers, worker jobs), per thread, read
+ * by the fatal-signal handler. `what` reads after "in module 'x' (", e.g.
+ * "bus callback for topic" with detail "x.y", or "fd watch callback for fd"
+ * with num 7 (num < 0 and detail NULL: nothing more). */
+struct crash_ctx {
+	const struct fibril_module *m; /* NULL: the host's own callback */
+	const char *what;
+	const char *detail;
+	long num;
+	struct crash_ctx *prev;
+};
+HIDDEN void crash_enter(struct crash_ctx *c, const struct fibril_module *m, const char *what,
+			const char *detail, long num);
+HIDDEN void crash_leave(struct crash_ctx *c);
+/* Whether this thread is inside a call into module code. */
+HIDDEN bool crash_in_module_code(void);
+/* Install the handlers (and the loop thread's alternate stack). */
+HIDDEN void crash_install(void);
+/* An alternate signal stack for the calling thread (worker threads). */
+HIDDEN void crash_altstack_thread(void);
+
+/* ---- lifecycle and loop, re-entrancy (lifecycle.c, loop.c) -------------- */
+/* Cancel the owner's queued worker jobs and wait, without running the loop,
+ * up to timeout_ms for its running ones; then run their completions (and
+ * the cancelled ones') directly. Returns how many jobs are still running
+ * (0: none left). */
+HIDDEN unsigned loop_drain_owner_jobs(struct fibril_module *owner, uint64_t timeout_ms);
+/* The stop-timeout lifecycle_fini_all bounds its waits with. */
+HIDDEN void lifecycle_set_stop_timeout(uint64_t timeout_ms);
+
 #endif

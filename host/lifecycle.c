@@ -2,7 +2,15 @@
  * in dependency order (waiting on the loop for modules that finish their
  * start asynchronously), stop in reverse, fini. Each phase of each module is
  * timed. A failed start stops what already started, in reverse. A watchdog
- * thread ends the agent when a hook does not return within its timeout. */
+ * thread ends the agent when a hook does not return within its timeout.
+ *
+ * Taking a module down (finish_module): wait - without running the loop, at
+ * most the stop-timeout - for its running worker jobs and run their
+ * completions; deliver what is queued on the bus and drop its
+ * subscriptions; call its fini; then release whatever else it still holds
+ * (routes, services, maps, timers, watches). Handles it releases itself in
+ * stop or fini, even twice, are generation-checked (handles.c), so any order
+ * is safe. Every hook runs inside a crash record (crash.c). */
 #include "internal.h"
 
 #include <errno.h>
@@ -96,6 +104,12 @@ static void watchdog_stop(void)
 /* ---- phases ---------------------------------------------------------------- */
 
 static volatile bool g_start_interrupted;
+static uint64_t g_stop_timeout_ms = 10000;
+
+void lifecycle_set_stop_timeout(uint64_t timeout_ms)
+{
+	g_stop_timeout_ms = timeout_ms;
+}
 
 void lifecycle_interrupt_start(void)
 {
@@ -109,13 +123,50 @@ static const char *error_text(struct fibril_module *m, int rc)
 	return m->error;
 }
 
+/* Jobs still running after the stop-timeout run module code that is about
+ * to be unloaded: nothing safe is left to do but say so and exit. */
+static void drain_jobs_or_exit(struct fibril_module *m, const char *when)
+{
+	unsigned left = loop_drain_owner_jobs(m, g_stop_timeout_ms);
+	if (!left)
+		return;
+	host_error("module %s: %u worker job%s still running %llu ms %s (stop-timeout); exiting "
+		   "without unloading it", m->name, left, left == 1 ? "" : "s",
+		   (unsigned long long)g_stop_timeout_ms, when);
+	_exit(1);
+}
+
 void module_release_resources(struct fibril_module *m)
 {
+	drain_jobs_or_exit(m, "after its fini");
 	api_release_owner(m);
 	bus_release_owner(m);
 	service_release_owner(m);
 	maps_release_owner(m);
 	loop_release_owner(m);
+}
+
+static void run_fini(struct fibril_module *m)
+{
+	double t0 = mono_ms();
+	struct crash_ctx cc;
+	watchdog_arm(m, "fini", g_stop_timeout_ms);
+	crash_enter(&cc, m, "fini hook", NULL, -1);
+	m->desc.fini(m);
+	crash_leave(&cc);
+	watchdog_disarm();
+	m->fini_ms = mono_ms() - t0;
+}
+
+/* fini first, then release what is left (see the top of the file). */
+static void finish_module(struct fibril_module *m)
+{
+	drain_jobs_or_exit(m, "after its stop");
+	bus_release_owner(m);
+	if (m->initialized && m->desc.fini)
+		run_fini(m);
+	m->initialized = false;
+	module_release_resources(m);
 }
 
 int lifecycle_init_all(struct module_set *set, uint64_t timeout_ms, char *err)
@@ -125,8 +176,11 @@ int lifecycle_init_all(struct module_set *set, uint64_t timeout_ms, char *err)
 		double t0 = mono_ms();
 		int rc = 0;
 		if (m->desc.init) {
+			struct crash_ctx cc;
 			watchdog_arm(m, "init", timeout_ms);
+			crash_enter(&cc, m, "init hook", NULL, -1);
 			rc = m->desc.init(m);
+			crash_leave(&cc);
 			watchdog_disarm();
 		}
 		m->init_ms = mono_ms() - t0;
@@ -134,12 +188,8 @@ int lifecycle_init_all(struct module_set *set, uint64_t timeout_ms, char *err)
 			m->state = MODULE_FAILED;
 			errbuf_set(err, "module %s (%s): init failed: %s", m->name, m->path,
 				   error_text(m, rc));
-			for (size_t j = i + 1; j-- > 0;) {
-				module_release_resources(set->order[j]);
-				if (j < i && set->order[j]->desc.fini)
-					set->order[j]->desc.fini(set->order[j]);
-				set->order[j]->initialized = false;
-			}
+			for (size_t j = i + 1; j-- > 0;)
+				finish_module(set->order[j]); /* [i] failed: no fini */
 			return -1;
 		}
 		m->state = MODULE_INITIALIZED;
@@ -165,13 +215,23 @@ static int start_one(struct fibril_module *m, uint64_t timeout_ms)
 		return 0;
 	m->start_pending = false;
 	m->start_rc = 0;
+	struct crash_ctx cc;
 	watchdog_arm(m, "start", timeout_ms);
+	crash_enter(&cc, m, "start hook", NULL, -1);
 	int rc = m->desc.start(m);
+	crash_leave(&cc);
 	watchdog_disarm();
 	if (rc != FIBRIL_START_PENDING)
 		return rc;
 	m->start_pending = true;
 	struct fibril_timer *t = fibril_timer_add(NULL, timeout_ms, 0, on_start_timeout, m);
+	/* The loop runs here, from the agent's main and never from inside a
+	 * callback or hook (checked: libuv's loop is not re-entrant), so the
+	 * modules already started keep working while this one finishes. */
+	if (crash_in_module_code()) {
+		host_error("module %s: the agent was started from inside module code", m->name);
+		abort();
+	}
 	while (m->start_pending && !g_start_interrupted)
 		loop_run_once(true);
 	if (m->start_pending) {
@@ -189,8 +249,11 @@ static void stop_one(struct fibril_module *m, uint64_t timeout_ms)
 	double t0 = mono_ms();
 	m->state = MODULE_STOPPING;
 	if (m->desc.stop) {
+		struct crash_ctx cc;
 		watchdog_arm(m, "stop", timeout_ms);
+		crash_enter(&cc, m, "stop hook", NULL, -1);
 		m->desc.stop(m);
+		crash_leave(&cc);
 		watchdog_disarm();
 	}
 	m->stop_ms = mono_ms() - t0;
@@ -249,16 +312,8 @@ void lifecycle_stop_all(struct module_set *set, uint64_t timeout_ms)
 
 void lifecycle_fini_all(struct module_set *set)
 {
-	for (size_t i = set->norder; i-- > 0;) {
-		struct fibril_module *m = set->order[i];
-		module_release_resources(m);
-		if (!m->initialized)
-			continue;
-		m->initialized = false;
-		double t0 = mono_ms();
-		if (m->desc.fini)
-			m->desc.fini(m);
-		m->fini_ms = mono_ms() - t0;
-	}
+	bus_flush();
+	for (size_t i = set->norder; i-- > 0;)
+		finish_module(set->order[i]);
 	watchdog_stop();
 }

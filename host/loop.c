@@ -2,7 +2,12 @@
  * fd watches, signal watches, deferred calls from any thread, and jobs on
  * libuv's worker pool whose completions run back on the loop. Every handle
  * remembers the module that made it, so the host can undo all of a module's
- * handles before it unloads the module. */
+ * handles before it unloads the module. What a module holds is a
+ * generation-checked handle (handles.c), so releasing one twice, or after the
+ * host released it, is harmless. Every call into module code is wrapped in a
+ * crash record (crash.c). Nothing here runs the loop from inside a callback:
+ * a module's running worker jobs are waited for on a condition variable, not
+ * by running other modules' callbacks. */
 #include "internal.h"
 
 #include <errno.h>
@@ -10,6 +15,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -19,6 +25,7 @@ enum handle_kind { KIND_TIMER, KIND_IO, KIND_SIGNAL };
 struct owned_handle {
 	enum handle_kind kind;
 	struct fibril_module *owner;
+	void *h; /* what the module holds (handles.c) */
 	struct owned_handle *prev, *next;
 	bool closing;
 };
@@ -60,8 +67,15 @@ struct work_job {
 	fibril_done_fn done;
 	void *ud;
 	struct work_job *prev, *next;
+	/* under g_jobs_lock: */
+	bool running, finished;
+	/* loop thread only: */
+	bool cancelled, draining, completed; /* completed: done() already ran */
 };
 
+static pthread_mutex_t g_jobs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_jobs_cond; /* on CLOCK_MONOTONIC */
+static pthread_once_t g_jobs_cond_once = PTHREAD_ONCE_INIT;
 static uv_loop_t g_loop;
 static bool g_loop_ready;
 static struct owned_handle *g_handles;
@@ -73,8 +87,12 @@ static uv_signal_t g_stop_signals[2];
 static void (*g_stop_cb)(int signum);
 static int g_stop_signal_count;
 
+static const enum handle_type g_handle_types[] = {
+	[KIND_TIMER] = HANDLE_TIMER, [KIND_IO] = HANDLE_IO, [KIND_SIGNAL] = HANDLE_SIGNAL};
+
 static void link_handle(struct owned_handle *h, enum handle_kind kind, struct fibril_module *owner)
 {
+	h->h = handle_new(g_handle_types[kind], h);
 	h->kind = kind;
 	h->owner = owner;
 	h->prev = NULL;
@@ -105,6 +123,7 @@ static void close_owned(struct owned_handle *h, uv_handle_t *uvh)
 	if (h->closing)
 		return;
 	h->closing = true;
+	handle_drop(h->h, g_handle_types[h->kind]);
 	unlink_handle(h);
 	uvh->data = h; /* the owned_handle is the first member: the whole object */
 	uv_close(uvh, free_on_close);
@@ -155,13 +174,24 @@ uint64_t fibril_now_ms(void)
 
 /* ---- timers ------------------------------------------------------------- */
 
+static void timer_close(struct fibril_timer *t)
+{
+	if (t->link.closing)
+		return;
+	uv_timer_stop(&t->uv);
+	close_owned(&t->link, (uv_handle_t *)&t->uv);
+}
+
 static void on_timer(uv_timer_t *uvt)
 {
 	struct fibril_timer *t = uvt->data;
-	t->cb(t, t->ud);
+	struct crash_ctx cc;
+	crash_enter(&cc, t->link.owner, "timer callback", NULL, -1);
+	t->cb((struct fibril_timer *)t->link.h, t->ud);
+	crash_leave(&cc);
 	/* a one-shot is freed after firing, unless its callback re-armed it */
 	if (t->one_shot && !t->link.closing && !uv_is_active((uv_handle_t *)&t->uv))
-		fibril_timer_cancel(t);
+		timer_close(t);
 }
 
 struct fibril_timer *fibril_timer_add(struct fibril_module *m, uint64_t first_ms,
@@ -179,23 +209,23 @@ struct fibril_timer *fibril_timer_add(struct fibril_module *m, uint64_t first_ms
 	t->uv.data = t;
 	link_handle(&t->link, KIND_TIMER, m);
 	uv_timer_start(&t->uv, on_timer, first_ms, repeat_ms);
-	return t;
+	return (struct fibril_timer *)t->link.h;
 }
 
-int fibril_timer_rearm(struct fibril_timer *t, uint64_t first_ms, uint64_t repeat_ms)
+int fibril_timer_rearm(struct fibril_timer *h, uint64_t first_ms, uint64_t repeat_ms)
 {
+	struct fibril_timer *t = handle_get(h, HANDLE_TIMER);
 	if (!t || t->link.closing)
 		return -EINVAL;
 	t->one_shot = repeat_ms == 0;
 	return uv_timer_start(&t->uv, on_timer, first_ms, repeat_ms) ? -EINVAL : 0;
 }
 
-void fibril_timer_cancel(struct fibril_timer *t)
+void fibril_timer_cancel(struct fibril_timer *h)
 {
-	if (!t || t->link.closing)
-		return;
-	uv_timer_stop(&t->uv);
-	close_owned(&t->link, (uv_handle_t *)&t->uv);
+	struct fibril_timer *t = handle_get(h, HANDLE_TIMER);
+	if (t)
+		timer_close(t);
 }
 
 /* ---- fd watches ---------------------------------------------------------- */
@@ -216,7 +246,10 @@ static void on_poll(uv_poll_t *p, int status, int events)
 		rev |= FIBRIL_IO_READ;
 	if (events & UV_WRITABLE)
 		rev |= FIBRIL_IO_WRITE;
-	io->cb(io, io->fd, rev, io->ud);
+	struct crash_ctx cc;
+	crash_enter(&cc, io->link.owner, "fd watch callback for fd", NULL, io->fd);
+	io->cb((struct fibril_io *)io->link.h, io->fd, rev, io->ud);
+	crash_leave(&cc);
 }
 
 struct fibril_io *fibril_io_watch(struct fibril_module *m, int fd, uint32_t events,
@@ -239,11 +272,12 @@ struct fibril_io *fibril_io_watch(struct fibril_module *m, int fd, uint32_t even
 	io->uv.data = io;
 	link_handle(&io->link, KIND_IO, m);
 	uv_poll_start(&io->uv, to_uv_events(events), on_poll);
-	return io;
+	return (struct fibril_io *)io->link.h;
 }
 
-int fibril_io_update(struct fibril_io *io, uint32_t events)
+int fibril_io_update(struct fibril_io *h, uint32_t events)
 {
+	struct fibril_io *io = handle_get(h, HANDLE_IO);
 	if (!io || io->link.closing)
 		return -EINVAL;
 	if (!events)
@@ -251,12 +285,19 @@ int fibril_io_update(struct fibril_io *io, uint32_t events)
 	return uv_poll_start(&io->uv, to_uv_events(events), on_poll) ? -EINVAL : 0;
 }
 
-void fibril_io_remove(struct fibril_io *io)
+static void io_close(struct fibril_io *io)
 {
-	if (!io || io->link.closing)
+	if (io->link.closing)
 		return;
 	uv_poll_stop(&io->uv);
 	close_owned(&io->link, (uv_handle_t *)&io->uv);
+}
+
+void fibril_io_remove(struct fibril_io *h)
+{
+	struct fibril_io *io = handle_get(h, HANDLE_IO);
+	if (io)
+		io_close(io);
 }
 
 /* ---- signal watches ------------------------------------------------------- */
@@ -264,7 +305,10 @@ void fibril_io_remove(struct fibril_io *io)
 static void on_signal(uv_signal_t *uvs, int signum)
 {
 	struct fibril_signal *s = uvs->data;
-	s->cb(s, signum, s->ud);
+	struct crash_ctx cc;
+	crash_enter(&cc, s->link.owner, "signal watch callback for signal", NULL, signum);
+	s->cb((struct fibril_signal *)s->link.h, signum, s->ud);
+	crash_leave(&cc);
 }
 
 struct fibril_signal *fibril_signal_watch(struct fibril_module *m, int signum,
@@ -285,15 +329,22 @@ struct fibril_signal *fibril_signal_watch(struct fibril_module *m, int signum,
 		errno = EINVAL;
 		return NULL;
 	}
-	return s;
+	return (struct fibril_signal *)s->link.h;
 }
 
-void fibril_signal_remove(struct fibril_signal *s)
+static void signal_close(struct fibril_signal *s)
 {
-	if (!s || s->link.closing)
+	if (s->link.closing)
 		return;
 	uv_signal_stop(&s->uv);
 	close_owned(&s->link, (uv_handle_t *)&s->uv);
+}
+
+void fibril_signal_remove(struct fibril_signal *h)
+{
+	struct fibril_signal *s = handle_get(h, HANDLE_SIGNAL);
+	if (s)
+		signal_close(s);
 }
 
 /* After the first stop signal the loop thread is busy stopping modules and
@@ -344,7 +395,10 @@ static void drain_deferred(uv_async_t *a)
 	pthread_mutex_unlock(&g_defer_lock);
 	while (list) {
 		struct deferred_call *next = list->next;
+		struct crash_ctx cc;
+		crash_enter(&cc, list->owner, "deferred call", NULL, -1);
 		list->cb(list->ud);
+		crash_leave(&cc);
 		free(list);
 		list = next;
 	}
@@ -378,10 +432,43 @@ void loop_wake(void)
 
 /* ---- worker pool --------------------------------------------------------- */
 
+static void jobs_cond_init(void)
+{
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&g_jobs_cond, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
 static void job_run(uv_work_t *w)
 {
 	struct work_job *j = w->data;
+	crash_altstack_thread();
+	pthread_mutex_lock(&g_jobs_lock);
+	j->running = true;
+	pthread_mutex_unlock(&g_jobs_lock);
+	struct crash_ctx cc;
+	crash_enter(&cc, j->owner, "worker job", NULL, -1);
 	j->work(j->ud);
+	crash_leave(&cc);
+	pthread_mutex_lock(&g_jobs_lock);
+	j->finished = true;
+	pthread_cond_broadcast(&g_jobs_cond);
+	pthread_mutex_unlock(&g_jobs_lock);
+}
+
+static void job_complete(struct work_job *j, int status)
+{
+	if (j->completed)
+		return;
+	j->completed = true;
+	if (!j->done)
+		return;
+	struct crash_ctx cc;
+	crash_enter(&cc, j->owner, "worker job completion", NULL, -1);
+	j->done(j->ud, status);
+	crash_leave(&cc);
 }
 
 static void job_done(uv_work_t *w, int status)
@@ -393,8 +480,7 @@ static void job_done(uv_work_t *w, int status)
 		g_jobs = j->next;
 	if (j->next)
 		j->next->prev = j->prev;
-	if (j->done)
-		j->done(j->ud, status == UV_ECANCELED ? -ECANCELED : 0);
+	job_complete(j, status == UV_ECANCELED || j->cancelled ? -ECANCELED : 0);
 	free(j);
 }
 
@@ -424,9 +510,62 @@ unsigned loop_pending_work(struct fibril_module *owner)
 {
 	unsigned n = 0;
 	for (struct work_job *j = g_jobs; j; j = j->next)
-		if (j->owner == owner)
+		if (j->owner == owner && !j->completed)
 			n++;
 	return n;
+}
+
+/* Caller holds g_jobs_lock. */
+static unsigned jobs_still_running(const struct fibril_module *owner)
+{
+	unsigned n = 0;
+	for (struct work_job *j = g_jobs; j; j = j->next)
+		if (j->owner == owner && j->draining && !j->cancelled && !j->finished)
+			n++;
+	return n;
+}
+
+unsigned loop_drain_owner_jobs(struct fibril_module *owner, uint64_t timeout_ms)
+{
+	if (!g_loop_ready)
+		return 0;
+	pthread_once(&g_jobs_cond_once, jobs_cond_init);
+	for (struct work_job *j = g_jobs; j; j = j->next) {
+		if (j->owner != owner || j->completed)
+			continue;
+		j->draining = true;
+		if (!j->cancelled && uv_cancel((uv_req_t *)&j->uv) == 0)
+			j->cancelled = true; /* never ran; uv frees it later */
+	}
+	struct timespec deadline;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += (time_t)(timeout_ms / 1000);
+	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&g_jobs_lock);
+	unsigned left;
+	while ((left = jobs_still_running(owner)) &&
+	       pthread_cond_timedwait(&g_jobs_cond, &g_jobs_lock, &deadline) != ETIMEDOUT)
+		;
+	left = jobs_still_running(owner);
+	pthread_mutex_unlock(&g_jobs_lock);
+	if (left)
+		return left;
+	/* Every collected job ran or was cancelled: run their completions
+	 * here (libuv frees them later, without calling the module again). A
+	 * completion may submit more jobs; those are not part of this drain. */
+	for (;;) {
+		struct work_job *j = g_jobs;
+		while (j && !(j->owner == owner && j->draining && !j->completed))
+			j = j->next;
+		if (!j)
+			break;
+		job_complete(j, j->cancelled ? -ECANCELED : 0);
+	}
+	return 0;
 }
 
 /* ---- release ------------------------------------------------------------- */
@@ -459,27 +598,32 @@ void loop_release_owner(struct fibril_module *owner)
 		if (h->owner == owner) {
 			switch (h->kind) {
 			case KIND_TIMER:
-				fibril_timer_cancel((struct fibril_timer *)h);
+				timer_close((struct fibril_timer *)h);
 				break;
 			case KIND_IO:
-				fibril_io_remove((struct fibril_io *)h);
+				io_close((struct fibril_io *)h);
 				break;
 			case KIND_SIGNAL:
-				fibril_signal_remove((struct fibril_signal *)h);
+				signal_close((struct fibril_signal *)h);
 				break;
 			}
 		}
 		h = next;
 	}
 	release_deferred(owner);
-	for (struct work_job *j = g_jobs; j; j = j->next)
-		if (j->owner == owner)
-			uv_cancel((uv_req_t *)&j->uv);
-	/* Running jobs cannot be cancelled: wait for their completions. */
-	while (loop_pending_work(owner))
-		uv_run(&g_loop, UV_RUN_ONCE);
-	/* Let the closes complete so nothing of the module runs later. */
-	uv_run(&g_loop, UV_RUN_NOWAIT);
+	/* Stopped handles call nothing any more; their closes complete (and
+	 * free host memory only) the next time the loop runs. Queued jobs are
+	 * cancelled and running ones waited for, with their completions run
+	 * (the lifecycle has done so already, bounded by the stop-timeout); a
+	 * job still left over never calls the module again. */
+	loop_drain_owner_jobs(owner, 10000);
+	for (struct work_job *j = g_jobs; j; j = j->next) {
+		if (j->owner != owner)
+			continue;
+		if (!j->cancelled && uv_cancel((uv_req_t *)&j->uv) == 0)
+			j->cancelled = true;
+		j->completed = true;
+	}
 }
 
 static void close_any(uv_handle_t *h, void *arg)
@@ -492,6 +636,7 @@ void loop_fini(void)
 {
 	if (!g_loop_ready)
 		return;
+	loop_drain_owner_jobs(NULL, 60000);
 	loop_release_owner(NULL);
 	while (g_jobs)
 		uv_run(&g_loop, UV_RUN_ONCE);

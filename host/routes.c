@@ -100,7 +100,11 @@ static struct json_object *module_status(struct fibril_module *m)
 	json_object_object_add(o, "timings", t);
 	if (m->desc.summary && m->state == MODULE_RUNNING) {
 		char buf[256] = "";
-		if (m->desc.summary(m, buf, sizeof(buf)) >= 0)
+		struct crash_ctx cc;
+		crash_enter(&cc, m, "summary hook", NULL, -1);
+		int n = m->desc.summary(m, buf, sizeof(buf));
+		crash_leave(&cc);
+		if (n >= 0)
 			json_object_object_add(o, "summary", json_object_new_string(buf));
 	}
 	json_object_object_add(o, "error", json_object_new_string(m->error));

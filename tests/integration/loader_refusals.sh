@@ -36,7 +36,7 @@ check "a good set passes --check" test "$RC" -eq 0
 # ABI major mismatch.
 d=$WORK/abi-major
 build_module "$d" major cflags="-DTM_DESC_EXTRA=,.abi_major=2"
-expect_refusal "ABI major mismatch" "$d" "module $d/major.so: ABI major mismatch: built for ABI 2.3, host provides 1.4"
+expect_refusal "ABI major mismatch" "$d" "module $d/major.so: ABI major mismatch: built for ABI 2.4, host provides 1.4"
 
 # Module built for a newer minor than the host.
 d=$WORK/abi-minor
@@ -116,6 +116,52 @@ check "[providers] chooses between two providers" test "$RC" -eq 0
 check "the chosen provider is started" contains "$OUT" "1. pool-b"
 check "the other provider is not started" contains "$OUT" "not started: pool-a"
 expect_refusal "[providers] naming a non-provider" "$d" "[providers] ipam = nosuch, but no such module is loaded" --set providers.ipam=nosuch
+
+# The descriptor is read from the file before any code of the module runs:
+# a constructor that would crash, or write a file, never runs in a module
+# refused for its ABI or signature.
+d=$WORK/ctor-crash
+build_module "$d" ctorcrash cflags="-DTM_DESC_EXTRA=,.abi_major=2 -DTM_CTOR_CRASH"
+expect_refusal "bad ABI major: refused before its crashing constructor runs" "$d" \
+	"module $d/ctorcrash.so: ABI major mismatch: built for ABI 2.4, host provides 1.4"
+check "... the agent exited 1, not of its constructor's crash (rc=$RC)" test "$RC" -eq 1
+d=$WORK/ctor-file
+build_module "$d" ctorfile cflags="-DTM_DESC_EXTRA=,.abi_minor=9 -DTM_CTOR_FILE=\"$WORK/ctor-ran\""
+expect_refusal "newer minor: refused before its constructor runs" "$d" \
+	"module $d/ctorfile.so: built for ABI 1.9, newer than the host's 1.4"
+check "... its constructor never wrote its file" test ! -e "$WORK/ctor-ran"
+d=$WORK/ctor-sig
+build_module "$d" ctorsig cflags="-DTM_DESC_EXTRA=,.signature=\"fibril:1:ilp32:4\" -DTM_CTOR_FILE=\"$WORK/ctor-ran\""
+expect_refusal "bad signature: refused before its constructor runs" "$d" "build signature 'fibril:1:ilp32:4' does not match"
+check "... its constructor never wrote its file" test ! -e "$WORK/ctor-ran"
+# ... while a good module's constructor does run (after the checks).
+d=$WORK/ctor-good
+build_module "$d" ctorgood cflags="-DTM_CTOR_FILE=\"$WORK/ctor-ran\""
+run_agent "$d" --check
+check "a good module with a constructor loads (rc=$RC)" test "$RC" -eq 0
+check "... and its constructor ran" test -e "$WORK/ctor-ran"
+
+# A symlinked module file is refused (opened with O_NOFOLLOW).
+d=$WORK/symlink
+build_module "$WORK/elsewhere" linked
+mkdir -p "$d"
+ln -s "$WORK/elsewhere/linked.so" "$d/linked.so"
+expect_refusal "symlinked module file" "$d" "module file $d/linked.so: is a symbolic link, expected the file itself"
+
+# A module directory inside a group-writable directory is refused; a sticky
+# one (like /tmp, above every test's work dir) is fine.
+d=$WORK/gwparent/mods
+build_module "$d" inner
+chmod 0775 "$WORK/gwparent"
+expect_refusal "group-writable parent directory" "$d" \
+	"module directory $d: parent directory $WORK/gwparent: mode 0775 is group-writable"
+chmod 1777 "$WORK/gwparent"
+run_agent "$d" --check
+check "a sticky world-writable parent is accepted (rc=$RC)" test "$RC" -eq 0
+chmod 0755 "$WORK/gwparent"
+chown 65534 "$WORK/gwparent"
+expect_refusal "parent directory not root-owned" "$d" \
+	"module directory $d: parent directory $WORK/gwparent: owned by uid 65534, expected root (uid 0)"
 
 # Nothing was started by any refusal: no socket was ever created.
 check "no refusal opened the API socket" test ! -e "$WORK/fibril.sock"

@@ -4,10 +4,17 @@
  * behaviour at run time through its config section: fail in init or start,
  * finish start asynchronously, hang, report degraded health, and append
  * "init|start|stop|fini NAME" lines to a trace file so tests can check the
- * order of the lifecycle. */
+ * order of the lifecycle. Also: hold handles the natural way and release
+ * them in stop and in fini, twice (handles=true), crash in a hook or
+ * callback (crash=start|timer|bus|job|stop), run a worker job that outlives
+ * stop (stop-job=DURATION), tick a repeating timer into the trace; built
+ * with -DTM_CTOR_FILE='"path"' or -DTM_CTOR_CRASH it has a constructor that
+ * writes that file or crashes. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,6 +38,14 @@
 
 struct testmod {
 	struct fibril_timer *timer;
+	/* handles=true: kept as a vendor would, never reset to NULL */
+	struct fibril_subscription *sub;
+	struct fibril_timer *once, *repeat;
+	struct fibril_io *io;
+	struct fibril_signal *sig;
+	int pipe[2];
+	struct fibril_timer *tick;
+	struct fibril_module *m;
 };
 
 static void trace(struct fibril_module *m, const char *what)
@@ -53,10 +68,93 @@ static void echo(struct fibril_request *req, struct fibril_response *resp, void 
 	fibril_resp_body(resp, 200, "application/json", body, len);
 }
 
+static void crash_now(void)
+{
+	*(volatile int *)(uintptr_t)8 = 1; /* a NULL-pointer write, as a bug would do */
+}
+
+static bool crash_in(struct fibril_module *m, const char *where)
+{
+	const char *c = fibril_config_string(m, "crash");
+	return c && strcmp(c, where) == 0;
+}
+
+/* Release every handle the natural way: no "already released" bookkeeping. */
+static void release_handles(struct testmod *t)
+{
+	for (int i = 0; i < 2; i++) {
+		fibril_bus_unsubscribe(t->sub);
+		fibril_timer_cancel(t->once); /* fired and freed long ago */
+		fibril_timer_cancel(t->repeat);
+		fibril_io_remove(t->io);
+#if FIBRIL_ABI_MINOR >= 1 /* signal watches are ABI 1.1 */
+		fibril_signal_remove(t->sig);
+#endif
+	}
+}
+
 static void tm_fini(struct fibril_module *m)
 {
 	trace(m, "fini");
-	free(fibril_module_data(m));
+	struct testmod *t = fibril_module_data(m);
+	if (t && fibril_config_bool(m, "handles")) {
+		release_handles(t);
+		close(t->pipe[0]);
+		close(t->pipe[1]);
+	}
+	free(t);
+}
+
+static int on_event(const struct fibril_event *ev, void *ud)
+{
+	struct testmod *t = ud;
+	if (crash_in(t->m, "bus"))
+		crash_now();
+	return 0;
+}
+
+static void on_once(struct fibril_timer *timer, void *ud)
+{
+	struct testmod *t = ud;
+	if (crash_in(t->m, "timer"))
+		crash_now();
+}
+
+static void on_repeat(struct fibril_timer *timer, void *ud)
+{
+}
+
+static void on_tick(struct fibril_timer *timer, void *ud)
+{
+	trace(ud, "tick");
+}
+
+static void on_io(struct fibril_io *io, int fd, uint32_t revents, void *ud)
+{
+}
+
+#if FIBRIL_ABI_MINOR >= 1
+static void on_signal(struct fibril_signal *s, int signum, void *ud)
+{
+}
+#endif
+
+static void crash_job(void *ud)
+{
+	crash_now();
+}
+
+static void sleep_job(void *ud)
+{
+	struct testmod *t = ud;
+	uint64_t ms = fibril_config_duration_ms(t->m, "stop-job");
+	usleep((useconds_t)(ms * 1000));
+}
+
+static void sleep_job_done(void *ud, int status)
+{
+	struct testmod *t = ud;
+	trace(t->m, status ? "job-cancelled" : "job-done");
 }
 
 static int tm_init(struct fibril_module *m)
@@ -69,7 +167,26 @@ static int tm_init(struct fibril_module *m)
 	struct testmod *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	t->m = m;
 	fibril_module_set_data(m, t);
+	if (fibril_config_bool(m, "handles") || fibril_config_string(m, "crash")[0]) {
+		if (pipe(t->pipe))
+			return -errno;
+		t->sub = fibril_bus_subscribe(m, "tm." TM_NAME, 1, on_event, t);
+		t->once = fibril_timer_add(m, 1, 0, on_once, t);
+		t->repeat = fibril_timer_add(m, 60000, 60000, on_repeat, t);
+		t->io = fibril_io_watch(m, t->pipe[0], FIBRIL_IO_READ, on_io, t);
+#if FIBRIL_ABI_MINOR >= 1
+		t->sig = fibril_signal_watch(m, SIGUSR2, on_signal, t);
+		if (!t->sig)
+			return -ENOMEM;
+#endif
+		if (!t->sub || !t->once || !t->repeat || !t->io)
+			return -ENOMEM;
+	}
+	if (fibril_config_duration_ms(m, "tick"))
+		t->tick = fibril_timer_add(m, fibril_config_duration_ms(m, "tick"),
+					   fibril_config_duration_ms(m, "tick"), on_tick, m);
 	return fibril_api_route(m, "POST", "/v1/tm/" TM_NAME "/echo", FIBRIL_ROUTE_JSON_BODY, echo, t);
 }
 
@@ -91,6 +208,12 @@ static int tm_start(struct fibril_module *m)
 {
 	struct testmod *t = fibril_module_data(m);
 	trace(m, "start");
+	if (crash_in(m, "start"))
+		crash_now();
+	if (crash_in(m, "bus"))
+		fibril_bus_publish(m, "tm." TM_NAME, 1, "boom", 4);
+	if (crash_in(m, "job"))
+		fibril_work_submit(m, crash_job, NULL, t);
 	if (fibril_config_bool(m, "hang-start"))
 		for (;;)
 			pause();
@@ -114,10 +237,34 @@ static int tm_start(struct fibril_module *m)
 static void tm_stop(struct fibril_module *m)
 {
 	trace(m, "stop");
+	struct testmod *t = fibril_module_data(m);
+	if (crash_in(m, "stop"))
+		crash_now();
+	if (fibril_config_bool(m, "handles"))
+		release_handles(t);
+	if (fibril_config_duration_ms(m, "stop-job"))
+		fibril_work_submit(m, sleep_job, sleep_job_done, t);
 	if (fibril_config_bool(m, "hang-stop"))
 		for (;;)
 			pause();
 }
+
+/* For the loader's tests: constructors that must never run in a module
+ * the loader refuses (it reads the descriptor from the file first). */
+#ifdef TM_CTOR_FILE
+__attribute__((constructor)) static void tm_ctor_write(void)
+{
+	FILE *f = fopen(TM_CTOR_FILE, "w");
+	if (f)
+		fclose(f);
+}
+#endif
+#ifdef TM_CTOR_CRASH
+__attribute__((constructor)) static void tm_ctor_crash(void)
+{
+	crash_now();
+}
+#endif
 
 static const struct fibril_config_key tm_keys[] = {
 	{.name = "trace", .type = FIBRIL_CONFIG_PATH, .help = "append lifecycle lines here"},
@@ -129,6 +276,14 @@ static const struct fibril_config_key tm_keys[] = {
 	 .help = "finish start this much later, on the loop", .min = 0, .max = 3600000},
 	{.name = "degraded", .type = FIBRIL_CONFIG_STRING, .default_value = "",
 	 .help = "report this Degraded message after start"},
+	{.name = "handles", .type = FIBRIL_CONFIG_BOOL, .default_value = "false",
+	 .help = "hold a subscription, timers, an fd and a signal watch; release them in stop and fini, twice"},
+	{.name = "crash", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "crash in: start, timer, bus, job or stop"},
+	{.name = "stop-job", .type = FIBRIL_CONFIG_DURATION, .default_value = "0",
+	 .help = "in stop, submit a worker job that runs this long", .min = 0, .max = 3600000},
+	{.name = "tick", .type = FIBRIL_CONFIG_DURATION, .default_value = "0",
+	 .help = "append 'tick NAME' to the trace this often", .min = 0, .max = 3600000},
 	{.name = "count", .type = FIBRIL_CONFIG_INT, .default_value = "1", .help = "a bounded integer",
 	 .min = 1, .max = 100},
 	{0},
