@@ -160,6 +160,55 @@ expect_code "DEL with the agent down (the runtime retries)" 11 "not reachable"
 plugin STATUS "$(printf '{"cniVersion":"1.1.0","name":"fibril","type":"fibril-cni","agent-socket":"%s"}' "$WORK/down.sock")"
 expect_code "STATUS with the agent down" 50 "not reachable"
 
+# ---- 11: an agent that closes the connection without answering (died mid-request) --
+python3 - "$WORK/closing.sock" >"$WORK/closing.out" 2>&1 <<'EOF' &
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); s.listen(16); print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    c.recv(65536)   # the request, then hang up without a word
+    c.close()
+EOF
+CLOSER_PID=$!
+for _ in $(seq 1 100); do [ -S "$WORK/closing.sock" ] && break; sleep 0.05; done
+CLOSING=$(printf '{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"%s"}' "$WORK/closing.sock")
+plugin ADD "$CLOSING" "${ATT[@]}"
+expect_code "ADD: the agent hangs up without answering (try again later)" 11 "closed the connection without answering"
+assert_clean "ADD to an agent that hangs up"
+plugin DEL "$CLOSING" "${ATT[@]}"
+expect_code "DEL: the agent hangs up without answering" 11 "closed the connection without answering"
+kill "$CLOSER_PID" 2>/dev/null || true
+
+# ---- 3: CNI_NETNS is a regular file ---------------------------------------------
+: >"$WORK/not-a-netns"
+plugin ADD "$CONF" CNI_CONTAINERID=c-err-1 CNI_NETNS="$WORK/not-a-netns" CNI_IFNAME=eth0
+expect_code "ADD with CNI_NETNS a regular file" 3 "$WORK/not-a-netns is not a network namespace"
+assert_clean "CNI_NETNS a regular file"
+plugin DEL "$CONF" CNI_CONTAINERID=c-err-1 CNI_NETNS="$WORK/not-a-netns" CNI_IFNAME=eth0
+check "DEL with CNI_NETNS a regular file succeeds" test "$PRC" = 0
+
+# ---- errors found before the configuration is parsed carry its cniVersion ------
+plugin ADD "$(conf 0.4.0)" CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0
+expect_code "ADD without CNI_CONTAINERID (config 0.4.0)" 4 '"details":"CNI_CONTAINERID"'
+check "  the error carries the configuration's cniVersion 0.4.0" outjson "j['cniVersion'] == '0.4.0'"
+plugin FROB "$(conf 0.3.1)" "${ATT[@]}"
+check "an unknown CNI_COMMAND: the error carries cniVersion 0.3.1" outjson "j['cniVersion'] == '0.3.1' and j['code'] == 4"
+
+# ---- container IDs: one limit with the endpoint module (127 bytes) ----------------
+long_id() { python3 -c 'import sys; print(("c" + "0123456789abcdef" * 20)[:int(sys.argv[1])])' "$1"; }
+plugin ADD "$CONF" CNI_CONTAINERID="$(long_id 128)" CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0
+expect_code "ADD with a 128-character container ID" 4 "CNI_CONTAINERID is 128 characters long, at most 127 are supported"
+assert_clean "a container ID past the limit"
+plugin ADD "$CONF" CNI_CONTAINERID="$(long_id 127)" CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0
+check "ADD with a 127-character container ID passes the plugin's checks (refused later: no endpoint module)" \
+	test "$PCODE" = 102
+assert_clean "a container ID at the limit, refused by the agent"
+for n in 128 200 300; do
+	plugin DEL "$CONF" CNI_CONTAINERID="$(long_id "$n")" CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0
+	check "DEL with a $n-character container ID succeeds" test "$PRC:$(out)" = "0:"
+done
+
 # ---- DEL of what was never added ---------------------------------------------------
 plugin DEL "$CONF" "${ATT[@]}"
 check "DEL of an attachment never added succeeds" test "$PRC:$(out)" = "0:"
