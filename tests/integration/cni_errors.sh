@@ -143,6 +143,43 @@ assert_clean "CNI_IFNAME already in the pod"
 ip -n "$POD" link del eth0
 BEFORE=$(pod_snapshot "$POD")
 
+# ---- an ADD killed half-way and retried without a DEL converges -------------------
+# lxc<hash> the way fibril-cni names the host end (FNV-1a 64 of CID/IFNAME, folded)
+host_end() { python3 -c 'import sys
+h = 0xcbf29ce484222325
+for c in (sys.argv[1] + "/" + sys.argv[2]).encode():
+    h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+print("lxc%012x" % ((h ^ (h >> 48)) & 0xffffffffffff))' "$1" "$2"; }
+# the state an ADD killed after the rename leaves: the pair, eth0 in the pod
+ip -n "$NODE_NS" link add "$(host_end c-err-1 eth0)" type veth peer name eth0 netns "$POD"
+plugin ADD "$CONF" "${ATT[@]}"
+check "a retried ADD removes its own leftover veth (eth0 in the pod): not 101 ($PCODE)" \
+	test "$PCODE" = 102 # refused at the last step: no endpoint module here
+assert_clean "a retried ADD over its own leftover"
+# an eth0 that is not ours (its peer is not our lxc<hash>) is still refused
+ip -n "$POD" link add eth0 type veth peer name notours
+BEFORE=$(pod_snapshot "$POD")
+plugin ADD "$CONF" "${ATT[@]}"
+expect_code "an eth0 that is not the plugin's own is left alone" 101 "interface eth0 already exists"
+ip -n "$POD" link del eth0
+BEFORE=$(pod_snapshot "$POD")
+# real kill points: ADD killed after 0..45 ms, retried at once without a DEL
+conv=0
+for ms in 0 5 10 15 20 25 30 35 40 45; do
+	printf '%s' "$CONF" | ip netns exec "$NODE_NS" env -i PATH="$PATH" CNI_COMMAND=ADD \
+		CNI_CONTAINERID=c-err-1 CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0 "$CNI_PLUGIN" \
+		>/dev/null 2>&1 &
+	kpid=$!
+	sleep "0.0$(printf '%02d' "$ms")"
+	kill -KILL "$kpid" 2>/dev/null || true
+	wait "$kpid" 2>/dev/null || true
+	plugin ADD "$CONF" "${ATT[@]}"
+	[ "$PCODE" = 102 ] && conv=$((conv + 1)) || echo "  kill after $ms ms: the retry gave $PCODE: $(out)"
+	# what a killed ADD took from IPAM is released by the retry's rollback
+done
+check "ADD killed at 10 points, each retried without a DEL: no 101 ($conv/10 reached the last step)" test "$conv" = 10
+assert_clean "ADDs killed and retried"
+
 # ---- 102: the endpoint PUT is refused (no endpoint module): full rollback ----
 for v in 0.3.1 1.0.0 1.1.0; do
 	plugin ADD "$(conf "$v" '"mtu":1400')" "${ATT[@]}" CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-1"
