@@ -310,6 +310,9 @@ check "pages of 3: 200+ LIST requests for 620+ services" [ $((reqs - reqs_before
 before=$(res_field services relists)
 control "config?list_delay=0.3"
 control "watch-error?resource=services&code=410"
+# the relist may wait out its backoff first (forced relists within 2 min)
+services_listing() { [ "$(res_field services phase)" = listing ]; }
+wait_for 40 services_listing || true
 sleep 1 # a few pages of 7 into the relist
 create_svc svc-midlist
 control "expire?resource=services&mode=event"
