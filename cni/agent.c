@@ -124,10 +124,43 @@ static int send_all(int fd, const char *buf, size_t len, long deadline)
 	return 0;
 }
 
-/* Reads the whole reply (the request said Connection: close). */
+/* The value of Content-Length in the header block HEAD (HEAD_LEN bytes, up to
+ * and with its blank line), any spaces or tabs around the colon; -1 when it
+ * has none or it is not a number. */
+static long content_length(const char *head, size_t head_len)
+{
+	static const char name[] = "Content-Length";
+	const char *end = head + head_len;
+	for (const char *h = memmem(head, head_len, "\r\n", 2); h && h + 2 < end;
+	     h = memmem(h + 2, (size_t)(end - h - 2), "\r\n", 2)) {
+		const char *p = h + 2;
+		if ((size_t)(end - p) <= sizeof(name) || strncasecmp(p, name, sizeof(name) - 1) != 0)
+			continue;
+		p += sizeof(name) - 1;
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		if (p >= end || *p++ != ':')
+			continue;
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		if (p >= end || *p < '0' || *p > '9')
+			return -1;
+		char *stop;
+		unsigned long v = strtoul(p, &stop, 10);
+		return v > MAX_REPLY ? -1 : (long)v;
+	}
+	return -1;
+}
+
+/* Reads the whole reply (the request said Connection: close): done once
+ * Content-Length bytes of body are in, or at the end of the stream. Each
+ * read scans only the new bytes for the end of the headers. NULL with errno
+ * set on an error; ECONNRESET when the agent closed the connection before a
+ * whole reply (it died mid-request). */
 static char *recv_all(int fd, size_t *len, long deadline)
 {
-	size_t cap = 8192, n = 0;
+	size_t cap = 8192, n = 0, head_len = 0;
+	long body_len = -1;
 	char *buf = malloc(cap);
 	while (buf) {
 		if (n + 1 >= cap) {
@@ -150,23 +183,27 @@ static char *recv_all(int fd, size_t *len, long deadline)
 			break;
 		}
 		if (r == 0) {
+			if (!head_len || (body_len >= 0 && n < head_len + (size_t)body_len)) {
+				errno = ECONNRESET; /* closed without a whole answer */
+				break;
+			}
 			buf[n] = '\0';
 			*len = n;
 			return buf;
 		}
+		size_t from = n > 3 ? n - 3 : 0; /* the blank line may straddle two reads */
 		n += (size_t)r;
-		/* Done once Content-Length bytes of body are in. */
 		buf[n] = '\0';
-		char *end = strstr(buf, "\r\n\r\n");
-		if (end) {
-			const char *cl = NULL;
-			for (char *h = strstr(buf, "\r\n"); h && h < end; h = strstr(h + 2, "\r\n"))
-				if (strncasecmp(h + 2, "Content-Length:", 15) == 0)
-					cl = h + 17;
-			if (cl && n >= (size_t)(end + 4 - buf) + strtoul(cl, NULL, 10)) {
-				*len = n;
-				return buf;
+		if (!head_len) {
+			char *end = memmem(buf + from, n - from, "\r\n\r\n", 4);
+			if (end) {
+				head_len = (size_t)(end + 4 - buf);
+				body_len = content_length(buf, head_len);
 			}
+		}
+		if (head_len && body_len >= 0 && n >= head_len + (size_t)body_len) {
+			*len = n;
+			return buf;
 		}
 	}
 	int e = errno;
@@ -200,6 +237,11 @@ static size_t dechunk(char *body)
 
 static int unreachable(int err, const char *method, const char *path)
 {
+	if (err == ECONNRESET || err == EPIPE)
+		return cni_error(CNI_ERR_TRY_AGAIN, g_socket,
+				 "the agent at %s closed the connection without answering %s %s "
+				 "(it stopped or restarted): try again",
+				 g_socket, method, path);
 	return cni_error(CNI_ERR_TRY_AGAIN, g_socket, "the agent is not reachable at %s: %s (%s %s)", g_socket,
 			 strerror(err), method, path);
 }

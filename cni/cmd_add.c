@@ -236,11 +236,17 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 	struct nl_sock *hsk = NULL, *psk = NULL;
 	int rc = -1;
 
-	int pod_ns = open(env->netns, O_RDONLY | O_CLOEXEC);
+	int pod_ns = netns_open_path(env->netns);
 	if (pod_ns < 0)
-		return cni_error(CNI_ERR_UNKNOWN_CONTAINER, env->netns,
-				 "cannot open the network namespace %s: %s", env->netns, strerror(errno));
+		return -1;
 	if (!(hsk = nl_open()) || !(psk = nl_open_in(pod_ns, env->netns)))
+		goto out;
+
+	/* Leftovers of this very attachment (an ADD killed half-way, retried
+	 * without a DEL) are ours: the host side lxc<hash> is named after this
+	 * container ID and ifname, and deleting it takes its pod side (CNI_IFNAME
+	 * or tmp<hash>) with it, so the retry converges. */
+	if (link_delete_present(hsk, env->host_ifname) < 0 || link_delete_present(hsk, env->tmp_ifname) < 0)
 		goto out;
 
 	int exists = link_lookup(psk, env->ifname, NULL);
@@ -251,10 +257,6 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 			  "interface %s already exists in the network namespace %s", env->ifname, env->netns);
 		goto out;
 	}
-	/* Leftovers of this very attachment (an ADD killed half-way) are ours. */
-	if (link_delete_present(hsk, env->host_ifname) < 0 || link_delete_present(hsk, env->tmp_ifname) < 0)
-		goto out;
-
 	if (ipam_allocate(env, conf, addrs, &naddrs, &st) < 0)
 		goto fail;
 	for (int i = 0; i < naddrs; i++)

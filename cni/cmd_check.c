@@ -178,10 +178,9 @@ int cmd_check(struct cni_env *env, struct netconf *conf)
 		return missing("prevResult", "the prevResult lists no host veth %s for %s", env->host_ifname,
 			       env->owner);
 
-	int pod_ns = open(env->netns, O_RDONLY | O_CLOEXEC);
+	int pod_ns = netns_open_path(env->netns);
 	if (pod_ns < 0)
-		return cni_error(CNI_ERR_UNKNOWN_CONTAINER, env->netns,
-				 "cannot open the network namespace %s: %s", env->netns, strerror(errno));
+		return -1;
 	int rc = -1;
 	struct nl_sock *psk = nl_open_in(pod_ns, env->netns), *hsk = NULL;
 	if (!psk || !(hsk = nl_open()))

@@ -1,7 +1,9 @@
 /* cni/cmd_del.c - CNI DEL, idempotent: releases the endpoint (404 is fine)
  * and the IPAM owner CONTAINERID/IFNAME at the agent, deletes the pod's
  * veth in CNI_NETNS (when the namespace is still there) and the host side
- * lxc<hash> by name. Whatever is already gone is skipped. An agent that
+ * lxc<hash> by name. Whatever is already gone is skipped. A container ID
+ * longer than an endpoint can carry (ADD refuses it) has no endpoint to
+ * release: DEL still succeeds. An agent that
  * cannot be reached is error 11 (the links are removed all the same), so
  * the runtime retries. */
 #include <errno.h>
@@ -30,9 +32,11 @@ static int agent_delete(const char *path, long ok_status, const char *what)
 /* Deletes CNI_IFNAME inside CNI_NETNS when both exist and it is a veth. */
 static int delete_pod_side(const struct cni_env *env)
 {
-	int pod_ns = open(env->netns, O_RDONLY | O_CLOEXEC);
-	if (pod_ns < 0)
-		return 0; /* the namespace is gone, and its links with it */
+	int pod_ns = netns_open_path(env->netns);
+	if (pod_ns < 0) {
+		cni_error_clear(); /* gone, or not a namespace: no links of ours in it */
+		return 0;
+	}
 	int rc = -1;
 	struct nl_sock *psk = nl_open_in(pod_ns, env->netns);
 	if (!psk)
@@ -63,10 +67,12 @@ int cmd_del(struct cni_env *env, struct netconf *conf)
 	}
 	snprintf(path, sizeof(path), "/v1/endpoint/%s", eref);
 	/* 404: no such endpoint (or no endpoint module): nothing to release. */
-	if (agent_delete(path, 404, ref) < 0)
+	bool fits = strlen(env->container_id) <= FIBRIL_ENDPOINT_CONTAINER_ID_MAX;
+	if (fits && agent_delete(path, 404, ref) < 0)
 		rc = -1;
 	snprintf(path, sizeof(path), "/v1/ipam?owner=%s", eowner);
-	if (rc == 0 && agent_delete(path, 0, env->owner) < 0)
+	bool owner_whole = strlen(env->container_id) + 1 + strlen(env->ifname) < sizeof(env->owner);
+	if (rc == 0 && owner_whole && agent_delete(path, 0, env->owner) < 0)
 		rc = -1;
 	free(eref);
 	free(eowner);

@@ -11,6 +11,8 @@
 
 #include <json.h>
 
+#include <fibril/endpoint.h> /* FIBRIL_ENDPOINT_CONTAINER_ID_MAX */
+
 /* ---- errors --------------------------------------------------------------- */
 
 /* Well-known CNI error codes (spec 1.1.0, "Error" section). */
@@ -92,6 +94,9 @@ void netconf_free(struct netconf *conf);
 /* K8S_POD_NAMESPACE and K8S_POD_NAME from CNI_ARGS (others ignored). */
 int env_parse_args(struct cni_env *env);
 int env_validate_container_id(const char *id);
+int env_check_container_id_len(const char *id);
+/* Opens CNI_NETNS, which must be a network namespace (else CNI error 3). */
+int netns_open_path(const char *path);
 int env_validate_ifname(const char *name);
 /* Fill owner, host_ifname and tmp_ifname from the container ID and ifname. */
 void env_derive_names(struct cni_env *env);

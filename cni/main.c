@@ -186,6 +186,19 @@ int main(void)
 	if (strcmp(env.command, "VERSION") == 0)
 		return cmd_version() == 0 ? 0 : print_error();
 
+	/* The configuration first, so that every error, even one about the
+	 * environment, carries the configuration's cniVersion. */
+	size_t len = 0;
+	char *text = read_stdin(&len);
+	if (!text)
+		return print_error();
+	struct json_object *peek = json_tokener_parse(text);
+	struct json_object *ver;
+	if (peek && json_object_object_get_ex(peek, "cniVersion", &ver) &&
+	    json_object_is_type(ver, json_type_string))
+		cni_set_error_version(json_object_get_string(ver));
+	json_object_put(peek);
+
 	bool add = strcmp(env.command, "ADD") == 0, del = strcmp(env.command, "DEL") == 0,
 	     check = strcmp(env.command, "CHECK") == 0, gc = strcmp(env.command, "GC") == 0,
 	     status = strcmp(env.command, "STATUS") == 0;
@@ -193,6 +206,7 @@ int main(void)
 		cni_error(CNI_ERR_BAD_ENV, "CNI_COMMAND",
 			  "unknown CNI_COMMAND '%s' (expected ADD, DEL, CHECK, GC, STATUS or VERSION)",
 			  env.command);
+		free(text);
 		return print_error();
 	}
 
@@ -205,15 +219,14 @@ int main(void)
 		    ((add || check) && require_env(env.netns, "CNI_NETNS", env.command)) ||
 		    require_env(env.ifname, "CNI_IFNAME", env.command) ||
 		    env_validate_container_id(env.container_id) || env_validate_ifname(env.ifname) ||
-		    env_parse_args(&env))
+		    (!del && env_check_container_id_len(env.container_id)) ||
+		    env_parse_args(&env)) {
+			free(text);
 			return print_error();
+		}
 		env_derive_names(&env);
 	}
 
-	size_t len = 0;
-	char *text = read_stdin(&len);
-	if (!text)
-		return print_error();
 	if (netconf_parse(text, len, &conf) < 0) {
 		free(text);
 		netconf_free(&conf);

@@ -270,9 +270,17 @@ int env_validate_container_id(const char *id)
 			return cni_error(CNI_ERR_BAD_ENV, "CNI_CONTAINERID",
 					 "CNI_CONTAINERID '%s' may only hold letters, digits, '_', '.' and '-'",
 					 id);
-	if (strlen(id) > 200)
+	return 0;
+}
+
+/* ADD and CHECK: the ID fits an endpoint (DEL takes any length, so that a
+ * runtime can always finish tearing a pod down). */
+int env_check_container_id_len(const char *id)
+{
+	if (strlen(id) > FIBRIL_ENDPOINT_CONTAINER_ID_MAX)
 		return cni_error(CNI_ERR_BAD_ENV, "CNI_CONTAINERID",
-				 "CNI_CONTAINERID is %zu characters long, at most 200 are supported", strlen(id));
+				 "CNI_CONTAINERID is %zu characters long, at most %d are supported",
+				 strlen(id), FIBRIL_ENDPOINT_CONTAINER_ID_MAX);
 	return 0;
 }
 

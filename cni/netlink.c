@@ -9,11 +9,13 @@
 #include <fcntl.h>
 #include <net/if.h> /* before linux/if.h, which then defers to it */
 #include <linux/if.h>
+#include <linux/nsfs.h>
 #include <linux/rtnetlink.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <netlink/netlink.h>
@@ -56,6 +58,21 @@ int netns_open_current(void)
 	int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		cni_error(CNI_ERR_IO, NULL, "cannot open /proc/self/ns/net: %s", strerror(errno));
+	return fd;
+}
+
+int netns_open_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return cni_error(CNI_ERR_UNKNOWN_CONTAINER, path, "cannot open the network namespace %s: %s",
+				 path, strerror(errno));
+	int type = ioctl(fd, NS_GET_NSTYPE);
+	if (type != CLONE_NEWNET) {
+		close(fd);
+		return cni_error(CNI_ERR_UNKNOWN_CONTAINER, path, "%s is not a network namespace%s", path,
+				 type < 0 ? " (not a namespace file)" : "");
+	}
 	return fd;
 }
 

@@ -647,6 +647,26 @@ static void ws_closed(struct session *s)
 
 /* ---- the lws callback --------------------------------------------------- */
 
+/* lws's header buffer per connection, and the limits under it past which a
+ * request is answered 414 (request target) or 431 (header fields) instead
+ * of lws dropping the connection ("Ran out of header data space"). */
+#define API_HEADER_BUFFER 32768
+#define API_MAX_REQUEST_LINE 8192
+#define API_MAX_HEADERS 16384
+
+static int oversized(struct lws *wsi, const char *uri)
+{
+	int line = (uri ? (int)strlen(uri) : 0) + lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS);
+	if (line > API_MAX_REQUEST_LINE)
+		return 414;
+	int total = 0;
+	for (int t = 0; t < (int)WSI_TOKEN_COUNT; t++) {
+		int n = lws_hdr_total_length(wsi, (enum lws_token_indexes)t);
+		total += n > 0 ? n : 0;
+	}
+	return total > API_MAX_HEADERS ? 431 : 0;
+}
+
 static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 			size_t len)
 {
@@ -655,10 +675,18 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	if (!s) /* a connection that never got as far as a request */
 		return lws_callback_http_dummy(wsi, reason, user, in, len);
 	switch (reason) {
-	case LWS_CALLBACK_HTTP:
+	case LWS_CALLBACK_HTTP: {
 		session_reset(s);
 		s->wsi = wsi;
-		parse_request_line(wsi, s, in);
+		int big = oversized(wsi, in);
+		parse_request_line(wsi, s, big == 414 ? "/" : in);
+		if (big) {
+			s->close_after = true;
+			fibril_resp_error(&s->resp, big, "%s longer than %d bytes",
+					  big == 414 ? "request target" : "request header fields",
+					  big == 414 ? API_MAX_REQUEST_LINE : API_MAX_HEADERS);
+			return send_response(wsi, s);
+		}
 		if (s->content_length > g_max_body) {
 			/* Answer now and close: the body is never read. */
 			s->too_big = true;
@@ -670,6 +698,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			return 0; /* wait for LWS_CALLBACK_HTTP_BODY_COMPLETION */
 		dispatch(s, tcp);
 		return send_response(wsi, s);
+	}
 	case LWS_CALLBACK_HTTP_BODY:
 		if (s->responded)
 			return 0;
@@ -803,6 +832,7 @@ int api_listen(const struct api_options *opts, char *err)
 		       LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN;
 	info.foreign_loops = loops;
 	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.max_http_header_data = API_HEADER_BUFFER;
 	info.protocols = api_protocols;
 	g_ctx = lws_create_context(&info);
 	if (!g_ctx) {

@@ -207,6 +207,15 @@ static int mount_bpffs(const char *where)
 		return -e;
 	}
 	host_info("mounted bpffs on %s", where);
+	/* A mount namespace of its own (`ip netns exec` makes one): this bpffs
+	 * and every pin in it die with the agent. */
+	struct stat self_ns, init_ns;
+	if (stat("/proc/self/ns/mnt", &self_ns) == 0 && stat("/proc/1/ns/mnt", &init_ns) == 0 &&
+	    (self_ns.st_ino != init_ns.st_ino || self_ns.st_dev != init_ns.st_dev))
+		host_warn("the bpffs on %s is private to the agent's mount namespace (not PID 1's): "
+			  "pinned maps will not outlive the agent; start it with the host's mounts "
+			  "(e.g. nsenter --net=/run/netns/NAME, not ip netns exec)",
+			  where);
 	return 0;
 }
 

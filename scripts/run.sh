@@ -118,7 +118,10 @@ cluster-pool-ipv4-cidr = 10.244.0.0/16
 cluster-pool-ipv4-mask-size = 24
 CONF
 
-ip netns exec "$node" /usr/local/sbin/fibril-agent --config "$demo/fibril.conf" &
+# nsenter --net, not ip netns exec: the agent keeps the host's mounts (ip
+# netns exec gives it a mount namespace and a /sys of its own, so its bpffs
+# and the pinned maps would die with it), as on a node
+nsenter --net=/run/netns/"$node" /usr/local/sbin/fibril-agent --config "$demo/fibril.conf" &
 agent=$!
 ready=""
 for _ in $(seq 1 300); do

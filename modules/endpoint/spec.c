@@ -46,7 +46,7 @@ bool ep_valid_container_id(const char *s)
 	size_t n = strlen(s);
 
 	/* CNI: ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$ */
-	if (n == 0 || n >= FIBRIL_ENDPOINT_CONTAINER_ID_LEN || !isalnum((unsigned char)s[0]))
+	if (n == 0 || n > FIBRIL_ENDPOINT_CONTAINER_ID_MAX || !isalnum((unsigned char)s[0]))
 		return false;
 	for (size_t i = 1; i < n; i++)
 		if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-')
@@ -311,7 +311,7 @@ int ep_spec_parse(struct json_object *o, struct ep_spec *spec, bool state_file, 
 	if (!ep_valid_container_id(s))
 		return fail(why, len,
 			    "container-id: '%s' is not a container ID (1..%d bytes of [A-Za-z0-9_.-], starting with a letter or digit)",
-			    shown(s, buf, sizeof(buf)), FIBRIL_ENDPOINT_CONTAINER_ID_LEN - 1);
+			    shown(s, buf, sizeof(buf)), FIBRIL_ENDPOINT_CONTAINER_ID_MAX);
 	snprintf(spec->container_id, sizeof(spec->container_id), "%s", s);
 
 	if ((rc = get_string(o, "ifname", true, &s, why, len)) < 0)

@@ -4,7 +4,11 @@
  * from the last seen resourceVersion, an expired one (HTTP 410 or an ERROR
  * event with code 410) relists, so does a resourceVersion the server has
  * not reached (its history restarted lower), other errors back off 0.8 s doubling to
- * 30 s with jitter. The cache maps namespace/name to the object's JSON and
+ * 30 s with jitter; a relist forced again within 2 minutes of the previous
+ * list backs off the same way (client-go's reflector backoff). A watch that
+ * delivers no byte for watch-idle-timeout (a dead peer, a stalled proxy) is
+ * restarted from the last resourceVersion; a line that is not a valid event
+ * is logged, counted and dropped without touching the cache. The cache maps namespace/name to the object's JSON and
  * resourceVersion; a relist is diffed against it so each change is
  * published on "k8s.<resource>" exactly once. */
 #include <errno.h>
@@ -255,8 +259,45 @@ static void fail(struct k8s_res *r, const char *why, bool relist)
 	r->failures++;
 	r->retry_ms = ms;
 	snprintf(r->error, sizeof(r->error), "%s", why);
+	snprintf(r->ws.last_error, sizeof(r->ws.last_error), "%s", why);
 	r->phase = PH_BACKOFF;
 	fibril_warn(k->m, "watch %s: %s; retrying in %.1fs", r->def->name, why, (double)ms / 1000);
+	if (!k->released && k->running)
+		r->timer = fibril_timer_add(k->m, ms, 0, on_retry, r);
+	k8s_health_update(r);
+}
+
+/* Relist (the resourceVersion expired), backing off as client-go's
+ * reflector does: 0.8 s doubling to 30 s (+0-20 % jitter), reset when no
+ * relist was forced for 2 minutes; the first one of a streak goes at once. So
+ * a 410 that comes back right after each relist does not loop. */
+static void relist(struct k8s_res *r, const char *why)
+{
+	struct k8s *k = r->k;
+	free(r->rv);
+	r->rv = NULL;
+	uint64_t now = fibril_now_ms();
+	if (!r->ws.last_relist_ms || now - r->ws.last_relist_ms >= K8S_RELIST_RESET_MS)
+		r->ws.relist_streak = 0;
+	r->ws.last_relist_ms = now;
+	if (r->ws.relist_streak++ == 0) {
+		fibril_info(k->m, "watch %s: %s; relisting", r->def->name, why);
+		begin_list(r);
+		return;
+	}
+	uint64_t ms = K8S_BACKOFF_MIN_MS;
+	for (unsigned i = 1; i < r->ws.relist_streak - 1 && ms < K8S_BACKOFF_MAX_MS; i++)
+		ms *= 2;
+	if (ms > K8S_BACKOFF_MAX_MS)
+		ms = K8S_BACKOFF_MAX_MS;
+	ms = k8s_jitter(k, ms);
+	r->retry_ms = ms;
+	snprintf(r->error, sizeof(r->error), "%s (forced relist %u within 2 min)", why,
+		 r->ws.relist_streak);
+	snprintf(r->ws.last_error, sizeof(r->ws.last_error), "%s", r->error);
+	r->phase = PH_BACKOFF;
+	fibril_warn(k->m, "watch %s: %s; relisting in %.1fs", r->def->name, r->error,
+		    (double)ms / 1000);
 	if (!k->released && k->running)
 		r->timer = fibril_timer_add(k->m, ms, 0, on_retry, r);
 	k8s_health_update(r);
@@ -391,12 +432,53 @@ bool k8s_status_too_large(struct json_object *status)
 
 /* One watch event; returns 1 when the watch must be dropped and the
  * resource relisted (410), -1 on another ERROR, 0 otherwise. */
-static int handle_event(struct k8s_res *r, struct json_object *ev, char *why, size_t why_len)
+static const char *const bad_line_names[K8S_BAD_NKINDS] = {
+	"malformed", "truncated", "no_name", "unknown_type", "trailing_data"};
+
+const char *k8s_bad_line_name(int kind)
+{
+	return kind >= 0 && kind < K8S_BAD_NKINDS ? bad_line_names[kind] : "?";
+}
+
+/* A watch line that is not a valid event: logged, counted, dropped. */
+static void bad_line(struct k8s_res *r, enum k8s_bad_line kind, const char *what,
+		     const char *line, size_t len)
+{
+	r->ws.bad_lines[kind]++;
+	char shown[81];
+	size_t n = 0;
+	for (size_t i = 0; i < len && n < sizeof(shown) - 1; i++)
+		shown[n++] = line[i] >= 0x20 && line[i] < 0x7f ? line[i] : '?';
+	shown[n] = '\0';
+	fibril_warn(r->k->m, "watch %s: dropped a bad line (%s: %s): %s%s", r->def->name,
+		    bad_line_names[kind], what, shown, len > n ? "..." : "");
+}
+
+static bool event_has_name(struct json_object *obj)
+{
+	const char *name = jstr(jget(obj, "metadata"), "name");
+	return name && *name;
+}
+
+static int handle_event(struct k8s_res *r, struct json_object *ev, char *why, size_t why_len,
+			const char *line, size_t len)
 {
 	const char *type = jstr(ev, "type");
 	struct json_object *obj = jget(ev, "object");
-	if (!type || !obj)
+	if (!type || !json_object_is_type(obj, json_type_object)) {
+		bad_line(r, K8S_BAD_MALFORMED, "no type or no object", line, len);
 		return 0;
+	}
+	bool change = strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0 ||
+		      strcmp(type, "DELETED") == 0;
+	if (!change && strcmp(type, "BOOKMARK") != 0 && strcmp(type, "ERROR") != 0) {
+		bad_line(r, K8S_BAD_UNKNOWN_TYPE, "unknown event type", line, len);
+		return 0;
+	}
+	if (change && !event_has_name(obj)) {
+		bad_line(r, K8S_BAD_NO_NAME, "object without metadata.name", line, len);
+		return 0;
+	}
 	r->events_in++;
 	if (strcmp(type, "ERROR") == 0) {
 		struct json_object *code = jget(obj, "code");
@@ -445,14 +527,80 @@ static int handle_event(struct k8s_res *r, struct json_object *ev, char *why, si
 	return 0;
 }
 
+static void idle_disarm(struct k8s_res *r)
+{
+	if (r->ws.idle_timer && !r->k->released)
+		fibril_timer_cancel(r->ws.idle_timer);
+	r->ws.idle_timer = NULL;
+}
+
+static void on_watch_idle(struct fibril_timer *t, void *ud);
+
+/* (Re)start the idle deadline of the watch: no byte until it fires means
+ * the connection is dead although it was not closed. */
+static void idle_arm(struct k8s_res *r)
+{
+	struct k8s *k = r->k;
+	if (!k->watch_idle_ms || k->released || !k->running)
+		return;
+	if (r->ws.idle_timer && fibril_timer_rearm(r->ws.idle_timer, k->watch_idle_ms, 0) == 0)
+		return;
+	r->ws.idle_timer = fibril_timer_add(k->m, k->watch_idle_ms, 0, on_watch_idle, r);
+}
+
+static void on_watch_idle(struct fibril_timer *t, void *ud)
+{
+	struct k8s_res *r = ud;
+	r->ws.idle_timer = NULL; /* one-shot: freed by the host after this call */
+	if (!r->req || !r->k->running)
+		return;
+	struct k8s_req *q = r->req;
+	r->req = NULL;
+	k8s_req_abort(q);
+	r->ws.stalls++;
+	r->ws.stalled = true;
+	snprintf(r->error, sizeof(r->error), "stalled: no data for %.1fs",
+		 (double)r->k->watch_idle_ms / 1000);
+	snprintf(r->ws.last_error, sizeof(r->ws.last_error), "%s", r->error);
+	fibril_warn(r->k->m, "watch %s: %s (a dead connection); restarting it from resourceVersion %s",
+		    r->def->name, r->error, r->rv ? r->rv : "");
+	start_watch(r);
+}
+
+/* The server answered (200 headers or data): the watch is up. */
+static void watch_answered(struct k8s_res *r, bool data)
+{
+	if (data)
+		idle_arm(r);
+	if (r->ws.stalled && !data)
+		return; /* after a stall: healthy again once bytes flow */
+	if (r->failures || r->error[0] || r->ws.stalled) {
+		r->failures = 0;
+		r->error[0] = '\0';
+		r->ws.stalled = false;
+		k8s_health_update(r);
+	}
+}
+
+static size_t on_watch_header(char *buf, size_t size, size_t n, void *ud)
+{
+	struct k8s_req *q = ud;
+	struct k8s_res *r = q->ud;
+	size_t len = size * n;
+	if (len > 5 && strncmp(buf, "HTTP/", 5) == 0) {
+		const char *sp = memchr(buf, ' ', len);
+		q->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+	} else if ((len == 2 && buf[0] == '\r') || (len == 1 && buf[0] == '\n')) {
+		if (q->status == 200 && r->req == q)
+			watch_answered(r, false);
+	}
+	return len;
+}
+
 static void on_watch_data(struct k8s_req *q)
 {
 	struct k8s_res *r = q->ud;
-	if (r->failures || r->error[0]) { /* the stream is up again */
-		r->failures = 0;
-		r->error[0] = '\0';
-		k8s_health_update(r);
-	}
+	watch_answered(r, true);
 	/* every complete line of the buffer, then one consume (a consume per
 	 * line would move the rest of a 256 KiB chunk for each event) */
 	size_t at = 0;
@@ -471,7 +619,25 @@ static void on_watch_data(struct k8s_req *q)
 			json_tokener_reset(tok);
 			ev = json_tokener_parse_ex(tok, line, (int)(nl - line) + 1);
 		}
-		rc = ev ? handle_event(r, ev, why, sizeof(why)) : 0;
+		size_t len = (size_t)(nl - line);
+		if (len && line[len - 1] == '\r')
+			len--;
+		size_t sp = 0;
+		while (sp < len && (line[sp] == ' ' || line[sp] == '\t'))
+			sp++;
+		if (sp == len) { /* an empty line: nothing */
+			json_object_put(ev);
+			continue;
+		}
+		size_t end = ev ? json_tokener_get_parse_end(tok) : 0;
+		while (ev && end < len && (line[end] == ' ' || line[end] == '\t' || line[end] == '\r'))
+			end++;
+		if (!ev || !json_object_is_type(ev, json_type_object))
+			bad_line(r, K8S_BAD_MALFORMED, "not a JSON object", line, len);
+		else if (end < len && line[end] != '\0')
+			bad_line(r, K8S_BAD_TRAILING_DATA, "text after the event", line, len);
+		else
+			rc = handle_event(r, ev, why, sizeof(why), line, len);
 		json_object_put(ev);
 	}
 	json_tokener_free(tok);
@@ -480,12 +646,10 @@ static void on_watch_data(struct k8s_req *q)
 		return;
 	}
 	r->req = NULL;
+	idle_disarm(r);
 	k8s_req_abort(q);
 	if (rc > 0) {
-		fibril_info(r->k->m, "watch %s: %s; relisting", r->def->name, why);
-		free(r->rv);
-		r->rv = NULL;
-		begin_list(r);
+		relist(r, why);
 	} else {
 		fail(r, why, false);
 	}
@@ -495,17 +659,19 @@ static void on_watch_done(struct k8s_req *q, int err)
 {
 	struct k8s_res *r = q->ud;
 	r->req = NULL;
+	idle_disarm(r);
 	if (err == -ECANCELED)
 		return;
+	if (q->status == 200 && q->len && q->buf) /* the end of the stream cut a line */
+		bad_line(r, K8S_BAD_TRUNCATED, "the stream ended inside a line", q->buf, q->len);
 	struct json_object *st = q->status == 504 && q->buf ? json_tokener_parse(q->buf) : NULL;
 	bool too_large = st && k8s_status_too_large(st);
 	json_object_put(st);
 	if (q->status == 410 || too_large) {
-		fibril_info(r->k->m, "watch %s: resourceVersion %s %s; relisting", r->def->name,
-			    r->rv ? r->rv : "", too_large ? "is ahead of the server" : "expired");
-		free(r->rv);
-		r->rv = NULL;
-		begin_list(r);
+		char why[300];
+		snprintf(why, sizeof(why), "resourceVersion %s %s", r->rv ? r->rv : "",
+			 too_large ? "is ahead of the server" : "expired");
+		relist(r, why);
 		return;
 	}
 	if (!err) { /* the server ended the watch: resume from the last rv */
@@ -542,8 +708,11 @@ static void start_watch(struct k8s_res *r)
 	curl_free(rv);
 	append_selector(r, path, sizeof(path));
 	struct k8s_req *q = k8s_req_new(k, "GET", path, NULL, NULL, on_watch_done, r);
-	if (q)
+	if (q) {
 		q->data = on_watch_data;
+		curl_easy_setopt(q->easy, CURLOPT_HEADERFUNCTION, on_watch_header);
+		curl_easy_setopt(q->easy, CURLOPT_HEADERDATA, q);
+	}
 	if (!q || k8s_req_send(q, true, (uint64_t)(timeout + 60) * 1000)) {
 		fail(r, "watch: cannot start the request", false);
 		return;
@@ -552,6 +721,7 @@ static void start_watch(struct k8s_res *r)
 	r->watch_started_ms = fibril_now_ms();
 	r->watches++;
 	r->phase = PH_WATCHING;
+	idle_arm(r);
 	k8s_health_update(r);
 }
 
@@ -568,6 +738,7 @@ void k8s_res_start(struct k8s_res *r)
 
 void k8s_res_stop(struct k8s_res *r)
 {
+	idle_disarm(r);
 	if (r->req)
 		k8s_req_abort(r->req);
 	r->req = NULL;

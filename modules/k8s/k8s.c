@@ -22,14 +22,20 @@ struct k8s_waiter {
 	void *ud;
 };
 
-static void pending_names(struct k8s *k, const bool *want, char *buf, size_t len)
+/* The resources of want not synced yet; with why, each with its last error
+ * ("pods (GET /api/v1/pods: HTTP 401: Unauthorized)"). */
+static void pending_names(struct k8s *k, const bool *want, char *buf, size_t len, bool why)
 {
 	size_t at = 0;
 	buf[0] = '\0';
-	for (size_t i = 0; i < K8S_NRES; i++)
-		if (want[i] && !k->res[i].synced && at < len)
-			at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "",
-					       k->res[i].def->name);
+	for (size_t i = 0; i < K8S_NRES; i++) {
+		const struct k8s_res *r = &k->res[i];
+		if (!want[i] || r->synced || at >= len)
+			continue;
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "", r->def->name);
+		if (why && r->ws.last_error[0] && at < len)
+			at += (size_t)snprintf(buf + at, len - at, " (%s)", r->ws.last_error);
+	}
 }
 
 static bool all_synced(struct k8s *k, const bool *want)
@@ -56,7 +62,7 @@ static void on_waiter_timeout(struct fibril_timer *t, void *ud)
 	char names[512];
 	w->timer = NULL;
 	waiter_unlink(k, w);
-	pending_names(k, w->want, names, sizeof(names));
+	pending_names(k, w->want, names, sizeof(names), false);
 	w->cb(w->ud, names[0] ? -ETIMEDOUT : 0, names);
 	free(w);
 }
@@ -107,10 +113,16 @@ void k8s_health_update(struct k8s_res *r)
 	snprintf(comp, sizeof(comp), "watch:%s", r->def->name);
 	if (!r->k->running)
 		return;
-	if (r->phase == PH_BACKOFF)
+	if (r->phase == PH_BACKOFF) /* the same figure as the log line's */
 		fibril_health_report(r->k->m, comp, FIBRIL_HEALTH_DEGRADED,
-				     "watch %s: %s; retrying in %.0fs", r->def->name, r->error,
-				     (double)(r->retry_ms + 999) / 1000);
+				     "watch %s: %s; retrying in %.1fs", r->def->name, r->error,
+				     (double)r->retry_ms / 1000);
+	else if (r->phase == PH_WATCHING && (r->error[0] || r->ws.stalled))
+		/* a watch sent again after an error or a stall is OK only once
+		 * the server answers it (200 headers, or data after a stall) */
+		fibril_health_report(r->k->m, comp, FIBRIL_HEALTH_DEGRADED,
+				     "watch %s: %s; watch sent again, no answer yet", r->def->name,
+				     r->error);
 	else if (!r->synced)
 		fibril_health_report(r->k->m, comp, FIBRIL_HEALTH_DEGRADED, "watch %s: not synced",
 				     r->def->name);
@@ -325,8 +337,14 @@ static struct json_object *res_json(struct k8s_res *r)
 	json_object_object_add(o, "resource_version", r->rv ? json_object_new_string(r->rv) : NULL);
 	json_object_object_add(o, "watches", json_object_new_int64((int64_t)r->watches));
 	json_object_object_add(o, "bookmarks", json_object_new_int64((int64_t)r->bookmarks));
-	json_object_object_add(o, "error", r->phase == PH_BACKOFF ? json_object_new_string(r->error)
-								  : NULL);
+	json_object_object_add(o, "error", r->error[0] ? json_object_new_string(r->error) : NULL);
+	json_object_object_add(o, "stalled", json_object_new_boolean(r->ws.stalled));
+	json_object_object_add(o, "stalls", json_object_new_int64((int64_t)r->ws.stalls));
+	struct json_object *bad = json_object_new_object();
+	for (int i = 0; i < K8S_BAD_NKINDS; i++)
+		json_object_object_add(bad, k8s_bad_line_name(i),
+				       json_object_new_int64((int64_t)r->ws.bad_lines[i]));
+	json_object_object_add(o, "bad_lines", bad);
 	static const char *names[3] = {"added", "updated", "deleted"};
 	struct json_object *pub = json_object_new_object(), *del = json_object_new_object();
 	for (int i = 0; i < 3; i++) {
@@ -444,6 +462,7 @@ static int read_config(struct k8s *k)
 	}
 	k->sync_timeout_ms = fibril_config_duration_ms(m, "sync-timeout");
 	k->page_size = fibril_config_int(m, "page-size");
+	k->watch_idle_ms = (uint64_t)fibril_config_duration_ms(m, "watch-idle-timeout");
 	const char *kc = fibril_config_string(m, "kubeconfig");
 	if (!kc || !*kc)
 		kc = getenv("KUBECONFIG");
@@ -491,9 +510,9 @@ static void on_start_timeout(struct fibril_timer *t, void *ud)
 	if (!k->start_pending)
 		return;
 	bool want[K8S_NRES];
-	char names[512];
+	char names[2048];
 	start_want(k, want);
-	pending_names(k, want, names, sizeof(names));
+	pending_names(k, want, names, sizeof(names), true);
 	k->start_pending = false;
 	fibril_module_set_error(k->m, "k8s: caches not synced within %llus: %s",
 				(unsigned long long)(k->sync_timeout_ms / 1000), names);
@@ -625,6 +644,10 @@ static const struct fibril_config_key k8s_keys[] = {
 	{.name = "sync-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "60s",
 	 .help = "How long start waits for the requested caches to sync", .min = 100,
 	 .max = 3600000},
+	{.name = "watch-idle-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "150s",
+	 .help = "A watch that delivers no byte (event or bookmark) for this long is restarted "
+		 "from its last resourceVersion (0: never); the API server sends a bookmark "
+		 "about every minute", .min = 0, .max = 3600000},
 	{.name = "resources", .type = FIBRIL_CONFIG_LIST, .default_value = "",
 	 .help = "Resources to watch even if no module asks for them", .check = check_resources},
 	{.name = "page-size", .type = FIBRIL_CONFIG_INT, .default_value = "500",

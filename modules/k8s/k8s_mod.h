@@ -22,6 +22,7 @@
 #define K8S_MAX_RESPONSE (256u << 20)
 #define K8S_BACKOFF_MIN_MS 800u
 #define K8S_BACKOFF_MAX_MS 30000u
+#define K8S_RELIST_RESET_MS 120000u
 #define K8S_NRES 8
 
 struct k8s;
@@ -90,6 +91,7 @@ struct k8s_res {
 	uint64_t deliv[3]; /* delivered to our own subscription */
 	time_t last_event;
 	char topic[64];
+	struct k8s_watch_state ws; /* k8s_int.h: stalls, bad lines, relist backoff */
 };
 
 struct k8s_waiter;
@@ -112,6 +114,7 @@ struct k8s {
 	struct k8s_waiter *waiters;
 	struct k8s_annot *annots;
 	uint32_t rng;
+	uint64_t watch_idle_ms; /* [k8s] watch-idle-timeout */
 };
 
 /* http.c */
@@ -134,6 +137,7 @@ void k8s_res_free(struct k8s_res *r);
 struct k8s_obj *k8s_cache_get(struct k8s_cache *c, const char *key);
 uint64_t k8s_jitter(struct k8s *k, uint64_t ms);
 bool k8s_status_too_large(struct json_object *status);
+const char *k8s_bad_line_name(int kind);
 
 /* k8s.c */
 void k8s_synced_changed(struct k8s *k);

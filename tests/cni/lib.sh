@@ -66,7 +66,9 @@ start_node_agent() {
 	shift
 	mapfile -t args < <(agent_args "$dir")
 	rm -f "$WORK/fibril.sock"
-	ip netns exec "$NODE_NS" "$AGENT" "${args[@]}" "$@" >>"$WORK/agent.log" 2>&1 &
+	# as on a node: nsenter --net keeps the host's mounts (ip netns exec would
+	# give the agent a private bpffs whose pins die with it)
+	nsenter --net=/run/netns/"$NODE_NS" "$AGENT" "${args[@]}" "$@" >>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
 	local _
 	for _ in $(seq 1 400); do

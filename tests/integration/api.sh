@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/integration/api.sh - the API server: built-in routes and their JSON,
 # a module's routes, JSON errors with the right HTTP statuses (404, 405, 400
-# for malformed JSON, 413 over the body limit), the socket's mode, a
+# for malformed JSON, 413 over the body limit, 414 / 431 for a request
+# target / header block past the limits), the socket's mode, a
 # websocket stream, keep-alive, and the optional TCP listener with /healthz,
 # /livez and Prometheus /metrics.
 . "$top_srcdir/tests/lib/common.sh"
@@ -39,6 +40,16 @@ check "400 says the JSON is malformed" contains "$(body)" '"error":"malformed JS
 head -c 4096 /dev/zero | tr '\0' 'x' >"$WORK/big"
 check "a body over the limit is 413" test "$(code -X POST --data-binary @"$WORK/big" http://x/v1/tm/alpha/echo)" = 413
 check "413 names the limit" contains "$(body)" "exceeds the limit of 2048 bytes"
+long=$(head -c 20000 /dev/zero | tr '\0' a)
+check "a 20 KB request target is 414" test "$(code "http://x/v1/hello?name=$long")" = 414
+check "414 names the limit" contains "$(body)" "request target longer than 8192 bytes"
+check "a 20 KB header block is 431" test "$(code -H "Cookie: $long" http://x/v1/healthz)" = 431
+check "431 names the limit" contains "$(body)" "request header fields longer than 16384 bytes"
+check "a 20 KB unknown header field is answered (under lws's 32 KB buffer)" \
+	test "$(code -H "X-Big: $long" http://x/v1/healthz)" = 200
+check "no 'Ran out of header data space' (the connection was answered)" \
+	bash -c "! grep -q 'Ran out of header data space' '$WORK/agent.log'"
+check "the agent still serves after oversized requests" test "$(code http://x/v1/healthz)" = 200
 check "GET /v1/bus shows the module's topic" python3 - "$(api http://x/v1/bus)" <<'PY'
 import json, sys
 t = {t["name"]: t for t in json.loads(sys.argv[1])["topics"]}

@@ -143,6 +143,43 @@ assert_clean "CNI_IFNAME already in the pod"
 ip -n "$POD" link del eth0
 BEFORE=$(pod_snapshot "$POD")
 
+# ---- an ADD killed half-way and retried without a DEL converges -------------------
+# lxc<hash> the way fibril-cni names the host end (FNV-1a 64 of CID/IFNAME, folded)
+host_end() { python3 -c 'import sys
+h = 0xcbf29ce484222325
+for c in (sys.argv[1] + "/" + sys.argv[2]).encode():
+    h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+print("lxc%012x" % ((h ^ (h >> 48)) & 0xffffffffffff))' "$1" "$2"; }
+# the state an ADD killed after the rename leaves: the pair, eth0 in the pod
+ip -n "$NODE_NS" link add "$(host_end c-err-1 eth0)" type veth peer name eth0 netns "$POD"
+plugin ADD "$CONF" "${ATT[@]}"
+check "a retried ADD removes its own leftover veth (eth0 in the pod): not 101 ($PCODE)" \
+	test "$PCODE" = 102 # refused at the last step: no endpoint module here
+assert_clean "a retried ADD over its own leftover"
+# an eth0 that is not ours (its peer is not our lxc<hash>) is still refused
+ip -n "$POD" link add eth0 type veth peer name notours
+BEFORE=$(pod_snapshot "$POD")
+plugin ADD "$CONF" "${ATT[@]}"
+expect_code "an eth0 that is not the plugin's own is left alone" 101 "interface eth0 already exists"
+ip -n "$POD" link del eth0
+BEFORE=$(pod_snapshot "$POD")
+# real kill points: ADD killed after 0..45 ms, retried at once without a DEL
+conv=0
+for ms in 0 5 10 15 20 25 30 35 40 45; do
+	printf '%s' "$CONF" | ip netns exec "$NODE_NS" env -i PATH="$PATH" CNI_COMMAND=ADD \
+		CNI_CONTAINERID=c-err-1 CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0 "$CNI_PLUGIN" \
+		>/dev/null 2>&1 &
+	kpid=$!
+	sleep "0.0$(printf '%02d' "$ms")"
+	kill -KILL "$kpid" 2>/dev/null || true
+	wait "$kpid" 2>/dev/null || true
+	plugin ADD "$CONF" "${ATT[@]}"
+	[ "$PCODE" = 102 ] && conv=$((conv + 1)) || echo "  kill after $ms ms: the retry gave $PCODE: $(out)"
+	# what a killed ADD took from IPAM is released by the retry's rollback
+done
+check "ADD killed at 10 points, each retried without a DEL: no 101 ($conv/10 reached the last step)" test "$conv" = 10
+assert_clean "ADDs killed and retried"
+
 # ---- 102: the endpoint PUT is refused (no endpoint module): full rollback ----
 for v in 0.3.1 1.0.0 1.1.0; do
 	plugin ADD "$(conf "$v" '"mtu":1400')" "${ATT[@]}" CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-1"
@@ -159,6 +196,55 @@ plugin DEL "$DOWN" "${ATT[@]}"
 expect_code "DEL with the agent down (the runtime retries)" 11 "not reachable"
 plugin STATUS "$(printf '{"cniVersion":"1.1.0","name":"fibril","type":"fibril-cni","agent-socket":"%s"}' "$WORK/down.sock")"
 expect_code "STATUS with the agent down" 50 "not reachable"
+
+# ---- 11: an agent that closes the connection without answering (died mid-request) --
+python3 - "$WORK/closing.sock" >"$WORK/closing.out" 2>&1 <<'EOF' &
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); s.listen(16); print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    c.recv(65536)   # the request, then hang up without a word
+    c.close()
+EOF
+CLOSER_PID=$!
+for _ in $(seq 1 100); do [ -S "$WORK/closing.sock" ] && break; sleep 0.05; done
+CLOSING=$(printf '{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"%s"}' "$WORK/closing.sock")
+plugin ADD "$CLOSING" "${ATT[@]}"
+expect_code "ADD: the agent hangs up without answering (try again later)" 11 "closed the connection without answering"
+assert_clean "ADD to an agent that hangs up"
+plugin DEL "$CLOSING" "${ATT[@]}"
+expect_code "DEL: the agent hangs up without answering" 11 "closed the connection without answering"
+kill "$CLOSER_PID" 2>/dev/null || true
+
+# ---- 3: CNI_NETNS is a regular file ---------------------------------------------
+: >"$WORK/not-a-netns"
+plugin ADD "$CONF" CNI_CONTAINERID=c-err-1 CNI_NETNS="$WORK/not-a-netns" CNI_IFNAME=eth0
+expect_code "ADD with CNI_NETNS a regular file" 3 "$WORK/not-a-netns is not a network namespace"
+assert_clean "CNI_NETNS a regular file"
+plugin DEL "$CONF" CNI_CONTAINERID=c-err-1 CNI_NETNS="$WORK/not-a-netns" CNI_IFNAME=eth0
+check "DEL with CNI_NETNS a regular file succeeds" test "$PRC" = 0
+
+# ---- errors found before the configuration is parsed carry its cniVersion ------
+plugin ADD "$(conf 0.4.0)" CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0
+expect_code "ADD without CNI_CONTAINERID (config 0.4.0)" 4 '"details":"CNI_CONTAINERID"'
+check "  the error carries the configuration's cniVersion 0.4.0" outjson "j['cniVersion'] == '0.4.0'"
+plugin FROB "$(conf 0.3.1)" "${ATT[@]}"
+check "an unknown CNI_COMMAND: the error carries cniVersion 0.3.1" outjson "j['cniVersion'] == '0.3.1' and j['code'] == 4"
+
+# ---- container IDs: one limit with the endpoint module (127 bytes) ----------------
+long_id() { python3 -c 'import sys; print(("c" + "0123456789abcdef" * 20)[:int(sys.argv[1])])' "$1"; }
+plugin ADD "$CONF" CNI_CONTAINERID="$(long_id 128)" CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0
+expect_code "ADD with a 128-character container ID" 4 "CNI_CONTAINERID is 128 characters long, at most 127 are supported"
+assert_clean "a container ID past the limit"
+plugin ADD "$CONF" CNI_CONTAINERID="$(long_id 127)" CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0
+check "ADD with a 127-character container ID passes the plugin's checks (refused later: no endpoint module)" \
+	test "$PCODE" = 102
+assert_clean "a container ID at the limit, refused by the agent"
+for n in 128 200 300; do
+	plugin DEL "$CONF" CNI_CONTAINERID="$(long_id "$n")" CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0
+	check "DEL with a $n-character container ID succeeds" test "$PRC:$(out)" = "0:"
+done
 
 # ---- DEL of what was never added ---------------------------------------------------
 plugin DEL "$CONF" "${ATT[@]}"

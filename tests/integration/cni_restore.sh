@@ -7,7 +7,9 @@
 # down, the agent is started again on the same state, the stream goes on
 # without a reset; `fibril endpoint list -o json` shows the same endpoints,
 # identities and addresses as before; a pod added after the restart does
-# not get an address a live pod holds, and everyone still reaches it.
+# not get an address a live pod holds, and everyone still reaches it; the
+# pinned maps are reused after the restart (the agent runs with the host's
+# mounts, via nsenter --net, so its bpffs is not private to it).
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 
@@ -74,6 +76,10 @@ check "  pod a still pings pod b" ip netns exec "$(pod_ns a)" ping -c 1 -W 2 "${
 
 start_node_agent "$WORK/mods" "${AGENT_ARGS[@]}"
 check "the agent starts again on the same state" kill -0 "$AGENT_PID"
+map_origins() { api http://x/v1/map | python3 -c 'import json,sys; print(" ".join(sorted({m["origin"] for m in json.load(sys.stdin)["maps"]})))'; }
+check "after the restart every pinned map is reused, none created ($(map_origins))" test "$(map_origins)" = reused
+check "  the agent's bpffs is the host's (no private-bpffs warning)" \
+	bash -c "! grep -q 'private to the agent' '$WORK/agent.log'"
 sleep 2
 b2=$(received)
 check "the stream goes on after the restart ($b1 -> $b2 bytes)" test "${b2:-0}" -gt "${b1:-0}"

@@ -76,15 +76,16 @@ expect_config_error "an explicit config file that is missing" "$WORK/nope.conf" 
 INI
 
 # --set overrides the file; --print-config shows value, default and help.
-cat >"$conf" <<'INI'
+# (the trace file is written by the module: kept in this test's work dir)
+cat >"$conf" <<INI
 [alpha]
 count = 7
-trace = /tmp/from-file
+trace = $WORK/from-file
 INI
 run_agent "$mods" --config "$conf" --set alpha.count=9 --print-config
 check "--print-config succeeds" test "$RC" -eq 0
 check "--set overrides the file" contains "$OUT" "count = 9"
-check "file values are shown" contains "$OUT" "trace = /tmp/from-file"
+check "file values are shown" contains "$OUT" "trace = $WORK/from-file"
 check "help, type, default and range are shown" contains "$OUT" "# a bounded integer (type: int, default: 1, range: 1..100)"
 check "agent defaults are shown" contains "$OUT" "socket-mode = 0660"
 printf '%s\n' "$OUT" >"$WORK/printed.conf"

@@ -19,6 +19,7 @@ import gzip
 import ipaddress
 import json
 import re
+import select
 import socket
 import ssl
 import sys
@@ -365,6 +366,9 @@ class Watcher:
         self.dropped = False
         self.error = None          # Status dict to send as an ERROR event, then end
         self.drop_after = None     # drop abruptly after this many more events
+        self.stalled = False       # a dead peer: write nothing more, never close
+        self.raw = []              # raw lines to write as they are (bad-line faults)
+        self.end_after_raw = False # end the stream cleanly once raw is written
 
 
 class Store:
@@ -433,6 +437,8 @@ class State:
             "pod_grace_seconds": args.pod_grace_seconds,  # 0: pods go at once on delete
             "gzip": True,                 # gzip answers > 128 KiB to clients accepting gzip
             "hold_watches": False,        # open watches queue their events until set back
+            "stall_watches": False,       # new watches answer nothing at all (no headers)
+            "expire_every_watch": False,  # every watch from a resourceVersion is expired (410)
         }
         self.paused_until = 0.0
         self.stopping = False
@@ -1373,7 +1379,7 @@ class Handler(BaseHTTPRequestHandler):
                                    {"causes": [{"reason": "ResourceVersionTooLarge",
                                                 "message": "Too large resource version"}],
                                     "retryAfterSeconds": 1})
-                elif start_rv < store.compacted[res.name]:
+                elif start_rv < store.compacted[res.name] or cfg["expire_every_watch"]:
                     err = expired(f"too old resource version: {start_rv} "
                                   f"({store.compacted[res.name]})")
                 else:
@@ -1392,6 +1398,9 @@ class Handler(BaseHTTPRequestHandler):
             self.end_stream()
             return
         try:
+            if cfg["stall_watches"]:
+                w.stalled = True
+                return self.stall(w)
             self.start_stream()
             if table:
                 initial = [self.table_line(res, ln, include) for ln in initial]
@@ -1405,13 +1414,24 @@ class Handler(BaseHTTPRequestHandler):
                         # re-read: /_control/config changes apply to open watches too
                         next_bm = last_bm + float(cfg["bookmark_interval"])
                         hold = cfg["hold_watches"]     # queue events, send nothing
+                        if w.stalled or w.raw:
+                            break
                         if (w.queue and not hold) or w.dropped or w.error or now >= deadline or \
                                 (bookmarks and now >= next_bm and not hold):
                             break
                         wake = deadline if not bookmarks else min(deadline, next_bm)
                         store.cond.wait(wake - now)
                     evs, w.queue = w.queue, []
+                    raw, w.raw = w.raw, []
                     cur_rv = store.rv
+                if w.stalled:
+                    return self.stall(w)
+                if raw:
+                    self.write_chunk(b"".join(raw))
+                    if w.end_after_raw:
+                        self.end_stream()
+                        return
+                    continue
                 if w.dropped:
                     self.abort_connection()
                     return
@@ -1449,6 +1469,22 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             with store.cond:
                 store.watchers.discard(w)
+
+    def stall(self, w):
+        """A silent peer: the connection stays open and nothing is written
+        (no event, no bookmark, no end) until the client goes away or the
+        watch is dropped."""
+        store = STATE.store
+        while not w.dropped:
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+            except (OSError, ValueError):
+                break
+            if readable:                     # the client closed (or wrote): it is gone
+                break
+            with store.cond:
+                store.cond.wait(0.2)
+        self.abort_connection()
 
     @staticmethod
     def event_line(ev, flt):
@@ -1536,6 +1572,32 @@ class Handler(BaseHTTPRequestHandler):
                             w.dropped = True
                         else:
                             w.drop_after = int(after)
+                        n += 1
+                store.cond.notify_all()
+            return self.send_json(200, {"watches": n})
+        if what == "stall-watches":
+            # the open watches go silent without closing (a dead peer)
+            with store.cond:
+                n = 0
+                for w in store.watchers:
+                    if w.res.name in resources:
+                        w.stalled = True
+                        n += 1
+                store.cond.notify_all()
+            return self.send_json(200, {"watches": n})
+        if what == "inject-lines":
+            # raw text written as it is to the open watches (a JSON list of
+            # strings, each sent as given: add the newline yourself);
+            # end=1 ends the stream cleanly right after
+            body = self.json_body()
+            if not isinstance(body, list) or not all(isinstance(x, str) for x in body):
+                raise ApiError(400, "BadRequest", "inject-lines wants a JSON list of strings")
+            with store.cond:
+                n = 0
+                for w in store.watchers:
+                    if w.res.name in resources and not w.stalled:
+                        w.raw.extend(x.encode() for x in body)
+                        w.end_after_raw = truthy(q1(qs, "end", "0"))
                         n += 1
                 store.cond.notify_all()
             return self.send_json(200, {"watches": n})

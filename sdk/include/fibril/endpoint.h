@@ -56,6 +56,10 @@ enum fibril_endpoint_state {
 #define FIBRIL_ENDPOINT_TOPIC_DELETED "endpoint.deleted"
 
 #define FIBRIL_ENDPOINT_CONTAINER_ID_LEN 128
+/* The longest container ID (bytes) an endpoint can carry: the one limit of
+ * the endpoint module and fibril-cni (whose ADD refuses a longer one and
+ * whose DEL of one still succeeds). */
+#define FIBRIL_ENDPOINT_CONTAINER_ID_MAX (FIBRIL_ENDPOINT_CONTAINER_ID_LEN - 1)
 
 /* One endpoint, as events and lookups carry it. The bus copies payloads,
  * so it holds no pointers: `labels` is the offset, from the start of the
