@@ -62,7 +62,15 @@ ip netns exec "$(pod_ns a)" python3 "$top_srcdir/tests/cni/nettest.py" send "${A
 SEND=$!
 cni_test_cleanup() { kill "$SEND" "$RECV" 2>/dev/null; }
 received() { sed -n 's/.*bytes=\([0-9]*\).*/\1/p' "$WORK/recv.status" 2>/dev/null || echo 0; }
-sleep 1
+# the two python processes start slowly on a loaded machine: wait (up to
+# 15 s) for the first bytes rather than a fixed second
+b0=0
+for _ in $(seq 1 150); do
+	b0=$(received)
+	[ "${b0:-0}" -gt 0 ] && break
+	sleep 0.1
+done
+sleep 0.5
 b0=$(received)
 check "the stream flows from pod a to pod b" test "${b0:-0}" -gt 0
 
