@@ -37,7 +37,9 @@ sleep 0.3
 rc=0; stop_agent TERM || rc=$?
 check "start/serve/stop: no leaks, no errors (exit $rc)" test "$rc" -eq 0
 grep -h -E "definitely lost|ERROR SUMMARY" "$WORK"/vg.* || true
-cp "$WORK"/vg.* /tmp/vglast 2>/dev/null; rm -f "$WORK"/vg.*
+# a failed run's valgrind logs stay in the work dir (KEEP_WORK=1 keeps it),
+# apart from the next run's; nothing goes to /tmp
+if [ "$rc" -eq 0 ]; then rm -f "$WORK"/vg.*; else mkdir -p "$WORK/run1" && mv "$WORK"/vg.* "$WORK/run1/"; fi
 
 # 2. A failed start rolls back without leaking.
 RC=0
