@@ -144,9 +144,15 @@ static void crash_job(void *ud)
 	crash_now();
 }
 
+/* Set by the stop job once a pool thread runs it: stop waits for it, so
+ * the host's wait sees a running job, not one it can still cancel (on a
+ * loaded machine the pool may not have picked the job up yet). */
+static volatile sig_atomic_t sleep_job_started;
+
 static void sleep_job(void *ud)
 {
 	struct testmod *t = ud;
+	__atomic_store_n(&sleep_job_started, 1, __ATOMIC_SEQ_CST);
 	uint64_t ms = fibril_config_duration_ms(t->m, "stop-job");
 	usleep((useconds_t)(ms * 1000));
 }
@@ -242,8 +248,12 @@ static void tm_stop(struct fibril_module *m)
 		crash_now();
 	if (fibril_config_bool(m, "handles"))
 		release_handles(t);
-	if (fibril_config_duration_ms(m, "stop-job"))
-		fibril_work_submit(m, sleep_job, sleep_job_done, t);
+	if (fibril_config_duration_ms(m, "stop-job")) {
+		__atomic_store_n(&sleep_job_started, 0, __ATOMIC_SEQ_CST);
+		if (fibril_work_submit(m, sleep_job, sleep_job_done, t) == 0)
+			for (int i = 0; i < 10000 && !__atomic_load_n(&sleep_job_started, __ATOMIC_SEQ_CST); i++)
+				usleep(1000);
+	}
 	if (fibril_config_bool(m, "hang-stop"))
 		for (;;)
 			pause();
