@@ -227,6 +227,49 @@ static struct json_object *build_result(const struct cni_env *env, const struct 
 	return result;
 }
 
+/* egressRate would need the bandwidth plugin's ingress qdisc on the host
+ * veth, whose clsact the datapath holds: refused before anything is made. */
+static int refuse_egress_rate(const struct netconf *conf)
+{
+	struct json_object *v = conf->egress_rate;
+	if (!v || ((json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) &&
+		   json_object_get_double(v) == 0))
+		return 0;
+	return cni_error(CNI_ERR_INVALID_CONFIG, "runtimeConfig.bandwidth.egressRate",
+			 "invalid network configuration: runtimeConfig.bandwidth.egressRate: fibril-cni does not "
+			 "support an egress rate limit (%s): the datapath owns the clsact qdisc of the host veth, "
+			 "so the bandwidth plugin cannot add its ingress qdisc; only ingressRate is supported",
+			 json_object_to_json_string(v));
+}
+
+/* A second interface of the same network in one pod would clash on the
+ * gateway routes: refused when a pod link N has its host end
+ * lxc<hash(CID/N)> in the node, i.e. this container is attached already. */
+static int refuse_second_interface(const struct cni_env *env, const struct netconf *conf, struct nl_sock *hsk,
+				   struct nl_sock *psk)
+{
+	char **names = link_name_list(psk);
+	if (!names)
+		return -1;
+	int rc = 0;
+	for (char **n = names; *n && rc == 0; n++) {
+		if (strcmp(*n, env->ifname) == 0)
+			continue;
+		char host[16];
+		host_ifname_for(env->container_id, *n, host);
+		int found = link_lookup(hsk, host, NULL);
+		if (found < 0)
+			rc = -1;
+		else if (found)
+			rc = cni_error(FCNI_ERR_IFNAME_EXISTS, env->ifname,
+				       "fibril-cni: container %s already has an interface of network %s (%s); a "
+				       "second interface of the same network is not supported",
+				       env->container_id, conf->name, *n);
+	}
+	free_strv(names);
+	return rc;
+}
+
 int cmd_add(struct cni_env *env, struct netconf *conf)
 {
 	struct add_state st = {0};
@@ -236,6 +279,8 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 	struct nl_sock *hsk = NULL, *psk = NULL;
 	int rc = -1;
 
+	if (refuse_egress_rate(conf) < 0)
+		return -1;
 	int pod_ns = netns_open_path(env->netns);
 	if (pod_ns < 0)
 		return -1;
@@ -257,6 +302,8 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 			  "interface %s already exists in the network namespace %s", env->ifname, env->netns);
 		goto out;
 	}
+	if (refuse_second_interface(env, conf, hsk, psk) < 0)
+		goto out;
 	if (ipam_allocate(env, conf, addrs, &naddrs, &st) < 0)
 		goto fail;
 	for (int i = 0; i < naddrs; i++)

@@ -80,6 +80,7 @@ struct netconf {
 	struct json_object *dns;	       /* validated, or NULL */
 	enum ipam_family family;
 	struct json_object *prev_result;       /* or NULL */
+	struct json_object *egress_rate;       /* runtimeConfig.bandwidth.egressRate, or NULL */
 };
 
 #define DEFAULT_AGENT_SOCKET "/run/fibril/fibril.sock"
@@ -167,6 +168,9 @@ int route_present(struct nl_sock *sk, int ifindex, const char *dst, int prefix, 
 		  bool scope_link);
 /* Every veth named lxc<12 hex> in the current namespace (NULL-terminated). */
 char **host_veth_list(struct nl_sock *sk);
+/* The name of every link in SK's namespace (NULL-terminated; NULL after
+ * reporting the error). */
+char **link_name_list(struct nl_sock *sk);
 int sysctl_write(const char *path, const char *value);
 
 /* ---- the commands ------------------------------------------------------------- */

@@ -1,8 +1,8 @@
 /* cni/netconf.c - the network configuration fibril-cni reads on stdin
  * (name, cniVersion / cniVersions, agent-socket, mtu, dns, ipam-family,
- * prevResult), the CNI version table, and the checks of the environment:
- * container ID, interface name, CNI_ARGS, and the names derived from them
- * (IPAM owner, host veth name). */
+ * prevResult, runtimeConfig.bandwidth.egressRate), the CNI version table,
+ * and the checks of the environment: container ID, interface name,
+ * CNI_ARGS, and the names derived from them (IPAM owner, host veth name). */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <stdarg.h>
@@ -237,6 +237,13 @@ int netconf_parse(const char *text, size_t len, struct netconf *conf)
 
 	if (parse_dns(conf))
 		return -1;
+
+	/* Only noted here (DEL must take any configuration); ADD refuses it. */
+	struct json_object *rc, *bw;
+	if (json_object_object_get_ex(conf->root, "runtimeConfig", &rc) &&
+	    json_object_object_get_ex(rc, "bandwidth", &bw) &&
+	    json_object_object_get_ex(bw, "egressRate", &v) && !json_object_is_type(v, json_type_null))
+		conf->egress_rate = v;
 
 	if (json_object_object_get_ex(conf->root, "prevResult", &v) && !json_object_is_type(v, json_type_null)) {
 		if (!json_object_is_type(v, json_type_object))

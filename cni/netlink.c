@@ -376,6 +376,27 @@ char **host_veth_list(struct nl_sock *sk)
 	return out;
 }
 
+char **link_name_list(struct nl_sock *sk)
+{
+	struct nl_cache *cache = NULL;
+	int err = rtnl_link_alloc_cache(sk, AF_UNSPEC, &cache);
+	if (err < 0) {
+		cni_error(FCNI_ERR_LINK, NULL, "cannot list the links: %s", nl_geterror(err));
+		return NULL;
+	}
+	size_t n = 0, cap = (size_t)nl_cache_nitems(cache) + 1;
+	char **out = calloc(cap, sizeof(*out));
+	for (struct nl_object *o = nl_cache_get_first(cache); out && o; o = nl_cache_get_next(o)) {
+		const char *name = rtnl_link_get_name((struct rtnl_link *)o);
+		if (name && n + 1 < cap)
+			out[n++] = strdup(name);
+	}
+	nl_cache_free(cache);
+	if (!out)
+		cni_error(CNI_ERR_IO, NULL, "out of memory");
+	return out;
+}
+
 int sysctl_write(const char *path, const char *value)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);

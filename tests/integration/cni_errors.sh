@@ -8,7 +8,9 @@
 # refused (no endpoint module here, so ADD fails at its last step and must
 # roll back the veth and the address)); after each failed ADD no lxc link
 # is left in the node, no address in IPAM, and the pod is as before. DEL
-# of what was never added succeeds; DEL with the agent down is 11; STATUS
+# of what was never added succeeds; DEL with the agent down is 11; a second
+# interface of the same network (net1 after eth0) is 101, changing nothing;
+# runtimeConfig.bandwidth.egressRate is 7 (ingressRate alone passes); STATUS
 # (0, and 50 when the agent is down or the pool is full); GC of IPAM owners
 # and stale host veths.
 . "$top_srcdir/tests/lib/common.sh"
@@ -179,6 +181,43 @@ for ms in 0 5 10 15 20 25 30 35 40 45; do
 done
 check "ADD killed at 10 points, each retried without a DEL: no 101 ($conv/10 reached the last step)" test "$conv" = 10
 assert_clean "ADDs killed and retried"
+
+# ---- 101: a second interface of the same network in one pod is refused -----------
+# eth0 attached the way fibril-cni does it (host end lxc<hash(c-err-1/eth0)>)
+EH=$(host_end c-err-1 eth0)
+ip -n "$NODE_NS" link add "$EH" type veth peer name eth0 netns "$POD"
+BEFORE=$(pod_snapshot "$POD")
+LINKS_BEFORE=$(node_lxc_links)
+NET1=(CNI_CONTAINERID=c-err-1 CNI_NETNS="$POD_PATH" CNI_IFNAME=net1)
+plugin ADD "$CONF" "${NET1[@]}"
+expect_code "net1 after eth0 of the same network" 101 \
+	"container c-err-1 already has an interface of network fibril (eth0); a second interface of the same network is not supported"
+check "net1 refused: no IPAM allocation" test -z "$(ipam_allocations)"
+check "net1 refused: no extra link in the node" test "$(node_lxc_links)" = "$LINKS_BEFORE"
+check "net1 refused: the pod namespace is unchanged" test "$(pod_snapshot "$POD")" = "$BEFORE"
+plugin DEL "$CONF" "${NET1[@]}"
+check "DEL of the refused net1 succeeds" test "$PRC:$(out)" = "0:"
+check "eth0's veth pair is intact after net1's ADD and DEL" \
+	test -n "$(ip -n "$NODE_NS" -o link show "$EH" 2>/dev/null)" -a -n "$(ip -n "$POD" -o link show eth0 2>/dev/null)"
+plugin ADD "$CONF" CNI_CONTAINERID=c-err-2 CNI_NETNS="$POD_PATH" CNI_IFNAME=net1
+check "another container's net1 in that netns is not refused as a second interface ($PCODE)" \
+	test "$PCODE" = 102 # refused at the last step: no endpoint module here
+ip -n "$NODE_NS" link del "$EH"
+BEFORE=$(pod_snapshot "$POD")
+assert_clean "a second interface refused"
+
+# ---- 7: runtimeConfig.bandwidth.egressRate (the datapath owns the clsact) ------
+plugin ADD "$(conf 1.0.0 '"capabilities":{"bandwidth":true},"runtimeConfig":{"bandwidth":{"egressRate":1000000,"egressBurst":100000}}')" "${ATT[@]}"
+expect_code "ADD with runtimeConfig.bandwidth.egressRate" 7 '"details":"runtimeConfig.bandwidth.egressRate"'
+check "  the message names egressRate and says why" contains "$(out)" "does not support an egress rate limit"
+assert_clean "egressRate refused"
+plugin DEL "$(conf 1.0.0 '"runtimeConfig":{"bandwidth":{"egressRate":1000000}}')" "${ATT[@]}"
+check "DEL with runtimeConfig.bandwidth.egressRate succeeds" test "$PRC" = 0
+for bw in '"ingressRate":1000000,"ingressBurst":100000' '"ingressRate":1000000,"egressRate":0'; do
+	plugin ADD "$(conf 1.0.0 "\"runtimeConfig\":{\"bandwidth\":{$bw}}")" "${ATT[@]}"
+	check "ADD with runtimeConfig.bandwidth {$bw} passes the plugin's checks ($PCODE)" test "$PCODE" = 102
+	assert_clean "bandwidth {$bw}"
+done
 
 # ---- 102: the endpoint PUT is refused (no endpoint module): full rollback ----
 for v in 0.3.1 1.0.0 1.1.0; do
