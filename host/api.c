@@ -437,7 +437,10 @@ static void dispatch(struct session *s, bool tcp)
 			}
 			json_object_put(o);
 		}
+		struct crash_ctx cc;
+		crash_enter(&cc, r->owner, "API route handler for", r->pattern, -1);
 		r->cb(req, resp, r->ud);
+		crash_leave(&cc);
 		if (s->pending)
 			return; /* answered later: fibril_resp_send */
 		if (!resp->answered)

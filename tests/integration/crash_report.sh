@@ -2,7 +2,7 @@
 # tests/integration/crash_report.sh - a module that crashes takes the agent
 # down, but not without a word: one line names the signal, the module and
 # what of it was running (hook, timer, bus callback with its topic, worker
-# job), and the exit status is still the signal's (139 for SIGSEGV).
+# job, API route handler with its route), and the exit status is still the signal's (139 for SIGSEGV).
 . "$top_srcdir/tests/lib/common.sh"
 
 mods=$WORK/mods
@@ -32,5 +32,15 @@ rc=0; stop_agent TERM || rc=$?
 check "crash in stop: exit status 139 (got $rc)" test "$rc" -eq 139
 check "crash in stop: the line names the stop hook" contains "$(cat "$WORK/agent.log")" \
 	"fibril-agent: fatal signal SIGSEGV in module 'crashy' (stop hook)"
+
+# Crash in an API route handler: the line names the module and the route.
+start_agent "$mods" --set crashy.crash=route
+curl -sS --max-time 5 --unix-socket "$WORK/fibril.sock" -X POST -d '{}' \
+	http://x/v1/tm/crashy/echo >/dev/null 2>&1 || true
+rc=0; wait "$AGENT_PID" || rc=$?
+AGENT_PID=""
+check "crash in a route handler: exit status 139 (got $rc)" test "$rc" -eq 139
+check "crash in a route handler: the line names the module and route" contains "$(cat "$WORK/agent.log")" \
+	"fibril-agent: fatal signal SIGSEGV in module 'crashy' (API route handler for '/v1/tm/crashy/echo')"
 
 finish

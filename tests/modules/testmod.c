@@ -6,7 +6,7 @@
  * "init|start|stop|fini NAME" lines to a trace file so tests can check the
  * order of the lifecycle. Also: hold handles the natural way and release
  * them in stop and in fini, twice (handles=true), crash in a hook or
- * callback (crash=start|timer|bus|job|stop), run a worker job that outlives
+ * callback (crash=start|timer|bus|job|stop|route), run a worker job that outlives
  * stop (stop-job=DURATION), tick a repeating timer into the trace; built
  * with -DTM_CTOR_FILE='"path"' or -DTM_CTOR_CRASH it has a constructor that
  * writes that file or crashes. */
@@ -61,8 +61,14 @@ static void trace(struct fibril_module *m, const char *what)
 }
 
 /* POST /v1/tm/NAME/echo: answers with the (JSON) body it was given. */
+static void crash_now(void);
+static bool crash_in(struct fibril_module *m, const char *where);
+
 static void echo(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
+	struct testmod *t = ud;
+	if (crash_in(t->m, "route"))
+		crash_now();
 	size_t len = 0;
 	const char *body = fibril_req_body(req, &len);
 	fibril_resp_body(resp, 200, "application/json", body, len);
@@ -289,7 +295,7 @@ static const struct fibril_config_key tm_keys[] = {
 	{.name = "handles", .type = FIBRIL_CONFIG_BOOL, .default_value = "false",
 	 .help = "hold a subscription, timers, an fd and a signal watch; release them in stop and fini, twice"},
 	{.name = "crash", .type = FIBRIL_CONFIG_STRING, .default_value = "",
-	 .help = "crash in: start, timer, bus, job or stop"},
+	 .help = "crash in: start, timer, bus, job, stop or route (its echo route handler)"},
 	{.name = "stop-job", .type = FIBRIL_CONFIG_DURATION, .default_value = "0",
 	 .help = "in stop, submit a worker job that runs this long", .min = 0, .max = 3600000},
 	{.name = "tick", .type = FIBRIL_CONFIG_DURATION, .default_value = "0",
