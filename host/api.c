@@ -718,7 +718,8 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 				return -1;
 			s->req.body = grown;
 		}
-		memcpy(s->req.body + s->req.body_len, in, len);
+		if (len) /* lws may call with no data (in NULL) */
+			memcpy(s->req.body + s->req.body_len, in, len);
 		s->req.body_len += len;
 		s->req.body[s->req.body_len] = '\0';
 		return 0;
