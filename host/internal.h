@@ -30,6 +30,8 @@ HIDDEN double mono_ms(void);
 HIDDEN int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode);
 /* mkdir -p with mode for the created components. */
 HIDDEN int mkdir_p(const char *path, unsigned mode);
+/* write(2) all of data, retrying on EINTR and short writes; -errno on error. */
+HIDDEN int write_all(int fd, const void *data, size_t len);
 HIDDEN char *xstrdup(const char *s);
 HIDDEN void *xcalloc(size_t n, size_t sz);
 

@@ -186,21 +186,6 @@ static size_t walk(const uint8_t *data, size_t len, fibril_journal_replay_fn rep
 
 /* ---- files ------------------------------------------------------------------------------ */
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 /* A whole file into memory: 0, -ENOENT, or an error. */
 static int slurp(int dirfd, const char *name, uint8_t **out, size_t *len)
 {

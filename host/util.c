@@ -120,7 +120,7 @@ int mkdir_p(const char *path, unsigned mode)
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
 	while (len) {
