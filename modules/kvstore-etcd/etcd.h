@@ -122,6 +122,11 @@ int etcd_json_add_bytes(struct json_object *obj, const char *name, const void *d
 int etcd_json_add_key(const struct etcd *e, struct json_object *obj, const char *key, bool prefix);
 int64_t etcd_json_int(struct json_object *obj, const char *name);
 int64_t etcd_header_revision(struct json_object *resp);
+/* The revision after rev, saturating: a server's INT64_MAX must not overflow. */
+static inline int64_t etcd_rev_next(int64_t rev)
+{
+	return rev < INT64_MAX ? rev + 1 : INT64_MAX;
+}
 /* A JSON document, or NULL. */
 struct json_object *etcd_json_parse(const char *text, size_t len);
 /* The negative errno for an error answer; message copied into msg. */

@@ -105,7 +105,7 @@ static int watch_events(struct fibril_kv_watch *w, struct json_object *events)
 		if (json_object_object_get_ex(ev, "type", &o) &&
 		    strcmp(json_object_get_string(o), "DELETE") == 0)
 			type = FIBRIL_KV_EVENT_DELETE;
-		w->next_rev = kv.mod_revision + 1;
+		w->next_rev = etcd_rev_next(kv.mod_revision);
 		bool alive = watch_call(w, 0, type, &kv, kv.mod_revision);
 		etcd_kv_clear(&kv);
 		if (!alive)
@@ -125,7 +125,7 @@ static void watch_created(struct fibril_kv_watch *w, struct etcd_req *r, struct 
 {
 	w->created_rev = etcd_header_revision(res);
 	if (!w->next_rev)
-		w->next_rev = w->created_rev + 1;
+		w->next_rev = etcd_rev_next(w->created_rev);
 	w->reported = false;
 	w->backoff_ms = 0;
 	etcd_conn_up(w->e, r->endpoint);
@@ -137,7 +137,7 @@ static int watch_canceled(struct fibril_kv_watch *w, struct json_object *res)
 	int64_t compacted = etcd_json_int(res, "compact_revision");
 	if (!compacted)
 		return MSG_BROKEN;
-	w->next_rev = w->created_rev ? w->created_rev + 1 : 0;
+	w->next_rev = w->created_rev ? etcd_rev_next(w->created_rev) : 0;
 	return watch_call(w, -ERANGE, FIBRIL_KV_EVENT_PUT, NULL, compacted) ? MSG_RESTART : MSG_OK;
 }
 
@@ -159,7 +159,7 @@ static int watch_message(struct fibril_kv_watch *w, struct etcd_req *r, struct j
 	/* a progress notification: every event up to its revision was sent */
 	int64_t rev = etcd_header_revision(res);
 	if (w->created_rev && rev >= w->next_rev)
-		w->next_rev = rev + 1;
+		w->next_rev = etcd_rev_next(rev);
 	return MSG_OK;
 }
 
