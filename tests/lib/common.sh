@@ -11,6 +11,8 @@ CC=${CC:-cc}
 AGENT="$top_builddir/fibril-agent"
 CLI="$top_builddir/fibril"
 TEST_NAME=$(basename "$0" .sh)
+# the SDK minor this tree builds (modules built here report 1.$FIBRIL_ABI_MINOR)
+FIBRIL_ABI_MINOR=$(sed -n "s/^#define FIBRIL_ABI_MINOR \([0-9]*\)$/\1/p" "$top_srcdir/sdk/include/fibril/version.h")
 WORK=$(mktemp -d "/tmp/fibril-$TEST_NAME.XXXXXX")
 chmod 0755 "$WORK"
 BPFFS_DIR="/sys/fs/bpf/fibril-$TEST_NAME-$$"

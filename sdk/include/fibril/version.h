@@ -19,10 +19,12 @@
  *       the ipam interface.
  *   4 - the growth rules made right (smaller structs are accepted, arrays
  *       carry their element size), group-committed state, bounded bus.
+ *   5 - round 2: the cluster, policy, load balancing and flow
+ *       interfaces, and per-module metrics.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
-#define FIBRIL_ABI_MINOR 4
+#define FIBRIL_ABI_MINOR 5
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
