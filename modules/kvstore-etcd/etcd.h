@@ -26,6 +26,7 @@
 #define ETCD_MAX_RESPONSE (64u << 20) /* bytes buffered for one answer */
 #define ETCD_MAX_IDLE_CONNS 8u        /* keep-alive connections kept open */
 #define ETCD_ERROR_SIZE 256u
+#define ETCD_MAX_ADDRS 4u /* addresses of one endpoint name tried in turn */
 
 struct etcd_req;
 struct etcd_lease;
@@ -39,8 +40,10 @@ struct etcd_endpoint {
 	char host[256]; /* without the brackets of an IPv6 address */
 	char port[8];
 	char host_header[280];
-	struct sockaddr_storage addr; /* resolved once, again after a failure */
-	socklen_t addrlen;
+	/* its addresses, looked up once, again after every address failed */
+	struct sockaddr_storage addrs[ETCD_MAX_ADDRS];
+	socklen_t addrlens[ETCD_MAX_ADDRS];
+	size_t naddrs, addr_cur;
 	bool numeric;   /* an address, never looked up */
 	bool resolving;
 };
@@ -112,6 +115,7 @@ struct etcd_req {
 	bool waiting_resolve; /* its endpoint's name is being looked up */
 	bool retried_stale;   /* already retried once after a kept-alive connection died */
 	bool fail_pending;    /* the timer reports a failure found while launching */
+	size_t addr_tries;    /* other addresses of this endpoint tried so far */
 	struct etcd_httpp parser;
 	bool stream;   /* watch: no total timeout, data delivered as it comes */
 	bool has_data; /* stream bytes not yet handed to data() */
@@ -155,6 +159,8 @@ void etcd_tls_conn_free(struct etcd_tls_conn *c);
 int etcd_tls_handshake(struct etcd_tls_conn *c, char *why, size_t len);
 long etcd_tls_read(struct etcd_tls_conn *c, void *buf, size_t n, char *why, size_t len);
 long etcd_tls_write(struct etcd_tls_conn *c, const void *buf, size_t n, char *why, size_t len);
+/* Decrypted bytes wait in OpenSSL's buffer. */
+bool etcd_tls_pending(struct etcd_tls_conn *c);
 
 /* ---- connection state (kvstore_etcd.c) -------------------------------------- */
 

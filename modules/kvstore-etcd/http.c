@@ -44,8 +44,9 @@ struct etcd_resolve {
 	struct etcd_resolve *next;
 	size_t endpoint;
 	char host[256], port[8];
-	struct sockaddr_storage addr;
-	socklen_t addrlen;
+	struct sockaddr_storage addrs[ETCD_MAX_ADDRS];
+	socklen_t addrlens[ETCD_MAX_ADDRS];
+	size_t naddrs;
 	int gai_err;
 };
 
@@ -92,9 +93,11 @@ static int endpoint_parse(const char *url, struct etcd_endpoint *ep, char *why, 
 	/* a numeric address needs no lookup */
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
 	struct addrinfo *res = NULL;
-	if (getaddrinfo(ep->host, ep->port, &hints, &res) == 0 && res) {
-		memcpy(&ep->addr, res->ai_addr, res->ai_addrlen);
-		ep->addrlen = res->ai_addrlen;
+	if (getaddrinfo(ep->host, ep->port, &hints, &res) == 0 && res &&
+	    res->ai_addrlen <= sizeof(ep->addrs[0])) {
+		memcpy(&ep->addrs[0], res->ai_addr, res->ai_addrlen);
+		ep->addrlens[0] = res->ai_addrlen;
+		ep->naddrs = 1;
 		ep->numeric = true;
 	}
 	if (res)
@@ -179,7 +182,8 @@ static int conn_open(struct etcd_req *r)
 {
 	struct etcd *e = r->e;
 	struct etcd_endpoint *ep = &e->eps[r->endpoint];
-	int fd = socket(ep->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	const struct sockaddr_storage *addr = &ep->addrs[ep->addr_cur];
+	int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		int err = errno;
 		snprintf(r->errbuf, sizeof(r->errbuf), "socket: %s", strerror(err));
@@ -190,7 +194,8 @@ static int conn_open(struct etcd_req *r)
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-	if (connect(fd, (struct sockaddr *)&ep->addr, ep->addrlen) && errno != EINPROGRESS) {
+	if (connect(fd, (const struct sockaddr *)addr, ep->addrlens[ep->addr_cur]) &&
+	    errno != EINPROGRESS) {
 		int err = errno;
 		snprintf(r->errbuf, sizeof(r->errbuf), "connect to %s: %s", e->endpoints[r->endpoint],
 			 strerror(err));
@@ -355,7 +360,7 @@ static void req_launch(struct etcd_req *r)
 		return;
 	}
 	req_arm(r, e->dial_timeout_ms);
-	if (!ep->addrlen) {
+	if (!ep->naddrs) {
 		r->waiting_resolve = true;
 		resolve_start(e, r->endpoint);
 		return;
@@ -455,10 +460,18 @@ static void req_fail_connect(struct etcd_req *r)
 	struct etcd *e = r->e;
 	struct etcd_endpoint *ep = &e->eps[r->endpoint];
 	req_drop_conn(r, false);
-	if (!ep->numeric && !ep->resolving)
-		ep->addrlen = 0; /* look the name up again next time */
 	if (!r->errbuf[0])
 		snprintf(r->errbuf, sizeof(r->errbuf), "cannot connect to %s", e->endpoints[r->endpoint]);
+	if (ep->naddrs > 1 && ++r->addr_tries < ep->naddrs && e->running) {
+		/* a name with several addresses (localhost: ::1, 127.0.0.1): the next */
+		fibril_debug(e->m, "%s: %s; trying its next address", e->endpoints[r->endpoint], r->errbuf);
+		ep->addr_cur = (ep->addr_cur + 1) % ep->naddrs;
+		req_launch(r);
+		return;
+	}
+	r->addr_tries = 0;
+	if (!ep->numeric && !ep->resolving)
+		ep->naddrs = 0; /* look the name up again next time */
 	if (++r->tried < e->nendpoints && e->running) {
 		fibril_debug(e->m, "%s: %s; trying the next endpoint", e->endpoints[r->endpoint],
 			     r->errbuf);
@@ -641,7 +654,10 @@ static void conn_step(struct etcd_conn *c)
 	}
 	conn_set_events(c, FIBRIL_IO_READ);
 	char buf[16384];
-	for (;;) {
+	/* a few reads per wakeup, so that a watch burst is parsed as it comes
+	 * rather than buffered whole (the watch is level-triggered; TLS bytes
+	 * already decrypted are read on, the socket would not wake us for them) */
+	for (int reads = 0; reads < 4 || (c->tls && etcd_tls_pending(c->tls)); reads++) {
 		rc = conn_read(c, buf, sizeof(buf), r->errbuf, sizeof(r->errbuf));
 		if (rc == ETCD_TLS_WANT_READ || rc == ETCD_TLS_WANT_WRITE) {
 			conn_set_events(c, want_events(rc));
@@ -703,12 +719,14 @@ static void resolve_work(void *ud)
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	struct addrinfo *res = NULL;
 	j->gai_err = getaddrinfo(j->host, j->port, &hints, &res);
-	if (j->gai_err == 0 && res && res->ai_addrlen <= sizeof(j->addr)) {
-		memcpy(&j->addr, res->ai_addr, res->ai_addrlen);
-		j->addrlen = res->ai_addrlen;
-	} else if (j->gai_err == 0) {
-		j->gai_err = EAI_NONAME;
+	for (struct addrinfo *a = j->gai_err ? NULL : res; a && j->naddrs < ETCD_MAX_ADDRS; a = a->ai_next) {
+		if (a->ai_addrlen > sizeof(j->addrs[0]))
+			continue;
+		memcpy(&j->addrs[j->naddrs], a->ai_addr, a->ai_addrlen);
+		j->addrlens[j->naddrs++] = a->ai_addrlen;
 	}
+	if (j->gai_err == 0 && !j->naddrs)
+		j->gai_err = EAI_NONAME;
 	if (res)
 		freeaddrinfo(res);
 }
@@ -730,8 +748,10 @@ static void resolve_done(void *ud, int status)
 	struct etcd_endpoint *ep = &e->eps[j->endpoint];
 	ep->resolving = false;
 	if (status == 0 && j->gai_err == 0) {
-		ep->addr = j->addr;
-		ep->addrlen = j->addrlen;
+		memcpy(ep->addrs, j->addrs, sizeof(ep->addrs));
+		memcpy(ep->addrlens, j->addrlens, sizeof(ep->addrlens));
+		ep->naddrs = j->naddrs;
+		ep->addr_cur = 0;
 	}
 	/* every request waiting for this name: connect, or fail over */
 	for (;;) {
@@ -741,7 +761,7 @@ static void resolve_done(void *ud, int status)
 		if (!r)
 			break;
 		r->waiting_resolve = false;
-		if (!ep->addrlen) {
+		if (!ep->naddrs) {
 			snprintf(r->errbuf, sizeof(r->errbuf), "cannot resolve %.200s: %s", ep->host,
 				 status ? strerror(-status) : gai_strerror(j->gai_err));
 			req_fail_connect(r);

@@ -167,3 +167,8 @@ long etcd_tls_write(struct etcd_tls_conn *c, const void *buf, size_t n, char *wh
 	rc = tls_result(c, rc, "TLS write", why, len);
 	return rc == 0 ? ETCD_TLS_ERROR : rc;
 }
+
+bool etcd_tls_pending(struct etcd_tls_conn *c)
+{
+	return SSL_pending(c->ssl) > 0;
+}
