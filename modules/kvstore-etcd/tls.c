@@ -3,8 +3,13 @@
  * certificate and key), peer verification against the endpoint's name or
  * address, and non-blocking handshake, read and write for http.c. OpenSSL is
  * only initialised when an https endpoint is configured (libssl is mapped
- * anyway: libwebsockets links it into the agent). */
+ * anyway: libwebsockets links it into the agent). OpenSSL writes to the
+ * socket with write(2), so a peer that closed would raise SIGPIPE: it is
+ * blocked around each call and a pending one consumed, as libcurl does. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +122,35 @@ void etcd_tls_conn_free(struct etcd_tls_conn *c)
 	free(c);
 }
 
+/* SIGPIPE blocked on this thread for one OpenSSL call (the signal from a
+ * socket write is sent to the writing thread). */
+struct nopipe {
+	sigset_t old;
+	bool was_pending;
+};
+
+static void nopipe_begin(struct nopipe *np)
+{
+	sigset_t pipe, pending;
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	np->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, &np->old);
+}
+
+static void nopipe_end(struct nopipe *np)
+{
+	sigset_t pipe, pending;
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	if (!np->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+		struct timespec zero = {0, 0};
+		while (sigtimedwait(&pipe, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &np->old, NULL);
+}
+
 /* After a failed call: wait, the end, or an error. */
 static int tls_result(struct etcd_tls_conn *c, int rc, const char *what, char *why, size_t len)
 {
@@ -135,8 +169,11 @@ static int tls_result(struct etcd_tls_conn *c, int rc, const char *what, char *w
 
 int etcd_tls_handshake(struct etcd_tls_conn *c, char *why, size_t len)
 {
+	struct nopipe np;
 	ERR_clear_error();
+	nopipe_begin(&np);
 	int rc = SSL_do_handshake(c->ssl);
+	nopipe_end(&np);
 	if (rc == 1)
 		return 0;
 	rc = tls_result(c, rc, "TLS handshake", why, len);
@@ -150,8 +187,11 @@ int etcd_tls_handshake(struct etcd_tls_conn *c, char *why, size_t len)
 long etcd_tls_read(struct etcd_tls_conn *c, void *buf, size_t n, char *why, size_t len)
 {
 	size_t got = 0;
+	struct nopipe np;
 	ERR_clear_error();
+	nopipe_begin(&np);
 	int rc = SSL_read_ex(c->ssl, buf, n, &got);
+	nopipe_end(&np);
 	if (rc == 1)
 		return (long)got;
 	return tls_result(c, rc, "TLS read", why, len);
@@ -160,8 +200,11 @@ long etcd_tls_read(struct etcd_tls_conn *c, void *buf, size_t n, char *why, size
 long etcd_tls_write(struct etcd_tls_conn *c, const void *buf, size_t n, char *why, size_t len)
 {
 	size_t put = 0;
+	struct nopipe np;
 	ERR_clear_error();
+	nopipe_begin(&np);
 	int rc = SSL_write_ex(c->ssl, buf, n, &put);
+	nopipe_end(&np);
 	if (rc == 1)
 		return (long)put;
 	rc = tls_result(c, rc, "TLS write", why, len);
