@@ -1,6 +1,7 @@
 /* modules/kvstore-etcd/etcd.h - internals shared by the files of the
  * kvstore-etcd module: the module state, requests to etcd's JSON gateway
- * over libcurl's multi interface (http.c), the base64/JSON codec (codec.c),
+ * over the module's own HTTP/1.1 client on the loop (http.c, its response
+ * parser httpparse.c, TLS through OpenSSL in tls.c), the base64/JSON codec (codec.c),
  * the key-value calls (kv.c), watches (watch.c), leases (lease.c) and the
  * connection state machine (kvstore_etcd.c). Everything runs on the loop
  * thread. */
@@ -12,19 +13,40 @@
 #include <stdint.h>
 #include <time.h>
 
-#include <curl/curl.h>
+#include <sys/socket.h>
+
 #include <json-c/json.h>
 
 #include <fibril/fibril.h>
 
-#include "curl_loop.h"
+#include "httpparse.h"
 
 #define ETCD_BACKOFF_MIN_MS 200u
 #define ETCD_BACKOFF_MAX_MS 10000u
 #define ETCD_MAX_RESPONSE (64u << 20) /* bytes buffered for one answer */
+#define ETCD_MAX_IDLE_CONNS 8u        /* keep-alive connections kept open */
+#define ETCD_ERROR_SIZE 256u
+#define ETCD_MAX_ADDRS 4u /* addresses of one endpoint name tried in turn */
 
 struct etcd_req;
 struct etcd_lease;
+struct etcd_conn;
+struct etcd_tls;
+struct etcd_resolve;
+
+/* One endpoint URL taken apart (http.c). */
+struct etcd_endpoint {
+	bool tls;
+	char host[256]; /* without the brackets of an IPv6 address */
+	char port[8];
+	char host_header[280];
+	/* its addresses, looked up once, again after every address failed */
+	struct sockaddr_storage addrs[ETCD_MAX_ADDRS];
+	socklen_t addrlens[ETCD_MAX_ADDRS];
+	size_t naddrs, addr_cur;
+	bool numeric;   /* an address, never looked up */
+	bool resolving;
+};
 
 struct etcd {
 	struct fibril_module *m;
@@ -37,15 +59,19 @@ struct etcd {
 	size_t prefix_len;
 	char *ca_file, *cert_file, *key_file;
 	uint64_t dial_timeout_ms, request_timeout_ms, lease_ttl_ms, health_interval_ms;
-	/* curl on the loop */
-	struct mod_curl_loop curl;
-	struct etcd_req *reqs; /* every request in flight */
-	bool released;         /* the host already released our timers and fds */
+	/* the HTTP client on the loop (http.c) */
+	bool http_open;
+	struct etcd_endpoint *eps; /* parsed endpoints[] */
+	struct etcd_tls *tls;      /* OpenSSL's context, only with an https endpoint */
+	struct etcd_conn *idle;    /* keep-alive connections without a request */
+	size_t nidle;
+	struct etcd_resolve *resolving; /* name lookups on the worker pool */
+	struct etcd_req *reqs;     /* every request in flight */
 	/* connection state */
 	bool running;       /* between start and stop: requests may be sent */
 	bool start_pending; /* start waits for the first answer */
 	bool connected;
-	char error[CURL_ERROR_SIZE + 64];
+	char error[ETCD_ERROR_SIZE + 64];
 	time_t down_since;
 	uint64_t backoff_ms;
 	struct fibril_timer *probe_timer;
@@ -65,7 +91,7 @@ struct etcd {
  * errno (resp may then hold etcd's error document, or be NULL), or
  * -ECANCELED when the module stops. r->errbuf says what went wrong. */
 typedef void (*etcd_done_fn)(struct etcd_req *r, int err, struct json_object *resp);
-/* Streams: new bytes arrived in r->buf (called outside curl's callbacks). */
+/* Streams: new body bytes arrived in r->buf (called last in a loop callback). */
 typedef void (*etcd_data_fn)(struct etcd_req *r);
 /* A caller's callback, stored untyped and cast back by the done function. */
 typedef void (*etcd_user_fn)(void);
@@ -73,14 +99,24 @@ typedef void (*etcd_user_fn)(void);
 struct etcd_req {
 	struct etcd *e;
 	struct etcd_req *prev, *next;
-	CURL *easy;
-	struct curl_slist *headers;
 	const char *path; /* "/v3/kv/range" */
 	char *body;
-	char *buf; /* the answer so far, NUL-terminated */
+	size_t body_len;
+	char *buf; /* the answer's body so far (decoded), NUL-terminated */
 	size_t len, cap;
-	char errbuf[CURL_ERROR_SIZE];
+	char errbuf[ETCD_ERROR_SIZE];
 	size_t endpoint, tried;
+	/* the transfer (http.c) */
+	struct etcd_conn *conn;     /* while it has one */
+	struct fibril_timer *timer; /* dial, then request timeout */
+	uint64_t started_ms;
+	char *out; /* the request's bytes */
+	size_t out_len, out_off;
+	bool waiting_resolve; /* its endpoint's name is being looked up */
+	bool retried_stale;   /* already retried once after a kept-alive connection died */
+	bool fail_pending;    /* the timer reports a failure found while launching */
+	size_t addr_tries;    /* other addresses of this endpoint tried so far */
+	struct etcd_httpp parser;
 	bool stream;   /* watch: no total timeout, data delivered as it comes */
 	bool has_data; /* stream bytes not yet handed to data() */
 	etcd_done_fn done;
@@ -91,8 +127,10 @@ struct etcd_req {
 	int64_t id; /* lease requests: the lease */
 };
 
+/* Parse the endpoints, set up TLS when one is https. 0, or a negative
+ * errno with the module's error set. */
 int etcd_http_open(struct etcd *e);
-/* Cancel every request (callbacks get -ECANCELED) and free curl. */
+/* Cancel every request (callbacks get -ECANCELED), close connections. */
 void etcd_http_close(struct etcd *e);
 /* A request for path with a JSON body (consumed). NULL on ENOMEM. */
 struct etcd_req *etcd_req_new(struct etcd *e, const char *path, struct json_object *body,
@@ -101,6 +139,28 @@ struct etcd_req *etcd_req_new(struct etcd *e, const char *path, struct json_obje
 int etcd_req_send(struct etcd_req *r);
 /* Drop a request in flight without running its callback. */
 void etcd_req_abort(struct etcd_req *r);
+
+/* ---- TLS (tls.c): OpenSSL, initialised only when an endpoint is https ---- */
+
+/* The context with the CA, client certificate and key. NULL with why set. */
+struct etcd_tls *etcd_tls_new(const char *ca_file, const char *cert_file, const char *key_file,
+			      char *why, size_t len);
+void etcd_tls_free(struct etcd_tls *t);
+struct etcd_tls_conn;
+/* A client session on fd checking host (a name or an address). */
+struct etcd_tls_conn *etcd_tls_conn_new(struct etcd_tls *t, int fd, const char *host);
+void etcd_tls_conn_free(struct etcd_tls_conn *c);
+/* The handshake and I/O: >= 0 done (bytes for read/write; 0 from read is
+ * the end), ETCD_TLS_WANT_READ / _WANT_WRITE to wait, or ETCD_TLS_ERROR with
+ * why set. */
+#define ETCD_TLS_WANT_READ (-2)
+#define ETCD_TLS_WANT_WRITE (-3)
+#define ETCD_TLS_ERROR (-1)
+int etcd_tls_handshake(struct etcd_tls_conn *c, char *why, size_t len);
+long etcd_tls_read(struct etcd_tls_conn *c, void *buf, size_t n, char *why, size_t len);
+long etcd_tls_write(struct etcd_tls_conn *c, const void *buf, size_t n, char *why, size_t len);
+/* Decrypted bytes wait in OpenSSL's buffer. */
+bool etcd_tls_pending(struct etcd_tls_conn *c);
 
 /* ---- connection state (kvstore_etcd.c) -------------------------------------- */
 

@@ -1,7 +1,7 @@
 /* modules/kvstore-etcd/kvstore_etcd.c - the kvstore-etcd module: provides
  * the "kvstore" capability (<fibril/kvstore.h>) with a real etcd v3 server
- * behind it, spoken to through etcd's JSON gRPC gateway with libcurl's multi
- * interface on the agent's loop (never blocking it).
+ * behind it, spoken to through etcd's JSON gRPC gateway with the module's
+ * own HTTP/1.1 client on the agent's loop (http.c; never blocking it).
  *
  * This file holds the descriptor, the config, the lifecycle and the
  * connection state machine:
@@ -260,15 +260,9 @@ static void free_config(struct etcd *e)
 
 static int kv_init(struct fibril_module *m)
 {
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		fibril_module_set_error(m, "libcurl initialization failed");
-		return -EIO;
-	}
 	struct etcd *e = calloc(1, sizeof(*e));
-	if (!e) {
-		curl_global_cleanup();
+	if (!e)
 		return -ENOMEM;
-	}
 	e->m = m;
 	e->ops = (struct fibril_kvstore_ops){
 		.hdr = {.sz = sizeof(e->ops), .version = FIBRIL_KVSTORE_VERSION},
@@ -293,11 +287,9 @@ static int kv_start(struct fibril_module *m)
 	int rc = read_config(e);
 	if (rc)
 		return rc;
-	rc = etcd_http_open(e);
-	if (rc) {
-		fibril_module_set_error(m, "cannot create the curl multi handle");
+	rc = etcd_http_open(e); /* sets the module's error */
+	if (rc)
 		return rc;
-	}
 	e->rng = (uint32_t)time(NULL) ^ ((uint32_t)getpid() << 16) ^ 0x9e3779b9u;
 	e->running = true;
 	e->start_pending = true;
@@ -315,10 +307,8 @@ static void kv_shutdown(struct etcd *e)
 	e->running = false;
 	e->start_pending = false;
 	e->connected = false;
-	if (!e->released) {
-		fibril_timer_cancel(e->probe_timer);
-		fibril_timer_cancel(e->health_timer);
-	}
+	fibril_timer_cancel(e->probe_timer);
+	fibril_timer_cancel(e->health_timer);
 	e->probe_timer = e->health_timer = NULL;
 	etcd_watch_stop_all(e);
 	etcd_lease_free_all(e);
@@ -336,14 +326,12 @@ static void kv_fini(struct fibril_module *m)
 	struct etcd *e = fibril_module_data(m);
 	if (!e)
 		return;
-	e->released = true; /* the host released our timers and fds before fini */
-	if (e->curl.multi)  /* the start failed: stop never ran */
+	if (e->http_open) /* the start failed: stop never ran */
 		kv_shutdown(e);
 	etcd_watch_free_all(e);
 	free_config(e);
 	free(e);
 	fibril_module_set_data(m, NULL);
-	curl_global_cleanup();
 }
 
 static int kv_summary(struct fibril_module *m, char *buf, size_t len)
@@ -390,7 +378,7 @@ static const struct fibril_config_key kv_keys[] = {
 };
 
 FIBRIL_MODULE(.name = "kvstore-etcd", .version = "1.0.0",
-	      .description = "kvstore capability backed by etcd v3 (JSON gateway, libcurl)",
+	      .description = "kvstore capability backed by etcd v3 (JSON gateway over HTTP/1.1)",
 	      .provides = FIBRIL_LIST(FIBRIL_KVSTORE_CAPABILITY), .config_keys = kv_keys,
 	      .init = kv_init, .start = kv_start, .stop = kv_stop, .fini = kv_fini,
 	      .summary = kv_summary);

@@ -33,8 +33,7 @@ static void lease_forget(struct etcd *e, int64_t id)
 			continue;
 		*p = l->next;
 		e->nleases--;
-		if (!e->released)
-			fibril_timer_cancel(l->timer);
+		fibril_timer_cancel(l->timer);
 		free(l);
 		return;
 	}

@@ -44,8 +44,7 @@ static void watch_free(struct fibril_kv_watch *w)
 		}
 	}
 	etcd_req_abort(w->req);
-	if (!e->released)
-		fibril_timer_cancel(w->retry);
+	fibril_timer_cancel(w->retry);
 	free(w->key);
 	free(w->end);
 	free(w);
@@ -336,8 +335,7 @@ void etcd_watch_stop_all(struct etcd *e)
 	for (struct fibril_kv_watch *w = e->watches; w; w = w->next) {
 		etcd_req_abort(w->req);
 		w->req = NULL;
-		if (!e->released)
-			fibril_timer_cancel(w->retry);
+		fibril_timer_cancel(w->retry);
 		w->retry = NULL;
 	}
 }

@@ -33,26 +33,14 @@ N=${ENDPOINTS:-1000}
 PODNS=${PODNS:-10}
 RESTARTS=${RESTARTS:-5}
 TC_SAMPLE=${TC_SAMPLE:-20}
-die() { echo "bench_endpoints: $*" >&2; exit 1; }
-
-[ "$(id -u)" = 0 ] || die "run as root (network namespaces, BPF)"
-for tool in ip tc ping python3; do
-	command -v "$tool" >/dev/null || die "$tool is not installed"
-done
-for so in ipam-cluster-pool ipam-api endpoint datapath; do
-	[ -f "$top_builddir/.libs/$so.so" ] || die "$so.so is not built (make -C $top_builddir $so.la)"
-done
+# shellcheck source=bench_lib.sh
+BENCH_NAME=bench_endpoints . "$top_srcdir/tests/bench/bench_lib.sh"
+die() { bench_die "$@"; }
+MODS=(ipam-cluster-pool ipam-api endpoint datapath)
+bench_require ip tc ping python3
+bench_require_modules "${MODS[@]}"
 if [ "$N" -lt "$PODNS" ] || [ "$PODNS" -lt 2 ]; then die "need ENDPOINTS >= PODNS >= 2"; fi
-
-# The real agent binary, not libtool's wrapper (a shell start would be in
-# every timing and $! would not be the agent).
-is_elf() { [ -f "$1" ] && [ "$(head -c 4 "$1" | tr -d '\177')" = ELF ]; }
-AGENT_BIN=""
-for f in "$top_builddir/fibril-agent" "$top_builddir/.libs/lt-fibril-agent" "$top_builddir/.libs/fibril-agent"; do
-	if is_elf "$f"; then AGENT_BIN=$f; break; fi
-done
-[ -n "$AGENT_BIN" ] || die "no fibril-agent binary under $top_builddir (make fibril-agent)"
-export LD_LIBRARY_PATH="$top_builddir/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+bench_find_agent
 
 # ---- namespaces and cleanup -------------------------------------------------------------
 NODE=fbe-$$-node
@@ -61,23 +49,11 @@ PODS=()
 for k in $(seq 0 $((PODNS - 1))); do PODS+=("fbe-$$-p$k"); done
 ALL_NS=("${PODS[@]}" "$NODE" "$REF")
 bench_cleanup() {
-	local rc=$? ns p f
+	local rc=$?
 	set +e
-	# the agents (their pids are written by the driver as it starts them)
-	for f in "$WORK"/*.pid; do
-		[ -f "$f" ] || continue
-		p=$(cat "$f")
-		[ -n "$p" ] && kill -KILL "$p" 2>/dev/null
-	done
-	# anything else started inside our namespaces (ping, ...)
-	for ns in "${ALL_NS[@]}"; do
-		[ -e "/run/netns/$ns" ] || continue
-		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-	done
-	# deleting the namespaces deletes the veths, routes and host devices
-	for ns in "${ALL_NS[@]}"; do
-		[ -e "/run/netns/$ns" ] && ip netns del "$ns" 2>/dev/null
-	done
+	# the agents, anything else started inside our namespaces (ping, ...),
+	# then the namespaces (with the veths, routes and host devices)
+	bench_kill_netns "${ALL_NS[@]}"
 	(exit "$rc")
 	cleanup # common.sh: kills what still runs from $WORK, removes $WORK and $BPFFS_DIR
 }
@@ -89,9 +65,8 @@ for ns in "${ALL_NS[@]}"; do
 done
 mkdir -p "$BPFFS_DIR"
 mods=$WORK/mods
-mkdir -p "$mods" "$WORK/main" "$WORK/ref"
-chmod 0755 "$mods"
-for so in ipam-cluster-pool ipam-api endpoint datapath; do install -m 0644 "$top_builddir/.libs/$so.so" "$mods/"; done
+mkdir -p "$WORK/main" "$WORK/ref"
+bench_install_modules "$mods" "${MODS[@]}"
 
 # ---- the driver: starts and times the agents, makes the API calls, checks ---------------
 cat >"$WORK/epbench.py" <<'EOF'

@@ -19,35 +19,20 @@ set -euo pipefail
 BPFFS_DIR="/sys/fs/bpf/fibril-bench-rss-$$"
 
 N=${ENDPOINTS:-1000}
-die() { echo "bench_rss: $*" >&2; exit 1; }
-[ "$(id -u)" = 0 ] || die "run as root (network namespaces, BPF)"
-for tool in ip python3 etcd; do command -v "$tool" >/dev/null || die "$tool is not installed"; done
-for so in kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath; do
-	[ -f "$top_builddir/.libs/$so.so" ] || die "$so.so is not built (make -C $top_builddir $so.la)"
-done
-is_elf() { [ -f "$1" ] && [ "$(head -c 4 "$1" | tr -d '\177')" = ELF ]; }
-AGENT_BIN=""
-for f in "$top_builddir/fibril-agent" "$top_builddir/.libs/lt-fibril-agent" "$top_builddir/.libs/fibril-agent"; do
-	if is_elf "$f"; then AGENT_BIN=$f; break; fi
-done
-[ -n "$AGENT_BIN" ] || die "no fibril-agent binary under $top_builddir (make fibril-agent)"
-export LD_LIBRARY_PATH="$top_builddir/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# shellcheck source=bench_lib.sh
+BENCH_NAME=bench_rss . "$top_srcdir/tests/bench/bench_lib.sh"
+die() { bench_die "$@"; }
+MODS=(kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath)
+bench_require ip python3 etcd
+bench_require_modules "${MODS[@]}"
+bench_find_agent
 
 MAIN=fbr-$$-main
 REF=fbr-$$-ref
 bench_cleanup() {
-	local rc=$? f p ns
+	local rc=$?
 	set +e
-	for f in "$WORK"/*.pid; do
-		[ -f "$f" ] || continue
-		p=$(cat "$f")
-		[ -n "$p" ] && kill -KILL "$p" 2>/dev/null
-	done
-	for ns in "$MAIN" "$REF"; do
-		[ -e "/run/netns/$ns" ] || continue
-		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		ip netns del "$ns" 2>/dev/null
-	done
+	bench_kill_netns "$MAIN" "$REF"
 	(exit "$rc")
 	cleanup # common.sh: kills what still runs from $WORK (etcd), removes $WORK and $BPFFS_DIR
 }
@@ -57,11 +42,8 @@ for ns in "$MAIN" "$REF"; do
 	ip netns add "$ns"
 	ip -n "$ns" link set lo up
 done
-mkdir -p "$WORK/mods" "$WORK/main" "$WORK/ref"
-chmod 0755 "$WORK/mods"
-for so in kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath; do
-	install -m 0644 "$top_builddir/.libs/$so.so" "$WORK/mods/"
-done
+mkdir -p "$WORK/main" "$WORK/ref"
+bench_install_modules "$WORK/mods" "${MODS[@]}"
 
 # etcd on the main agent's loopback, as scripts/run.sh runs it
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

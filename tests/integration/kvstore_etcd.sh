@@ -4,7 +4,8 @@
 # and prefix reads checked with etcdctl, txn compare-and-swap, leases kept
 # alive, revoked and lost, a prefix watch in revision order, etcd going away
 # (healthz 503, status, the bus topics) and coming back (healthz 200, the
-# watch resumes from its revision), endpoint failover, a start with etcd
+# watch resumes from its revision), endpoint failover, a host name endpoint
+# and kept-alive connections, a start with etcd
 # down failing on start-timeout, TLS with client certificates, and a run
 # under valgrind.
 . "$top_srcdir/tests/lib/common.sh"
@@ -162,7 +163,7 @@ r=$(op grant ttl=3)
 lost=$(jget "$r" 'j["lease"]')
 etcdctl_run lease revoke "$(printf %x "$lost")" >/dev/null
 check "a lease revoked behind our back is reported lost (kvstore.lease-lost with its id)" \
-	wait_for 5 state_is "j['lost'] == [$lost]"
+	wait_for 15 state_is "j['lost'] == [$lost]"
 check "a lost lease is no longer kept alive" contains "$(api http://x/v1/status)" "0 leases"
 
 # ---- 5. watch --------------------------------------------------------------------------
@@ -258,6 +259,22 @@ check "requests go to the live endpoint" jtest "$(op put key=failover value=ok)"
 check "etcdctl sees it" test "$(ectl_value /fibril/failover)" = ok
 stop_agent TERM
 
+# ---- 11b. the HTTP client: a host name, kept-alive connections ------------------------------------
+# localhost is looked up on the worker pool (it may give ::1 first: each address is tried)
+start_agent "$mods" --set "kvstore-etcd.endpoints=${ETCD_ENDPOINT/127.0.0.1/localhost}" "${KV[@]}"
+check "a host name endpoint: connected" contains "$(api http://x/v1/status)" "connected to http://localhost:"
+# 10 requests in series go over kept-alive connections: the client closes
+# none, so no socket of ours to etcd sits in TIME_WAIT (one per request
+# without keep-alive)
+time_wait() { ss -Htan state time-wait "dst 127.0.0.1:${ETCD_ENDPOINT##*:}" | wc -l; }
+tw0=$(time_wait) # earlier agents' connections
+for i in $(seq 1 10); do op put key="ka/$i" value="$i" >/dev/null; done
+check "the 10 puts arrived" test "$(ectl_value /fibril/ka/10)" = 10
+tw=$(($(time_wait) - tw0))
+check "keep-alive: no connection to etcd closed by us during 10 requests ($tw more in TIME_WAIT)" \
+	test "$tw" -lt 3
+stop_agent TERM
+
 # ---- 12. no etcd at start ----------------------------------------------------------------------
 etcd_stop
 run_agent "$mods" --set "kvstore-etcd.endpoints=$ETCD_ENDPOINT" "${KV[@]}" --set agent.start-timeout=2s
@@ -278,6 +295,19 @@ stop_agent TERM
 run_agent "$mods" "${TLS[@]}" "${KV[@]}" --set agent.start-timeout=2s
 check "TLS: without the client certificate the start fails" contains "$OUT" \
 	"module kvstore-etcd failed to start"
+CERT=(--set "kvstore-etcd.cert-file=$ETCD_CLIENT_CERT" --set "kvstore-etcd.key-file=$ETCD_CLIENT_KEY")
+# a CA that did not sign etcd's certificate
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+	-subj "/CN=another CA" -keyout "$WORK/other-ca.key" -out "$WORK/other-ca.pem" 2>/dev/null
+run_agent "$mods" --set "kvstore-etcd.endpoints=$ETCD_ENDPOINT" --set "kvstore-etcd.ca-file=$WORK/other-ca.pem" \
+	"${CERT[@]}" "${KV[@]}" --set agent.start-timeout=2s
+check "TLS: an unknown CA fails the start, the log says the certificate did not verify" contains "$OUT" \
+	"certificate verification failed"
+# etcd's certificate is for IP 127.0.0.1: the name localhost does not match it
+run_agent "$mods" --set "kvstore-etcd.endpoints=${ETCD_ENDPOINT/127.0.0.1/localhost}" \
+	--set "kvstore-etcd.ca-file=$ETCD_CA_FILE" "${CERT[@]}" "${KV[@]}" --set agent.start-timeout=2s
+check "TLS: a certificate for another name fails the start (hostname mismatch)" contains "$OUT" \
+	"hostname mismatch"
 etcd_stop
 
 # ---- 14. valgrind: connected, traffic, SIGTERM ----------------------------------------------------
@@ -292,6 +322,7 @@ else
 		--show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
 		--error-exitcode=99 --log-file="$WORK/vg.%p" "$AGENT" "${args[@]}" \
 		--set "kvstore-etcd.endpoints=$ETCD_ENDPOINT" "${KV[@]}" --set agent.start-timeout=60s \
+		--set kvstore-etcd.request-timeout=60s \
 		>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
 	wait_for 60 test -S "$WORK/fibril.sock"
