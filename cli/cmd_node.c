@@ -1,0 +1,58 @@
+/* cli/cmd_node.c - `fibril node list`: the nodes the agent knows (GET
+ * /v1/nodes): name, node IPs, pod CIDRs, where it was learned, when it was
+ * last seen, whether its routes are in place. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <json.h>
+
+#include "cli.h"
+
+static char *seen_text(struct json_object *n)
+{
+	double t;
+	if (!jnum(n, "last-seen", &t) || t <= 0)
+		return xasprintf("-");
+	double ago = difftime(time(NULL), (time_t)t);
+	return xasprintf("%.0fs ago", ago < 0 ? 0 : ago);
+}
+
+static int render_node_list(struct json_object *reply)
+{
+	struct json_object *nodes = jarray_of_objects(reply, "nodes");
+	struct table t;
+
+	if (!nodes)
+		return EXIT_FAIL;
+	table_init(&t, 6);
+	table_row(&t, "NAME", "IPS", "POD CIDRS", "SOURCE", "LAST SEEN", "ROUTED");
+	for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+		struct json_object *n = json_object_array_get_idx(nodes, i);
+		struct json_object *routed = jget(n, "routed", json_type_boolean);
+		char *ips = join_list(n, "ips"), *cidrs = join_list(n, "pod-cidrs");
+		char *seen = seen_text(n);
+
+		table_row(&t, jstr(n, "name"), ips, cidrs, jstr(n, "source"), seen,
+			  routed ? (json_object_get_boolean(routed) ? "yes" : "no") : "-");
+		free(ips);
+		free(cidrs);
+		free(seen);
+	}
+	table_print(&t);
+	table_free(&t);
+	return 0;
+}
+
+int cmd_node(int argc, char **argv)
+{
+	if (argc < 1)
+		return usage_error("node: missing subcommand (list)");
+	if (strcmp(argv[0], "list"))
+		return usage_error("node: unknown subcommand '%s' (list)", argv[0]);
+	if (argc > 1)
+		return usage_error("node list: unexpected argument '%s'", argv[1]);
+	return show("nodes", render_node_list);
+}

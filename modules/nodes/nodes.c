@@ -1,0 +1,741 @@
+/* modules/nodes/nodes.c - the nodes module (capability "nodes"): node
+ * discovery through the kvstore's node registry, as Cilium's
+ * state/nodes/v1. Each agent puts its own record (name, node IPs, the pod
+ * CIDRs of the active IPAM, tunnel endpoint; record.c) under
+ * state/nodes/v1/<name>, held by a lease of lease-ttl: a node whose agent
+ * is gone past that TTL disappears from the registry, and every other node
+ * removes it when its watch sees the delete. The registry is read whole at
+ * start (mark and sweep: the start finishes once every node known is
+ * routed, before the API serves), then watched from that revision; a
+ * compacted watch re-reads it whole. Every change is an event on the bus
+ * (FIBRIL_NODES_TOPIC) and, in routing-mode native, routes and ipcache
+ * entries (route.c). GET /v1/nodes lists the nodes and the counters. */
+#include "nodes_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json.h>
+
+/* ---- config -------------------------------------------------------------------------- */
+
+static int check_routing(const char *value, char *why, size_t len)
+{
+	if (!strcmp(value, "native") || !strcmp(value, "none"))
+		return 0;
+	if (!strcmp(value, "tunnel"))
+		snprintf(why, len, "tunnel is not implemented yet: use native or none");
+	else
+		snprintf(why, len, "'%s' is not a routing mode: native or none", value);
+	return -EINVAL;
+}
+
+static int check_name(const char *value, char *why, size_t len)
+{
+	if (!*value || nodes_name_valid(value))
+		return 0;
+	snprintf(why, len, "'%s' is not a node name (1-63 of a-z A-Z 0-9 - . _)", value);
+	return -EINVAL;
+}
+
+static int check_ips(const char *value, char *why, size_t len)
+{
+	char buf[256];
+	snprintf(buf, sizeof(buf), "%s", value);
+	int n4 = 0, n6 = 0;
+	for (char *save = NULL, *w = strtok_r(buf, ", ", &save); w; w = strtok_r(NULL, ", ", &save)) {
+		struct in6_addr a;
+		if (inet_pton(AF_INET, w, &a) == 1)
+			n4++;
+		else if (inet_pton(AF_INET6, w, &a) == 1)
+			n6++;
+		else {
+			snprintf(why, len, "'%s' is not an IP address", w);
+			return -EINVAL;
+		}
+	}
+	if (n4 > 1 || n6 > 1) {
+		snprintf(why, len, "at most one address per family");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct fibril_config_key nodes_config_keys[] = {
+	{.name = "node-name", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "This node's name in the registry; empty: [agent] node-name, else the host name",
+	 .check = check_name},
+	{.name = "node-ip", .type = FIBRIL_CONFIG_LIST, .default_value = "",
+	 .help = "This node's IP(s), at most one per family, other nodes route pod CIDRs through; "
+		 "empty: the first global address of an interface that is up",
+	 .check = check_ips},
+	{.name = "routing-mode", .type = FIBRIL_CONFIG_STRING, .default_value = "native",
+	 .help = "native: a route per remote pod CIDR via its node IP; none: discovery only",
+	 .check = check_routing},
+	{.name = "lease-ttl", .type = FIBRIL_CONFIG_DURATION, .default_value = "15s",
+	 .help = "TTL of the lease this node's registry key is held by: a node gone for longer "
+		 "is removed everywhere", .min = 2000, .max = 3600000},
+	{.name = "retry", .type = FIBRIL_CONFIG_DURATION, .default_value = "1s",
+	 .help = "How soon a failed registration or read of the registry is retried",
+	 .min = 100, .max = 600000},
+	{0},
+};
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+static int64_t now_unix(void)
+{
+	return (int64_t)time(NULL);
+}
+
+static bool running(const struct nodes *s)
+{
+	return s->kv && !s->stopping;
+}
+
+static void publish(struct nodes *s, enum fibril_node_event_type type, const struct fibril_node *n)
+{
+	struct fibril_node_event ev = {.sz = sizeof(ev), .type = type, .node = *n};
+	fibril_bus_publish(s->m, FIBRIL_NODES_TOPIC, 1, &ev, sizeof(ev));
+}
+
+static struct node_entry *find(struct nodes *s, const char *name)
+{
+	for (struct node_entry *e = s->nodes; e; e = e->next)
+		if (!strcmp(e->n.name, name))
+			return e;
+	return NULL;
+}
+
+/* same addresses, CIDRs and tunnel endpoint (when it was seen does not count) */
+static bool node_same(const struct fibril_node *a, const struct fibril_node *b)
+{
+	if (a->has_ipv4 != b->has_ipv4 || a->has_ipv6 != b->has_ipv6 || a->n_cidrs != b->n_cidrs ||
+	    a->has_tunnel_endpoint != b->has_tunnel_endpoint)
+		return false;
+	if ((a->has_ipv4 && memcmp(&a->ipv4, &b->ipv4, sizeof(a->ipv4))) ||
+	    (a->has_ipv6 && memcmp(&a->ipv6, &b->ipv6, sizeof(a->ipv6))) ||
+	    (a->has_tunnel_endpoint &&
+	     memcmp(&a->tunnel_endpoint, &b->tunnel_endpoint, sizeof(a->tunnel_endpoint))))
+		return false;
+	return !memcmp(a->cidrs, b->cidrs, a->n_cidrs * sizeof(a->cidrs[0]));
+}
+
+static void remove_entry(struct nodes *s, struct node_entry *e)
+{
+	for (struct node_entry **p = &s->nodes; *p; p = &(*p)->next) {
+		if (*p == e) {
+			*p = e->next;
+			break;
+		}
+	}
+	s->n_nodes--;
+	fibril_info(s->m, "node %s is gone", e->n.name);
+	nodes_node_unprogram(s, &e->n);
+	s->stats.deleted++;
+	publish(s, FIBRIL_NODE_DELETED, &e->n);
+	free(e);
+}
+
+/* one registry key read or watched: add, update or just mark the node */
+static void apply_put(struct nodes *s, const struct fibril_kv *kv)
+{
+	const char *name = kv->key + strlen(NODES_KEY_PREFIX);
+	char why[NODES_WHY_LEN];
+	if (strncmp(kv->key, NODES_KEY_PREFIX, strlen(NODES_KEY_PREFIX)) || !nodes_name_valid(name)) {
+		s->stats.bad_records++;
+		fibril_warn(s->m, "registry key %s: not a node name; ignored", kv->key);
+		return;
+	}
+	if (!strcmp(name, s->self.name))
+		return;
+	struct fibril_node n;
+	if (nodes_record_decode(kv->value, kv->value_len, name, &n, why, sizeof(why))) {
+		s->stats.bad_records++;
+		fibril_warn(s->m, "registry key %s (revision %lld): %s; ignored", kv->key,
+			    (long long)kv->mod_revision, why);
+		struct node_entry *stale = find(s, name);
+		if (stale)
+			stale->mark = true; /* keep what was known rather than drop it */
+		return;
+	}
+	n.last_seen_unix = now_unix();
+	struct node_entry *e = find(s, name);
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			return;
+		e->n = n;
+		e->next = s->nodes;
+		s->nodes = e;
+		s->n_nodes++;
+		e->mark = true;
+		fibril_info(s->m, "node %s joined", name);
+		nodes_node_program(s, e, NULL);
+		s->stats.added++;
+		publish(s, FIBRIL_NODE_ADDED, &e->n);
+		return;
+	}
+	e->mark = true;
+	if (node_same(&e->n, &n)) {
+		e->n.last_seen_unix = n.last_seen_unix;
+		if (!e->routed)
+			nodes_node_program(s, e, NULL); /* a failed route: try again */
+		return;
+	}
+	struct fibril_node old = e->n;
+	e->n = n;
+	fibril_info(s->m, "node %s changed", name);
+	nodes_node_program(s, e, &old);
+	s->stats.updated++;
+	publish(s, FIBRIL_NODE_UPDATED, &e->n);
+}
+
+/* ---- the registry ------------------------------------------------------------------------- */
+
+static void reg_start(struct nodes *s);
+static void resync(struct nodes *s);
+
+static void on_retry(struct fibril_timer *t, void *ud)
+{
+	struct nodes *s = ud;
+	(void)t;
+	s->retry = NULL;
+	if (!running(s))
+		return;
+	if (!s->lease)
+		reg_start(s);
+	else if (!s->synced)
+		resync(s);
+	else
+		reg_start(s); /* the put failed: a new lease and a new put */
+}
+
+/* A step failed: a pending start fails with it; later, retry. */
+static void failed(struct nodes *s, int err, const char *step)
+{
+	snprintf(s->why, sizeof(s->why), "%s: %s", step, strerror(err < 0 ? -err : err));
+	if (s->start_pending) {
+		s->start_pending = false;
+		fibril_module_set_error(s->m, "node registry: %s", s->why);
+		if (s->in_start)
+			s->start_done = true;
+		else
+			fibril_module_start_done(s->m, err ? err : -EIO);
+		return;
+	}
+	fibril_health_report(s->m, "registry", FIBRIL_HEALTH_DEGRADED, "%s (retrying)", s->why);
+	fibril_warn(s->m, "node registry: %s (retrying)", s->why);
+	if (!s->retry && running(s))
+		s->retry = fibril_timer_add(s->m, (uint64_t)fibril_config_duration_ms(s->m, "retry"), 0,
+					    on_retry, s);
+}
+
+static void on_watch(void *ud, int err, enum fibril_kv_event_type type, const struct fibril_kv *kv,
+		     int64_t revision)
+{
+	struct nodes *s = ud;
+	(void)revision;
+	if (!running(s))
+		return;
+	if (err) {
+		if (err == -ERANGE) { /* compacted: read everything again */
+			s->stats.resyncs++;
+			resync(s);
+		} else {
+			fibril_health_report(s->m, "registry", FIBRIL_HEALTH_DEGRADED,
+					     "watch broken (%s): re-establishing", strerror(-err));
+		}
+		return;
+	}
+	fibril_health_report(s->m, "registry", FIBRIL_HEALTH_OK, "registered as %s, %zu remote node(s)",
+			     s->self.name, s->n_nodes);
+	if (type == FIBRIL_KV_EVENT_PUT) {
+		apply_put(s, kv);
+		return;
+	}
+	const char *name = kv->key + strlen(NODES_KEY_PREFIX);
+	if (!strncmp(kv->key, NODES_KEY_PREFIX, strlen(NODES_KEY_PREFIX))) {
+		if (!strcmp(name, s->self.name)) {
+			/* ours went (lease lost, or removed by hand): register again */
+			fibril_warn(s->m, "this node's registry key was removed; registering again");
+			reg_start(s);
+			return;
+		}
+		struct node_entry *e = find(s, name);
+		if (e)
+			remove_entry(s, e);
+	}
+}
+
+static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int64_t revision)
+{
+	struct nodes *s = ud;
+	s->reading = false;
+	if (!running(s))
+		return;
+	if (err) {
+		failed(s, err, "reading the registry");
+		return;
+	}
+	for (struct node_entry *e = s->nodes; e; e = e->next)
+		e->mark = false;
+	for (size_t i = 0; i < n; i++)
+		apply_put(s, &kvs[i]);
+	for (struct node_entry *e = s->nodes, *next; e; e = next) {
+		next = e->next;
+		if (!e->mark)
+			remove_entry(s, e);
+	}
+	if (!s->synced && s->nl)
+		nodes_routes_sweep_old(s);
+	s->synced = true;
+	if (!s->watch)
+		s->watch = s->kv->watch(s->kvctx, NODES_KEY_PREFIX, revision + 1, on_watch, s);
+	fibril_info(s->m, "registry read at revision %lld: %zu remote node(s)", (long long)revision,
+		    s->n_nodes);
+	fibril_health_report(s->m, "registry", FIBRIL_HEALTH_OK, "registered as %s, %zu remote node(s)",
+			     s->self.name, s->n_nodes);
+	if (s->start_pending) {
+		s->start_pending = false;
+		if (s->in_start)
+			s->start_done = true;
+		else
+			fibril_module_start_done(s->m, 0);
+	}
+}
+
+static void resync(struct nodes *s)
+{
+	if (s->reading)
+		return;
+	s->reading = true;
+	int rc = s->kv->get(s->kvctx, NODES_KEY_PREFIX, true, on_get, s);
+	if (rc) {
+		s->reading = false;
+		failed(s, rc, "reading the registry");
+	}
+}
+
+static void on_put(void *ud, int err, int64_t revision)
+{
+	struct nodes *s = ud;
+	(void)revision;
+	if (!running(s))
+		return;
+	if (err) {
+		s->lease = 0; /* the lease may be gone: the retry grants a new one */
+		failed(s, err, "registering this node");
+		return;
+	}
+	s->stats.registrations++;
+	if (!s->synced)
+		resync(s);
+}
+
+static void put_self(struct nodes *s)
+{
+	char key[sizeof(NODES_KEY_PREFIX) + FIBRIL_NODE_NAME_LEN];
+	snprintf(key, sizeof(key), NODES_KEY_PREFIX "%s", s->self.name);
+	s->self.last_seen_unix = now_unix();
+	char *json = nodes_record_encode(&s->self);
+	if (!json) {
+		failed(s, -ENOMEM, "registering this node");
+		return;
+	}
+	int rc = s->kv->put(s->kvctx, key, json, strlen(json), s->lease, on_put, s);
+	free(json);
+	if (rc)
+		failed(s, rc, "registering this node");
+}
+
+static void on_lease(void *ud, int err, int64_t lease, int64_t ttl)
+{
+	struct nodes *s = ud;
+	s->lease_pending = 0;
+	if (!running(s))
+		return;
+	if (err) {
+		failed(s, err, "granting the registry lease");
+		return;
+	}
+	s->lease = lease;
+	fibril_debug(s->m, "registry lease %lld granted, TTL %llds", (long long)lease, (long long)ttl);
+	put_self(s);
+}
+
+static void reg_start(struct nodes *s)
+{
+	if (s->lease_pending || !running(s))
+		return;
+	s->lease = 0;
+	s->lease_pending = 1;
+	int rc = s->kv->lease_grant(s->kvctx, s->ttl_s, on_lease, s);
+	if (rc) {
+		s->lease_pending = 0;
+		failed(s, rc, "granting the registry lease");
+	}
+}
+
+static int on_kv_event(const struct fibril_event *ev, void *ud)
+{
+	struct nodes *s = ud;
+	if (!running(s) || !s->synced)
+		return 0;
+	if (!strcmp(ev->topic, FIBRIL_KVSTORE_TOPIC_LEASE_LOST)) {
+		const struct fibril_kvstore_event *k = ev->payload;
+		if (ev->payload_len >= offsetof(struct fibril_kvstore_event, lease) + sizeof(k->lease) &&
+		    k->lease == s->lease) {
+			fibril_warn(s->m, "the registry lease was lost; registering again");
+			reg_start(s);
+		}
+	} else if (!strcmp(ev->topic, FIBRIL_KVSTORE_TOPIC_CONNECTED) && s->lease) {
+		put_self(s); /* the store came back: make sure our record is there */
+	}
+	return 0;
+}
+
+/* ---- this node ------------------------------------------------------------------------------ */
+
+static bool skip_ifname(const char *name)
+{
+	return !strncmp(name, "lxc", 3) || !strncmp(name, "fibril_", 7) || !strcmp(name, "lo");
+}
+
+/* node-ip, else the first global address of an interface that is up */
+static int self_ips(struct nodes *s, char *why, size_t len)
+{
+	const char *cfg = fibril_config_string(s->m, "node-ip");
+	if (cfg && *cfg) {
+		char buf[256];
+		snprintf(buf, sizeof(buf), "%s", cfg);
+		for (char *save = NULL, *w = strtok_r(buf, ", ", &save); w;
+		     w = strtok_r(NULL, ", ", &save)) {
+			if (inet_pton(AF_INET, w, &s->self.ipv4) == 1)
+				s->self.has_ipv4 = true;
+			else if (inet_pton(AF_INET6, w, &s->self.ipv6) == 1)
+				s->self.has_ipv6 = true;
+		}
+		return 0;
+	}
+	struct ifaddrs *ifs;
+	if (getifaddrs(&ifs)) {
+		snprintf(why, len, "cannot list the addresses (getifaddrs: %s)", strerror(errno));
+		return -errno;
+	}
+	for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+		if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK) ||
+		    skip_ifname(i->ifa_name))
+			continue;
+		if (i->ifa_addr->sa_family == AF_INET && !s->self.has_ipv4) {
+			struct in_addr a = ((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr;
+			if ((ntohl(a.s_addr) >> 16) == 0xa9fe) /* 169.254/16 */
+				continue;
+			s->self.ipv4 = a;
+			s->self.has_ipv4 = true;
+		} else if (i->ifa_addr->sa_family == AF_INET6 && !s->self.has_ipv6) {
+			struct in6_addr a = ((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr;
+			if (IN6_IS_ADDR_LINKLOCAL(&a) || IN6_IS_ADDR_LOOPBACK(&a))
+				continue;
+			s->self.ipv6 = a;
+			s->self.has_ipv6 = true;
+		}
+	}
+	freeifaddrs(ifs);
+	if (!s->self.has_ipv4 && !s->self.has_ipv6) {
+		snprintf(why, len, "no node IP: no global address on an interface that is up; set "
+				   "[nodes] node-ip");
+		return -EADDRNOTAVAIL;
+	}
+	return 0;
+}
+
+static int self_build(struct nodes *s, char *why, size_t len)
+{
+	const char *name = fibril_config_string(s->m, "node-name");
+	if (!name || !*name)
+		name = fibril_config_get("agent", "node-name");
+	char host[FIBRIL_NODE_NAME_LEN] = "";
+	if (!name || !*name) {
+		if (gethostname(host, sizeof(host) - 1))
+			host[0] = '\0';
+		name = host;
+	}
+	if (!nodes_name_valid(name)) {
+		snprintf(why, len, "'%s' is not a node name: set [nodes] node-name", name);
+		return -EINVAL;
+	}
+	s->self.sz = sizeof(s->self);
+	s->self.source = FIBRIL_NODE_SOURCE_LOCAL;
+	snprintf(s->self.name, sizeof(s->self.name), "%s", name);
+	int rc = self_ips(s, why, len);
+	if (rc)
+		return rc;
+	if (s->self.has_ipv4) {
+		s->self.has_tunnel_endpoint = true;
+		s->self.tunnel_endpoint = s->self.ipv4;
+	}
+	if (s->ipam) {
+		struct fibril_ipam_pool pools[FIBRIL_NODE_MAX_CIDRS];
+		for (size_t i = 0; i < FIBRIL_NODE_MAX_CIDRS; i++)
+			pools[i] = (struct fibril_ipam_pool){.sz = sizeof(pools[i])};
+		int n = s->ipam->pools(s->ipamctx, pools, FIBRIL_NODE_MAX_CIDRS);
+		for (int i = 0; i < n && s->self.n_cidrs < FIBRIL_NODE_MAX_CIDRS; i++)
+			if (!nodes_cidr_parse(pools[i].cidr, &s->self.cidrs[s->self.n_cidrs]))
+				s->self.n_cidrs++;
+		if (n <= 0)
+			fibril_warn(s->m, "the IPAM has no pool yet: registering without pod CIDRs");
+	}
+	return 0;
+}
+
+/* ---- the nodes interface --------------------------------------------------------------------- */
+
+static void copy_out(struct fibril_node *out, const struct fibril_node *n)
+{
+	uint32_t sz = out->sz && out->sz < sizeof(*n) ? out->sz : (uint32_t)sizeof(*n);
+	memcpy(out, n, sz);
+	out->sz = sz;
+}
+
+static int ops_self(void *ctx, struct fibril_node *out)
+{
+	struct nodes *s = ctx;
+	if (!out || !out->sz)
+		return -EINVAL;
+	copy_out(out, &s->self);
+	return 0;
+}
+
+static int ops_list(void *ctx, fibril_nodes_fn cb, void *ud)
+{
+	struct nodes *s = ctx;
+	int n = 1;
+	if (cb(&s->self, ud))
+		return n;
+	for (struct node_entry *e = s->nodes; e; e = e->next) {
+		n++;
+		if (cb(&e->n, ud))
+			break;
+	}
+	return n;
+}
+
+static const struct fibril_nodes_ops nodes_ops = {
+	.hdr = {.sz = sizeof(struct fibril_nodes_ops), .version = FIBRIL_NODES_VERSION},
+	.self = ops_self,
+	.list = ops_list,
+};
+
+/* ---- API ------------------------------------------------------------------------------------------ */
+
+static const char *source_name(uint32_t source)
+{
+	switch (source) {
+	case FIBRIL_NODE_SOURCE_LOCAL:
+		return "local";
+	case FIBRIL_NODE_SOURCE_KVSTORE:
+		return "kvstore";
+	case FIBRIL_NODE_SOURCE_K8S:
+		return "k8s";
+	default:
+		return "?";
+	}
+}
+
+static struct json_object *node_json(const struct fibril_node *n, bool routed)
+{
+	struct json_object *o = json_object_new_object();
+	char a[INET6_ADDRSTRLEN], c[64];
+	json_object_object_add(o, "name", json_object_new_string(n->name));
+	json_object_object_add(o, "source", json_object_new_string(source_name(n->source)));
+	struct json_object *ips = json_object_new_array();
+	if (n->has_ipv4)
+		json_object_array_add(ips, json_object_new_string(inet_ntop(AF_INET, &n->ipv4, a, sizeof(a))));
+	if (n->has_ipv6)
+		json_object_array_add(ips, json_object_new_string(inet_ntop(AF_INET6, &n->ipv6, a, sizeof(a))));
+	json_object_object_add(o, "ips", ips);
+	struct json_object *cidrs = json_object_new_array();
+	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++)
+		json_object_array_add(cidrs, json_object_new_string(nodes_cidr_text(&n->cidrs[i], c, sizeof(c))));
+	json_object_object_add(o, "pod-cidrs", cidrs);
+	if (n->has_tunnel_endpoint)
+		json_object_object_add(o, "tunnel-endpoint", json_object_new_string(
+			inet_ntop(AF_INET, &n->tunnel_endpoint, a, sizeof(a))));
+	json_object_object_add(o, "last-seen", json_object_new_int64(n->last_seen_unix));
+	if (n->source != FIBRIL_NODE_SOURCE_LOCAL)
+		json_object_object_add(o, "routed", json_object_new_boolean(routed));
+	return o;
+}
+
+static void get_nodes(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct nodes *s = ud;
+	(void)req;
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "self", json_object_new_string(s->self.name));
+	json_object_object_add(o, "routing-mode", json_object_new_string(
+		s->routing == NODES_ROUTING_NATIVE ? "native" : "none"));
+	json_object_object_add(o, "synced", json_object_new_boolean(s->synced));
+	json_object_object_add(o, "lease", json_object_new_int64(s->lease));
+	struct json_object *arr = json_object_new_array();
+	json_object_array_add(arr, node_json(&s->self, true));
+	for (struct node_entry *e = s->nodes; e; e = e->next)
+		json_object_array_add(arr, node_json(&e->n, e->routed));
+	json_object_object_add(o, "nodes", arr);
+	struct json_object *m = json_object_new_object();
+#define STAT(k, v) json_object_object_add(m, k, json_object_new_int64((int64_t)s->stats.v))
+	STAT("nodes-added", added);
+	STAT("nodes-updated", updated);
+	STAT("nodes-deleted", deleted);
+	STAT("bad-records", bad_records);
+	STAT("routes-installed", routes_installed);
+	STAT("routes-adopted", routes_adopted);
+	STAT("routes-removed", routes_removed);
+	STAT("route-errors", route_errors);
+	STAT("registrations", registrations);
+	STAT("resyncs", resyncs);
+#undef STAT
+	json_object_object_add(o, "metrics", m);
+	fibril_resp_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------------- */
+
+static void nodes_fini(struct fibril_module *m);
+
+static int nodes_init(struct fibril_module *m)
+{
+	struct nodes *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->m = m;
+	fibril_module_set_data(m, s);
+	const char *mode = fibril_config_string(m, "routing-mode");
+	s->routing = mode && !strcmp(mode, "native") ? NODES_ROUTING_NATIVE : NODES_ROUTING_NONE;
+	s->ttl_s = (int64_t)((fibril_config_duration_ms(m, "lease-ttl") + 999) / 1000);
+	static const char *const topics[] = {FIBRIL_KVSTORE_TOPIC_LEASE_LOST,
+					     FIBRIL_KVSTORE_TOPIC_CONNECTED};
+	int rc = fibril_service_provide(m, FIBRIL_NODES_CAPABILITY, &nodes_ops.hdr, s);
+	for (size_t i = 0; rc == 0 && i < sizeof(topics) / sizeof(topics[0]); i++) {
+		s->subs[i] = fibril_bus_subscribe(m, topics[i], 1, on_kv_event, s);
+		if (!s->subs[i])
+			rc = -ENOMEM;
+	}
+	if (rc == 0)
+		rc = fibril_api_route(m, "GET", "/v1/nodes", 0, get_nodes, s);
+	if (rc) {
+		fibril_module_set_error(m, "cannot register the nodes service, topics or route");
+		nodes_fini(m);
+	}
+	return rc;
+}
+
+static int nodes_start(struct fibril_module *m)
+{
+	struct nodes *s = fibril_module_data(m);
+	void *ctx = NULL;
+	s->kv = (const struct fibril_kvstore_ops *)fibril_service_lookup(
+		m, FIBRIL_KVSTORE_CAPABILITY, 1, &ctx);
+	s->kvctx = ctx;
+	ctx = NULL;
+	s->dp = (const struct fibril_datapath_ops *)fibril_service_lookup(
+		m, FIBRIL_DATAPATH_CAPABILITY, 1, &ctx);
+	s->dpctx = ctx;
+	ctx = NULL;
+	s->ipam = (const struct fibril_ipam_ops *)fibril_service_lookup(m, FIBRIL_IPAM_CAPABILITY, 1,
+									&ctx);
+	s->ipamctx = ctx;
+	if (!s->kv) {
+		fibril_module_set_error(m, "no kvstore: the node registry needs one");
+		return -ENOENT;
+	}
+	char why[NODES_WHY_LEN];
+	int rc = self_build(s, why, sizeof(why));
+	if (rc) {
+		fibril_module_set_error(m, "%s", why);
+		return rc;
+	}
+	if (s->routing == NODES_ROUTING_NATIVE) {
+		rc = nodes_nl_open(s, why, sizeof(why));
+		if (rc) {
+			fibril_module_set_error(m, "%s", why);
+			return rc;
+		}
+		nodes_routes_scan(s);
+	}
+	char a[INET6_ADDRSTRLEN] = "-", b[INET6_ADDRSTRLEN] = "-";
+	if (s->self.has_ipv4)
+		inet_ntop(AF_INET, &s->self.ipv4, a, sizeof(a));
+	if (s->self.has_ipv6)
+		inet_ntop(AF_INET6, &s->self.ipv6, b, sizeof(b));
+	fibril_info(m, "node %s (IPv4 %s, IPv6 %s, %u pod CIDR(s)), routing %s, lease TTL %llds",
+		    s->self.name, a, b, s->self.n_cidrs,
+		    s->routing == NODES_ROUTING_NATIVE ? "native" : "none", (long long)s->ttl_s);
+	s->start_pending = true;
+	s->in_start = true;
+	reg_start(s);
+	s->in_start = false;
+	if (s->start_done)
+		return s->why[0] && !s->synced ? -EIO : 0;
+	return FIBRIL_START_PENDING;
+}
+
+static void nodes_stop(struct fibril_module *m)
+{
+	struct nodes *s = fibril_module_data(m);
+	s->stopping = true;
+	/* the key stays until its lease runs out, the routes and the ipcache
+	 * stay: a restart within the TTL changes nothing anywhere */
+	if (s->watch && s->kv)
+		s->kv->unwatch(s->kvctx, s->watch);
+	s->watch = NULL;
+	fibril_timer_cancel(s->retry);
+	s->retry = NULL;
+}
+
+static void nodes_fini(struct fibril_module *m)
+{
+	struct nodes *s = fibril_module_data(m);
+	if (!s)
+		return;
+	for (size_t i = 0; i < sizeof(s->subs) / sizeof(s->subs[0]); i++)
+		if (s->subs[i])
+			fibril_bus_unsubscribe(s->subs[i]);
+	fibril_timer_cancel(s->retry);
+	while (s->nodes) {
+		struct node_entry *e = s->nodes;
+		s->nodes = e->next;
+		free(e);
+	}
+	nodes_nl_close(s);
+	free(s);
+	fibril_module_set_data(m, NULL);
+}
+
+static int nodes_summary(struct fibril_module *m, char *buf, size_t len)
+{
+	struct nodes *s = fibril_module_data(m);
+	if (!s || !len)
+		return -EINVAL;
+	return snprintf(buf, len, "%s: %zu remote node(s), routing %s%s", s->self.name, s->n_nodes,
+			s->routing == NODES_ROUTING_NATIVE ? "native" : "none",
+			s->synced ? "" : ", registry not read yet");
+}
+
+FIBRIL_MODULE(.name = NODES_MODULE, .version = "1.0.0",
+	      .description = "node discovery through the kvstore's node registry; native "
+			     "routing of remote pod CIDRs and their ipcache entries",
+	      .provides = FIBRIL_LIST(FIBRIL_NODES_CAPABILITY),
+	      .requires = FIBRIL_LIST(FIBRIL_KVSTORE_CAPABILITY),
+	      .wants = FIBRIL_LIST(FIBRIL_IPAM_CAPABILITY, FIBRIL_DATAPATH_CAPABILITY),
+	      .config_keys = nodes_config_keys, .init = nodes_init, .start = nodes_start,
+	      .stop = nodes_stop, .fini = nodes_fini, .summary = nodes_summary);

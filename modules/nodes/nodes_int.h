@@ -1,0 +1,101 @@
+/* modules/nodes/nodes_int.h - what the nodes module's files share: the
+ * module state (this node, the remote nodes known, the kvstore registry's
+ * lease and watch), the registry record codec (record.c) and the native
+ * routing of remote pod CIDRs through netlink plus their ipcache entries
+ * (route.c). */
+#ifndef FIBRIL_NODES_INT_H
+#define FIBRIL_NODES_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <fibril/datapath.h>
+#include <fibril/endpoint.h>
+#include <fibril/fibril.h>
+#include <fibril/ipam.h>
+#include <fibril/kvstore.h>
+#include <fibril/nodes.h>
+
+#define NODES_MODULE "nodes"
+/* the registry, relative to the kvstore's prefix (Cilium's state/nodes/v1) */
+#define NODES_KEY_PREFIX "state/nodes/v1/"
+/* rtm_protocol of the routes this module adds (the datapath's are 0xf1) */
+#define NODES_ROUTE_PROTO 0xf2
+#define NODES_WHY_LEN 256
+
+enum nodes_routing { NODES_ROUTING_NONE = 0, NODES_ROUTING_NATIVE };
+
+struct node_entry {
+	struct fibril_node n;
+	bool mark;   /* seen in the current full read */
+	bool routed; /* its routes and ipcache entries are in place */
+	struct node_entry *next;
+};
+
+/* A route found in the kernel at start (a previous run's): adopted when a
+ * node still wants it, removed with its ipcache entries otherwise. */
+struct nodes_old_route {
+	struct fibril_node_cidr dst;
+	int family;
+	uint8_t via[16];
+	bool wanted;
+};
+
+struct nodes {
+	struct fibril_module *m;
+	const struct fibril_kvstore_ops *kv;
+	void *kvctx;
+	const struct fibril_datapath_ops *dp;
+	void *dpctx;
+	const struct fibril_ipam_ops *ipam;
+	void *ipamctx;
+
+	struct fibril_node self;
+	enum nodes_routing routing;
+	int64_t ttl_s;
+	int64_t lease;
+	int64_t lease_pending; /* a grant in flight */
+	struct fibril_kv_watch *watch;
+	struct fibril_subscription *subs[3];
+	struct fibril_timer *retry;
+	struct node_entry *nodes;
+	size_t n_nodes;
+
+	bool synced, reading, start_pending, in_start, start_done, stopping;
+	int generation; /* bumped by stop: stale callbacks do nothing */
+
+	void *nl; /* struct nl_sock */
+	struct nodes_old_route *old;
+	size_t n_old;
+
+	char why[NODES_WHY_LEN];
+	struct {
+		uint64_t added, updated, deleted, bad_records;
+		uint64_t routes_installed, routes_adopted, routes_removed, route_errors;
+		uint64_t registrations, resyncs;
+	} stats;
+};
+
+/* record.c: the registry's value (JSON) <-> struct fibril_node. */
+char *nodes_record_encode(const struct fibril_node *n);
+/* 0, or -EINVAL with why filled; key_name: the name the key says. */
+int nodes_record_decode(const char *json, size_t len, const char *key_name,
+			struct fibril_node *out, char *why, size_t whylen);
+bool nodes_name_valid(const char *name);
+/* "10.244.1.0/24" -> 0 (host bits must be zero), else -EINVAL */
+int nodes_cidr_parse(const char *text, struct fibril_node_cidr *out);
+const char *nodes_cidr_text(const struct fibril_node_cidr *c, char *buf, size_t len);
+
+/* route.c */
+int nodes_nl_open(struct nodes *s, char *why, size_t len);
+void nodes_nl_close(struct nodes *s);
+/* what a previous run left: our routes in the main table */
+int nodes_routes_scan(struct nodes *s);
+/* install / remove a remote node's routes and ipcache entries */
+int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibril_node *old);
+void nodes_node_unprogram(struct nodes *s, const struct fibril_node *n);
+/* after the first full read: remove what no node wants any more */
+void nodes_routes_sweep_old(struct nodes *s);
+
+#endif

@@ -1,0 +1,322 @@
+/* modules/nodes/route.c - routing-mode native: for each remote node, one
+ * route per pod CIDR via that node's IP (family by family) in the main
+ * table, protocol NODES_ROUTE_PROTO, through libnl-route-3; and the
+ * datapath's ipcache: the remote pod CIDRs (identity world until endpoints
+ * of their own are published) and the node IP (/32, /128: remote-node).
+ *
+ * Nothing is removed when the agent stops: the routes and the pinned
+ * ipcache keep cross-node traffic flowing while it is down. At start the
+ * routes of the previous run are read back from the kernel (their
+ * protocol marks them; each names its CIDR and its node IP) and kept:
+ * a node that still wants an identical route adopts it (no delete, no
+ * re-add), and after the first full read of the registry the rest are
+ * removed together with their ipcache entries. */
+#include "nodes_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <netlink/netlink.h>
+#include <netlink/route/route.h>
+
+int nodes_nl_open(struct nodes *s, char *why, size_t len)
+{
+	struct nl_sock *sk = nl_socket_alloc();
+	if (!sk) {
+		snprintf(why, len, "out of memory");
+		return -ENOMEM;
+	}
+	int rc = nl_connect(sk, NETLINK_ROUTE);
+	if (rc < 0) {
+		snprintf(why, len, "cannot open an rtnetlink socket: %s", nl_geterror(rc));
+		nl_socket_free(sk);
+		return -EIO;
+	}
+	s->nl = sk;
+	return 0;
+}
+
+void nodes_nl_close(struct nodes *s)
+{
+	if (s->nl)
+		nl_socket_free(s->nl);
+	s->nl = NULL;
+	free(s->old);
+	s->old = NULL;
+	s->n_old = 0;
+}
+
+static int alen(int family)
+{
+	return family == 4 ? 4 : 16;
+}
+
+static int af(int family)
+{
+	return family == 4 ? AF_INET : AF_INET6;
+}
+
+static struct rtnl_route *route_build(const struct fibril_node_cidr *c, const void *via)
+{
+	struct rtnl_route *r = rtnl_route_alloc();
+	struct nl_addr *dst = nl_addr_build(af(c->family), c->addr, (size_t)alen(c->family));
+	if (!r || !dst) {
+		if (r)
+			rtnl_route_put(r);
+		if (dst)
+			nl_addr_put(dst);
+		return NULL;
+	}
+	nl_addr_set_prefixlen(dst, c->prefix_len);
+	rtnl_route_set_family(r, (uint8_t)af(c->family));
+	rtnl_route_set_dst(r, dst);
+	nl_addr_put(dst);
+	rtnl_route_set_table(r, RT_TABLE_MAIN);
+	rtnl_route_set_type(r, RTN_UNICAST);
+	rtnl_route_set_protocol(r, NODES_ROUTE_PROTO);
+	/* a delete matches any scope (libnl would guess "link" for a route
+	 * without a gateway, which ours never are) */
+	rtnl_route_set_scope(r, RT_SCOPE_NOWHERE);
+	if (via) {
+		struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
+		struct nl_addr *gw = nl_addr_build(af(c->family), via, (size_t)alen(c->family));
+		if (!nh || !gw) {
+			if (nh)
+				rtnl_route_nh_free(nh);
+			if (gw)
+				nl_addr_put(gw);
+			rtnl_route_put(r);
+			return NULL;
+		}
+		rtnl_route_set_scope(r, RT_SCOPE_UNIVERSE);
+		rtnl_route_nh_set_gateway(nh, gw);
+		nl_addr_put(gw);
+		rtnl_route_add_nexthop(r, nh);
+	}
+	return r;
+}
+
+static int route_add(struct nodes *s, const struct fibril_node_cidr *c, const void *via)
+{
+	char t[64], g[INET6_ADDRSTRLEN];
+	struct rtnl_route *r = route_build(c, via);
+	if (!r)
+		return -ENOMEM;
+	int rc = rtnl_route_add(s->nl, r, NLM_F_CREATE | NLM_F_REPLACE);
+	rtnl_route_put(r);
+	if (rc < 0) {
+		s->stats.route_errors++;
+		inet_ntop(af(c->family), via, g, sizeof(g));
+		fibril_warn(s->m, "cannot add the route %s via %s: %s",
+			    nodes_cidr_text(c, t, sizeof(t)), g, nl_geterror(rc));
+		fibril_health_report(s->m, "routes", FIBRIL_HEALTH_DEGRADED,
+				     "cannot add the route %s via %s: %s", t, g, nl_geterror(rc));
+		return -EIO;
+	}
+	s->stats.routes_installed++;
+	return 0;
+}
+
+static void route_del(struct nodes *s, const struct fibril_node_cidr *c)
+{
+	char t[64];
+	struct rtnl_route *r = route_build(c, NULL);
+	if (!r)
+		return;
+	int rc = rtnl_route_delete(s->nl, r, 0);
+	rtnl_route_put(r);
+	if (rc < 0 && rc != -NLE_OBJ_NOTFOUND && rc != -NLE_NOADDR) {
+		s->stats.route_errors++;
+		fibril_warn(s->m, "cannot remove the route %s: %s",
+			    nodes_cidr_text(c, t, sizeof(t)), nl_geterror(rc));
+		return;
+	}
+	if (rc == 0)
+		s->stats.routes_removed++;
+}
+
+/* ---- the previous run's routes ------------------------------------------------------- */
+
+int nodes_routes_scan(struct nodes *s)
+{
+	struct nl_cache *cache = NULL;
+	int rc = rtnl_route_alloc_cache(s->nl, AF_UNSPEC, 0, &cache);
+	if (rc < 0) {
+		fibril_warn(s->m, "cannot read the routes: %s", nl_geterror(rc));
+		return -EIO;
+	}
+	for (struct nl_object *o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
+		struct rtnl_route *r = (struct rtnl_route *)o;
+		if (rtnl_route_get_protocol(r) != NODES_ROUTE_PROTO ||
+		    rtnl_route_get_table(r) != RT_TABLE_MAIN || rtnl_route_get_nnexthops(r) != 1)
+			continue;
+		struct nl_addr *dst = rtnl_route_get_dst(r);
+		struct rtnl_nexthop *nh = rtnl_route_nexthop_n(r, 0);
+		struct nl_addr *gw = nh ? rtnl_route_nh_get_gateway(nh) : NULL;
+		int family = rtnl_route_get_family(r) == AF_INET ? 4 : 6;
+		if (!dst || !gw || nl_addr_get_len(dst) != (unsigned)alen(family) ||
+		    nl_addr_get_len(gw) != (unsigned)alen(family))
+			continue;
+		struct nodes_old_route *grown = realloc(s->old, (s->n_old + 1) * sizeof(*grown));
+		if (!grown)
+			break;
+		s->old = grown;
+		struct nodes_old_route *x = &s->old[s->n_old++];
+		memset(x, 0, sizeof(*x));
+		x->family = family;
+		x->dst.family = (uint8_t)family;
+		x->dst.prefix_len = (uint8_t)nl_addr_get_prefixlen(dst);
+		memcpy(x->dst.addr, nl_addr_get_binary_addr(dst), (size_t)alen(family));
+		memcpy(x->via, nl_addr_get_binary_addr(gw), (size_t)alen(family));
+	}
+	nl_cache_free(cache);
+	if (s->n_old)
+		fibril_info(s->m, "%zu route(s) of a previous run found; adopting what the "
+			    "registry still wants", s->n_old);
+	return 0;
+}
+
+static struct nodes_old_route *old_find(struct nodes *s, const struct fibril_node_cidr *c)
+{
+	for (size_t i = 0; i < s->n_old; i++)
+		if (s->old[i].dst.family == c->family && s->old[i].dst.prefix_len == c->prefix_len &&
+		    !memcmp(s->old[i].dst.addr, c->addr, (size_t)alen(c->family)))
+			return &s->old[i];
+	return NULL;
+}
+
+/* ---- the ipcache ------------------------------------------------------------------------ */
+
+static void ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen, uint32_t id)
+{
+	char err[256] = "";
+	if (!s->dp)
+		return;
+	int rc = s->dp->ipcache_upsert(s->dpctx, family, addr, plen, id, err, sizeof(err));
+	if (rc)
+		fibril_warn(s->m, "ipcache: %s", err[0] ? err : strerror(-rc));
+}
+
+static void ipcache_del(struct nodes *s, int family, const void *addr, unsigned plen)
+{
+	char err[256] = "";
+	if (!s->dp)
+		return;
+	int rc = s->dp->ipcache_remove(s->dpctx, family, addr, plen, err, sizeof(err));
+	if (rc && rc != -ENOENT)
+		fibril_warn(s->m, "ipcache: %s", err[0] ? err : strerror(-rc));
+}
+
+static const void *node_ip(const struct fibril_node *n, int family)
+{
+	if (family == 4)
+		return n->has_ipv4 ? (const void *)&n->ipv4 : NULL;
+	return n->has_ipv6 ? (const void *)&n->ipv6 : NULL;
+}
+
+static bool has_cidr(const struct fibril_node *n, const struct fibril_node_cidr *c)
+{
+	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++)
+		if (n->cidrs[i].family == c->family && n->cidrs[i].prefix_len == c->prefix_len &&
+		    !memcmp(n->cidrs[i].addr, c->addr, (size_t)alen(c->family)))
+			return true;
+	return false;
+}
+
+/* whether another known remote node than `except` has this node IP */
+static bool ip_in_use(struct nodes *s, int family, const void *ip, const struct node_entry *except)
+{
+	for (struct node_entry *e = s->nodes; e; e = e->next) {
+		const void *x = e == except ? NULL : node_ip(&e->n, family);
+		if (x && !memcmp(x, ip, (size_t)alen(family)))
+			return true;
+	}
+	return false;
+}
+
+int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibril_node *old)
+{
+	const struct fibril_node *n = &e->n;
+	int failed = 0;
+
+	/* what the old version had and the new one has not */
+	if (old) {
+		for (uint32_t i = 0; i < old->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++) {
+			const struct fibril_node_cidr *c = &old->cidrs[i];
+			if (has_cidr(n, c) && node_ip(n, c->family))
+				continue;
+			if (s->nl)
+				route_del(s, c);
+			ipcache_del(s, c->family, c->addr, c->prefix_len);
+		}
+		for (int f = 4; f <= 6; f += 2) {
+			const void *was = node_ip(old, f), *is = node_ip(n, f);
+			if (was && (!is || memcmp(was, is, (size_t)alen(f))) && !ip_in_use(s, f, was, e))
+				ipcache_del(s, f, was, f == 4 ? 32 : 128);
+		}
+	}
+	for (int f = 4; f <= 6; f += 2) {
+		const void *ip = node_ip(n, f);
+		if (ip)
+			ipcache_put(s, f, ip, f == 4 ? 32 : 128, FIBRIL_IDENTITY_REMOTE_NODE);
+	}
+	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++) {
+		const struct fibril_node_cidr *c = &n->cidrs[i];
+		const void *via = node_ip(n, c->family);
+		if (!via)
+			continue; /* no node IP of that family to route it through */
+		ipcache_put(s, c->family, c->addr, c->prefix_len, FIBRIL_IDENTITY_WORLD);
+		if (!s->nl)
+			continue;
+		struct nodes_old_route *x = old_find(s, c);
+		if (x && !memcmp(x->via, via, (size_t)alen(c->family))) {
+			if (!x->wanted)
+				s->stats.routes_adopted++;
+			x->wanted = true; /* in place since the last run: leave it */
+			continue;
+		}
+		if (x)
+			x->wanted = true; /* replaced below with the new next hop */
+		if (route_add(s, c, via))
+			failed++;
+	}
+	e->routed = failed == 0;
+	return failed ? -EIO : 0;
+}
+
+void nodes_node_unprogram(struct nodes *s, const struct fibril_node *n)
+{
+	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++) {
+		const struct fibril_node_cidr *c = &n->cidrs[i];
+		if (s->nl && node_ip(n, c->family))
+			route_del(s, c);
+		ipcache_del(s, c->family, c->addr, c->prefix_len);
+	}
+	for (int f = 4; f <= 6; f += 2) {
+		const void *ip = node_ip(n, f);
+		if (ip && !ip_in_use(s, f, ip, NULL))
+			ipcache_del(s, f, ip, f == 4 ? 32 : 128);
+	}
+}
+
+void nodes_routes_sweep_old(struct nodes *s)
+{
+	for (size_t i = 0; i < s->n_old; i++) {
+		struct nodes_old_route *x = &s->old[i];
+		char t[64];
+		if (x->wanted)
+			continue;
+		fibril_info(s->m, "removing the route %s of a node that is gone",
+			    nodes_cidr_text(&x->dst, t, sizeof(t)));
+		route_del(s, &x->dst);
+		ipcache_del(s, x->family, x->dst.addr, x->dst.prefix_len);
+		if (!ip_in_use(s, x->family, x->via, NULL))
+			ipcache_del(s, x->family, x->via, x->family == 4 ? 32 : 128);
+	}
+	free(s->old);
+	s->old = NULL;
+	s->n_old = 0;
+}

@@ -1,0 +1,184 @@
+# shellcheck shell=bash
+# tests/lib/multinode.sh - a cluster of "nodes" on one machine for
+# integration tests (source after tests/lib/common.sh): an underlay network
+# namespace with a bridge (and one etcd listening on the bridge), and per
+# node a network namespace joined to the bridge by a veth, with its own
+# agent, state dir, run dir, API socket and bpffs dir; pods added through
+# fibril-cni. Everything is named with this run's pid and removed on exit,
+# whatever happened.
+#
+#   mn_require MODULE...         root, iproute2, etcd, the plugin and modules
+#   mn_underlay_up               the underlay namespace and its bridge
+#   mn_etcd_start                etcd on the bridge (MN_ETCD_ENDPOINT)
+#   mn_etcdctl ARGS...           etcdctl against it
+#   mn_node_add NAME INDEX       node namespace, eth0 on the underlay
+#                                (MN_UNDERLAY_PREFIX.(10+INDEX)), forwarding on
+#   mn_modules DIR MODULE...     a root-owned module dir
+#   mn_agent_start NAME MODDIR [agent args...]  the node's agent, healthy
+#   mn_agent_kill NAME [SIGNAL]  stop it (default KILL), wait for it
+#   mn_api NAME CURL-ARGS...     the node's API
+#   mn_pod_add NODE POD          a pod namespace on NODE through fibril-cni;
+#                                its IPv4 address in MN_POD_IP[POD]
+#   mn_ns NAME / mn_pod_ns POD   namespace names
+MN_TAG="fmn$$"
+MN_UNDERLAY_NS="$MN_TAG-u"
+MN_UNDERLAY_PREFIX=${MN_UNDERLAY_PREFIX:-172.31.250}
+MN_ETCD_ENDPOINT=""
+MN_ETCD_PID=""
+MN_NETNS_LIST=()
+MN_NODES=()
+declare -A MN_PID MN_DIR MN_IP MN_POD_IP MN_POD_NODE
+
+_mn_cleanup() {
+	local rc=$?
+	set +e
+	local n
+	for n in "${MN_NODES[@]}"; do
+		if [ -n "${MN_PID[$n]:-}" ] && kill -0 "${MN_PID[$n]}" 2>/dev/null; then
+			kill -KILL "${MN_PID[$n]}" 2>/dev/null
+			wait "${MN_PID[$n]}" 2>/dev/null
+		fi
+		rm -rf "/sys/fs/bpf/$MN_TAG-$n"
+	done
+	[ "$(type -t mn_test_cleanup)" = function ] && mn_test_cleanup
+	if [ -n "$MN_ETCD_PID" ]; then
+		kill -KILL "$MN_ETCD_PID" 2>/dev/null
+		wait "$MN_ETCD_PID" 2>/dev/null
+	fi
+	local ns
+	for ns in "${MN_NETNS_LIST[@]}"; do ip netns del "$ns" 2>/dev/null; done
+	(exit "$rc")
+	cleanup
+}
+trap _mn_cleanup EXIT INT TERM
+
+mn_require() {
+	[ "$(id -u)" = 0 ] || skip_or_fail "needs root (network namespaces, root-owned modules)"
+	local tool
+	for tool in ip etcd etcdctl python3 curl nsenter; do
+		command -v "$tool" >/dev/null || skip_or_fail "$tool is not installed"
+	done
+	[ -x "$top_builddir/fibril-cni" ] || skip_or_fail "fibril-cni is not built"
+	local m
+	for m in "$@"; do
+		[ -f "$top_builddir/.libs/$m.so" ] || skip_or_fail "module $m is not built (it is needed here)"
+	done
+}
+
+_mn_netns_add() {
+	ip netns add "$1"
+	MN_NETNS_LIST+=("$1")
+	ip -n "$1" link set lo up
+}
+
+mn_ns() { echo "$MN_TAG-$1"; }
+mn_pod_ns() { echo "$MN_TAG-p-$1"; }
+
+mn_underlay_up() {
+	_mn_netns_add "$MN_UNDERLAY_NS"
+	ip -n "$MN_UNDERLAY_NS" link add br0 type bridge
+	ip -n "$MN_UNDERLAY_NS" addr add "$MN_UNDERLAY_PREFIX.1/24" dev br0
+	ip -n "$MN_UNDERLAY_NS" link set br0 up
+}
+
+mn_etcdctl() {
+	ip netns exec "$MN_UNDERLAY_NS" env ETCDCTL_API=3 etcdctl --endpoints="$MN_ETCD_ENDPOINT" \
+		--dial-timeout=2s --command-timeout=5s "$@"
+}
+
+mn_etcd_start() {
+	local dir=$WORK/etcd
+	mkdir -p "$dir"
+	MN_ETCD_ENDPOINT="http://$MN_UNDERLAY_PREFIX.1:2379"
+	local peer="http://127.0.0.1:2380"
+	ip netns exec "$MN_UNDERLAY_NS" env -u ETCD_ENDPOINT -u ETCD_PID etcd --name mn \
+		--data-dir "$dir/data" --logger zap --log-outputs stderr \
+		--listen-client-urls "$MN_ETCD_ENDPOINT" --advertise-client-urls "$MN_ETCD_ENDPOINT" \
+		--listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+		--initial-cluster "mn=$peer" --initial-cluster-state new >"$dir/etcd.log" 2>&1 &
+	MN_ETCD_PID=$!
+	local _
+	for _ in $(seq 1 200); do
+		kill -0 "$MN_ETCD_PID" 2>/dev/null || { tail -20 "$dir/etcd.log"; return 1; }
+		mn_etcdctl endpoint health >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	tail -20 "$dir/etcd.log"
+	return 1
+}
+
+mn_node_add() {
+	local name=$1 idx=$2 ns
+	ns=$(mn_ns "$name")
+	_mn_netns_add "$ns"
+	MN_NODES+=("$name")
+	MN_IP[$name]="$MN_UNDERLAY_PREFIX.$((10 + idx))"
+	MN_DIR[$name]="$WORK/node-$name"
+	mkdir -p "${MN_DIR[$name]}"
+	ip -n "$ns" link add eth0 type veth peer name "u$idx" netns "$MN_UNDERLAY_NS"
+	ip -n "$MN_UNDERLAY_NS" link set "u$idx" master br0 up
+	ip -n "$ns" addr add "${MN_IP[$name]}/24" dev eth0
+	ip -n "$ns" link set eth0 up
+	ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
+}
+
+mn_modules() {
+	local dir=$1 m
+	shift
+	mkdir -p "$dir"
+	chmod 0755 "$dir"
+	for m in "$@"; do install -m 0644 "$top_builddir/.libs/$m.so" "$dir/$m.so"; done
+}
+
+mn_api() {
+	local name=$1
+	shift
+	curl -sS --max-time 10 --unix-socket "${MN_DIR[$name]}/fibril.sock" "$@"
+}
+
+mn_agent_start() {
+	local name=$1 mods=$2 dir=${MN_DIR[$1]}
+	shift 2
+	rm -f "$dir/fibril.sock"
+	# nsenter --net keeps the host's mounts (the pins outlive the agent)
+	nsenter --net=/run/netns/"$(mn_ns "$name")" "$AGENT" --set "agent.module-dir=$mods" \
+		--set "agent.socket=$dir/fibril.sock" --set "agent.state-dir=$dir/state" \
+		--set "agent.run-dir=$dir/run" --set "agent.bpffs-dir=/sys/fs/bpf/$MN_TAG-$name" \
+		--set "agent.node-name=$name" --set "kvstore-etcd.endpoints=$MN_ETCD_ENDPOINT" \
+		"$@" >>"$dir/agent.log" 2>&1 &
+	MN_PID[$name]=$!
+	local _
+	for _ in $(seq 1 400); do
+		if [ -S "$dir/fibril.sock" ] &&
+			[ "$(mn_api "$name" -o /dev/null -w '%{http_code}' http://x/v1/healthz 2>/dev/null)" = 200 ]; then
+			return 0
+		fi
+		kill -0 "${MN_PID[$name]}" 2>/dev/null || { tail -30 "$dir/agent.log"; return 1; }
+		sleep 0.05
+	done
+	echo "the agent of $name did not become healthy within 20 s" >&2
+	tail -30 "$dir/agent.log"
+	return 1
+}
+
+mn_agent_kill() {
+	local name=$1 sig=${2:-KILL}
+	[ -n "${MN_PID[$name]:-}" ] || return 0
+	kill -"$sig" "${MN_PID[$name]}" 2>/dev/null || true
+	wait "${MN_PID[$name]}" 2>/dev/null || true
+	MN_PID[$name]=""
+}
+
+mn_pod_add() {
+	local node=$1 pod=$2 ns out
+	ns=$(mn_pod_ns "$pod")
+	_mn_netns_add "$ns"
+	out=$(printf '{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"%s"}' \
+		"${MN_DIR[$node]}/fibril.sock" |
+		ip netns exec "$(mn_ns "$node")" env -i PATH="$PATH" CNI_COMMAND=ADD \
+			CNI_CONTAINERID="$MN_TAG$pod" CNI_NETNS="/var/run/netns/$ns" CNI_IFNAME=eth0 \
+			CNI_PATH="$top_builddir" CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=$pod" \
+			"$top_builddir/fibril-cni") || { echo "ADD $pod on $node: $out" >&2; return 1; }
+	MN_POD_IP[$pod]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ips"][0]["address"].split("/")[0])' "$out")
+	MN_POD_NODE[$pod]=$node
+}
