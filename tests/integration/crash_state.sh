@@ -27,7 +27,7 @@ for so in ipam-cluster-pool ipam-api endpoint; do
 	[ -f "$top_builddir/.libs/$so.so" ] || skip_or_fail "$so is not built"
 done
 command -v python3 >/dev/null || skip_or_fail "python3 is missing"
-command -v ip >/dev/null || skip_or_fail "ip (iproute2) is missing"
+command -v ip >/dev/null && command -v nsenter >/dev/null || skip_or_fail "ip (iproute2) or nsenter (util-linux) is missing"
 
 mods=$WORK/mods
 mkdir -p "$mods"
@@ -104,7 +104,7 @@ def start(env_extra):
         os.unlink(sock)
     env = dict(os.environ, **env_extra)
     log = open(os.path.join(work, "agent.log"), "ab")
-    p = subprocess.Popen(["ip", "netns", "exec", node, agent, "--set", "agent.module-dir=" + mods, "--set", "agent.socket=" + sock,
+    p = subprocess.Popen(["nsenter", "--net=/run/netns/" + node, agent, "--set", "agent.module-dir=" + mods, "--set", "agent.socket=" + sock,
                           "--set", "agent.state-dir=" + state, "--set", "agent.run-dir=" + work + "/run",
                           "--set", "agent.bpffs-dir=" + bpffs, "--set", "agent.node-name=crash",
                           "--set", "agent.log-level=warn",
