@@ -5,14 +5,15 @@
  *   GET    /v1/endpoint/{ref}     one (ref: ID, container-id:CID[:IFNAME])
  *   PUT    /v1/endpoint/{ref}     create (201) or update in place (200)
  *   PATCH  /v1/endpoint/{ref}     new labels (identity recomputed)
- *   DELETE /v1/endpoint/{ref}     remove: datapath, IPAM owner, state file
+ *   DELETE /v1/endpoint/{ref}     remove: datapath, IPAM owner, journal record
  *   GET    /v1/identity[/{id}]    security identities
  *
  * A PUT checks everything before it changes anything (fields, the netns,
  * the host veth's index and name, IPAM ownership of each address) and
- * answers only once the state file is on disk and the datapath (when
- * loaded) has the endpoint; any failure after the first change is rolled
- * back. Errors are one line naming the field. */
+ * answers only once its journal record (store.c) is on disk and the
+ * datapath (when loaded) has the endpoint; any failure after the first
+ * change is rolled back. PUT, PATCH and DELETE answer once their batch is
+ * flushed (run_durable). Errors are one line naming the field. */
 #include "endpoint_int.h"
 
 #include <arpa/inet.h>
@@ -500,8 +501,8 @@ static void put_endpoint_now(struct fibril_request *req, struct fibril_response 
 	nep->identity = identity;
 	nep->state = FIBRIL_EP_REGENERATING;
 	if ((rc = ep_store_write(mg, nep))) {
-		fibril_resp_error(resp, 500, "cannot write the state file %s/%u.json: %s", mg->dir, id,
-				  strerror(-rc));
+		fibril_resp_error(resp, 500, "cannot journal endpoint %u in %s/endpoints.journal: %s", id,
+				  mg->dir, strerror(-rc));
 		goto undo;
 	}
 	file_written = true;
@@ -551,7 +552,7 @@ undo:
 	if (file_written) {
 		if (old) {
 			if (ep_store_write(mg, old))
-				fibril_error(mg->m, "endpoint %u: its state file could not be put back", id);
+				fibril_error(mg->m, "endpoint %u: its old journal record could not be put back", id);
 		} else {
 			ep_store_remove(mg, id);
 		}
@@ -571,7 +572,7 @@ out:
 
 /* ---- PATCH ------------------------------------------------------------------------ */
 
-static void patch_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+static void patch_endpoint_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct ep_manager *mg = ud;
 	struct ep_endpoint *ep = resolve(mg, req, resp);
@@ -644,8 +645,8 @@ static void delete_endpoint_now(struct fibril_request *req, struct fibril_respon
 	}
 	if ((rc = ep_store_remove(mg, ep->id))) {
 		fibril_resp_error(resp, 500,
-				  "endpoint %u: cannot remove %s/%u.json: %s (still disconnecting; DELETE again)",
-				  ep->id, mg->dir, ep->id, strerror(-rc));
+				  "endpoint %u: cannot journal its removal in %s/endpoints.journal: %s (still disconnecting; DELETE again)",
+				  ep->id, mg->dir, strerror(-rc));
 		return;
 	}
 	uint16_t id = ep->id;
@@ -666,41 +667,75 @@ static void delete_endpoint_now(struct fibril_request *req, struct fibril_respon
 
 /* ---- durable answers ---------------------------------------------------------------- */
 
-/* PUT and DELETE change IPAM (in-process): with a mode that makes its
- * answers durable in batches (ipam interface 2, wait_durable) the reply
- * waits for the batch (fibril_resp_defer), so nobody hears of an address
- * that a crash could lose. Touches only the deferred response: it may run
- * in the mode's fini. */
-static void send_when_durable(void *ud, int status)
-{
-	struct fibril_response *d = ud;
+/* A changing route answers only once its change is on disk: the endpoint
+ * journal's batch (store.c) and, when IPAM makes its answers durable in
+ * batches too (ipam interface 2, wait_durable), IPAM's. The handler runs
+ * on a deferred response (fibril_resp_defer); both flushes run at once and
+ * the later one sends it. Touches only this record and the response: it
+ * may run in the IPAM mode's fini or in the journal's close. */
+struct durable_reply {
+	struct fibril_response *resp;
+	int waiting;
+	int status;
+	const char *what; /* of the first failure */
+};
 
-	if (status)
-		fibril_resp_error(d, 500, "IPAM could not make the change durable: %s", strerror(-status));
-	fibril_resp_send(d);
+static void durable_done(struct durable_reply *dr, int status, const char *what)
+{
+	if (status && !dr->status) {
+		dr->status = status;
+		dr->what = what;
+	}
+	if (--dr->waiting > 0)
+		return;
+	if (dr->status)
+		fibril_resp_error(dr->resp, 500, "%s could not make the change durable: %s", dr->what,
+				  strerror(-dr->status));
+	fibril_resp_send(dr->resp);
+	free(dr);
+}
+
+static void ipam_durable(void *ud, int status)
+{
+	durable_done(ud, status, "IPAM");
+}
+
+static void journal_durable(void *ud, int status)
+{
+	durable_done(ud, status, "the endpoint journal");
 }
 
 static void run_durable(struct fibril_request *req, struct fibril_response *resp, struct ep_manager *mg,
 			fibril_route_fn handler)
 {
 	const struct fibril_ipam_ops *ipam = mg->ipam;
-	struct fibril_response *d = ipam && FIBRIL_SERVICE_HAS(ipam, wait_durable) && ipam->wait_durable ?
-					    fibril_resp_defer(resp) : NULL;
+	bool ipam_waits = ipam && FIBRIL_SERVICE_HAS(ipam, wait_durable) && ipam->wait_durable;
+	struct durable_reply *dr = mg->journal ? calloc(1, sizeof(*dr)) : NULL;
 
-	if (!d) {
-		handler(req, resp, mg);
+	if (!dr || !(dr->resp = fibril_resp_defer(resp))) {
+		free(dr);
+		handler(req, resp, mg); /* no journal: the handler says so */
 		return;
 	}
-	handler(req, d, mg);
-	int rc = ipam->wait_durable(mg->ipam_ctx, send_when_durable, d);
+	handler(req, dr->resp, mg);
+	dr->waiting = ipam_waits ? 2 : 1;
+	int rc = ipam_waits ? ipam->wait_durable(mg->ipam_ctx, ipam_durable, dr) : 0;
 
 	if (rc)
-		send_when_durable(d, rc);
+		ipam_durable(dr, rc);
+	rc = ep_store_sync(mg, journal_durable, dr);
+	if (rc)
+		journal_durable(dr, rc);
 }
 
 static void put_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	run_durable(req, resp, ud, put_endpoint_now);
+}
+
+static void patch_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	run_durable(req, resp, ud, patch_endpoint_now);
 }
 
 static void delete_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)

@@ -464,7 +464,7 @@ int ep_set_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *lab
 	ep->identity = id;
 	ep->state = FIBRIL_EP_REGENERATING;
 	if ((rc = ep_store_write(mg, ep))) {
-		snprintf(err, errlen, "cannot write the state file in %s: %s", mg->dir, strerror(-rc));
+		snprintf(err, errlen, "cannot journal the endpoint's state in %s: %s", mg->dir, strerror(-rc));
 		ep->identity = old;
 		ep->state = old_state;
 		ep_identity_release(mg, id);
@@ -478,13 +478,14 @@ int ep_set_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *lab
 			ep->identity = old;
 			ep->state = old_state;
 			if (ep_store_write(mg, ep))
-				fibril_error(mg->m, "endpoint %u: its state file keeps identity %u although the change failed",
+				fibril_error(mg->m, "endpoint %u: its journal record keeps identity %u although the change failed",
 					     ep->id, id->id);
 			ep_identity_release(mg, id);
 			return rc;
 		}
 		fibril_warn(mg->m, "endpoint %u: the datapath refused identity %u: %s; retrying", ep->id,
 			    id->id, dperr);
+		ep_store_sync(mg, NULL, NULL); /* nobody waits for it: flush it now */
 		ep->datapath_pending = true;
 		ep_identity_release(mg, old);
 		ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_UPDATED, ep, old_number);
@@ -494,6 +495,8 @@ int ep_set_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *lab
 	ep_identity_release(mg, old);
 	ep->state = FIBRIL_EP_READY;
 	ep->datapath_pending = false;
+	if (!rollback)
+		ep_store_sync(mg, NULL, NULL); /* not the API's (which waits for it): flush it now */
 	fibril_info(mg->m, "endpoint %u: identity %u -> %u", ep->id, old_number, id->id);
 	ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_UPDATED, ep, old_number);
 	return 0;
@@ -626,6 +629,7 @@ static int endpoint_init(struct fibril_module *m)
 		return -ENOMEM;
 	mg->m = m;
 	mg->dirfd = -1;
+	mg->journal = NULL;
 	fibril_module_set_data(m, mg);
 	ep_identities_init(mg);
 	mg->ops.hdr.sz = sizeof(mg->ops);

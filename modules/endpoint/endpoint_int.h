@@ -2,7 +2,7 @@
  * share: the endpoint and identity records, the module's state, and the
  * functions of each file (endpoint.c: lifecycle, table, events, k8s;
  * identity.c: identities; spec.c: parsing and validating endpoint JSON;
- * store.c: state files; api.c: the REST routes; restore.c: start-time
+ * store.c: the state journal; api.c: the REST routes; restore.c: start-time
  * restore). Everything runs on the loop thread. */
 #ifndef FIBRIL_ENDPOINT_INT_H
 #define FIBRIL_ENDPOINT_INT_H
@@ -96,6 +96,10 @@ struct ep_manager {
 	/* <state-dir>/endpoint */
 	char dir[PATH_MAX];
 	int dirfd;
+	struct fibril_journal *journal; /* endpoints.journal (store.c) */
+	char **stored;      /* replayed: stored[id] = its newest record (until restored) */
+	size_t stored_bad;  /* replayed records naming no endpoint */
+	bool store_live;    /* the table holds the whole state (compaction allowed) */
 
 	/* the capabilities we use (NULL when absent) */
 	const struct fibril_ipam_ops *ipam;
@@ -195,6 +199,14 @@ int ep_store_open(struct ep_manager *mg, char *why, size_t len);
 void ep_store_close(struct ep_manager *mg);
 int ep_store_write(struct ep_manager *mg, const struct ep_endpoint *ep);
 int ep_store_remove(struct ep_manager *mg, uint16_t id);
+/* A record of its own text (a migrated state file). */
+int ep_store_write_text(struct ep_manager *mg, uint16_t id, const char *text, size_t len);
+/* done(ud, status) on the loop once every record so far is on disk
+ * (NULL: just start the flush). */
+int ep_store_sync(struct ep_manager *mg, void (*done)(void *ud, int status), void *ud);
+/* The old "<id>.json" files of these IDs go once their records are durable. */
+int ep_store_migrated(struct ep_manager *mg, const uint16_t *ids, size_t n);
+void ep_store_free_stored(struct ep_manager *mg);
 
 /* ---- api.c ------------------------------------------------------------------- */
 int ep_api_register(struct ep_manager *mg);

@@ -1,16 +1,20 @@
 /* modules/endpoint/restore.c - bringing the endpoints of the previous run
  * back in the start hook, before the API serves:
- *   1. read every <state-dir>/endpoint/<id>.json (a corrupt file is logged
- *      and moved aside to <file>.corrupt; leftover temp files are removed);
- *      an endpoint whose netns path or host veth is gone is marked for
- *      removal, the others get their stored identity back for their labels;
+ *   1. the newest record of each endpoint, replayed from the journal by
+ *      ep_store_open (store.c), plus any "<id>.json" state file of a
+ *      version before the journal, which is moved into the journal (its
+ *      file removed once that is durable); a corrupt file is logged and
+ *      moved aside to <file>.corrupt, a corrupt record is logged and
+ *      deleted; leftover temp files are removed. An endpoint whose netns
+ *      path or host veth is gone is marked for removal, the others get
+ *      their stored identity back for their labels;
  *   2. IPAM: kept endpoints re-reserve their addresses (allocate_ip with
  *      their owner), removed ones release their owner. While IPAM answers
  *      -EAGAIN (no pool yet) the start is pending and this step is retried
  *      on a short timer;
- *   3. removed endpoints leave the datapath and lose their state file; kept
- *      ones keep their IDs, are re-adopted by the datapath (endpoint_upsert)
- *      and announced with endpoint.created.
+ *   3. removed endpoints leave the datapath and the journal; kept ones keep
+ *      their IDs, are re-adopted by the datapath (endpoint_upsert) and
+ *      announced with endpoint.created.
  * The log says "restored N endpoints in X ms (M removed)". */
 #include "endpoint_int.h"
 
@@ -42,6 +46,7 @@ struct restore_entry {
 	char *why;                /* NULL: kept; else why it is removed */
 	char *labels;             /* from the file, until its identity is registered */
 	uint32_t stored_identity; /* from the file */
+	bool from_file;           /* a state file of before the journal */
 };
 
 struct ep_restore {
@@ -92,11 +97,21 @@ static char *dup_printf(const char *fmt, ...)
 
 /* ---- step 1: the files ------------------------------------------------------- */
 
-static void set_aside(struct ep_manager *mg, struct ep_restore *r, const char *name, const char *why)
+/* An unusable endpoint record: its file (from_file) is moved aside, and the
+ * journal forgets the ID. */
+static void set_aside(struct ep_manager *mg, struct ep_restore *r, unsigned id, bool from_file,
+		      const char *why)
 {
-	char aside[NAME_MAX + 1];
+	char name[32], aside[NAME_MAX + 1];
 
 	r->corrupt++;
+	ep_store_remove(mg, (uint16_t)id);
+	if (!from_file) {
+		fibril_error(mg->m, "the state of endpoint %u in %s/endpoints.journal is corrupt (%s): "
+			     "skipped, deleted", id, mg->dir, why);
+		return;
+	}
+	snprintf(name, sizeof(name), "%u.json", id);
 	snprintf(aside, sizeof(aside), "%s.corrupt", name);
 	if (renameat(mg->dirfd, name, mg->dirfd, aside) == 0 && fsync(mg->dirfd) == 0)
 		fibril_error(mg->m, "state file %s/%s is corrupt (%s): skipped, moved to %s/%s", mg->dir,
@@ -194,25 +209,22 @@ static int add_entry(struct ep_restore *r, struct ep_endpoint *ep, struct ep_spe
 	r->v[r->n].why = NULL;
 	r->v[r->n].labels = spec->labels;
 	r->v[r->n].stored_identity = spec->identity;
+	r->v[r->n].from_file = false;
 	spec->labels = NULL;
 	r->n++;
 	return 0;
 }
 
-/* One state file into an entry; a corrupt one is set aside. */
-static int load_one(struct ep_manager *mg, struct ep_restore *r, const char *name, unsigned id)
+/* One endpoint's state text (a file's, or the journal's newest record)
+ * into an entry; a corrupt one is set aside. 0, or -ENOMEM. */
+static int load_text(struct ep_manager *mg, struct ep_restore *r, const char *text, size_t len,
+		     unsigned id, bool from_file)
 {
 	char why[512];
-	size_t len = 0;
-	char *text = read_file(mg->dirfd, name, &len, why, sizeof(why));
 	struct ep_spec spec = { 0 };
 	struct ep_endpoint *ep = NULL;
 	int rc;
 
-	if (!text) {
-		set_aside(mg, r, name, why);
-		return 0;
-	}
 	struct json_tokener *tok = json_tokener_new();
 	struct json_object *o = tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL;
 
@@ -221,12 +233,10 @@ static int load_one(struct ep_manager *mg, struct ep_restore *r, const char *nam
 			 tok ? json_tokener_error_desc(json_tokener_get_error(tok)) : "out of memory");
 		json_object_put(o);
 		json_tokener_free(tok);
-		free(text);
-		set_aside(mg, r, name, why);
+		set_aside(mg, r, id, from_file, why);
 		return 0;
 	}
 	json_tokener_free(tok);
-	free(text);
 	rc = ep_spec_parse(o, &spec, true, why, sizeof(why));
 	json_object_put(o);
 	if (rc == -ENOMEM)
@@ -237,7 +247,7 @@ static int load_one(struct ep_manager *mg, struct ep_restore *r, const char *nam
 	}
 	if (rc) {
 		ep_spec_clear(&spec);
-		set_aside(mg, r, name, why);
+		set_aside(mg, r, id, from_file, why);
 		return 0;
 	}
 	if (!(ep = calloc(1, sizeof(*ep))) || ep_apply_spec(ep, &spec)) {
@@ -252,6 +262,34 @@ static int load_one(struct ep_manager *mg, struct ep_restore *r, const char *nam
 	if (rc)
 		ep_free(ep);
 	ep_spec_clear(&spec);
+	return rc;
+}
+
+/* A state file of before the journal: its endpoint (the file wins over the
+ * journal: it is there only when its move into the journal did not finish)
+ * and its record appended to the journal. 1 migrated, 0 set aside, or
+ * -ENOMEM. */
+static int load_file(struct ep_manager *mg, struct ep_restore *r, const char *name, unsigned id)
+{
+	char why[512];
+	size_t len = 0, had = r->n;
+	char *text = read_file(mg->dirfd, name, &len, why, sizeof(why));
+	int rc;
+
+	if (mg->stored) {
+		free(mg->stored[id]);
+		mg->stored[id] = NULL;
+	}
+	if (!text) {
+		set_aside(mg, r, id, true, why);
+		return 0;
+	}
+	rc = load_text(mg, r, text, len, id, true);
+	while (rc == 0 && len && (text[len - 1] == '\n' || text[len - 1] == ' '))
+		len--;
+	if (rc == 0 && r->n > had)
+		rc = ep_store_write_text(mg, (uint16_t)id, text, len) ? -EIO : 1;
+	free(text);
 	return rc;
 }
 
@@ -287,12 +325,11 @@ static int settle_entries(struct ep_manager *mg, struct ep_restore *r)
 		e->labels = NULL;
 		if (kept && !strcmp(r->v[kept - 1].ep->container_id, e->ep->container_id) &&
 		    !strcmp(r->v[kept - 1].ep->ifname, e->ep->ifname)) {
-			char name[32], why[256];
+			char why[256];
 
-			snprintf(name, sizeof(name), "%u.json", e->ep->id);
 			snprintf(why, sizeof(why), "container-id %s ifname %s is also endpoint %u",
 				 e->ep->container_id, e->ep->ifname, r->v[kept - 1].ep->id);
-			set_aside(mg, r, name, why);
+			set_aside(mg, r, e->ep->id, e->from_file, why);
 			free(labels);
 			ep_free(e->ep);
 			continue;
@@ -322,6 +359,8 @@ static int read_all(struct ep_manager *mg, struct ep_restore *r)
 	int fd = dup(mg->dirfd);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
+	uint16_t *migrated = NULL;
+	size_t nmigrated = 0, cap = 0;
 	int rc = 0;
 
 	if (!d) {
@@ -332,25 +371,53 @@ static int read_all(struct ep_manager *mg, struct ep_restore *r)
 		fibril_module_set_error(mg->m, "cannot read %s: %s", mg->dir, strerror(err));
 		return -err;
 	}
+	r->corrupt += mg->stored_bad;
 	rewinddir(d);
 	while ((de = readdir(d))) {
 		const char *name = de->d_name;
 		size_t l = strlen(name);
 		unsigned id;
 
-		if (name[0] == '.' && l > 4 && !strcmp(name + l - 4, ".tmp")) {
+		if (name[0] == '.' && l > 4 && !strcmp(name + l - 4, ".tmp") &&
+		    strncmp(name, ".endpoints.", 11)) {
 			/* a write that never completed: nobody was answered with it */
 			unlinkat(mg->dirfd, name, 0);
 			continue;
 		}
 		if (!(id = state_file_id(name)))
 			continue;
-		if ((rc = load_one(mg, r, name, id)))
+		size_t at = r->n;
+
+		if ((rc = load_file(mg, r, name, id)) < 0)
 			break;
+		if (rc == 1) {
+			r->v[at].from_file = true;
+			if (nmigrated == cap) {
+				uint16_t *v = realloc(migrated, (cap = cap ? cap * 2 : 64) * sizeof(*v));
+
+				if (!v) {
+					rc = -ENOMEM;
+					break;
+				}
+				migrated = v;
+			}
+			migrated[nmigrated++] = (uint16_t)id;
+		}
+		rc = 0;
 	}
 	closedir(d);
+	for (unsigned id = 1; rc == 0 && mg->stored && id <= EP_ID_MAX; id++) {
+		if (mg->stored[id])
+			rc = load_text(mg, r, mg->stored[id], strlen(mg->stored[id]), id, false);
+	}
+	ep_store_free_stored(mg);
 	if (rc == 0)
 		rc = settle_entries(mg, r);
+	if (rc == 0)
+		rc = ep_store_migrated(mg, migrated, nmigrated);
+	free(migrated);
+	if (rc == -EIO)
+		fibril_module_set_error(mg->m, "cannot journal the endpoint state in %s", mg->dir);
 	return rc;
 }
 
@@ -457,6 +524,8 @@ static void finish(struct ep_manager *mg, struct ep_restore *r)
 		}
 		ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_CREATED, ep, ep->identity->id);
 	}
+	mg->store_live = true; /* the table holds every endpoint: compaction may run */
+	ep_store_sync(mg, NULL, NULL);
 	r->active_ms += now_ms() - t0;
 	char extra[96] = "";
 

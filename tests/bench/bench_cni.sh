@@ -8,6 +8,10 @@
 #   top_srcdir=/work/main top_builddir=$PWD bash tests/bench/bench_cni.sh
 # Figures are printed, never asserted. Needs the endpoint and datapath
 # modules (fibril-cni's ADD ends with the endpoint PUT).
+# ENDPOINT_SO=/path/endpoint.so runs the agent with that endpoint module
+# instead of the build's (an A/B of two versions on the same machine state).
+# The table ends with the load average before and after and the command that
+# re-runs it: on a shared machine, re-run it quiet before trusting a ratio.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
@@ -38,6 +42,8 @@ if [ ! -x "$CNI_REF_DIR/bridge" ] || [ ! -x "$CNI_REF_DIR/host-local" ]; then
 fi
 build_driver || { echo "bench: cannot build the libcni driver" >&2; exit 1; }
 cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath
+[ -z "${ENDPOINT_SO:-}" ] || install -m 0644 "$ENDPOINT_SO" "$WORK/mods/endpoint.so"
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 netns_add "$NODE_NS"
 start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.0.0/23 "${STATE_ARGS[@]}" ||
 	{ echo "bench: the agent does not start" >&2; exit 1; }
@@ -81,7 +87,8 @@ R[ref1]=$(run refseq "$WORK/ref.conflist" 1)
 R[fibp]=$(run fibpar "$WORK/fibril.conflist" "$PAR")
 R[refp]=$(run refpar "$WORK/ref.conflist" "$PAR")
 
-echo "== CNI ADD/DEL latency, $COUNT pods, libcni 1.1.2 driver ($(nproc) cores, $(uname -r))${STATE_ARGS[*]:+, agent state on tmpfs} =="
+echo "== CNI ADD/DEL latency, $COUNT pods, libcni 1.1.2 driver ($(nproc) cores, $(uname -r), state on" \
+	"$(if [ -n "${STATE_ARGS[*]:-}" ]; then echo tmpfs; else df -T "$WORK" | awk 'NR == 2 { print $2 }'; fi))${ENDPOINT_SO:+, endpoint module $ENDPOINT_SO} =="
 printf '%-34s %10s %10s %10s %10s\n' "plugin / concurrency" "ADD p50" "ADD p99" "DEL p50" "DEL p99"
 row() { # row LABEL "a50 a99 d50 d99"
 	# shellcheck disable=SC2086
@@ -99,4 +106,8 @@ read -r _ fp99 _ _ <<<"${R[fibp]}"
 read -r _ rp99 _ _ <<<"${R[refp]}"
 echo "goal ADD p99 < 30 ms and < 0.5x the reference: 1 at a time $f99 vs $r99 ms: $(goal "$f99" "$r99");" \
 	"$PAR at a time $fp99 vs $rp99 ms: $(goal "$fp99" "$rp99")"
+echo "load average (1/5/15 min) before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores" \
+	"(above ~0.5 per core the percentiles measure the neighbours too)"
+echo "re-run: cd $top_builddir && top_srcdir=$top_srcdir top_builddir=$top_builddir COUNT=$COUNT PAR=$PAR" \
+	"${STATE_DIR:+STATE_DIR=$STATE_DIR }${ENDPOINT_SO:+ENDPOINT_SO=$ENDPOINT_SO }bash $top_srcdir/tests/bench/bench_cni.sh"
 ip -n "$NODE_NS" link del "fcnibr$$" 2>/dev/null || true

@@ -7,13 +7,17 @@
 # every kind of bad input (400/404 with the field named, nothing changed on
 # disk, in the list or in IPAM), kill -9 and restart (same IDs, identities,
 # addresses), endpoints whose veth or netns went away while the agent was
-# down (removed, addresses released), corrupt state files (skipped, moved
-# aside), the bus events, and the CLI (`fibril endpoint|identity`, tables
+# down (removed, addresses released), the state journal (every answered
+# change in endpoints.journal), the upgrade from per-endpoint state files
+# (moved into the journal, every endpoint kept), corrupt state files
+# (skipped, moved aside), the bus events, and the CLI (`fibril endpoint|identity`, tables
 # and -o json).
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/integration/endpoint_common.sh"
 
 STATE=$WORK/state/endpoint
+# the newest journal record of endpoint ID (exit 1: none)
+record() { python3 "$top_srcdir/tests/integration/endpoint_journal.py" "$STATE" "$@"; }
 cli() { CRC=0; "$CLI" --socket "$WORK/fibril.sock" "$@" >"$WORK/out" 2>"$WORK/err" || CRC=$?; }
 out() { cat "$WORK/out"; }
 
@@ -54,9 +58,9 @@ check "the namespace label is added, labels sorted" \
 	json_ok "j['labels'] == ['k8s:app=web', 'k8s:io.kubernetes.pod.namespace=default']"
 check "the reply carries the attachment as given" \
 	json_ok "j['ipv4'] == '$A4' and j['ipv6'] == '$A6' and j['host-ifname'] == '${A[1]}' and j['host-ifindex'] == ${A[2]} and j['mac'] == '${A[3]}' and j['host-mac'] == '${A[4]}' and j['netns'] == '${A[0]}' and j['pod-namespace'] == 'default' and j['pod-name'] == 'web-1' and j['container-id'] == '$CIDA' and j['ifname'] == 'eth0' and j['created'] > 1600000000"
-check "the state file is on disk when PUT answers" test -f "$STATE/$IDA.json"
-check "the state file is JSON naming the endpoint" python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j['id']==$IDA and j['identity']==$IDENT_WEB and j['ipv4']=='$A4' else 1)" "$STATE/$IDA.json"
-check "no temp file is left behind" test -z "$(ls -A "$STATE" | grep '\.tmp$' || true)"
+check "its journal record is on disk when PUT answers" record "$IDA"
+check "the record is JSON naming the endpoint" python3 -c "import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j['id']==$IDA and j['identity']==$IDENT_WEB and j['ipv4']=='$A4' else 1)" "$(record "$IDA")"
+check "no per-endpoint state file, no temp file" test -z "$(ls -A "$STATE" | grep -E '\.tmp$|\.json$' || true)"
 
 expect "PUT again (a retried ADD) is 200 with the same ID" PUT "/v1/endpoint/container-id:$CIDA:eth0" 200 \
 	"\"id\":$IDA," --data-binary @"$WORK/a.json"
@@ -103,7 +107,7 @@ check "PATCH gives a new identity for the new label set" \
 	test "$IDENT_CACHE" != "$IDENT_WEB" -a "$IDENT_CACHE" != "$IDENT_DB"
 check "PATCH keeps the namespace label" \
 	json_ok "j['labels'] == ['k8s:app=cache', 'k8s:io.kubernetes.pod.namespace=default']"
-check "the state file has the new identity" grep -q "\"identity\":$IDENT_CACHE" "$STATE/2.json"
+check "the journal has the new identity when PATCH answers" grep -q "\"identity\":$IDENT_CACHE" <(record 2)
 expect "PATCH back to app=web: the shared identity again" PATCH /v1/endpoint/2 200 "\"identity\":$IDENT_WEB," \
 	--data-binary '{"labels":["k8s:app=web"]}'
 expect "the identity of the last endpoint that left it is released" GET "/v1/identity/$IDENT_CACHE" 404 \
@@ -248,7 +252,7 @@ check "fibril identity get nope: exit 1, the agent's error" test "$CRC" = 1
 body cidd$$ "${D[@]}" "$D4" "" default web-4 '["k8s:app=web"]' >"$WORK/d.json"
 expect "a fourth endpoint (to delete)" PUT "$P" 201 '"id":4,' --data-binary @"$WORK/d.json"
 expect "DELETE: 200 naming the ID" DELETE /v1/endpoint/container-id:cidd$$:eth0 200 '{"deleted":4}'
-check "its state file is gone" test ! -e "$STATE/4.json"
+check "its record is deleted when DELETE answers" test "$(record 4 || echo gone)" = gone
 expect "its address went back to IPAM" GET /v1/ipam 200 '"allocations"'
 check "... $D4 is no longer allocated" json_ok "'$D4' not in [a['address'] for a in j['allocations']]"
 expect "DELETE again: 404" DELETE /v1/endpoint/container-id:cidd$$:eth0 404 "no endpoint for container-id cidd$$ ifname eth0"
@@ -268,7 +272,7 @@ check "endpoint.updated published for the re-PUT and the 6 PATCHes that changed 
 expect "PATCH a label holding quotes and a backslash" PATCH /v1/endpoint/1 200 '"id":1,' \
 	--data-binary '{"labels":["k8s:app=web","k8s:note=say \"hi\" \\ ok"]}'
 check "... it comes back as given" json_ok "j['labels'] == ['k8s:app=web', 'k8s:io.kubernetes.pod.namespace=default', 'k8s:note=say \"hi\" \\\\ ok']"
-check "... and the state file is still JSON" python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$STATE/1.json"
+check "... and the journal record is still JSON with it" grep -qF 'say \"hi\" \\ ok' <(record 1)
 
 # ---- kill -9 and restart ------------------------------------------------------------------
 api http://x/v1/endpoint >"$WORK/before.json"
@@ -283,6 +287,31 @@ check "... and the same identities with the same counts" cmp -s "$WORK/ident-bef
 check "the restore is logged with its time" grep -Eq "restored 3 endpoints in [0-9.]+ ms \(0 removed\)" <(last_log)
 expect "their addresses are still held by their owners" GET /v1/ipam 200 "{\"address\":\"$A4\",\"owner\":\"$CIDA/eth0\"}"
 body cide$$ "${D[@]}" "10.77.1.40" "" default web-5 '["k8s:app=new"]' >"$WORK/e.json"
+# ---- the upgrade: per-endpoint state files (before the journal) move into it --------------------
+stop_agent KILL || true
+python3 - "$STATE" <<'PY'
+import json, os, subprocess, sys
+d = sys.argv[1]
+live = json.loads(subprocess.check_output([sys.executable, os.environ["top_srcdir"] + "/tests/integration/endpoint_journal.py", d]))
+for i, rec in live.items():
+    with open(os.path.join(d, i + ".json"), "w") as f:
+        f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+for f in ("endpoints.journal", "endpoints.snap"):
+    if os.path.exists(os.path.join(d, f)):
+        os.unlink(os.path.join(d, f))
+PY
+check "the old layout: 3 state files, no journal" test "$(ls "$STATE" | grep -c '^[0-9]*\.json$')" = 3 -a ! -e "$STATE/endpoints.journal"
+start_node_agent || fail "the agent starts on the old state files"
+api http://x/v1/endpoint >"$WORK/after-upgrade.json"
+check "after the upgrade: the same endpoints, IDs, identities, addresses, labels" \
+	python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(0 if a==b and len(a['endpoints'])==3 else 1)" "$WORK/before.json" "$WORK/after-upgrade.json"
+check "the move is logged" grep -q "moved 3 endpoint state files into $STATE/endpoints.journal" <(last_log)
+check "the state files are gone, the journal holds the 3 endpoints" \
+	test "$(ls "$STATE" | grep -c '^[0-9]*\.json$')" = 0 -a "$(record --count)" = 3
+stop_agent KILL || true
+start_node_agent || fail "the agent restarts on the migrated journal"
+api http://x/v1/endpoint >"$WORK/after-upgrade2.json"
+check "... and restarts from the journal alone with the same endpoints" cmp -s "$WORK/after-upgrade.json" "$WORK/after-upgrade2.json"
 expect "a new endpoint after the restart gets the lowest free ID" PUT /v1/endpoint/container-id:cide$$:eth0 201 '"id":4,' \
 	--data-binary @"$WORK/e.json"
 check "... and an identity number not used before the restart" \
@@ -293,7 +322,7 @@ stop_agent KILL || true
 ip -n "$NODE" link del "${B[1]}"                 # endpoint 2: its host veth
 ip netns del "fibep-$$-c"                        # endpoint 3: its netns (and veth)
 echo '{"id": 9, "identity": ' >"$STATE/9.json"   # not JSON
-sed 's/"mac":"[^"]*"/"mac":"nonsense"/' "$STATE/1.json" | sed 's/"id":1,/"id":8,/' >"$STATE/8.json" # bad field
+record 1 | sed 's/"mac":"[^"]*"/"mac":"nonsense"/' | sed 's/"id":1,/"id":8,/' >"$STATE/8.json" # bad field
 echo '{"half": ' >"$STATE/.5.json.tmp"           # an unfinished write
 start_node_agent || fail "the agent restarts with dead endpoints and corrupt files"
 expect "only the live endpoints are back" GET /v1/endpoint 200 '"endpoints"'
@@ -303,7 +332,7 @@ check "the endpoint whose veth went is removed, saying why" \
 check "the endpoint whose netns went is removed, saying why" \
 	grep -q "endpoint 3 (cidc$$/eth0) removed at restore: its netns ${C[0]} is gone" <(last_log)
 check "the log counts them" grep -Eq "restored 2 endpoints in [0-9.]+ ms \(2 removed, 2 corrupt state files skipped\)" <(last_log)
-check "their state files are removed" test ! -e "$STATE/2.json" -a ! -e "$STATE/3.json"
+check "their records are deleted" test "$(record 2 || echo gone) $(record 3 || echo gone)" = "gone gone"
 expect "their addresses are released" GET /v1/ipam 200 '"allocations"'
 check "... $B4 and $C4 are free, $A4 still held" \
 	json_ok "sorted(a['address'] for a in j['allocations']) == sorted(['$A4', '$A6', '10.77.1.40'])"

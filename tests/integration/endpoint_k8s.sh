@@ -114,7 +114,17 @@ wait_for "kubectl create pod db-1 (app=db): the endpoint takes its labels" \
 IDENT_DB=$(jq_py "j['identity']")
 check "... with a new identity" test "$IDENT_DB" != "$IDENT_CNI" -a "$IDENT_DB" != "$IDENT_WEB"
 check "the identity of the CNI labels went with its last endpoint" test "$(req GET "/v1/identity/$IDENT_CNI")" = 404
-check "the state file has the pod's labels" grep -q '"labels":\["k8s:app=db",' "$WORK/state/endpoint/2.json"
+# the journal has it once its batch is flushed (a k8s change waits for nobody)
+journal_has_db() {
+	local i
+	for i in $(seq 1 50); do
+		python3 "$top_srcdir/tests/integration/endpoint_journal.py" "$WORK/state/endpoint" 2 |
+			grep -q '"labels":\["k8s:app=db",' && return 0
+		sleep 0.1
+	done
+	return 1
+}
+check "the journal has the pod's labels" journal_has_db
 
 # 3. kubectl label
 kcn label pod db-1 tier=backend >/dev/null
