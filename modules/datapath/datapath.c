@@ -407,6 +407,12 @@ static int op_policy_enforce(void *ctx, uint16_t endpoint_id, bool ingress, bool
 	return dp_policy_enforce(ctx, endpoint_id, ingress, egress, revision, err, errlen);
 }
 
+static int op_policy_list(void *ctx,
+			  int (*cb)(const struct fibril_datapath_policy_entry *e, void *ud), void *ud)
+{
+	return dp_policy_list(ctx, cb, ud);
+}
+
 static const struct fibril_datapath_ops dp_ops = {
 	.hdr = {.sz = sizeof(struct fibril_datapath_ops), .version = FIBRIL_DATAPATH_VERSION},
 	.endpoint_upsert = op_endpoint_upsert,
@@ -417,6 +423,7 @@ static const struct fibril_datapath_ops dp_ops = {
 	.policy_upsert = op_policy_upsert,
 	.policy_remove = op_policy_remove,
 	.policy_enforce = op_policy_enforce,
+	.policy_list = op_policy_list,
 };
 
 /* ---- the node (host device + gateways) ------------------------------------------------------ */

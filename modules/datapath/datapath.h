@@ -125,6 +125,8 @@ int dp_policy_del(struct datapath *dp, const struct fibril_datapath_policy_entry
 		  size_t len);
 int dp_policy_enforce(struct datapath *dp, uint16_t ep_id, bool ingress, bool egress,
 		      uint32_t revision, char *err, size_t len);
+int dp_policy_list(struct datapath *dp,
+		   int (*cb)(const struct fibril_datapath_policy_entry *e, void *ud), void *ud);
 /* The map dump texts of dp_policy and dp_policy_ep. */
 int dp_policy_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
 		  void *ud);

@@ -104,6 +104,42 @@ int dp_policy_enforce(struct datapath *dp, uint16_t ep_id, bool ingress, bool eg
 	return 0;
 }
 
+int dp_policy_list(struct datapath *dp,
+		   int (*cb)(const struct fibril_datapath_policy_entry *e, void *ud), void *ud)
+{
+	int fd = fibril_map_fd(dp->maps[DPM_POLICY]);
+	struct dp_policy_key cur, next;
+	size_t steps = 0;
+	/* an LPM trie walks from a NULL key; dp_next_key takes a key, so ask
+	 * with one whose prefix is invalid (the kernel then starts over) */
+	memset(&cur, 0, sizeof(cur));
+	cur.prefixlen = DP_POLICY_PREFIX_FULL + 1;
+	while (steps++ <= DP_POLICY_MAX && dp_next_key(fd, &cur, &next) == 0) {
+		cur = next;
+		if (cur.prefixlen < DP_POLICY_PREFIX_FIXED || cur.prefixlen > DP_POLICY_PREFIX_FULL)
+			continue;
+		struct dp_policy_value v;
+		if (bpf_map_lookup_elem(fd, &cur, &v) != 0)
+			continue;
+		struct fibril_datapath_policy_entry e = {
+			.sz = sizeof(e),
+			.endpoint_id = cur.ep_id,
+			.direction = cur.direction == DP_POLICY_INGRESS ? FIBRIL_DATAPATH_INGRESS
+									: FIBRIL_DATAPATH_EGRESS,
+			.proto = cur.prefixlen >= DP_POLICY_PREFIX_PROTO ? cur.proto : 0,
+			.identity = cur.identity,
+			.port = cur.prefixlen > DP_POLICY_PREFIX_PROTO ? ntohs(cur.dport) : 0,
+			.port_bits = (uint8_t)(cur.prefixlen > DP_POLICY_PREFIX_PROTO
+						       ? cur.prefixlen - DP_POLICY_PREFIX_PROTO
+						       : 0),
+			.deny = (v.flags & DP_POLICY_F_DENY) != 0,
+		};
+		if (cb(&e, ud))
+			break;
+	}
+	return 0;
+}
+
 /* ---- dump texts ---------------------------------------------------------------- */
 
 int dp_policy_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,

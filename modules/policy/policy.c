@@ -18,7 +18,11 @@
 #include "policy_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +78,10 @@ struct pol_state {
 	/* counters */
 	uint64_t imports, refused, deletes, recomputes, map_writes, map_removes, map_errors;
 	char last_error[256];
+	int dirfd; /* <state-dir>/policy, -1 when none */
 };
+
+#define POL_STATE_FILE "policies.json"
 
 /* ---- entries ---------------------------------------------------------------------- */
 
@@ -590,6 +597,146 @@ static int on_endpoint_event(const struct fibril_event *ev, void *ud)
 	return 0;
 }
 
+/* ---- state file: the repository survives a restart -------------------------------- */
+
+static int state_open(struct pol_state *st, char *why, size_t len)
+{
+	const char *base = fibril_state_dir();
+	char path[PATH_MAX];
+	st->dirfd = -1;
+	if (!base || !*base) {
+		snprintf(why, len, "no [agent] state-dir");
+		return -EINVAL;
+	}
+	if (snprintf(path, sizeof(path), "%s/%s", base, POL_MODULE) >= (int)sizeof(path)) {
+		snprintf(why, len, "state dir path too long");
+		return -ENAMETOOLONG;
+	}
+	if ((mkdir(base, 0755) && errno != EEXIST) || (mkdir(path, 0700) && errno != EEXIST)) {
+		int e = errno;
+		snprintf(why, len, "cannot create %.300s: %s", path, strerror(e));
+		return -e;
+	}
+	st->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (st->dirfd < 0) {
+		int e = errno;
+		snprintf(why, len, "cannot open %.300s: %s", path, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* {"revision": N, "policies": [...]}, atomically; 0 or a negative errno. */
+static int state_save(struct pol_state *st, struct pol_policy **pols, size_t n, uint64_t revision)
+{
+	if (st->dirfd < 0)
+		return 0;
+	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	json_object_object_add(o, "revision", json_object_new_int64((int64_t)revision));
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(arr, json_tokener_parse(pols[i]->text));
+	json_object_object_add(o, "policies", arr);
+	const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							      JSON_C_TO_STRING_NOSLASHESCAPE);
+	int rc = fibril_state_write_atomic(st->dirfd, POL_STATE_FILE, t, strlen(t), 0600);
+	json_object_put(o);
+	return rc;
+}
+
+static void state_load(struct pol_state *st)
+{
+	int fd = openat(st->dirfd, POL_STATE_FILE, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct stat sb;
+	char *text = NULL;
+	if (fstat(fd, &sb) == 0 && sb.st_size > 0 && sb.st_size < (64 << 20) &&
+	    (text = malloc((size_t)sb.st_size + 1))) {
+		ssize_t got = read(fd, text, (size_t)sb.st_size);
+		text[got > 0 ? got : 0] = '\0';
+	}
+	close(fd);
+	struct json_object *o = text ? json_tokener_parse(text) : NULL;
+	struct json_object *arr = NULL, *rev = NULL;
+	if (!o || !json_object_object_get_ex(o, "policies", &arr) ||
+	    !json_object_object_get_ex(o, "revision", &rev)) {
+		fibril_error(st->m, "%s/%s/%s is unreadable: starting with no policy",
+			     fibril_state_dir(), POL_MODULE, POL_STATE_FILE);
+		goto out;
+	}
+	st->revision = (uint64_t)json_object_get_int64(rev);
+	if (json_object_array_length(arr) > 0) {
+		const char *t = json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN);
+		char err[512];
+		int n = pol_parse(t, strlen(t), &st->pols, err, sizeof(err));
+		if (n < 0) {
+			fibril_error(st->m, "%s: %s: starting with no policy", POL_STATE_FILE, err);
+			st->pols = NULL;
+			goto out;
+		}
+		st->npols = (size_t)n;
+	}
+	fibril_info(st->m, "%zu policies restored, revision %llu", st->npols,
+		    (unsigned long long)st->revision);
+out:
+	json_object_put(o);
+	free(text);
+}
+
+/* What the last run left in the map becomes the endpoints' entries in
+ * place (so the first recompute writes only differences, with no gap);
+ * entries of endpoints that are gone are removed. */
+struct adopt_ctx {
+	struct pol_state *st;
+	struct entry_vec stale;
+	uint16_t *stale_ep;
+};
+
+static int adopt_entry(const struct fibril_datapath_policy_entry *e, void *ud)
+{
+	struct adopt_ctx *a = ud;
+	struct pol_entry pe = {.identity = e->identity, .dir = e->direction, .proto = e->proto,
+			       .bits = e->port_bits, .deny = e->deny, .port = e->port};
+	struct pol_ep *ep = a->st->eps[e->endpoint_id];
+	if (!ep) {
+		size_t n = a->stale.n;
+		vec_add(&a->stale, pe);
+		if (a->stale.n > n) {
+			uint16_t *ids = realloc(a->stale_ep, a->stale.n * sizeof(*ids));
+			if (!ids) {
+				a->stale.n = n;
+				return 0;
+			}
+			a->stale_ep = ids;
+			ids[n] = e->endpoint_id;
+		}
+		return 0;
+	}
+	struct pol_entry *v = realloc(ep->entries, (ep->nentries + 1) * sizeof(*v));
+	if (!v)
+		return 0;
+	ep->entries = v;
+	ep->entries[ep->nentries++] = pe;
+	return 0;
+}
+
+static void adopt_map(struct pol_state *st)
+{
+	struct adopt_ctx a = {.st = st};
+	if (st->dp->policy_list(st->dp_ctx, adopt_entry, &a) < 0)
+		fibril_warn(st->m, "cannot read the policy map in place");
+	for (size_t i = 1; i < POL_EP_MAX; i++)
+		if (st->eps[i] && st->eps[i]->nentries)
+			qsort(st->eps[i]->entries, st->eps[i]->nentries, sizeof(struct pol_entry),
+			      entry_cmp);
+	for (size_t i = 0; i < a.stale.n; i++) {
+		struct pol_ep gone = {.id = a.stale_ep[i]};
+		dp_write(st, &gone, &a.stale.v[i], true);
+	}
+	free(a.stale.v);
+	free(a.stale_ep);
+}
+
 /* ---- repository ------------------------------------------------------------------------ */
 
 static ssize_t pol_find(struct pol_state *st, const char *name, const char *ns)
@@ -665,6 +812,7 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 	const char *body = fibril_req_body(req, &len);
 	struct pol_policy **v = NULL;
 	char err[512];
+	int rc;
 	int n = pol_parse(body ? body : "", len, &v, err, sizeof(err));
 	if (n < 0) {
 		st->refused++;
@@ -694,6 +842,9 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 	free(v);
 	st->imports += (uint64_t)n;
 	st->revision++;
+	if ((rc = state_save(st, st->pols, st->npols, st->revision)) < 0)
+		fibril_error(st->m, "cannot write %s: %s (the policies apply until a restart)",
+			     POL_STATE_FILE, strerror(-rc));
 	recompute(st);
 	fibril_info(st->m, "%d polic%s imported, revision %llu", n, n == 1 ? "y" : "ies",
 		    (unsigned long long)st->revision);
@@ -719,6 +870,9 @@ static void delete_one(struct fibril_request *req, struct fibril_response *resp,
 	st->npols--;
 	st->deletes++;
 	st->revision++;
+	int rc = state_save(st, st->pols, st->npols, st->revision);
+	if (rc < 0)
+		fibril_error(st->m, "cannot write %s: %s", POL_STATE_FILE, strerror(-rc));
 	recompute(st);
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
@@ -736,6 +890,9 @@ static void delete_all(struct fibril_request *req, struct fibril_response *resp,
 	st->npols = 0;
 	st->deletes += n;
 	st->revision++;
+	int rc = state_save(st, st->pols, st->npols, st->revision);
+	if (rc < 0)
+		fibril_error(st->m, "cannot write %s: %s", POL_STATE_FILE, strerror(-rc));
 	recompute(st);
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
@@ -777,6 +934,7 @@ static int policy_init(struct fibril_module *m)
 		return -ENOMEM;
 	}
 	st->m = m;
+	st->dirfd = -1;
 	fibril_module_set_data(m, st);
 	st->ops.hdr.sz = sizeof(st->ops);
 	st->ops.hdr.version = FIBRIL_POLICY_VERSION;
@@ -811,8 +969,8 @@ static int policy_start(struct fibril_module *m)
 	errno = 0;
 	st->dp = (const struct fibril_datapath_ops *)fibril_service_lookup(
 		m, FIBRIL_DATAPATH_CAPABILITY, 2, &st->dp_ctx);
-	if (!st->dp || !FIBRIL_SERVICE_HAS(st->dp, policy_enforce) || !st->dp->policy_upsert ||
-	    !st->dp->policy_remove || !st->dp->policy_enforce) {
+	if (!st->dp || !FIBRIL_SERVICE_HAS(st->dp, policy_list) || !st->dp->policy_upsert ||
+	    !st->dp->policy_remove || !st->dp->policy_enforce || !st->dp->policy_list) {
 		fibril_module_set_error(m, "no usable '%s' provider (interface version 2 with the "
 					   "policy functions): %s",
 					FIBRIL_DATAPATH_CAPABILITY,
@@ -822,9 +980,17 @@ static int policy_start(struct fibril_module *m)
 	}
 	st->epops = (const struct fibril_endpoint_ops *)fibril_service_lookup(
 		m, FIBRIL_ENDPOINT_CAPABILITY, 1, &st->ep_ctx);
+	char why[512];
+	int rc = state_open(st, why, sizeof(why));
+	if (rc < 0) {
+		fibril_module_set_error(m, "%s", why);
+		return rc;
+	}
+	state_load(st);
 	st->started = true;
 	if (st->epops && st->epops->foreach)
 		st->epops->foreach(st->ep_ctx, ep_seen, st);
+	adopt_map(st);
 	recompute(st);
 	fibril_info(m, "policy enforcement on; %s", st->epops ? "endpoints followed"
 							      : "no endpoint module");
@@ -838,6 +1004,19 @@ static void policy_stop(struct fibril_module *m)
 	st->started = false;
 	st->dp = NULL;
 	st->epops = NULL;
+	if (st->dirfd >= 0)
+		close(st->dirfd);
+	st->dirfd = -1;
+	pol_policies_free(st->pols, st->npols);
+	st->pols = NULL;
+	st->npols = 0;
+	for (size_t i = 0; i < POL_EP_MAX; i++) {
+		ep_free(st->eps[i]);
+		st->eps[i] = NULL;
+	}
+	free(st->cidrs);
+	st->cidrs = NULL;
+	st->ncidrs = 0;
 }
 
 static void policy_fini(struct fibril_module *m)
@@ -850,6 +1029,8 @@ static void policy_fini(struct fibril_module *m)
 	free(st->eps);
 	pol_policies_free(st->pols, st->npols);
 	free(st->cidrs);
+	if (st->dirfd >= 0)
+		close(st->dirfd);
 	free(st);
 	fibril_module_set_data(m, NULL);
 }

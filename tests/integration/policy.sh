@@ -8,8 +8,9 @@
 # drop:policy-denied), a's own connections out still get their replies
 # through its deny-all ingress (conntrack); relabelling c to app=b lets it
 # in; an ingressDeny overrides the allow; a policy with an L7 rule is
-# refused naming the field and changes nothing; deleting the policies
-# restores connectivity.
+# refused naming the field and changes nothing; after kill -9 enforcement
+# goes on and the restarted agent (policies from its state file) has the
+# same map entries; deleting the policies restores connectivity.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 
@@ -133,6 +134,21 @@ check "an L7 rule is refused with the field's path" \
 	echo "  got: $out"
 check "the refused policy changed nothing" test "$(revision)" = 2
 expect c b 81 ok
+
+# ---- kill -9: enforcement goes on; a restart restores the same entries -------------------------------
+entries() { fib map dump dp_policy | sed -n 's/^\(endpoint=.*[^ ]\)  *\(allow\|deny\) hits=.*/\1 \2/p' | sort; }
+before_entries=$(entries)
+check "the map holds the policies' entries" test -n "$before_entries"
+kill -KILL "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+expect b a 80 fail  # while the agent is down
+start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.9.0/24 ||
+	{ fail "the agent restarts"; finish; }
+check "after the restart: the revision is kept" test "$(revision)" = 2
+check "after the restart: the same policy map entries" test "$(entries)" = "$before_entries" ||
+	diff <(echo "$before_entries") <(entries)
+expect b a 80 fail
+expect c b 80 ok
 
 # ---- deleting restores connectivity ---------------------------------------------------------------
 fib policy delete a-deny-b >/dev/null

@@ -100,6 +100,11 @@ struct fibril_datapath_ops {
 	 * revision its entries come from. */
 	int (*policy_enforce)(void *ctx, uint16_t endpoint_id, bool ingress, bool egress,
 			      uint32_t revision, char *err, size_t errlen);
+	/* Every policy entry in place (e.g. left by the last run), one call of
+	 * cb each (non-zero stops); 0 or a negative errno. */
+	int (*policy_list)(void *ctx,
+			   int (*cb)(const struct fibril_datapath_policy_entry *e, void *ud),
+			   void *ud);
 };
 
 #ifdef __cplusplus
