@@ -19,7 +19,9 @@
  *      (IPv6 link-local/unspecified sources may only send neighbour
  *      discovery and MLD, to the stack); a neighbour solicitation for the
  *      IPv6 gateway is answered here (nd_answer);
- *   4. the hook points: service_translate() then policy_verdict();
+ *   4. the hook points: service_translate() then policy_verdict() (the
+ *      sender's egress policy and, for a local destination, that pod's
+ *      ingress policy: dp_policy, dp_policy_ep; replies pass);
  *   5. conntrack (dp_conntrack for TCP, dp_ct_any for the rest) and the
  *      destination's identity (dp_ipcache);
  *   6. a local endpoint destination: MACs rewritten, TTL / hop limit
@@ -127,6 +129,22 @@ struct {
 	__type(key, __u32);
 	__type(value, struct dp_config);
 } dp_config SEC(".maps");
+
+/* network policy (policy_verdict below) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, DP_POLICY_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct dp_policy_key);
+	__type(value, struct dp_policy_value);
+} dp_policy SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DP_POLICY_EP_MAX);
+	__type(key, __u32);
+	__type(value, struct dp_policy_ep);
+} dp_policy_ep SEC(".maps");
 
 /* ---- what one packet is ------------------------------------------------------ */
 
@@ -256,33 +274,14 @@ static __always_inline int to_stack(struct __sk_buff *skb, const struct pkt *p)
  * the source was checked; policy_verdict() for every IP packet from an
  * endpoint (after service_translate) AND for every IP packet delivered to an
  * endpoint by the node's stack (fibril_to_endpoint); both before conntrack
- * and forwarding. They are deliberately empty today; the issues that add
- * services and policy fill them in. */
+ * and forwarding. service_translate() is empty today (the lb issue fills it
+ * in); policy_verdict() is the network policy section further down. */
 
 /* HOOK service_translate: the service load balancer goes here. It may
  * rewrite the destination (and, for the reply path, the source) of the
  * packet and of p->tuple, then return 0; or return a DP_REASON_DROP_* to
  * drop (e.g. a service without backends). Today: no services, no change. */
 static __always_inline int service_translate(struct __sk_buff *skb, struct pkt *p)
-{
-	(void)skb;
-	(void)p;
-	return 0;
-}
-
-/* HOOK policy_verdict: the policy engine goes here, at both enforcement
- * points; p->direction says which:
- *   DP_DIR_FROM_ENDPOINT (egress of the pod, host veth ingress): the source
- *     endpoint p->src_ep (its identity), the destination identity from the
- *     ipcache (p->dst_identity), the 5-tuple after service translation;
- *   DP_DIR_TO_ENDPOINT (INGRESS TO THE POD, host veth egress): the
- *     destination endpoint p->dst_ep (NULL when the destination is not this
- *     veth's endpoint), its identity p->dst_identity, the source identity
- *     from the ipcache (p->src_identity), the 5-tuple as delivered.
- * It returns 0 to allow or DP_REASON_DROP_POLICY to deny. Today: no policy,
- * everything is allowed in both directions (Cilium's default-allow when no
- * policy selects the endpoint). */
-static __always_inline int policy_verdict(struct __sk_buff *skb, const struct pkt *p)
 {
 	(void)skb;
 	(void)p;
@@ -397,6 +396,104 @@ static __always_inline void conntrack(struct __sk_buff *skb, const struct pkt *p
 		conntrack_in(&dp_conntrack, skb, p);
 	else
 		conntrack_in(&dp_ct_any, skb, p);
+}
+
+/* ---- network policy ----------------------------------------------------------------
+ * policy_verdict() is the hook at both enforcement points; p->direction
+ * says which:
+ *   DP_DIR_FROM_ENDPOINT (host veth ingress): the EGRESS policy of the
+ *     sending endpoint p->src_ep towards p->dst_identity, and, when the
+ *     destination is a local endpoint p->dst_ep (its packets are
+ *     redirected into that pod and never pass fibril_to_endpoint), that
+ *     endpoint's INGRESS policy from the sender's identity;
+ *   DP_DIR_TO_ENDPOINT (host veth egress): the INGRESS policy of
+ *     p->dst_ep from p->src_identity.
+ * A packet whose reverse flow is in conntrack is the reply of a flow
+ * that policy allowed: it passes (a one-way policy does not break TCP).
+ * A direction no policy selects (dp_policy_ep) allows everything.
+ * Returns 0 to allow or DP_REASON_DROP_POLICY. */
+
+/* The entry of (ep, dir, identity) that matches the packet, or NULL. */
+static __always_inline struct dp_policy_value *policy_lookup(__u16 ep_id, __u8 dir,
+							    __u32 identity, const struct pkt *p)
+{
+	struct dp_policy_key k = {
+		.prefixlen = DP_POLICY_PREFIX_FULL,
+		.ep_id = ep_id,
+		.direction = dir,
+		.identity = identity,
+		.proto = p->tuple.proto,
+		.dport = p->tuple.dport,
+	};
+	return bpf_map_lookup_elem(&dp_policy, &k);
+}
+
+/* One endpoint's policy in one direction towards (or from) remote. */
+static __always_inline int policy_check(__u16 ep_id, __u8 dir, __u32 remote,
+					const struct pkt *p)
+{
+	__u32 idx = ep_id;
+	const struct dp_policy_ep *pe = bpf_map_lookup_elem(&dp_policy_ep, &idx);
+	__u32 need = dir == DP_POLICY_INGRESS ? DP_POLICY_EP_F_INGRESS : DP_POLICY_EP_F_EGRESS;
+
+	if (!pe || !(pe->flags & need))
+		return 0;
+	struct dp_policy_value *exact = policy_lookup(ep_id, dir, remote, p);
+	struct dp_policy_value *any = remote ? policy_lookup(ep_id, dir, 0, p) : 0;
+	/* a deny found either way wins */
+	if (exact && (exact->flags & DP_POLICY_F_DENY)) {
+		__sync_fetch_and_add(&exact->packets, 1);
+		return DP_REASON_DROP_POLICY;
+	}
+	if (any && (any->flags & DP_POLICY_F_DENY)) {
+		__sync_fetch_and_add(&any->packets, 1);
+		return DP_REASON_DROP_POLICY;
+	}
+	if (exact) {
+		__sync_fetch_and_add(&exact->packets, 1);
+		return 0;
+	}
+	if (any) {
+		__sync_fetch_and_add(&any->packets, 1);
+		return 0;
+	}
+	return DP_REASON_DROP_POLICY;
+}
+
+/* 1 when the packet goes the reverse way of a flow conntrack knows (and
+ * its own direction is not a flow of its own). */
+static __always_inline int policy_is_reply(const struct pkt *p)
+{
+	void *map = p->tuple.proto == IPPROTO_TCP ? (void *)&dp_conntrack : (void *)&dp_ct_any;
+	struct dp_ct_key rev;
+
+	if (bpf_map_lookup_elem(map, &p->tuple))
+		return 0;
+	reverse_tuple(&p->tuple, &rev);
+	return bpf_map_lookup_elem(map, &rev) != 0;
+}
+
+static __always_inline int policy_verdict(struct __sk_buff *skb, const struct pkt *p)
+{
+	(void)skb;
+	int reason = 0;
+
+	if (p->direction == DP_DIR_FROM_ENDPOINT) {
+		if (!p->src_ep)
+			return 0;
+		if (policy_is_reply(p))
+			return 0;
+		reason = policy_check(p->src_ep->ep_id, DP_POLICY_EGRESS, p->dst_identity, p);
+		if (!reason && p->dst_ep)
+			reason = policy_check(p->dst_ep->ep_id, DP_POLICY_INGRESS,
+					      p->src_ep->identity, p);
+		return reason;
+	}
+	if (!p->dst_ep)
+		return 0;
+	if (policy_is_reply(p))
+		return 0;
+	return policy_check(p->dst_ep->ep_id, DP_POLICY_INGRESS, p->src_identity, p);
 }
 
 /* ---- L4 ports and fragments --------------------------------------------------------
@@ -919,7 +1016,7 @@ static __always_inline int deliver_ip(struct __sk_buff *skb, struct pkt *p)
 	 * stack may have sent that one another way): ports stay 0 */
 	frag_resolve(p);
 	/* ---- POLICY HOOK (ingress to the pod): policy_verdict(), direction
-	 * DP_DIR_TO_ENDPOINT. Allows everything today. ---- */
+	 * DP_DIR_TO_ENDPOINT (see "network policy" above). ---- */
 	int reason = policy_verdict(skb, p);
 	if (reason)
 		return drop(skb, p, (__u8)reason);

@@ -24,6 +24,8 @@
 #define DP_MAP_METRICS "dp_metrics"
 #define DP_MAP_EVENTS "dp_events"
 #define DP_MAP_CONFIG "dp_config"
+#define DP_MAP_POLICY "dp_policy"
+#define DP_MAP_POLICY_EP "dp_policy_ep"
 
 #define DP_ENDPOINTS_MAX 65536
 #define DP_IPCACHE_MAX 65536
@@ -33,6 +35,8 @@
 #define DP_IPV6_MAX_EXTHDRS 8   /* extension headers walked before L4 (Cilium: 4) */
 #define DP_METRICS_MAX 1024
 #define DP_EVENTS_BYTES (1u << 20) /* ring buffer: power of 2, page multiple */
+#define DP_POLICY_MAX 65536
+#define DP_POLICY_EP_MAX 65536 /* one slot per local endpoint ID */
 
 #define DP_FAMILY_IPV4 4
 #define DP_FAMILY_IPV6 6
@@ -221,6 +225,55 @@ struct dp_event {
 	__u8 pad;
 	__u8 saddr[16];
 	__u8 daddr[16];
+};
+
+/* ---- dp_policy: LPM_TRIE (BPF_F_NO_PREALLOC), one entry per (endpoint,
+ * direction, remote identity, protocol, port prefix), as Cilium's policy
+ * map. The endpoint, direction and identity are always matched whole; the
+ * prefix then may stop before the protocol (any protocol, any port), after
+ * it (any port) or inside the port (a power-of-two aligned port block: an
+ * endPort range is several entries). identity 0 is "any identity". The
+ * program looks up the remote identity and identity 0 and a deny found by
+ * either wins; user space leaves out an allow that a deny of the same
+ * identity covers (the trie returns only the longest match). */
+#define DP_POLICY_PREFIX_FIXED 64 /* ep_id, direction, pad, identity */
+#define DP_POLICY_PREFIX_PROTO 80 /* + proto, pad: any port */
+#define DP_POLICY_PREFIX_FULL 96  /* + dport */
+
+enum dp_policy_direction {
+	DP_POLICY_EGRESS = 0,  /* what the endpoint sends */
+	DP_POLICY_INGRESS = 1, /* what is delivered to the endpoint */
+};
+
+struct dp_policy_key {
+	__u32 prefixlen;
+	__u16 ep_id;
+	__u8 direction; /* enum dp_policy_direction */
+	__u8 pad1;
+	__u32 identity; /* the remote identity, 0: any */
+	__u8 proto;     /* IPPROTO_* */
+	__u8 pad2;
+	__u16 dport;    /* network order */
+};
+
+#define DP_POLICY_F_DENY 0x1
+
+struct dp_policy_value {
+	__u32 flags;   /* DP_POLICY_F_* */
+	__u32 pad;
+	__u64 packets; /* hits of this entry (the deciding entry of a verdict) */
+};
+
+/* ---- dp_policy_ep: ARRAY indexed by endpoint ID: whether a direction is
+ * enforced (some policy selects the endpoint). A direction that is not
+ * enforced allows everything; an enforced one allows only what dp_policy
+ * allows. */
+#define DP_POLICY_EP_F_INGRESS 0x1
+#define DP_POLICY_EP_F_EGRESS 0x2
+
+struct dp_policy_ep {
+	__u32 flags;    /* DP_POLICY_EP_F_* */
+	__u32 revision; /* the policy revision these entries come from */
 };
 
 #endif

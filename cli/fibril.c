@@ -49,6 +49,9 @@ static const char usage_text[] =
 	"  identity list   security identities: reserved and allocated, with labels\n"
 	"  identity get ID one identity\n"
 	"  k8s status      Kubernetes resources: synced, objects, last event, relists\n"
+	"  policy import FILE|-  add or replace CiliumNetworkPolicies (JSON)\n"
+	"  policy get      policies, revision, each endpoint's enforcement\n"
+	"  policy delete [NS/]NAME | policy delete-all\n"
 	"  version         versions of this CLI and of the agent\n"
 	"  help            this help\n"
 	"\n"
@@ -96,6 +99,8 @@ static int run(int argc, char **argv)
 		return cmd_k8s(argc - 1, argv + 1);
 	if (!strcmp(cmd, "node"))
 		return cmd_node(argc - 1, argv + 1);
+	if (!strcmp(cmd, "policy"))
+		return cmd_policy(argc - 1, argv + 1);
 	if ((rc = no_args(cmd, argc - 1, argv + 1)))
 		return rc;
 	if (!strcmp(cmd, "status"))

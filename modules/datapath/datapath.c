@@ -389,6 +389,30 @@ static int op_node(void *ctx, struct fibril_datapath_node *out)
 	return 0;
 }
 
+static int op_policy_upsert(void *ctx, const struct fibril_datapath_policy_entry *e, char *err,
+			    size_t errlen)
+{
+	return dp_policy_put(ctx, e, err, errlen);
+}
+
+static int op_policy_remove(void *ctx, const struct fibril_datapath_policy_entry *e, char *err,
+			    size_t errlen)
+{
+	return dp_policy_del(ctx, e, err, errlen);
+}
+
+static int op_policy_enforce(void *ctx, uint16_t endpoint_id, bool ingress, bool egress,
+			     uint32_t revision, char *err, size_t errlen)
+{
+	return dp_policy_enforce(ctx, endpoint_id, ingress, egress, revision, err, errlen);
+}
+
+static int op_policy_list(void *ctx,
+			  int (*cb)(const struct fibril_datapath_policy_entry *e, void *ud), void *ud)
+{
+	return dp_policy_list(ctx, cb, ud);
+}
+
 static const struct fibril_datapath_ops dp_ops = {
 	.hdr = {.sz = sizeof(struct fibril_datapath_ops), .version = FIBRIL_DATAPATH_VERSION},
 	.endpoint_upsert = op_endpoint_upsert,
@@ -396,6 +420,10 @@ static const struct fibril_datapath_ops dp_ops = {
 	.ipcache_upsert = op_ipcache_upsert,
 	.ipcache_remove = op_ipcache_remove,
 	.node = op_node,
+	.policy_upsert = op_policy_upsert,
+	.policy_remove = op_policy_remove,
+	.policy_enforce = op_policy_enforce,
+	.policy_list = op_policy_list,
 };
 
 /* ---- the node (host device + gateways) ------------------------------------------------------ */

@@ -29,6 +29,8 @@ enum dp_map_id {
 	DPM_CT_ANY,    /* every other flow */
 	DPM_FRAGS,
 	DPM_EVLIMIT,
+	DPM_POLICY,    /* network policy entries */
+	DPM_POLICY_EP, /* per-endpoint enforcement */
 	DPM_COUNT
 };
 
@@ -115,6 +117,21 @@ const char *dp_reason_name(unsigned reason);
 /* "from-endpoint", "to-endpoint" (enum dp_direction), "?" otherwise */
 const char *dp_direction_name(unsigned dir);
 const char *dp_identity_name(uint32_t identity);
+
+/* ---- policy (dp_policy.c) ---- */
+int dp_policy_put(struct datapath *dp, const struct fibril_datapath_policy_entry *e, char *err,
+		  size_t len);
+int dp_policy_del(struct datapath *dp, const struct fibril_datapath_policy_entry *e, char *err,
+		  size_t len);
+int dp_policy_enforce(struct datapath *dp, uint16_t ep_id, bool ingress, bool egress,
+		      uint32_t revision, char *err, size_t len);
+int dp_policy_list(struct datapath *dp,
+		   int (*cb)(const struct fibril_datapath_policy_entry *e, void *ud), void *ud);
+/* The map dump texts of dp_policy and dp_policy_ep. */
+int dp_policy_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		  void *ud);
+int dp_policy_ep_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		     size_t vl, void *ud);
 
 /* ---- programs (dp_prog.c) ---- */
 /* Where on the host veth: ingress runs fibril_from_endpoint (what the pod

@@ -47,6 +47,14 @@ static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
 	[DPM_EVLIMIT] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_EVLIMIT,
 			 .type = BPF_MAP_TYPE_PERCPU_ARRAY, .key_size = sizeof(__u32),
 			 .value_size = sizeof(struct dp_evlimit), .max_entries = 1},
+	[DPM_POLICY] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_POLICY,
+			.type = BPF_MAP_TYPE_LPM_TRIE, .key_size = sizeof(struct dp_policy_key),
+			.value_size = sizeof(struct dp_policy_value), .max_entries = DP_POLICY_MAX,
+			.map_flags = BPF_F_NO_PREALLOC},
+	[DPM_POLICY_EP] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_POLICY_EP,
+			   .type = BPF_MAP_TYPE_ARRAY, .key_size = sizeof(__u32),
+			   .value_size = sizeof(struct dp_policy_ep),
+			   .max_entries = DP_POLICY_EP_MAX},
 };
 
 /* ---- names ----------------------------------------------------------------------- */
@@ -271,7 +279,8 @@ static const fibril_map_format_fn dp_formatters[DPM_COUNT] = {
 	[DPM_ENDPOINTS] = fmt_endpoints, [DPM_IPCACHE] = fmt_ipcache,
 	[DPM_CONNTRACK] = fmt_conntrack, [DPM_METRICS] = fmt_metrics,
 	[DPM_CONFIG] = fmt_config,     [DPM_CT_ANY] = fmt_conntrack,
-	[DPM_FRAGS] = fmt_frags,
+	[DPM_FRAGS] = fmt_frags,      [DPM_POLICY] = dp_policy_fmt,
+	[DPM_POLICY_EP] = dp_policy_ep_fmt,
 };
 
 /* ---- open ------------------------------------------------------------------------- */

@@ -109,7 +109,9 @@ int dp_prog_load(struct datapath *dp, char *err, size_t len)
 	    (rc = reuse(p->skel->maps.dp_config, dp, DPM_CONFIG, err, len)) < 0 ||
 	    (rc = reuse(p->skel->maps.dp_ct_any, dp, DPM_CT_ANY, err, len)) < 0 ||
 	    (rc = reuse(p->skel->maps.dp_frags, dp, DPM_FRAGS, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_evlimit, dp, DPM_EVLIMIT, err, len)) < 0)
+	    (rc = reuse(p->skel->maps.dp_evlimit, dp, DPM_EVLIMIT, err, len)) < 0 ||
+	    (rc = reuse(p->skel->maps.dp_policy, dp, DPM_POLICY, err, len)) < 0 ||
+	    (rc = reuse(p->skel->maps.dp_policy_ep, dp, DPM_POLICY_EP, err, len)) < 0)
 		goto out;
 	dp_vg_quiet_begin();
 	rc = fibril_dp__load(p->skel);

@@ -74,7 +74,13 @@ static const uint8_t OTHER_MAC[6] = {0x02, 0, 0, 0, 0, 0x66};
 
 static int map_fd(struct bpf_map *m) { return bpf_map__fd(m); }
 
+static void put_endpoint_id(int family, const char *addr, uint16_t id, uint32_t identity);
 static void put_endpoint(int family, const char *addr)
+{
+	put_endpoint_id(family, addr, 10, 256);
+}
+
+static void put_endpoint_id(int family, const char *addr, uint16_t id, uint32_t identity)
 {
 	struct dp_endpoint_key k;
 	struct dp_endpoint_info v;
@@ -83,8 +89,8 @@ static void put_endpoint(int family, const char *addr)
 	k.family = family == 4 ? DP_FAMILY_IPV4 : DP_FAMILY_IPV6;
 	inet_pton(family == 4 ? AF_INET : AF_INET6, addr, k.addr);
 	v.ifindex = EP_IFINDEX;
-	v.identity = 256;
-	v.ep_id = 10;
+	v.identity = identity;
+	v.ep_id = id;
 	memcpy(v.mac, POD_MAC, 6);
 	memcpy(v.host_mac, HOST_MAC, 6);
 	if (bpf_map_update_elem(map_fd(g_skel->maps.dp_endpoints), &k, &v, BPF_ANY) != 0) {
@@ -617,6 +623,200 @@ static void test_nonlinear(void)
 	      "a 6-header IPv6 chain past the linear part: UDP 9999 -> 53 (verdict %d)", rc);
 }
 
+/* ---- network policy (dp_policy, dp_policy_ep) ------------------------------------------ */
+
+#define POD4B "10.9.0.20" /* a second local endpoint: ID 20, identity 300 */
+#define CIDR_ID 16777217u /* a CIDR identity: 192.0.2.0/24 */
+
+static void put_policy(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t proto,
+		       uint16_t port, unsigned port_bits, bool deny)
+{
+	struct dp_policy_key k;
+	memset(&k, 0, sizeof(k));
+	k.ep_id = ep;
+	k.direction = dir;
+	k.identity = identity;
+	k.proto = proto;
+	k.dport = htons(port);
+	k.prefixlen = proto ? DP_POLICY_PREFIX_PROTO + port_bits : DP_POLICY_PREFIX_FIXED;
+	struct dp_policy_value v = {.flags = deny ? DP_POLICY_F_DENY : 0};
+	if (bpf_map_update_elem(map_fd(g_skel->maps.dp_policy), &k, &v, BPF_ANY) != 0) {
+		perror("dp_policy");
+		exit(1);
+	}
+}
+
+static void enforce(uint16_t ep, bool ingress, bool egress)
+{
+	uint32_t idx = ep;
+	struct dp_policy_ep v = {.flags = (ingress ? DP_POLICY_EP_F_INGRESS : 0) |
+					  (egress ? DP_POLICY_EP_F_EGRESS : 0)};
+	if (bpf_map_update_elem(map_fd(g_skel->maps.dp_policy_ep), &idx, &v, BPF_ANY) != 0) {
+		perror("dp_policy_ep");
+		exit(1);
+	}
+}
+
+static void put_ipcache4(const char *addr, unsigned plen, uint32_t identity)
+{
+	struct dp_ipcache_key k;
+	memset(&k, 0, sizeof(k));
+	k.prefixlen = DP_IPCACHE_PREFIX_HDR + plen;
+	k.family = DP_FAMILY_IPV4;
+	inet_pton(AF_INET, addr, k.addr);
+	struct dp_ipcache_value v = {.identity = identity};
+	if (bpf_map_update_elem(map_fd(g_skel->maps.dp_ipcache), &k, &v, BPF_ANY) != 0) {
+		perror("dp_ipcache");
+		exit(1);
+	}
+}
+
+static void policy_reset(void)
+{
+	reset();
+	clear_map(g_skel->maps.dp_policy, sizeof(struct dp_policy_key));
+	enforce(10, false, false);
+	enforce(20, false, false);
+}
+
+/* A TCP frame; ttl1: TTL 1 so that a local destination goes to the stack
+ * (BPF_PROG_RUN cannot redirect into a peer) after the verdict. */
+static int tcp_run(int prog, const char *src, const char *dst, uint16_t sport, uint16_t dport,
+		   uint8_t flags, bool ttl1)
+{
+	struct frame f;
+	eth(&f, prog == g_from ? POD_MAC : HOST_MAC, 0x0800);
+	ipv4(&f, src, dst, 6, 20, 7, 0);
+	tcp(&f, sport, dport, flags);
+	if (ttl1)
+		f.b[14 + 8] = 1;
+	return run(prog, &f);
+}
+
+static uint64_t policy_hits(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t proto,
+			    uint16_t port, unsigned port_bits)
+{
+	struct dp_policy_key k;
+	struct dp_policy_value v;
+	memset(&k, 0, sizeof(k));
+	k.ep_id = ep;
+	k.direction = dir;
+	k.identity = identity;
+	k.proto = proto;
+	k.dport = htons(port);
+	k.prefixlen = proto ? DP_POLICY_PREFIX_PROTO + port_bits : DP_POLICY_PREFIX_FIXED;
+	/* an exact lookup of an LPM key returns that very entry */
+	if (bpf_map_lookup_elem(map_fd(g_skel->maps.dp_policy), &k, &v) != 0)
+		return UINT64_MAX;
+	return v.packets;
+}
+
+static void test_policy_allowed_denied(void)
+{
+	policy_reset();
+	put_ipcache4("192.0.2.0", 24, CIDR_ID);
+	/* egress of endpoint 10: TCP 80 to the CIDR identity only */
+	enforce(10, false, true);
+	put_policy(10, DP_POLICY_EGRESS, CIDR_ID, 6, 80, 16, false);
+	int rc = tcp_run(g_from, POD4, FAR4, 4000, 80, 0x02, false);
+	check(rc == TC_ACT_OK, "policy: egress TCP 80 to an allowed CIDR identity passes (%d)", rc);
+	check(policy_hits(10, DP_POLICY_EGRESS, CIDR_ID, 6, 80, 16) == 1,
+	      "policy: the allowing entry counts its hit");
+	rc = tcp_run(g_from, POD4, FAR4, 4001, 81, 0x02, false);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_POLICY, DP_DIR_FROM_ENDPOINT) == 1,
+	      "policy: egress TCP 81 is denied and counted as drop:policy-denied (%d)", rc);
+	check(drain_events() == 1, "policy: the denial sent one drop event");
+	struct dp_ct_value v;
+	check(!ct_get(g_skel->maps.dp_conntrack, 4, POD4, FAR4, 4001, 81, 6, &v),
+	      "policy: a denied packet opens no conntrack entry");
+	/* the ipcache's longest prefix decides: a /32 of another identity */
+	put_ipcache4(FAR4, 32, 2);
+	rc = tcp_run(g_from, POD4, FAR4, 4002, 80, 0x02, false);
+	check(rc == TC_ACT_SHOT, "policy: a longer ipcache prefix (world) is not the CIDR identity");
+	put_ipcache4(FAR4, 32, CIDR_ID);
+
+	/* ingress of endpoint 10 (to-endpoint): from the CIDR on 8080 */
+	enforce(10, true, false);
+	put_policy(10, DP_POLICY_INGRESS, CIDR_ID, 6, 8080, 16, false);
+	rc = tcp_run(g_to, FAR4, POD4, 5000, 8080, 0x02, false);
+	check(rc == TC_ACT_OK, "policy: ingress TCP 8080 from the allowed identity passes (%d)", rc);
+	rc = tcp_run(g_to, FAR4, POD4, 5001, 9090, 0x02, false);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_POLICY, DP_DIR_TO_ENDPOINT) == 1,
+	      "policy: ingress TCP 9090 is denied (%d)", rc);
+	/* a direction that is not enforced allows everything */
+	rc = tcp_run(g_from, POD4, FAR4, 4003, 9999, 0x02, false);
+	check(rc == TC_ACT_OK, "policy: egress not enforced -> allowed (%d)", rc);
+
+	/* local pod to local pod: the destination's ingress is checked in
+	 * from-endpoint (the redirect skips its to-endpoint program) */
+	enforce(20, true, false);
+	put_policy(20, DP_POLICY_INGRESS, 256, 6, 6379, 16, false);
+	rc = tcp_run(g_from, POD4, POD4B, 4100, 6379, 0x02, true);
+	check(rc == TC_ACT_OK, "policy: pod -> pod on the allowed port passes (%d)", rc);
+	rc = tcp_run(g_from, POD4, POD4B, 4101, 6380, 0x02, true);
+	check(rc == TC_ACT_SHOT, "policy: pod -> pod on another port is denied by the "
+				 "destination's ingress (%d)", rc);
+	drain_events();
+}
+
+static void test_policy_reply(void)
+{
+	policy_reset();
+	put_ipcache4(FAR4, 32, 2);
+	/* egress allows TCP 80 to world; ingress is enforced and allows nothing */
+	enforce(10, true, true);
+	put_policy(10, DP_POLICY_EGRESS, 2, 6, 80, 16, false);
+	int rc = tcp_run(g_from, POD4, FAR4, 4200, 80, 0x02, false);
+	check(rc == TC_ACT_OK, "policy reply: the SYN out is allowed (%d)", rc);
+	rc = tcp_run(g_to, FAR4, POD4, 80, 4200, 0x12, false);
+	check(rc == TC_ACT_OK, "policy reply: the SYN-ACK back passes a deny-all ingress (%d)", rc);
+	rc = tcp_run(g_to, FAR4, POD4, 80, 4201, 0x02, false);
+	check(rc == TC_ACT_SHOT, "policy reply: a new connection in is still denied (%d)", rc);
+	/* the reverse way of a flow the far side opened: ingress allowed it */
+	put_policy(10, DP_POLICY_INGRESS, 2, 6, 22, 16, false);
+	rc = tcp_run(g_to, FAR4, POD4, 6000, 22, 0x02, false);
+	check(rc == TC_ACT_OK, "policy reply: ingress TCP 22 allowed (%d)", rc);
+	rc = tcp_run(g_from, POD4, FAR4, 22, 6000, 0x12, false);
+	check(rc == TC_ACT_OK, "policy reply: its reply passes the egress policy (%d)", rc);
+	rc = tcp_run(g_from, POD4, FAR4, 22, 6001, 0x02, false);
+	check(rc == TC_ACT_SHOT, "policy reply: but not a new flow from port 22 (%d)", rc);
+	drain_events();
+}
+
+static void test_policy_deny_wins(void)
+{
+	policy_reset();
+	put_ipcache4(FAR4, 32, 2);
+	enforce(10, false, true);
+	/* allow everything to any identity; deny TCP 80 to world */
+	put_policy(10, DP_POLICY_EGRESS, 0, 0, 0, 0, false);
+	put_policy(10, DP_POLICY_EGRESS, 2, 6, 80, 16, true);
+	int rc = tcp_run(g_from, POD4, FAR4, 4300, 80, 0x02, false);
+	check(rc == TC_ACT_SHOT, "deny wins: a deny of world TCP 80 over an allow-all (%d)", rc);
+	check(policy_hits(10, DP_POLICY_EGRESS, 2, 6, 80, 16) == 1, "deny wins: the deny counts");
+	rc = tcp_run(g_from, POD4, FAR4, 4301, 81, 0x02, false);
+	check(rc == TC_ACT_OK, "deny wins: TCP 81 stays allowed (%d)", rc);
+	/* an exact allow of world 8080 and a deny of any identity 8080-8087 */
+	put_policy(10, DP_POLICY_EGRESS, 2, 6, 8080, 16, false);
+	put_policy(10, DP_POLICY_EGRESS, 0, 6, 8080, 13, true);
+	rc = tcp_run(g_from, POD4, FAR4, 4302, 8080, 0x02, false);
+	check(rc == TC_ACT_SHOT, "deny wins: an any-identity port range deny beats an exact "
+				 "allow (%d)", rc);
+	rc = tcp_run(g_from, POD4, FAR4, 4303, 8087, 0x02, false);
+	check(rc == TC_ACT_SHOT, "deny wins: the range's last port is denied too (%d)", rc);
+	rc = tcp_run(g_from, POD4, FAR4, 4304, 8088, 0x02, false);
+	check(rc == TC_ACT_OK, "deny wins: the port after the range is allowed (%d)", rc);
+	/* UDP is another protocol: the TCP denies do not apply */
+	struct frame f;
+	eth(&f, POD_MAC, 0x0800);
+	ipv4(&f, POD4, FAR4, 17, 8, 9, 0);
+	udp(&f, 4305, 80, 8);
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_OK, "deny wins: UDP 80 is not TCP 80 (%d)", rc);
+	policy_reset();
+	drain_events();
+}
+
 int main(void)
 {
 	g_ci = getenv("CI") && !strcmp(getenv("CI"), "true");
@@ -635,6 +835,7 @@ int main(void)
 	g_to = bpf_program__fd(g_skel->progs.fibril_to_endpoint);
 	put_endpoint(4, POD4);
 	put_endpoint(6, POD6);
+	put_endpoint_id(4, POD4B, 20, 300);
 
 	test_ipv6_extension_chain();
 	test_ipv4_fragments();
@@ -643,6 +844,9 @@ int main(void)
 	test_ct_split();
 	test_arp();
 	test_nonlinear();
+	test_policy_allowed_denied();
+	test_policy_reply();
+	test_policy_deny_wins();
 
 	fibril_dp__destroy(g_skel);
 	printf("%d passed, %d failed\n", g_passed, g_failed);

@@ -1,4 +1,4 @@
-/* fibril/datapath.h - the "datapath" capability (interface version 1):
+/* fibril/datapath.h - the "datapath" capability (interface version 2):
  * what the endpoint manager asks of the eBPF datapath. The datapath module
  * loads one tc program for every endpoint, attaches it (clsact) to
  * each endpoint's host-side veth and keeps per-endpoint facts in pinned maps
@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define FIBRIL_DATAPATH_CAPABILITY "datapath"
-#define FIBRIL_DATAPATH_VERSION 1
+#define FIBRIL_DATAPATH_VERSION 2
 
 /* One local endpoint as the datapath needs it. */
 struct fibril_datapath_endpoint {
@@ -50,6 +50,27 @@ struct fibril_datapath_node {
 	struct in6_addr gateway6;
 };
 
+/* Interface version 2: one entry of an endpoint's network policy as the
+ * datapath's policy map holds it (the module's map layout is Cilium's:
+ * endpoint, direction, remote identity, protocol, port prefix). A port
+ * range is several entries of power-of-two aligned blocks. */
+enum fibril_datapath_policy_dir {
+	FIBRIL_DATAPATH_EGRESS = 0,  /* what the endpoint sends */
+	FIBRIL_DATAPATH_INGRESS = 1, /* what is delivered to the endpoint */
+};
+
+struct fibril_datapath_policy_entry {
+	uint32_t sz;            /* sizeof, set by the caller */
+	uint16_t endpoint_id;
+	uint8_t direction;      /* enum fibril_datapath_policy_dir */
+	uint8_t proto;          /* IPPROTO_*, 0: any protocol (then port_bits 0) */
+	uint32_t identity;      /* the remote identity, 0: any */
+	uint16_t port;          /* host order: the first port of the block */
+	uint8_t port_bits;      /* leading bits of port that must match: 16 one
+				 * port, 0 any port, n a block of 2^(16-n) */
+	bool deny;              /* a deny entry (wins over any allow) */
+};
+
 struct fibril_datapath_ops {
 	struct fibril_service_header hdr; /* .version = FIBRIL_DATAPATH_VERSION */
 	/* Attach the program to ep->host_ifindex (replacing what is there),
@@ -67,6 +88,23 @@ struct fibril_datapath_ops {
 			      char *err, size_t errlen);
 	/* The host device and gateway addresses (fills *out; sz set by caller). */
 	int (*node)(void *ctx, struct fibril_datapath_node *out);
+	/* --- interface version 2 (check FIBRIL_SERVICE_HAS) --- */
+	/* Write (or replace) one policy entry; its hit counter restarts. */
+	int (*policy_upsert)(void *ctx, const struct fibril_datapath_policy_entry *e, char *err,
+			     size_t errlen);
+	/* Remove one entry (deny is ignored); an absent one is not an error. */
+	int (*policy_remove)(void *ctx, const struct fibril_datapath_policy_entry *e, char *err,
+			     size_t errlen);
+	/* Whether the endpoint's ingress / egress is enforced (only what its
+	 * entries allow passes) or open (everything passes), and the policy
+	 * revision its entries come from. */
+	int (*policy_enforce)(void *ctx, uint16_t endpoint_id, bool ingress, bool egress,
+			      uint32_t revision, char *err, size_t errlen);
+	/* Every policy entry in place (e.g. left by the last run), one call of
+	 * cb each (non-zero stops); 0 or a negative errno. */
+	int (*policy_list)(void *ctx,
+			   int (*cb)(const struct fibril_datapath_policy_entry *e, void *ud),
+			   void *ud);
 };
 
 #ifdef __cplusplus

@@ -1,0 +1,228 @@
+/* cli/cmd_policy.c - `fibril policy import FILE|-`, `fibril policy get`,
+ * `fibril policy delete [NAMESPACE/]NAME` and `fibril policy delete-all`:
+ * the policy module's repository (PUT, GET, DELETE /v1/policy). import
+ * sends the file (CiliumNetworkPolicy JSON: one, a list or {"items": []})
+ * as the body of a PUT, which the CLI's GET/DELETE client has no body for. */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <json.h>
+
+#include "cli.h"
+
+#define POLICY_MAX_FILE ((size_t)16 << 20)
+
+struct buf {
+	char *data;
+	size_t len;
+};
+
+static size_t on_reply(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct buf *b = ud;
+	size_t n = size * nmemb;
+	if (n > POLICY_MAX_FILE - b->len)
+		return 0;
+	b->data = xrealloc(b->data, b->len + n + 1);
+	memcpy(b->data + b->len, ptr, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return n;
+}
+
+static int read_file(const char *path, struct buf *out)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	char chunk[65536];
+	size_t n;
+
+	out->data = NULL;
+	out->len = 0;
+	if (!f) {
+		print_error("policy import: cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (out->len + n > POLICY_MAX_FILE) {
+			print_error("policy import: %s is larger than %zu MiB", path, POLICY_MAX_FILE >> 20);
+			if (f != stdin)
+				fclose(f);
+			return -1;
+		}
+		out->data = xrealloc(out->data, out->len + n + 1);
+		memcpy(out->data + out->len, chunk, n);
+		out->len += n;
+		out->data[out->len] = '\0';
+	}
+	int bad = ferror(f);
+	if (f != stdin)
+		fclose(f);
+	if (bad) {
+		print_error("policy import: cannot read %s", path);
+		return -1;
+	}
+	if (!out->len) {
+		print_error("policy import: %s is empty", path);
+		return -1;
+	}
+	return 0;
+}
+
+static int policy_import(const char *path)
+{
+	struct buf body, reply = {0};
+	char errbuf[CURL_ERROR_SIZE] = "";
+	long status = 0;
+	int ret = EXIT_FAIL;
+
+	if (read_file(path, &body) < 0)
+		return EXIT_FAIL;
+	CURL *curl = curl_easy_init();
+	if (!curl) {
+		free(body.data);
+		print_error("cannot initialise libcurl");
+		return EXIT_FAIL;
+	}
+	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, opt.socket);
+	curl_easy_setopt(curl, CURLOPT_URL, "http://localhost/v1/policy");
+	curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "PUT");
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)body.len);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_reply);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply);
+	CURLcode rc = curl_easy_perform(curl);
+	if (rc != CURLE_OK) {
+		print_error("agent is not reachable at %s: %s", opt.socket,
+			    *errbuf ? errbuf : curl_easy_strerror(rc));
+		goto out;
+	}
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	struct json_object *j = reply.data ? json_tokener_parse(reply.data) : NULL;
+	if (!j) {
+		print_error("bad reply from agent: HTTP %ld, not JSON", status);
+		goto out;
+	}
+	if (status < 200 || status > 299) {
+		report_http_error(j, status);
+	} else if (opt.json) {
+		print_json(j);
+		ret = 0;
+	} else {
+		char rev[32];
+		char *names = join_list(j, "imported");
+		printf("Imported: %s\nRevision: %s\n", names, fmt_int(j, "revision", rev, sizeof(rev)));
+		free(names);
+		ret = 0;
+	}
+	json_object_put(j);
+out:
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(curl);
+	free(body.data);
+	free(reply.data);
+	return ret;
+}
+
+static int render_policy(struct json_object *reply)
+{
+	struct json_object *pols = jarray_of_objects(reply, "policies");
+	struct json_object *eps = jarray_of_objects(reply, "endpoints");
+	char rev[32];
+	struct table t;
+
+	if (!pols || !eps)
+		return EXIT_FAIL;
+	printf("Revision: %s\n", fmt_int(reply, "revision", rev, sizeof(rev)));
+	if (json_object_array_length(pols) == 0) {
+		puts("No policies.");
+	} else {
+		table_init(&t, 3);
+		table_row(&t, "NAMESPACE", "NAME", "RULES");
+		for (size_t i = 0; i < json_object_array_length(pols); i++) {
+			struct json_object *p = json_object_array_get_idx(pols, i);
+			char rules[32];
+			const char *ns = jstr(p, "namespace");
+			table_row(&t, ns && *ns ? ns : "-", jstr(p, "name"),
+				  fmt_int(p, "rules", rules, sizeof(rules)));
+		}
+		table_print(&t);
+		table_free(&t);
+	}
+	if (json_object_array_length(eps) > 0) {
+		puts("");
+		table_init(&t, 6);
+		table_row(&t, "ENDPOINT", "IDENTITY", "INGRESS", "EGRESS", "ENTRIES", "REVISION");
+		for (size_t i = 0; i < json_object_array_length(eps); i++) {
+			struct json_object *e = json_object_array_get_idx(eps, i);
+			char id[32], ident[32], n[32], r[32];
+			table_row(&t, fmt_int(e, "id", id, sizeof(id)),
+				  fmt_int(e, "identity", ident, sizeof(ident)), jstr(e, "ingress"),
+				  jstr(e, "egress"), fmt_int(e, "entries", n, sizeof(n)),
+				  fmt_int(e, "revision", r, sizeof(r)));
+		}
+		table_print(&t);
+		table_free(&t);
+	}
+	return 0;
+}
+
+static int render_deleted(struct json_object *reply)
+{
+	char n[32], rev[32];
+	printf("Deleted: %s\nRevision: %s\n", fmt_int(reply, "deleted", n, sizeof(n)),
+	       fmt_int(reply, "revision", rev, sizeof(rev)));
+	return 0;
+}
+
+int cmd_policy(int argc, char **argv)
+{
+	if (argc < 1)
+		return usage_error("policy: missing subcommand (import FILE, get, delete NAME, "
+				   "delete-all)");
+	const char *sub = argv[0];
+	if (!strcmp(sub, "import")) {
+		if (argc != 2 || !*argv[1])
+			return usage_error("policy import: expected one FILE (or - for stdin)");
+		return policy_import(argv[1]);
+	}
+	if (!strcmp(sub, "get")) {
+		if (argc > 1)
+			return usage_error("policy get: unexpected argument '%s'", argv[1]);
+		return show("policy", render_policy);
+	}
+	if (!strcmp(sub, "delete")) {
+		if (argc != 2 || !*argv[1])
+			return usage_error("policy delete: expected [NAMESPACE/]NAME");
+		const char *slash = strchr(argv[1], '/');
+		char *name = url_escape(slash ? slash + 1 : argv[1]);
+		char *path;
+		if (slash) {
+			char *ns_raw = xasprintf("%.*s", (int)(slash - argv[1]), argv[1]);
+			char *ns = url_escape(ns_raw);
+			path = xasprintf("policy/%s?namespace=%s", name, ns);
+			free(ns);
+			free(ns_raw);
+		} else {
+			path = xasprintf("policy/%s", name);
+		}
+		int rc = show_request("DELETE", path, render_deleted);
+		free(path);
+		free(name);
+		return rc;
+	}
+	if (!strcmp(sub, "delete-all")) {
+		if (argc > 1)
+			return usage_error("policy delete-all: unexpected argument '%s'", argv[1]);
+		return show_request("DELETE", "policy", render_deleted);
+	}
+	return usage_error("policy: unknown subcommand '%s'", sub);
+}

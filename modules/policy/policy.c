@@ -1,0 +1,1054 @@
+/* modules/policy/policy.c - the policy module (capability "policy"): a
+ * repository of CiliumNetworkPolicies fed by the API, the local endpoints
+ * and their labels (from the endpoint module's bus events), CIDR
+ * identities in the ipcache, and each endpoint's resolved L3/L4 policy
+ * programmed into the datapath's policy map (<fibril/datapath.h> v2).
+ *
+ * Every change (a policy added, replaced or deleted, an endpoint created,
+ * relabelled or deleted) bumps nothing but recomputes the resolved entries
+ * in memory and writes to the map only the difference with what is in
+ * place: entries that appear are written before enforcement is switched on,
+ * entries that go are removed after, so no window opens more than either
+ * the old or the new policy allows.
+ *
+ *   GET    /v1/policy              revision, policies, endpoints, counters
+ *   PUT    /v1/policy              import (a CNP, a list, or {"items": []})
+ *   DELETE /v1/policy/{name}       one (?namespace=NS for a namespaced one)
+ *   DELETE /v1/policy              every policy */
+#include "policy_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fibril/fibril.h>
+#include <fibril/policy.h>
+#include <json-c/json.h>
+
+#define POL_MODULE "policy"
+#define POL_CIDR_IDENTITY_BASE (1u << 24) /* local CIDR identities, as Cilium */
+#define POL_EP_MAX 65536
+
+struct pol_entry {
+	uint32_t identity;
+	uint8_t dir; /* FIBRIL_DATAPATH_* */
+	uint8_t proto;
+	uint8_t bits;
+	uint8_t deny;
+	uint16_t port;
+};
+
+struct pol_ep {
+	uint16_t id;
+	uint32_t identity;
+	char *labels;
+	bool ingress, egress;     /* enforced, as in the datapath */
+	uint32_t revision;
+	struct pol_entry *entries; /* in the datapath, sorted */
+	size_t nentries;
+};
+
+struct pol_cidr_id {
+	struct pol_cidr cidr;
+	uint32_t identity;
+	bool used; /* marked during a recompute */
+};
+
+struct pol_state {
+	struct fibril_module *m;
+	struct fibril_policy_ops ops;
+	const struct fibril_datapath_ops *dp;
+	void *dp_ctx;
+	const struct fibril_endpoint_ops *epops;
+	void *ep_ctx;
+	bool started;
+	struct pol_policy **pols;
+	size_t npols;
+	uint64_t revision;
+	struct pol_ep **eps; /* by ID */
+	struct pol_cidr_id *cidrs;
+	size_t ncidrs;
+	uint32_t next_cidr_id;
+	/* counters */
+	uint64_t imports, refused, deletes, recomputes, map_writes, map_removes, map_errors;
+	char last_error[256];
+	int dirfd; /* <state-dir>/policy, -1 when none */
+};
+
+#define POL_STATE_FILE "policies.json"
+
+/* ---- entries ---------------------------------------------------------------------- */
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct pol_entry *x = a, *y = b;
+#define CMP(f) \
+	if (x->f != y->f) \
+		return x->f < y->f ? -1 : 1;
+	CMP(dir)
+	CMP(identity)
+	CMP(proto)
+	CMP(bits)
+	CMP(port)
+	CMP(deny)
+#undef CMP
+	return 0;
+}
+
+static bool same_key(const struct pol_entry *x, const struct pol_entry *y)
+{
+	return x->dir == y->dir && x->identity == y->identity && x->proto == y->proto &&
+	       x->bits == y->bits && x->port == y->port;
+}
+
+struct entry_vec {
+	struct pol_entry *v;
+	size_t n, cap;
+	bool oom;
+};
+
+static void vec_add(struct entry_vec *vec, struct pol_entry e)
+{
+	if (vec->n == vec->cap) {
+		size_t cap = vec->cap ? vec->cap * 2 : 32;
+		struct pol_entry *n = realloc(vec->v, cap * sizeof(*n));
+		if (!n) {
+			vec->oom = true;
+			return;
+		}
+		vec->v = n;
+		vec->cap = cap;
+	}
+	vec->v[vec->n++] = e;
+}
+
+struct ids {
+	uint32_t *v;
+	size_t n, cap;
+};
+
+static void ids_add(struct ids *s, uint32_t id)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i] == id)
+			return;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		uint32_t *n = realloc(s->v, cap * sizeof(*n));
+		if (!n)
+			return;
+		s->v = n;
+		s->cap = cap;
+	}
+	s->v[s->n++] = id;
+}
+
+/* ---- CIDR identities ------------------------------------------------------------- */
+
+static bool cidr_eq(const struct pol_cidr *a, const struct pol_cidr *b)
+{
+	return a->family == b->family && a->plen == b->plen && !memcmp(a->addr, b->addr, 16);
+}
+
+static bool cidr_within(const struct pol_cidr *inner, const struct pol_cidr *outer)
+{
+	if (inner->family != outer->family || inner->plen < outer->plen)
+		return false;
+	for (unsigned b = 0; b < outer->plen; b++) {
+		uint8_t m = (uint8_t)(0x80u >> (b % 8));
+		if ((inner->addr[b / 8] & m) != (outer->addr[b / 8] & m))
+			return false;
+	}
+	return true;
+}
+
+/* Mark (or allocate, writing the ipcache) the identity of one prefix. */
+static void cidr_use(struct pol_state *st, const struct pol_cidr *c)
+{
+	if (c->plen == 0)
+		return; /* 0.0.0.0/0 and ::/0 are world already */
+	for (size_t i = 0; i < st->ncidrs; i++)
+		if (cidr_eq(&st->cidrs[i].cidr, c)) {
+			st->cidrs[i].used = true;
+			return;
+		}
+	struct pol_cidr_id *n = realloc(st->cidrs, (st->ncidrs + 1) * sizeof(*n));
+	if (!n)
+		return;
+	st->cidrs = n;
+	struct pol_cidr_id *e = &st->cidrs[st->ncidrs++];
+	e->cidr = *c;
+	e->identity = POL_CIDR_IDENTITY_BASE + st->next_cidr_id++;
+	e->used = true;
+	char err[256] = "";
+	if (st->dp && st->dp->ipcache_upsert(st->dp_ctx, c->family, c->addr, c->plen, e->identity,
+					     err, sizeof(err)) < 0) {
+		st->map_errors++;
+		fibril_warn(st->m, "ipcache: %s", err);
+	}
+}
+
+static void cidrs_collect(struct pol_state *st)
+{
+	for (size_t i = 0; i < st->ncidrs; i++)
+		st->cidrs[i].used = false;
+	for (size_t p = 0; p < st->npols; p++)
+		for (size_t r = 0; r < st->pols[p]->nrules; r++) {
+			const struct pol_rule *rule = &st->pols[p]->rules[r];
+			for (size_t k = 0; k < rule->npeers; k++)
+				for (size_t c = 0; c < rule->peers[k].ncidrs; c++) {
+					const struct pol_cidr_rule *cr = &rule->peers[k].cidrs[c];
+					cidr_use(st, &cr->cidr);
+					for (size_t e = 0; e < cr->nexcept; e++)
+						cidr_use(st, &cr->except[e]);
+				}
+		}
+}
+
+/* After the entries are in place: forget the prefixes no policy names. */
+static void cidrs_release(struct pol_state *st)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < st->ncidrs; i++) {
+		if (st->cidrs[i].used) {
+			st->cidrs[o++] = st->cidrs[i];
+			continue;
+		}
+		char err[256] = "";
+		const struct pol_cidr *c = &st->cidrs[i].cidr;
+		if (st->dp && st->dp->ipcache_remove(st->dp_ctx, c->family, c->addr, c->plen, err,
+						     sizeof(err)) < 0) {
+			st->map_errors++;
+			fibril_warn(st->m, "ipcache: %s", err);
+		}
+	}
+	st->ncidrs = o;
+}
+
+/* ---- resolving one endpoint's policy ------------------------------------------------ */
+
+static const char *ep_namespace(const struct pol_ep *ep, char *buf, size_t len)
+{
+	static const struct pol_selector none = {0};
+	(void)none;
+	const char *key = "io.kubernetes.pod.namespace=";
+	buf[0] = '\0';
+	for (const char *l = ep->labels; l && *l;) {
+		const char *end = strchr(l, '\n');
+		size_t n = end ? (size_t)(end - l) : strlen(l);
+		const char *c = memchr(l, ':', n);
+		const char *k = c ? c + 1 : l;
+		size_t kl = strlen(key);
+		if ((size_t)(l + n - k) > kl && !strncmp(k, key, kl)) {
+			snprintf(buf, len, "%.*s", (int)(l + n - k - kl), k + kl);
+			break;
+		}
+		l = end ? end + 1 : NULL;
+	}
+	return buf;
+}
+
+static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
+			    const struct pol_peer *peer, struct ids *out)
+{
+	if (!peer->any_l3) {
+		if (peer->nports)
+			ids_add(out, 0); /* L4-only: every peer */
+		return;
+	}
+	for (size_t s = 0; s < peer->nendpoints; s++)
+		for (size_t i = 1; i < POL_EP_MAX; i++) {
+			const struct pol_ep *ep = st->eps[i];
+			if (ep && pol_selector_match(&peer->endpoints[s], ep->labels, pol->ns))
+				ids_add(out, ep->identity);
+		}
+	for (size_t c = 0; c < peer->ncidrs; c++) {
+		const struct pol_cidr_rule *cr = &peer->cidrs[c];
+		if (cr->cidr.plen == 0) {
+			ids_add(out, FIBRIL_IDENTITY_WORLD);
+			ids_add(out, cr->cidr.family == 4 ? FIBRIL_IDENTITY_WORLD_IPV4
+							  : FIBRIL_IDENTITY_WORLD_IPV6);
+		}
+		for (size_t i = 0; i < st->ncidrs; i++) {
+			const struct pol_cidr *k = &st->cidrs[i].cidr;
+			if (!cidr_within(k, &cr->cidr))
+				continue;
+			bool excepted = false;
+			for (size_t e = 0; e < cr->nexcept; e++)
+				excepted = excepted || cidr_within(k, &cr->except[e]);
+			if (!excepted)
+				ids_add(out, st->cidrs[i].identity);
+		}
+	}
+	uint32_t en = peer->entities;
+	if (en & POL_ENT_ALL)
+		ids_add(out, 0);
+	if (en & POL_ENT_WORLD) {
+		ids_add(out, FIBRIL_IDENTITY_WORLD);
+		ids_add(out, FIBRIL_IDENTITY_WORLD_IPV4);
+		ids_add(out, FIBRIL_IDENTITY_WORLD_IPV6);
+		for (size_t i = 0; i < st->ncidrs; i++)
+			ids_add(out, st->cidrs[i].identity);
+	}
+	if (en & (POL_ENT_HOST | POL_ENT_CLUSTER))
+		ids_add(out, FIBRIL_IDENTITY_HOST);
+	if (en & (POL_ENT_REMOTE_NODE | POL_ENT_CLUSTER))
+		ids_add(out, FIBRIL_IDENTITY_REMOTE_NODE);
+	if (en & (POL_ENT_HEALTH | POL_ENT_CLUSTER))
+		ids_add(out, FIBRIL_IDENTITY_HEALTH);
+	if (en & (POL_ENT_INIT | POL_ENT_CLUSTER))
+		ids_add(out, FIBRIL_IDENTITY_INIT);
+	if (en & (POL_ENT_KUBE_APISERVER | POL_ENT_CLUSTER))
+		ids_add(out, FIBRIL_IDENTITY_KUBE_APISERVER);
+	if (en & POL_ENT_CLUSTER)
+		for (size_t i = 1; i < POL_EP_MAX; i++)
+			if (st->eps[i])
+				ids_add(out, st->eps[i]->identity);
+}
+
+struct block_ctx {
+	struct entry_vec *vec;
+	struct pol_entry tmpl;
+};
+
+static void add_block(uint16_t port, unsigned bits, void *ud)
+{
+	struct block_ctx *b = ud;
+	struct pol_entry e = b->tmpl;
+	e.port = port;
+	e.bits = (uint8_t)bits;
+	vec_add(b->vec, e);
+}
+
+static void peer_entries(const struct pol_peer *peer, const struct ids *ids, struct entry_vec *vec)
+{
+	for (size_t i = 0; i < ids->n; i++) {
+		struct pol_entry t = {.identity = ids->v[i],
+				      .dir = peer->ingress ? FIBRIL_DATAPATH_INGRESS
+							   : FIBRIL_DATAPATH_EGRESS,
+				      .deny = peer->deny};
+		if (!peer->nports) {
+			vec_add(vec, t);
+			continue;
+		}
+		for (size_t p = 0; p < peer->nports; p++) {
+			t.proto = peer->ports[p].proto;
+			if (peer->ports[p].port == 0) {
+				t.port = 0;
+				t.bits = 0;
+				vec_add(vec, t);
+				continue;
+			}
+			struct block_ctx b = {.vec = vec, .tmpl = t};
+			pol_port_blocks(peer->ports[p].port, peer->ports[p].end_port, add_block, &b);
+		}
+	}
+}
+
+/* d covers a: same direction and identity, d's protocol/port prefix holds a's */
+static bool deny_covers(const struct pol_entry *d, const struct pol_entry *a)
+{
+	if (d->dir != a->dir || d->identity != a->identity)
+		return false;
+	if (d->proto == 0)
+		return true;
+	if (d->proto != a->proto || d->bits > a->bits)
+		return false;
+	uint16_t mask = d->bits ? (uint16_t)(0xffffu << (16 - d->bits)) : 0;
+	return (a->port & mask) == d->port;
+}
+
+/* The endpoint's entries (sorted, unique, allows a deny covers left out). */
+static void resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_vec *vec,
+		    bool *ingress, bool *egress)
+{
+	char ns[POL_NS_MAX];
+	struct ids ids = {0};
+	*ingress = *egress = false;
+	ep_namespace(ep, ns, sizeof(ns));
+	for (size_t p = 0; p < st->npols; p++) {
+		const struct pol_policy *pol = st->pols[p];
+		for (size_t r = 0; r < pol->nrules; r++) {
+			const struct pol_rule *rule = &pol->rules[r];
+			if (!pol_selector_match(&rule->subject, ep->labels, pol->ns))
+				continue;
+			*ingress = *ingress || rule->has_ingress;
+			*egress = *egress || rule->has_egress;
+			for (size_t k = 0; k < rule->npeers; k++) {
+				ids.n = 0;
+				peer_identities(st, pol, &rule->peers[k], &ids);
+				peer_entries(&rule->peers[k], &ids, vec);
+			}
+		}
+	}
+	free(ids.v);
+	(void)ns;
+	if (!vec->n)
+		return;
+	qsort(vec->v, vec->n, sizeof(*vec->v), entry_cmp);
+	/* one entry per key: a deny of the same key wins (sorted after) */
+	size_t o = 0;
+	for (size_t i = 0; i < vec->n; i++) {
+		if (o && same_key(&vec->v[o - 1], &vec->v[i])) {
+			vec->v[o - 1].deny |= vec->v[i].deny;
+			continue;
+		}
+		vec->v[o++] = vec->v[i];
+	}
+	vec->n = o;
+	/* the trie returns the longest match only: an allow inside a deny of
+	 * the same identity would win there, so it goes */
+	o = 0;
+	for (size_t i = 0; i < vec->n; i++) {
+		bool covered = false;
+		if (!vec->v[i].deny)
+			for (size_t j = 0; j < vec->n && !covered; j++)
+				covered = vec->v[j].deny && deny_covers(&vec->v[j], &vec->v[i]);
+		if (!covered)
+			vec->v[o++] = vec->v[i];
+	}
+	vec->n = o;
+}
+
+/* ---- programming the datapath ---------------------------------------------------- */
+
+static void to_dp(const struct pol_ep *ep, const struct pol_entry *e,
+		  struct fibril_datapath_policy_entry *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->sz = sizeof(*d);
+	d->endpoint_id = ep->id;
+	d->direction = e->dir;
+	d->proto = e->proto;
+	d->identity = e->identity;
+	d->port = e->port;
+	d->port_bits = e->bits;
+	d->deny = e->deny;
+}
+
+static void dp_write(struct pol_state *st, const struct pol_ep *ep, const struct pol_entry *e,
+		     bool remove)
+{
+	struct fibril_datapath_policy_entry d;
+	char err[256] = "";
+	to_dp(ep, e, &d);
+	int rc = remove ? st->dp->policy_remove(st->dp_ctx, &d, err, sizeof(err))
+			: st->dp->policy_upsert(st->dp_ctx, &d, err, sizeof(err));
+	if (rc < 0) {
+		st->map_errors++;
+		snprintf(st->last_error, sizeof(st->last_error), "endpoint %u: %s", ep->id, err);
+		fibril_warn(st->m, "%s", st->last_error);
+		return;
+	}
+	if (remove)
+		st->map_removes++;
+	else
+		st->map_writes++;
+}
+
+static void dp_enforce(struct pol_state *st, struct pol_ep *ep, bool ingress, bool egress)
+{
+	char err[256] = "";
+	if (st->dp->policy_enforce(st->dp_ctx, ep->id, ingress, egress, (uint32_t)st->revision, err,
+				   sizeof(err)) < 0) {
+		st->map_errors++;
+		snprintf(st->last_error, sizeof(st->last_error), "endpoint %u: %s", ep->id, err);
+		fibril_warn(st->m, "%s", st->last_error);
+	}
+	ep->ingress = ingress;
+	ep->egress = egress;
+}
+
+/* Bring one endpoint's map entries from what is in place to vec: new and
+ * changed entries first, then enforcement, then removals. */
+static void apply(struct pol_state *st, struct pol_ep *ep, struct entry_vec *vec, bool ingress,
+		  bool egress)
+{
+	size_t i = 0, j = 0;
+	bool changed = false;
+	while (j < vec->n) {
+		int c = i < ep->nentries ? entry_cmp(&ep->entries[i], &vec->v[j]) : 1;
+		if (i < ep->nentries && same_key(&ep->entries[i], &vec->v[j])) {
+			if (ep->entries[i].deny != vec->v[j].deny) {
+				dp_write(st, ep, &vec->v[j], false);
+				changed = true;
+			}
+			i++, j++;
+		} else if (c < 0) {
+			i++; /* removed below */
+		} else {
+			dp_write(st, ep, &vec->v[j], false);
+			changed = true;
+			j++;
+		}
+	}
+	if (ingress != ep->ingress || egress != ep->egress || changed || ep->revision == 0)
+		dp_enforce(st, ep, ingress, egress);
+	ep->revision = (uint32_t)st->revision;
+	/* removals: what is in place and not in vec */
+	for (i = 0, j = 0; i < ep->nentries; i++) {
+		while (j < vec->n && entry_cmp(&vec->v[j], &ep->entries[i]) < 0 &&
+		       !same_key(&vec->v[j], &ep->entries[i]))
+			j++;
+		if (j < vec->n && same_key(&vec->v[j], &ep->entries[i]))
+			continue;
+		dp_write(st, ep, &ep->entries[i], true);
+	}
+	free(ep->entries);
+	ep->entries = vec->v;
+	ep->nentries = vec->n;
+	vec->v = NULL;
+	vec->n = vec->cap = 0;
+}
+
+/* Recompute every endpoint and write the differences. */
+static void recompute(struct pol_state *st)
+{
+	if (!st->started || !st->dp)
+		return;
+	st->recomputes++;
+	cidrs_collect(st);
+	for (size_t i = 1; i < POL_EP_MAX; i++) {
+		struct pol_ep *ep = st->eps[i];
+		if (!ep)
+			continue;
+		struct entry_vec vec = {0};
+		bool ingress, egress;
+		resolve(st, ep, &vec, &ingress, &egress);
+		if (vec.oom) {
+			free(vec.v);
+			fibril_error(st->m, "endpoint %u: out of memory resolving its policy", ep->id);
+			continue;
+		}
+		apply(st, ep, &vec, ingress, egress);
+		free(vec.v);
+	}
+	cidrs_release(st);
+}
+
+/* ---- endpoints ------------------------------------------------------------------------ */
+
+static void ep_free(struct pol_ep *ep)
+{
+	if (!ep)
+		return;
+	free(ep->labels);
+	free(ep->entries);
+	free(ep);
+}
+
+static void ep_forget(struct pol_state *st, uint16_t id)
+{
+	struct pol_ep *ep = st->eps[id];
+	if (!ep)
+		return;
+	if (st->dp) {
+		dp_enforce(st, ep, false, false);
+		for (size_t i = 0; i < ep->nentries; i++)
+			dp_write(st, ep, &ep->entries[i], true);
+	}
+	ep_free(ep);
+	st->eps[id] = NULL;
+}
+
+static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
+{
+	struct pol_state *st = ud;
+	if (ev->id == 0)
+		return 0;
+	struct pol_ep *ep = st->eps[ev->id];
+	const char *labels = FIBRIL_ENDPOINT_LABELS(ev);
+	if (ep && ep->identity == ev->identity && !strcmp(ep->labels, labels))
+		return 0;
+	if (!ep) {
+		if (!(ep = calloc(1, sizeof(*ep))))
+			return 0;
+		ep->id = ev->id;
+		st->eps[ev->id] = ep;
+	}
+	char *l = strdup(labels);
+	if (!l)
+		return 0;
+	free(ep->labels);
+	ep->labels = l;
+	ep->identity = ev->identity;
+	return 0;
+}
+
+static int on_endpoint_event(const struct fibril_event *ev, void *ud)
+{
+	struct pol_state *st = ud;
+	const struct fibril_endpoint_event *e = ev->payload;
+	if (ev->payload_len < sizeof(uint32_t) || e->sz < offsetof(struct fibril_endpoint_event, labels) +
+							       sizeof(e->labels) ||
+	    e->sz > ev->payload_len || (e->labels && e->labels >= ev->payload_len))
+		return -EINVAL;
+	if (!strcmp(ev->topic, FIBRIL_ENDPOINT_TOPIC_DELETED))
+		ep_forget(st, e->id);
+	else
+		ep_seen(e, st);
+	recompute(st);
+	return 0;
+}
+
+/* ---- state file: the repository survives a restart -------------------------------- */
+
+static int state_open(struct pol_state *st, char *why, size_t len)
+{
+	const char *base = fibril_state_dir();
+	char path[PATH_MAX];
+	st->dirfd = -1;
+	if (!base || !*base) {
+		snprintf(why, len, "no [agent] state-dir");
+		return -EINVAL;
+	}
+	if (snprintf(path, sizeof(path), "%s/%s", base, POL_MODULE) >= (int)sizeof(path)) {
+		snprintf(why, len, "state dir path too long");
+		return -ENAMETOOLONG;
+	}
+	if ((mkdir(base, 0755) && errno != EEXIST) || (mkdir(path, 0700) && errno != EEXIST)) {
+		int e = errno;
+		snprintf(why, len, "cannot create %.300s: %s", path, strerror(e));
+		return -e;
+	}
+	st->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (st->dirfd < 0) {
+		int e = errno;
+		snprintf(why, len, "cannot open %.300s: %s", path, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* {"revision": N, "policies": [...]}, atomically; 0 or a negative errno. */
+static int state_save(struct pol_state *st, struct pol_policy **pols, size_t n, uint64_t revision)
+{
+	if (st->dirfd < 0)
+		return 0;
+	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	json_object_object_add(o, "revision", json_object_new_int64((int64_t)revision));
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(arr, json_tokener_parse(pols[i]->text));
+	json_object_object_add(o, "policies", arr);
+	const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							      JSON_C_TO_STRING_NOSLASHESCAPE);
+	int rc = fibril_state_write_atomic(st->dirfd, POL_STATE_FILE, t, strlen(t), 0600);
+	json_object_put(o);
+	return rc;
+}
+
+static void state_load(struct pol_state *st)
+{
+	int fd = openat(st->dirfd, POL_STATE_FILE, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct stat sb;
+	char *text = NULL;
+	if (fstat(fd, &sb) == 0 && sb.st_size > 0 && sb.st_size < (64 << 20) &&
+	    (text = malloc((size_t)sb.st_size + 1))) {
+		ssize_t got = read(fd, text, (size_t)sb.st_size);
+		text[got > 0 ? got : 0] = '\0';
+	}
+	close(fd);
+	struct json_object *o = text ? json_tokener_parse(text) : NULL;
+	struct json_object *arr = NULL, *rev = NULL;
+	if (!o || !json_object_object_get_ex(o, "policies", &arr) ||
+	    !json_object_object_get_ex(o, "revision", &rev)) {
+		fibril_error(st->m, "%s/%s/%s is unreadable: starting with no policy",
+			     fibril_state_dir(), POL_MODULE, POL_STATE_FILE);
+		goto out;
+	}
+	st->revision = (uint64_t)json_object_get_int64(rev);
+	if (json_object_array_length(arr) > 0) {
+		const char *t = json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN);
+		char err[512];
+		int n = pol_parse(t, strlen(t), &st->pols, err, sizeof(err));
+		if (n < 0) {
+			fibril_error(st->m, "%s: %s: starting with no policy", POL_STATE_FILE, err);
+			st->pols = NULL;
+			goto out;
+		}
+		st->npols = (size_t)n;
+	}
+	fibril_info(st->m, "%zu policies restored, revision %llu", st->npols,
+		    (unsigned long long)st->revision);
+out:
+	json_object_put(o);
+	free(text);
+}
+
+/* What the last run left in the map becomes the endpoints' entries in
+ * place (so the first recompute writes only differences, with no gap);
+ * entries of endpoints that are gone are removed. */
+struct adopt_ctx {
+	struct pol_state *st;
+	struct entry_vec stale;
+	uint16_t *stale_ep;
+};
+
+static int adopt_entry(const struct fibril_datapath_policy_entry *e, void *ud)
+{
+	struct adopt_ctx *a = ud;
+	struct pol_entry pe = {.identity = e->identity, .dir = e->direction, .proto = e->proto,
+			       .bits = e->port_bits, .deny = e->deny, .port = e->port};
+	struct pol_ep *ep = a->st->eps[e->endpoint_id];
+	if (!ep) {
+		size_t n = a->stale.n;
+		vec_add(&a->stale, pe);
+		if (a->stale.n > n) {
+			uint16_t *ids = realloc(a->stale_ep, a->stale.n * sizeof(*ids));
+			if (!ids) {
+				a->stale.n = n;
+				return 0;
+			}
+			a->stale_ep = ids;
+			ids[n] = e->endpoint_id;
+		}
+		return 0;
+	}
+	struct pol_entry *v = realloc(ep->entries, (ep->nentries + 1) * sizeof(*v));
+	if (!v)
+		return 0;
+	ep->entries = v;
+	ep->entries[ep->nentries++] = pe;
+	return 0;
+}
+
+static void adopt_map(struct pol_state *st)
+{
+	struct adopt_ctx a = {.st = st};
+	if (st->dp->policy_list(st->dp_ctx, adopt_entry, &a) < 0)
+		fibril_warn(st->m, "cannot read the policy map in place");
+	for (size_t i = 1; i < POL_EP_MAX; i++)
+		if (st->eps[i] && st->eps[i]->nentries)
+			qsort(st->eps[i]->entries, st->eps[i]->nentries, sizeof(struct pol_entry),
+			      entry_cmp);
+	for (size_t i = 0; i < a.stale.n; i++) {
+		struct pol_ep gone = {.id = a.stale_ep[i]};
+		dp_write(st, &gone, &a.stale.v[i], true);
+	}
+	free(a.stale.v);
+	free(a.stale_ep);
+}
+
+/* ---- repository ------------------------------------------------------------------------ */
+
+static ssize_t pol_find(struct pol_state *st, const char *name, const char *ns)
+{
+	for (size_t i = 0; i < st->npols; i++)
+		if (!strcmp(st->pols[i]->name, name) && !strcmp(st->pols[i]->ns, ns))
+			return (ssize_t)i;
+	return -1;
+}
+
+static struct json_object *state_json(struct pol_state *st)
+{
+	struct json_object *o = json_object_new_object(), *pols = json_object_new_array(),
+			   *eps = json_object_new_array(), *stats = json_object_new_object();
+	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
+	for (size_t i = 0; i < st->npols; i++) {
+		struct json_object *p = json_object_new_object();
+		json_object_object_add(p, "name", json_object_new_string(st->pols[i]->name));
+		json_object_object_add(p, "namespace", json_object_new_string(st->pols[i]->ns));
+		json_object_object_add(p, "rules", json_object_new_int((int)st->pols[i]->nrules));
+		json_object_object_add(p, "policy", json_tokener_parse(st->pols[i]->text));
+		json_object_array_add(pols, p);
+	}
+	json_object_object_add(o, "policies", pols);
+	for (size_t i = 1; i < POL_EP_MAX; i++) {
+		const struct pol_ep *ep = st->eps[i];
+		if (!ep)
+			continue;
+		struct json_object *e = json_object_new_object();
+		json_object_object_add(e, "id", json_object_new_int(ep->id));
+		json_object_object_add(e, "identity", json_object_new_int64(ep->identity));
+		json_object_object_add(e, "ingress",
+				       json_object_new_string(ep->ingress ? "enforced" : "open"));
+		json_object_object_add(e, "egress",
+				       json_object_new_string(ep->egress ? "enforced" : "open"));
+		json_object_object_add(e, "revision", json_object_new_int64(ep->revision));
+		json_object_object_add(e, "entries", json_object_new_int((int)ep->nentries));
+		json_object_array_add(eps, e);
+	}
+	json_object_object_add(o, "endpoints", eps);
+#define STAT(n, v) json_object_object_add(stats, n, json_object_new_int64((int64_t)(v)))
+	STAT("imports", st->imports);
+	STAT("refused", st->refused);
+	STAT("deletes", st->deletes);
+	STAT("recomputes", st->recomputes);
+	STAT("map_writes", st->map_writes);
+	STAT("map_removes", st->map_removes);
+	STAT("map_errors", st->map_errors);
+	STAT("cidr_identities", st->ncidrs);
+#undef STAT
+	json_object_object_add(o, "stats", stats);
+	return o;
+}
+
+static void reply(struct fibril_response *resp, int status, struct json_object *o)
+{
+	fibril_resp_json(resp, status,
+			 json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							   JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+}
+
+static void get_policy(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	(void)req;
+	reply(resp, 200, state_json(ud));
+}
+
+static void put_policy(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct pol_state *st = ud;
+	size_t len = 0;
+	const char *body = fibril_req_body(req, &len);
+	struct pol_policy **v = NULL;
+	char err[512];
+	int rc;
+	int n = pol_parse(body ? body : "", len, &v, err, sizeof(err));
+	if (n < 0) {
+		st->refused++;
+		fibril_resp_error(resp, 400, "%s", err);
+		return;
+	}
+	/* all or nothing: make room first */
+	struct pol_policy **grown = realloc(st->pols, (st->npols + (size_t)n) * sizeof(*grown));
+	if (!grown) {
+		pol_policies_free(v, (size_t)n);
+		fibril_resp_error(resp, 500, "out of memory");
+		return;
+	}
+	st->pols = grown;
+	struct json_object *names = json_object_new_array();
+	for (int i = 0; i < n; i++) {
+		ssize_t at = pol_find(st, v[i]->name, v[i]->ns);
+		char full[POL_NAME_MAX + POL_NS_MAX + 2];
+		snprintf(full, sizeof(full), "%s%s%s", v[i]->ns, v[i]->ns[0] ? "/" : "", v[i]->name);
+		json_object_array_add(names, json_object_new_string(full));
+		if (at >= 0) {
+			pol_policy_free(st->pols[at]);
+			st->pols[at] = v[i];
+		} else
+			st->pols[st->npols++] = v[i];
+	}
+	free(v);
+	st->imports += (uint64_t)n;
+	st->revision++;
+	if ((rc = state_save(st, st->pols, st->npols, st->revision)) < 0)
+		fibril_error(st->m, "cannot write %s: %s (the policies apply until a restart)",
+			     POL_STATE_FILE, strerror(-rc));
+	recompute(st);
+	fibril_info(st->m, "%d polic%s imported, revision %llu", n, n == 1 ? "y" : "ies",
+		    (unsigned long long)st->revision);
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
+	json_object_object_add(o, "imported", names);
+	reply(resp, 200, o);
+}
+
+static void delete_one(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct pol_state *st = ud;
+	const char *name = fibril_req_param(req, "name");
+	const char *ns = fibril_req_query(req, "namespace");
+	ssize_t at = name ? pol_find(st, name, ns ? ns : "") : -1;
+	if (at < 0) {
+		fibril_resp_error(resp, 404, "no policy '%.200s'%s%.60s", name ? name : "",
+				  ns ? " in namespace " : "", ns ? ns : "");
+		return;
+	}
+	pol_policy_free(st->pols[at]);
+	memmove(&st->pols[at], &st->pols[at + 1], (st->npols - (size_t)at - 1) * sizeof(*st->pols));
+	st->npols--;
+	st->deletes++;
+	st->revision++;
+	int rc = state_save(st, st->pols, st->npols, st->revision);
+	if (rc < 0)
+		fibril_error(st->m, "cannot write %s: %s", POL_STATE_FILE, strerror(-rc));
+	recompute(st);
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
+	json_object_object_add(o, "deleted", json_object_new_int(1));
+	reply(resp, 200, o);
+}
+
+static void delete_all(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	(void)req;
+	struct pol_state *st = ud;
+	size_t n = st->npols;
+	for (size_t i = 0; i < n; i++)
+		pol_policy_free(st->pols[i]);
+	st->npols = 0;
+	st->deletes += n;
+	st->revision++;
+	int rc = state_save(st, st->pols, st->npols, st->revision);
+	if (rc < 0)
+		fibril_error(st->m, "cannot write %s: %s", POL_STATE_FILE, strerror(-rc));
+	recompute(st);
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
+	json_object_object_add(o, "deleted", json_object_new_int((int)n));
+	reply(resp, 200, o);
+}
+
+/* ---- capability --------------------------------------------------------------------------- */
+
+static uint64_t op_revision(void *ctx)
+{
+	return ((struct pol_state *)ctx)->revision;
+}
+
+static int op_endpoint_state(void *ctx, uint16_t id, struct fibril_policy_endpoint_state *out)
+{
+	struct pol_state *st = ctx;
+	if (!out || out->sz < offsetof(struct fibril_policy_endpoint_state, entries) +
+				      sizeof(out->entries))
+		return -EINVAL;
+	const struct pol_ep *ep = st->eps[id];
+	if (!ep)
+		return -ENOENT;
+	out->ingress_enforced = ep->ingress;
+	out->egress_enforced = ep->egress;
+	out->revision = ep->revision;
+	out->entries = (uint32_t)ep->nentries;
+	return 0;
+}
+
+/* ---- module ------------------------------------------------------------------------------- */
+
+static int policy_init(struct fibril_module *m)
+{
+	struct pol_state *st = calloc(1, sizeof(*st));
+	if (!st || !(st->eps = calloc(POL_EP_MAX, sizeof(*st->eps)))) {
+		free(st);
+		fibril_module_set_error(m, "out of memory");
+		return -ENOMEM;
+	}
+	st->m = m;
+	st->dirfd = -1;
+	fibril_module_set_data(m, st);
+	st->ops.hdr.sz = sizeof(st->ops);
+	st->ops.hdr.version = FIBRIL_POLICY_VERSION;
+	st->ops.revision = op_revision;
+	st->ops.endpoint_state = op_endpoint_state;
+	int rc;
+	if ((rc = fibril_service_provide(m, FIBRIL_POLICY_CAPABILITY, &st->ops.hdr, st))) {
+		fibril_module_set_error(m, "cannot provide '%s': %s", FIBRIL_POLICY_CAPABILITY,
+					strerror(-rc));
+		return rc;
+	}
+	if ((rc = fibril_api_route(m, "GET", "/v1/policy", 0, get_policy, st)) ||
+	    (rc = fibril_api_route(m, "PUT", "/v1/policy", 0, put_policy, st)) ||
+	    (rc = fibril_api_route(m, "DELETE", "/v1/policy", 0, delete_all, st)) ||
+	    (rc = fibril_api_route(m, "DELETE", "/v1/policy/{name}", 0, delete_one, st))) {
+		fibril_module_set_error(m, "cannot register the /v1/policy routes: %s", strerror(-rc));
+		return rc;
+	}
+	const char *topics[] = {FIBRIL_ENDPOINT_TOPIC_CREATED, FIBRIL_ENDPOINT_TOPIC_UPDATED,
+				FIBRIL_ENDPOINT_TOPIC_DELETED};
+	for (size_t i = 0; i < 3; i++)
+		if (!fibril_bus_subscribe(m, topics[i], 1, on_endpoint_event, st)) {
+			fibril_module_set_error(m, "cannot subscribe to %s", topics[i]);
+			return -ENOMEM;
+		}
+	return 0;
+}
+
+static int policy_start(struct fibril_module *m)
+{
+	struct pol_state *st = fibril_module_data(m);
+	errno = 0;
+	st->dp = (const struct fibril_datapath_ops *)fibril_service_lookup(
+		m, FIBRIL_DATAPATH_CAPABILITY, 2, &st->dp_ctx);
+	if (!st->dp || !FIBRIL_SERVICE_HAS(st->dp, policy_list) || !st->dp->policy_upsert ||
+	    !st->dp->policy_remove || !st->dp->policy_enforce || !st->dp->policy_list) {
+		fibril_module_set_error(m, "no usable '%s' provider (interface version 2 with the "
+					   "policy functions): %s",
+					FIBRIL_DATAPATH_CAPABILITY,
+					errno == EPROTO ? "its interface is too old" : "missing");
+		st->dp = NULL;
+		return -EPROTO;
+	}
+	st->epops = (const struct fibril_endpoint_ops *)fibril_service_lookup(
+		m, FIBRIL_ENDPOINT_CAPABILITY, 1, &st->ep_ctx);
+	char why[512];
+	int rc = state_open(st, why, sizeof(why));
+	if (rc < 0) {
+		fibril_module_set_error(m, "%s", why);
+		return rc;
+	}
+	state_load(st);
+	st->started = true;
+	if (st->epops && st->epops->foreach)
+		st->epops->foreach(st->ep_ctx, ep_seen, st);
+	adopt_map(st);
+	recompute(st);
+	fibril_info(m, "policy enforcement on; %s", st->epops ? "endpoints followed"
+							      : "no endpoint module");
+	return 0;
+}
+
+static void policy_stop(struct fibril_module *m)
+{
+	struct pol_state *st = fibril_module_data(m);
+	/* the datapath keeps enforcing what is in place */
+	st->started = false;
+	st->dp = NULL;
+	st->epops = NULL;
+	if (st->dirfd >= 0)
+		close(st->dirfd);
+	st->dirfd = -1;
+	pol_policies_free(st->pols, st->npols);
+	st->pols = NULL;
+	st->npols = 0;
+	for (size_t i = 0; i < POL_EP_MAX; i++) {
+		ep_free(st->eps[i]);
+		st->eps[i] = NULL;
+	}
+	free(st->cidrs);
+	st->cidrs = NULL;
+	st->ncidrs = 0;
+}
+
+static void policy_fini(struct fibril_module *m)
+{
+	struct pol_state *st = fibril_module_data(m);
+	if (!st)
+		return;
+	for (size_t i = 0; st->eps && i < POL_EP_MAX; i++)
+		ep_free(st->eps[i]);
+	free(st->eps);
+	pol_policies_free(st->pols, st->npols);
+	free(st->cidrs);
+	if (st->dirfd >= 0)
+		close(st->dirfd);
+	free(st);
+	fibril_module_set_data(m, NULL);
+}
+
+static int policy_summary(struct fibril_module *m, char *buf, size_t len)
+{
+	struct pol_state *st = fibril_module_data(m);
+	size_t n = 0;
+	for (size_t i = 1; i < POL_EP_MAX; i++)
+		n += st->eps[i] && (st->eps[i]->ingress || st->eps[i]->egress);
+	return snprintf(buf, len, "%zu policies, revision %llu, %zu endpoints enforced", st->npols,
+			(unsigned long long)st->revision, n);
+}
+
+FIBRIL_MODULE(.name = POL_MODULE, .version = "1.0.0",
+	      .description = "network policy: CiliumNetworkPolicy at L3/L4 in the eBPF datapath",
+	      .provides = FIBRIL_LIST(FIBRIL_POLICY_CAPABILITY),
+	      .requires = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY),
+	      .wants = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY), .init = policy_init,
+	      .start = policy_start, .stop = policy_stop, .fini = policy_fini,
+	      .summary = policy_summary);

@@ -1,0 +1,109 @@
+/* modules/policy/policy_int.h - the policy module's internals: the parsed
+ * form of a CiliumNetworkPolicy (rules, selectors, peers, ports), the
+ * parser (parse.c, also used by the fuzz target) and the label matching
+ * it needs. The module itself (policy.c) keeps the repository, computes
+ * each endpoint's entries and programs the datapath's policy map. */
+#ifndef FIBRIL_POLICY_INT_H
+#define FIBRIL_POLICY_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define POL_NAME_MAX 254
+#define POL_NS_MAX 64
+
+enum pol_op { POL_OP_IN, POL_OP_NOT_IN, POL_OP_EXISTS, POL_OP_NOT_EXISTS };
+
+struct pol_expr {
+	char *key;
+	enum pol_op op;
+	char **values;
+	size_t nvalues;
+};
+
+/* A label selector; matchLabels become In expressions of one value. An
+ * empty selector ({}) selects every endpoint. */
+struct pol_selector {
+	struct pol_expr *exprs;
+	size_t nexprs;
+};
+
+struct pol_cidr {
+	int family; /* 4 or 6 */
+	uint8_t addr[16];
+	unsigned plen;
+};
+
+struct pol_cidr_rule {
+	struct pol_cidr cidr;
+	struct pol_cidr *except;
+	size_t nexcept;
+};
+
+/* reserved entities (fromEntities / toEntities) */
+#define POL_ENT_WORLD 0x01
+#define POL_ENT_ALL 0x02
+#define POL_ENT_HOST 0x04
+#define POL_ENT_CLUSTER 0x08
+#define POL_ENT_REMOTE_NODE 0x10
+#define POL_ENT_HEALTH 0x20
+#define POL_ENT_INIT 0x40
+#define POL_ENT_KUBE_APISERVER 0x80
+
+struct pol_port {
+	uint8_t proto; /* IPPROTO_TCP / UDP / SCTP */
+	uint16_t port; /* 0: any port */
+	uint16_t end_port; /* >= port: a range */
+};
+
+/* One element of ingress / egress / ingressDeny / egressDeny. */
+struct pol_peer {
+	bool ingress; /* else egress */
+	bool deny;
+	bool any_l3;  /* fromEndpoints/CIDR/entities given (else: L4-only) */
+	struct pol_selector *endpoints;
+	size_t nendpoints;
+	struct pol_cidr_rule *cidrs;
+	size_t ncidrs;
+	uint32_t entities; /* POL_ENT_* */
+	struct pol_port *ports; /* none: every port of every protocol */
+	size_t nports;
+};
+
+/* One rule of a policy's spec / specs. */
+struct pol_rule {
+	struct pol_selector subject; /* endpointSelector */
+	bool has_ingress, has_egress; /* the sections were present: enforced */
+	struct pol_peer *peers;
+	size_t npeers;
+};
+
+struct pol_policy {
+	char name[POL_NAME_MAX];
+	char ns[POL_NS_MAX]; /* "" when the policy has no namespace */
+	struct pol_rule *rules;
+	size_t nrules;
+	char *text; /* the policy as imported (JSON), for GET */
+};
+
+/* Parse a CiliumNetworkPolicy, a list of them (a JSON array or an object
+ * with "items"). Returns the number of policies in *out (array of
+ * pointers, free with pol_policies_free), or -1 with a one-line error
+ * naming the policy and the field. */
+int pol_parse(const char *text, size_t len, struct pol_policy ***out, char *err, size_t errlen);
+void pol_policy_free(struct pol_policy *p);
+void pol_policies_free(struct pol_policy **v, size_t n);
+
+/* Whether a label set ('\n'-separated "source:key=value") matches sel. A
+ * selector key "k" matches a label of any source; "src:k" that source
+ * only. ns, when not "" and the selector names no namespace, must be the
+ * endpoint's namespace label (a namespaced policy selects its own). */
+bool pol_selector_match(const struct pol_selector *sel, const char *labels, const char *ns);
+
+/* A port range as power-of-two aligned blocks: calls fn(port, bits) per
+ * block (bits: leading bits that match, 16: one port). */
+void pol_port_blocks(uint16_t first, uint16_t last, void (*fn)(uint16_t port, unsigned bits, void *ud),
+		     void *ud);
+
+#endif

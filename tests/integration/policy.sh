@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# tests/integration/policy.sh - network policy end to end: an agent with
+# ipam, endpoint, datapath and policy in a node namespace, three pods added
+# through fibril-cni and labelled app=a/b/c through the endpoint API, TCP
+# servers on ports 80 and 81 in each. A CiliumNetworkPolicy imported with
+# `fibril policy import` makes pod a default-deny ingress with an allow
+# from app=b on TCP 80: b connects, b on 81 and c are dropped (counted as
+# drop:policy-denied), a's own connections out still get their replies
+# through its deny-all ingress (conntrack); relabelling c to app=b lets it
+# in; an ingressDeny overrides the allow; a policy with an L7 rule is
+# refused naming the field and changes nothing; after kill -9 enforcement
+# goes on and the restarted agent (policies from its state file) has the
+# same map entries; deleting the policies restores connectivity.
+. "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/cni/lib.sh"
+
+cni_prereqs ipam-api ipam-cluster-pool endpoint datapath policy
+command -v python3 >/dev/null || skip_or_fail "python3 is not installed"
+cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath policy
+netns_add "$NODE_NS"
+start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.9.0/24 ||
+	{ fail "the agent starts"; finish; }
+SOCK=$WORK/fibril.sock
+fib() { "$CLI" --socket "$SOCK" "$@"; }
+
+SERVERS=()
+cni_test_cleanup() {
+	local p
+	for p in "${SERVERS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+}
+
+CONF='{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"'$SOCK'"}'
+declare -A ADDR NS
+for pod in a b c; do
+	NS[$pod]="fpol-$$-$pod"
+	netns_add "${NS[$pod]}"
+	plugin ADD "$CONF" CNI_CONTAINERID="fpol$$$pod" CNI_NETNS="/var/run/netns/${NS[$pod]}" \
+		CNI_IFNAME=eth0 CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=$pod"
+	[ "$PRC" = 0 ] || { fail "ADD pod $pod: $(out) $(cat "$WORK/err")"; finish; }
+	ADDR[$pod]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ips"][0]["address"].split("/")[0])' "$WORK/out")
+	code=$(api -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
+		-d '{"labels":["k8s:app='"$pod"'"]}' "http://x/v1/endpoint/container-id:fpol$$$pod")
+	check "pod $pod is labelled app=$pod" test "$code" = 200 || cat "$WORK/patch.out"
+	for port in 80 81; do
+		ip netns exec "${NS[$pod]}" python3 "$top_srcdir/tests/cni/nettest.py" serve "$port" \
+			>/dev/null 2>&1 &
+		SERVERS+=($!)
+		disown $!
+	done
+done
+for pod in a b c; do
+	wait_listening "${NS[$pod]}" 80 && wait_listening "${NS[$pod]}" 81 ||
+		fail "servers listen in pod $pod"
+done
+
+# tcp FROM TO PORT : "ok" when a TCP connection gets the server's answer
+# (one attempt, 1 s timeout: a policy drop shows as a timeout)
+tcp() {
+	ip netns exec "${NS[$1]}" python3 -c '
+import socket, sys
+try:
+    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1) as s:
+        s.settimeout(1)
+        print("ok" if s.recv(3) == b"ok\n" else "bad")
+except OSError:
+    print("fail")' "${ADDR[$2]}" "$3"
+}
+expect() { # expect FROM TO PORT ok|fail
+	local got
+	got=$(tcp "$1" "$2" "$3")
+	check "$1 -> $2:$3 is $4" test "$got" = "$4"
+}
+revision() { api http://x/v1/policy | python3 -c 'import json,sys; print(json.load(sys.stdin)["revision"])'; }
+denied() { fib map dump dp_metrics | sed -n 's/.*policy-denied *packets=\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}'; }
+
+# ---- no policy: everything connects -------------------------------------------------------
+expect b a 80 ok
+expect c a 81 ok
+
+# ---- default-deny ingress on a, allow app=b on TCP 80 ----------------------------------------
+cat >"$WORK/allow.json" <<'EOF2'
+{"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+ "metadata": {"name": "a-from-b"},
+ "spec": {"endpointSelector": {"matchLabels": {"app": "a"}},
+          "ingress": [{"fromEndpoints": [{"matchLabels": {"app": "b"}}],
+                       "toPorts": [{"ports": [{"port": "80", "protocol": "TCP"}]}]}]}}
+EOF2
+out=$(fib policy import "$WORK/allow.json" 2>&1)
+check "policy import answers the revision" contains "$out" "Revision: 1"
+before=$(denied)
+expect b a 80 ok
+expect b a 81 fail
+expect c a 80 fail
+check "the drops are counted as drop:policy-denied" test "$(denied)" -gt "$before"
+expect a b 80 ok  # its reply passes a's deny-all-but-b ingress
+expect a c 81 ok
+expect c b 80 ok  # b is not selected: open
+get=$(fib policy get)
+check "policy get lists the policy and a's enforcement" \
+	grep -Eq 'a-from-b.*1' <<<"$get"
+check "policy get: one endpoint enforces ingress at revision 1" test "$(api http://x/v1/policy | python3 -c '
+import json,sys
+j = json.load(sys.stdin)
+print(sum(1 for e in j["endpoints"] if e["ingress"] == "enforced" and e["egress"] == "open" and e["revision"] == 1))')" = 1
+
+# ---- relabel c to app=b: it is let in ------------------------------------------------------------
+api -o /dev/null -X PATCH -H 'Content-Type: application/json' -d '{"labels":["k8s:app=b"]}' \
+	"http://x/v1/endpoint/container-id:fpol$$c"
+expect c a 80 ok
+
+# ---- a deny overrides the allow --------------------------------------------------------------------
+cat >"$WORK/deny.json" <<'EOF2'
+{"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+ "metadata": {"name": "a-deny-b"},
+ "spec": {"endpointSelector": {"matchLabels": {"app": "a"}},
+          "ingressDeny": [{"fromEndpoints": [{"matchExpressions": [{"key": "app", "operator": "In", "values": ["b"]}]}],
+                           "toPorts": [{"ports": [{"port": "80", "endPort": 81, "protocol": "TCP"}]}]}]}}
+EOF2
+fib policy import "$WORK/deny.json" >/dev/null
+expect b a 80 fail
+check "the revision went to 2" test "$(revision)" = 2
+
+# ---- an L7 rule is refused, naming the field; nothing changes --------------------------------------
+cat >"$WORK/l7.json" <<'EOF2'
+{"metadata": {"name": "l7"},
+ "spec": {"endpointSelector": {},
+          "ingress": [{"toPorts": [{"ports": [{"port": "80", "protocol": "TCP"}],
+                                    "rules": {"http": [{"method": "GET"}]}}]}]}}
+EOF2
+rc=0
+out=$(fib policy import "$WORK/l7.json" 2>&1) || rc=$?
+check "an L7 rule is refused with the field's path" \
+	test "$rc" = 1 -a -n "$(grep -F "policy 'l7': spec.ingress[0].toPorts[0]: field 'rules' is not supported" <<<"$out")" ||
+	echo "  got: $out"
+check "the refused policy changed nothing" test "$(revision)" = 2
+expect c b 81 ok
+
+# ---- kill -9: enforcement goes on; a restart restores the same entries -------------------------------
+entries() { fib map dump dp_policy | sed -n 's/^\(endpoint=.*[^ ]\)  *\(allow\|deny\) hits=.*/\1 \2/p' | sort; }
+before_entries=$(entries)
+check "the map holds the policies' entries" test -n "$before_entries"
+kill -KILL "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+expect b a 80 fail  # while the agent is down
+start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.9.0/24 ||
+	{ fail "the agent restarts"; finish; }
+check "after the restart: the revision is kept" test "$(revision)" = 2
+check "after the restart: the same policy map entries" test "$(entries)" = "$before_entries" ||
+	diff <(echo "$before_entries") <(entries)
+expect b a 80 fail
+expect c b 80 ok
+
+# ---- deleting restores connectivity ---------------------------------------------------------------
+fib policy delete a-deny-b >/dev/null
+expect b a 80 ok
+fib policy delete-all >/dev/null
+expect b a 81 ok
+api -o /dev/null -X PATCH -H 'Content-Type: application/json' -d '{"labels":["k8s:app=c"]}' \
+	"http://x/v1/endpoint/container-id:fpol$$c"
+expect c a 80 ok
+check "no endpoint enforces anything after delete-all" test "$(api http://x/v1/policy | python3 -c '
+import json,sys
+print(sum(1 for e in json.load(sys.stdin)["endpoints"] if e["ingress"] != "open" or e["egress"] != "open"))')" = 0
+check "the agent is still running" kill -0 "$AGENT_PID"
+finish
