@@ -92,6 +92,10 @@ struct session {
 	struct lws *wsi;
 	struct fibril_response *pending; /* deferred by the handler, not sent yet */
 	bool deferred_ready;             /* ... sent: queue it when writeable */
+	/* every live connection, so that api_close closes them itself */
+	struct session *live_prev, *live_next;
+	struct lws *live_wsi;
+	bool live;
 };
 
 static struct lws_context *g_ctx;
@@ -100,6 +104,7 @@ static struct route *g_routes;
 static struct fibril_stream *g_streams;
 static size_t g_max_body = 1 << 20;
 static char *g_socket_path;
+static struct session *g_live; /* the connections lws has bound to our protocol */
 
 /* ---- routes ---------------------------------------------------------------- */
 
@@ -352,8 +357,43 @@ static void session_reset(struct session *s)
 	request_free(s);
 	free(s->out);
 	struct stream_client *client = s->client;
+	struct session *prev = s->live_prev, *next = s->live_next;
+	struct lws *live_wsi = s->live_wsi;
+	bool live = s->live;
 	memset(s, 0, sizeof(*s));
 	s->client = client;
+	s->live_prev = prev;
+	s->live_next = next;
+	s->live_wsi = live_wsi;
+	s->live = live;
+}
+
+static void session_link(struct session *s, struct lws *wsi)
+{
+	if (s->live)
+		return;
+	s->live = true;
+	s->live_wsi = wsi;
+	s->live_prev = NULL;
+	s->live_next = g_live;
+	if (g_live)
+		g_live->live_prev = s;
+	g_live = s;
+}
+
+static void session_unlink(struct session *s)
+{
+	if (!s->live)
+		return;
+	if (s->live_prev)
+		s->live_prev->live_next = s->live_next;
+	else
+		g_live = s->live_next;
+	if (s->live_next)
+		s->live_next->live_prev = s->live_prev;
+	s->live = false;
+	s->live_prev = s->live_next = NULL;
+	s->live_wsi = NULL;
 }
 
 static const struct {
@@ -678,7 +718,15 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	if (!s) /* a connection that never got as far as a request */
 		return lws_callback_http_dummy(wsi, reason, user, in, len);
 	switch (reason) {
+	case LWS_CALLBACK_HTTP_BIND_PROTOCOL:
+		session_link(s, wsi);
+		break;
+	case LWS_CALLBACK_WSI_DESTROY:
+		session_reset(s);
+		session_unlink(s);
+		break;
 	case LWS_CALLBACK_HTTP: {
+		session_link(s, wsi);
 		session_reset(s);
 		s->wsi = wsi;
 		int big = oversized(wsi, in);
@@ -737,6 +785,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	case LWS_CALLBACK_CLOSED_HTTP:
 	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
 		session_reset(s);
+		session_unlink(s);
 		break;
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
 		char uri[256];
@@ -746,11 +795,13 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		return 0;
 	}
 	case LWS_CALLBACK_ESTABLISHED:
+		session_link(s, wsi);
 		return ws_established(wsi, s);
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return ws_writeable(wsi, s);
 	case LWS_CALLBACK_CLOSED:
 		ws_closed(s);
+		session_unlink(s);
 		return 0;
 	default:
 		break;
@@ -881,6 +932,30 @@ int api_listen(const struct api_options *opts, char *err)
 	return 0;
 }
 
+/* Close every client connection ourselves, each synchronously, before
+ * the context is destroyed: a deferred answer still pending is detached
+ * (its fibril_resp_send then only frees it), and the destroy finds only
+ * its listeners. Connections accepted meanwhile are closed on the next
+ * pass. */
+static void close_connections(void)
+{
+	for (int pass = 0; pass < 3 && g_live; pass++) {
+		while (g_live) {
+			struct session *s = g_live;
+			struct lws *wsi = s->live_wsi;
+			if (s->pending) {
+				s->pending->sess = NULL;
+				s->pending = NULL;
+			}
+			session_unlink(s);
+			/* lws calls CLOSED_HTTP (or CLOSED) and frees s */
+			lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
+		}
+		for (int i = 0; i < 5; i++)
+			loop_run_once(false);
+	}
+}
+
 void api_close(void)
 {
 	if (!g_ctx)
@@ -891,6 +966,7 @@ void api_close(void)
 	 * queued, and a half-closed connection is where lws does that. */
 	for (int i = 0; i < 5; i++)
 		loop_run_once(false);
+	close_connections();
 	/* On a foreign loop the destroy is in two steps: lws closes its
 	 * handles on our loop, and once those closes completed a second call
 	 * frees the context. */

@@ -833,12 +833,32 @@ static int next_one(struct fibril_ipamstore *s, struct fam *f, const char *owner
 	return 0;
 }
 
-static bool result_ok(const struct fibril_ipam_result *out, size_t n)
+/* Output arrays carry their element size (docs/ARCHITECTURE.md): the
+ * caller's element is out[0].sz bytes long and every element says the same.
+ * At least the 1.0 layout (today's struct: neither has grown yet); a longer
+ * element (a newer SDK's) is filled as far as this host knows and the rest
+ * is left as the caller set it. Element i is at out + i * that size. */
+#define IPAM_RESULT_MIN_SZ sizeof(struct fibril_ipam_result)
+#define IPAM_POOL_MIN_SZ sizeof(struct fibril_ipam_pool)
+
+static uint32_t elem_size(const void *out, size_t n, size_t min)
 {
-	for (size_t i = 0; i < n; i++)
-		if (out[i].sz < sizeof(out[i]))
-			return false;
-	return true;
+	uint32_t esz;
+	memcpy(&esz, out, sizeof(esz));
+	if (esz < min)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		uint32_t sz;
+		memcpy(&sz, (const char *)out + i * esz, sizeof(sz));
+		if (sz != esz)
+			return 0;
+	}
+	return esz;
+}
+
+static struct fibril_ipam_result *result_at(struct fibril_ipam_result *out, uint32_t esz, size_t i)
+{
+	return (struct fibril_ipam_result *)(void *)((char *)out + i * esz);
 }
 
 static int store_allocate_next(void *ctx, int family, const char *owner,
@@ -854,11 +874,12 @@ static int store_allocate_next(void *ctx, int family, const char *owner,
 			want[n++] = &s->fam[i];
 	if (n == 0)
 		return -EAFNOSUPPORT;
-	if (!out || max < n || !result_ok(out, n))
+	uint32_t esz = out && max >= n ? elem_size(out, n, IPAM_RESULT_MIN_SZ) : 0;
+	if (!esz)
 		return -EINVAL;
 	struct entry *fresh[NFAM] = {0};
 	for (size_t i = 0; i < n; i++) {
-		int rc = next_one(s, want[i], owner, &out[i], &fresh[i]);
+		int rc = next_one(s, want[i], owner, result_at(out, esz, i), &fresh[i]);
 		if (rc) { /* all or nothing: give back what this call handed out */
 			for (size_t j = 0; j < i; j++)
 				if (fresh[j])
@@ -876,7 +897,7 @@ static int store_allocate_ip(void *ctx, const char *address, const char *owner,
 	struct fibril_ipamstore *s = ctx;
 	struct fibril_ip ip;
 	if (!address || fibril_ip_parse(address, &ip) || !owner_ok(owner) || !out ||
-	    !result_ok(out, 1))
+	    !elem_size(out, 1, IPAM_RESULT_MIN_SZ))
 		return -EINVAL;
 	struct fam *f = fam_of(s, ip.family);
 	if (!f || !f->open)
@@ -967,20 +988,24 @@ static int store_pools(void *ctx, struct fibril_ipam_pool *out, size_t max)
 	struct fibril_ipamstore *s = ctx;
 	if (max && !out)
 		return -EINVAL;
-	size_t n = 0;
+	size_t n = 0, want = 0;
+	for (int i = 0; i < NFAM; i++)
+		want += serving(s, &s->fam[i]);
+	uint32_t esz = 0;
+	if (want && max && !(esz = elem_size(out, want < max ? want : max, IPAM_POOL_MIN_SZ)))
+		return -EINVAL;
 	for (int i = 0; i < NFAM && n < max; i++) {
 		struct fam *f = &s->fam[i];
 		if (!serving(s, f))
 			continue;
-		if (out[n].sz < sizeof(out[n]))
-			return -EINVAL;
+		struct fibril_ipam_pool *p = (struct fibril_ipam_pool *)(void *)((char *)out + n * esz);
 		struct fibril_ip gw;
-		out[n].family = f->family;
-		fibril_cidr_format(&f->node, out[n].cidr, sizeof(out[n].cidr));
+		p->family = f->family;
+		fibril_cidr_format(&f->node, p->cidr, sizeof(p->cidr));
 		fibril_ipalloc_router(f->alloc, &gw);
-		fibril_ip_format(&gw, out[n].gateway, sizeof(out[n].gateway));
-		out[n].used = fibril_ipalloc_used(f->alloc);
-		out[n].total = fibril_ipalloc_capacity(f->alloc);
+		fibril_ip_format(&gw, p->gateway, sizeof(p->gateway));
+		p->used = fibril_ipalloc_used(f->alloc);
+		p->total = fibril_ipalloc_capacity(f->alloc);
 		n++;
 	}
 	return (int)n;

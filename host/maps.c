@@ -9,6 +9,7 @@
 #include "struct_size.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -670,7 +671,8 @@ static struct fibril_map **maps_sorted(size_t *n)
 	return v;
 }
 
-static struct json_object *map_to_json(const struct fibril_map *map)
+/* The map's description; "entries" is added by the caller. */
+static struct json_object *map_to_json_uncounted(const struct fibril_map *map)
 {
 	struct json_object *o = json_object_new_object();
 	const struct fibril_map_spec *s = &map->spec;
@@ -681,13 +683,16 @@ static struct json_object *map_to_json(const struct fibril_map *map)
 	json_object_object_add(o, "value_size", json_object_new_int64(s->value_size));
 	json_object_object_add(o, "max_entries", json_object_new_int64(s->max_entries));
 	json_object_object_add(o, "flags", json_object_new_int64(s->map_flags));
-	int64_t entries = map_count_entries(map);
-	json_object_object_add(o, "entries", entries < 0 ? NULL : json_object_new_int64(entries));
 	json_object_object_add(o, "pin", json_object_new_string(map->pin));
 	json_object_object_add(o, "owner",
 			       json_object_new_string(map->owner ? map->owner->name : "agent"));
 	json_object_object_add(o, "origin", json_object_new_string(origin_name(map->origin)));
 	return o;
+}
+
+static void add_entries(struct json_object *o, int64_t entries)
+{
+	json_object_object_add(o, "entries", entries < 0 ? NULL : json_object_new_int64(entries));
 }
 
 struct json_object *maps_list_json(void)
@@ -696,13 +701,89 @@ struct json_object *maps_list_json(void)
 	pthread_mutex_lock(&g_lock);
 	size_t n;
 	struct fibril_map **v = maps_sorted(&n);
-	for (size_t i = 0; i < n; i++)
-		json_object_array_add(arr, map_to_json(v[i]));
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *o = map_to_json_uncounted(v[i]);
+		add_entries(o, map_count_entries(v[i]));
+		json_object_array_add(arr, o);
+	}
 	pthread_mutex_unlock(&g_lock);
 	free(v);
 	struct json_object *root = json_object_new_object();
 	json_object_object_add(root, "maps", arr);
 	return root;
+}
+
+/* GET /v1/map off the loop: the registry is copied on the loop (each map's
+ * description, spec and a dup of its fd), the entries are counted on the
+ * worker pool without the registry lock, and the answer is sent back on the
+ * loop. A map walk (an LPM trie is walked key by key) never holds the loop
+ * or the lock that fibril_map_open and fibril_map_remove take. */
+struct map_count_job {
+	struct fibril_response *resp; /* the deferred answer */
+	size_t n;
+	struct fibril_map *copies;    /* spec + dup'd fd, counted by the worker */
+	struct json_object **descr;   /* each map's description */
+	int64_t *entries;
+};
+
+static struct map_count_job *count_job_snapshot(void)
+{
+	struct map_count_job *j = xcalloc(1, sizeof(*j));
+	pthread_mutex_lock(&g_lock);
+	struct fibril_map **v = maps_sorted(&j->n);
+	j->copies = xcalloc(j->n ? j->n : 1, sizeof(*j->copies));
+	j->descr = xcalloc(j->n ? j->n : 1, sizeof(*j->descr));
+	j->entries = xcalloc(j->n ? j->n : 1, sizeof(*j->entries));
+	for (size_t i = 0; i < j->n; i++) {
+		j->descr[i] = map_to_json_uncounted(v[i]);
+		j->copies[i].spec = v[i]->spec;
+		j->copies[i].spec.name = j->copies[i].name;
+		memcpy(j->copies[i].name, v[i]->name, sizeof(j->copies[i].name));
+		j->copies[i].fd = fcntl(v[i]->fd, F_DUPFD_CLOEXEC, 0);
+	}
+	pthread_mutex_unlock(&g_lock);
+	free(v);
+	return j;
+}
+
+static void count_job_work(void *ud)
+{
+	struct map_count_job *j = ud;
+	for (size_t i = 0; i < j->n; i++)
+		j->entries[i] = j->copies[i].fd < 0 ? -1 : map_count_entries(&j->copies[i]);
+}
+
+static void count_job_free(struct map_count_job *j)
+{
+	for (size_t i = 0; i < j->n; i++) {
+		if (j->copies[i].fd >= 0)
+			close(j->copies[i].fd);
+		json_object_put(j->descr[i]);
+	}
+	free(j->copies);
+	free(j->descr);
+	free(j->entries);
+	free(j);
+}
+
+static void count_job_done(void *ud, int status)
+{
+	struct map_count_job *j = ud;
+	if (status) {
+		fibril_resp_error(j->resp, 503, "the agent is stopping");
+	} else {
+		struct json_object *arr = json_object_new_array();
+		for (size_t i = 0; i < j->n; i++) {
+			add_entries(j->descr[i], j->entries[i]);
+			json_object_array_add(arr, j->descr[i]);
+			j->descr[i] = NULL; /* owned by arr */
+		}
+		struct json_object *root = json_object_new_object();
+		json_object_object_add(root, "maps", arr);
+		api_resp_object(j->resp, 200, root);
+	}
+	fibril_resp_send(j->resp);
+	count_job_free(j);
 }
 
 /* ---- dumping ------------------------------------------------------------- */
@@ -860,7 +941,17 @@ int maps_dump_json(const char *name, struct json_object **out, char *err)
 
 static void route_map_list(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
-	api_resp_object(resp, 200, maps_list_json());
+	struct fibril_response *d = fibril_resp_defer(resp);
+	if (!d) {
+		api_resp_object(resp, 200, maps_list_json());
+		return;
+	}
+	struct map_count_job *j = count_job_snapshot();
+	j->resp = d;
+	if (fibril_work_submit(NULL, count_job_work, count_job_done, j)) {
+		count_job_work(j); /* no worker pool: count here */
+		count_job_done(j, 0);
+	}
 }
 
 static void route_map_dump(struct fibril_request *req, struct fibril_response *resp, void *ud)

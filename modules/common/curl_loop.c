@@ -24,18 +24,25 @@ static void on_io(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 	l->process(l->ud);
 }
 
+/* A NULL flag: the host calls the owner's fini before it releases the
+ * module's handles, so the handles are always live here. */
+static bool mod_curl_loop_released(const struct mod_curl_loop *l)
+{
+	return l->released && *l->released;
+}
+
 static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
 	struct mod_curl_loop *l = userp;
 	struct fibril_io *io = socketp;
 	(void)easy;
 	if (what == CURL_POLL_REMOVE) {
-		if (io && !*l->released)
+		if (io && !mod_curl_loop_released(l))
 			fibril_io_remove(io);
 		curl_multi_assign(l->multi, s, NULL);
 		return 0;
 	}
-	if (*l->released)
+	if (mod_curl_loop_released(l))
 		return -1;
 	uint32_t events = 0;
 	if (what & CURL_POLL_IN)
@@ -65,7 +72,7 @@ static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
 {
 	struct mod_curl_loop *l = userp;
 	(void)multi;
-	if (*l->released)
+	if (mod_curl_loop_released(l))
 		return 0;
 	if (timeout_ms < 0) {
 		fibril_timer_cancel(l->timer);
@@ -102,7 +109,7 @@ void mod_curl_loop_close(struct mod_curl_loop *l)
 		return;
 	curl_multi_cleanup(l->multi);
 	l->multi = NULL;
-	if (!*l->released)
+	if (!mod_curl_loop_released(l))
 		fibril_timer_cancel(l->timer);
 	l->timer = NULL;
 }

@@ -20,7 +20,8 @@ struct mod_curl_loop {
 	CURLM *multi;               /* NULL when closed */
 	struct fibril_timer *timer; /* curl's timeout */
 	/* the owner's flag: true once the host released the module's timers
-	 * and fds (they must not be touched then) */
+	 * and fds (they must not be touched then); NULL when the owner only
+	 * touches them before the host releases them (stop, fini) */
 	const bool *released;
 	void (*process)(void *ud); /* hand stream data and completions over */
 	void *ud;

@@ -17,7 +17,7 @@ static void http_process(void *ud);
 
 int k8s_http_open(struct k8s *k)
 {
-	return mod_curl_loop_open(&k->curl, k->m, &k->released, http_process, k);
+	return mod_curl_loop_open(&k->curl, k->m, NULL, http_process, k);
 }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)

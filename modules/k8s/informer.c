@@ -262,7 +262,7 @@ static void fail(struct k8s_res *r, const char *why, bool relist)
 	snprintf(r->ws.last_error, sizeof(r->ws.last_error), "%s", why);
 	r->phase = PH_BACKOFF;
 	fibril_warn(k->m, "watch %s: %s; retrying in %.1fs", r->def->name, why, (double)ms / 1000);
-	if (!k->released && k->running)
+	if (k->running)
 		r->timer = fibril_timer_add(k->m, ms, 0, on_retry, r);
 	k8s_health_update(r);
 }
@@ -298,7 +298,7 @@ static void relist(struct k8s_res *r, const char *why)
 	r->phase = PH_BACKOFF;
 	fibril_warn(k->m, "watch %s: %s; relisting in %.1fs", r->def->name, r->error,
 		    (double)ms / 1000);
-	if (!k->released && k->running)
+	if (k->running)
 		r->timer = fibril_timer_add(k->m, ms, 0, on_retry, r);
 	k8s_health_update(r);
 }
@@ -529,7 +529,7 @@ static int handle_event(struct k8s_res *r, struct json_object *ev, char *why, si
 
 static void idle_disarm(struct k8s_res *r)
 {
-	if (r->ws.idle_timer && !r->k->released)
+	if (r->ws.idle_timer)
 		fibril_timer_cancel(r->ws.idle_timer);
 	r->ws.idle_timer = NULL;
 }
@@ -541,7 +541,7 @@ static void on_watch_idle(struct fibril_timer *t, void *ud);
 static void idle_arm(struct k8s_res *r)
 {
 	struct k8s *k = r->k;
-	if (!k->watch_idle_ms || k->released || !k->running)
+	if (!k->watch_idle_ms || !k->running)
 		return;
 	if (r->ws.idle_timer && fibril_timer_rearm(r->ws.idle_timer, k->watch_idle_ms, 0) == 0)
 		return;
@@ -742,7 +742,7 @@ void k8s_res_stop(struct k8s_res *r)
 	if (r->req)
 		k8s_req_abort(r->req);
 	r->req = NULL;
-	if (r->timer && !r->k->released)
+	if (r->timer)
 		fibril_timer_cancel(r->timer);
 	r->timer = NULL;
 	r->phase = PH_IDLE;

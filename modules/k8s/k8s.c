@@ -84,7 +84,7 @@ void k8s_synced_changed(struct k8s *k)
 		start_want(k, want);
 		if (all_synced(k, want)) {
 			k->start_pending = false;
-			if (k->start_timer && !k->released)
+			if (k->start_timer)
 				fibril_timer_cancel(k->start_timer);
 			k->start_timer = NULL;
 			fibril_module_start_done(k->m, 0);
@@ -98,7 +98,7 @@ void k8s_synced_changed(struct k8s *k)
 			continue;
 		}
 		*pp = w->next;
-		if (w->timer && !k->released)
+		if (w->timer)
 			fibril_timer_cancel(w->timer);
 		w->cb(w->ud, 0, "");
 		free(w);
@@ -550,13 +550,11 @@ static void k8s_shutdown(struct k8s *k)
 {
 	k->running = false;
 	k->start_pending = false;
-	if (!k->released) {
-		fibril_timer_cancel(k->start_timer);
-		for (struct k8s_waiter *w = k->waiters; w; w = w->next)
-			fibril_timer_cancel(w->timer);
-		for (struct k8s_annot *a = k->annots; a; a = a->next)
-			fibril_timer_cancel(a->timer);
-	}
+	fibril_timer_cancel(k->start_timer);
+	for (struct k8s_waiter *w = k->waiters; w; w = w->next)
+		fibril_timer_cancel(w->timer);
+	for (struct k8s_annot *a = k->annots; a; a = a->next)
+		fibril_timer_cancel(a->timer);
 	k->start_timer = NULL;
 	for (struct k8s_waiter *w = k->waiters; w; w = w->next)
 		w->timer = NULL;
@@ -585,7 +583,6 @@ static void k8s_fini(struct fibril_module *m)
 	struct k8s *k = fibril_module_data(m);
 	if (!k)
 		return;
-	k->released = true;
 	if (k->curl.multi || k->running)
 		k8s_shutdown(k);
 	for (size_t i = 0; i < K8S_NRES; i++)

@@ -108,7 +108,7 @@ struct k8s {
 	int64_t page_size;
 	struct mod_curl_loop curl; /* curl on the loop (modules/common) */
 	struct k8s_req *reqs;
-	bool released, running, start_pending;
+	bool running, start_pending;
 	struct fibril_timer *start_timer;
 	struct k8s_res res[K8S_NRES];
 	struct k8s_waiter *waiters;

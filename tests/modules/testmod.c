@@ -7,7 +7,8 @@
  * order of the lifecycle. Also: hold handles the natural way and release
  * them in stop and in fini, twice (handles=true), crash in a hook or
  * callback (crash=start|timer|bus|job|stop|route), run a worker job that outlives
- * stop (stop-job=DURATION), tick a repeating timer into the trace; built
+ * stop (stop-job=DURATION), tick a repeating timer into the trace, defer
+ * the answers of GET /v1/tm/NAME/later until stop (ABI 1.4+); built
  * with -DTM_CTOR_FILE='"path"' or -DTM_CTOR_CRASH it has a constructor that
  * writes that file or crashes. */
 #include <errno.h>
@@ -46,6 +47,11 @@ struct testmod {
 	int pipe[2];
 	struct fibril_timer *tick;
 	struct fibril_module *m;
+#if FIBRIL_ABI_MINOR >= 4
+	/* GET /v1/tm/NAME/later: deferred answers, sent in stop */
+	struct fibril_response *later[64];
+	size_t nlater;
+#endif
 };
 
 static void trace(struct fibril_module *m, const char *what)
@@ -73,6 +79,32 @@ static void echo(struct fibril_request *req, struct fibril_response *resp, void 
 	const char *body = fibril_req_body(req, &len);
 	fibril_resp_body(resp, 200, "application/json", body, len);
 }
+
+#if FIBRIL_ABI_MINOR >= 4
+/* GET /v1/tm/NAME/later: the answer is deferred and sent only in stop (a
+ * handler that answers from a worker or a watch, still pending when the
+ * agent stops). 503 when 64 are pending already. */
+static void later(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct testmod *t = ud;
+	(void)req;
+	struct fibril_response *d = t->nlater < 64 ? fibril_resp_defer(resp) : NULL;
+	if (!d) {
+		fibril_resp_error(resp, 503, "too many deferred answers");
+		return;
+	}
+	t->later[t->nlater++] = d;
+}
+
+static void later_answer_all(struct testmod *t)
+{
+	for (size_t i = 0; i < t->nlater; i++) {
+		fibril_resp_json(t->later[i], 200, "{\"later\":true}");
+		fibril_resp_send(t->later[i]);
+	}
+	t->nlater = 0;
+}
+#endif
 
 static void crash_now(void)
 {
@@ -199,6 +231,10 @@ static int tm_init(struct fibril_module *m)
 	if (fibril_config_duration_ms(m, "tick"))
 		t->tick = fibril_timer_add(m, fibril_config_duration_ms(m, "tick"),
 					   fibril_config_duration_ms(m, "tick"), on_tick, m);
+#if FIBRIL_ABI_MINOR >= 4
+	if (fibril_api_route(m, "GET", "/v1/tm/" TM_NAME "/later", 0, later, t))
+		return -ENOMEM;
+#endif
 	return fibril_api_route(m, "POST", "/v1/tm/" TM_NAME "/echo", FIBRIL_ROUTE_JSON_BODY, echo, t);
 }
 
@@ -252,6 +288,9 @@ static void tm_stop(struct fibril_module *m)
 	struct testmod *t = fibril_module_data(m);
 	if (crash_in(m, "stop"))
 		crash_now();
+#if FIBRIL_ABI_MINOR >= 4
+	later_answer_all(t);
+#endif
 	if (fibril_config_bool(m, "handles"))
 		release_handles(t);
 	if (fibril_config_duration_ms(m, "stop-job")) {

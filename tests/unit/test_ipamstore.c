@@ -280,6 +280,54 @@ static void test_dual_stack_all_or_nothing(void)
 	CU_ASSERT_STRING_EQUAL(buf, "4 10.0.0.0/30\n6 fd00::/120\n");
 }
 
+/* Output arrays carry their element size: a caller built against a newer
+ * SDK whose result and pool structs grew (a field appended) passes
+ * elements longer than the host's; element 1 is where the caller's stride
+ * puts it, and what the host does not know stays as the caller set it. */
+struct grown_result {
+	struct fibril_ipam_result r;
+	uint64_t future;
+};
+struct grown_pool {
+	struct fibril_ipam_pool p;
+	uint64_t future;
+};
+
+static void test_grown_output_arrays(void)
+{
+	fresh_dir();
+	struct fibril_ipamstore *s = open_store(FIBRIL_IPAMSTORE_IPV4 | FIBRIL_IPAMSTORE_IPV6,
+						"10.0.0.0/24", "fd00::/120", false);
+	struct grown_result r[2];
+	memset(r, 0, sizeof(r));
+	r[0].r.sz = r[1].r.sz = sizeof(r[0]);
+	r[0].future = r[1].future = 0x5a5a;
+	CU_ASSERT_EQUAL(OPS(s)->allocate_next(s, FIBRIL_IPAM_ANY, "a", &r[0].r, 2), 2);
+	CU_ASSERT_STRING_EQUAL(r[0].r.address, "10.0.0.2");
+	CU_ASSERT_STRING_EQUAL(r[1].r.address, "fd00::2");
+	CU_ASSERT_EQUAL(r[1].r.family, 6);
+	CU_ASSERT_EQUAL(r[0].future, 0x5a5a);
+	CU_ASSERT_EQUAL(r[1].future, 0x5a5a);
+	CU_ASSERT_EQUAL(r[1].r.sz, sizeof(r[1]));
+	/* elements that disagree on their size are refused, nothing allocated */
+	r[1].r.sz = sizeof(r[1].r);
+	CU_ASSERT_EQUAL(OPS(s)->allocate_next(s, FIBRIL_IPAM_ANY, "b", &r[0].r, 2), -EINVAL);
+	CU_ASSERT_STRING_EQUAL(list_all(s), "10.0.0.2=a;fd00::2=a;");
+
+	struct grown_pool p[2];
+	memset(p, 0, sizeof(p));
+	p[0].p.sz = p[1].p.sz = sizeof(p[0]);
+	p[0].future = p[1].future = 0x5a5a;
+	CU_ASSERT_EQUAL(OPS(s)->pools(s, &p[0].p, 2), 2);
+	CU_ASSERT_EQUAL(p[0].p.family, 4);
+	CU_ASSERT_EQUAL(p[1].p.family, 6);
+	CU_ASSERT_STRING_EQUAL(p[1].p.cidr, "fd00::/120");
+	CU_ASSERT_EQUAL(p[1].p.used, 1);
+	CU_ASSERT_EQUAL(p[0].future, 0x5a5a);
+	CU_ASSERT_EQUAL(p[1].future, 0x5a5a);
+	fibril_ipamstore_free(s);
+}
+
 static void test_serving_callback(void)
 {
 	fresh_dir();
@@ -542,7 +590,8 @@ static void test_many(void)
 }
 
 FIBRIL_TEST_MAIN("ipamstore", NULL, suite_teardown, FIBRIL_TEST(test_allocate_release),
-		 FIBRIL_TEST(test_dual_stack_all_or_nothing), FIBRIL_TEST(test_serving_callback),
+		 FIBRIL_TEST(test_dual_stack_all_or_nothing), FIBRIL_TEST(test_grown_output_arrays),
+		 FIBRIL_TEST(test_serving_callback),
 		 FIBRIL_TEST(test_restore), FIBRIL_TEST(test_stale), FIBRIL_TEST(test_corrupt_files),
 		 FIBRIL_TEST(test_failed_flush_reported), FIBRIL_TEST(test_api_misuse),
 		 FIBRIL_TEST(test_family_short_struct), FIBRIL_TEST(test_many))
