@@ -684,8 +684,9 @@ static int endpoint_start(struct fibril_module *m)
 		fibril_module_set_error(m, "the '%s' provider's table is incomplete", FIBRIL_IPAM_CAPABILITY);
 		return -EPROTO;
 	}
+	/* version 1: the endpoint calls only the 1.x ops (not policy's) */
 	mg->dp = (const struct fibril_datapath_ops *)lookup(m, FIBRIL_DATAPATH_CAPABILITY,
-							    FIBRIL_DATAPATH_VERSION, &mg->dp_ctx,
+							    1, &mg->dp_ctx,
 							    false, &err);
 	if (err)
 		return -err;
