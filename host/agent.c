@@ -79,7 +79,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: fibril-agent [options]\n"
-		"  -c, --config FILE       config file (default " FIBRIL_SYSCONF_DIR "/fibril/fibril.conf)\n"
+		"  -c, --config FILE       config file (default " FIBRIL_SYSCONF_DIR "/fibril/fibril.conf),\n"
+		"                          then FILE.d/*.conf in name order (later files override)\n"
 		"  -s, --set SEC.KEY=VAL   override a config value (repeatable)\n"
 		"      --graph[=dot]       print the resolved start order (or a Graphviz graph) and exit\n"
 		"      --print-config      print the effective config with defaults and help and exit\n"
@@ -146,10 +147,8 @@ static int load_config(const struct agent_args *a, char *err)
 	config_reset();
 	if (config_declare("agent", agent_keys))
 		return -1;
-	if (a->config_explicit || access(a->config_path, F_OK) == 0) {
-		if (config_load_file(a->config_path, err))
-			return -1;
-	}
+	if (config_load_with_dropins(a->config_path, a->config_explicit, err))
+		return -1;
 	for (size_t i = 0; i < a->nsets; i++)
 		if (config_set_override(a->sets[i], err))
 			return -1;
