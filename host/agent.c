@@ -1,6 +1,7 @@
 /* host/agent.c - fibril-agent's main: command line, the [agent] config
  * keys, then config -> load modules -> graph -> init -> start -> serve the
- * API -> run until SIGTERM/SIGINT -> stop in reverse -> fini -> unload. */
+ * API -> tell systemd READY=1 -> run until SIGTERM/SIGINT -> STOPPING=1 ->
+ * stop in reverse -> fini -> unload. */
 #include "internal.h"
 
 #include <errno.h>
@@ -9,6 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#ifdef HAVE_CONFIG_H
+#include "config.h" /* HAVE_LIBSYSTEMD */
+#endif
+#ifdef HAVE_LIBSYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
 #ifndef FIBRIL_VERSION
 #define FIBRIL_VERSION "0.0.0"
@@ -190,8 +198,57 @@ static int load_modules(char *err)
 	return graph_resolve(set, err);
 }
 
+/* ---- systemd (Type=notify) ----------------------------------------------
+ * READY=1 once every module has started (restore included: start_all waits
+ * for asynchronous starts) and the API listens; STOPPING=1 once, when the
+ * stop begins; WATCHDOG=1 from the loop at half of WatchdogSec, so a loop
+ * that hangs gets the agent restarted. Without libsystemd or NOTIFY_SOCKET
+ * these do nothing. */
+static struct fibril_timer *g_watchdog;
+static bool g_stopping_notified;
+
+static void notify(const char *state)
+{
+#ifdef HAVE_LIBSYSTEMD
+	sd_notify(0, state);
+#else
+	(void)state;
+#endif
+}
+
+#ifdef HAVE_LIBSYSTEMD
+static void on_watchdog(struct fibril_timer *t, void *ud)
+{
+	(void)t;
+	(void)ud;
+	notify("WATCHDOG=1");
+}
+#endif
+
+static void notify_ready(size_t nstarted, const char *socket_path)
+{
+	char state[512];
+	snprintf(state, sizeof(state), "READY=1\nSTATUS=%zu modules started, API on %s", nstarted,
+		 socket_path);
+	notify(state);
+#ifdef HAVE_LIBSYSTEMD
+	uint64_t usec = 0;
+	if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000)
+		g_watchdog = fibril_timer_add(NULL, 0, usec / 2000, on_watchdog, NULL);
+#endif
+}
+
+static void notify_stopping(void)
+{
+	if (g_stopping_notified)
+		return;
+	g_stopping_notified = true;
+	notify("STOPPING=1");
+}
+
 static void on_stop_signal(int signum)
 {
+	notify_stopping();
 	host_info("signal %d: stopping (send it again to force exit)", signum);
 	if (strcmp(g_agent.state, "starting") == 0)
 		lifecycle_interrupt_start();
@@ -225,6 +282,12 @@ static int prepare_dirs(char *err)
 
 static void shutdown_all(bool started)
 {
+	if (started)
+		notify_stopping();
+	if (g_watchdog) {
+		fibril_timer_cancel(g_watchdog);
+		g_watchdog = NULL;
+	}
 	snprintf(g_agent.state, sizeof(g_agent.state), "stopping");
 	double t0 = mono_ms();
 	api_close();
@@ -286,6 +349,7 @@ static int run(void)
 	snprintf(g_agent.state, sizeof(g_agent.state), "running");
 	host_info("agent ready in %.1f ms: %zu modules started, API on %s", g_agent.ready_at_ms -
 		  g_agent.started_at_ms, set->norder, api.socket_path);
+	notify_ready(set->norder, api.socket_path);
 	loop_run();
 	shutdown_all(true);
 	return 0;
@@ -295,6 +359,8 @@ int fibril_agent_main(int argc, char **argv);
 int fibril_agent_main(int argc, char **argv)
 {
 	memset(&g_agent, 0, sizeof(g_agent));
+	g_watchdog = NULL;
+	g_stopping_notified = false;
 	g_agent.started_at_ms = mono_ms();
 	g_agent.version = FIBRIL_VERSION;
 	snprintf(g_agent.state, sizeof(g_agent.state), "starting");
