@@ -81,6 +81,7 @@ struct agent_args {
 	int graph; /* 0 no, 1 text, 2 dot */
 	bool print_config;
 	bool check_only;
+	bool list_modules;
 };
 
 static void usage(FILE *out)
@@ -93,6 +94,7 @@ static void usage(FILE *out)
 		"      --graph[=dot]       print the resolved start order (or a Graphviz graph) and exit\n"
 		"      --print-config      print the effective config with defaults and help and exit\n"
 		"      --check             validate config and modules, then exit\n"
+		"      --list-modules      print each module's name, provides, requires and wants, and exit\n"
 		"  -V, --version           print the version and exit\n"
 		"  -h, --help              this help\n");
 }
@@ -103,7 +105,8 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		{"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
 		{"graph", optional_argument, NULL, 'g'},  {"print-config", no_argument, NULL, 'p'},
 		{"check", no_argument, NULL, 'k'},	  {"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},	  {0, 0, 0, 0},
+		{"help", no_argument, NULL, 'h'},	  {"list-modules", no_argument, NULL, 'l'},
+		{0, 0, 0, 0},
 	};
 	a->config_path = FIBRIL_SYSCONF_DIR "/fibril/fibril.conf";
 	a->sets = xcalloc((size_t)argc + 1, sizeof(*a->sets));
@@ -130,6 +133,9 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			break;
 		case 'k':
 			a->check_only = true;
+			break;
+		case 'l':
+			a->list_modules = true;
 			break;
 		case 'V':
 			printf("fibril-agent %s (ABI %d.%d, %s)\n", FIBRIL_VERSION, FIBRIL_ABI_MAJOR,
@@ -165,6 +171,32 @@ static int load_config(const struct agent_args *a, char *err)
 	enum fibril_log_level level = FIBRIL_LOG_INFO;
 	log_parse_level(config_value("agent", "log-level"), &level);
 	log_set_level(level);
+	return 0;
+}
+
+static void print_list(FILE *out, const char *what, const char *const *names)
+{
+	fprintf(out, " %s=", what);
+	for (size_t i = 0; names && names[i]; i++)
+		fprintf(out, "%s%s", i ? "," : "", names[i]);
+}
+
+/* `--list-modules`: what each module file in module-dir declares, without
+ * resolving the graph (packaging derives Depends from it: debian/). */
+static int list_modules(char *err)
+{
+	struct module_set *set = &g_agent.modules;
+	if (loader_load_dir(set, config_value("agent", "module-dir"), config_value("agent", "modules"),
+			    err))
+		return -1;
+	for (size_t i = 0; i < set->n; i++) {
+		const struct fibril_module_desc *d = &set->mods[i]->desc;
+		printf("%s", set->mods[i]->name);
+		print_list(stdout, "provides", d->provides);
+		print_list(stdout, "requires", d->requires);
+		print_list(stdout, "wants", d->wants);
+		putchar('\n');
+	}
 	return 0;
 }
 
@@ -387,6 +419,14 @@ int fibril_agent_main(int argc, char **argv)
 		config_reset();
 		free(args.sets);
 		return 1;
+	}
+	if (args.list_modules) {
+		rc = list_modules(err);
+		if (rc)
+			fprintf(stderr, "fibril-agent: %s\n", err);
+		shutdown_all(false);
+		free(args.sets);
+		return rc ? 1 : 0;
 	}
 	rc = load_modules(err);
 	g_agent.phase_ms[AGENT_PHASE_LOAD] = mono_ms() - t;
