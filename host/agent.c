@@ -1,6 +1,7 @@
 /* host/agent.c - fibril-agent's main: command line, the [agent] config
  * keys, then config -> load modules -> graph -> init -> start -> serve the
- * API -> run until SIGTERM/SIGINT -> stop in reverse -> fini -> unload. */
+ * API -> tell systemd READY=1 -> run until SIGTERM/SIGINT -> STOPPING=1 ->
+ * stop in reverse -> fini -> unload. */
 #include "internal.h"
 
 #include <errno.h>
@@ -9,6 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#ifdef HAVE_CONFIG_H
+#include "config.h" /* HAVE_LIBSYSTEMD */
+#endif
+#ifdef HAVE_LIBSYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
 #ifndef FIBRIL_VERSION
 #define FIBRIL_VERSION "0.0.0"
@@ -73,17 +81,20 @@ struct agent_args {
 	int graph; /* 0 no, 1 text, 2 dot */
 	bool print_config;
 	bool check_only;
+	bool list_modules;
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: fibril-agent [options]\n"
-		"  -c, --config FILE       config file (default " FIBRIL_SYSCONF_DIR "/fibril/fibril.conf)\n"
+		"  -c, --config FILE       config file (default " FIBRIL_SYSCONF_DIR "/fibril/fibril.conf),\n"
+		"                          then FILE.d/*.conf in name order (later files override)\n"
 		"  -s, --set SEC.KEY=VAL   override a config value (repeatable)\n"
 		"      --graph[=dot]       print the resolved start order (or a Graphviz graph) and exit\n"
 		"      --print-config      print the effective config with defaults and help and exit\n"
 		"      --check             validate config and modules, then exit\n"
+		"      --list-modules      print each module's name, provides, requires and wants, and exit\n"
 		"  -V, --version           print the version and exit\n"
 		"  -h, --help              this help\n");
 }
@@ -94,7 +105,8 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		{"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
 		{"graph", optional_argument, NULL, 'g'},  {"print-config", no_argument, NULL, 'p'},
 		{"check", no_argument, NULL, 'k'},	  {"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},	  {0, 0, 0, 0},
+		{"help", no_argument, NULL, 'h'},	  {"list-modules", no_argument, NULL, 'l'},
+		{0, 0, 0, 0},
 	};
 	a->config_path = FIBRIL_SYSCONF_DIR "/fibril/fibril.conf";
 	a->sets = xcalloc((size_t)argc + 1, sizeof(*a->sets));
@@ -122,6 +134,9 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		case 'k':
 			a->check_only = true;
 			break;
+		case 'l':
+			a->list_modules = true;
+			break;
 		case 'V':
 			printf("fibril-agent %s (ABI %d.%d, %s)\n", FIBRIL_VERSION, FIBRIL_ABI_MAJOR,
 			       FIBRIL_ABI_MINOR, FIBRIL_BUILD_SIGNATURE);
@@ -146,10 +161,8 @@ static int load_config(const struct agent_args *a, char *err)
 	config_reset();
 	if (config_declare("agent", agent_keys))
 		return -1;
-	if (a->config_explicit || access(a->config_path, F_OK) == 0) {
-		if (config_load_file(a->config_path, err))
-			return -1;
-	}
+	if (config_load_with_dropins(a->config_path, a->config_explicit, err))
+		return -1;
 	for (size_t i = 0; i < a->nsets; i++)
 		if (config_set_override(a->sets[i], err))
 			return -1;
@@ -158,6 +171,32 @@ static int load_config(const struct agent_args *a, char *err)
 	enum fibril_log_level level = FIBRIL_LOG_INFO;
 	log_parse_level(config_value("agent", "log-level"), &level);
 	log_set_level(level);
+	return 0;
+}
+
+static void print_list(FILE *out, const char *what, const char *const *names)
+{
+	fprintf(out, " %s=", what);
+	for (size_t i = 0; names && names[i]; i++)
+		fprintf(out, "%s%s", i ? "," : "", names[i]);
+}
+
+/* `--list-modules`: what each module file in module-dir declares, without
+ * resolving the graph (packaging derives Depends from it: debian/). */
+static int list_modules(char *err)
+{
+	struct module_set *set = &g_agent.modules;
+	if (loader_load_dir(set, config_value("agent", "module-dir"), config_value("agent", "modules"),
+			    err))
+		return -1;
+	for (size_t i = 0; i < set->n; i++) {
+		const struct fibril_module_desc *d = &set->mods[i]->desc;
+		printf("%s", set->mods[i]->name);
+		print_list(stdout, "provides", d->provides);
+		print_list(stdout, "requires", d->requires);
+		print_list(stdout, "wants", d->wants);
+		putchar('\n');
+	}
 	return 0;
 }
 
@@ -191,8 +230,57 @@ static int load_modules(char *err)
 	return graph_resolve(set, err);
 }
 
+/* ---- systemd (Type=notify) ----------------------------------------------
+ * READY=1 once every module has started (restore included: start_all waits
+ * for asynchronous starts) and the API listens; STOPPING=1 once, when the
+ * stop begins; WATCHDOG=1 from the loop at half of WatchdogSec, so a loop
+ * that hangs gets the agent restarted. Without libsystemd or NOTIFY_SOCKET
+ * these do nothing. */
+static struct fibril_timer *g_watchdog;
+static bool g_stopping_notified;
+
+static void notify(const char *state)
+{
+#ifdef HAVE_LIBSYSTEMD
+	sd_notify(0, state);
+#else
+	(void)state;
+#endif
+}
+
+#ifdef HAVE_LIBSYSTEMD
+static void on_watchdog(struct fibril_timer *t, void *ud)
+{
+	(void)t;
+	(void)ud;
+	notify("WATCHDOG=1");
+}
+#endif
+
+static void notify_ready(size_t nstarted, const char *socket_path)
+{
+	char state[512];
+	snprintf(state, sizeof(state), "READY=1\nSTATUS=%zu modules started, API on %s", nstarted,
+		 socket_path);
+	notify(state);
+#ifdef HAVE_LIBSYSTEMD
+	uint64_t usec = 0;
+	if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000)
+		g_watchdog = fibril_timer_add(NULL, 0, usec / 2000, on_watchdog, NULL);
+#endif
+}
+
+static void notify_stopping(void)
+{
+	if (g_stopping_notified)
+		return;
+	g_stopping_notified = true;
+	notify("STOPPING=1");
+}
+
 static void on_stop_signal(int signum)
 {
+	notify_stopping();
 	host_info("signal %d: stopping (send it again to force exit)", signum);
 	if (strcmp(g_agent.state, "starting") == 0)
 		lifecycle_interrupt_start();
@@ -226,6 +314,12 @@ static int prepare_dirs(char *err)
 
 static void shutdown_all(bool started)
 {
+	if (started)
+		notify_stopping();
+	if (g_watchdog) {
+		fibril_timer_cancel(g_watchdog);
+		g_watchdog = NULL;
+	}
 	snprintf(g_agent.state, sizeof(g_agent.state), "stopping");
 	double t0 = mono_ms();
 	api_close();
@@ -287,6 +381,7 @@ static int run(void)
 	snprintf(g_agent.state, sizeof(g_agent.state), "running");
 	host_info("agent ready in %.1f ms: %zu modules started, API on %s", g_agent.ready_at_ms -
 		  g_agent.started_at_ms, set->norder, api.socket_path);
+	notify_ready(set->norder, api.socket_path);
 	loop_run();
 	shutdown_all(true);
 	return 0;
@@ -296,6 +391,8 @@ int fibril_agent_main(int argc, char **argv);
 int fibril_agent_main(int argc, char **argv)
 {
 	memset(&g_agent, 0, sizeof(g_agent));
+	g_watchdog = NULL;
+	g_stopping_notified = false;
 	g_agent.started_at_ms = mono_ms();
 	g_agent.version = FIBRIL_VERSION;
 	snprintf(g_agent.state, sizeof(g_agent.state), "starting");
@@ -322,6 +419,14 @@ int fibril_agent_main(int argc, char **argv)
 		config_reset();
 		free(args.sets);
 		return 1;
+	}
+	if (args.list_modules) {
+		rc = list_modules(err);
+		if (rc)
+			fprintf(stderr, "fibril-agent: %s\n", err);
+		shutdown_all(false);
+		free(args.sets);
+		return rc ? 1 : 0;
 	}
 	rc = load_modules(err);
 	g_agent.phase_ms[AGENT_PHASE_LOAD] = mono_ms() - t;

@@ -1,8 +1,9 @@
-/* host/config.c - the agent's configuration store: the INI file's raw
- * entries (remembered with file:line), --set overrides, the keys each
- * section declares, validation with one-line errors, and the effective
- * values that the agent and the modules read, print (--print-config) and
- * serve (GET /v1/config). */
+/* host/config.c - the agent's configuration store: the keys each section
+ * declares, validation of the entries read (host/config_sources.c reads
+ * them from the files and --set) with one-line errors, and the effective
+ * values that the agent and the modules read, print (--print-config, with
+ * the file, --set or default each came from) and serve (GET /v1/config). */
+#include "config_sources.h"
 #include "internal.h"
 #include "struct_size.h"
 
@@ -13,28 +14,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include <ini.h>
-
 #define MS_PER_SECOND INT64_C(1000)
 #define MS_PER_MINUTE INT64_C(60000)
 #define MS_PER_HOUR INT64_C(3600000)
-/* inih truncates longer section names; refuse them instead. */
-#define MAX_SECTION_NAME 49
-
-/* One value from the file or from --set, or a section heading (key NULL). */
-struct config_entry {
-	char *section;
-	char *key;
-	char *value;
-	char *file;   /* NULL: from --set */
-	int line;
-	char *origin; /* "FILE:LINE" or "--set" */
-	struct config_entry *next;
-};
-
-struct entry_list {
-	struct config_entry *head, *tail;
-};
 
 struct config_section {
 	char *name;
@@ -49,8 +31,6 @@ struct config_section {
 static struct {
 	struct config_section *sections; /* in declaration order */
 	size_t nsections;
-	struct entry_list file_entries;  /* in file order */
-	struct entry_list overrides;     /* one entry per section.key */
 } store;
 
 static const char *const type_names[] = {
@@ -67,101 +47,6 @@ static bool type_is_valid(enum fibril_config_type type)
 static const char *type_name(enum fibril_config_type type)
 {
 	return type_is_valid(type) ? type_names[type] : "unknown";
-}
-
-/* ---- entries ------------------------------------------------------------ */
-
-static char *format_origin(const char *file, int line)
-{
-	int len = snprintf(NULL, 0, "%s:%d", file, line);
-	char *origin = xcalloc(1, (size_t)len + 1);
-	snprintf(origin, (size_t)len + 1, "%s:%d", file, line);
-	return origin;
-}
-
-static struct config_entry *entry_new(const char *section, const char *key, const char *value,
-				      const char *file, int line)
-{
-	struct config_entry *e = xcalloc(1, sizeof(*e));
-	e->section = xstrdup(section);
-	e->key = key ? xstrdup(key) : NULL;
-	e->value = value ? xstrdup(value) : NULL;
-	e->file = file ? xstrdup(file) : NULL;
-	e->line = line;
-	e->origin = file ? format_origin(file, line) : xstrdup("--set");
-	return e;
-}
-
-static void entry_free(struct config_entry *e)
-{
-	free(e->section);
-	free(e->key);
-	free(e->value);
-	free(e->file);
-	free(e->origin);
-	free(e);
-}
-
-static void list_append(struct entry_list *list, struct config_entry *e)
-{
-	if (list->tail)
-		list->tail->next = e;
-	else
-		list->head = e;
-	list->tail = e;
-}
-
-static void list_splice(struct entry_list *dst, struct entry_list *src)
-{
-	if (!src->head)
-		return;
-	if (dst->tail)
-		dst->tail->next = src->head;
-	else
-		dst->head = src->head;
-	dst->tail = src->tail;
-	src->head = src->tail = NULL;
-}
-
-static void list_free(struct entry_list *list)
-{
-	struct config_entry *e = list->head;
-	while (e) {
-		struct config_entry *next = e->next;
-		entry_free(e);
-		e = next;
-	}
-	list->head = list->tail = NULL;
-}
-
-/* The last entry that sets section.key, or NULL. */
-static struct config_entry *list_find(const struct entry_list *list, const char *section,
-				      const char *key)
-{
-	struct config_entry *found = NULL;
-	for (struct config_entry *e = list->head; e; e = e->next) {
-		if (e->key && strcmp(e->section, section) == 0 && strcmp(e->key, key) == 0)
-			found = e;
-	}
-	return found;
-}
-
-static bool list_has_section(const struct entry_list *list, const char *section)
-{
-	for (const struct config_entry *e = list->head; e; e = e->next) {
-		if (strcmp(e->section, section) == 0)
-			return true;
-	}
-	return false;
-}
-
-/* "FILE:LINE" or "--set section.key": how errors point at an entry. */
-static void entry_where(const struct config_entry *e, char *buf, size_t len)
-{
-	if (e->file)
-		snprintf(buf, len, "%s", e->origin);
-	else
-		snprintf(buf, len, "--set %s.%s", e->section, e->key ? e->key : "");
 }
 
 /* ---- declared sections ------------------------------------------------- */
@@ -350,8 +235,7 @@ void config_reset(void)
 	for (size_t i = 0; i < store.nsections; i++)
 		section_free(&store.sections[i]);
 	free(store.sections);
-	list_free(&store.file_entries);
-	list_free(&store.overrides);
+	config_sources_reset();
 	memset(&store, 0, sizeof(store));
 }
 
@@ -608,7 +492,7 @@ static const struct fibril_config_key *alias_key(const struct config_section *s,
 static int validate_entry(struct config_entry *e, char *err)
 {
 	char where[ERRBUF_LEN];
-	entry_where(e, where, sizeof(where));
+	config_entry_where(e, where, sizeof(where));
 	const struct config_section *s = section_find(e->section);
 	if (!s)
 		return unknown_section_error(where, e->section, err);
@@ -648,210 +532,16 @@ int config_validate_section(const char *section, char *err)
 		errbuf_set(err, "[%s] is not a declared config section", section ? section : "");
 		return -1;
 	}
-	if (validate_entries(&store.file_entries, section, err))
+	if (validate_entries(config_file_entries(), section, err))
 		return -1;
-	return validate_entries(&store.overrides, section, err);
+	return validate_entries(config_override_entries(), section, err);
 }
 
 int config_validate_all(char *err)
 {
-	if (validate_entries(&store.file_entries, NULL, err))
+	if (validate_entries(config_file_entries(), NULL, err))
 		return -1;
-	return validate_entries(&store.overrides, NULL, err);
-}
-
-/* ---- loading the file ---------------------------------------------------- */
-
-struct load_ctx {
-	const char *path;
-	FILE *fp;
-	int line;                    /* of the line inih is working on */
-	char *buf;                   /* getline's */
-	size_t cap;
-	int read_errno;              /* when reading failed */
-	struct entry_list entries;   /* this file's, kept only on success */
-	int error_line;              /* first line our own checks refused */
-	char *err;
-};
-
-static int load_fail(struct load_ctx *ctx, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static int load_fail(struct load_ctx *ctx, const char *fmt, ...)
-{
-	if (ctx->error_line)
-		return 0;
-	char what[ERRBUF_LEN];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	ctx->error_line = ctx->line;
-	errbuf_set(ctx->err, "%s:%d: %s", ctx->path, ctx->line, what);
-	return 0; /* what an inih handler returns on error */
-}
-
-/* Lines are handed to inih without their indentation: inih would take an
- * indented line for the continuation of the previous value. */
-static char *line_text(struct load_ctx *ctx, ssize_t len)
-{
-	char *text = ctx->buf;
-	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
-		text[--len] = '\0';
-	if (ctx->line == 1 && strncmp(text, "\xEF\xBB\xBF", 3) == 0)
-		text += 3;
-	while (isspace((unsigned char)*text))
-		text++;
-	return text;
-}
-
-static void note_section_heading(struct load_ctx *ctx, const char *text)
-{
-	const char *close = strchr(text, ']');
-	if (!close)
-		return; /* inih reports it */
-	size_t len = (size_t)(close - text - 1);
-	if (len > MAX_SECTION_NAME) {
-		load_fail(ctx, "section name is longer than %d characters", MAX_SECTION_NAME);
-		return;
-	}
-	char name[MAX_SECTION_NAME + 1];
-	memcpy(name, text + 1, len);
-	name[len] = '\0';
-	list_append(&ctx->entries, entry_new(name, NULL, NULL, ctx->path, ctx->line));
-}
-
-/* inih's reader: one line per call, so ctx->line is inih's line number. */
-static char *read_line(char *str, int num, void *stream)
-{
-	struct load_ctx *ctx = stream;
-	if (ctx->error_line)
-		return NULL;
-	errno = 0;
-	ssize_t len = getline(&ctx->buf, &ctx->cap, ctx->fp);
-	if (len < 0) {
-		ctx->read_errno = ferror(ctx->fp) ? errno : 0;
-		return NULL;
-	}
-	ctx->line++;
-	const char *text = line_text(ctx, len);
-	size_t text_len = strlen(text);
-	if (text_len + 2 > (size_t)num) {
-		load_fail(ctx, "line is longer than %d characters", num - 2);
-		return NULL;
-	}
-	memcpy(str, text, text_len);
-	memcpy(str + text_len, "\n", 2);
-	if (text[0] == '[')
-		note_section_heading(ctx, text);
-	return str;
-}
-
-static int on_ini_entry(void *user, const char *section, const char *key, const char *value)
-{
-	struct load_ctx *ctx = user;
-	if (!key[0])
-		return 0; /* "= value": a syntax error */
-	if (!section[0])
-		return load_fail(ctx, "key '%s' is outside any [section]", key);
-	const struct config_entry *prev = list_find(&ctx->entries, section, key);
-	if (!prev)
-		prev = list_find(&store.file_entries, section, key);
-	if (prev && strcmp(prev->file, ctx->path) == 0)
-		return load_fail(ctx, "[%s] key '%s' already set at line %d", section, key, prev->line);
-	if (prev)
-		return load_fail(ctx, "[%s] key '%s' already set at %s", section, key, prev->origin);
-	list_append(&ctx->entries, entry_new(section, key, value, ctx->path, ctx->line));
-	return 1;
-}
-
-/* inih's verdict and ours: whichever error came first. */
-static int load_result(struct load_ctx *ctx, int ini_rc)
-{
-	if (ctx->read_errno || ferror(ctx->fp)) {
-		errbuf_set(ctx->err, "%s: %s", ctx->path,
-			   strerror(ctx->read_errno ? ctx->read_errno : EIO));
-		return -1;
-	}
-	if (ini_rc > 0 && (!ctx->error_line || ini_rc < ctx->error_line)) {
-		errbuf_set(ctx->err, "%s:%d: syntax error", ctx->path, ini_rc);
-		return -1;
-	}
-	if (ini_rc < 0 && !ctx->error_line) {
-		errbuf_set(ctx->err, "%s: cannot parse (inih error %d)", ctx->path, ini_rc);
-		return -1;
-	}
-	return ctx->error_line ? -1 : 0;
-}
-
-int config_load_file(const char *path, char *err)
-{
-	struct load_ctx ctx = {.path = path, .err = err};
-	ctx.fp = fopen(path, "re");
-	if (!ctx.fp) {
-		errbuf_set(err, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	int rc = load_result(&ctx, ini_parse_stream(read_line, &ctx, on_ini_entry, &ctx));
-	if (rc == 0)
-		list_splice(&store.file_entries, &ctx.entries);
-	list_free(&ctx.entries);
-	free(ctx.buf);
-	fclose(ctx.fp);
-	return rc;
-}
-
-/* ---- --set --------------------------------------------------------------- */
-
-static char *dup_trimmed(const char *begin, const char *end)
-{
-	while (begin < end && isspace((unsigned char)*begin))
-		begin++;
-	while (end > begin && isspace((unsigned char)end[-1]))
-		end--;
-	char *s = xcalloc(1, (size_t)(end - begin) + 1);
-	memcpy(s, begin, (size_t)(end - begin));
-	return s;
-}
-
-static void override_store(char *section, char *key, char *value)
-{
-	struct config_entry *e = list_find(&store.overrides, section, key);
-	if (!e) {
-		e = entry_new(section, key, NULL, NULL, 0);
-		list_append(&store.overrides, e);
-	}
-	free(e->value);
-	e->value = value;
-	free(section);
-	free(key);
-}
-
-int config_set_override(const char *spec, char *err)
-{
-	const char *s = spec ? spec : "";
-	const char *eq = strchr(s, '=');
-	const char *dot = eq ? memchr(s, '.', (size_t)(eq - s)) : NULL;
-	if (!dot) {
-		errbuf_set(err, "--set '%s': expected section.key=value", s);
-		return -1;
-	}
-	char *section = dup_trimmed(s, dot);
-	char *key = dup_trimmed(dot + 1, eq);
-	char *value = dup_trimmed(eq + 1, eq + strlen(eq));
-	const char *why = NULL;
-	if (!section[0] || !key[0])
-		why = "expected section.key=value";
-	else if (strpbrk(value, "\r\n"))
-		why = "the value must be a single line";
-	if (why) {
-		errbuf_set(err, "--set '%s': %s", s, why);
-		free(section);
-		free(key);
-		free(value);
-		return -1;
-	}
-	override_store(section, key, value);
-	return 0;
+	return validate_entries(config_override_entries(), NULL, err);
 }
 
 /* ---- effective values ------------------------------------------------------ */
@@ -859,8 +549,8 @@ int config_set_override(const char *spec, char *err)
 /* The entry that sets section.key (--set wins over the file), or NULL. */
 static const struct config_entry *effective_entry(const char *section, const char *key)
 {
-	const struct config_entry *e = list_find(&store.overrides, section, key);
-	return e ? e : list_find(&store.file_entries, section, key);
+	const struct config_entry *e = config_entry_find(config_override_entries(), section, key);
+	return e ? e : config_entry_find(config_file_entries(), section, key);
 }
 
 const char *config_value(const char *section, const char *key)
@@ -886,8 +576,8 @@ const char *config_origin(const char *section, const char *key)
 
 bool config_section_present(const char *section)
 {
-	return section && (list_has_section(&store.file_entries, section) ||
-			   list_has_section(&store.overrides, section));
+	return section && (config_entries_have_section(config_file_entries(), section) ||
+			   config_entries_have_section(config_override_entries(), section));
 }
 
 /* ---- --print-config ------------------------------------------------------ */
@@ -914,7 +604,9 @@ static void print_key(FILE *out, const char *section, const struct fibril_config
 		format_range(k, range, sizeof(range));
 		fprintf(out, ", range: %s", range);
 	}
-	fputs(")\n", out);
+	/* Which file:line, --set or default gave the value below. */
+	const char *origin = config_origin(section, k->name);
+	fprintf(out, ", from: %s)\n", origin ? origin : "default");
 	const char *value = config_value(section, k->name);
 	if (!value)
 		fprintf(out, "# %s =\n", k->name);

@@ -64,6 +64,10 @@ HIDDEN int config_declare_module(const struct fibril_module *m, char *err);
 HIDDEN int config_declare_dynamic(const char *section, const char *const *names, size_t n,
 				  const char *help);
 HIDDEN int config_load_file(const char *path, char *err);
+/* PATH (when it exists, or always when required), then PATH.d/NAME.conf in
+ * name order: a later file overrides what an earlier one set; a key twice
+ * in one file is an error (host/config_sources.c). */
+HIDDEN int config_load_with_dropins(const char *path, bool required, char *err);
 HIDDEN int config_set_override(const char *spec, char *err);
 HIDDEN int config_validate_section(const char *section, char *err);
 HIDDEN int config_validate_all(char *err);

@@ -13,6 +13,7 @@ packages=(
 	bpftool golang-go golang-github-appc-cni-dev iperf3 iputils-ping procps
 	libclang-rt-14-dev
 	libssl-dev
+	libsystemd-dev debhelper lintian fakeroot dpkg-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -162,6 +162,17 @@ else
 	status=1
 fi
 
+echo "=== Debian packages ==="
+# builds the binary packages from distcheck's tarball and checks them
+# (scripts/deb-check.sh: lintian, contents, Depends == requires, a scratch root)
+if scripts/deb-check.sh build/gcc/fibril-*.tar.gz; then
+	total_pass=$((total_pass + 1))
+else
+	echo "Debian packages: FAILED (build/deb/build.log)"
+	total_fail=$((total_fail + 1))
+	status=1
+fi
+
 if [ "${#flaky[@]}" -gt 0 ]; then
 	echo "flaky (failed once, passed alone; see FLAKY lines above): ${flaky[*]}"
 fi

@@ -86,7 +86,7 @@ run_agent "$mods" --config "$conf" --set alpha.count=9 --print-config
 check "--print-config succeeds" test "$RC" -eq 0
 check "--set overrides the file" contains "$OUT" "count = 9"
 check "file values are shown" contains "$OUT" "trace = $WORK/from-file"
-check "help, type, default and range are shown" contains "$OUT" "# a bounded integer (type: int, default: 1, range: 1..100)"
+check "help, type, default, range and origin are shown" contains "$OUT" "# a bounded integer (type: int, default: 1, range: 1..100, from: --set)"
 check "agent defaults are shown" contains "$OUT" "socket-mode = 0660"
 printf '%s\n' "$OUT" >"$WORK/printed.conf"
 run_agent "$mods" --config "$WORK/printed.conf" --check

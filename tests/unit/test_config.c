@@ -1,6 +1,7 @@
-/* tests/unit/test_config.c - unit tests of the config store (host/config.c):
- * loading INI files, --set overrides, validation messages with file:line,
- * defaults, --print-config, the /v1/config JSON and the SDK getters. */
+/* tests/unit/test_config.c - unit tests of the config store (host/config.c,
+ * host/config_sources.c): loading INI files and drop-in directories, --set
+ * overrides, validation messages with file:line, defaults, --print-config
+ * (with each value's origin), the /v1/config JSON and the SDK getters. */
 #include "cunit_main.h"
 #include "internal.h"
 
@@ -8,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char test_dir[64];
@@ -358,6 +360,7 @@ static void t_indent_comments_crlf(void)
 	assert_value("hello", "greeting", "hi there");
 }
 
+/* A later file overrides what an earlier one set (drop-ins rely on it). */
 static void t_two_files(void)
 {
 	declare_test_sections();
@@ -366,11 +369,151 @@ static void t_two_files(void)
 	CU_ASSERT_EQUAL(config_load_file(first, err), 0);
 	CU_ASSERT_EQUAL(config_load_file(write_ini("second.ini", "[hello]\ncount = 4\n"), err), 0);
 	assert_value("hello", "count", "4");
-	CU_ASSERT_EQUAL(config_load_file(write_ini("third.ini", "[agent]\ndebug = off\n"), err), -1);
-	char expected[3 * PATH_MAX];
-	snprintf(expected, sizeof(expected), "%s:2: [agent] key 'debug' already set at %s:2", ini_path,
-		 first);
+	assert_value("agent", "debug", "on");
+	CU_ASSERT_EQUAL(config_load_file(write_ini("third.ini", "\n[agent]\ndebug = off\n"), err), 0);
+	CU_ASSERT_EQUAL(config_validate_all(err), 0);
+	assert_value("agent", "debug", "off");
+	assert_file_origin("agent", "debug", 3);
+}
+
+/* ---- drop-in directories ----------------------------------------------------- */
+
+static char dropin_dir[PATH_MAX + 8];
+static char main_conf[PATH_MAX - 16];
+
+/* test_dir/main.conf (NULL: none) and an empty test_dir/main.conf.d. */
+static void dropin_setup(const char *main_content)
+{
+	snprintf(main_conf, sizeof(main_conf), "%s/main.conf", test_dir);
+	snprintf(dropin_dir, sizeof(dropin_dir), "%s.d", main_conf);
+	unlink(main_conf);
+	if (main_content) {
+		FILE *f = fopen(main_conf, "w");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		fputs(main_content, f);
+		fclose(f);
+	}
+	mkdir(dropin_dir, 0755);
+	declare_test_sections();
+	err[0] = '\0';
+}
+
+/* Writes main.conf.d/name; leaves its path in ini_path. */
+static void write_dropin(const char *name, const char *content)
+{
+	CU_ASSERT_FATAL(strlen(dropin_dir) + strlen(name) + 2 <= sizeof(ini_path));
+	strcpy(ini_path, dropin_dir);
+	strcat(ini_path, "/");
+	strcat(ini_path, name);
+	FILE *f = fopen(ini_path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs(content, f);
+	fclose(f);
+}
+
+static void dropin_cleanup(void)
+{
+	config_reset();
+	DIR *d = opendir(dropin_dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		char path[2 * PATH_MAX];
+		snprintf(path, sizeof(path), "%s/%s", dropin_dir, de->d_name);
+		if (de->d_name[0] != '.' || strlen(de->d_name) > 2)
+			unlink(path);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dropin_dir);
+	unlink(main_conf);
+}
+
+static void assert_origin_in(const char *section, const char *key, const char *name, int line)
+{
+	char expected[2 * PATH_MAX];
+	snprintf(expected, sizeof(expected), "%s/%s:%d", dropin_dir, name, line);
+	assert_origin(section, key, expected);
+}
+
+static void t_dropins_in_name_order(void)
+{
+	dropin_setup("[agent]\ndebug = on\nstate-dir = /main\nlog-level = warn\n");
+	write_dropin("20-b.conf", "[hello]\ncount = 5\n[agent]\nstate-dir = /b\n");
+	write_dropin("10-a.conf", "# comment\n[agent]\nstate-dir = /a\ndebug = off\n");
+	/* not read: dpkg leftovers, hidden files, other names */
+	write_dropin("30-c.conf.dpkg-dist", "[agent]\nstate-dir = /dpkg-dist\n");
+	write_dropin("30-c.conf.dpkg-old", "[agent]\nstate-dir = /dpkg-old\n");
+	write_dropin(".hidden.conf", "not ini at all\n");
+	write_dropin("README", "not ini at all\n");
+	CU_ASSERT_EQUAL(config_load_with_dropins(main_conf, true, err), 0);
+	CU_ASSERT_EQUAL(config_validate_all(err), 0);
+	assert_value("agent", "state-dir", "/b");
+	assert_origin_in("agent", "state-dir", "20-b.conf", 4);
+	assert_value("agent", "debug", "off");
+	assert_origin_in("agent", "debug", "10-a.conf", 4);
+	assert_value("hello", "count", "5");
+	assert_origin_in("hello", "count", "20-b.conf", 2);
+	assert_value("agent", "log-level", "warn");
+	char expected[PATH_MAX + 8];
+	snprintf(expected, sizeof(expected), "%s:4", main_conf);
+	assert_origin("agent", "log-level", expected);
+	/* --set still wins over every file */
+	CU_ASSERT_EQUAL(config_set_override("agent.state-dir=/set", err), 0);
+	assert_value("agent", "state-dir", "/set");
+	assert_origin("agent", "state-dir", "--set");
+	dropin_cleanup();
+}
+
+static void t_dropins_without_main_file(void)
+{
+	dropin_setup(NULL);
+	write_dropin("50-x.conf", "[hello]\ngreeting = hi\n");
+	/* the default path need not exist; its drop-ins are still read */
+	CU_ASSERT_EQUAL(config_load_with_dropins(main_conf, false, err), 0);
+	assert_value("hello", "greeting", "hi");
+	/* an explicit --config that is missing is an error */
+	declare_test_sections();
+	CU_ASSERT_EQUAL(config_load_with_dropins(main_conf, true, err), -1);
+	char expected[PATH_MAX + 64];
+	snprintf(expected, sizeof(expected), "%s: No such file or directory", main_conf);
 	assert_err_is(expected);
+	dropin_cleanup();
+	/* no drop-in directory at all is fine */
+	dropin_setup("[hello]\ncount = 2\n");
+	rmdir(dropin_dir);
+	CU_ASSERT_EQUAL(config_load_with_dropins(main_conf, true, err), 0);
+	assert_value("hello", "count", "2");
+	dropin_cleanup();
+}
+
+static void t_dropin_errors_name_the_file(void)
+{
+	dropin_setup("[hello]\ncount = 2\n");
+	write_dropin("10-ok.conf", "[hello]\ncount = 3\n");
+	write_dropin("20-bad.conf", "[hello]\ngreeting = a\ngreeting = b\n");
+	CU_ASSERT_EQUAL(config_load_with_dropins(main_conf, true, err), -1);
+	assert_file_err(3, "[hello] key 'greeting' already set at line 2");
+	dropin_cleanup();
+
+	dropin_setup("[hello]\ncount = 2\n");
+	write_dropin("10-syntax.conf", "[hello]\nthis is not a key value line\n");
+	CU_ASSERT_EQUAL(config_load_with_dropins(main_conf, true, err), -1);
+	assert_file_err(2, "syntax error");
+	dropin_cleanup();
+
+	dropin_setup("[hello]\ncount = 2\n");
+	write_dropin("10-range.conf", "[hello]\n\ncount = 500\n");
+	CU_ASSERT_EQUAL(config_load_with_dropins(main_conf, true, err), 0);
+	CU_ASSERT_EQUAL(config_validate_all(err), -1);
+	assert_file_err(3, "[hello] count: 500 is out of range 1..100");
+	dropin_cleanup();
+
+	dropin_setup("[hello]\ncount = 2\n");
+	write_dropin("10-section.conf", "[helo]\ncount = 5\n");
+	CU_ASSERT_EQUAL(config_load_with_dropins(main_conf, true, err), 0);
+	CU_ASSERT_EQUAL(config_validate_all(err), -1);
+	assert_file_err(1, "unknown section [helo] (did you mean [hello]?)");
+	dropin_cleanup();
 }
 
 /* ---- --set ------------------------------------------------------------------ */
@@ -587,22 +730,28 @@ static char *print_to_string(void)
 static void t_print_config_format(void)
 {
 	declare_test_sections();
+	CU_ASSERT_EQUAL(config_load_file(write_ini("print.ini", "[hello]\n\ngreeting = hey\n"), err), 0);
 	CU_ASSERT_EQUAL(config_set_override("hello.tags=x,y", err), 0);
 	char *text = print_to_string();
 	static const char head[] = "[agent]\n"
-				   "# where the agent keeps its state (type: path, default: /var/lib/fibril)\n"
+				   "# where the agent keeps its state (type: path, default: /var/lib/fibril, "
+				   "from: default)\n"
 				   "state-dir = /var/lib/fibril\n";
 	CU_ASSERT_EQUAL(strncmp(text, head, strlen(head)), 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "# how long a module may take to start "
-					    "(type: duration, default: 30s, range: 1s..1h)\n"
+					    "(type: duration, default: 30s, range: 1s..1h, from: default)\n"
 					    "start-timeout = 30s\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(text, "# TCP address of the API (type: string)\n"
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "# TCP address of the API (type: string, from: default)\n"
 					    "# api-tcp-listen =\n# extra checks"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "debug = false\n\n[hello]\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "# how many greetings (type: int, default: 3, "
-					    "range: 1..100)\ncount = 3\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(text, "# labels (type: list)\ntags = x,y\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(text, "# (type: bool, default: true)\nenabled = true\n"));
+					    "range: 1..100, from: default)\ncount = 3\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "# labels (type: list, from: --set)\ntags = x,y\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "# (type: bool, default: true, from: default)\nenabled = true\n"));
+	char from_file[PATH_MAX + 96];
+	snprintf(from_file, sizeof(from_file), "# what to say (type: string, default: hello, from: %s:3)\n"
+		 "greeting = hey\n", ini_path);
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, from_file));
 	size_t len = strlen(text);
 	CU_ASSERT(len > 2 && text[len - 1] == '\n' && text[len - 2] != '\n');
 	free(text);
@@ -761,6 +910,9 @@ FIBRIL_TEST_MAIN("config", make_test_dir, remove_test_dir,
 		 FIBRIL_TEST(t_missing_file),
 		 FIBRIL_TEST(t_indent_comments_crlf),
 		 FIBRIL_TEST(t_two_files),
+		 FIBRIL_TEST(t_dropins_in_name_order),
+		 FIBRIL_TEST(t_dropins_without_main_file),
+		 FIBRIL_TEST(t_dropin_errors_name_the_file),
 		 FIBRIL_TEST(t_set_override_precedence),
 		 FIBRIL_TEST(t_set_errors),
 		 FIBRIL_TEST(t_file_errors_come_before_set_errors),
