@@ -12,6 +12,7 @@ packages=(
 	etcd-server etcd-client containernetworking-plugins libyaml-dev openssl
 	bpftool golang-go golang-github-appc-cni-dev iperf3 iputils-ping procps
 	libclang-rt-14-dev
+	python3-prometheus-client
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -54,6 +54,9 @@ static void gc_done(void *ud, int status)
 		size_t removed = j->st[0].removed + j->st[1].removed;
 		dp->gc_runs++;
 		dp->gc_removed += removed;
+		fibril_series_inc(dp->m_gc_runs);
+		fibril_series_add(dp->m_gc_removed, (double)removed);
+		fibril_series_observe(dp->m_gc_seconds, (double)j->us / 1e6);
 		dp->gc_last_ms = fibril_now_ms();
 		dp->gc_last_us = j->us;
 		dp->gc_last_syscalls = j->st[0].syscalls + j->st[1].syscalls;
@@ -122,14 +125,16 @@ static int on_event(void *ctx, void *data, size_t size)
 	/* a newer program may append fields: take what we know */
 	if (size < sizeof(*e) || e->size < sizeof(*e)) {
 		dp->events_bad++;
+		fibril_series_inc(dp->m_events[2]);
 		return 0;
 	}
 	if (e->type == DP_EVENT_DROP)
-		dp->events_drop++;
+		dp->events_drop++, fibril_series_inc(dp->m_events[0]);
 	else if (e->type == DP_EVENT_TRACE)
-		dp->events_trace++;
+		dp->events_trace++, fibril_series_inc(dp->m_events[1]);
 	else {
 		dp->events_bad++;
+		fibril_series_inc(dp->m_events[2]);
 		return 0;
 	}
 	dp->ring[dp->ring_head] = *e;
