@@ -81,6 +81,8 @@ struct datapath {
 	struct fibril_metric *m_packets, *m_bytes, *m_ct_entries, *m_endpoints;
 	struct fibril_series *m_events[3]; /* drop, trace, malformed */
 	struct fibril_series *m_gc_runs, *m_gc_removed, *m_gc_seconds;
+	struct fibril_series *m_events_lost; /* not published: the bus was full */
+	uint64_t events_unpublished;         /* ... since the last one published */
 	/* endpoints in place */
 	struct dp_ep *eps;
 	size_t neps;

@@ -281,9 +281,12 @@ static int metrics_register(struct datapath *dp)
 		.name = "fibril_datapath_conntrack_gc_duration_seconds",
 		.help = "Time a conntrack GC pass took on the worker pool.", .buckets = gc_buckets,
 		.nbuckets = sizeof(gc_buckets) / sizeof(gc_buckets[0])});
+	struct fibril_metric *lost = reg(dp, FIBRIL_METRIC_COUNTER, "fibril_datapath_events_lost_total",
+					 "Events not published on the bus (its queue was full).", NULL);
 	if (!dp->m_packets || !dp->m_bytes || !dp->m_ct_entries || !dp->m_endpoints || !events ||
-	    !runs || !removed || !secs)
+	    !runs || !removed || !secs || !lost)
 		return -errno;
+	dp->m_events_lost = fibril_metric_series(lost, NULL);
 	dp->m_events[0] = fibril_metric_labels(events, "drop");
 	dp->m_events[1] = fibril_metric_labels(events, "trace");
 	dp->m_events[2] = fibril_metric_labels(events, "malformed");
