@@ -111,11 +111,30 @@ check "filter from-label=app=client" test "$(count 'from-label=app%3Dclient&prot
 check "filter ip CIDR" test "$(count 'ip=10.202.0.99/32')" = 1
 check "filter protocol=tcp (none)" test "$(count protocol=tcp)" = 0
 check "filter namespace=team&last=2" test "$(count 'namespace=team&last=2')" = 2
-check "filter since=1m keeps them, until=1h ago drops them" \
-	test "$(count since=1m)" -ge 4 -a "$(count until=1h)" = 0
+check "filter since=10m keeps them, until=1h ago drops them" \
+	test "$(count since=10m)" -ge 4 -a "$(count until=1h)" = 0
 code=$(api -o "$WORK/bad" -w '%{http_code}' "http://x/v1/flows?port=http")
 check "a bad filter is a 400 naming it ($(cat "$WORK/bad"))" \
 	test "$code" = 400 -a "$(grep -c "query 'port'" "$WORK/bad")" = 1
+# ---- fibril observe ----
+fib() { "$CLI" --socket "$WORK/fibril.sock" "$@"; }
+OUT=$(fib observe --verdict DROPPED)
+check "fibril observe --verdict DROPPED: one compact line naming pods, ports, verdict, reason ($OUT)" \
+	test "$(grep -c -- '-> team/web:9 (ID:[0-9]*) from-endpoint DROPPED (UDP, reason: spoofed-source-ip)' <<<"$OUT")" = 1 -a "$(wc -l <<<"$OUT")" = 1
+OUT=$(fib observe --from-pod team/client --to-port 7777 --last 2 -o table)
+check "fibril observe -o table: a header and the last 2 rows" \
+	test "$(head -1 <<<"$OUT" | grep -c '^TIMESTAMP *SOURCE *DESTINATION *TYPE *VERDICT *SUMMARY')" = 1 -a "$(wc -l <<<"$OUT")" = 3
+OUT=$(fib observe -o json --protocol udp -l app=web --type trace --since 5m)
+check "fibril observe -o json: JSON lines of the matching flows" python3 -c '
+import json, sys
+lines = sys.argv[1].splitlines()
+assert len(lines) >= 3, lines
+for l in lines:
+    f = json.loads(l)
+    assert f["l4"]["protocol"] == "UDP" and f["type"] == "trace", f
+' "$OUT"
+check "fibril observe --port http: exit 1 naming the filter" \
+	sh -c '! "$1" --socket "$2" observe --port http 2>"$3" && grep -q "query .port." "$3"' _ "$CLI" "$WORK/fibril.sock" "$WORK/err"
 PROM=$(api http://x/metrics)
 check "/metrics: fibril_hubble_drops_total by reason" \
 	contains "$PROM" 'fibril_hubble_drops_total{reason="spoofed-source-ip"} 1'
