@@ -52,6 +52,8 @@ static const char usage_text[] =
 	"  policy import FILE|-  add or replace CiliumNetworkPolicies (JSON)\n"
 	"  policy get      policies, revision, each endpoint's enforcement\n"
 	"  policy delete [NS/]NAME | policy delete-all\n"
+	"  observe [FILTERS] [-o compact|table|json]\n"
+	"                  flows from hubble-lite (fibril observe --help)\n"
 	"  version         versions of this CLI and of the agent\n"
 	"  help            this help\n"
 	"\n"
@@ -131,6 +133,7 @@ int main(int argc, char **argv)
 	const char *env = getenv("FIBRIL_SOCKET");
 	int c, rc;
 
+	for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "observe")) return cmd_observe_main(argc, argv, i);
 	opt.socket = env && *env ? env : DEFAULT_SOCKET;
 	opterr = 0; /* our own one-line messages */
 	while ((c = getopt_long(argc, argv, ":s:o:h", longopts, NULL)) != -1) {

@@ -326,6 +326,7 @@ static void shutdown_all(bool started)
 	if (started)
 		lifecycle_stop_all(&g_agent.modules, (uint64_t)fibril_config_duration_ms(NULL, "stop-timeout"));
 	lifecycle_fini_all(&g_agent.modules);
+	metrics_fini();
 	api_fini();
 	maps_fini();
 	bus_fini();

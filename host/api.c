@@ -96,6 +96,8 @@ struct session {
 	struct session *live_prev, *live_next;
 	struct lws *live_wsi;
 	bool live;
+	char metric_route[128];          /* for /metrics: the matched pattern */
+	double metric_t0;
 };
 
 static struct lws_context *g_ctx;
@@ -446,6 +448,8 @@ static void dispatch(struct session *s, bool tcp)
 {
 	struct fibril_request *req = &s->req;
 	struct fibril_response *resp = &s->resp;
+	s->metric_t0 = mono_ms();
+	snprintf(s->metric_route, sizeof(s->metric_route), "unmatched");
 	if (s->too_big) {
 		fibril_resp_error(resp, 413, "request body exceeds the limit of %zu bytes", g_max_body);
 		return;
@@ -477,6 +481,7 @@ static void dispatch(struct session *s, bool tcp)
 			}
 			json_object_put(o);
 		}
+		snprintf(s->metric_route, sizeof(s->metric_route), "%s", r->pattern);
 		struct crash_ctx cc;
 		crash_enter(&cc, r->owner, "API route handler for", r->pattern, -1);
 		r->cb(req, resp, r->ud);
@@ -511,6 +516,7 @@ static int queue_response(struct lws *wsi, struct session *s)
 	s->out_len = s->resp.len;
 	s->out_off = 0;
 	s->responded = true;
+	metrics_api_request(s->req.method, s->metric_route, s->resp.status, mono_ms() - s->metric_t0);
 	lws_callback_on_writable(wsi);
 	return 0;
 }

@@ -309,4 +309,16 @@ HIDDEN unsigned loop_drain_owner_jobs(struct fibril_module *owner, uint64_t time
 /* The stop-timeout lifecycle_fini_all bounds its waits with. */
 HIDDEN void lifecycle_set_stop_timeout(uint64_t timeout_ms);
 
+/* ---- metrics (metrics.c, SDK <fibril/metrics.h>) ---------------------- */
+/* The host's own families and the loop-lag timer (after loop_init). */
+HIDDEN int metrics_init(void);
+HIDDEN void metrics_fini(void);
+/* Run the scrape callbacks, then write every family (text format 0.0.4). */
+HIDDEN void metrics_write(FILE *out);
+HIDDEN void metrics_release_owner(struct fibril_module *owner);
+/* One answered API request (route: the matched pattern, or "unmatched"). */
+HIDDEN void metrics_api_request(const char *method, const char *route, int code, double ms);
+/* One journal batch flushed (any thread). */
+HIDDEN void metrics_journal_flush(bool ok, double seconds);
+
 #endif

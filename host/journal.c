@@ -312,6 +312,7 @@ static void batch_work(void *ud)
 				b->newfd = fd;
 		}
 	} else if (b->recs.len) {
+		double t0 = mono_ms();
 		b->status = write_all(b->fd, b->recs.p, b->recs.len);
 		crash_point_after_write();
 		unsigned delay = atomic_load(&journal_test_flush_delay_ms);
@@ -321,6 +322,7 @@ static void batch_work(void *ud)
 				  NULL);
 		if (b->status == 0 && fdatasync(b->fd))
 			b->status = -errno;
+		metrics_journal_flush(b->status == 0, (mono_ms() - t0) / 1000.0);
 	}
 	atomic_store(&b->finished, true);
 }

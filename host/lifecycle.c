@@ -140,6 +140,7 @@ void module_release_resources(struct fibril_module *m)
 {
 	drain_jobs_or_exit(m, "after its fini");
 	api_release_owner(m);
+	metrics_release_owner(m);
 	bus_release_owner(m);
 	service_release_owner(m);
 	maps_release_owner(m);

@@ -211,6 +211,7 @@ static void metrics(struct fibril_request *req, struct fibril_response *resp, vo
 		fprintf(out, "fibril_module_phase_seconds{module=\"%s\",phase=\"start\"} %.6f\n", m->name,
 			m->start_ms / 1000.0);
 	}
+	metrics_write(out);
 	fclose(out);
 	fibril_resp_body(resp, 200, "text/plain; version=0.0.4", text, len);
 	free(text);
@@ -227,5 +228,7 @@ int routes_register(void)
 	rc |= api_route_tcp("GET", "/healthz", healthz, NULL);
 	rc |= api_route_tcp("GET", "/livez", livez, NULL);
 	rc |= api_route_tcp("GET", "/metrics", metrics, NULL);
+	rc |= api_route_host("GET", "/metrics", 0, metrics, NULL);
+	rc |= metrics_init();
 	return rc ? -1 : 0;
 }

@@ -14,6 +14,7 @@ packages=(
 	libclang-rt-14-dev
 	libssl-dev
 	libsystemd-dev debhelper lintian fakeroot dpkg-dev
+	python3-prometheus-client
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -79,6 +79,12 @@ struct datapath {
 	struct dp_event ring[DP_EVENT_RING];
 	unsigned ring_head, ring_count;
 	uint64_t events_drop, events_trace, events_bad;
+	/* metrics (dp_api.c): series updated on the loop, the rest read at scrape */
+	struct fibril_metric *m_packets, *m_bytes, *m_ct_entries, *m_endpoints;
+	struct fibril_series *m_events[3]; /* drop, trace, malformed */
+	struct fibril_series *m_gc_runs, *m_gc_removed, *m_gc_seconds;
+	struct fibril_series *m_events_lost; /* not published: the bus was full */
+	uint64_t events_unpublished;         /* ... since the last one published */
 	/* endpoints in place */
 	struct dp_ep *eps;
 	size_t neps;
@@ -170,6 +176,7 @@ int dp_events_start(struct datapath *dp, char *err, size_t len);
 void dp_events_stop(struct datapath *dp);
 
 /* ---- API (dp_api.c) ---- */
+/* The routes and the metrics (fibril_datapath_* in /metrics). */
 int dp_api_register(struct datapath *dp);
 
 #endif

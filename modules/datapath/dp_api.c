@@ -8,6 +8,7 @@
  *   GET /v1/datapath/events   the most recent events read from dp_events
  *                             (?type=drop|trace to filter), oldest first */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -213,10 +214,94 @@ static void route_events(struct fibril_request *req, struct fibril_response *res
 	reply(resp, o);
 }
 
+/* ---- metrics ----------------------------------------------------------------------------
+ * Packets and bytes by direction and reason live in the per-CPU dp_metrics
+ * map: they are summed at scrape time. Events and GC passes are counted as
+ * they happen (dp_gc.c). */
+
+static void metrics_scrape(struct fibril_module *m, void *ud)
+{
+	(void)m;
+	struct datapath *dp = ud;
+	if (dp->maps[DPM_METRICS]) {
+		int fd = fibril_map_fd(dp->maps[DPM_METRICS]);
+		struct dp_metrics_key key, next;
+		const void *prev = NULL;
+		while (fd >= 0 && dp_next_key(fd, prev, &next) == 0) {
+			key = next;
+			prev = &key;
+			struct dp_metrics_value v;
+			if (dp_metrics_read(dp, key.reason, key.direction, &v) < 0)
+				continue;
+			const char *dir = dp_direction_name(key.direction);
+			const char *reason = dp_reason_name(key.reason);
+			fibril_series_set(fibril_metric_labels(dp->m_packets, dir, reason), (double)v.packets);
+			fibril_series_set(fibril_metric_labels(dp->m_bytes, dir, reason), (double)v.bytes);
+		}
+	}
+	fibril_series_set(fibril_metric_labels(dp->m_ct_entries, "tcp"), (double)dp->gc_last_tcp);
+	fibril_series_set(fibril_metric_labels(dp->m_ct_entries, "other"), (double)dp->gc_last_other);
+	fibril_series_set(fibril_metric_series(dp->m_endpoints, NULL), (double)dp->neps);
+}
+
+static struct fibril_metric *reg(struct datapath *dp, enum fibril_metric_type type,
+				 const char *name, const char *help, const char *const *labels)
+{
+	return fibril_metric_register(dp->m, &(struct fibril_metric_opts){
+		.sz = sizeof(struct fibril_metric_opts), .type = type, .name = name, .help = help,
+		.labels = labels});
+}
+
+static int metrics_register(struct datapath *dp)
+{
+	static const char *const dir_reason[] = {"direction", "reason", NULL};
+	static const char *const type[] = {"type", NULL};
+	static const char *const proto[] = {"protocol", NULL};
+	static const double gc_buckets[] = {0.0001, 0.001, 0.01, 0.1, 1, 10};
+	dp->m_packets = reg(dp, FIBRIL_METRIC_COUNTER, "fibril_datapath_packets_total",
+			    "Packets seen by the tc programs, by direction and verdict or drop reason.",
+			    dir_reason);
+	dp->m_bytes = reg(dp, FIBRIL_METRIC_COUNTER, "fibril_datapath_bytes_total",
+			  "Bytes seen by the tc programs, by direction and verdict or drop reason.",
+			  dir_reason);
+	dp->m_ct_entries = reg(dp, FIBRIL_METRIC_GAUGE, "fibril_datapath_conntrack_entries",
+			       "Conntrack flows left after the last GC pass.", proto);
+	dp->m_endpoints = reg(dp, FIBRIL_METRIC_GAUGE, "fibril_datapath_endpoints",
+			      "Endpoints the datapath has in place.", NULL);
+	struct fibril_metric *events = reg(dp, FIBRIL_METRIC_COUNTER, "fibril_datapath_events_total",
+					   "Records read from the dp_events ring buffer, by type.", type);
+	struct fibril_metric *runs = reg(dp, FIBRIL_METRIC_COUNTER,
+					 "fibril_datapath_conntrack_gc_runs_total",
+					 "Conntrack GC passes finished.", NULL);
+	struct fibril_metric *removed = reg(dp, FIBRIL_METRIC_COUNTER,
+					    "fibril_datapath_conntrack_gc_removed_total",
+					    "Conntrack flows the GC removed (expired).", NULL);
+	struct fibril_metric *secs = fibril_metric_register(dp->m, &(struct fibril_metric_opts){
+		.sz = sizeof(struct fibril_metric_opts), .type = FIBRIL_METRIC_HISTOGRAM,
+		.name = "fibril_datapath_conntrack_gc_duration_seconds",
+		.help = "Time a conntrack GC pass took on the worker pool.", .buckets = gc_buckets,
+		.nbuckets = sizeof(gc_buckets) / sizeof(gc_buckets[0])});
+	struct fibril_metric *lost = reg(dp, FIBRIL_METRIC_COUNTER, "fibril_datapath_events_lost_total",
+					 "Events not published on the bus (its queue was full).", NULL);
+	if (!dp->m_packets || !dp->m_bytes || !dp->m_ct_entries || !dp->m_endpoints || !events ||
+	    !runs || !removed || !secs || !lost)
+		return -errno;
+	dp->m_events_lost = fibril_metric_series(lost, NULL);
+	dp->m_events[0] = fibril_metric_labels(events, "drop");
+	dp->m_events[1] = fibril_metric_labels(events, "trace");
+	dp->m_events[2] = fibril_metric_labels(events, "malformed");
+	dp->m_gc_runs = fibril_metric_series(runs, NULL);
+	dp->m_gc_removed = fibril_metric_series(removed, NULL);
+	dp->m_gc_seconds = fibril_metric_series(secs, NULL);
+	return fibril_metrics_on_scrape(dp->m, metrics_scrape, dp);
+}
+
 int dp_api_register(struct datapath *dp)
 {
 	int rc = fibril_api_route(dp->m, "GET", "/v1/datapath", 0, route_status, dp);
 	if (rc == 0)
 		rc = fibril_api_route(dp->m, "GET", "/v1/datapath/events", 0, route_events, dp);
+	if (rc == 0)
+		rc = metrics_register(dp);
 	return rc;
 }

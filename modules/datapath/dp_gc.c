@@ -14,6 +14,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <netinet/in.h>
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <time.h>
 
 #include "datapath.h"
 #include "dp_ctgc.h"
@@ -54,6 +57,9 @@ static void gc_done(void *ud, int status)
 		size_t removed = j->st[0].removed + j->st[1].removed;
 		dp->gc_runs++;
 		dp->gc_removed += removed;
+		fibril_series_inc(dp->m_gc_runs);
+		fibril_series_add(dp->m_gc_removed, (double)removed);
+		fibril_series_observe(dp->m_gc_seconds, (double)j->us / 1e6);
 		dp->gc_last_ms = fibril_now_ms();
 		dp->gc_last_us = j->us;
 		dp->gc_last_syscalls = j->st[0].syscalls + j->st[1].syscalls;
@@ -114,6 +120,41 @@ int dp_gc_start(struct datapath *dp)
 
 /* ---- events -------------------------------------------------------------------------------- */
 
+/* Every record on the bus (hubble-lite turns them into flows). Never waits:
+ * a full queue counts the event as lost, reported in the next one. */
+static void dp_event_publish(struct datapath *dp, const struct dp_event *e)
+{
+	struct fibril_datapath_event ev = {.sz = sizeof(ev)};
+	ev.type = e->type;
+	ev.reason = e->reason;
+	ev.direction = e->direction;
+	ev.family = e->family == DP_FAMILY_IPV4 ? 4 : e->family == DP_FAMILY_IPV6 ? 6 : 0;
+	ev.proto = e->proto;
+	ev.sport = ntohs(e->sport);
+	ev.dport = ntohs(e->dport);
+	ev.src_ep_id = e->src_ep_id;
+	ev.dst_ep_id = e->dst_ep_id;
+	ev.src_identity = e->src_identity;
+	ev.dst_identity = e->dst_identity;
+	ev.ifindex = e->ifindex;
+	ev.len = e->len;
+	ev.mono_ns = e->ts_ns;
+	struct timespec mono, real;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &real);
+	int64_t age = (int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec - (int64_t)e->ts_ns;
+	ev.time_ns = (uint64_t)((int64_t)real.tv_sec * 1000000000 + real.tv_nsec - (age > 0 ? age : 0));
+	memcpy(ev.saddr, e->saddr, sizeof(ev.saddr));
+	memcpy(ev.daddr, e->daddr, sizeof(ev.daddr));
+	snprintf(ev.reason_name, sizeof(ev.reason_name), "%s", dp_reason_name(e->reason));
+	ev.lost_before = dp->events_unpublished;
+	if (fibril_bus_try_publish(dp->m, FIBRIL_DATAPATH_TOPIC_EVENT, FIBRIL_DATAPATH_EVENT_VERSION,
+				   &ev, sizeof(ev)) == 0)
+		dp->events_unpublished = 0;
+	else
+		dp->events_unpublished++, fibril_series_inc(dp->m_events_lost);
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct datapath *dp = ctx;
@@ -122,16 +163,19 @@ static int on_event(void *ctx, void *data, size_t size)
 	/* a newer program may append fields: take what we know */
 	if (size < sizeof(*e) || e->size < sizeof(*e)) {
 		dp->events_bad++;
+		fibril_series_inc(dp->m_events[2]);
 		return 0;
 	}
 	if (e->type == DP_EVENT_DROP)
-		dp->events_drop++;
+		dp->events_drop++, fibril_series_inc(dp->m_events[0]);
 	else if (e->type == DP_EVENT_TRACE)
-		dp->events_trace++;
+		dp->events_trace++, fibril_series_inc(dp->m_events[1]);
 	else {
 		dp->events_bad++;
+		fibril_series_inc(dp->m_events[2]);
 		return 0;
 	}
+	dp_event_publish(dp, e);
 	dp->ring[dp->ring_head] = *e;
 	dp->ring_head = (dp->ring_head + 1) % DP_EVENT_RING;
 	if (dp->ring_count < DP_EVENT_RING)

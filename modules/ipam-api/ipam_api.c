@@ -33,6 +33,8 @@ struct ipam_api {
 	struct fibril_module *m;
 	const struct fibril_ipam_ops *ops; /* the chosen mode, from start */
 	void *ctx;
+	/* metrics: requests by family and result, addresses released, pools */
+	struct fibril_metric *allocations, *releases, *pool_used, *pool_capacity;
 };
 
 /* What a failed call was about, for the error line. */
@@ -91,6 +93,60 @@ static size_t read_pools(const struct ipam_api *api, struct fibril_ipam_pool *po
 	for (int i = 0; i < n; i++)
 		seal_pool(&pools[i]);
 	return (size_t)n;
+}
+
+/* ---- metrics ---------------------------------------------------------------- */
+
+static const char *family_label(int family)
+{
+	return family == 4 ? "ipv4" : family == 6 ? "ipv6" : "any";
+}
+
+/* One allocation request's outcome: "ok" per address, else "exhausted"
+ * (-ENOSPC: a full pool or nothing for this owner) or "error". */
+static void count_allocation(struct ipam_api *api, int family, int rc)
+{
+	fibril_series_inc(fibril_metric_labels(api->allocations, family_label(family),
+						rc >= 0 ? "ok" : rc == -ENOSPC ? "exhausted" : "error"));
+}
+
+static void metrics_scrape(struct fibril_module *m, void *ud)
+{
+	(void)m;
+	struct ipam_api *api = ud;
+	struct fibril_ipam_pool pools[MAX_POOLS];
+	size_t n = api->ops ? read_pools(api, pools, MAX_POOLS) : 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *fam = family_label(pools[i].family);
+		fibril_series_set(fibril_metric_labels(api->pool_used, fam, pools[i].cidr),
+				  (double)pools[i].used);
+		fibril_series_set(fibril_metric_labels(api->pool_capacity, fam, pools[i].cidr),
+				  (double)pools[i].total);
+	}
+}
+
+static int metrics_register(struct ipam_api *api)
+{
+	static const char *const by_result[] = {"family", "result", NULL};
+	static const char *const by_pool[] = {"family", "cidr", NULL};
+	api->allocations = fibril_metric_register(api->m, &(struct fibril_metric_opts){
+		.sz = sizeof(struct fibril_metric_opts), .type = FIBRIL_METRIC_COUNTER,
+		.name = "fibril_ipam_allocations_total", .labels = by_result,
+		.help = "Addresses requested over /v1/ipam, by family and result (ok, exhausted, error)."});
+	api->releases = fibril_metric_register(api->m, &(struct fibril_metric_opts){
+		.sz = sizeof(struct fibril_metric_opts), .type = FIBRIL_METRIC_COUNTER,
+		.name = "fibril_ipam_releases_total", .help = "Addresses released over /v1/ipam."});
+	api->pool_used = fibril_metric_register(api->m, &(struct fibril_metric_opts){
+		.sz = sizeof(struct fibril_metric_opts), .type = FIBRIL_METRIC_GAUGE,
+		.name = "fibril_ipam_pool_used_addresses", .labels = by_pool,
+		.help = "Addresses handed out from each pool of the ipam mode."});
+	api->pool_capacity = fibril_metric_register(api->m, &(struct fibril_metric_opts){
+		.sz = sizeof(struct fibril_metric_opts), .type = FIBRIL_METRIC_GAUGE,
+		.name = "fibril_ipam_pool_capacity_addresses", .labels = by_pool,
+		.help = "Addresses each pool of the ipam mode can hand out."});
+	if (!api->allocations || !api->releases || !api->pool_used || !api->pool_capacity)
+		return -errno;
+	return fibril_metrics_on_scrape(api->m, metrics_scrape, api);
 }
 
 static void reply_object(struct fibril_response *resp, int status, struct json_object *o)
@@ -445,6 +501,10 @@ static void post_next_now(struct fibril_request *req, struct fibril_response *re
 	int n = api->ops->allocate_next(api->ctx, family, owner, results, MAX_RESULTS);
 	struct op_subject what = { .family = family, .owner = owner };
 
+	if (n <= 0)
+		count_allocation(api, family, n < 0 ? n : -EIO);
+	for (int i = 0; i < n && i < MAX_RESULTS; i++)
+		count_allocation(api, results[i].family, 0);
 	if (n < 0)
 		reply_failure(api, resp, n, &what);
 	else if (n == 0 || n > MAX_RESULTS)
@@ -469,6 +529,7 @@ static void post_ip_now(struct fibril_request *req, struct fibril_response *resp
 	int rc = api->ops->allocate_ip(api->ctx, address, owner, &result);
 	struct op_subject what = { .family = ip.family, .address = address, .owner = owner };
 
+	count_allocation(api, ip.family, rc);
 	if (rc < 0)
 		reply_failure(api, resp, rc, &what);
 	else
@@ -505,6 +566,7 @@ static void delete_ip_now(struct fibril_request *req, struct fibril_response *re
 		return;
 	}
 	fibril_info(api->m, "released %s", address);
+	fibril_series_inc(fibril_metric_series(api->releases, NULL));
 
 	struct json_object *released = json_object_new_array();
 
@@ -555,8 +617,10 @@ static void delete_owner_now(struct fibril_request *req, struct fibril_response 
 		reply_failure(api, resp, rc, &what);
 		return;
 	}
-	if (rc > 0)
+	if (rc > 0) {
 		fibril_info(api->m, "released %d address%s of %s", rc, rc == 1 ? "" : "es", owner);
+		fibril_series_add(fibril_metric_series(api->releases, NULL), rc);
+	}
 	reply_released(resp, owner, s.addresses);
 }
 
@@ -649,6 +713,10 @@ static int ipam_api_init(struct fibril_module *m)
 	    (rc = fibril_api_route(m, "POST", "/v1/ipam/{ip}", 0, post_ip, api)) ||
 	    (rc = fibril_api_route(m, "DELETE", "/v1/ipam/{ip}", 0, delete_ip, api))) {
 		fibril_module_set_error(m, "cannot register the /v1/ipam routes: %s", strerror(-rc));
+		return rc;
+	}
+	if ((rc = metrics_register(api))) {
+		fibril_module_set_error(m, "cannot register the ipam metrics: %s", strerror(-rc));
 		return rc;
 	}
 	return 0;

@@ -357,6 +357,15 @@ check "a drop event names the reason, the 5-tuple and the veth (ifindex $SPOOF_E
 check "the drop event names its direction (from-endpoint)" \
 	test "$(jget "$DROPS" '[e for e in j["events"] if e["src"] == "10.201.0.99"][0]["direction"]')" = from-endpoint
 check "no trace events with trace-events off" test "$(jget "$DROPS" 'j["traces"]')" = 0
+PROM=$(api http://x/metrics)
+check "/metrics: the spoofed drop is in fibril_datapath_packets_total" contains "$PROM" \
+	"fibril_datapath_packets_total{direction=\"from-endpoint\",reason=\"drop:spoofed-source-ip\"} $spoof1"
+prom_value() { # prom_value SAMPLE-WITH-LABELS -> its value from $PROM (0 when absent)
+	printf '%s\n' "$PROM" | awk -v s="$1" '$1 == s { v = $2 } END { print v + 0 }'
+}
+check "/metrics: drop events read from the ring buffer are counted" \
+	test "$(prom_value 'fibril_datapath_events_total{type="drop"}')" -ge 1
+check "/metrics: the endpoints in place" test "$(prom_value fibril_datapath_endpoints)" -ge 2
 
 # ---- 4b. a frame whose IP header is not in the skb's linear part ------------------------------
 # AF_PACKET with a virtio-net header (hdr_len 14) puts only the Ethernet

@@ -107,6 +107,48 @@ struct fibril_datapath_ops {
 			   void *ud);
 };
 
+/* ---- events on the bus (SDK 1.5, additive) ---------------------------------
+ * The datapath publishes every record of its ring buffer (drops, and traces
+ * when [datapath] trace-events is on) on FIBRIL_DATAPATH_TOPIC_EVENT, type
+ * version FIBRIL_DATAPATH_EVENT_VERSION, payload struct fibril_datapath_event.
+ * `sz` is the size as published: fields are only ever appended, so a reader
+ * takes what it knows (fields past sz read as absent). The datapath never
+ * waits for room on the bus: an event that found the queue full is counted
+ * and reported in the next one's lost_before. */
+#define FIBRIL_DATAPATH_TOPIC_EVENT "datapath.event"
+#define FIBRIL_DATAPATH_EVENT_VERSION 1
+
+enum fibril_datapath_event_type {
+	FIBRIL_DATAPATH_EVENT_DROP = 1,
+	FIBRIL_DATAPATH_EVENT_TRACE = 2,
+};
+
+enum fibril_datapath_direction {
+	FIBRIL_DATAPATH_FROM_ENDPOINT = 0, /* sent by the pod (its veth's ingress) */
+	FIBRIL_DATAPATH_TO_ENDPOINT = 1,   /* delivered to the pod */
+};
+
+struct fibril_datapath_event {
+	uint32_t sz;            /* sizeof(struct fibril_datapath_event) as published */
+	uint8_t type;           /* enum fibril_datapath_event_type */
+	uint8_t reason;         /* the datapath's reason code: < 128 a verdict, >= 128 a drop */
+	uint8_t direction;      /* enum fibril_datapath_direction */
+	uint8_t family;         /* 4, 6, or 0 (ARP, unknown) */
+	uint8_t proto;          /* IPPROTO_*, 0 when none */
+	uint8_t tcp_flags;      /* TCP flags when known (the program does not report them yet: 0) */
+	uint16_t sport, dport;  /* host order */
+	uint16_t src_ep_id;     /* local endpoint IDs, 0 when none */
+	uint16_t dst_ep_id;
+	uint32_t src_identity, dst_identity;
+	uint32_t ifindex;       /* the host veth */
+	uint32_t len;           /* packet length */
+	uint64_t mono_ns;       /* CLOCK_MONOTONIC when the program saw it */
+	uint64_t time_ns;       /* the same as CLOCK_REALTIME nanoseconds */
+	uint64_t lost_before;   /* events dropped (bus full) since the previous one */
+	uint8_t saddr[16], daddr[16]; /* network order; IPv4 in the first 4 bytes */
+	char reason_name[48];   /* "forwarded", "drop:spoofed-source-ip", ... */
+};
+
 #ifdef __cplusplus
 }
 #endif

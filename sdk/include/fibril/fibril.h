@@ -20,5 +20,6 @@
 #include <fibril/endpoint.h>
 #include <fibril/datapath.h>
 #include <fibril/journal.h>
+#include <fibril/metrics.h>
 
 #endif

@@ -1,0 +1,436 @@
+/* modules/hubble-lite/filter.c - the flow filter of GET /v1/flows and
+ * `fibril observe`: parsing its query parameters (outside input: every
+ * error is one line naming the key) and matching a flow. Filters of
+ * different keys are ANDed; repeated values of one key are ORed, as
+ * hubble observe does. No SDK calls: tests/fuzz/fuzz_flows_query.c links
+ * this file alone. */
+#include "hubble.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *const hl_filter_keys[] = {
+	"pod", "from-pod", "to-pod", "namespace", "from-namespace", "to-namespace",
+	"label", "from-label", "to-label", "ip", "from-ip", "to-ip",
+	"identity", "from-identity", "to-identity", "port", "from-port", "to-port",
+	"protocol", "verdict", "drop-reason", "type", "since", "until", "last", NULL,
+};
+
+void hl_filter_init(struct hl_filter *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->proto = -1;
+}
+
+static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+	if (err && len) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, len, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+int hl_proto_parse(const char *s)
+{
+	static const struct { const char *name; int num; } names[] = {
+		{"tcp", 6}, {"udp", 17}, {"icmp", 1}, {"icmpv4", 1}, {"icmpv6", 58}, {"sctp", 132},
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcasecmp(s, names[i].name) == 0)
+			return names[i].num;
+	char *end;
+	errno = 0;
+	long n = strtol(s, &end, 10);
+	if (!*s || *end || errno || n < 0 || n > 255)
+		return -1;
+	return (int)n;
+}
+
+const char *hl_proto_name(int proto)
+{
+	switch (proto) {
+	case 6: return "TCP";
+	case 17: return "UDP";
+	case 1: return "ICMPv4";
+	case 58: return "ICMPv6";
+	case 132: return "SCTP";
+	default: return NULL;
+	}
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	if (!*s || !isdigit((unsigned char)*s))
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (*end || errno || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_cidr(const char *s, struct hl_cidr *c)
+{
+	char buf[64];
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s", s);
+	char *slash = strchr(buf, '/');
+	if (slash)
+		*slash = '\0';
+	memset(c, 0, sizeof(*c));
+	if (inet_pton(AF_INET, buf, c->addr) == 1)
+		c->family = 4, c->plen = 32;
+	else if (inet_pton(AF_INET6, buf, c->addr) == 1)
+		c->family = 6, c->plen = 128;
+	else
+		return -1;
+	if (slash) {
+		uint64_t p;
+		if (parse_u64(slash + 1, c->plen, &p))
+			return -1;
+		c->plen = (unsigned)p;
+	}
+	return 0;
+}
+
+static bool cidr_contains(const struct hl_cidr *c, uint8_t family, const uint8_t *addr)
+{
+	if (c->family != family)
+		return false;
+	unsigned full = c->plen / 8, rest = c->plen % 8;
+	if (memcmp(c->addr, addr, full))
+		return false;
+	if (!rest)
+		return true;
+	uint8_t mask = (uint8_t)(0xff << (8 - rest));
+	return (c->addr[full] & mask) == (addr[full] & mask);
+}
+
+/* RFC 3339 UTC ("2026-11-25T07:00:00Z", optional fraction), a relative
+ * time ago ("30s", "5m", "2h", "1d"), or Unix seconds. */
+static int parse_time(const char *s, uint64_t now_ns, uint64_t *out)
+{
+	size_t n = strlen(s);
+	if (n >= 2 && n < 20 && isdigit((unsigned char)s[0]) && strchr("smhd", s[n - 1])) {
+		char num[24];
+		memcpy(num, s, n - 1);
+		num[n - 1] = '\0';
+		uint64_t v;
+		uint64_t unit = s[n - 1] == 's' ? 1 : s[n - 1] == 'm' ? 60 : s[n - 1] == 'h' ? 3600 : 86400;
+		if (parse_u64(num, 100ULL * 365 * 86400 / unit, &v))
+			return -1;
+		uint64_t ago = v * unit * 1000000000ULL;
+		*out = ago < now_ns ? now_ns - ago : 1;
+		return 0;
+	}
+	uint64_t secs;
+	if (parse_u64(s, 1ULL << 34, &secs) == 0) {
+		*out = secs * 1000000000ULL;
+		return 0;
+	}
+	struct tm tm = {0};
+	char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!rest)
+		return -1;
+	uint64_t frac = 0;
+	if (*rest == '.') {
+		uint64_t scale = 100000000;
+		for (rest++; isdigit((unsigned char)*rest); rest++, scale /= 10)
+			frac += (uint64_t)(*rest - '0') * scale;
+	}
+	if (strcmp(rest, "Z") != 0)
+		return -1;
+	time_t t = timegm(&tm);
+	if (t < 0)
+		return -1;
+	*out = (uint64_t)t * 1000000000ULL + frac;
+	return 0;
+}
+
+static int add_str(struct hl_strs *l, const char *key, const char *v, char *err, size_t len)
+{
+	if (!*v)
+		return fail(err, len, "query '%s': empty value", key);
+	if (l->n == HL_FILTER_MAX)
+		return fail(err, len, "query '%s': more than %d values", key, HL_FILTER_MAX);
+	if (strlen(v) >= sizeof(l->v[0]))
+		return fail(err, len, "query '%s': value longer than %zu bytes", key, sizeof(l->v[0]) - 1);
+	for (const char *p = v; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return fail(err, len, "query '%s': value holds a control character", key);
+	snprintf(l->v[l->n++], sizeof(l->v[0]), "%s", v);
+	return 0;
+}
+
+#define ADD_NUM(arr, n, key, value, max, what)                                                     \
+	do {                                                                                       \
+		uint64_t v_;                                                                       \
+		if (parse_u64(value, max, &v_))                                                    \
+			return fail(err, errlen, "query '%s': '%.64s' is not %s", key, value, what);  \
+		if (n == HL_FILTER_MAX)                                                            \
+			return fail(err, errlen, "query '%s': more than %d values", key, HL_FILTER_MAX); \
+		arr[n++] = (typeof(arr[0]))v_;                                                     \
+	} while (0)
+
+#define ADD_CIDR(arr, n, key, value)                                                               \
+	do {                                                                                       \
+		if (n == HL_FILTER_MAX)                                                            \
+			return fail(err, errlen, "query '%s': more than %d values", key, HL_FILTER_MAX); \
+		if (parse_cidr(value, &arr[n]))                                                    \
+			return fail(err, errlen, "query '%s': '%.64s' is not an IP address or CIDR", key, value); \
+		n++;                                                                               \
+	} while (0)
+
+int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint64_t now_ns,
+		  char *err, size_t errlen)
+{
+	if (!strcmp(key, "pod")) return add_str(&f->pod, key, value, err, errlen);
+	if (!strcmp(key, "from-pod")) return add_str(&f->from_pod, key, value, err, errlen);
+	if (!strcmp(key, "to-pod")) return add_str(&f->to_pod, key, value, err, errlen);
+	if (!strcmp(key, "namespace")) return add_str(&f->ns, key, value, err, errlen);
+	if (!strcmp(key, "from-namespace")) return add_str(&f->from_ns, key, value, err, errlen);
+	if (!strcmp(key, "to-namespace")) return add_str(&f->to_ns, key, value, err, errlen);
+	if (!strcmp(key, "label")) return add_str(&f->label, key, value, err, errlen);
+	if (!strcmp(key, "from-label")) return add_str(&f->from_label, key, value, err, errlen);
+	if (!strcmp(key, "to-label")) return add_str(&f->to_label, key, value, err, errlen);
+	if (!strcmp(key, "ip")) { ADD_CIDR(f->ip, f->nip, key, value); return 0; }
+	if (!strcmp(key, "from-ip")) { ADD_CIDR(f->from_ip, f->nfrom_ip, key, value); return 0; }
+	if (!strcmp(key, "to-ip")) { ADD_CIDR(f->to_ip, f->nto_ip, key, value); return 0; }
+	if (!strcmp(key, "identity")) { ADD_NUM(f->identity, f->nidentity, key, value, UINT32_MAX, "an identity"); return 0; }
+	if (!strcmp(key, "from-identity")) { ADD_NUM(f->from_identity, f->nfrom_identity, key, value, UINT32_MAX, "an identity"); return 0; }
+	if (!strcmp(key, "to-identity")) { ADD_NUM(f->to_identity, f->nto_identity, key, value, UINT32_MAX, "an identity"); return 0; }
+	if (!strcmp(key, "port")) { ADD_NUM(f->port, f->nport, key, value, 65535, "a port"); return 0; }
+	if (!strcmp(key, "from-port")) { ADD_NUM(f->from_port, f->nfrom_port, key, value, 65535, "a port"); return 0; }
+	if (!strcmp(key, "to-port")) { ADD_NUM(f->to_port, f->nto_port, key, value, 65535, "a port"); return 0; }
+	if (!strcmp(key, "protocol")) {
+		if ((f->proto = hl_proto_parse(value)) < 0)
+			return fail(err, errlen, "query 'protocol': '%.64s' is not tcp, udp, icmp, icmpv6, sctp or 0-255", value);
+		return 0;
+	}
+	if (!strcmp(key, "verdict")) {
+		if (!strcasecmp(value, "forwarded"))
+			f->verdict = HL_FORWARDED;
+		else if (!strcasecmp(value, "dropped"))
+			f->verdict = HL_DROPPED;
+		else
+			return fail(err, errlen, "query 'verdict': expected FORWARDED or DROPPED, not '%.64s'", value);
+		return 0;
+	}
+	if (!strcmp(key, "type")) {
+		if (!strcasecmp(value, "drop"))
+			f->type = HL_TYPE_DROP;
+		else if (!strcasecmp(value, "trace"))
+			f->type = HL_TYPE_TRACE;
+		else
+			return fail(err, errlen, "query 'type': expected drop or trace, not '%.64s'", value);
+		return 0;
+	}
+	if (!strcmp(key, "drop-reason")) {
+		const char *v = strncmp(value, "drop:", 5) ? value : value + 5;
+		if (!*v || strlen(v) >= sizeof(f->drop_reason))
+			return fail(err, errlen, "query 'drop-reason': expected a reason name (e.g. spoofed-source-ip)");
+		snprintf(f->drop_reason, sizeof(f->drop_reason), "%s", v);
+		return 0;
+	}
+	if (!strcmp(key, "since") || !strcmp(key, "until")) {
+		uint64_t *t = key[0] == 's' ? &f->since_ns : &f->until_ns;
+		if (parse_time(value, now_ns, t))
+			return fail(err, errlen, "query '%s': '%.64s' is not RFC 3339 UTC, a duration ago (30s, 5m, 2h, 1d) or Unix seconds", key, value);
+		return 0;
+	}
+	if (!strcmp(key, "last")) {
+		if (parse_u64(value, 1u << 24, &f->last) || f->last == 0)
+			return fail(err, errlen, "query 'last': expected a count from 1 to %u, not '%.64s'", 1u << 24, value);
+		return 0;
+	}
+	return fail(err, errlen, "unknown query '%.64s'", key);
+}
+
+static int unhex(int c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Percent-decode [s, s+n) into out (at most len-1 bytes); -1 on a bad escape,
+ * an embedded NUL or an overlong value. */
+static int decode(const char *s, size_t n, char *out, size_t len)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		int c = (unsigned char)s[i];
+		if (c == '+')
+			c = ' ';
+		else if (c == '%') {
+			if (i + 2 >= n)
+				return -1;
+			int h = unhex((unsigned char)s[i + 1]), l = unhex((unsigned char)s[i + 2]);
+			if (h < 0 || l < 0)
+				return -1;
+			c = h * 16 + l;
+			i += 2;
+		}
+		if (c == 0 || o + 1 >= len)
+			return -1;
+		out[o++] = (char)c;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+int hl_filter_parse_query(struct hl_filter *f, const char *query, uint64_t now_ns, char *err,
+			  size_t errlen)
+{
+	const char *p = query;
+	while (p && *p) {
+		const char *amp = strchr(p, '&');
+		size_t n = amp ? (size_t)(amp - p) : strlen(p);
+		if (n) {
+			const char *eq = memchr(p, '=', n);
+			size_t kn = eq ? (size_t)(eq - p) : n;
+			char key[32], value[512];
+			if (decode(p, kn, key, sizeof(key)))
+				return fail(err, errlen, "query: a malformed or overlong key");
+			if (decode(eq ? eq + 1 : p + n, eq ? n - kn - 1 : 0, value, sizeof(value)))
+				return fail(err, errlen, "query '%s': a malformed or overlong value", key);
+			if (hl_filter_set(f, key, value, now_ns, err, errlen))
+				return -1;
+		}
+		p = amp ? amp + 1 : NULL;
+	}
+	return 0;
+}
+
+/* ---- matching ------------------------------------------------------------------------------ */
+
+/* "ns/pod" against both, or "pod" against the pod name. */
+static bool pod_is(const struct hl_peer *p, const char *sel)
+{
+	if (!p->pod[0])
+		return false;
+	const char *slash = strchr(sel, '/');
+	if (!slash)
+		return strcmp(p->pod, sel) == 0;
+	size_t nl = (size_t)(slash - sel);
+	return strlen(p->ns) == nl && strncmp(p->ns, sel, nl) == 0 && strcmp(p->pod, slash + 1) == 0;
+}
+
+/* A label line "src:key=value" matches "src:key=value", "key=value", and
+ * a bare "key" (any value). */
+static bool label_is(const struct hl_peer *p, const char *sel)
+{
+	bool has_src = false, has_val = strchr(sel, '=') != NULL;
+	const char *colon = strchr(sel, ':');
+	if (colon && (!strchr(sel, '=') || colon < strchr(sel, '=')))
+		has_src = true;
+	for (const char *line = p->labels; *line;) {
+		const char *end = strchr(line, '\n');
+		size_t n = end ? (size_t)(end - line) : strlen(line);
+		const char *cmp = line;
+		size_t cn = n;
+		if (!has_src) { /* drop the line's source */
+			const char *c = memchr(line, ':', n);
+			if (c) {
+				cn = n - (size_t)(c + 1 - line);
+				cmp = c + 1;
+			}
+		}
+		if (!has_val) { /* compare the key only */
+			const char *e = memchr(cmp, '=', cn);
+			if (e)
+				cn = (size_t)(e - cmp);
+		}
+		if (strlen(sel) == cn && strncmp(cmp, sel, cn) == 0)
+			return true;
+		if (!end)
+			break;
+		line = end + 1;
+	}
+	return false;
+}
+
+typedef bool (*peer_str_fn)(const struct hl_peer *p, const char *sel);
+
+static bool ns_is(const struct hl_peer *p, const char *sel)
+{
+	return p->pod[0] && strcmp(p->ns, sel) == 0;
+}
+
+/* Empty list: matches. Otherwise one of the values on the given sides. */
+static bool strs_match(const struct hl_strs *l, peer_str_fn fn, const struct hl_peer *a,
+		       const struct hl_peer *b)
+{
+	if (!l->n)
+		return true;
+	for (unsigned i = 0; i < l->n; i++)
+		if (fn(a, l->v[i]) || (b && fn(b, l->v[i])))
+			return true;
+	return false;
+}
+
+static bool ip_match(const struct hl_cidr *c, unsigned n, uint8_t family, const struct hl_peer *a,
+		     const struct hl_peer *b)
+{
+	if (!n)
+		return true;
+	for (unsigned i = 0; i < n; i++)
+		if (cidr_contains(&c[i], family, a->addr) || (b && cidr_contains(&c[i], family, b->addr)))
+			return true;
+	return false;
+}
+
+static bool u32_match(const uint32_t *v, unsigned n, uint32_t x, const uint32_t *y)
+{
+	if (!n)
+		return true;
+	for (unsigned i = 0; i < n; i++)
+		if (v[i] == x || (y && v[i] == *y))
+			return true;
+	return false;
+}
+
+static bool u16_match(const uint16_t *v, unsigned n, uint16_t x, const uint16_t *y)
+{
+	if (!n)
+		return true;
+	for (unsigned i = 0; i < n; i++)
+		if (v[i] == x || (y && v[i] == *y))
+			return true;
+	return false;
+}
+
+bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl)
+{
+	const struct hl_peer *s = &fl->src, *d = &fl->dst;
+	return strs_match(&f->pod, pod_is, s, d) && strs_match(&f->from_pod, pod_is, s, NULL) &&
+	       strs_match(&f->to_pod, pod_is, d, NULL) && strs_match(&f->ns, ns_is, s, d) &&
+	       strs_match(&f->from_ns, ns_is, s, NULL) && strs_match(&f->to_ns, ns_is, d, NULL) &&
+	       strs_match(&f->label, label_is, s, d) && strs_match(&f->from_label, label_is, s, NULL) &&
+	       strs_match(&f->to_label, label_is, d, NULL) &&
+	       ip_match(f->ip, f->nip, fl->family, s, d) &&
+	       ip_match(f->from_ip, f->nfrom_ip, fl->family, s, NULL) &&
+	       ip_match(f->to_ip, f->nto_ip, fl->family, d, NULL) &&
+	       u32_match(f->identity, f->nidentity, s->identity, &d->identity) &&
+	       u32_match(f->from_identity, f->nfrom_identity, s->identity, NULL) &&
+	       u32_match(f->to_identity, f->nto_identity, d->identity, NULL) &&
+	       u16_match(f->port, f->nport, s->port, &d->port) &&
+	       u16_match(f->from_port, f->nfrom_port, s->port, NULL) &&
+	       u16_match(f->to_port, f->nto_port, d->port, NULL) &&
+	       (f->proto < 0 || f->proto == fl->proto) && (!f->verdict || f->verdict == fl->verdict) &&
+	       (!f->type || f->type == fl->type) &&
+	       (!f->drop_reason[0] || (fl->verdict == HL_DROPPED && !strcmp(f->drop_reason, fl->reason_name))) &&
+	       (!f->since_ns || fl->time_ns >= f->since_ns) && (!f->until_ns || fl->time_ns <= f->until_ns);
+}

@@ -1,0 +1,96 @@
+/* modules/hubble-lite/hubble.h - hubble-lite's internals shared by its
+ * files: a flow (one datapath event enriched with the endpoints at both
+ * ends), the flow filter of GET /v1/flows and `fibril observe` (filter.c,
+ * no SDK calls, so the fuzz target links it alone), and the JSON of a flow
+ * (flow_json.c). */
+#ifndef FIBRIL_HUBBLE_INT_H
+#define FIBRIL_HUBBLE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HL_POD_LEN 128
+#define HL_NS_LEN 64
+#define HL_LABELS_LEN 256
+#define HL_REASON_LEN 48
+#define HL_ERR_LEN 256
+#define HL_FILTER_MAX 8 /* values per filter key (repeated keys are ORed) */
+
+enum hl_verdict { HL_FORWARDED = 1, HL_DROPPED = 2 };
+enum hl_type { HL_TYPE_DROP = 1, HL_TYPE_TRACE = 2 };
+
+/* One end of a flow. */
+struct hl_peer {
+	uint16_t ep_id;         /* local endpoint, 0 when none */
+	uint32_t identity;
+	uint16_t port;
+	uint8_t addr[16];       /* network order; IPv4 in the first 4 bytes */
+	char ns[HL_NS_LEN];     /* "" when not a known pod */
+	char pod[HL_POD_LEN];
+	char labels[HL_LABELS_LEN]; /* "source:key=value" lines, '\n' separated */
+};
+
+struct hl_flow {
+	uint64_t seq;           /* 1, 2, ... in arrival order */
+	uint64_t time_ns;       /* CLOCK_REALTIME */
+	uint8_t type;           /* enum hl_type */
+	uint8_t verdict;        /* enum hl_verdict */
+	uint8_t direction;      /* 0 from-endpoint (egress), 1 to-endpoint (ingress) */
+	uint8_t family;         /* 4, 6, 0 */
+	uint8_t proto;          /* IPPROTO_* */
+	uint8_t tcp_flags;
+	uint8_t reason;
+	uint32_t len;
+	char reason_name[HL_REASON_LEN]; /* "forwarded", "spoofed-source-ip" (no "drop:") */
+	struct hl_peer src, dst;
+};
+
+struct hl_cidr {
+	int family; /* 4 or 6 */
+	uint8_t addr[16];
+	unsigned plen;
+};
+
+/* One "either side / source only / destination only" string filter. */
+struct hl_strs {
+	char v[HL_FILTER_MAX][HL_POD_LEN + HL_NS_LEN];
+	unsigned n;
+};
+
+struct hl_filter {
+	struct hl_strs pod, from_pod, to_pod;       /* "ns/pod" or "pod" */
+	struct hl_strs ns, from_ns, to_ns;
+	struct hl_strs label, from_label, to_label; /* "key=value", "key", "src:key=value" */
+	struct hl_cidr ip[HL_FILTER_MAX], from_ip[HL_FILTER_MAX], to_ip[HL_FILTER_MAX];
+	unsigned nip, nfrom_ip, nto_ip;
+	uint32_t identity[HL_FILTER_MAX], from_identity[HL_FILTER_MAX], to_identity[HL_FILTER_MAX];
+	unsigned nidentity, nfrom_identity, nto_identity;
+	uint16_t port[HL_FILTER_MAX], from_port[HL_FILTER_MAX], to_port[HL_FILTER_MAX];
+	unsigned nport, nfrom_port, nto_port;
+	int proto;              /* -1: any */
+	int verdict;            /* 0: any */
+	int type;               /* 0: any */
+	char drop_reason[HL_REASON_LEN]; /* "" any */
+	uint64_t since_ns, until_ns;     /* 0: open */
+	uint64_t last;          /* 0: all in the ring */
+};
+
+/* Keys of the filter, as query parameters (and `fibril observe` flags). */
+extern const char *const hl_filter_keys[];
+
+void hl_filter_init(struct hl_filter *f);
+/* Apply one key=value; now_ns (CLOCK_REALTIME) for relative times. 0, or
+ * -1 with a one-line reason naming the key in err. */
+int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint64_t now_ns,
+		  char *err, size_t errlen);
+/* A whole query string "a=b&c=d" (percent-decoded, '+' is a blank). */
+int hl_filter_parse_query(struct hl_filter *f, const char *query, uint64_t now_ns, char *err,
+			  size_t errlen);
+bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl);
+
+/* Protocol numbers and names: "tcp" -> 6; 6 -> "TCP" (NULL: unknown). */
+int hl_proto_parse(const char *s);
+const char *hl_proto_name(int proto);
+
+#endif
