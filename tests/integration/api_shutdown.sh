@@ -8,7 +8,7 @@
 # only torn down inside lws_context_destroy.
 . "$(dirname "$0")/../lib/common.sh"
 
-ROUNDS=${API_SHUTDOWN_ROUNDS:-10}
+ROUNDS=${API_SHUTDOWN_ROUNDS:-4}
 [ "$FIBRIL_ABI_MINOR" -ge 4 ] || skip_or_fail "deferred answers need SDK 1.4"
 command -v python3 >/dev/null || skip_or_fail "python3 is needed"
 build_module "$WORK/mods" tm
