@@ -461,11 +461,17 @@ static __always_inline int policy_check(__u16 ep_id, __u8 dir, __u32 remote,
 }
 
 /* 1 when the packet goes the reverse way of a flow conntrack knows (and
- * its own direction is not a flow of its own). */
+ * its own direction is not a flow of its own). An ICMP echo request is
+ * never a reply: ICMP flows carry no ports, so pod b's ping of pod c would
+ * otherwise let every ping from c to b through as its "reply". */
 static __always_inline int policy_is_reply(const struct pkt *p)
 {
 	void *map = p->tuple.proto == IPPROTO_TCP ? (void *)&dp_conntrack : (void *)&dp_ct_any;
 	struct dp_ct_key rev;
+
+	if ((p->tuple.proto == IPPROTO_ICMP && p->icmp_type == 8) ||
+	    (p->tuple.proto == IPPROTO_ICMPV6 && p->icmp_type == 128))
+		return 0;
 
 	if (bpf_map_lookup_elem(map, &p->tuple))
 		return 0;

@@ -5,12 +5,16 @@
 #   - a node network namespace (fibril-demo-node) holding a one-member etcd
 #     on its loopback and fibril-agent with its default modules: kvstore-etcd,
 #     ipam-cluster-pool (the node claims a /24 of 10.244.0.0/16 through etcd),
-#     ipam-api, endpoint and datapath (the eBPF datapath);
+#     ipam-api, endpoint and datapath (the eBPF datapath), nodes (the node
+#     registers itself in etcd), policy (CiliumNetworkPolicy in the
+#     datapath) and hubble-lite (flows from the datapath's events);
 #   - three pods, each a network namespace of its own, added with the
 #     fibril-cni plugin exactly as a container runtime calls it (CNI_COMMAND=ADD,
 #     the network config on stdin);
 #   - then it shows the endpoints and identities, pings from pod to pod and
-#     pod to node, and the datapath's maps.
+#     pod to node, the node list, a policy that lets only pod a reach pod b
+#     (pod c's ping is dropped), the flows of all this, and the datapath's
+#     maps.
 # Nothing is added to this machine's own network namespace. The node keeps
 # running until Ctrl-C (or SIGTERM); then the pods are deleted with CNI DEL
 # and everything is removed. FIBRIL_RUN_ONCE=1 stops right after the show.
@@ -77,6 +81,13 @@ rm -rf "$demo/state"
 mkdir -p "$demo" "$run"
 ip netns add "$node"
 in_node ip link set lo up
+# the node's own address (a real node has it on its uplink; the nodes module
+# registers it in etcd as this node's IP): a veth pair inside the node's
+# namespace, as this kernel may have no dummy links
+in_node ip link add eth0 type veth peer name eth0-peer
+in_node ip addr add 192.168.251.10/24 dev eth0
+in_node ip link set eth0-peer up
+in_node ip link set eth0 up
 for p in "${pods[@]}"; do
 	ip netns add "$p"
 	ip netns exec "$p" ip link set lo up
@@ -101,7 +112,7 @@ cat >"$demo/fibril.conf" <<CONF
 # eBPF datapath.
 [agent]
 node-name = demo-node
-modules = kvstore-etcd, ipam-cluster-pool, ipam-api, endpoint, datapath
+modules = kvstore-etcd, ipam-cluster-pool, ipam-api, endpoint, datapath, nodes, policy, hubble-lite
 state-dir = $demo/state
 run-dir = $run
 socket = $sock
@@ -116,6 +127,10 @@ endpoints = http://127.0.0.1:2379
 [ipam-cluster-pool]
 cluster-pool-ipv4-cidr = 10.244.0.0/16
 cluster-pool-ipv4-mask-size = 24
+
+[datapath]
+# a trace event per forwarded packet, so that the flows show the pings too
+trace-events = true
 CONF
 
 # nsenter --net, not ip netns exec: the agent keeps the host's mounts (ip
@@ -150,6 +165,30 @@ echo "--- ping: pod a -> pod b, pod b -> pod c, pod c -> node ($gateway)"
 ip netns exec "${pods[0]}" ping -c 2 -W 2 "$(addr "${pods[1]}")"
 ip netns exec "${pods[1]}" ping -c 2 -W 2 "$(addr "${pods[2]}")"
 ip netns exec "${pods[2]}" ping -c 2 -W 2 "$gateway"
+echo
+fibril node list
+echo
+# each pod gets an app label (the API's PATCH; with Kubernetes they are the
+# pod's labels), then a policy: pod b accepts traffic from app=a only
+for p in "${pods[@]}"; do
+	in_node curl -sS -o /dev/null --unix-socket "$sock" -X PATCH -H 'Content-Type: application/json' \
+		-d '{"labels":["k8s:app='"${p#fibril-demo-pod-}"'"]}' "http://x/v1/endpoint/container-id:demo-$p"
+done
+cat >"$demo/policy.json" <<POLICY
+{"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+ "metadata": {"name": "b-from-a", "namespace": "demo"},
+ "spec": {"endpointSelector": {"matchLabels": {"app": "b"}},
+          "ingress": [{"fromEndpoints": [{"matchLabels": {"app": "a"}}]}]}}
+POLICY
+echo "--- policy: pod b accepts traffic from app=a only"
+fibril policy import "$demo/policy.json"
+fibril policy get
+echo "--- ping: pod a -> pod b (allowed), pod c -> pod b (dropped by the policy)"
+ip netns exec "${pods[0]}" ping -c 2 -W 2 "$(addr "${pods[1]}")"
+ip netns exec "${pods[2]}" ping -c 2 -W 1 "$(addr "${pods[1]}")" || echo "(pod c -> pod b: no answer, as the policy says)"
+echo
+echo "--- the flows (fibril observe): the pings above, and the policy's drops"
+fibril observe --last 12
 echo
 echo "--- the datapath's counters (pod-to-pod packets were redirected by the tc program)"
 fibril map dump dp_metrics

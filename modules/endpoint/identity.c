@@ -300,7 +300,13 @@ int ep_identity_acquire(struct ep_manager *mg, const char *labels, struct ep_ide
 		return rc;
 	if ((rc = insert_local(mg, n, labels, hash, out)))
 		return rc;
-	fibril_info(mg->m, "identity %u allocated for labels %s", n, labels);
+	/* the label set is kept one label per line: one log line, comma-separated */
+	char *shown = strdup(labels);
+	for (char *c = shown; c && *c; c++)
+		if (*c == '\n')
+			*c = ',';
+	fibril_info(mg->m, "identity %u allocated for labels %s", n, shown ? shown : labels);
+	free(shown);
 	return 0;
 }
 

@@ -783,6 +783,39 @@ static void test_policy_reply(void)
 	drain_events();
 }
 
+/* An ICMP frame: type 8 echo request, 0 echo reply (id 0x1234). */
+static int icmp_run(int prog, const char *src, const char *dst, uint8_t type, bool ttl1)
+{
+	struct frame f;
+	eth(&f, prog == g_from ? POD_MAC : HOST_MAC, 0x0800);
+	ipv4(&f, src, dst, 1, 8, 9, 0);
+	put_u8(&f, type);
+	put_u8(&f, 0);
+	put_be16(&f, 0);
+	put_be16(&f, 0x1234);
+	put_be16(&f, 1);
+	if (ttl1)
+		f.b[14 + 8] = 1;
+	return run(prog, &f);
+}
+
+static void test_policy_icmp_echo(void)
+{
+	policy_reset();
+	/* pod b (20) pings pod a (10); nothing is enforced yet */
+	int rc = icmp_run(g_from, POD4B, POD4, 8, true);
+	check(rc == TC_ACT_OK, "policy icmp: b's echo request to a passes (%d)", rc);
+	/* now a accepts nothing from b: a's echo request to b is b's ingress
+	 * (not enforced) and a's egress (enforced, allows nothing) */
+	enforce(10, false, true);
+	rc = icmp_run(g_from, POD4, POD4B, 0, true);
+	check(rc == TC_ACT_OK, "policy icmp: a's echo reply to b passes as the reply of b's ping (%d)", rc);
+	rc = icmp_run(g_from, POD4, POD4B, 8, true);
+	check(rc == TC_ACT_SHOT, "policy icmp: a's own echo request to b is checked, not taken for a "
+				 "reply of b's ping flow, and denied (%d)", rc);
+	drain_events();
+}
+
 static void test_policy_deny_wins(void)
 {
 	policy_reset();
@@ -846,6 +879,7 @@ int main(void)
 	test_nonlinear();
 	test_policy_allowed_denied();
 	test_policy_reply();
+	test_policy_icmp_echo();
 	test_policy_deny_wins();
 
 	fibril_dp__destroy(g_skel);
