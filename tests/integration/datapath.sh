@@ -227,7 +227,8 @@ HOSTDEV=$(ip -n "$NODE" -br addr show dev fibril_host 2>&1 || true)
 check "fibril_host is up and holds 10.201.0.1/32 and fd00:201::1/128" \
 	contains_all "$HOSTDEV" "UP" "10.201.0.1/32" "fd00:201::1/128"
 MAPS=$(fib map list 2>&1)
-for m in dp_endpoints dp_ipcache dp_conntrack dp_ct_any dp_frags dp_evlimit dp_metrics dp_events dp_config; do
+for m in dp_endpoints dp_ipcache dp_conntrack dp_ct_any dp_frags dp_evlimit dp_metrics dp_events dp_config \
+	dp_policy dp_policy_ep; do
 	check "map $m is created and listed" contains "$MAPS" "$m"
 done
 check "ipcache: the gateway is the host" grep -Eq '^10\.201\.0\.1/32 +identity=1 \(host\)' <<<"$(fib map dump dp_ipcache)"
@@ -431,7 +432,9 @@ check "agent down: the egress filter stays" test "$(filter_prog lxca egress)" = 
 node_agent
 check "the agent restarts" kill -0 "$AGENT_PID"
 MAPS=$(fib map list 2>&1)
-check "restart: all nine pins are reused" test "$(printf '%s\n' "$MAPS" | grep -c '^dp_.* reused')" -eq 9
+NPINS=$(printf '%s\n' "$MAPS" | grep -c '^dp_')
+check "restart: all $NPINS pins are reused (the 11 of this datapath at least)" \
+	test "$(printf '%s\n' "$MAPS" | grep -c '^dp_.* reused')" -eq "$NPINS" -a "$NPINS" -ge 11
 NEWPROG=$(prog_id)
 check "restart: a new program instance ($OLDPROG -> $NEWPROG)" test "$NEWPROG" != "$OLDPROG" -a "$NEWPROG" != "?"
 NEWPROG_EG=$(prog_id_egress)
