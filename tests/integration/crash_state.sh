@@ -110,13 +110,15 @@ def start(env_extra):
                           "--set", "agent.log-level=warn",
                           "--set", "ipam-cluster-pool.node-cidr=10.66.0.0/16"],
                          stdout=log, stderr=log, env=env)
-    for _ in range(400):
+    for _ in range(2000):  # 20 s: a loaded machine (CI) starts it slowly
         if os.path.exists(sock):
             return p
         if p.poll() is not None:
             break
         time.sleep(0.01)
-    raise SystemExit("the agent did not start (see agent.log)")
+    log.close()
+    tail = open(os.path.join(work, "agent.log"), "rb").read()[-1500:].decode(errors="replace")
+    raise SystemExit("the agent did not start (exit %s); the end of agent.log:\n%s" % (p.poll(), tail))
 
 held = {}      # address -> owner: answered allocations not answered released
 problems = []

@@ -146,7 +146,10 @@ done
 
 snapshot() {
 	{
-		(cd "$STATE" && for f in $(ls -A | sort); do echo "== $f"; cat "$f"; echo; done)
+		# the endpoint state as the agent replays it (a refused change may
+		# leave its record and a tombstone in the journal: same state)
+		python3 "$top_srcdir/tests/integration/endpoint_journal.py" "$STATE"
+		(cd "$STATE" && for f in $(ls -A | grep -v '^endpoints\.' | sort); do echo "== $f"; cat "$f"; echo; done)
 		api http://x/v1/endpoint
 		api http://x/v1/identity
 		api http://x/v1/ipam
@@ -177,7 +180,7 @@ api -s -X POST 'http://x/v1/dpprobe/fail?n=1' >/dev/null
 body cidb$$ "${B[@]}" 10.77.1.3 "" default web-2 '["k8s:app=other"]' >"$WORK/b.json"
 expect "PUT refused by the datapath: 500 naming it" PUT "/v1/endpoint/container-id:cidb$$:eth0" 500 \
 	'"error":"datapath: dpprobe refuses endpoint 2"' --data-binary @"$WORK/b.json"
-check "... nothing changed: no state file, no endpoint, no identity, the address free" test "$(snapshot)" = "$BEFORE"
+check "... nothing changed: no endpoint record, no endpoint, no identity, the address free" test "$(snapshot)" = "$BEFORE"
 api -s -X POST 'http://x/v1/dpprobe/fail?n=1' >/dev/null
 expect "PATCH refused by the datapath: 500" PATCH /v1/endpoint/1 500 '"error":"datapath: dpprobe refuses endpoint 1"' \
 	--data-binary '{"labels":["k8s:app=x"]}'
