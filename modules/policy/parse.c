@@ -30,8 +30,14 @@ static bool fail(struct pctx *c, const char *path, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (!c->failed)
+	if (!c->failed) {
 		snprintf(c->err, c->errlen, "policy '%s': %s: %s", c->policy, path, msg);
+		/* one line: a name or key quoted from the input may hold a
+		 * control character (json-c takes a raw newline in a string) */
+		for (char *p = c->err; p && *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
+	}
 	c->failed = true;
 	return false;
 }
