@@ -428,15 +428,22 @@ static __always_inline struct dp_policy_value *policy_lookup(__u16 ep_id, __u8 d
 	return bpf_map_lookup_elem(&dp_policy, &k);
 }
 
-/* One endpoint's policy in one direction towards (or from) remote. */
-static __always_inline int policy_check(__u16 ep_id, __u8 dir, __u32 remote,
-					const struct pkt *p)
+/* 1 when endpoint ep_id enforces a policy in direction dir (one array
+ * lookup: an endpoint no policy selects pays nothing more). */
+static __always_inline int policy_enforced(__u16 ep_id, __u8 dir)
 {
 	__u32 idx = ep_id;
 	const struct dp_policy_ep *pe = bpf_map_lookup_elem(&dp_policy_ep, &idx);
 	__u32 need = dir == DP_POLICY_INGRESS ? DP_POLICY_EP_F_INGRESS : DP_POLICY_EP_F_EGRESS;
 
-	if (!pe || !(pe->flags & need))
+	return pe && (pe->flags & need);
+}
+
+/* One endpoint's policy in one direction towards (or from) remote. */
+static __always_inline int policy_check(__u16 ep_id, __u8 dir, __u32 remote,
+					const struct pkt *p)
+{
+	if (!policy_enforced(ep_id, dir))
 		return 0;
 	struct dp_policy_value *exact = policy_lookup(ep_id, dir, remote, p);
 	struct dp_policy_value *any = remote ? policy_lookup(ep_id, dir, 0, p) : 0;
@@ -487,6 +494,10 @@ static __always_inline int policy_verdict(struct __sk_buff *skb, const struct pk
 	if (p->direction == DP_DIR_FROM_ENDPOINT) {
 		if (!p->src_ep)
 			return 0;
+		/* no conntrack lookups for traffic no policy concerns */
+		if (!policy_enforced(p->src_ep->ep_id, DP_POLICY_EGRESS) &&
+		    !(p->dst_ep && policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS)))
+			return 0;
 		if (policy_is_reply(p))
 			return 0;
 		reason = policy_check(p->src_ep->ep_id, DP_POLICY_EGRESS, p->dst_identity, p);
@@ -495,7 +506,7 @@ static __always_inline int policy_verdict(struct __sk_buff *skb, const struct pk
 					      p->src_ep->identity, p);
 		return reason;
 	}
-	if (!p->dst_ep)
+	if (!p->dst_ep || !policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS))
 		return 0;
 	if (policy_is_reply(p))
 		return 0;
