@@ -528,7 +528,6 @@ static void t_mono_ms(void)
 	CU_ASSERT(b - a < 5000.0);
 }
 
-
 /* <fibril/compat.h>: the growth rule every sz struct goes through (libbpf's
  * OPTS_VALID): shorter is fine (the rest reads as zero), longer only with
  * zero unknown bytes (-E2BIG otherwise), below min or absurd is -EINVAL. */
