@@ -1,6 +1,10 @@
 /* modules/policy/policy.c - the policy module (capability "policy"): a
- * repository of CiliumNetworkPolicies fed by the API, the local endpoints
- * and their labels (from the endpoint module's bus events), CIDR
+ * repository of CiliumNetworkPolicies, CiliumClusterwideNetworkPolicies and
+ * Kubernetes NetworkPolicies fed by the API and by the k8s module's
+ * informers (bus events k8s.networkpolicies, k8s.ciliumnetworkpolicies,
+ * k8s.ciliumclusterwidenetworkpolicies), the local endpoints and their
+ * labels (from the endpoint module's bus events) with their namespace's
+ * labels and their pod's named ports (k8s caches), CIDR
  * identities in the ipcache, and each endpoint's resolved L3/L4 policy
  * programmed into the datapath's policy map (<fibril/datapath.h> v2).
  *
@@ -27,7 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+
 #include <fibril/fibril.h>
+#include <fibril/k8s.h>
 #include <fibril/policy.h>
 #include <json-c/json.h>
 
@@ -44,10 +51,22 @@ struct pol_entry {
 	uint16_t port;
 };
 
+struct pol_named_port {
+	char name[16];
+	uint8_t proto;
+	uint16_t port;
+};
+
 struct pol_ep {
 	uint16_t id;
 	uint32_t identity;
 	char *labels;
+	char *match_labels; /* labels + its namespace's (POL_NS_LABELS_PREFIX) */
+	char pod_ns[64], pod_name[254];
+	bool has_ipv4;
+	struct in_addr ipv4;
+	struct pol_named_port *ports; /* its pod's container ports with a name */
+	size_t nports;
 	bool ingress, egress;     /* enforced, as in the datapath */
 	uint32_t revision;
 	struct pol_entry *entries; /* in the datapath, sorted */
@@ -67,6 +86,9 @@ struct pol_state {
 	void *dp_ctx;
 	const struct fibril_endpoint_ops *epops;
 	void *ep_ctx;
+	const struct fibril_k8s_ops *k8s;
+	void *k8s_ctx;
+	bool k8s_synced;
 	bool started;
 	struct pol_policy **pols;
 	size_t npols;
@@ -77,6 +99,8 @@ struct pol_state {
 	uint32_t next_cidr_id;
 	/* counters */
 	uint64_t imports, refused, deletes, recomputes, map_writes, map_removes, map_errors;
+	uint64_t k8s_applied, k8s_invalid, k8s_deleted;
+	struct fibril_metric *m_k8s_invalid;
 	char last_error[256];
 	int dirfd; /* <state-dir>/policy, -1 when none */
 };
@@ -254,9 +278,49 @@ static const char *ep_namespace(const struct pol_ep *ep, char *buf, size_t len)
 	return buf;
 }
 
+static bool ipv4_in(const struct in_addr *a, const struct pol_cidr *c)
+{
+	struct pol_cidr host = {.family = 4, .plen = 32};
+	memcpy(host.addr, &a->s_addr, 4);
+	return cidr_within(&host, c);
+}
+
+static bool ipblock_holds(const struct pol_cidr_rule *cr, const struct pol_ep *ep)
+{
+	if (!ep->has_ipv4 || cr->cidr.family != 4 || !ipv4_in(&ep->ipv4, &cr->cidr))
+		return false;
+	for (size_t e = 0; e < cr->nexcept; e++)
+		if (ipv4_in(&ep->ipv4, &cr->except[e]))
+			return false;
+	return true;
+}
+
+/* A NetworkPolicy ipBlock also selects the local pods whose address it
+ * holds (Kubernetes leaves pod addresses in an ipBlock to the
+ * implementation; the datapath decides by identity, so an identity is
+ * taken only when every local pod sharing it is inside the block). */
+static void ipblock_pods(struct pol_state *st, const struct pol_cidr_rule *cr, struct ids *out)
+{
+	for (size_t i = 1; i < POL_EP_MAX; i++) {
+		const struct pol_ep *ep = st->eps[i];
+		if (!ep || !ipblock_holds(cr, ep))
+			continue;
+		bool all = true;
+		for (size_t j = 1; j < POL_EP_MAX && all; j++)
+			if (st->eps[j] && st->eps[j]->identity == ep->identity)
+				all = ipblock_holds(cr, st->eps[j]);
+		if (all)
+			ids_add(out, ep->identity);
+	}
+}
+
 static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 			    const struct pol_peer *peer, struct ids *out)
 {
+	if (peer->all_peers) {
+		ids_add(out, 0);
+		return;
+	}
 	if (!peer->any_l3) {
 		if (peer->nports)
 			ids_add(out, 0); /* L4-only: every peer */
@@ -265,9 +329,12 @@ static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 	for (size_t s = 0; s < peer->nendpoints; s++)
 		for (size_t i = 1; i < POL_EP_MAX; i++) {
 			const struct pol_ep *ep = st->eps[i];
-			if (ep && pol_selector_match(&peer->endpoints[s], ep->labels, pol->ns))
+			if (ep && pol_selector_match(&peer->endpoints[s], ep->match_labels, pol->ns))
 				ids_add(out, ep->identity);
 		}
+	if (pol->kind == POL_KIND_KNP)
+		for (size_t c = 0; c < peer->ncidrs; c++)
+			ipblock_pods(st, &peer->cidrs[c], out);
 	for (size_t c = 0; c < peer->ncidrs; c++) {
 		const struct pol_cidr_rule *cr = &peer->cidrs[c];
 		if (cr->cidr.plen == 0) {
@@ -326,7 +393,40 @@ static void add_block(uint16_t port, unsigned bits, void *ud)
 	vec_add(b->vec, e);
 }
 
-static void peer_entries(const struct pol_peer *peer, const struct ids *ids, struct entry_vec *vec)
+/* The port a pod gives a name to (0: none). */
+static uint16_t named_port(const struct pol_ep *ep, const char *name, uint8_t proto)
+{
+	for (size_t i = 0; ep && i < ep->nports; i++)
+		if (ep->ports[i].proto == proto && !strcmp(ep->ports[i].name, name))
+			return ep->ports[i].port;
+	return 0;
+}
+
+/* A named port: ingress resolves it on the endpoint the rule selects;
+ * egress on each peer pod (per identity: every local pod of it that has
+ * the name; "every peer" becomes the pods that have it). */
+static void named_entries(struct pol_state *st, const struct pol_ep *subject,
+			  const struct pol_port *pp, struct pol_entry t, struct entry_vec *vec)
+{
+	t.proto = pp->proto;
+	t.bits = 16;
+	if (t.dir == FIBRIL_DATAPATH_INGRESS) {
+		if ((t.port = named_port(subject, pp->name, pp->proto)))
+			vec_add(vec, t);
+		return;
+	}
+	uint32_t id = t.identity;
+	for (size_t i = 1; i < POL_EP_MAX; i++) {
+		const struct pol_ep *ep = st->eps[i];
+		if (!ep || (id && ep->identity != id) || !(t.port = named_port(ep, pp->name, pp->proto)))
+			continue;
+		t.identity = ep->identity;
+		vec_add(vec, t);
+	}
+}
+
+static void peer_entries(struct pol_state *st, const struct pol_ep *subject,
+			 const struct pol_peer *peer, const struct ids *ids, struct entry_vec *vec)
 {
 	for (size_t i = 0; i < ids->n; i++) {
 		struct pol_entry t = {.identity = ids->v[i],
@@ -338,6 +438,10 @@ static void peer_entries(const struct pol_peer *peer, const struct ids *ids, str
 			continue;
 		}
 		for (size_t p = 0; p < peer->nports; p++) {
+			if (peer->ports[p].name) {
+				named_entries(st, subject, &peer->ports[p], t, vec);
+				continue;
+			}
 			t.proto = peer->ports[p].proto;
 			if (peer->ports[p].port == 0) {
 				t.port = 0;
@@ -376,14 +480,14 @@ static void resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_
 		const struct pol_policy *pol = st->pols[p];
 		for (size_t r = 0; r < pol->nrules; r++) {
 			const struct pol_rule *rule = &pol->rules[r];
-			if (!pol_selector_match(&rule->subject, ep->labels, pol->ns))
+			if (!pol_selector_match(&rule->subject, ep->match_labels, pol->ns))
 				continue;
 			*ingress = *ingress || rule->has_ingress;
 			*egress = *egress || rule->has_egress;
 			for (size_t k = 0; k < rule->npeers; k++) {
 				ids.n = 0;
 				peer_identities(st, pol, &rule->peers[k], &ids);
-				peer_entries(&rule->peers[k], &ids, vec);
+				peer_entries(st, ep, &rule->peers[k], &ids, vec);
 			}
 		}
 	}
@@ -539,8 +643,128 @@ static void ep_free(struct pol_ep *ep)
 	if (!ep)
 		return;
 	free(ep->labels);
+	free(ep->match_labels);
+	free(ep->ports);
 	free(ep->entries);
 	free(ep);
+}
+
+/* ---- what Kubernetes adds to an endpoint: its namespace's labels, its pod's
+ * named ports --------------------------------------------------------------------------- */
+
+static struct json_object *k8s_object(struct pol_state *st, const char *res, const char *ns,
+				      const char *name)
+{
+	const char *t = st->k8s && name[0] ? st->k8s->get(st->k8s_ctx, res, ns, name) : NULL;
+	return t ? json_tokener_parse(t) : NULL;
+}
+
+static char *ns_labels_of(struct pol_state *st, const char *ns)
+{
+	size_t cap = 256, len = 0;
+	char *out = malloc(cap);
+	if (!out)
+		return NULL;
+	out[0] = '\0';
+	/* as the API server adds it to every namespace */
+	len += (size_t)snprintf(out, cap, "k8s:%skubernetes.io/metadata.name=%s", POL_NS_LABELS_PREFIX,
+				ns);
+	struct json_object *o = k8s_object(st, FIBRIL_K8S_NAMESPACES, "", ns), *md, *labels;
+	if (o && json_object_object_get_ex(o, "metadata", &md) &&
+	    json_object_object_get_ex(md, "labels", &labels) &&
+	    json_object_is_type(labels, json_type_object)) {
+		json_object_object_foreach(labels, k, v)
+		{
+			if (!strcmp(k, "kubernetes.io/metadata.name") || !json_object_is_type(v, json_type_string))
+				continue;
+			const char *val = json_object_get_string(v);
+			size_t need = len + strlen(POL_NS_LABELS_PREFIX) + strlen(k) + strlen(val) + 8;
+			if (need > cap) {
+				char *n = realloc(out, need * 2);
+				if (!n)
+					break;
+				out = n;
+				cap = need * 2;
+			}
+			len += (size_t)snprintf(out + len, cap - len, "\nk8s:%s%s=%s", POL_NS_LABELS_PREFIX, k,
+						val);
+		}
+	}
+	json_object_put(o);
+	return out;
+}
+
+static void pod_ports_of(struct pol_state *st, struct pol_ep *ep)
+{
+	free(ep->ports);
+	ep->ports = NULL;
+	ep->nports = 0;
+	struct json_object *o = k8s_object(st, FIBRIL_K8S_PODS, ep->pod_ns, ep->pod_name), *spec,
+			   *ctrs;
+	if (!o || !json_object_object_get_ex(o, "spec", &spec) ||
+	    !json_object_object_get_ex(spec, "containers", &ctrs) ||
+	    !json_object_is_type(ctrs, json_type_array)) {
+		json_object_put(o);
+		return;
+	}
+	for (size_t i = 0; i < json_object_array_length(ctrs); i++) {
+		struct json_object *ports, *c = json_object_array_get_idx(ctrs, i);
+		if (!json_object_object_get_ex(c, "ports", &ports) ||
+		    !json_object_is_type(ports, json_type_array))
+			continue;
+		for (size_t j = 0; j < json_object_array_length(ports); j++) {
+			struct json_object *pt = json_object_array_get_idx(ports, j), *name, *num, *proto;
+			if (!json_object_object_get_ex(pt, "name", &name) ||
+			    !json_object_object_get_ex(pt, "containerPort", &num) ||
+			    !pol_port_name_ok(json_object_get_string(name)))
+				continue;
+			int64_t n = json_object_get_int64(num);
+			const char *pr = json_object_object_get_ex(pt, "protocol", &proto)
+						 ? json_object_get_string(proto)
+						 : "TCP";
+			uint8_t p = !strcmp(pr, "TCP") ? IPPROTO_TCP : !strcmp(pr, "UDP") ? IPPROTO_UDP
+				    : !strcmp(pr, "SCTP")				  ? IPPROTO_SCTP
+											  : 0;
+			if (n < 1 || n > 65535 || !p)
+				continue;
+			struct pol_named_port *v = realloc(ep->ports, (ep->nports + 1) * sizeof(*v));
+			if (!v)
+				break;
+			ep->ports = v;
+			snprintf(v[ep->nports].name, sizeof(v->name), "%s", json_object_get_string(name));
+			v[ep->nports].proto = p;
+			v[ep->nports].port = (uint16_t)n;
+			ep->nports++;
+		}
+	}
+	json_object_put(o);
+}
+
+/* Rebuild what the endpoint is matched with; true when it changed. */
+static bool ep_refresh(struct pol_state *st, struct pol_ep *ep)
+{
+	char nsbuf[POL_NS_MAX];
+	const char *ns = ep->pod_ns[0] ? ep->pod_ns : ep_namespace(ep, nsbuf, sizeof(nsbuf));
+	char *nsl = ns[0] ? ns_labels_of(st, ns) : NULL;
+	size_t n = strlen(ep->labels) + (nsl ? strlen(nsl) : 0) + 2;
+	char *ml = malloc(n);
+	if (!ml) {
+		free(nsl);
+		return false;
+	}
+	snprintf(ml, n, "%s%s%s", ep->labels, nsl && ep->labels[0] ? "\n" : "", nsl ? nsl : "");
+	free(nsl);
+	size_t old_n = ep->nports;
+	struct pol_named_port *old = ep->nports ? malloc(old_n * sizeof(*old)) : NULL;
+	if (old)
+		memcpy(old, ep->ports, old_n * sizeof(*old));
+	pod_ports_of(st, ep);
+	bool changed = !ep->match_labels || strcmp(ml, ep->match_labels) || old_n != ep->nports ||
+		       (old_n && (!old || memcmp(old, ep->ports, old_n * sizeof(*old))));
+	free(old);
+	free(ep->match_labels);
+	ep->match_labels = ml;
+	return changed;
 }
 
 static void ep_forget(struct pol_state *st, uint16_t id)
@@ -564,7 +788,8 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 		return 0;
 	struct pol_ep *ep = st->eps[ev->id];
 	const char *labels = FIBRIL_ENDPOINT_LABELS(ev);
-	if (ep && ep->identity == ev->identity && !strcmp(ep->labels, labels))
+	if (ep && ep->identity == ev->identity && !strcmp(ep->labels, labels) &&
+	    ep->has_ipv4 == ev->has_ipv4 && ep->ipv4.s_addr == ev->ipv4.s_addr)
 		return 0;
 	if (!ep) {
 		if (!(ep = calloc(1, sizeof(*ep))))
@@ -578,6 +803,12 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 	free(ep->labels);
 	ep->labels = l;
 	ep->identity = ev->identity;
+	ep->has_ipv4 = ev->has_ipv4;
+	ep->ipv4 = ev->ipv4;
+	snprintf(ep->pod_ns, sizeof(ep->pod_ns), "%.*s", (int)sizeof(ev->pod_namespace),
+		 ev->pod_namespace);
+	snprintf(ep->pod_name, sizeof(ep->pod_name), "%.*s", (int)sizeof(ev->pod_name), ev->pod_name);
+	ep_refresh(st, ep);
 	return 0;
 }
 
@@ -631,11 +862,15 @@ static int state_save(struct pol_state *st, struct pol_policy **pols, size_t n, 
 {
 	if (st->dirfd < 0)
 		return 0;
-	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	struct json_object *o = json_object_new_object(), *arr = json_object_new_array(),
+			   *k8s = json_object_new_array();
 	json_object_object_add(o, "revision", json_object_new_int64((int64_t)revision));
 	for (size_t i = 0; i < n; i++)
-		json_object_array_add(arr, json_tokener_parse(pols[i]->text));
+		json_object_array_add(pols[i]->from_k8s ? k8s : arr, json_tokener_parse(pols[i]->text));
 	json_object_object_add(o, "policies", arr);
+	/* the last state of the k8s ones: enforced from the start, until the
+	 * informers' first list says what is gone */
+	json_object_object_add(o, "k8s_policies", k8s);
 	const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 							      JSON_C_TO_STRING_NOSLASHESCAPE);
 	int rc = fibril_state_write_atomic(st->dirfd, POL_STATE_FILE, t, strlen(t), 0600);
@@ -665,16 +900,31 @@ static void state_load(struct pol_state *st)
 		goto out;
 	}
 	st->revision = (uint64_t)json_object_get_int64(rev);
-	if (json_object_array_length(arr) > 0) {
-		const char *t = json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN);
+	struct json_object *k8s = NULL;
+	json_object_object_get_ex(o, "k8s_policies", &k8s);
+	for (int from_k8s = 0; from_k8s < 2; from_k8s++) {
+		struct json_object *a = from_k8s ? k8s : arr;
+		if (!a || !json_object_is_type(a, json_type_array) || !json_object_array_length(a))
+			continue;
+		const char *t = json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN);
 		char err[512];
-		int n = pol_parse(t, strlen(t), &st->pols, err, sizeof(err));
+		struct pol_policy **v = NULL;
+		int n = pol_parse(t, strlen(t), &v, err, sizeof(err));
 		if (n < 0) {
-			fibril_error(st->m, "%s: %s: starting with no policy", POL_STATE_FILE, err);
-			st->pols = NULL;
-			goto out;
+			fibril_error(st->m, "%s: %s: starting without those policies", POL_STATE_FILE, err);
+			continue;
 		}
-		st->npols = (size_t)n;
+		struct pol_policy **all = realloc(st->pols, (st->npols + (size_t)n) * sizeof(*all));
+		if (!all) {
+			pol_policies_free(v, (size_t)n);
+			continue;
+		}
+		st->pols = all;
+		for (int i = 0; i < n; i++) {
+			v[i]->from_k8s = from_k8s;
+			st->pols[st->npols++] = v[i];
+		}
+		free(v);
 	}
 	fibril_info(st->m, "%zu policies restored, revision %llu", st->npols,
 		    (unsigned long long)st->revision);
@@ -739,12 +989,34 @@ static void adopt_map(struct pol_state *st)
 
 /* ---- repository ------------------------------------------------------------------------ */
 
-static ssize_t pol_find(struct pol_state *st, const char *name, const char *ns)
+/* A policy is known by its source (API or k8s), whether it is a
+ * Kubernetes NetworkPolicy or a Cilium one, its namespace and its name. */
+static ssize_t pol_find(struct pol_state *st, bool from_k8s, bool knp, const char *name,
+			const char *ns)
 {
 	for (size_t i = 0; i < st->npols; i++)
-		if (!strcmp(st->pols[i]->name, name) && !strcmp(st->pols[i]->ns, ns))
+		if (st->pols[i]->from_k8s == from_k8s && (st->pols[i]->kind == POL_KIND_KNP) == knp &&
+		    !strcmp(st->pols[i]->name, name) && !strcmp(st->pols[i]->ns, ns))
 			return (ssize_t)i;
 	return -1;
+}
+
+static void pol_remove_at(struct pol_state *st, size_t at)
+{
+	pol_policy_free(st->pols[at]);
+	memmove(&st->pols[at], &st->pols[at + 1], (st->npols - at - 1) * sizeof(*st->pols));
+	st->npols--;
+}
+
+/* After a change to the repository: revision, state file, datapath. */
+static void repo_changed(struct pol_state *st)
+{
+	st->revision++;
+	int rc = state_save(st, st->pols, st->npols, st->revision);
+	if (rc < 0)
+		fibril_error(st->m, "cannot write %s: %s (the policies apply until a restart)",
+			     POL_STATE_FILE, strerror(-rc));
+	recompute(st);
 }
 
 static struct json_object *state_json(struct pol_state *st)
@@ -757,6 +1029,8 @@ static struct json_object *state_json(struct pol_state *st)
 		json_object_object_add(p, "name", json_object_new_string(st->pols[i]->name));
 		json_object_object_add(p, "namespace", json_object_new_string(st->pols[i]->ns));
 		json_object_object_add(p, "rules", json_object_new_int((int)st->pols[i]->nrules));
+		json_object_object_add(p, "kind", json_object_new_string(pol_kind_name(st->pols[i]->kind)));
+		json_object_object_add(p, "source", json_object_new_string(st->pols[i]->from_k8s ? "k8s" : "api"));
 		json_object_object_add(p, "policy", json_tokener_parse(st->pols[i]->text));
 		json_object_array_add(pols, p);
 	}
@@ -786,6 +1060,9 @@ static struct json_object *state_json(struct pol_state *st)
 	STAT("map_removes", st->map_removes);
 	STAT("map_errors", st->map_errors);
 	STAT("cidr_identities", st->ncidrs);
+	STAT("k8s_applied", st->k8s_applied);
+	STAT("k8s_invalid", st->k8s_invalid);
+	STAT("k8s_deleted", st->k8s_deleted);
 #undef STAT
 	json_object_object_add(o, "stats", stats);
 	return o;
@@ -812,7 +1089,6 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 	const char *body = fibril_req_body(req, &len);
 	struct pol_policy **v = NULL;
 	char err[512];
-	int rc;
 	int n = pol_parse(body ? body : "", len, &v, err, sizeof(err));
 	if (n < 0) {
 		st->refused++;
@@ -829,7 +1105,7 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 	st->pols = grown;
 	struct json_object *names = json_object_new_array();
 	for (int i = 0; i < n; i++) {
-		ssize_t at = pol_find(st, v[i]->name, v[i]->ns);
+		ssize_t at = pol_find(st, false, v[i]->kind == POL_KIND_KNP, v[i]->name, v[i]->ns);
 		char full[POL_NAME_MAX + POL_NS_MAX + 2];
 		snprintf(full, sizeof(full), "%s%s%s", v[i]->ns, v[i]->ns[0] ? "/" : "", v[i]->name);
 		json_object_array_add(names, json_object_new_string(full));
@@ -841,11 +1117,7 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 	}
 	free(v);
 	st->imports += (uint64_t)n;
-	st->revision++;
-	if ((rc = state_save(st, st->pols, st->npols, st->revision)) < 0)
-		fibril_error(st->m, "cannot write %s: %s (the policies apply until a restart)",
-			     POL_STATE_FILE, strerror(-rc));
-	recompute(st);
+	repo_changed(st);
 	fibril_info(st->m, "%d polic%s imported, revision %llu", n, n == 1 ? "y" : "ies",
 		    (unsigned long long)st->revision);
 	struct json_object *o = json_object_new_object();
@@ -859,24 +1131,25 @@ static void delete_one(struct fibril_request *req, struct fibril_response *resp,
 	struct pol_state *st = ud;
 	const char *name = fibril_req_param(req, "name");
 	const char *ns = fibril_req_query(req, "namespace");
-	ssize_t at = name ? pol_find(st, name, ns ? ns : "") : -1;
-	if (at < 0) {
-		fibril_resp_error(resp, 404, "no policy '%.200s'%s%.60s", name ? name : "",
-				  ns ? " in namespace " : "", ns ? ns : "");
+	int deleted = 0;
+	/* the API's own (a NetworkPolicy and a Cilium policy of that name both go) */
+	for (int knp = 0; knp < 2 && name; knp++) {
+		ssize_t at = pol_find(st, false, knp, name, ns ? ns : "");
+		if (at >= 0) {
+			pol_remove_at(st, (size_t)at);
+			deleted++;
+		}
+	}
+	if (!deleted) {
+		fibril_resp_error(resp, 404, "no policy '%.200s'%s%.60s imported through the API",
+				  name ? name : "", ns ? " in namespace " : "", ns ? ns : "");
 		return;
 	}
-	pol_policy_free(st->pols[at]);
-	memmove(&st->pols[at], &st->pols[at + 1], (st->npols - (size_t)at - 1) * sizeof(*st->pols));
-	st->npols--;
-	st->deletes++;
-	st->revision++;
-	int rc = state_save(st, st->pols, st->npols, st->revision);
-	if (rc < 0)
-		fibril_error(st->m, "cannot write %s: %s", POL_STATE_FILE, strerror(-rc));
-	recompute(st);
+	st->deletes += (uint64_t)deleted;
+	repo_changed(st);
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
-	json_object_object_add(o, "deleted", json_object_new_int(1));
+	json_object_object_add(o, "deleted", json_object_new_int(deleted));
 	reply(resp, 200, o);
 }
 
@@ -884,20 +1157,199 @@ static void delete_all(struct fibril_request *req, struct fibril_response *resp,
 {
 	(void)req;
 	struct pol_state *st = ud;
-	size_t n = st->npols;
-	for (size_t i = 0; i < n; i++)
-		pol_policy_free(st->pols[i]);
-	st->npols = 0;
+	size_t n = 0;
+	/* the API's own: the k8s ones follow their objects */
+	for (size_t i = st->npols; i-- > 0;)
+		if (!st->pols[i]->from_k8s) {
+			pol_remove_at(st, i);
+			n++;
+		}
 	st->deletes += n;
-	st->revision++;
-	int rc = state_save(st, st->pols, st->npols, st->revision);
-	if (rc < 0)
-		fibril_error(st->m, "cannot write %s: %s", POL_STATE_FILE, strerror(-rc));
-	recompute(st);
+	repo_changed(st);
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
 	json_object_object_add(o, "deleted", json_object_new_int((int)n));
 	reply(resp, 200, o);
+}
+
+
+/* ---- Kubernetes: policies from the informers, namespaces and pods ------------------------ */
+
+static const char *const k8s_policy_resources[] = {FIBRIL_K8S_NETWORKPOLICIES, FIBRIL_K8S_CNPS,
+						   FIBRIL_K8S_CCNPS, NULL};
+
+static const char *resource_of(enum pol_kind k)
+{
+	return k == POL_KIND_KNP ? FIBRIL_K8S_NETWORKPOLICIES : k == POL_KIND_CCNP ? FIBRIL_K8S_CCNPS
+										    : FIBRIL_K8S_CNPS;
+}
+
+static void k8s_count(struct pol_state *st, const char *res, const char *result)
+{
+	fibril_series_inc(fibril_metric_labels(st->m_k8s_invalid, res, result));
+}
+
+static bool valid_k8s_event(const struct fibril_event *ev)
+{
+	const struct fibril_k8s_event *e = ev->payload;
+	return ev->payload_len >= sizeof(*e) && e->sz >= sizeof(*e) && e->sz <= ev->payload_len;
+}
+
+static int on_k8s_policy(const struct fibril_event *ev, void *ud)
+{
+	struct pol_state *st = ud;
+	const struct fibril_k8s_event *e = ev->payload;
+	if (!st->started || !valid_k8s_event(ev))
+		return 0;
+	const char *res = FIBRIL_K8S_STR(e, resource), *ns = FIBRIL_K8S_STR(e, namespace_),
+		   *name = FIBRIL_K8S_STR(e, name), *obj = FIBRIL_K8S_STR(e, object);
+	if (!res || !name)
+		return 0;
+	bool knp = !strcmp(res, FIBRIL_K8S_NETWORKPOLICIES), ccnp = !strcmp(res, FIBRIL_K8S_CCNPS);
+	if (!ns || ccnp)
+		ns = "";
+	ssize_t at = pol_find(st, true, knp, name, ns);
+	if (e->type == FIBRIL_K8S_DELETED) {
+		if (at < 0)
+			return 0;
+		pol_remove_at(st, (size_t)at);
+		st->k8s_deleted++;
+		k8s_count(st, res, "deleted");
+		repo_changed(st);
+		fibril_info(st->m, "%s %s%s%s deleted, revision %llu", res, ns, ns[0] ? "/" : "", name,
+			    (unsigned long long)st->revision);
+		return 0;
+	}
+	/* list items may come without kind: the informer says what it is */
+	struct json_object *o = obj ? json_tokener_parse(obj) : NULL;
+	if (o && json_object_is_type(o, json_type_object) && !json_object_object_get_ex(o, "kind", NULL))
+		json_object_object_add(o, "kind",
+				       json_object_new_string(knp ? "NetworkPolicy"
+							      : ccnp ? "CiliumClusterwideNetworkPolicy"
+								     : "CiliumNetworkPolicy"));
+	const char *text = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : "";
+	struct pol_policy **v = NULL;
+	char err[512] = "";
+	int n = pol_parse(text, strlen(text), &v, err, sizeof(err));
+	json_object_put(o);
+	if (n == 1 && strcmp(resource_of(v[0]->kind), res)) {
+		snprintf(err, sizeof(err), "kind: a %s in the %s informer", pol_kind_name(v[0]->kind), res);
+		n = -1;
+	}
+	if (n != 1) {
+		pol_policies_free(v, n > 0 ? (size_t)n : 0);
+		st->k8s_invalid++;
+		k8s_count(st, res, "invalid");
+		snprintf(st->last_error, sizeof(st->last_error), "%s %s/%s: %s", res, ns, name, err);
+		fibril_warn(st->m, "%s %s%s%s is refused: %s (%s; the other policies keep applying)", res,
+			    ns, ns[0] ? "/" : "", name, err,
+			    at >= 0 ? "its previous version stays in force" : "not applied");
+		return 0;
+	}
+	struct pol_policy *p = v[0];
+	free(v);
+	p->from_k8s = true;
+	if (at >= 0 && !strcmp(st->pols[at]->text, p->text)) {
+		pol_policy_free(p);
+		return 0;
+	}
+	if (at >= 0) {
+		pol_policy_free(st->pols[at]);
+		st->pols[at] = p;
+	} else {
+		struct pol_policy **grown = realloc(st->pols, (st->npols + 1) * sizeof(*grown));
+		if (!grown) {
+			pol_policy_free(p);
+			fibril_error(st->m, "%s %s/%s: out of memory", res, ns, name);
+			return 0;
+		}
+		st->pols = grown;
+		st->pols[st->npols++] = p;
+	}
+	st->k8s_applied++;
+	k8s_count(st, res, "applied");
+	repo_changed(st);
+	fibril_info(st->m, "%s %s%s%s applied, revision %llu", res, ns, ns[0] ? "/" : "", name,
+		    (unsigned long long)st->revision);
+	return 0;
+}
+
+/* The first lists are in: the k8s policies kept from the last run that
+ * are no longer in the caches go. */
+static void on_k8s_synced(void *ud, int err, const char *pending)
+{
+	struct pol_state *st = ud;
+	if (!st->started || !st->k8s)
+		return;
+	if (err) {
+		fibril_warn(st->m, "k8s policy caches not synced (%s): the policies of the last run stay "
+				   "until they are",
+			    pending ? pending : "?");
+		return;
+	}
+	st->k8s_synced = true;
+	size_t gone = 0;
+	for (size_t i = st->npols; i-- > 0;) {
+		const struct pol_policy *p = st->pols[i];
+		if (!p->from_k8s || st->k8s->get(st->k8s_ctx, resource_of(p->kind), p->ns, p->name))
+			continue;
+		pol_remove_at(st, i);
+		gone++;
+	}
+	if (gone) {
+		st->k8s_deleted += gone;
+		repo_changed(st);
+	}
+	fibril_info(st->m, "k8s policy caches synced; %zu polic%s of the last run gone", gone,
+		    gone == 1 ? "y" : "ies");
+}
+
+/* A namespace relabelled or a pod changed: the endpoints it concerns. */
+static int on_k8s_scope(const struct fibril_event *ev, void *ud)
+{
+	struct pol_state *st = ud;
+	const struct fibril_k8s_event *e = ev->payload;
+	if (!st->started || !valid_k8s_event(ev))
+		return 0;
+	const char *res = FIBRIL_K8S_STR(e, resource), *ns = FIBRIL_K8S_STR(e, namespace_),
+		   *name = FIBRIL_K8S_STR(e, name);
+	if (!res || !name)
+		return 0;
+	bool namespaces = !strcmp(res, FIBRIL_K8S_NAMESPACES), changed = false;
+	for (size_t i = 1; i < POL_EP_MAX; i++) {
+		struct pol_ep *ep = st->eps[i];
+		if (!ep || (namespaces ? strcmp(ep->pod_ns, name)
+				       : (!ns || strcmp(ep->pod_ns, ns) || strcmp(ep->pod_name, name))))
+			continue;
+		changed |= ep_refresh(st, ep);
+	}
+	if (changed)
+		recompute(st);
+	return 0;
+}
+
+static void k8s_start(struct pol_state *st)
+{
+	st->k8s = (const struct fibril_k8s_ops *)fibril_service_lookup(st->m, FIBRIL_K8S_CAPABILITY,
+								       FIBRIL_K8S_VERSION, &st->k8s_ctx);
+	if (st->k8s && (!FIBRIL_SERVICE_HAS(st->k8s, get) || !st->k8s->watch_resource ||
+			!st->k8s->wait_synced)) {
+		fibril_warn(st->m, "the '%s' provider's table is incomplete: no policy from Kubernetes",
+			    FIBRIL_K8S_CAPABILITY);
+		st->k8s = NULL;
+	}
+	if (!st->k8s)
+		return;
+	const char *watched[] = {FIBRIL_K8S_NETWORKPOLICIES, FIBRIL_K8S_CNPS, FIBRIL_K8S_CCNPS,
+				 FIBRIL_K8S_NAMESPACES, FIBRIL_K8S_PODS};
+	for (size_t i = 0; i < sizeof(watched) / sizeof(watched[0]); i++) {
+		int rc = st->k8s->watch_resource(st->k8s_ctx, watched[i]);
+		if (rc < 0)
+			fibril_warn(st->m, "k8s: cannot watch %s: %s", watched[i], strerror(-rc));
+	}
+	int rc = st->k8s->wait_synced(st->k8s_ctx, k8s_policy_resources, 120000, on_k8s_synced, st);
+	if (rc < 0)
+		fibril_warn(st->m, "k8s: cannot wait for the policy caches: %s", strerror(-rc));
 }
 
 /* ---- capability --------------------------------------------------------------------------- */
@@ -960,6 +1412,23 @@ static int policy_init(struct fibril_module *m)
 			fibril_module_set_error(m, "cannot subscribe to %s", topics[i]);
 			return -ENOMEM;
 		}
+	const char *k8s_topics[] = {FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_NETWORKPOLICIES,
+				    FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_CNPS,
+				    FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_CCNPS,
+				    FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_NAMESPACES,
+				    FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_PODS};
+	for (size_t i = 0; i < 5; i++)
+		if (!fibril_bus_subscribe(m, k8s_topics[i], 1, i < 3 ? on_k8s_policy : on_k8s_scope, st)) {
+			fibril_module_set_error(m, "cannot subscribe to %s", k8s_topics[i]);
+			return -ENOMEM;
+		}
+	static const char *const labels[] = {"resource", "result", NULL};
+	struct fibril_metric_opts mo = {.sz = sizeof(mo), .type = FIBRIL_METRIC_COUNTER,
+					.name = "fibril_policy_k8s_objects_total",
+					.help = "Kubernetes policy objects by resource and result "
+						"(applied, invalid, deleted)",
+					.labels = labels};
+	st->m_k8s_invalid = fibril_metric_register(m, &mo);
 	return 0;
 }
 
@@ -988,6 +1457,7 @@ static int policy_start(struct fibril_module *m)
 	}
 	state_load(st);
 	st->started = true;
+	k8s_start(st);
 	if (st->epops && st->epops->foreach)
 		st->epops->foreach(st->ep_ctx, ep_seen, st);
 	adopt_map(st);
@@ -1004,6 +1474,8 @@ static void policy_stop(struct fibril_module *m)
 	st->started = false;
 	st->dp = NULL;
 	st->epops = NULL;
+	st->k8s = NULL;
+	st->k8s_synced = false;
 	if (st->dirfd >= 0)
 		close(st->dirfd);
 	st->dirfd = -1;
@@ -1046,9 +1518,10 @@ static int policy_summary(struct fibril_module *m, char *buf, size_t len)
 }
 
 FIBRIL_MODULE(.name = POL_MODULE, .version = "1.0.0",
-	      .description = "network policy: CiliumNetworkPolicy at L3/L4 in the eBPF datapath",
+	      .description = "network policy: NetworkPolicy and CiliumNetworkPolicy at L3/L4 in the eBPF datapath",
 	      .provides = FIBRIL_LIST(FIBRIL_POLICY_CAPABILITY),
 	      .requires = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY),
-	      .wants = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY), .init = policy_init,
+	      .wants = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY, FIBRIL_K8S_CAPABILITY),
+	      .init = policy_init,
 	      .start = policy_start, .stop = policy_stop, .fini = policy_fini,
 	      .summary = policy_summary);
