@@ -18,7 +18,8 @@
  *   GET    /v1/policy              revision, policies, endpoints, counters
  *   PUT    /v1/policy              import (a CNP, a list, or {"items": []})
  *   DELETE /v1/policy/{name}       one (?namespace=NS for a namespaced one)
- *   DELETE /v1/policy              every policy */
+ *   DELETE /v1/policy              every policy
+ *   GET    /v1/policy/trace        ?src=&dst=&dport=N/PROTO: which rule allows or denies */
 #include "policy_int.h"
 
 #include <errno.h>
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <arpa/inet.h>
 
@@ -1173,6 +1175,220 @@ static void delete_all(struct fibril_request *req, struct fibril_response *resp,
 }
 
 
+
+/* ---- trace: which rule allows or denies a flow, from the resolved policy ------------------ */
+
+struct trace_end {
+	const struct pol_ep *ep; /* a local endpoint, or NULL */
+	uint32_t identity;
+	char desc[POL_NS_MAX + POL_NAME_MAX + 64];
+};
+
+static const char *identity_name(uint32_t id)
+{
+	switch (id) {
+	case FIBRIL_IDENTITY_HOST: return "host";
+	case FIBRIL_IDENTITY_WORLD: return "world";
+	case FIBRIL_IDENTITY_REMOTE_NODE: return "remote-node";
+	case FIBRIL_IDENTITY_HEALTH: return "health";
+	case FIBRIL_IDENTITY_INIT: return "init";
+	case FIBRIL_IDENTITY_KUBE_APISERVER: return "kube-apiserver";
+	default: return id >= POL_CIDR_IDENTITY_BASE ? "cidr" : "endpoint";
+	}
+}
+
+static void end_of_ep(struct trace_end *out, const struct pol_ep *ep)
+{
+	out->ep = ep;
+	out->identity = ep->identity;
+	if (ep->pod_name[0])
+		snprintf(out->desc, sizeof(out->desc), "%s/%s (endpoint %u, identity %u)", ep->pod_ns,
+			 ep->pod_name, ep->id, ep->identity);
+	else
+		snprintf(out->desc, sizeof(out->desc), "endpoint %u (identity %u)", ep->id, ep->identity);
+}
+
+/* "host", "world", an endpoint ID, "NAMESPACE/POD", or an IPv4 address (a
+ * local endpoint's, else the identity of its longest CIDR prefix, else world). */
+static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace_end *out,
+			    char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	struct in_addr a;
+	if (!spec || !*spec) {
+		snprintf(err, errlen, "missing (an endpoint ID, NAMESPACE/POD, an IPv4 address, host or world)");
+		return false;
+	}
+	if (!strcmp(spec, "host") || !strcmp(spec, "world")) {
+		out->identity = spec[0] == 'h' ? FIBRIL_IDENTITY_HOST : FIBRIL_IDENTITY_WORLD;
+		snprintf(out->desc, sizeof(out->desc), "%s (identity %u)", spec, out->identity);
+		return true;
+	}
+	if (strspn(spec, "0123456789") == strlen(spec) && strlen(spec) <= 5) {
+		long id = strtol(spec, NULL, 10);
+		if (id > 0 && id < POL_EP_MAX && st->eps[id]) {
+			end_of_ep(out, st->eps[id]);
+			return true;
+		}
+		snprintf(err, errlen, "no local endpoint %.20s", spec);
+		return false;
+	}
+	if (inet_pton(AF_INET, spec, &a) == 1) {
+		for (size_t i = 1; i < POL_EP_MAX; i++)
+			if (st->eps[i] && st->eps[i]->has_ipv4 && st->eps[i]->ipv4.s_addr == a.s_addr) {
+				end_of_ep(out, st->eps[i]);
+				return true;
+			}
+		out->identity = FIBRIL_IDENTITY_WORLD;
+		unsigned best = 0;
+		for (size_t i = 0; i < st->ncidrs; i++)
+			if (st->cidrs[i].cidr.family == 4 && st->cidrs[i].cidr.plen > best &&
+			    ipv4_in(&a, &st->cidrs[i].cidr)) {
+				best = st->cidrs[i].cidr.plen;
+				out->identity = st->cidrs[i].identity;
+			}
+		snprintf(out->desc, sizeof(out->desc), "%s (identity %u, %s)", spec, out->identity,
+			 identity_name(out->identity));
+		return true;
+	}
+	const char *slash = strchr(spec, '/');
+	if (slash)
+		for (size_t i = 1; i < POL_EP_MAX; i++) {
+			const struct pol_ep *ep = st->eps[i];
+			if (ep && strlen(ep->pod_ns) == (size_t)(slash - spec) &&
+			    !strncmp(ep->pod_ns, spec, (size_t)(slash - spec)) && !strcmp(ep->pod_name, slash + 1)) {
+				end_of_ep(out, ep);
+				return true;
+			}
+		}
+	snprintf(err, errlen, "'%.100s' is no local endpoint, pod, IPv4 address, host or world", spec);
+	return false;
+}
+
+static bool entry_matches(const struct pol_entry *e, uint32_t id, uint8_t proto, uint16_t port)
+{
+	if (e->identity && e->identity != id)
+		return false;
+	if (!e->proto)
+		return true;
+	if (e->proto != proto)
+		return false;
+	uint16_t mask = e->bits ? (uint16_t)(0xffffu << (16 - e->bits)) : 0;
+	return (port & mask) == e->port;
+}
+
+/* One direction at one end: the policies selecting it, the rules that match. */
+static struct json_object *trace_dir(struct pol_state *st, const struct pol_ep *subject, bool ingress,
+				     uint32_t remote, uint8_t proto, uint16_t port, bool *allowed)
+{
+	struct json_object *o = json_object_new_object(), *sel = json_object_new_array(),
+			   *allow = json_object_new_array(), *deny = json_object_new_array();
+	bool enforced = false;
+	struct ids ids = {0};
+	for (size_t p = 0; subject && p < st->npols; p++) {
+		const struct pol_policy *pol = st->pols[p];
+		for (size_t r = 0; r < pol->nrules; r++) {
+			const struct pol_rule *rule = &pol->rules[r];
+			if (!pol_selector_match(&rule->subject, subject->match_labels, pol->ns) ||
+			    !(ingress ? rule->has_ingress : rule->has_egress))
+				continue;
+			enforced = true;
+			char name[POL_NS_MAX + POL_NAME_MAX + 96];
+			snprintf(name, sizeof(name), "%s %s%s%s", pol_kind_name(pol->kind), pol->ns,
+				 pol->ns[0] ? "/" : "", pol->name);
+			json_object_array_add(sel, json_object_new_string(name));
+			for (size_t k = 0; k < rule->npeers; k++) {
+				const struct pol_peer *peer = &rule->peers[k];
+				if (peer->ingress != ingress)
+					continue;
+				struct entry_vec vec = {0};
+				ids.n = 0;
+				peer_identities(st, pol, peer, &ids);
+				peer_entries(st, subject, peer, &ids, &vec);
+				bool hit = false;
+				for (size_t i = 0; i < vec.n && !hit; i++)
+					hit = entry_matches(&vec.v[i], remote, proto, port);
+				free(vec.v);
+				if (!hit)
+					continue;
+				char why[sizeof(name) + 64];
+				snprintf(why, sizeof(why), "%s rule %zu %s%s peer %zu", name, r,
+					 ingress ? "ingress" : "egress", peer->deny ? "Deny" : "", k);
+				json_object_array_add(peer->deny ? deny : allow, json_object_new_string(why));
+			}
+		}
+	}
+	free(ids.v);
+	const char *reason;
+	if (!subject) {
+		*allowed = true;
+		reason = "not a local endpoint: no policy applies here";
+	} else if (!enforced) {
+		*allowed = true;
+		reason = ingress ? "no policy selects it for ingress (default allow)"
+				 : "no policy selects it for egress (default allow)";
+	} else if (json_object_array_length(deny)) {
+		*allowed = false;
+		reason = "denied by a deny rule (a deny always wins)";
+	} else if (json_object_array_length(allow)) {
+		*allowed = true;
+		reason = "allowed by a rule";
+	} else {
+		*allowed = false;
+		reason = "selected, and no rule allows it (default deny)";
+	}
+	json_object_object_add(o, "enforced", json_object_new_boolean(enforced));
+	json_object_object_add(o, "verdict", json_object_new_string(*allowed ? "allowed" : "denied"));
+	json_object_object_add(o, "reason", json_object_new_string(reason));
+	json_object_object_add(o, "selected_by", sel);
+	json_object_object_add(o, "allowed_by", allow);
+	json_object_object_add(o, "denied_by", deny);
+	return o;
+}
+
+static void get_trace(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct pol_state *st = ud;
+	struct trace_end src, dst;
+	char err[256];
+	if (!trace_end_parse(st, fibril_req_query(req, "src"), &src, err, sizeof(err))) {
+		fibril_resp_error(resp, 400, "src: %s", err);
+		return;
+	}
+	if (!trace_end_parse(st, fibril_req_query(req, "dst"), &dst, err, sizeof(err))) {
+		fibril_resp_error(resp, 400, "dst: %s", err);
+		return;
+	}
+	const char *dport = fibril_req_query(req, "dport");
+	char num[8] = "", pr[8] = "";
+	long port = -1;
+	if (dport && sscanf(dport, "%7[0-9]/%7s", num, pr) >= 1)
+		port = strtol(num, NULL, 10);
+	uint8_t proto = !pr[0] || !strcasecmp(pr, "tcp") ? IPPROTO_TCP
+			: !strcasecmp(pr, "udp")	  ? IPPROTO_UDP
+			: !strcasecmp(pr, "sctp")	  ? IPPROTO_SCTP
+							  : 0;
+	if (port < 0 || port > 65535 || !proto) {
+		fibril_resp_error(resp, 400, "dport: '%.40s' is not PORT[/tcp|udp|sctp]", dport ? dport : "");
+		return;
+	}
+	bool out_ok, in_ok;
+	struct json_object *o = json_object_new_object(), *e;
+	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
+	json_object_object_add(o, "src", json_object_new_string(src.desc));
+	json_object_object_add(o, "dst", json_object_new_string(dst.desc));
+	json_object_object_add(o, "protocol", json_object_new_string(proto == IPPROTO_TCP ? "TCP"
+								 : proto == IPPROTO_UDP ? "UDP"
+											: "SCTP"));
+	json_object_object_add(o, "port", json_object_new_int((int)port));
+	e = trace_dir(st, src.ep, false, dst.identity, proto, (uint16_t)port, &out_ok);
+	json_object_object_add(o, "egress", e);
+	e = trace_dir(st, dst.ep, true, src.identity, proto, (uint16_t)port, &in_ok);
+	json_object_object_add(o, "ingress", e);
+	json_object_object_add(o, "verdict", json_object_new_string(out_ok && in_ok ? "allowed" : "denied"));
+	reply(resp, 200, o);
+}
+
 /* ---- Kubernetes: policies from the informers, namespaces and pods ------------------------ */
 
 static const char *const k8s_policy_resources[] = {FIBRIL_K8S_NETWORKPOLICIES, FIBRIL_K8S_CNPS,
@@ -1400,6 +1616,7 @@ static int policy_init(struct fibril_module *m)
 	}
 	if ((rc = fibril_api_route(m, "GET", "/v1/policy", 0, get_policy, st)) ||
 	    (rc = fibril_api_route(m, "PUT", "/v1/policy", 0, put_policy, st)) ||
+	    (rc = fibril_api_route(m, "GET", "/v1/policy/trace", 0, get_trace, st)) ||
 	    (rc = fibril_api_route(m, "DELETE", "/v1/policy", 0, delete_all, st)) ||
 	    (rc = fibril_api_route(m, "DELETE", "/v1/policy/{name}", 0, delete_one, st))) {
 		fibril_module_set_error(m, "cannot register the /v1/policy routes: %s", strerror(-rc));

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 NAMESPACES = ["x", "y", "z"]
@@ -829,6 +830,29 @@ def c_union(w, cl):
         .allow(srcs=["y/", "host"], dsts="z/b").allow(srcs="y/", dsts=["x/b", "y/b"])
 
 
+def trace_disagreements(world, got):
+    """`fibril policy trace` (GET /v1/policy/trace) on every cell probed: its
+    verdict must be what the probe saw."""
+    ends = {"host": "host", "world": "198.18.0.2", "world2": os.environ.get("WORLD2_SRC")}
+    wrong = []
+    for (src, dst, port, proto), ok in sorted(got.items()):
+        if src == dst:
+            continue
+        q = urllib.parse.urlencode({"src": ends.get(src, src), "dst": dst,
+                                    "dport": f"{port}/{proto}"})
+        status, j = agent("GET", "/v1/policy/trace?" + q)
+        verdict = j.get("verdict") if status == 200 else f"HTTP {status}: {j}"
+        if verdict != ("allowed" if ok else "denied"):
+            wrong.append(f"{src} -> {dst} {port}/{proto}: probe {'ok' if ok else 'dropped'}, "
+                         f"trace {verdict}")
+    # and the CLI's rendering of one cell
+    r = cli("policy", "trace", "--src", "x/b", "--dst", "x/a", "--dport", "81/udp")
+    want = "ALLOWED" if got.get(("x/b", "x/a", 81, "udp")) else "DENIED"
+    if f"Final verdict: {want}" not in r.stdout:
+        wrong.append(f"fibril policy trace x/b -> x/a 81/udp: want {want}, got: {r.stdout}{r.stderr}")
+    return wrong
+
+
 def run():
     world = World()
     cl = Cluster(world)
@@ -849,6 +873,17 @@ def run():
                 if not wrong:
                     break
                 time.sleep(0.5)
+            if ok and not wrong and getattr(fn, "trace", False):
+                tw = trace_disagreements(world, got)
+                if tw:
+                    failed += 1
+                    print(f"FAIL: trace of scenario {i}: {title}: fibril policy trace disagrees "
+                          f"with the probes on {len(tw)} cells")
+                    for line in tw[:20]:
+                        print("#   " + line)
+                    continue
+                print(f"PASS: trace of scenario {i}: fibril policy trace agrees with the probes on "
+                      f"every cell")
             if ok and not wrong:
                 passed += 1
                 print(f"PASS: scenario {i}: {title} ({len(exp.m)} probes, "
@@ -872,6 +907,14 @@ def run():
         sys.stdout.flush()
     print(f"# {passed} scenarios passed, {failed} failed in {time.time() - t0:.1f}s")
     return 1 if failed else 0
+
+
+# `fibril policy trace` is checked against the probes of these
+s_both.trace = True
+s_named_out.trace = True
+c_deny_in.trace = True
+c_cidrset.trace = True
+s_ipblock.trace = True
 
 
 if __name__ == "__main__":
