@@ -1,7 +1,8 @@
 /* cli/cmd_policy.c - `fibril policy import FILE|-`, `fibril policy get`,
  * `fibril policy delete [NAMESPACE/]NAME`, `fibril policy delete-all` and
- * `fibril policy trace --src S --dst D --dport N/PROTO`: the policy
- * module's repository (PUT, GET, DELETE /v1/policy, GET /v1/policy/trace).
+ * `fibril policy trace --src S --dst D --dport N/PROTO` and `fibril policy
+ * selectors`: the policy module's repository (PUT, GET, DELETE /v1/policy,
+ * GET /v1/policy/trace, GET /v1/policy/selectors).
  * import sends the file (CiliumNetworkPolicy, CCNP or NetworkPolicy, JSON
  * or YAML: one, a list or {"items": []}; the module parses and validates
  * both alike) as the body of a PUT, which the CLI's GET/DELETE client has
@@ -218,6 +219,38 @@ static int render_trace(struct json_object *reply)
 	return 0;
 }
 
+static int render_selectors(struct json_object *reply)
+{
+	struct json_object *sels = jarray_of_objects(reply, "selectors");
+	struct table t;
+	if (!sels)
+		return EXIT_FAIL;
+	if (json_object_array_length(sels) == 0) {
+		puts("No selectors (no policy).");
+		return 0;
+	}
+	table_init(&t, 3);
+	table_row(&t, "SELECTOR", "IDENTITIES", "USERS");
+	for (size_t i = 0; i < json_object_array_length(sels); i++) {
+		struct json_object *s = json_object_array_get_idx(sels, i), *ids = NULL;
+		char *users = join_list(s, "users");
+		char *idtext = xasprintf("%s", "");
+		if (json_object_object_get_ex(s, "identities", &ids) && json_object_is_type(ids, json_type_array))
+			for (size_t j = 0; j < json_object_array_length(ids); j++) {
+				char *n = xasprintf("%s%s%s", idtext, j ? "," : "",
+						    json_object_get_string(json_object_array_get_idx(ids, j)));
+				free(idtext);
+				idtext = n;
+			}
+		table_row(&t, jstr(s, "selector"), *idtext ? idtext : "-", users);
+		free(idtext);
+		free(users);
+	}
+	table_print(&t);
+	table_free(&t);
+	return 0;
+}
+
 static int policy_trace(int argc, char **argv)
 {
 	/* --src, --dst and --dport are parsed by main() (global getopt) */
@@ -241,7 +274,7 @@ int cmd_policy(int argc, char **argv)
 {
 	if (argc < 1)
 		return usage_error("policy: missing subcommand (import FILE, get, delete NAME, "
-				   "delete-all, trace)");
+				   "delete-all, trace, selectors)");
 	const char *sub = argv[0];
 	if (!strcmp(sub, "import")) {
 		if (argc != 2 || !*argv[1])
@@ -275,6 +308,11 @@ int cmd_policy(int argc, char **argv)
 	}
 	if (!strcmp(sub, "trace"))
 		return policy_trace(argc, argv);
+	if (!strcmp(sub, "selectors")) {
+		if (argc > 1)
+			return usage_error("policy selectors: unexpected argument '%s'", argv[1]);
+		return show("policy/selectors", render_selectors);
+	}
 	if (!strcmp(sub, "delete-all")) {
 		if (argc > 1)
 			return usage_error("policy delete-all: unexpected argument '%s'", argv[1]);

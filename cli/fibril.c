@@ -53,6 +53,7 @@ static const char usage_text[] =
 	"  policy get      policies, revision, each endpoint's enforcement\n"
 	"  policy delete [NS/]NAME | policy delete-all\n"
 	"  policy trace --src S --dst D --dport N/PROTO  which rule allows or denies a flow\n"
+	"  policy selectors  each selector of the policies and the identities it selects\n"
 	"  observe [FILTERS] [-o compact|table|json]\n"
 	"                  flows from hubble-lite (fibril observe --help)\n"
 	"  version         versions of this CLI and of the agent\n"

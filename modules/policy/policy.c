@@ -19,7 +19,8 @@
  *   PUT    /v1/policy              import (a CNP, a list, or {"items": []})
  *   DELETE /v1/policy/{name}       one (?namespace=NS for a namespaced one)
  *   DELETE /v1/policy              every policy
- *   GET    /v1/policy/trace        ?src=&dst=&dport=N/PROTO: which rule allows or denies */
+ *   GET    /v1/policy/trace        ?src=&dst=&dport=N/PROTO: which rule allows or denies
+ *   GET    /v1/policy/selectors    each distinct selector, its users and identities */
 #include "policy_int.h"
 
 #include <errno.h>
@@ -1176,6 +1177,102 @@ static void delete_all(struct fibril_request *req, struct fibril_response *resp,
 
 
 
+
+/* ---- selectors: each distinct selector and the identities it selects now ---------------- */
+
+/* kubectl's form: "k=v", "k in (a,b)", "k notin (a)", "k", "!k"; "{}" when empty,
+ * then the namespace the policy limits it to. */
+static void selector_text(const struct pol_selector *sel, const char *ns, char *out, size_t len)
+{
+	size_t n = 0;
+	out[0] = '\0';
+#define PUT(...)                                                                  \
+	do {                                                                      \
+		int w = snprintf(out + n, n < len ? len - n : 0, __VA_ARGS__);   \
+		n += w > 0 ? (size_t)w : 0;                                       \
+	} while (0)
+	for (size_t i = 0; i < sel->nexprs; i++) {
+		const struct pol_expr *e = &sel->exprs[i];
+		PUT("%s", i ? "," : "");
+		if (e->op == POL_OP_EXISTS)
+			PUT("%s", e->key);
+		else if (e->op == POL_OP_NOT_EXISTS)
+			PUT("!%s", e->key);
+		else if (e->op == POL_OP_IN && e->nvalues == 1)
+			PUT("%s=%s", e->key, e->values[0]);
+		else {
+			PUT("%s %s (", e->key, e->op == POL_OP_IN ? "in" : "notin");
+			for (size_t j = 0; j < e->nvalues; j++)
+				PUT("%s%s", j ? "," : "", e->values[j]);
+			PUT(")");
+		}
+	}
+	if (!sel->nexprs)
+		PUT("{}");
+	if (ns && ns[0] && !sel->any_namespace)
+		PUT(" in namespace %s", ns);
+#undef PUT
+	if (n >= len && len > 4)
+		memcpy(out + len - 4, "...", 4);
+}
+
+static void selector_add(struct pol_state *st, struct json_object *arr, const struct pol_selector *sel,
+			 const char *ns, const char *user)
+{
+	char text[1024];
+	selector_text(sel, ns, text, sizeof(text));
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		struct json_object *o = json_object_array_get_idx(arr, i), *t, *users;
+		json_object_object_get_ex(o, "selector", &t);
+		if (strcmp(json_object_get_string(t), text))
+			continue;
+		json_object_object_get_ex(o, "users", &users);
+		bool seen = false;
+		for (size_t j = 0; j < json_object_array_length(users); j++)
+			seen = seen || !strcmp(json_object_get_string(json_object_array_get_idx(users, j)), user);
+		if (!seen)
+			json_object_array_add(users, json_object_new_string(user));
+		return;
+	}
+	struct json_object *o = json_object_new_object(), *users = json_object_new_array();
+	struct ids ids = {0};
+	for (size_t i = 1; i < POL_EP_MAX; i++)
+		if (st->eps[i] && pol_selector_match(sel, st->eps[i]->match_labels, ns))
+			ids_add(&ids, st->eps[i]->identity);
+	struct json_object *idarr = json_object_new_array();
+	for (size_t i = 0; i < ids.n; i++)
+		json_object_array_add(idarr, json_object_new_int64(ids.v[i]));
+	free(ids.v);
+	json_object_array_add(users, json_object_new_string(user));
+	json_object_object_add(o, "selector", json_object_new_string(text));
+	json_object_object_add(o, "identities", idarr);
+	json_object_object_add(o, "users", users);
+	json_object_array_add(arr, o);
+}
+
+static void get_selectors(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	(void)req;
+	struct pol_state *st = ud;
+	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	for (size_t p = 0; p < st->npols; p++) {
+		const struct pol_policy *pol = st->pols[p];
+		char user[POL_NS_MAX + POL_NAME_MAX + 48];
+		snprintf(user, sizeof(user), "%s %s%s%s", pol_kind_name(pol->kind), pol->ns,
+			 pol->ns[0] ? "/" : "", pol->name);
+		for (size_t r = 0; r < pol->nrules; r++) {
+			const struct pol_rule *rule = &pol->rules[r];
+			selector_add(st, arr, &rule->subject, pol->ns, user);
+			for (size_t k = 0; k < rule->npeers; k++)
+				for (size_t e = 0; e < rule->peers[k].nendpoints; e++)
+					selector_add(st, arr, &rule->peers[k].endpoints[e], pol->ns, user);
+		}
+	}
+	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
+	json_object_object_add(o, "selectors", arr);
+	reply(resp, 200, o);
+}
+
 /* ---- trace: which rule allows or denies a flow, from the resolved policy ------------------ */
 
 struct trace_end {
@@ -1617,6 +1714,7 @@ static int policy_init(struct fibril_module *m)
 	if ((rc = fibril_api_route(m, "GET", "/v1/policy", 0, get_policy, st)) ||
 	    (rc = fibril_api_route(m, "PUT", "/v1/policy", 0, put_policy, st)) ||
 	    (rc = fibril_api_route(m, "GET", "/v1/policy/trace", 0, get_trace, st)) ||
+	    (rc = fibril_api_route(m, "GET", "/v1/policy/selectors", 0, get_selectors, st)) ||
 	    (rc = fibril_api_route(m, "DELETE", "/v1/policy", 0, delete_all, st)) ||
 	    (rc = fibril_api_route(m, "DELETE", "/v1/policy/{name}", 0, delete_one, st))) {
 		fibril_module_set_error(m, "cannot register the /v1/policy routes: %s", strerror(-rc));
