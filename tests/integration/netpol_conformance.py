@@ -19,10 +19,13 @@ CNI_CONF, NEW_POD_NETNS (the namespace of pod x/d, created after a policy),
 SUBSET (run only these scenario numbers, comma separated: ASan).
 
   netpol_conformance.py setup   namespaces and pods on the API server
-  netpol_conformance.py run     every scenario; PASS:/FAIL: lines"""
+  netpol_conformance.py run     every scenario; PASS:/FAIL: lines
+  netpol_conformance.py probe SRC DST PORT PROTO   "ok" or "fail"
+  netpol_conformance.py policies                  the k8s policies in force"""
 import http.client
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -133,11 +136,20 @@ class World:
                       "world2": (f"{ctl}/world.sock", os.environ.get("WORLD2_SRC"))}
 
     def refresh(self):
-        _, eps = agent("GET", "/v1/endpoint")
+        cache = os.path.join(os.environ["CTL_DIR"], "ips.json")
+        try:
+            _, eps = agent("GET", "/v1/endpoint")
+        except OSError:  # the agent is down: the addresses seen last
+            with open(cache) as f:
+                self.ips = json.load(f)
+            return
         eps = eps.get("endpoints", eps) if isinstance(eps, dict) else eps
         for e in eps:
             if e.get("pod-namespace") and e.get("pod-name") and e.get("ipv4"):
                 self.ips[f"{e['pod-namespace']}/{e['pod-name']}"] = e["ipv4"]
+        with open(cache + ".tmp", "w") as f:
+            json.dump(self.ips, f)
+        os.rename(cache + ".tmp", cache)
 
     def pods(self):
         return sorted(self.ips)
@@ -690,6 +702,13 @@ def s_invalid(w, cl):
         time.sleep(0.05)
     else:
         raise RuntimeError("the invalid policy was not counted (stats.k8s_invalid)")
+    c = UnixHTTP(os.environ["AGENT_SOCK"])
+    c.request("GET", "/metrics")
+    metrics = c.getresponse().read().decode()
+    c.close()
+    if not re.search(r'^fibril_policy_k8s_objects_total\{resource="networkpolicies",'
+                     r'result="invalid"\} [1-9]', metrics, re.M):
+        raise RuntimeError("/metrics does not count the invalid policy")
     return Reach(w).deny(dsts="x/")
 
 
@@ -923,3 +942,13 @@ if __name__ == "__main__":
         setup()
     elif sys.argv[1] == "run":
         sys.exit(run())
+    elif sys.argv[1] == "probe":
+        src, dst, port, proto = sys.argv[2:6]
+        w = World()
+        out = {}
+        probe_row(w.sources[src][0], None, [(dst, w.ips[dst], int(port), proto)], out, src)
+        print("ok" if out.get((src, dst, int(port), proto)) else "fail")
+    elif sys.argv[1] == "policies":
+        _, j = agent("GET", "/v1/policy")
+        print(" ".join(sorted(f"{p['namespace']}/{p['name']}" for p in j["policies"]
+                              if p.get("source") == "k8s")))
