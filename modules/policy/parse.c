@@ -457,6 +457,47 @@ static bool port_value(struct pctx *c, struct json_object *pv, const char *ps, l
 	return fail(c, ps, "port '%.40s' is neither a number 0-65535 nor a port name", t ? t : "?");
 }
 
+/* One port object: {port (number or name), endPort, protocol}. A CNP's
+ * protocol defaults to ANY (TCP, UDP and SCTP), a NetworkPolicy's to TCP. */
+static bool port_entry(struct pctx *c, struct json_object *po, const char *ps, bool knp,
+		       struct pol_peer *p)
+{
+	static const char *const pkeys[] = {"port", "endPort", "protocol", NULL};
+	if (!json_object_is_type(po, json_type_object))
+		return fail(c, ps, "must be an object");
+	if (!keys_known(c, po, ps, pkeys))
+		return false;
+	struct json_object *pv = get(po, "port"), *ev = get(po, "endPort"), *prv = get(po, "protocol");
+	long port = 0, end = 0;
+	const char *name = NULL;
+	if (!port_value(c, pv, ps, &port, &name))
+		return false;
+	if (ev && name)
+		return fail(c, ps, "endPort needs a numeric port");
+	if (ev) {
+		if (!json_object_is_type(ev, json_type_int))
+			return fail(c, ps, "endPort must be a number");
+		end = json_object_get_int64(ev);
+		if (end < 1 || end > 65535 || end < port || port == 0)
+			return fail(c, ps, "endPort %ld must be a port >= port", end);
+	}
+	const char *proto = prv && json_object_is_type(prv, json_type_string) ? json_object_get_string(prv)
+			    : prv					      ? "?"
+			    : knp					      ? "TCP"
+									      : "ANY";
+	if (!strcmp(proto, "TCP"))
+		return port_add(c, p, IPPROTO_TCP, port, end, name, ps);
+	if (!strcmp(proto, "UDP"))
+		return port_add(c, p, IPPROTO_UDP, port, end, name, ps);
+	if (!strcmp(proto, "SCTP"))
+		return port_add(c, p, IPPROTO_SCTP, port, end, name, ps);
+	if (!strcmp(proto, "ANY") && !knp)
+		return port_add(c, p, IPPROTO_TCP, port, end, name, ps) &&
+		       port_add(c, p, IPPROTO_UDP, port, end, name, ps) &&
+		       port_add(c, p, IPPROTO_SCTP, port, end, name, ps);
+	return fail(c, ps, "protocol '%.20s' is not TCP, UDP, SCTP%s", proto, knp ? "" : " or ANY");
+}
+
 static bool parse_to_ports(struct pctx *c, struct pol_peer *p, struct json_object *tp,
 			   const char *path)
 {
@@ -475,45 +516,9 @@ static bool parse_to_ports(struct pctx *c, struct pol_peer *p, struct json_objec
 		if (!ports || !json_object_is_type(ports, json_type_array))
 			return fail(c, sub, "ports: missing or not an array");
 		for (size_t j = 0; j < json_object_array_length(ports); j++) {
-			static const char *const pkeys[] = {"port", "endPort", "protocol", NULL};
-			struct json_object *po = json_object_array_get_idx(ports, j);
 			char ps[400];
 			snprintf(ps, sizeof(ps), "%.200s.ports[%zu]", sub, j);
-			if (!json_object_is_type(po, json_type_object))
-				return fail(c, ps, "must be an object");
-			if (!keys_known(c, po, ps, pkeys))
-				return false;
-			struct json_object *pv = get(po, "port"), *ev = get(po, "endPort"),
-					   *prv = get(po, "protocol");
-			long port = 0, end = 0;
-			const char *name = NULL;
-			if (!port_value(c, pv, ps, &port, &name))
-				return false;
-			if (ev && name)
-				return fail(c, ps, "endPort needs a numeric port");
-			if (ev) {
-				if (!json_object_is_type(ev, json_type_int))
-					return fail(c, ps, "endPort must be a number");
-				end = json_object_get_int64(ev);
-				if (end < 1 || end > 65535 || end < port || port == 0)
-					return fail(c, ps, "endPort %ld must be a port >= port", end);
-			}
-			const char *proto = prv && json_object_is_type(prv, json_type_string)
-						    ? json_object_get_string(prv)
-						    : prv ? "?" : "ANY";
-			if (!strcmp(proto, "TCP"))
-				port_add(c, p, IPPROTO_TCP, port, end, name, ps);
-			else if (!strcmp(proto, "UDP"))
-				port_add(c, p, IPPROTO_UDP, port, end, name, ps);
-			else if (!strcmp(proto, "SCTP"))
-				port_add(c, p, IPPROTO_SCTP, port, end, name, ps);
-			else if (!strcmp(proto, "ANY")) {
-				port_add(c, p, IPPROTO_TCP, port, end, name, ps);
-				port_add(c, p, IPPROTO_UDP, port, end, name, ps);
-				port_add(c, p, IPPROTO_SCTP, port, end, name, ps);
-			} else
-				return fail(c, ps, "protocol '%.20s' is not TCP, UDP, SCTP or ANY", proto);
-			if (c->failed)
+			if (!port_entry(c, json_object_array_get_idx(ports, j), ps, false, p))
 				return false;
 		}
 	}
@@ -695,37 +700,8 @@ static bool knp_ports(struct pctx *c, struct json_object *ports, const char *pat
 	if (!json_object_is_type(ports, json_type_array))
 		return fail(c, path, "ports must be an array");
 	for (size_t j = 0; j < json_object_array_length(ports); j++) {
-		static const char *const pkeys[] = {"port", "endPort", "protocol", NULL};
-		struct json_object *po = json_object_array_get_idx(ports, j);
 		snprintf(ps, sizeof(ps), "%.300s.ports[%zu]", path, j);
-		if (!json_object_is_type(po, json_type_object))
-			return fail(c, ps, "must be an object");
-		if (!keys_known(c, po, ps, pkeys))
-			return false;
-		struct json_object *pv = get(po, "port"), *ev = get(po, "endPort"),
-				   *prv = get(po, "protocol");
-		long port = 0, end = 0;
-		const char *name = NULL;
-		if (!port_value(c, pv, ps, &port, &name))
-			return false;
-		if (ev) {
-			if (!json_object_is_type(ev, json_type_int))
-				return fail(c, ps, "endPort must be a number");
-			end = json_object_get_int64(ev);
-			if (name || port == 0)
-				return fail(c, ps, "endPort needs a numeric port");
-			if (end < port || end > 65535)
-				return fail(c, ps, "endPort %ld must be a port >= port %ld", end, port);
-		}
-		const char *proto = prv && json_object_is_type(prv, json_type_string)
-					    ? json_object_get_string(prv)
-					    : prv ? "?" : "TCP";
-		uint8_t pr = !strcmp(proto, "TCP") ? IPPROTO_TCP : !strcmp(proto, "UDP") ? IPPROTO_UDP
-			     : !strcmp(proto, "SCTP")				   ? IPPROTO_SCTP
-										   : 0;
-		if (!pr)
-			return fail(c, ps, "protocol '%.20s' is not TCP, UDP or SCTP", proto);
-		if (!port_add(c, p, pr, port, end, name, ps))
+		if (!port_entry(c, json_object_array_get_idx(ports, j), ps, true, p))
 			return false;
 	}
 	return true;

@@ -1502,22 +1502,33 @@ static void k8s_count(struct pol_state *st, const char *res, const char *result)
 	fibril_series_inc(fibril_metric_labels(st->m_k8s_invalid, res, result));
 }
 
-static bool valid_k8s_event(const struct fibril_event *ev)
+struct k8s_strs {
+	const char *res, *ns, *name, *obj;
+};
+
+/* A k8s bus event's payload and texts; NULL when it is not one to act on. */
+static const struct fibril_k8s_event *k8s_event(const struct pol_state *st,
+						const struct fibril_event *ev, struct k8s_strs *out)
 {
 	const struct fibril_k8s_event *e = ev->payload;
-	return ev->payload_len >= sizeof(*e) && e->sz >= sizeof(*e) && e->sz <= ev->payload_len;
+	if (!st->started || ev->payload_len < sizeof(*e) || e->sz < sizeof(*e) ||
+	    e->sz > ev->payload_len)
+		return NULL;
+	out->res = FIBRIL_K8S_STR(e, resource);
+	out->ns = FIBRIL_K8S_STR(e, namespace_);
+	out->name = FIBRIL_K8S_STR(e, name);
+	out->obj = FIBRIL_K8S_STR(e, object);
+	return out->res && out->name ? e : NULL;
 }
 
 static int on_k8s_policy(const struct fibril_event *ev, void *ud)
 {
 	struct pol_state *st = ud;
-	const struct fibril_k8s_event *e = ev->payload;
-	if (!st->started || !valid_k8s_event(ev))
+	struct k8s_strs k;
+	const struct fibril_k8s_event *e = k8s_event(st, ev, &k);
+	if (!e)
 		return 0;
-	const char *res = FIBRIL_K8S_STR(e, resource), *ns = FIBRIL_K8S_STR(e, namespace_),
-		   *name = FIBRIL_K8S_STR(e, name), *obj = FIBRIL_K8S_STR(e, object);
-	if (!res || !name)
-		return 0;
+	const char *res = k.res, *ns = k.ns, *name = k.name, *obj = k.obj;
 	bool knp = !strcmp(res, FIBRIL_K8S_NETWORKPOLICIES), ccnp = !strcmp(res, FIBRIL_K8S_CCNPS);
 	if (!ns || ccnp)
 		ns = "";
@@ -1621,13 +1632,10 @@ static void on_k8s_synced(void *ud, int err, const char *pending)
 static int on_k8s_scope(const struct fibril_event *ev, void *ud)
 {
 	struct pol_state *st = ud;
-	const struct fibril_k8s_event *e = ev->payload;
-	if (!st->started || !valid_k8s_event(ev))
+	struct k8s_strs k;
+	if (!k8s_event(st, ev, &k))
 		return 0;
-	const char *res = FIBRIL_K8S_STR(e, resource), *ns = FIBRIL_K8S_STR(e, namespace_),
-		   *name = FIBRIL_K8S_STR(e, name);
-	if (!res || !name)
-		return 0;
+	const char *res = k.res, *ns = k.ns, *name = k.name;
 	bool namespaces = !strcmp(res, FIBRIL_K8S_NAMESPACES), changed = false;
 	for (size_t i = 1; i < POL_EP_MAX; i++) {
 		struct pol_ep *ep = st->eps[i];

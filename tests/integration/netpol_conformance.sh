@@ -27,36 +27,8 @@ netns_add "$NODE_NS"
 T0=$(date +%s)
 
 # ---- the API server, in the node namespace (where the agent reaches it) ------------------------
+K8S_NETNS=$NODE_NS k8s_start --bookmark-interval 1 || { fail "the API server starts"; finish; }
 K8S_DIR=$WORK/k8s
-mkdir -p "$K8S_DIR"
-_k8s_tls "$K8S_DIR/tls"
-K8S_TOKEN=tok-$$-$RANDOM
-K8S_CA=$K8S_DIR/tls/ca.pem
-cp "$top_srcdir/tests/k8s/apiserver.py" "$K8S_DIR/apiserver.py"
-ip netns exec "$NODE_NS" python3 "$K8S_DIR/apiserver.py" --port 0 --token "$K8S_TOKEN" \
-	--tls-cert "$K8S_DIR/tls/server.pem" --tls-key "$K8S_DIR/tls/server.key" --bookmark-interval 1 \
-	>"$K8S_DIR/server.out" 2>"$K8S_DIR/server.log" &
-for _ in $(seq 1 200); do
-	K8S_PORT=$(awk '/^LISTENING/ {print $2; exit}' "$K8S_DIR/server.out" 2>/dev/null)
-	[ -n "$K8S_PORT" ] && break
-	sleep 0.05
-done
-[ -n "$K8S_PORT" ] || { fail "the API server starts"; cat "$K8S_DIR/server.log"; finish; }
-K8S_URL=https://127.0.0.1:$K8S_PORT
-cat >"$K8S_DIR/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: t
-  cluster: {server: "$K8S_URL", certificate-authority: "$K8S_CA"}
-users:
-- name: t
-  user: {token: "$K8S_TOKEN"}
-contexts:
-- name: t
-  context: {cluster: t, user: t}
-current-context: t
-EOF
 
 CTL=$WORK/ctl
 mkdir -p "$CTL"
@@ -69,7 +41,7 @@ driver() { ip netns exec "$NODE_NS" python3 "$top_srcdir/tests/integration/netpo
 
 driver setup || { fail "namespaces and pods on the API server"; finish; }
 start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.19.0/24 \
-	--set "k8s.kubeconfig=$K8S_DIR/kubeconfig" --set k8s.node-name=node-a --set k8s.sync-timeout=20s ||
+	--set "k8s.kubeconfig=$K8S_KUBECONFIG" --set k8s.node-name=node-a --set k8s.sync-timeout=20s ||
 	{ fail "the agent starts"; finish; }
 
 # a pod's server and prober: NETNS NAME [PORTS]
@@ -132,8 +104,7 @@ check "the agent is still running" kill -0 "$AGENT_PID"
 
 # ---- kubectl, and a restart: the k8s policies stay enforced while the agent is down; one
 # deleted and one added meanwhile are caught up from the informers' first list ------------------
-kcn() { ip netns exec "$NODE_NS" kubectl --kubeconfig "$K8S_DIR/kubeconfig" --cache-dir "$K8S_DIR/cache" \
-	--request-timeout=20s "$@"; }
+kcn() { K8S_NETNS=$NODE_NS kc "$@"; }
 deny_in() { printf 'apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny-in, namespace: "%s"}\nspec:\n  podSelector: {}\n  policyTypes: [Ingress]\n' "$1"; }
 wait_k8s_policies() { # WANT : the k8s policies in force, "ns/name ..."
 	local _ got=""
@@ -155,7 +126,7 @@ kcn delete networkpolicy -n z deny-in >/dev/null
 deny_in y >"$WORK/deny-y.yaml"
 kcn apply -f "$WORK/deny-y.yaml" >/dev/null
 start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.19.0/24 \
-	--set "k8s.kubeconfig=$K8S_DIR/kubeconfig" --set k8s.node-name=node-a --set k8s.sync-timeout=20s ||
+	--set "k8s.kubeconfig=$K8S_KUBECONFIG" --set k8s.node-name=node-a --set k8s.sync-timeout=20s ||
 	{ fail "the agent restarts"; finish; }
 check "after the restart: the policy deleted meanwhile is gone, the one added is in force" \
 	wait_k8s_policies "y/deny-in"

@@ -163,7 +163,7 @@ static void test_refusals(void)
 		"endPort needs a numeric port");
 	refused("{\"kind\":\"NetworkPolicy\",\"metadata\":{\"name\":\"p\"},\"spec\":{\"podSelector\":{},"
 		"\"ingress\":[{\"ports\":[{\"protocol\":\"ICMP\"}]}]}}",
-		"protocol 'ICMP' is not TCP, UDP or SCTP");
+		"protocol 'ICMP' is not TCP, UDP, SCTP");
 	refused("{\"kind\":\"NetworkPolicy\",\"metadata\":{\"name\":\"p\"},\"spec\":{\"podSelector\":{},"
 		"\"policyTypes\":[\"Both\"]}}",
 		"spec.policyTypes[0]: 'Both' is not Ingress or Egress");
