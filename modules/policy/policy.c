@@ -102,7 +102,7 @@ struct pol_state {
 	uint32_t next_cidr_id;
 	/* counters */
 	uint64_t imports, refused, deletes, recomputes, map_writes, map_removes, map_errors;
-	uint64_t k8s_applied, k8s_invalid, k8s_deleted;
+	uint64_t k8s_applied, k8s_invalid, k8s_deleted, k8s_missed;
 	struct fibril_metric *m_k8s_invalid;
 	char last_error[256];
 	int dirfd; /* <state-dir>/policy, -1 when none */
@@ -1521,28 +1521,24 @@ static const struct fibril_k8s_event *k8s_event(const struct pol_state *st,
 	return out->res && out->name ? e : NULL;
 }
 
-static int on_k8s_policy(const struct fibril_event *ev, void *ud)
+/* One object of a policy informer added, updated (deleted: remove). */
+static void k8s_apply(struct pol_state *st, const char *res, const char *ns, const char *name,
+		      const char *obj, bool deleted)
 {
-	struct pol_state *st = ud;
-	struct k8s_strs k;
-	const struct fibril_k8s_event *e = k8s_event(st, ev, &k);
-	if (!e)
-		return 0;
-	const char *res = k.res, *ns = k.ns, *name = k.name, *obj = k.obj;
 	bool knp = !strcmp(res, FIBRIL_K8S_NETWORKPOLICIES), ccnp = !strcmp(res, FIBRIL_K8S_CCNPS);
 	if (!ns || ccnp)
 		ns = "";
 	ssize_t at = pol_find(st, true, knp, name, ns);
-	if (e->type == FIBRIL_K8S_DELETED) {
+	if (deleted) {
 		if (at < 0)
-			return 0;
+			return;
 		pol_remove_at(st, (size_t)at);
 		st->k8s_deleted++;
 		k8s_count(st, res, "deleted");
 		repo_changed(st);
 		fibril_info(st->m, "%s %s%s%s deleted, revision %llu", res, ns, ns[0] ? "/" : "", name,
 			    (unsigned long long)st->revision);
-		return 0;
+		return;
 	}
 	/* list items may come without kind: the informer says what it is */
 	struct json_object *o = obj ? json_tokener_parse(obj) : NULL;
@@ -1568,14 +1564,14 @@ static int on_k8s_policy(const struct fibril_event *ev, void *ud)
 		fibril_warn(st->m, "%s %s%s%s is refused: %s (%s; the other policies keep applying)", res,
 			    ns, ns[0] ? "/" : "", name, err,
 			    at >= 0 ? "its previous version stays in force" : "not applied");
-		return 0;
+		return;
 	}
 	struct pol_policy *p = v[0];
 	free(v);
 	p->from_k8s = true;
 	if (at >= 0 && !strcmp(st->pols[at]->text, p->text)) {
 		pol_policy_free(p);
-		return 0;
+		return;
 	}
 	if (at >= 0) {
 		pol_policy_free(st->pols[at]);
@@ -1585,7 +1581,7 @@ static int on_k8s_policy(const struct fibril_event *ev, void *ud)
 		if (!grown) {
 			pol_policy_free(p);
 			fibril_error(st->m, "%s %s/%s: out of memory", res, ns, name);
-			return 0;
+			return;
 		}
 		st->pols = grown;
 		st->pols[st->npols++] = p;
@@ -1595,6 +1591,39 @@ static int on_k8s_policy(const struct fibril_event *ev, void *ud)
 	repo_changed(st);
 	fibril_info(st->m, "%s %s%s%s applied, revision %llu", res, ns, ns[0] ? "/" : "", name,
 		    (unsigned long long)st->revision);
+}
+
+static int on_k8s_policy(const struct fibril_event *ev, void *ud)
+{
+	struct pol_state *st = ud;
+	struct k8s_strs k;
+	if (!st->started) {
+		st->k8s_missed++; /* caught up from the caches once they sync */
+		return 0;
+	}
+	const struct fibril_k8s_event *e = k8s_event(st, ev, &k);
+	if (e)
+		k8s_apply(st, k.res, k.ns, k.name, k.obj, e->type == FIBRIL_K8S_DELETED);
+	return 0;
+}
+
+struct catch_up {
+	struct pol_state *st;
+	const char *res;
+};
+
+static int catch_up_one(const char *json, void *ud)
+{
+	struct catch_up *cu = ud;
+	struct json_object *o = json_tokener_parse(json), *md, *ns = NULL, *name = NULL;
+	if (o && json_object_object_get_ex(o, "metadata", &md)) {
+		json_object_object_get_ex(md, "namespace", &ns);
+		json_object_object_get_ex(md, "name", &name);
+	}
+	if (name && json_object_is_type(name, json_type_string))
+		k8s_apply(cu->st, cu->res, ns ? json_object_get_string(ns) : "",
+			  json_object_get_string(name), json, false);
+	json_object_put(o);
 	return 0;
 }
 
@@ -1612,6 +1641,12 @@ static void on_k8s_synced(void *ud, int err, const char *pending)
 		return;
 	}
 	st->k8s_synced = true;
+	/* events that came before this module started: from the caches */
+	for (size_t r = 0; st->k8s_missed && k8s_policy_resources[r]; r++) {
+		struct catch_up cu = {.st = st, .res = k8s_policy_resources[r]};
+		st->k8s->list(st->k8s_ctx, cu.res, catch_up_one, &cu);
+	}
+	st->k8s_missed = 0;
 	size_t gone = 0;
 	for (size_t i = st->npols; i-- > 0;) {
 		const struct pol_policy *p = st->pols[i];
