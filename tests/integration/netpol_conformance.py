@@ -719,6 +719,25 @@ def delete_broken(w, cl):
 s_invalid.cleanup = delete_broken
 
 
+@scenario("an update that makes a policy invalid keeps its previous version in force")
+def s_invalid_update(w, cl):
+    cl.apply(knp("x", "deny-in", DENY_ALL_IN))
+    cl.wait()
+    cur = kube("GET", "NetworkPolicy", "x", "deny-in")
+    bad = knp("x", "deny-in", {"podSelector": {}, "policyTypes": ["Sideways"]})
+    bad["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+    _, before = agent("GET", "/v1/policy")
+    kube("PUT", "NetworkPolicy", "x", "deny-in", bad)  # cl.k8s keeps the valid version's rv
+    for _ in range(100):
+        _, after = agent("GET", "/v1/policy")
+        if after["stats"]["k8s_invalid"] > before["stats"]["k8s_invalid"]:
+            break
+        time.sleep(0.05)
+    else:
+        raise RuntimeError("the invalid update was not counted (stats.k8s_invalid)")
+    return Reach(w).deny(dsts="x/")
+
+
 @scenario("a pod created after the policy: x/d (pod=a) is selected at once")
 def s_new_pod(w, cl):
     cl.apply(x_a_from([{"podSelector": sel(pod="b")}]))
