@@ -595,34 +595,32 @@ def s_delete(w, cl):
 @scenario("a pod relabelled into a selector: x/c becomes pod=b and reaches x/a")
 def s_relabel_in(w, cl):
     cl.apply(x_a_from([{"podSelector": sel(pod="b")}]))
-    relabel("Pod", "x", "c", {"pod": "b"})
-    wait_labels("x", "c", "k8s:pod=b")
+    relabel_pod("x", "c", "b")
     return Reach(w).deny(dsts="x/a").allow(srcs=["x/b", "x/c"], dsts="x/a")
 
 
-def relabel_back_c(w, cl):
-    relabel("Pod", "x", "c", {"pod": "c"})
-    wait_labels("x", "c", "k8s:pod=c")
+def relabel_pod(ns, pod, value):
+    relabel("Pod", ns, pod, {"pod": value})
+    wait_labels(ns, pod, f"k8s:pod={value}")
 
 
-s_relabel_in.cleanup = relabel_back_c
+def label_back(ns, pod):
+    """A cleanup giving ns/pod its own pod=POD label back."""
+    return lambda w, cl: relabel_pod(ns, pod, pod)
+
+
+s_relabel_in.cleanup = label_back("x", "c")
 
 
 @scenario("a pod relabelled out of a selector: x/b becomes pod=e and loses x/a")
 def s_relabel_out(w, cl):
     cl.apply(x_a_from([{"podSelector": sel(pod="b")}]))
     cl.wait()
-    relabel("Pod", "x", "b", {"pod": "e"})
-    wait_labels("x", "b", "k8s:pod=e")
+    relabel_pod("x", "b", "e")
     return Reach(w).deny(dsts="x/a")
 
 
-def relabel_back_b(w, cl):
-    relabel("Pod", "x", "b", {"pod": "b"})
-    wait_labels("x", "b", "k8s:pod=b")
-
-
-s_relabel_out.cleanup = relabel_back_b
+s_relabel_out.cleanup = label_back("x", "b")
 
 
 @scenario("a namespace relabelled into a selector: z gets team=blue")
@@ -687,6 +685,16 @@ spec:
     return Reach(w).deny(dsts="y/b").allow(srcs="x/a", dsts="y/b")
 
 
+def wait_invalid_counted(before):
+    """Until GET /v1/policy counts one more refused Kubernetes object."""
+    for _ in range(100):
+        _, after = agent("GET", "/v1/policy")
+        if after["stats"]["k8s_invalid"] > before["stats"]["k8s_invalid"]:
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the invalid object was not counted (stats.k8s_invalid)")
+
+
 @scenario("an invalid NetworkPolicy is refused and counted; the others keep applying")
 def s_invalid(w, cl):
     _, before = agent("GET", "/v1/policy")
@@ -695,13 +703,7 @@ def s_invalid(w, cl):
         "policyTypes": ["Ingress"]}))
     cl.apply(knp("x", "deny-in", DENY_ALL_IN))
     cl.wait()
-    for _ in range(100):
-        _, after = agent("GET", "/v1/policy")
-        if after["stats"]["k8s_invalid"] > before["stats"]["k8s_invalid"]:
-            break
-        time.sleep(0.05)
-    else:
-        raise RuntimeError("the invalid policy was not counted (stats.k8s_invalid)")
+    wait_invalid_counted(before)
     c = UnixHTTP(os.environ["AGENT_SOCK"])
     c.request("GET", "/metrics")
     metrics = c.getresponse().read().decode()
@@ -728,13 +730,7 @@ def s_invalid_update(w, cl):
     bad["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
     _, before = agent("GET", "/v1/policy")
     kube("PUT", "NetworkPolicy", "x", "deny-in", bad)  # cl.k8s keeps the valid version's rv
-    for _ in range(100):
-        _, after = agent("GET", "/v1/policy")
-        if after["stats"]["k8s_invalid"] > before["stats"]["k8s_invalid"]:
-            break
-        time.sleep(0.05)
-    else:
-        raise RuntimeError("the invalid update was not counted (stats.k8s_invalid)")
+    wait_invalid_counted(before)
     return Reach(w).deny(dsts="x/")
 
 
@@ -758,12 +754,7 @@ def s_new_pod(w, cl):
     return Reach(w).deny(dsts=["x/a", "x/d"]).allow(srcs="x/b", dsts=["x/a", "x/d"])
 
 
-def relabel_d(w, cl):
-    relabel("Pod", "x", "d", {"pod": "d"})
-    wait_labels("x", "d", "k8s:pod=d")
-
-
-s_new_pod.cleanup = relabel_d
+s_new_pod.cleanup = label_back("x", "d")
 
 
 # ---- CiliumNetworkPolicy / CCNP: also from the node (host) and from outside (world) ----------
