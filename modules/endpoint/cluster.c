@@ -990,6 +990,8 @@ int ep_cluster_init(struct ep_manager *mg)
 {
 	struct ep_cluster *c = calloc(1, sizeof(*c));
 	static const char *const result[] = {"result", NULL};
+	static const double buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005,
+					 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5};
 
 	if (!c)
 		return -ENOMEM;
@@ -1001,7 +1003,8 @@ int ep_cluster_init(struct ep_manager *mg)
 	c->m.latency = fibril_metric_register(mg->m, &(struct fibril_metric_opts){
 		.sz = sizeof(struct fibril_metric_opts), .type = FIBRIL_METRIC_HISTOGRAM,
 		.name = "fibril_endpoint_cluster_identity_allocation_seconds",
-		.help = "Time to get a cluster-wide identity for labels not held on this node"});
+		.help = "Time to get a cluster-wide identity for labels not held on this node",
+		.buckets = buckets, .nbuckets = sizeof(buckets) / sizeof(buckets[0])});
 	c->sub = fibril_bus_subscribe(mg->m, FIBRIL_KVSTORE_TOPIC_LEASE_LOST, 1, on_kv_event, c);
 	mg->cluster_state = c;
 	return c->sub ? 0 : -ENOMEM;
