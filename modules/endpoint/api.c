@@ -842,7 +842,8 @@ static void put_endpoint(struct fibril_request *req, struct fibril_response *res
 		memcpy(pc->body, body, len);
 	pc->body[len] = '\0';
 	pc->len = body ? len : 0;
-	if (!(deferred = fibril_resp_defer(resp))) {
+	/* deferred when it waits for a flush or for the kvstore; else answered now */
+	if ((!pc->mg->journal && !pc->mg->cluster) || !(deferred = fibril_resp_defer(resp))) {
 		put_endpoint_now(pc, resp);
 		if (pc->wait_labels)
 			fibril_resp_error(resp, 503, "labels: their cluster-wide identity is not here yet: retry");
