@@ -102,8 +102,48 @@ static void unlink_entry(struct nodes_ipcache *c, struct nodes_ip *e)
 
 /* ---- the datapath ----------------------------------------------------------------------------- */
 
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+/* The known node of that name: a table by name hash, rebuilt after the
+ * nodes changed (nodes_ipcache_node_changed), so a read of 100,000 entries
+ * of 1,000 nodes does not walk the node list for each. */
 static struct node_entry *node_of(struct nodes *s, const char *name)
 {
+	struct nodes_ipcache *c = &s->ipc;
+	if (!c->node_table_valid) {
+		size_t want = 16;
+		while (want < s->n_nodes * 2 + 2)
+			want *= 2;
+		if (want != c->node_slots) {
+			struct node_entry **t = calloc(want, sizeof(*t));
+			if (!t)
+				goto walk;
+			free(c->node_table);
+			c->node_table = t;
+			c->node_slots = want;
+		} else {
+			memset(c->node_table, 0, want * sizeof(*c->node_table));
+		}
+		for (struct node_entry *n = s->nodes; n; n = n->next) {
+			size_t i = name_hash(n->n.name) & (c->node_slots - 1);
+			while (c->node_table[i])
+				i = (i + 1) & (c->node_slots - 1);
+			c->node_table[i] = n;
+		}
+		c->node_table_valid = true;
+	}
+	for (size_t i = name_hash(name) & (c->node_slots - 1); c->node_table[i];
+	     i = (i + 1) & (c->node_slots - 1))
+		if (!strcmp(c->node_table[i]->n.name, name))
+			return c->node_table[i];
+	return NULL;
+walk:
 	for (struct node_entry *n = s->nodes; n; n = n->next)
 		if (!strcmp(n->n.name, name))
 			return n;
@@ -337,6 +377,7 @@ void nodes_ipcache_host(struct nodes *s, int family, const void *addr)
 
 void nodes_ipcache_node_changed(struct nodes *s, const char *name)
 {
+	s->ipc.node_table_valid = false;
 	for (size_t b = 0; b < s->ipc.nbuckets; b++)
 		for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next)
 			if (!e->local && !strcmp(e->r.node, name))
@@ -486,6 +527,10 @@ void nodes_ipcache_free(struct nodes *s)
 	}
 	free(s->ipc.buckets);
 	s->ipc.buckets = NULL;
+	free(s->ipc.node_table);
+	s->ipc.node_table = NULL;
+	s->ipc.node_slots = 0;
+	s->ipc.node_table_valid = false;
 	s->ipc.nbuckets = s->ipc.count = 0;
 }
 

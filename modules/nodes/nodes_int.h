@@ -67,6 +67,9 @@ struct nodes_ipcache {
 	bool reading, synced, publish_failed;
 	int64_t lease_published; /* the lease our records were put under */
 	unsigned puts_inflight;
+	struct node_entry **node_table; /* the known nodes by name hash (ipcache.c) */
+	size_t node_slots;
+	bool node_table_valid;
 	struct {
 		uint64_t added, updated, deleted, programmed, removed, published, unpublished,
 			bad_records, errors, resyncs;
