@@ -310,18 +310,44 @@ static void alloc_retry_later(struct cl_alloc *a, int err)
 		a->retry = fibril_timer_add(a->c->mg->m, CL_RETRY_MS, 0, on_alloc_retry, a);
 }
 
-static void on_create(void *ud, int err, bool succeeded, const struct fibril_kv *kvs, size_t n,
-		      int64_t revision)
+/* The start of every answer of an allocation's request: NULL when it was
+ * given up on, or failed (retried later). */
+static struct cl_alloc *alloc_answer(void *ud, int err)
 {
 	struct cl_alloc *a = ud;
 
-	(void)kvs, (void)n, (void)revision;
 	if (alloc_gone(a))
-		return;
+		return NULL;
 	if (err) {
 		alloc_retry_later(a, err);
-		return;
+		return NULL;
 	}
+	return a;
+}
+
+/* Send one transaction of the allocation (its answer goes to cb). */
+static void alloc_txn(struct cl_alloc *a, const struct fibril_kv_compare *cmp, size_t ncmp,
+		      const struct fibril_kv_op *ok, size_t nok, fibril_kv_txn_fn cb)
+{
+	struct ep_cluster *c = a->c;
+	int rc;
+
+	a->inflight = true;
+	rc = c->kv->txn(c->kvctx, cmp, ncmp, ok, nok, NULL, 0, cb, a);
+	if (rc) {
+		a->inflight = false;
+		alloc_retry_later(a, rc);
+	}
+}
+
+static void on_create(void *ud, int err, bool succeeded, const struct fibril_kv *kvs, size_t n,
+		      int64_t revision)
+{
+	struct cl_alloc *a = alloc_answer(ud, err);
+
+	(void)kvs, (void)n, (void)revision;
+	if (!a)
+		return;
 	if (succeeded) {
 		alloc_done(a, a->number, false);
 		return;
@@ -351,7 +377,6 @@ static void alloc_step_create(struct cl_alloc *a)
 	char idk[64], num[16];
 	char *prefix = ref_key(a->enc, NULL), *mine = ref_key(a->enc, c->node);
 	uint32_t n = pick_free(c);
-	int rc;
 
 	if (!prefix || !mine) {
 		free(prefix);
@@ -377,28 +402,19 @@ static void alloc_step_create(struct cl_alloc *a)
 		{.type = FIBRIL_KV_OP_PUT, .key = idk, .value = a->enc},
 		{.type = FIBRIL_KV_OP_PUT, .key = mine, .value = num, .lease = c->lease},
 	};
-	a->inflight = true;
-	rc = c->kv->txn(c->kvctx, cmp, 2, ok, 2, NULL, 0, on_create, a);
+	alloc_txn(a, cmp, 2, ok, 2, on_create);
 	free(prefix);
 	free(mine);
-	if (rc) {
-		a->inflight = false;
-		alloc_retry_later(a, rc);
-	}
 }
 
 static void on_reuse(void *ud, int err, bool succeeded, const struct fibril_kv *kvs, size_t n,
 		     int64_t revision)
 {
-	struct cl_alloc *a = ud;
+	struct cl_alloc *a = alloc_answer(ud, err);
 
 	(void)kvs, (void)n, (void)revision;
-	if (alloc_gone(a))
+	if (!a)
 		return;
-	if (err) {
-		alloc_retry_later(a, err);
-		return;
-	}
 	if (succeeded)
 		alloc_done(a, a->number, true);
 	else
@@ -410,7 +426,6 @@ static void alloc_step_reuse(struct cl_alloc *a, uint32_t n)
 	struct ep_cluster *c = a->c;
 	char idk[64], num[16];
 	char *mine = ref_key(a->enc, c->node);
-	int rc;
 
 	if (!mine) {
 		alloc_finish(a, -ENOMEM);
@@ -425,26 +440,17 @@ static void alloc_step_reuse(struct cl_alloc *a, uint32_t n)
 	struct fibril_kv_op ok[1] = {
 		{.type = FIBRIL_KV_OP_PUT, .key = mine, .value = num, .lease = c->lease},
 	};
-	a->inflight = true;
-	rc = c->kv->txn(c->kvctx, cmp, 1, ok, 1, NULL, 0, on_reuse, a);
+	alloc_txn(a, cmp, 1, ok, 1, on_reuse);
 	free(mine);
-	if (rc) {
-		a->inflight = false;
-		alloc_retry_later(a, rc);
-	}
 }
 
 static void on_lookup(void *ud, int err, const struct fibril_kv *kvs, size_t n, int64_t revision)
 {
-	struct cl_alloc *a = ud;
+	struct cl_alloc *a = alloc_answer(ud, err);
 
 	(void)revision;
-	if (alloc_gone(a))
+	if (!a)
 		return;
-	if (err) {
-		alloc_retry_later(a, err);
-		return;
-	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t num;
 

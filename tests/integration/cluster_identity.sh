@@ -38,14 +38,6 @@ AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.202.0.0/16
 	--set endpoint.identity-gc-grace=2s --set kvstore-etcd.request-timeout=2s)
 start() { mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}"; }
 
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	while ! "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
 # py NODE PATH EXPR : EXPR over j = the node's GET PATH
 py() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$(mn_api "$1" "http://x$2")" "$3"; }
 identity() { py "${MN_POD_NODE[$1]}" "/v1/endpoint/container-id:$MN_TAG$1:eth0" "j['identity']"; }

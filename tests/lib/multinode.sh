@@ -22,6 +22,7 @@
 #                                "default"); its IPv4 address in MN_POD_IP[POD]
 #   mn_pod_del NODE POD          CNI DEL of the pod on NODE
 #   mn_ns NAME / mn_pod_ns POD   namespace names
+#   wait_for SECONDS CMD...      poll CMD (every 0.1 s) until it succeeds
 MN_TAG="fmn$$"
 MN_UNDERLAY_NS="$MN_TAG-u"
 MN_UNDERLAY_PREFIX=${MN_UNDERLAY_PREFIX:-172.31.250}
@@ -53,6 +54,15 @@ _mn_cleanup() {
 	cleanup
 }
 trap _mn_cleanup EXIT INT TERM
+
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	while ! "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
+}
 
 mn_require() {
 	[ "$(id -u)" = 0 ] || skip_or_fail "needs root (network namespaces, root-owned modules)"
