@@ -78,6 +78,7 @@ int cmd_k8s(int argc, char **argv);       /* cli/cmd_k8s.c */
 int cmd_map(int argc, char **argv);       /* cli/cmd_map.c */
 int cmd_ipam(int argc, char **argv);      /* cli/cmd_ipam.c */
 int cmd_node(int argc, char **argv);      /* cli/cmd_node.c */
+int cmd_ipcache(int argc, char **argv);   /* cli/cmd_ipcache.c */
 int cmd_policy(int argc, char **argv);    /* cli/cmd_policy.c */
 int cmd_health(void);                     /* cli/cmd_health.c */
 int cmd_version(void);                    /* cli/cmd_version.c */

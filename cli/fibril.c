@@ -37,6 +37,7 @@ static const char usage_text[] =
 	"  map dump NAME   the entries of one map\n"
 	"  health          readiness: prints \"ok\" (exit 0) or why not (exit 1)\n"
 	"  node list       the nodes of the cluster: IPs, pod CIDRs, source, last seen\n"
+	"  ipcache list    the ipcache: prefix -> identity, source, node, host IP\n"
 	"  ipam list       allocated addresses and their owners, and the pools\n"
 	"  ipam allocate [--family ipv4|ipv6|both] OWNER\n"
 	"                  the next free address(es) for OWNER (default: both)\n"
@@ -103,6 +104,8 @@ static int run(int argc, char **argv)
 		return cmd_k8s(argc - 1, argv + 1);
 	if (!strcmp(cmd, "node"))
 		return cmd_node(argc - 1, argv + 1);
+	if (!strcmp(cmd, "ipcache"))
+		return cmd_ipcache(argc - 1, argv + 1);
 	if (!strcmp(cmd, "policy"))
 		return cmd_policy(argc - 1, argv + 1);
 	if ((rc = no_args(cmd, argc - 1, argv + 1)))
