@@ -28,12 +28,9 @@
 
 static int check_routing(const char *value, char *why, size_t len)
 {
-	if (!strcmp(value, "native") || !strcmp(value, "none"))
+	if (!strcmp(value, "native") || !strcmp(value, "tunnel") || !strcmp(value, "none"))
 		return 0;
-	if (!strcmp(value, "tunnel"))
-		snprintf(why, len, "tunnel is not implemented yet: use native or none");
-	else
-		snprintf(why, len, "'%s' is not a routing mode: native or none", value);
+	snprintf(why, len, "'%s' is not a routing mode: native, tunnel or none", value);
 	return -EINVAL;
 }
 
@@ -77,8 +74,13 @@ static const struct fibril_config_key nodes_config_keys[] = {
 		 "empty: the first global address of an interface that is up",
 	 .check = check_ips},
 	{.name = "routing-mode", .type = FIBRIL_CONFIG_STRING, .default_value = "native",
-	 .help = "native: a route per remote pod CIDR via its node IP; none: discovery only",
+	 .help = "native: a route per remote pod CIDR via its node IP; tunnel: VXLAN (the "
+		 "datapath's external-mode device, the sender's identity in the VNI) to the node's "
+		 "tunnel endpoint; none: discovery only",
 	 .check = check_routing},
+	{.name = "tunnel-port", .type = FIBRIL_CONFIG_INT, .default_value = "8472",
+	 .help = "routing-mode tunnel: the VXLAN UDP port (the same on every node)", .min = 1,
+	 .max = 65535},
 	{.name = "lease-ttl", .type = FIBRIL_CONFIG_DURATION, .default_value = "15s",
 	 .help = "TTL of the lease this node's registry key is held by: a node gone for longer "
 		 "is removed everywhere", .min = 2000, .max = 3600000},
@@ -582,7 +584,7 @@ static void get_nodes(struct fibril_request *req, struct fibril_response *resp, 
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "self", json_object_new_string(s->self.name));
 	json_object_object_add(o, "routing-mode", json_object_new_string(
-		s->routing == NODES_ROUTING_NATIVE ? "native" : "none"));
+		nodes_routing_name(s->routing)));
 	json_object_object_add(o, "synced", json_object_new_boolean(s->synced));
 	json_object_object_add(o, "lease", json_object_new_int64(s->lease));
 	struct json_object *arr = json_object_new_array();
@@ -620,7 +622,10 @@ static int nodes_init(struct fibril_module *m)
 	s->m = m;
 	fibril_module_set_data(m, s);
 	const char *mode = fibril_config_string(m, "routing-mode");
-	s->routing = mode && !strcmp(mode, "native") ? NODES_ROUTING_NATIVE : NODES_ROUTING_NONE;
+	s->routing = !mode || !strcmp(mode, "native") ? NODES_ROUTING_NATIVE
+		     : !strcmp(mode, "tunnel")           ? NODES_ROUTING_TUNNEL
+							 : NODES_ROUTING_NONE;
+	s->tunnel_port = (uint16_t)fibril_config_int(m, "tunnel-port");
 	s->ttl_s = (int64_t)((fibril_config_duration_ms(m, "lease-ttl") + 999) / 1000);
 	static const char *const topics[] = {FIBRIL_KVSTORE_TOPIC_LEASE_LOST,
 					     FIBRIL_KVSTORE_TOPIC_CONNECTED};
@@ -664,13 +669,19 @@ static int nodes_start(struct fibril_module *m)
 		fibril_module_set_error(m, "%s", why);
 		return rc;
 	}
-	if (s->routing == NODES_ROUTING_NATIVE) {
+	if (s->routing != NODES_ROUTING_NONE) {
+		/* tunnel mode too: a native run's routes are found and removed */
 		rc = nodes_nl_open(s, why, sizeof(why));
 		if (rc) {
 			fibril_module_set_error(m, "%s", why);
 			return rc;
 		}
 		nodes_routes_scan(s);
+	}
+	rc = nodes_tunnel_setup(s, why, sizeof(why));
+	if (rc) {
+		fibril_module_set_error(m, "%s", why);
+		return rc;
 	}
 	char a[INET6_ADDRSTRLEN] = "-", b[INET6_ADDRSTRLEN] = "-";
 	if (s->self.has_ipv4)
@@ -679,7 +690,7 @@ static int nodes_start(struct fibril_module *m)
 		inet_ntop(AF_INET6, &s->self.ipv6, b, sizeof(b));
 	fibril_info(m, "node %s (IPv4 %s, IPv6 %s, %u pod CIDR(s)), routing %s, lease TTL %llds",
 		    s->self.name, a, b, s->self.n_cidrs,
-		    s->routing == NODES_ROUTING_NATIVE ? "native" : "none", (long long)s->ttl_s);
+		    nodes_routing_name(s->routing), (long long)s->ttl_s);
 	s->start_pending = true;
 	s->in_start = true;
 	reg_start(s);
@@ -727,7 +738,7 @@ static int nodes_summary(struct fibril_module *m, char *buf, size_t len)
 	if (!s || !len)
 		return -EINVAL;
 	return snprintf(buf, len, "%s: %zu remote node(s), routing %s%s", s->self.name, s->n_nodes,
-			s->routing == NODES_ROUTING_NATIVE ? "native" : "none",
+			nodes_routing_name(s->routing),
 			s->synced ? "" : ", registry not read yet");
 }
 

@@ -24,7 +24,9 @@
 #define NODES_ROUTE_PROTO 0xf2
 #define NODES_WHY_LEN 256
 
-enum nodes_routing { NODES_ROUTING_NONE = 0, NODES_ROUTING_NATIVE };
+enum nodes_routing { NODES_ROUTING_NONE = 0, NODES_ROUTING_NATIVE, NODES_ROUTING_TUNNEL };
+
+const char *nodes_routing_name(enum nodes_routing r);
 
 struct node_entry {
 	struct fibril_node n;
@@ -40,6 +42,7 @@ struct nodes_old_route {
 	int family;
 	uint8_t via[16];
 	bool wanted;
+	bool keep_ipcache; /* tunnel mode: the route goes, the CIDR's entry stays */
 };
 
 struct nodes {
@@ -54,6 +57,7 @@ struct nodes {
 	struct fibril_node self;
 	enum nodes_routing routing;
 	int64_t ttl_s;
+	uint16_t tunnel_port;
 	int64_t lease;
 	int64_t lease_pending; /* a grant in flight */
 	struct fibril_kv_watch *watch;
@@ -92,6 +96,9 @@ int nodes_nl_open(struct nodes *s, char *why, size_t len);
 void nodes_nl_close(struct nodes *s);
 /* what a previous run left: our routes in the main table */
 int nodes_routes_scan(struct nodes *s);
+/* tunnel mode: the datapath's VXLAN device and overlay program (or, in
+ * the other modes, no encapsulation) */
+int nodes_tunnel_setup(struct nodes *s, char *why, size_t len);
 /* install / remove a remote node's routes and ipcache entries */
 int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibril_node *old);
 void nodes_node_unprogram(struct nodes *s, const struct fibril_node *n);

@@ -12,7 +12,9 @@
 #   mn_etcd_start                etcd on the bridge (MN_ETCD_ENDPOINT)
 #   mn_etcdctl ARGS...           etcdctl against it
 #   mn_node_add NAME INDEX       node namespace, eth0 on the underlay
-#                                (MN_UNDERLAY_PREFIX.(10+INDEX)), forwarding on
+#                                (MN_UNDERLAY_PREFIX.(10+INDEX)), forwarding on;
+#                                MN_UNDERLAY_MTU (default 1500) on the underlay
+#                                links (a tunnel needs room for its 50 bytes)
 #   mn_modules DIR MODULE...     a root-owned module dir
 #   mn_agent_start NAME MODDIR [agent args...]  the node's agent, healthy
 #   mn_agent_kill NAME [SIGNAL]  stop it (default KILL), wait for it
@@ -23,6 +25,7 @@
 MN_TAG="fmn$$"
 MN_UNDERLAY_NS="$MN_TAG-u"
 MN_UNDERLAY_PREFIX=${MN_UNDERLAY_PREFIX:-172.31.250}
+MN_UNDERLAY_MTU=${MN_UNDERLAY_MTU:-1500}
 MN_ETCD_ENDPOINT=""
 MN_ETCD_PID=""
 MN_NETNS_LIST=()
@@ -76,7 +79,7 @@ mn_pod_ns() { echo "$MN_TAG-p-$1"; }
 
 mn_underlay_up() {
 	_mn_netns_add "$MN_UNDERLAY_NS"
-	ip -n "$MN_UNDERLAY_NS" link add br0 type bridge
+	ip -n "$MN_UNDERLAY_NS" link add br0 mtu "$MN_UNDERLAY_MTU" type bridge
 	ip -n "$MN_UNDERLAY_NS" addr add "$MN_UNDERLAY_PREFIX.1/24" dev br0
 	ip -n "$MN_UNDERLAY_NS" link set br0 up
 }
@@ -115,7 +118,8 @@ mn_node_add() {
 	MN_IP[$name]="$MN_UNDERLAY_PREFIX.$((10 + idx))"
 	MN_DIR[$name]="$WORK/node-$name"
 	mkdir -p "${MN_DIR[$name]}"
-	ip -n "$ns" link add eth0 type veth peer name "u$idx" netns "$MN_UNDERLAY_NS"
+	ip -n "$ns" link add eth0 mtu "$MN_UNDERLAY_MTU" type veth peer name "u$idx" mtu "$MN_UNDERLAY_MTU" \
+		netns "$MN_UNDERLAY_NS"
 	ip -n "$MN_UNDERLAY_NS" link set "u$idx" master br0 up
 	ip -n "$ns" addr add "${MN_IP[$name]}/24" dev eth0
 	ip -n "$ns" link set eth0 up
