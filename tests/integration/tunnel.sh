@@ -85,12 +85,21 @@ check "GET /v1/nodes says routing-mode tunnel" json_is "$(nodes_json n2)" "j['ro
 # ---- pods on every node, traffic across every pair, a capture in the underlay -----------------
 declare -A POD_OF=([n1]=pa [n2]=pb [n3]=pc)
 PODS=(pa pb pc)
+label() { # label NODE POD : app=POD
+	local code
+	code=$(mn_api "$1" -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
+		-d '{"labels":["k8s:app='"$2"'"]}' "http://x/v1/endpoint/container-id:$MN_TAG$2")
+	[ "$code" = 200 ] || { fail "pod $2 is labelled app=$2"; cat "$WORK/patch.out"; }
+}
+# three identities, so the VNI names its sender: labels of their own, and
+# (while identities are node-local) pods labelled before them on n2 and n3
+# so the numbers differ too
+mn_pod_add n2 f1 && label n2 f1
+mn_pod_add n3 f2 && label n3 f2
+mn_pod_add n3 f3 && label n3 f3
 for n in "${NODES[@]}"; do
 	mn_pod_add "$n" "${POD_OF[$n]}" || fail "a pod on $n"
-	# labels of their own: three identities, so the VNI names its sender
-	code=$(mn_api "$n" -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
-		-d '{"labels":["k8s:app='"${POD_OF[$n]}"'"]}' "http://x/v1/endpoint/container-id:$MN_TAG${POD_OF[$n]}")
-	[ "$code" = 200 ] || { fail "pod ${POD_OF[$n]} is labelled app=${POD_OF[$n]}"; cat "$WORK/patch.out"; }
+	label "$n" "${POD_OF[$n]}"
 done
 SERVERS=()
 CAPTURE=""
