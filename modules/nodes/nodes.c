@@ -84,6 +84,9 @@ static const struct fibril_config_key nodes_config_keys[] = {
 	{.name = "lease-ttl", .type = FIBRIL_CONFIG_DURATION, .default_value = "15s",
 	 .help = "TTL of the lease this node's registry key is held by: a node gone for longer "
 		 "is removed everywhere", .min = 2000, .max = 3600000},
+	{.name = "k8s-sync-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "60s",
+	 .help = "With the k8s capability: how long the start waits for the first list of the "
+		 "Kubernetes Nodes (the Node source)", .min = 100, .max = 3600000},
 	{.name = "retry", .type = FIBRIL_CONFIG_DURATION, .default_value = "1s",
 	 .help = "How soon a failed registration or read of the registry is retried",
 	 .min = 100, .max = 600000},
@@ -99,7 +102,7 @@ static int64_t now_unix(void)
 
 static bool running(const struct nodes *s)
 {
-	return s->kv && !s->stopping;
+	return s->kv && !s->stopping; /* the registry's paths */
 }
 
 static void publish(struct nodes *s, enum fibril_node_event_type type, const struct fibril_node *n)
@@ -108,7 +111,7 @@ static void publish(struct nodes *s, enum fibril_node_event_type type, const str
 	fibril_bus_publish(s->m, FIBRIL_NODES_TOPIC, 1, &ev, sizeof(ev));
 }
 
-static struct node_entry *find(struct nodes *s, const char *name)
+struct node_entry *nodes_find(struct nodes *s, const char *name)
 {
 	for (struct node_entry *e = s->nodes; e; e = e->next)
 		if (!strcmp(e->n.name, name))
@@ -130,7 +133,7 @@ static bool node_same(const struct fibril_node *a, const struct fibril_node *b)
 	return !memcmp(a->cidrs, b->cidrs, a->n_cidrs * sizeof(a->cidrs[0]));
 }
 
-static void remove_entry(struct nodes *s, struct node_entry *e)
+void nodes_remove_entry(struct nodes *s, struct node_entry *e)
 {
 	for (struct node_entry **p = &s->nodes; *p; p = &(*p)->next) {
 		if (*p == e) {
@@ -163,13 +166,20 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 		s->stats.bad_records++;
 		fibril_warn(s->m, "registry key %s (revision %lld): %s; ignored", kv->key,
 			    (long long)kv->mod_revision, why);
-		struct node_entry *stale = find(s, name);
+		struct node_entry *stale = nodes_find(s, name);
 		if (stale)
 			stale->mark = true; /* keep what was known rather than drop it */
 		return;
 	}
 	n.last_seen_unix = now_unix();
-	struct node_entry *e = find(s, name);
+	nodes_upsert(s, &n);
+}
+
+void nodes_upsert(struct nodes *s, const struct fibril_node *np)
+{
+	const struct fibril_node n = *np;
+	const char *name = n.name;
+	struct node_entry *e = nodes_find(s, name);
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e)
@@ -188,6 +198,7 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 	e->mark = true;
 	if (node_same(&e->n, &n)) {
 		e->n.last_seen_unix = n.last_seen_unix;
+		e->n.source = n.source; /* the registry took over from the Node object */
 		if (!e->routed)
 			nodes_node_program(s, e, NULL); /* a failed route: try again */
 		return;
@@ -271,9 +282,9 @@ static void on_watch(void *ud, int err, enum fibril_kv_event_type type, const st
 			reg_start(s);
 			return;
 		}
-		struct node_entry *e = find(s, name);
-		if (e)
-			remove_entry(s, e);
+		struct node_entry *e = nodes_find(s, name);
+		if (e && !nodes_k8s_fallback(s, e))
+			nodes_remove_entry(s, e);
 	}
 }
 
@@ -293,8 +304,9 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
 		apply_put(s, &kvs[i]);
 	for (struct node_entry *e = s->nodes, *next; e; e = next) {
 		next = e->next;
-		if (!e->mark)
-			remove_entry(s, e);
+		/* a node only the Kubernetes source knows is not the registry's */
+		if (!e->mark && e->n.source != FIBRIL_NODE_SOURCE_K8S && !nodes_k8s_fallback(s, e))
+			nodes_remove_entry(s, e);
 	}
 	if (!s->synced && s->nl)
 		nodes_routes_sweep_old(s);
@@ -305,13 +317,17 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
 		    s->n_nodes);
 	fibril_health_report(s->m, "registry", FIBRIL_HEALTH_OK, "registered as %s, %zu remote node(s)",
 			     s->self.name, s->n_nodes);
-	if (s->start_pending) {
-		s->start_pending = false;
-		if (s->in_start)
-			s->start_done = true;
-		else
-			fibril_module_start_done(s->m, 0);
-	}
+	if (s->start_pending)
+		nodes_start_finished(s, 0);
+}
+
+void nodes_start_finished(struct nodes *s, int err)
+{
+	s->start_pending = false;
+	if (s->in_start)
+		s->start_done = true;
+	else
+		fibril_module_start_done(s->m, err);
 }
 
 static void resync(struct nodes *s)
@@ -635,6 +651,13 @@ static int nodes_init(struct fibril_module *m)
 		if (!s->subs[i])
 			rc = -ENOMEM;
 	}
+	if (rc == 0) {
+		/* the Kubernetes Node source (events only come with the k8s module) */
+		s->subs[2] = fibril_bus_subscribe(m, FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_CLUSTER_NODES,
+						  1, nodes_k8s_on_event, s);
+		if (!s->subs[2])
+			rc = -ENOMEM;
+	}
 	if (rc == 0)
 		rc = fibril_api_route(m, "GET", "/v1/nodes", 0, get_nodes, s);
 	if (rc) {
@@ -659,8 +682,13 @@ static int nodes_start(struct fibril_module *m)
 	s->ipam = (const struct fibril_ipam_ops *)fibril_service_lookup(m, FIBRIL_IPAM_CAPABILITY, 1,
 									&ctx);
 	s->ipamctx = ctx;
-	if (!s->kv) {
-		fibril_module_set_error(m, "no kvstore: the node registry needs one");
+	ctx = NULL;
+	s->k8s = (const struct fibril_k8s_ops *)fibril_service_lookup(m, FIBRIL_K8S_CAPABILITY, 1,
+								      &ctx);
+	s->k8sctx = ctx;
+	if (!s->kv && !s->k8s) {
+		fibril_module_set_error(m, "no node source: needs a kvstore (the node registry) or "
+					   "the k8s capability (the Node objects)");
 		return -ENOENT;
 	}
 	char why[NODES_WHY_LEN];
@@ -693,7 +721,19 @@ static int nodes_start(struct fibril_module *m)
 		    nodes_routing_name(s->routing), (long long)s->ttl_s);
 	s->start_pending = true;
 	s->in_start = true;
-	reg_start(s);
+	if (s->k8s) {
+		rc = nodes_k8s_start(s, why, sizeof(why));
+		if (rc && !s->kv) {
+			s->in_start = false;
+			s->start_pending = false;
+			fibril_module_set_error(m, "%s", why);
+			return rc;
+		}
+		if (rc)
+			fibril_warn(m, "%s: the kvstore registry only", why);
+	}
+	if (s->kv)
+		reg_start(s);
 	s->in_start = false;
 	if (s->start_done)
 		return s->why[0] && !s->synced ? -EIO : 0;
@@ -746,7 +786,7 @@ FIBRIL_MODULE(.name = NODES_MODULE, .version = "1.0.0",
 	      .description = "node discovery through the kvstore's node registry; native "
 			     "routing of remote pod CIDRs and their ipcache entries",
 	      .provides = FIBRIL_LIST(FIBRIL_NODES_CAPABILITY),
-	      .requires = FIBRIL_LIST(FIBRIL_KVSTORE_CAPABILITY),
-	      .wants = FIBRIL_LIST(FIBRIL_IPAM_CAPABILITY, FIBRIL_DATAPATH_CAPABILITY),
+	      .wants = FIBRIL_LIST(FIBRIL_KVSTORE_CAPABILITY, FIBRIL_K8S_CAPABILITY,
+				   FIBRIL_IPAM_CAPABILITY, FIBRIL_DATAPATH_CAPABILITY),
 	      .config_keys = nodes_config_keys, .init = nodes_init, .start = nodes_start,
 	      .stop = nodes_stop, .fini = nodes_fini, .summary = nodes_summary);

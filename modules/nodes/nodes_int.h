@@ -14,6 +14,7 @@
 #include <fibril/endpoint.h>
 #include <fibril/fibril.h>
 #include <fibril/ipam.h>
+#include <fibril/k8s.h>
 #include <fibril/kvstore.h>
 #include <fibril/nodes.h>
 
@@ -53,6 +54,9 @@ struct nodes {
 	void *dpctx;
 	const struct fibril_ipam_ops *ipam;
 	void *ipamctx;
+	const struct fibril_k8s_ops *k8s; /* the Node objects source, optional */
+	void *k8sctx;
+	bool k8s_synced;
 
 	struct fibril_node self;
 	enum nodes_routing routing;
@@ -80,6 +84,22 @@ struct nodes {
 		uint64_t registrations, resyncs;
 	} stats;
 };
+
+/* nodes.c: the table both sources write */
+struct node_entry *nodes_find(struct nodes *s, const char *name);
+/* add, update or (the same) just mark the node n (not this one) */
+void nodes_upsert(struct nodes *s, const struct fibril_node *n);
+void nodes_remove_entry(struct nodes *s, struct node_entry *e);
+/* the pending start is over (err 0: it went well) */
+void nodes_start_finished(struct nodes *s, int err);
+
+/* k8s_source.c: the Kubernetes Node objects */
+int nodes_k8s_decode(const char *json, size_t len, struct fibril_node *out, char *why,
+		     size_t whylen);
+int nodes_k8s_start(struct nodes *s, char *why, size_t len);
+int nodes_k8s_on_event(const struct fibril_event *ev, void *ud);
+/* e's registry record is gone: its Node object (if any) takes over; true then */
+bool nodes_k8s_fallback(struct nodes *s, struct node_entry *e);
 
 /* record.c: the registry's value (JSON) <-> struct fibril_node. */
 char *nodes_record_encode(const struct fibril_node *n);
