@@ -1,6 +1,7 @@
-/* bpf/fibril_dp.bpf.c - the datapath's two tc programs, attached (clsact)
- * to every endpoint's host-side veth, sharing the same maps (layouts in
- * fibril_dp.h). One loaded instance of each serves every endpoint; what
+/* bpf/fibril_dp.bpf.c - the datapath's tc programs: two attached (clsact)
+ * to every endpoint's host-side veth and, in tunnel mode, a third on the
+ * VXLAN device (fibril_from_overlay, at the end of this file), sharing the
+ * same maps (layouts in fibril_dp.h). One loaded instance of each serves every endpoint; what
  * differs per endpoint is in the maps.
  *
  * fibril_from_endpoint (section tc, the veth's INGRESS: what the pod sends),
@@ -25,8 +26,12 @@
  *   5. conntrack (dp_conntrack for TCP, dp_ct_any for the rest) and the
  *      destination's identity (dp_ipcache);
  *   6. a local endpoint destination: MACs rewritten, TTL / hop limit
- *      decremented and bpf_redirect_peer() into that pod; anything else
- *      goes to the stack (the host itself, later the world);
+ *      decremented and bpf_redirect_peer() into that pod; in tunnel mode
+ *      a destination whose ipcache entry names a tunnel endpoint (another
+ *      node's pod CIDR): TTL decremented, bpf_skb_set_tunnel_key (the
+ *      node, VNI = the sender's identity) and bpf_redirect() into the VXLAN
+ *      device; anything else goes to the stack (the host, native routes,
+ *      the world);
  *   7. metrics per (reason, direction), drop events (rate-limited by a
  *      per-CPU token bucket, dp_evlimit; what it holds back is counted) and
  *      trace events when dp_config says so, to the dp_events ring buffer.
@@ -38,7 +43,8 @@
  *   1. parse Ethernet, then IPv4 / IPv6 (ARP, neighbour discovery, MLD and
  *      other L3 protocols are let through: delivered, no conntrack);
  *   2. the destination endpoint (the one behind this very veth), the
- *      source's identity from the ipcache;
+ *      source's identity: a local sender's, else the one the overlay
+ *      program left in skb->mark (from the VNI), else the ipcache's;
  *   3. the hook point policy_verdict() with direction to-endpoint (the
  *      ingress-to-pod enforcement point);
  *   4. conntrack: the same dp_conntrack entry as the pod's own packets of
