@@ -171,6 +171,8 @@ enum fibril_datapath_event_type {
 enum fibril_datapath_direction {
 	FIBRIL_DATAPATH_FROM_ENDPOINT = 0, /* sent by the pod (its veth's ingress) */
 	FIBRIL_DATAPATH_TO_ENDPOINT = 1,   /* delivered to the pod */
+	FIBRIL_DATAPATH_FROM_OVERLAY = 2,  /* tunnel mode: from another node, seen on the
+					    * VXLAN device (delivered to a pod or the node) */
 };
 
 struct fibril_datapath_event {
