@@ -746,6 +746,18 @@ static __always_inline int forward_local(struct __sk_buff *skb, const struct pkt
 	return rc;
 }
 
+/* A hop: the TTL / hop limit (ttl points into the packet) minus one; IPv4
+ * (ip4 set) as the kernel's ip_decrease_ttl(): incremental checksum. */
+static __always_inline void ttl_decrement(__u8 *ttl, struct iphdr *ip4)
+{
+	if (ip4) {
+		__u32 check = ip4->check;
+		check += bpf_htons(0x0100);
+		ip4->check = (__u16)(check + (check >= 0xFFFF));
+	}
+	*ttl -= 1;
+}
+
 /* Tunnel mode: into the VXLAN device (external, collect-metadata) with
  * the remote node as the outer destination and the sender's identity as
  * the VNI (Cilium's encap_and_redirect). The inner frame keeps its MACs:
@@ -815,13 +827,7 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	 * sends ICMP) */
 	if ((!p->dst_ep && !tun) || *ttl <= 1)
 		return to_stack(skb, p);
-	if (ip4) {
-		/* as the kernel's ip_decrease_ttl(): incremental checksum */
-		__u32 check = ip4->check;
-		check += bpf_htons(0x0100);
-		ip4->check = (__u16)(check + (check >= 0xFFFF));
-	}
-	*ttl -= 1;
+	ttl_decrement(ttl, ip4);
 	if (!p->dst_ep)
 		return forward_tunnel(skb, p, dst_ic, tun);
 	return forward_local(skb, p);
@@ -1202,12 +1208,7 @@ static __always_inline int overlay_ip(struct __sk_buff *skb, struct pkt *p, __u8
 	conntrack(skb, p);
 	if (*ttl <= 1)
 		return overlay_to_stack(skb, p);
-	if (ip4) {
-		__u32 check = ip4->check;
-		check += bpf_htons(0x0100);
-		ip4->check = (__u16)(check + (check >= 0xFFFF));
-	}
-	*ttl -= 1;
+	ttl_decrement(ttl, ip4);
 	return forward_local(skb, p);
 }
 

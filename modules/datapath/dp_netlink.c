@@ -126,6 +126,31 @@ static int create_veth_pair(struct datapath *dp)
 	return rc;
 }
 
+/* An existing link of another kind than wanted: refused (the link is put). */
+static int refuse_kind(struct rtnl_link *link, const char *name, const char *kind,
+		       const char *want, const char *hint, char *err, size_t len)
+{
+	dp_seterr(err, len, "device %s exists and is a %s link, not %s: %s", name,
+		  kind ? kind : "plain", want, hint);
+	rtnl_link_put(link);
+	return -EEXIST;
+}
+
+/* An adopted link set up (and its veth peer when veth_peer); the link is put. */
+static int adopt_up(struct datapath *dp, struct rtnl_link *link, const char *name, bool veth_peer,
+		    char *err, size_t len)
+{
+	int rc = link_up(dp->nl, link);
+	if (rc == 0 && veth_peer)
+		peer_up(dp);
+	rtnl_link_put(link);
+	if (rc < 0) {
+		dp_seterr(err, len, "cannot set %s up: %s", name, nl_geterror(rc));
+		return nl_errno(rc);
+	}
+	return 0;
+}
+
 /* Adopt or create the host device; returns its ifindex or a negative errno. */
 static int host_device_ensure(struct datapath *dp, char *err, size_t len)
 {
@@ -133,22 +158,12 @@ static int host_device_ensure(struct datapath *dp, char *err, size_t len)
 	int rc = rtnl_link_get_kernel(dp->nl, 0, dp->host_dev, &link);
 	if (rc == 0) {
 		const char *kind = rtnl_link_get_type(link);
-		if (!kind || (strcmp(kind, "dummy") != 0 && strcmp(kind, "veth") != 0)) {
-			dp_seterr(err, len,
-				  "device %s exists and is a %s link, not dummy or veth: rename it or "
-				  "set [datapath] host-device",
-				  dp->host_dev, kind ? kind : "plain");
-			rtnl_link_put(link);
-			return -EEXIST;
-		}
-		rc = link_up(dp->nl, link);
-		if (rc == 0 && !strcmp(kind, "veth"))
-			peer_up(dp);
-		rtnl_link_put(link);
-		if (rc < 0) {
-			dp_seterr(err, len, "cannot set %s up: %s", dp->host_dev, nl_geterror(rc));
-			return nl_errno(rc);
-		}
+		if (!kind || (strcmp(kind, "dummy") != 0 && strcmp(kind, "veth") != 0))
+			return refuse_kind(link, dp->host_dev, kind, "dummy or veth",
+					   "rename it or set [datapath] host-device", err, len);
+		rc = adopt_up(dp, link, dp->host_dev, !strcmp(kind, "veth"), err, len);
+		if (rc < 0)
+			return rc;
 	} else {
 		bool want_veth = !strcmp(dp->host_dev_type, "veth");
 		rc = want_veth ? -NLE_OPNOTSUPP : create_dummy(dp);
@@ -428,22 +443,13 @@ int dp_tunnel_device_setup(struct datapath *dp, int *ifindex, int *how, char *er
 		if (is_vxlan && rtnl_link_vxlan_get_port(link, &port) != 0)
 			port = 0;
 		bool fits = external && port == dp->tunnel_port;
-		if (!is_vxlan) {
-			dp_seterr(err, len,
-				  "device %s exists and is a %s link, not vxlan: rename it or set "
-				  "[datapath] tunnel-device",
-				  dp->tunnel_dev, kind ? kind : "plain");
-			rtnl_link_put(link);
-			return -EEXIST;
-		}
+		if (!is_vxlan)
+			return refuse_kind(link, dp->tunnel_dev, kind, "vxlan",
+					   "rename or remove it", err, len);
 		if (fits) {
-			rc = link_up(dp->nl, link);
-			rtnl_link_put(link);
-			if (rc < 0) {
-				dp_seterr(err, len, "cannot set %s up: %s", dp->tunnel_dev,
-					  nl_geterror(rc));
-				return nl_errno(rc);
-			}
+			rc = adopt_up(dp, link, dp->tunnel_dev, false, err, len);
+			if (rc < 0)
+				return rc;
 			*how = 1;
 		} else {
 			/* another port, or not external: replaced (a VXLAN

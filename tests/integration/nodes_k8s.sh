@@ -65,22 +65,7 @@ start() {
 	tail -30 "$WORK/agent.log"
 	return 1
 }
-nodes_is() {
-	local doc
-	doc=$(api http://x/v1/nodes) || true
-	python3 -c 'import json, sys; j = json.loads(sys.argv[1]); sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' \
-		"$doc" "$2" 2>/dev/null && return 0
-	[ -z "${QUIET_JSON:-}" ] && echo "  $doc"
-	return 1
-}
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	while ! "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
+nodes_is() { json_is "$(api http://x/v1/nodes)" "$2"; }
 routes() { ip -n "$NS" route show proto 242 | sed 's/ *$//' | sort; }
 ipcache() { "$CLI" -s "$WORK/fibril.sock" map dump dp_ipcache 2>&1; }
 

@@ -33,21 +33,6 @@ start() { mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}"; }
 
 nodes_json() { mn_api "$1" http://x/v1/nodes; }
 dp_json() { mn_api "$1" http://x/v1/datapath; }
-# json_is DOC EXPR : python EXPR over j = DOC
-json_is() {
-	python3 -c 'import json, sys; j = json.loads(sys.argv[1]); sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' \
-		"$1" "$2" 2>/dev/null && return 0
-	[ -z "${QUIET_JSON:-}" ] && echo "  $1"
-	return 1
-}
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	while ! "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
 knows_all() {
 	QUIET_JSON=1 json_is "$(nodes_json "$1")" "sorted(n['name'] for n in j['nodes']) == ['n1', 'n2', 'n3'] and all(n.get('routed', True) for n in j['nodes'])"
 }
@@ -111,12 +96,7 @@ for p in "${PODS[@]}"; do
 	ip netns exec "$(mn_pod_ns $p)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
 	SERVERS+=($!)
 done
-for p in "${PODS[@]}"; do
-	for _ in $(seq 1 100); do
-		ip netns exec "$(mn_pod_ns $p)" ss -Hltn "sport = :$PORT" | grep -q . && break
-		sleep 0.05
-	done
-done
+for p in "${PODS[@]}"; do mn_listening "$p" "$PORT"; done
 declare -A IDENT
 for p in "${PODS[@]}"; do
 	IDENT[$p]=$(ipcache "${MN_POD_NODE[$p]}" | awk -v ip="${MN_POD_IP[$p]}/32" '$1 == ip { sub("identity=", "", $2); print $2 }')
@@ -161,26 +141,12 @@ check "  and its new overlay program is the one attached" \
 check "pa reaches pb and pc after n1's restart" probe pa "${MN_POD_IP[pb]}" "${MN_POD_IP[pc]}"
 
 # ---- kill -9 during a stream across the tunnel -----------------------------------------------
-ip netns exec "$(mn_pod_ns pb)" python3 "$top_srcdir/tests/cni/nettest.py" recv $((PORT + 1)) "$WORK/recv.status" &
-SERVERS+=($!)
-for _ in $(seq 1 100); do
-	ip netns exec "$(mn_pod_ns pb)" ss -Hltn "sport = :$((PORT + 1))" | grep -q . && break
-	sleep 0.05
-done
-ip netns exec "$(mn_pod_ns pa)" python3 "$top_srcdir/tests/cni/nettest.py" send "${MN_POD_IP[pb]}" $((PORT + 1)) "$WORK/send.status" &
-SENDER=$!
-SERVERS+=("$SENDER")
-for _ in $(seq 1 200); do
-	ip netns exec "$(mn_pod_ns pb)" ss -Htn state established "sport = :$((PORT + 1))" | grep -q . && break
-	sleep 0.05
-done
+mn_stream_start pa pb $((PORT + 1)) || fail "a stream from pa to pb is up"
 mn_agent_kill n2 KILL
 mn_agent_kill n1 KILL
 check "with the agents of n1 and n2 killed, pa still reaches pb" probe pa "${MN_POD_IP[pb]}"
 sleep 1
-kill "$SENDER" 2>/dev/null
-wait "$SENDER" 2>/dev/null || true
-sleep 0.2
+mn_stream_stop
 check "the stream from pa to pb through the tunnel was never reset" grep -q 'reset=0 error=$' "$WORK/send.status"
 check "  and carried data" grep -Eq 'bytes=[1-9]' "$WORK/recv.status"
 cat "$WORK/send.status" "$WORK/recv.status" 2>/dev/null | sed 's/^/  /'

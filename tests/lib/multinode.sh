@@ -22,6 +22,13 @@
 #   mn_pod_add NODE POD          a pod namespace on NODE through fibril-cni;
 #                                its IPv4 address in MN_POD_IP[POD]
 #   mn_ns NAME / mn_pod_ns POD   namespace names
+#   mn_listening POD PORT        wait until a TCP server listens on PORT in POD
+#   mn_stream_start FROM TO PORT a steady TCP stream from pod FROM to pod TO
+#                                (tests/cni/nettest.py send / recv), established
+#                                when it returns
+#   mn_stream_stop               end it; its statuses are in
+#                                $WORK/send.status ("... reset=0 error=" when
+#                                never reset) and $WORK/recv.status
 MN_TAG="fmn$$"
 MN_UNDERLAY_NS="$MN_TAG-u"
 MN_UNDERLAY_PREFIX=${MN_UNDERLAY_PREFIX:-172.31.250}
@@ -30,6 +37,8 @@ MN_ETCD_ENDPOINT=""
 MN_ETCD_PID=""
 MN_NETNS_LIST=()
 MN_NODES=()
+MN_BG_PIDS=() # helpers the lib started (stream ends)
+MN_STREAM_SENDER=""
 declare -A MN_PID MN_DIR MN_IP MN_POD_IP MN_POD_NODE
 
 _mn_cleanup() {
@@ -44,6 +53,8 @@ _mn_cleanup() {
 		rm -rf "/sys/fs/bpf/$MN_TAG-$n"
 	done
 	[ "$(type -t mn_test_cleanup)" = function ] && mn_test_cleanup
+	local p
+	for p in "${MN_BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	if [ -n "$MN_ETCD_PID" ]; then
 		kill -KILL "$MN_ETCD_PID" 2>/dev/null
 		wait "$MN_ETCD_PID" 2>/dev/null
@@ -185,4 +196,36 @@ mn_pod_add() {
 			"$top_builddir/fibril-cni") || { echo "ADD $pod on $node: $out" >&2; return 1; }
 	MN_POD_IP[$pod]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ips"][0]["address"].split("/")[0])' "$out")
 	MN_POD_NODE[$pod]=$node
+}
+
+mn_listening() {
+	local _
+	for _ in $(seq 1 100); do
+		ip netns exec "$(mn_pod_ns "$1")" ss -Hltn "sport = :$2" | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+mn_stream_start() {
+	local from=$1 to=$2 port=$3 _
+	ip netns exec "$(mn_pod_ns "$to")" python3 "$top_srcdir/tests/cni/nettest.py" recv "$port" "$WORK/recv.status" &
+	MN_BG_PIDS+=($!)
+	mn_listening "$to" "$port"
+	ip netns exec "$(mn_pod_ns "$from")" python3 "$top_srcdir/tests/cni/nettest.py" send "${MN_POD_IP[$to]}" "$port" "$WORK/send.status" &
+	MN_STREAM_SENDER=$!
+	MN_BG_PIDS+=("$MN_STREAM_SENDER")
+	for _ in $(seq 1 200); do
+		ip netns exec "$(mn_pod_ns "$to")" ss -Htn state established "sport = :$port" | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+mn_stream_stop() {
+	[ -n "$MN_STREAM_SENDER" ] || return 0
+	kill "$MN_STREAM_SENDER" 2>/dev/null
+	wait "$MN_STREAM_SENDER" 2>/dev/null || true
+	MN_STREAM_SENDER=""
+	sleep 0.2
 }
