@@ -1064,17 +1064,28 @@ static __always_inline void pull_headers(struct __sk_buff *skb)
 		bpf_skb_pull_data(skb, skb->len < DP_PULL_BYTES ? skb->len : DP_PULL_BYTES);
 }
 
+/* The headers pulled, the Ethernet header bounds-checked: the header and
+ * the end of the linear data (in *data_end), or NULL when the frame is
+ * shorter than an Ethernet header. */
+static __always_inline struct ethhdr *eth_header(struct __sk_buff *skb, void **data_end)
+{
+	pull_headers(skb);
+	struct ethhdr *eth = (void *)(long)skb->data;
+	*data_end = (void *)(long)skb->data_end;
+	if ((void *)(eth + 1) > *data_end)
+		return 0;
+	return eth;
+}
+
 SEC("tc")
 int fibril_from_endpoint(struct __sk_buff *skb)
 {
 	struct pkt p;
 
 	__builtin_memset(&p, 0, sizeof(p));
-	pull_headers(skb);
-	void *data = (void *)(long)skb->data;
-	void *data_end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
+	void *data_end;
+	struct ethhdr *eth = eth_header(skb, &data_end);
+	if (!eth)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
 	switch (eth->h_proto) {
 	case bpf_htons(ETH_P_IP):
@@ -1157,12 +1168,9 @@ int fibril_to_endpoint(struct __sk_buff *skb)
 	__builtin_memset(&p, 0, sizeof(p));
 	p.direction = DP_DIR_TO_ENDPOINT;
 	/* headers in a paged fragment (rare on egress) */
-	pull_headers(skb);
-
-	void *data = (void *)(long)skb->data;
-	void *data_end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
+	void *data_end;
+	struct ethhdr *eth = eth_header(skb, &data_end);
+	if (!eth)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
 	switch (eth->h_proto) {
 	case bpf_htons(ETH_P_IP):
@@ -1226,12 +1234,10 @@ int fibril_from_overlay(struct __sk_buff *skb)
 		return drop(skb, &p, DP_REASON_DROP_NO_TUNNEL_KEY);
 	p.src_identity = key.tunnel_id & DP_VNI_MAX;
 	skb->mark = (p.src_identity << DP_MARK_IDENTITY_SHIFT) | DP_MARK_MAGIC_IDENTITY;
-	pull_headers(skb);
 
-	void *data = (void *)(long)skb->data;
-	void *data_end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
+	void *data_end;
+	struct ethhdr *eth = eth_header(skb, &data_end);
+	if (!eth)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);

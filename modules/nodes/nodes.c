@@ -7,9 +7,12 @@
  * removes it when its watch sees the delete. The registry is read whole at
  * start (mark and sweep: the start finishes once every node known is
  * routed, before the API serves), then watched from that revision; a
- * compacted watch re-reads it whole. Every change is an event on the bus
- * (FIBRIL_NODES_TOPIC) and, in routing-mode native, routes and ipcache
- * entries (route.c). GET /v1/nodes lists the nodes and the counters. */
+ * compacted watch re-reads it whole. The Kubernetes Node objects are a
+ * second source (k8s_source.c, with the k8s capability; either source
+ * alone will do). Every change is an event on the bus (FIBRIL_NODES_TOPIC)
+ * and, by routing-mode, routes (native) or tunnel endpoints (tunnel) and
+ * ipcache entries (route.c). GET /v1/nodes lists the nodes and the
+ * counters. */
 #include "nodes_int.h"
 
 #include <arpa/inet.h>
@@ -783,8 +786,9 @@ static int nodes_summary(struct fibril_module *m, char *buf, size_t len)
 }
 
 FIBRIL_MODULE(.name = NODES_MODULE, .version = "1.0.0",
-	      .description = "node discovery through the kvstore's node registry; native "
-			     "routing of remote pod CIDRs and their ipcache entries",
+	      .description = "node discovery (the kvstore's node registry, Kubernetes Node "
+			     "objects); native or VXLAN tunnel routing of remote pod CIDRs and "
+			     "their ipcache entries",
 	      .provides = FIBRIL_LIST(FIBRIL_NODES_CAPABILITY),
 	      .wants = FIBRIL_LIST(FIBRIL_KVSTORE_CAPABILITY, FIBRIL_K8S_CAPABILITY,
 				   FIBRIL_IPAM_CAPABILITY, FIBRIL_DATAPATH_CAPABILITY),

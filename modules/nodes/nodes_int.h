@@ -119,6 +119,12 @@ int nodes_routes_scan(struct nodes *s);
 /* tunnel mode: the datapath's VXLAN device and overlay program (or, in
  * the other modes, no encapsulation) */
 int nodes_tunnel_setup(struct nodes *s, char *why, size_t len);
+/* One datapath ipcache entry: prefix -> identity and, tep_family 4 or 6,
+ * the tunnel endpoint of the node that hosts it (0: none). In tunnel mode
+ * an entry of another node's pod (or CIDR) must name that node, or the
+ * datapath passes its packets to the stack instead of the tunnel. */
+void nodes_dp_ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen,
+			  uint32_t id, int tep_family, const void *tep);
 /* install / remove a remote node's routes and ipcache entries */
 int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibril_node *old);
 void nodes_node_unprogram(struct nodes *s, const struct fibril_node *n);

@@ -221,9 +221,8 @@ int nodes_tunnel_setup(struct nodes *s, char *why, size_t len)
 	return rc;
 }
 
-/* tep_family 0: no tunnel endpoint */
-static void ipcache_put_tep(struct nodes *s, int family, const void *addr, unsigned plen,
-			    uint32_t id, int tep_family, const void *tep)
+void nodes_dp_ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen,
+			  uint32_t id, int tep_family, const void *tep)
 {
 	char err[256] = "";
 	if (!s->dp)
@@ -249,7 +248,7 @@ static void ipcache_put_tep(struct nodes *s, int family, const void *addr, unsig
 
 static void ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen, uint32_t id)
 {
-	ipcache_put_tep(s, family, addr, plen, id, 0, NULL);
+	nodes_dp_ipcache_put(s, family, addr, plen, id, 0, NULL);
 }
 
 /* The node's tunnel endpoint (its registered one, else its IPv4, else its
@@ -344,8 +343,8 @@ int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibri
 				failed++;
 				continue;
 			}
-			ipcache_put_tep(s, c->family, c->addr, c->prefix_len,
-					FIBRIL_IDENTITY_WORLD, tep_family, tep);
+			nodes_dp_ipcache_put(s, c->family, c->addr, c->prefix_len,
+					     FIBRIL_IDENTITY_WORLD, tep_family, tep);
 			struct nodes_old_route *x = old_find(s, c);
 			if (x)
 				x->keep_ipcache = true; /* a native run's route: it goes */
