@@ -58,7 +58,11 @@ k8s_start() {
 	# a copy under $WORK, so cleanup's "$WORK/" match finds the server
 	cp "$top_srcdir/tests/k8s/apiserver.py" "$dir/apiserver.py"
 	rm -f "$dir/server.out"
-	_k8s_in python3 "$dir/apiserver.py" --port "${K8S_PORT:-0}" --token "$K8S_TOKEN" \
+	# not through _k8s_in: $! must be the server itself (ip netns exec
+	# execs it), so that k8s_stop's kill reaches it
+	local in_ns=()
+	[ -n "${K8S_NETNS:-}" ] && in_ns=(ip netns exec "$K8S_NETNS")
+	"${in_ns[@]}" python3 "$dir/apiserver.py" --port "${K8S_PORT:-0}" --token "$K8S_TOKEN" \
 		--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server.key" "$@" \
 		>"$dir/server.out" 2>"$dir/server.log" &
 	K8S_PID=$!
