@@ -10,14 +10,17 @@
 # it; a Node changed (new pod CIDR) moves its route; a Node deleted loses
 # its route and ipcache entries; a Node with a bad address is refused,
 # named in the log, counted, and changes nothing; an agent restart adopts
-# the routes.
+# the routes. Then both sources (etcd started in that namespace, the
+# kvstore-etcd module added): a registry record of a node wins over its
+# Node object (its IP routes the CIDR), and when the record goes the Node
+# object takes over again.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
 
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root (a network namespace, routes)"
-k8s_require ip
+k8s_require ip etcd etcdctl
 MODS="k8s ipam-k8s-podcidr ipam-api endpoint datapath nodes"
-for m in $MODS; do
+for m in $MODS kvstore-etcd; do
 	[ -f "$top_builddir/.libs/$m.so" ] || skip_or_fail "module $m is not built"
 done
 NS="fnk8s$$"
@@ -54,7 +57,7 @@ start() {
 	mapfile -t args < <(agent_args "$mods")
 	rm -f "$WORK/fibril.sock"
 	nsenter --net=/run/netns/"$NS" "$AGENT" "${args[@]}" --set "k8s.kubeconfig=$K8S_KUBECONFIG" \
-		--set "k8s.node-name=n1" --set "agent.node-name=n1" >>"$WORK/agent.log" 2>&1 &
+		--set "k8s.node-name=n1" --set "agent.node-name=n1" "$@" >>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
 	local _
 	for _ in $(seq 1 300); do
@@ -103,6 +106,32 @@ check "with the agent stopped the routes stay" test "$(routes | wc -l)" = 2
 start || fail "the agent restarts"
 check "after a restart both routes are adopted, none re-added" nodes_is x "
 j['metrics']['routes-adopted'] == 2 and j['metrics']['routes-installed'] == 0 and j['metrics']['routes-removed'] == 0"
+
+# ---- both sources: the registry's record wins; the Node object takes over when it goes ------
+kill -TERM "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null
+AGENT_PID=""
+EP=http://127.0.0.1:2379 # etcd inside the agent's namespace
+ip netns exec "$NS" etcd --name nk --data-dir "$WORK/etcd" --listen-client-urls "$EP" \
+	--advertise-client-urls "$EP" --listen-peer-urls http://127.0.0.1:2380 \
+	--initial-advertise-peer-urls http://127.0.0.1:2380 --initial-cluster nk=http://127.0.0.1:2380 \
+	>"$WORK/etcd.log" 2>&1 &
+ETCD_NS_PID=$!
+trap 'rc=$?; set +e; [ -n "${AGENT_PID:-}" ] && kill -KILL "$AGENT_PID" 2>/dev/null; kill -KILL "$ETCD_NS_PID" 2>/dev/null; mn_cleanup; (exit $rc); cleanup' EXIT INT TERM
+etcdctl_ns() { ip netns exec "$NS" env ETCDCTL_API=3 etcdctl --endpoints="$EP" --dial-timeout=2s "$@"; }
+wait_for 20 etcdctl_ns endpoint health >/dev/null 2>&1 || fail "etcd starts in the namespace"
+etcdctl_ns put /fibril/state/nodes/v1/n2 \
+	'{"name":"n2","ipv4":"172.31.252.22","pod-cidrs":["10.203.22.0/24"],"tunnel-endpoint":"172.31.252.22","updated":1}' >/dev/null
+install -m 0644 "$top_builddir/.libs/kvstore-etcd.so" "$mods/kvstore-etcd.so"
+start --set "kvstore-etcd.endpoints=$EP" || fail "the agent starts with both sources"
+check "with both sources n2 is the registry's (its IP), n5 the Node object's" nodes_is x "
+sorted((n['name'], n['source'], n['ips']) for n in j['nodes'] if n['name'] != 'n1')
+ == [('n2', 'kvstore', ['172.31.252.22']), ('n5', 'k8s', ['172.31.252.15'])]"
+check "  the registry's IP routes n2's CIDR" bash -c 'ip -n '"$NS"' route show proto 242 | grep -q "10.203.22.0/24 via 172.31.252.22"'
+etcdctl_ns del /fibril/state/nodes/v1/n2 >/dev/null
+check "the record deleted: n2's Node object takes over (source k8s, its InternalIP)" \
+	wait_for 5 bash -c 'ip -n '"$NS"' route show proto 242 | grep -q "10.203.22.0/24 via 172.31.252.12"'
+check "  and n2 stays known" nodes_is x "[(n['source'], n['ips']) for n in j['nodes'] if n['name'] == 'n2'] == [('k8s', ['172.31.252.12'])]"
 kill -TERM "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null
 AGENT_PID=""
