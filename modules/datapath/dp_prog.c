@@ -27,6 +27,7 @@ struct dp_prog {
 	struct fibril_dp *skel;
 	int fd[DP_HOOK_COUNT]; /* by enum dp_hook */
 	int id[DP_HOOK_COUNT];
+	int overlay_fd, overlay_id; /* fibril_from_overlay (tunnel mode) */
 };
 
 static const enum bpf_tc_attach_point hook_point[DP_HOOK_COUNT] = {
@@ -125,6 +126,8 @@ int dp_prog_load(struct datapath *dp, char *err, size_t len)
 	p->fd[DP_HOOK_EGRESS] = bpf_program__fd(p->skel->progs.fibril_to_endpoint);
 	for (int h = 0; h < DP_HOOK_COUNT; h++)
 		p->id[h] = prog_id_of(p->fd[h]);
+	p->overlay_fd = bpf_program__fd(p->skel->progs.fibril_from_overlay);
+	p->overlay_id = prog_id_of(p->overlay_fd);
 out:
 	libbpf_set_print(old);
 	g_print_module = NULL;
@@ -152,8 +155,13 @@ int dp_prog_id(const struct datapath *dp, enum dp_hook h)
 	return dp->prog ? dp->prog->id[h] : 0;
 }
 
+int dp_prog_overlay_id(const struct datapath *dp)
+{
+	return dp->prog ? dp->prog->overlay_id : 0;
+}
+
 /* One filter: the clsact qdisc (created by the first hook), then ours. */
-static int attach_one(struct datapath *dp, int ifindex, enum dp_hook h, char *err, size_t len)
+static int attach_fd(int prog_fd, int ifindex, enum dp_hook h, char *err, size_t len)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = hook_point[h]);
 	/* a clsact qdisc already there (EEXIST) is fine: keep libbpf from
@@ -169,7 +177,7 @@ static int attach_one(struct datapath *dp, int ifindex, enum dp_hook h, char *er
 		return rc;
 	}
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY,
-		    .prog_fd = dp->prog->fd[h], .flags = BPF_TC_F_REPLACE);
+		    .prog_fd = prog_fd, .flags = BPF_TC_F_REPLACE);
 	dp_vg_quiet_begin();
 	rc = bpf_tc_attach(&hook, &opts);
 	dp_vg_quiet_end();
@@ -179,6 +187,20 @@ static int attach_one(struct datapath *dp, int ifindex, enum dp_hook h, char *er
 		return rc;
 	}
 	return 0;
+}
+
+static int attach_one(struct datapath *dp, int ifindex, enum dp_hook h, char *err, size_t len)
+{
+	return attach_fd(dp->prog->fd[h], ifindex, h, err, len);
+}
+
+int dp_prog_attach_overlay(struct datapath *dp, int ifindex, char *err, size_t len)
+{
+	if (!dp->prog) {
+		dp_seterr(err, len, "the tc program is not loaded");
+		return -ENOENT;
+	}
+	return attach_fd(dp->prog->overlay_fd, ifindex, DP_HOOK_INGRESS, err, len);
 }
 
 int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len)

@@ -27,6 +27,7 @@ const struct k8s_resdef k8s_resdefs[K8S_NRES] = {
 	{FIBRIL_K8S_NETWORKPOLICIES, "/apis/networking.k8s.io/v1/networkpolicies", 0},
 	{FIBRIL_K8S_CNPS, "/apis/cilium.io/v2/ciliumnetworkpolicies", 0},
 	{FIBRIL_K8S_CCNPS, "/apis/cilium.io/v2/ciliumclusterwidenetworkpolicies", 0},
+	{FIBRIL_K8S_CLUSTER_NODES, "/api/v1/nodes", 0},
 };
 
 struct k8s_res *k8s_res_find(struct k8s *k, const char *name)

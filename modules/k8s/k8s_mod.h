@@ -23,7 +23,7 @@
 #define K8S_BACKOFF_MIN_MS 800u
 #define K8S_BACKOFF_MAX_MS 30000u
 #define K8S_RELIST_RESET_MS 120000u
-#define K8S_NRES 8
+#define K8S_NRES 9
 
 struct k8s;
 struct k8s_req;

@@ -152,19 +152,16 @@ walk:
 
 static void dp_put(struct nodes *s, struct nodes_ip *e)
 {
-	char err[256] = "", a[INET6_ADDRSTRLEN];
 	if (!s->dp) {
 		e->programmed = true; /* nothing to program: known is all there is */
 		return;
 	}
-	/* The host IP goes with it (e->r.host): tunnel mode's endpoint, for the
-	 * datapath op that takes it once it lands (see README: merge note). */
-	int rc = s->dp->ipcache_upsert(s->dpctx, e->r.family, e->r.addr, e->r.family == 4 ? 32 : 128,
-				       e->r.identity, err, sizeof(err));
+	/* the host IP goes with it: tunnel mode's endpoint for this pod (a /32
+	 * without one would shadow its node CIDR's entry and leave the tunnel) */
+	int rc = nodes_dp_ipcache_put(s, e->r.family, e->r.addr, e->r.family == 4 ? 32 : 128,
+				      e->r.identity, e->r.host_family, e->r.host);
 	if (rc) {
 		s->ipc.stats.errors++;
-		fibril_warn(s->m, "ipcache %s: %s", nodes_ip_text(e->r.family, e->r.addr, a, sizeof(a)),
-			    err[0] ? err : strerror(-rc));
 		return;
 	}
 	e->programmed = true;

@@ -149,3 +149,23 @@ api() { curl -sS --max-time 10 --unix-socket "$WORK/fibril.sock" "$@"; }
 
 # contains HAYSTACK NEEDLE
 contains() { case $1 in *"$2"*) return 0 ;; *) echo "  expected to find: $2"; echo "  in: $1"; return 1 ;; esac; }
+
+# wait_for SECONDS COMMAND... : run COMMAND every 0.1 s until it succeeds;
+# 1 when SECONDS passed first.
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	while ! "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
+}
+
+# json_is DOC EXPR : python's EXPR over j = the JSON document DOC is true;
+# else DOC is printed (unless QUIET_JSON is set).
+json_is() {
+	python3 -c 'import json, sys; j = json.loads(sys.argv[1]); sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' \
+		"$1" "$2" 2>/dev/null && return 0
+	[ -z "${QUIET_JSON:-}" ] && echo "  $1"
+	return 1
+}
