@@ -607,15 +607,31 @@ out:
 
 /* ---- PATCH ------------------------------------------------------------------------ */
 
-static void patch_endpoint_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
+/* A PATCH as it was asked: the endpoint's number and the new labels, so a
+ * PATCH waiting for a cluster-wide identity runs again once it is here. */
+struct patch_call {
+	struct ep_manager *mg;
+	uint16_t id;
+	char *labels;
+	struct fibril_response *resp; /* deferred, while waiting */
+};
+
+static void patch_call_free(struct patch_call *pc)
 {
-	struct ep_manager *mg = ud;
-	struct ep_endpoint *ep = resolve(mg, req, resp);
+	free(pc->labels);
+	free(pc);
+}
+
+/* The labels of the PATCH's body (an array of strings), validated; NULL
+ * when the answer is already given. */
+static char *patch_labels(struct fibril_request *req, struct fibril_response *resp,
+			  const struct ep_endpoint *ep)
+{
 	struct json_object *body, *labels = NULL;
 	char why[512], *joined = NULL;
 
-	if (!ep || !(body = read_body(req, resp)))
-		return;
+	if (!(body = read_body(req, resp)))
+		return NULL;
 	json_object_object_foreach(body, key, value) {
 		(void)value;
 		if (strcmp(key, "labels")) {
@@ -624,34 +640,117 @@ static void patch_endpoint_now(struct fibril_request *req, struct fibril_respons
 			fibril_resp_error(resp, 400, "%s: unknown field (PATCH changes only labels)",
 					  shown(key, buf, sizeof(buf)));
 			json_object_put(body);
-			return;
+			return NULL;
 		}
 	}
 	if (!json_object_object_get_ex(body, "labels", &labels) ||
 	    !json_object_is_type(labels, json_type_array)) {
 		fibril_resp_error(resp, 400, "labels: missing (expected an array of strings)");
 		json_object_put(body);
-		return;
+		return NULL;
 	}
 	int rc = ep_labels_from_json(labels, ep->pod_namespace, &joined, why, sizeof(why));
 
 	json_object_put(body);
 	if (rc) {
 		fibril_resp_error(resp, rc == -ENOMEM ? 500 : 400, "%s", rc == -ENOMEM ? "out of memory" : why);
-		return;
+		return NULL;
+	}
+	return joined;
+}
+
+/* Apply the labels and answer, or return -EINPROGRESS (no answer yet) while
+ * their cluster-wide identity is being allocated. */
+static int patch_apply(struct patch_call *pc, struct fibril_response *resp)
+{
+	struct ep_manager *mg = pc->mg;
+	struct ep_endpoint *ep = pc->id < mg->eps_cap ? mg->eps[pc->id] : NULL;
+	char why[512];
+	int rc;
+
+	if (!ep) {
+		fibril_resp_error(resp, 404, "endpoint %u not found", pc->id);
+		return 0;
 	}
 	if (ep->state == FIBRIL_EP_DISCONNECTING) {
 		fibril_resp_error(resp, 409, "endpoint %u is being deleted", ep->id);
-		free(joined);
+		return 0;
+	}
+	rc = ep_set_labels(mg, ep, pc->labels, true, why, sizeof(why));
+	if (rc == -EINPROGRESS)
+		return rc;
+	if (rc)
+		fibril_resp_error(resp, (rc == -ENOSPC || rc == -EAGAIN) ? 503 : 500, "%s", why);
+	else
+		reply_endpoint(resp, 200, ep);
+	return 0;
+}
+
+static void answer_when_durable(struct ep_manager *mg, struct fibril_response *deferred);
+
+static void patch_run(struct patch_call *pc);
+
+static void on_patch_identity(struct ep_manager *mg, void *ud, int err)
+{
+	struct patch_call *pc = ud;
+
+	(void)mg;
+	if (err) {
+		fibril_resp_error(pc->resp, 503, "endpoint %u: no cluster-wide identity for its new labels from the kvstore: %s",
+				  pc->id, err == -ETIMEDOUT ? "it did not answer in time ([endpoint] identity-timeout)"
+				  : err == -ENOTCONN ? "it is unreachable ([endpoint] identity-timeout passed)"
+				  : strerror(-err));
+		fibril_resp_send(pc->resp);
+		patch_call_free(pc);
 		return;
 	}
-	if ((rc = ep_set_labels(mg, ep, joined, true, why, sizeof(why)))) {
-		fibril_resp_error(resp, rc == -ENOSPC ? 503 : 500, "%s", why);
-		free(joined);
+	patch_run(pc);
+}
+
+/* Run the PATCH on its deferred response: answered once durable, or after
+ * the identity of its labels has arrived (then run again). */
+static void patch_run(struct patch_call *pc)
+{
+	struct ep_manager *mg = pc->mg;
+
+	if (patch_apply(pc, pc->resp) == -EINPROGRESS) {
+		int rc = ep_cluster_allocate(mg, pc->labels, on_patch_identity, pc);
+
+		if (rc)
+			on_patch_identity(mg, pc, rc);
 		return;
 	}
-	free(joined);
-	reply_endpoint(resp, 200, ep);
+	struct fibril_response *deferred = pc->resp;
+
+	patch_call_free(pc);
+	answer_when_durable(mg, deferred);
+}
+
+static void patch_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct ep_manager *mg = ud;
+	struct ep_endpoint *ep = resolve(mg, req, resp);
+	struct patch_call *pc;
+	char *joined;
+
+	if (!ep || !(joined = patch_labels(req, resp, ep)))
+		return;
+	if (!(pc = calloc(1, sizeof(*pc)))) {
+		free(joined);
+		fibril_resp_error(resp, 500, "out of memory");
+		return;
+	}
+	pc->mg = mg;
+	pc->id = ep->id;
+	pc->labels = joined;
+	/* deferred when it waits for a flush or for the kvstore; else answered now */
+	if ((!mg->journal && !mg->cluster) || !(pc->resp = fibril_resp_defer(resp))) {
+		if (patch_apply(pc, resp) == -EINPROGRESS)
+			fibril_resp_error(resp, 503, "labels: their cluster-wide identity is being allocated in the kvstore: retry");
+		patch_call_free(pc);
+		return;
+	}
+	patch_run(pc);
 }
 
 /* ---- DELETE ----------------------------------------------------------------------- */
@@ -740,19 +839,19 @@ static void journal_durable(void *ud, int status)
 	durable_done(ud, status, "the endpoint journal");
 }
 
-static void run_durable(struct fibril_request *req, struct fibril_response *resp, struct ep_manager *mg,
-			fibril_route_fn handler)
+/* Answer the deferred response once the endpoint journal (and IPAM's,
+ * when it can say) has flushed what the handler wrote. */
+static void answer_when_durable(struct ep_manager *mg, struct fibril_response *deferred)
 {
 	const struct fibril_ipam_ops *ipam = mg->ipam;
 	bool ipam_waits = ipam && FIBRIL_SERVICE_HAS(ipam, wait_durable) && ipam->wait_durable;
 	struct durable_reply *dr = mg->journal ? calloc(1, sizeof(*dr)) : NULL;
 
-	if (!dr || !(dr->resp = fibril_resp_defer(resp))) {
-		free(dr);
-		handler(req, resp, mg); /* no journal: the handler says so */
+	if (!dr) {
+		fibril_resp_send(deferred); /* no journal: the handler said so */
 		return;
 	}
-	handler(req, dr->resp, mg);
+	dr->resp = deferred;
 	dr->waiting = ipam_waits ? 2 : 1;
 	int rc = ipam_waits ? ipam->wait_durable(mg->ipam_ctx, ipam_durable, dr) : 0;
 
@@ -761,6 +860,19 @@ static void run_durable(struct fibril_request *req, struct fibril_response *resp
 	rc = ep_store_sync(mg, journal_durable, dr);
 	if (rc)
 		journal_durable(dr, rc);
+}
+
+static void run_durable(struct fibril_request *req, struct fibril_response *resp, struct ep_manager *mg,
+			fibril_route_fn handler)
+{
+	struct fibril_response *deferred = mg->journal ? fibril_resp_defer(resp) : NULL;
+
+	if (!deferred) {
+		handler(req, resp, mg); /* no journal: the handler says so */
+		return;
+	}
+	handler(req, deferred, mg);
+	answer_when_durable(mg, deferred);
 }
 
 static void put_run(struct put_call *pc, struct fibril_response *deferred);
@@ -794,33 +906,18 @@ static void on_put_identity(struct ep_manager *mg, void *ud, int err)
 static void put_run(struct put_call *pc, struct fibril_response *deferred)
 {
 	struct ep_manager *mg = pc->mg;
-	const struct fibril_ipam_ops *ipam = mg->ipam;
-	bool ipam_waits = ipam && FIBRIL_SERVICE_HAS(ipam, wait_durable) && ipam->wait_durable;
-	struct durable_reply *dr = mg->journal ? calloc(1, sizeof(*dr)) : NULL;
-	int rc;
 
 	pc->resp = deferred;
 	put_endpoint_now(pc, deferred);
 	if (pc->wait_labels) {
-		free(dr);
-		rc = ep_cluster_allocate(mg, pc->wait_labels, on_put_identity, pc);
+		int rc = ep_cluster_allocate(mg, pc->wait_labels, on_put_identity, pc);
+
 		if (rc)
 			on_put_identity(mg, pc, rc);
 		return;
 	}
 	put_call_free(pc);
-	if (!dr) {
-		fibril_resp_send(deferred); /* no journal: the handler said so */
-		return;
-	}
-	dr->resp = deferred;
-	dr->waiting = ipam_waits ? 2 : 1;
-	rc = ipam_waits ? ipam->wait_durable(mg->ipam_ctx, ipam_durable, dr) : 0;
-	if (rc)
-		ipam_durable(dr, rc);
-	rc = ep_store_sync(mg, journal_durable, dr);
-	if (rc)
-		journal_durable(dr, rc);
+	answer_when_durable(mg, deferred);
 }
 
 static void put_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
@@ -851,11 +948,6 @@ static void put_endpoint(struct fibril_request *req, struct fibril_response *res
 		return;
 	}
 	put_run(pc, deferred);
-}
-
-static void patch_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
-{
-	run_durable(req, resp, ud, patch_endpoint_now);
 }
 
 static void delete_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)

@@ -78,6 +78,7 @@ label() { # label NODE POD : app=POD
 }
 # three identities, so the VNI names its sender: labels of their own, and
 # (while identities are node-local) pods labelled before them on n2 and n3
+# (with cluster-wide identities the PATCH waits for the new labels' number)
 # so the numbers differ too
 mn_pod_add n2 f1 && label n2 f1
 mn_pod_add n3 f2 && label n3 f2
