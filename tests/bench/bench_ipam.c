@@ -6,6 +6,10 @@
  *       POST /v1/ipam?family=ipv4&owner=<prefix>-<i> COUNT times in all,
  *       by CLIENTS (1) threads, each on its own keep-alive connection and
  *       one request at a time (after 20 warm-up requests); each must be 201.
+ *       With FLOOR-DIR (1 client only) each request has one floor write
+ *       (below) next to it, before and after in turn, timed apart, so both are measured in the same
+ *       seconds of a shared disk; then each rate is n / its own time, and a
+ *       second line "floor ..." follows.
  *   bench_ipam cni PLUGIN COUNT CONFIG-FILE [CLIENTS]
  *       run PLUGIN COUNT times with CNI_COMMAND=ADD, CNI_CONTAINERID=bench-<i>,
  *       CNI_IFNAME=eth0, the config on stdin, CLIENTS (1) runs at a time;
@@ -207,7 +211,24 @@ struct run {
 	atomic_size_t next;
 	atomic_int failed;
 	double *v;
+	int floor_fd;      /* >= 0: one floor write after each request (1 client) */
+	double *floor_v;   /* its latencies */
 };
+
+static const char floor_rec[64] = "fsync floor: a record about the size of an allocation's";
+
+/* One floor write (1 client: no other thread touches floor_v[i]). */
+static int floor_write(struct run *r, size_t i)
+{
+	double t = now_us();
+	if (write_all_file(r->floor_fd, floor_rec, sizeof(floor_rec)) || fdatasync(r->floor_fd)) {
+		fprintf(stderr, "bench_ipam: the floor's write: %s\n", strerror(errno));
+		atomic_store(&r->failed, 1);
+		return -1;
+	}
+	r->floor_v[i] = now_us() - t;
+	return 0;
+}
 
 static void *alloc_client(void *arg)
 {
@@ -221,6 +242,11 @@ static void *alloc_client(void *arg)
 	}
 	char path[400];
 	for (size_t i; !atomic_load(&r->failed) && (i = atomic_fetch_add(&r->next, 1)) < r->count;) {
+		/* the floor's write goes before the request one time, after it
+		 * the next: the first sync after a pause commits what the rest
+		 * of the machine left in the filesystem's journal */
+		if (r->floor_fd >= 0 && i % 2 == 0 && floor_write(r, i) != 0)
+			break;
 		snprintf(path, sizeof(path), "/v1/ipam?family=ipv4&owner=%s-%zu", r->prefix, i);
 		double t = now_us();
 		if (http_post(c, path) != 201) {
@@ -229,6 +255,8 @@ static void *alloc_client(void *arg)
 			break;
 		}
 		r->v[i] = now_us() - t;
+		if (r->floor_fd >= 0 && i % 2 == 1 && floor_write(r, i) != 0)
+			break;
 	}
 	close(c->fd);
 	free(c);
@@ -255,13 +283,33 @@ static int run_clients(struct run *r, size_t clients, void *(*fn)(void *), const
 	for (size_t k = 0; k < started; k++)
 		pthread_join(th[k], NULL);
 	double total = now_us() - t0;
-	if (!atomic_load(&r->failed))
+	if (!atomic_load(&r->failed) && r->floor_fd >= 0) {
+		/* interleaved: each rate from its own time only */
+		double a = 0, f = 0;
+		for (size_t i = 0; i < r->count; i++) {
+			a += r->v[i];
+			f += r->floor_v[i];
+		}
+		print_stats(what, r->v, r->count, a);
+		print_stats("floor", r->floor_v, r->count, f);
+	} else if (!atomic_load(&r->failed)) {
 		print_stats(what, r->v, r->count, total);
+	}
 	free(r->v);
 	return atomic_load(&r->failed) ? 1 : 0;
 }
 
-static int cmd_alloc(const char *sock, size_t count, const char *prefix, size_t clients)
+static int open_floor_file(const char *dir, char *path, size_t len)
+{
+	snprintf(path, len, "%s/fsync-floor.%d", dir, (int)getpid());
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		fprintf(stderr, "bench_ipam: %s: %s\n", path, strerror(errno));
+	return fd;
+}
+
+static int cmd_alloc(const char *sock, size_t count, const char *prefix, size_t clients,
+		     const char *floor_dir)
 {
 	static struct conn c;
 	c.fd = connect_unix(sock);
@@ -276,8 +324,22 @@ static int cmd_alloc(const char *sock, size_t count, const char *prefix, size_t 
 			return 1;
 	}
 	close(c.fd);
-	struct run r = {.sock = sock, .prefix = prefix, .count = count};
-	return run_clients(&r, clients, alloc_client, "alloc");
+	struct run r = {.sock = sock, .prefix = prefix, .count = count, .floor_fd = -1};
+	char fpath[4096];
+	if (floor_dir && clients != 1) {
+		fprintf(stderr, "bench_ipam: the interleaved floor needs 1 client\n");
+		return 1;
+	}
+	if (floor_dir && ((r.floor_fd = open_floor_file(floor_dir, fpath, sizeof(fpath))) < 0 ||
+			  !(r.floor_v = calloc(count ? count : 1, sizeof(double)))))
+		return 1;
+	int rc = run_clients(&r, clients, alloc_client, "alloc");
+	if (r.floor_fd >= 0) {
+		close(r.floor_fd);
+		unlink(fpath);
+	}
+	free(r.floor_v);
+	return rc;
 }
 
 /* One plugin run: config on stdin, stdout/stderr to /dev/null; 0 when it
@@ -366,7 +428,8 @@ static int cmd_cni(const char *plugin, size_t count, const char *config_file, si
 		fprintf(stderr, "bench_ipam: cannot read %s\n", config_file);
 		return 1;
 	}
-	struct run r = {.plugin = plugin, .config = config, .config_len = len, .count = count};
+	struct run r = {.plugin = plugin, .config = config, .config_len = len, .count = count,
+			.floor_fd = -1};
 	return run_clients(&r, clients, cni_client, "cni");
 }
 
@@ -374,20 +437,15 @@ static int cmd_cni(const char *plugin, size_t count, const char *config_file, si
 static int cmd_floor(const char *dir, size_t count)
 {
 	char path[4096];
-	snprintf(path, sizeof(path), "%s/fsync-floor.%d", dir, (int)getpid());
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		fprintf(stderr, "bench_ipam: %s: %s\n", path, strerror(errno));
+	int fd = open_floor_file(dir, path, sizeof(path));
+	if (fd < 0)
 		return 1;
-	}
 	double *v = calloc(count ? count : 1, sizeof(*v));
-	char rec[64];
-	memset(rec, 'r', sizeof(rec));
 	int rc = v ? 0 : 1;
 	double t0 = now_us();
 	for (size_t i = 0; rc == 0 && i < count; i++) {
 		double t = now_us();
-		if (write_all_file(fd, rec, sizeof(rec)) || fdatasync(fd)) {
+		if (write_all_file(fd, floor_rec, sizeof(floor_rec)) || fdatasync(fd)) {
 			fprintf(stderr, "bench_ipam: %s: %s\n", path, strerror(errno));
 			rc = 1;
 		}
@@ -405,14 +463,15 @@ static int cmd_floor(const char *dir, size_t count)
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN); /* a plugin exiting before reading its stdin */
-	size_t clients = argc == 6 ? strtoul(argv[5], NULL, 10) : 1;
-	if ((argc == 5 || argc == 6) && strcmp(argv[1], "alloc") == 0)
-		return cmd_alloc(argv[2], strtoul(argv[3], NULL, 10), argv[4], clients);
+	size_t clients = argc >= 6 ? strtoul(argv[5], NULL, 10) : 1;
+	if (argc >= 5 && argc <= 7 && strcmp(argv[1], "alloc") == 0)
+		return cmd_alloc(argv[2], strtoul(argv[3], NULL, 10), argv[4], clients,
+				 argc == 7 ? argv[6] : NULL);
 	if ((argc == 5 || argc == 6) && strcmp(argv[1], "cni") == 0)
 		return cmd_cni(argv[2], strtoul(argv[3], NULL, 10), argv[4], clients);
 	if (argc == 4 && strcmp(argv[1], "floor") == 0)
 		return cmd_floor(argv[2], strtoul(argv[3], NULL, 10));
-	fprintf(stderr, "usage: bench_ipam alloc SOCKET COUNT OWNER-PREFIX [CLIENTS]\n"
+	fprintf(stderr, "usage: bench_ipam alloc SOCKET COUNT OWNER-PREFIX [CLIENTS [FLOOR-DIR]]\n"
 			"       bench_ipam cni PLUGIN COUNT CONFIG-FILE [CLIENTS]\n"
 			"       bench_ipam floor DIR COUNT\n");
 	return 2;
