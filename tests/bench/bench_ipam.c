@@ -211,7 +211,7 @@ struct run {
 	atomic_size_t next;
 	atomic_int failed;
 	double *v;
-	int floor_fd;      /* >= 0: one floor write after each request (1 client) */
+	int floor_fd;      /* >= 0: one floor write next to each request (1 client) */
 	double *floor_v;   /* its latencies */
 };
 
