@@ -84,27 +84,14 @@ static int wait_fd(int fd, short events)
 	}
 }
 
+/* A socket or a file (a file always polls writable). */
 static int write_all(int fd, const char *buf, size_t len)
 {
 	while (len) {
 		if (wait_fd(fd, POLLOUT) != 0)
 			return -1;
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+		ssize_t n = write(fd, buf, len); /* SIGPIPE is ignored */
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n < 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int write_all_file(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, buf, len);
-		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return -1;
@@ -221,7 +208,7 @@ static const char floor_rec[64] = "fsync floor: a record about the size of an al
 static int floor_write(struct run *r, size_t i)
 {
 	double t = now_us();
-	if (write_all_file(r->floor_fd, floor_rec, sizeof(floor_rec)) || fdatasync(r->floor_fd)) {
+	if (write_all(r->floor_fd, floor_rec, sizeof(floor_rec)) || fdatasync(r->floor_fd)) {
 		fprintf(stderr, "bench_ipam: the floor's write: %s\n", strerror(errno));
 		atomic_store(&r->failed, 1);
 		return -1;
@@ -445,7 +432,7 @@ static int cmd_floor(const char *dir, size_t count)
 	double t0 = now_us();
 	for (size_t i = 0; rc == 0 && i < count; i++) {
 		double t = now_us();
-		if (write_all_file(fd, floor_rec, sizeof(floor_rec)) || fdatasync(fd)) {
+		if (write_all(fd, floor_rec, sizeof(floor_rec)) || fdatasync(fd)) {
 			fprintf(stderr, "bench_ipam: %s: %s\n", path, strerror(errno));
 			rc = 1;
 		}
