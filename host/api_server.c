@@ -1,9 +1,11 @@
-/* host/api.c - the agent's API server: HTTP/1.1 + JSON on a unix socket
- * (and an optional TCP listener for probes and scrapers), served by
- * libwebsockets on the agent's own libuv loop. Routes are registered by
- * method and path pattern ({name} matches one segment); websocket streams
- * push text messages to every connected client. */
-#include "internal.h"
+/* host/api_server.c - the agent's API server: HTTP/1.1 + JSON on a unix
+ * socket (and an optional TCP listener for probes and scrapers), served by
+ * libwebsockets on the agent's own libuv loop: the listeners, each
+ * connection's life (reading a request, writing its answer in chunks,
+ * closing them all at shutdown) and websocket streams, which push text
+ * messages to every connected client. What a request means (routes,
+ * responses) is api_http.c's. */
+#include "api_internal.h"
 
 #include <errno.h>
 #include <libwebsockets.h>
@@ -14,23 +16,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define MAX_SEGMENTS 16
-#define MAX_QUERY 32
 #define WRITE_CHUNK 16384
 #define STREAM_QUEUE_MAX 4096
-
-struct route {
-	struct fibril_module *owner;
-	char *method;
-	char *pattern;
-	char *segs[MAX_SEGMENTS];
-	size_t nsegs;
-	uint32_t flags;
-	fibril_route_fn cb;
-	void *ud;
-	bool tcp; /* served on the TCP listener instead of the unix socket */
-	struct route *next;
-};
 
 struct stream_msg {
 	struct stream_msg *next;
@@ -55,320 +42,13 @@ struct fibril_stream {
 	struct fibril_stream *next;
 };
 
-struct fibril_request {
-	const char *method;
-	char path[1024];
-	char path_split[1024];
-	const char *param_names[MAX_SEGMENTS];
-	const char *param_values[MAX_SEGMENTS];
-	size_t nparams;
-	char *query[MAX_QUERY][2];
-	size_t nquery;
-	char *body;
-	size_t body_len;
-};
-
-struct fibril_response {
-	int status;
-	char *content_type;
-	char *body;
-	size_t len;
-	bool answered;
-	struct session *sess; /* a deferred answer: its connection (NULL once gone) */
-};
-
-/* Per-connection state (lws allocates and zeroes it). */
-struct session {
-	struct fibril_request req;
-	struct fibril_response resp;
-	size_t body_cap;
-	size_t content_length;
-	bool too_big;
-	unsigned char *out; /* LWS_PRE + body */
-	size_t out_len, out_off;
-	bool responded;     /* the answer is queued: ignore the rest of the body */
-	bool close_after;   /* close the connection once the answer is written */
-	struct stream_client *client;
-	struct lws *wsi;
-	struct fibril_response *pending; /* deferred by the handler, not sent yet */
-	bool deferred_ready;             /* ... sent: queue it when writeable */
-	/* every live connection, so that api_close closes them itself */
-	struct session *live_prev, *live_next;
-	struct lws *live_wsi;
-	bool live;
-	char metric_route[128];          /* for /metrics: the matched pattern */
-	double metric_t0;
-};
-
 static struct lws_context *g_ctx;
 static struct lws_vhost *g_unix_vhost, *g_tcp_vhost;
-static struct route *g_routes;
 static struct fibril_stream *g_streams;
-static size_t g_max_body = 1 << 20;
 static char *g_socket_path;
 static struct session *g_live; /* the connections lws has bound to our protocol */
 
-/* ---- routes ---------------------------------------------------------------- */
-
-static size_t split_path(char *path, char **segs)
-{
-	size_t n = 0;
-	char *save = NULL;
-	for (char *s = strtok_r(path, "/", &save); s && n < MAX_SEGMENTS; s = strtok_r(NULL, "/", &save))
-		segs[n++] = s;
-	return n;
-}
-
-static int add_route(struct fibril_module *m, const char *method, const char *pattern,
-		     uint32_t flags, fibril_route_fn cb, void *ud, bool tcp)
-{
-	if (!method || !pattern || pattern[0] != '/' || !cb)
-		return -EINVAL;
-	struct route *r = xcalloc(1, sizeof(*r));
-	r->owner = m;
-	r->method = xstrdup(method);
-	r->pattern = xstrdup(pattern);
-	r->flags = flags;
-	r->cb = cb;
-	r->ud = ud;
-	r->tcp = tcp;
-	char *copy = xstrdup(pattern);
-	char *segs[MAX_SEGMENTS];
-	r->nsegs = split_path(copy, segs);
-	for (size_t i = 0; i < r->nsegs; i++)
-		r->segs[i] = xstrdup(segs[i]);
-	free(copy);
-	for (struct route *o = g_routes; o; o = o->next) {
-		if (o->tcp == tcp && strcmp(o->method, r->method) == 0 &&
-		    strcmp(o->pattern, r->pattern) == 0) {
-			fibril_error(m, "route %s %s is already registered by %s", method, pattern,
-				     o->owner ? o->owner->name : "the agent");
-			for (size_t i = 0; i < r->nsegs; i++)
-				free(r->segs[i]);
-			free(r->method);
-			free(r->pattern);
-			free(r);
-			return -EEXIST;
-		}
-	}
-	r->next = g_routes;
-	g_routes = r;
-	return 0;
-}
-
-int fibril_api_route(struct fibril_module *m, const char *method, const char *pattern,
-		     uint32_t flags, fibril_route_fn cb, void *ud)
-{
-	return add_route(m, method, pattern, flags, cb, ud, false);
-}
-
-int api_route_host(const char *method, const char *pattern, uint32_t flags, fibril_route_fn cb,
-		   void *ud)
-{
-	return add_route(NULL, method, pattern, flags, cb, ud, false);
-}
-
-int api_route_tcp(const char *method, const char *pattern, fibril_route_fn cb, void *ud)
-{
-	return add_route(NULL, method, pattern, 0, cb, ud, true);
-}
-
-static void free_route(struct route *r)
-{
-	for (size_t i = 0; i < r->nsegs; i++)
-		free(r->segs[i]);
-	free(r->method);
-	free(r->pattern);
-	free(r);
-}
-
-static bool route_matches(const struct route *r, struct fibril_request *req, char **segs, size_t n)
-{
-	if (r->nsegs != n)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		if (r->segs[i][0] == '{')
-			continue;
-		if (strcmp(r->segs[i], segs[i]) != 0)
-			return false;
-	}
-	req->nparams = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (r->segs[i][0] != '{')
-			continue;
-		req->param_names[req->nparams] = r->segs[i];
-		req->param_values[req->nparams++] = segs[i];
-	}
-	return true;
-}
-
-/* ---- request accessors ---------------------------------------------------- */
-
-const char *fibril_req_method(const struct fibril_request *req)
-{
-	return req->method;
-}
-
-const char *fibril_req_path(const struct fibril_request *req)
-{
-	return req->path;
-}
-
-const char *fibril_req_query(const struct fibril_request *req, const char *name)
-{
-	for (size_t i = 0; i < req->nquery; i++)
-		if (strcmp(req->query[i][0], name) == 0)
-			return req->query[i][1];
-	return NULL;
-}
-
-const char *fibril_req_param(const struct fibril_request *req, const char *name)
-{
-	size_t len = strlen(name);
-	for (size_t i = 0; i < req->nparams; i++) {
-		const char *p = req->param_names[i]; /* "{name}" */
-		if (strncmp(p + 1, name, len) == 0 && p[len + 1] == '}' && p[len + 2] == '\0')
-			return req->param_values[i];
-	}
-	return NULL;
-}
-
-const char *fibril_req_body(const struct fibril_request *req, size_t *len)
-{
-	if (len)
-		*len = req->body_len;
-	return req->body ? req->body : "";
-}
-
-/* ---- responses ------------------------------------------------------------- */
-
-void fibril_resp_body(struct fibril_response *resp, int status, const char *content_type,
-		      const void *body, size_t len)
-{
-	free(resp->body);
-	free(resp->content_type);
-	resp->status = status;
-	resp->content_type = xstrdup(content_type ? content_type : "application/octet-stream");
-	resp->body = malloc(len + 1);
-	if (!resp->body)
-		abort();
-	if (len)
-		memcpy(resp->body, body, len);
-	resp->body[len] = '\0';
-	resp->len = len;
-	resp->answered = true;
-}
-
-void fibril_resp_json(struct fibril_response *resp, int status, const char *json)
-{
-	fibril_resp_body(resp, status, "application/json", json, strlen(json));
-}
-
-void api_resp_object(struct fibril_response *resp, int status, struct json_object *obj)
-{
-	const char *text = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
-							       JSON_C_TO_STRING_NOSLASHESCAPE);
-	fibril_resp_json(resp, status, text);
-	json_object_put(obj);
-}
-
-static __attribute__((format(printf, 3, 0))) void resp_error_v(struct fibril_response *resp, int status,
-								 const char *fmt, va_list ap)
-{
-	char msg[1024];
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "error", json_object_new_string(msg));
-	json_object_object_add(o, "code", json_object_new_int(status));
-	api_resp_object(resp, status, o);
-}
-
-void fibril_resp_error(struct fibril_response *resp, int status, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	resp_error_v(resp, status, fmt, ap);
-	va_end(ap);
-}
-
-/* Deferred answers (ABI 1.4): the handler keeps a response of its own and
- * sends it later; the connection waits meanwhile. */
-struct fibril_response *fibril_resp_defer(struct fibril_response *resp)
-{
-	if (!resp || resp->sess || resp->answered)
-		return NULL; /* not a handler's response, or answered already */
-	struct session *s = (struct session *)((char *)resp - offsetof(struct session, resp));
-	if (s->pending)
-		return NULL;
-	struct fibril_response *d = xcalloc(1, sizeof(*d));
-	d->sess = s;
-	s->pending = d;
-	return d;
-}
-
-void fibril_resp_send(struct fibril_response *d)
-{
-	if (!d || !d->sess) { /* the client went away meanwhile */
-		if (d) {
-			free(d->body);
-			free(d->content_type);
-			free(d);
-		}
-		return;
-	}
-	struct session *s = d->sess;
-	if (!d->answered)
-		fibril_resp_error(d, 500, "a deferred handler for %s %s did not answer", s->req.method,
-				  s->req.path);
-	free(s->resp.body);
-	free(s->resp.content_type);
-	s->resp.status = d->status;
-	s->resp.content_type = d->content_type;
-	s->resp.body = d->body;
-	s->resp.len = d->len;
-	s->resp.answered = true;
-	s->pending = NULL;
-	free(d);
-	s->deferred_ready = true;
-	lws_callback_on_writable(s->wsi);
-}
-
-/* ---- request handling ------------------------------------------------------ */
-
-/* Free what the request and its answer hold (the answer is copied to out). */
-static void request_free(struct session *s)
-{
-	for (size_t i = 0; i < s->req.nquery; i++) {
-		free(s->req.query[i][0]);
-		free(s->req.query[i][1]);
-	}
-	s->req.nquery = 0;
-	free(s->req.body);
-	s->req.body = NULL;
-	s->req.body_len = 0;
-	s->body_cap = 0;
-	free(s->resp.body);
-	free(s->resp.content_type);
-	s->resp.body = s->resp.content_type = NULL;
-}
-
-static void session_reset(struct session *s)
-{
-	if (s->pending) /* the handler answers a connection that is gone */
-		s->pending->sess = NULL;
-	request_free(s);
-	free(s->out);
-	struct stream_client *client = s->client;
-	struct session *prev = s->live_prev, *next = s->live_next;
-	struct lws *live_wsi = s->live_wsi;
-	bool live = s->live;
-	memset(s, 0, sizeof(*s));
-	s->client = client;
-	s->live_prev = prev;
-	s->live_next = next;
-	s->live_wsi = live_wsi;
-	s->live = live;
-}
+/* ---- connections ------------------------------------------------------------ */
 
 static void session_link(struct session *s, struct lws *wsi)
 {
@@ -409,12 +89,20 @@ static const struct {
 	{WSI_TOKEN_HEAD_URI, "HEAD", false},
 };
 
-static bool method_has_body(const char *method)
+bool api_method_has_body(const char *method)
 {
 	for (size_t i = 0; i < sizeof(http_methods) / sizeof(http_methods[0]); i++)
 		if (strcmp(http_methods[i].name, method) == 0)
 			return http_methods[i].has_body;
 	return false;
+}
+
+const char *api_method_name(const char *method)
+{
+	for (size_t i = 0; i < sizeof(http_methods) / sizeof(http_methods[0]); i++)
+		if (strcmp(http_methods[i].name, method) == 0)
+			return http_methods[i].name;
+	return "GET"; /* what parse_request_line falls back to */
 }
 
 static void parse_request_line(struct lws *wsi, struct session *s, const char *uri)
@@ -444,59 +132,10 @@ static void parse_request_line(struct lws *wsi, struct session *s, const char *u
 		s->content_length = strtoull(cl, NULL, 10);
 }
 
-static void dispatch(struct session *s, bool tcp)
+void api_session_wake(struct session *s)
 {
-	struct fibril_request *req = &s->req;
-	struct fibril_response *resp = &s->resp;
-	s->metric_t0 = mono_ms();
-	snprintf(s->metric_route, sizeof(s->metric_route), "unmatched");
-	if (s->too_big) {
-		fibril_resp_error(resp, 413, "request body exceeds the limit of %zu bytes", g_max_body);
-		return;
-	}
-	snprintf(req->path_split, sizeof(req->path_split), "%s", req->path);
-	char *segs[MAX_SEGMENTS];
-	size_t n = split_path(req->path_split, segs);
-	bool path_known = false;
-	char allowed[64] = "";
-	for (struct route *r = g_routes; r; r = r->next) {
-		if (r->tcp != tcp || !route_matches(r, req, segs, n))
-			continue;
-		path_known = true;
-		if (strcmp(r->method, req->method) != 0) {
-			size_t len = strlen(allowed);
-			snprintf(allowed + len, sizeof(allowed) - len, "%s%s", len ? ", " : "", r->method);
-			continue;
-		}
-		if ((r->flags & FIBRIL_ROUTE_JSON_BODY) && req->body_len) {
-			struct json_tokener *tok = json_tokener_new();
-			struct json_object *o = json_tokener_parse_ex(tok, req->body, (int)req->body_len);
-			enum json_tokener_error jerr = json_tokener_get_error(tok);
-			json_tokener_free(tok);
-			if (!o || jerr != json_tokener_success) {
-				json_object_put(o);
-				fibril_resp_error(resp, 400, "malformed JSON body: %s",
-						  json_tokener_error_desc(jerr));
-				return;
-			}
-			json_object_put(o);
-		}
-		snprintf(s->metric_route, sizeof(s->metric_route), "%s", r->pattern);
-		struct crash_ctx cc;
-		crash_enter(&cc, r->owner, "API route handler for", r->pattern, -1);
-		r->cb(req, resp, r->ud);
-		crash_leave(&cc);
-		if (s->pending)
-			return; /* answered later: fibril_resp_send */
-		if (!resp->answered)
-			fibril_resp_error(resp, 500, "handler for %s %s did not answer", r->method, r->pattern);
-		return;
-	}
-	if (path_known)
-		fibril_resp_error(resp, 405, "method %s not allowed on %s (allowed: %s)", req->method,
-				  req->path, allowed);
-	else
-		fibril_resp_error(resp, 404, "no such path: %s", req->path);
+	s->deferred_ready = true;
+	lws_callback_on_writable(s->wsi);
 }
 
 /* Queue the response: headers now, the body from the writeable callback. */
@@ -526,7 +165,7 @@ static int send_response(struct lws *wsi, struct session *s)
 	if (s->pending)
 		return 0; /* the handler deferred its answer */
 	int rc = queue_response(wsi, s);
-	request_free(s);
+	api_request_free(s);
 	return rc;
 }
 
@@ -728,12 +367,12 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		session_link(s, wsi);
 		break;
 	case LWS_CALLBACK_WSI_DESTROY:
-		session_reset(s);
+		api_session_reset(s);
 		session_unlink(s);
 		break;
 	case LWS_CALLBACK_HTTP: {
 		session_link(s, wsi);
-		session_reset(s);
+		api_session_reset(s);
 		s->wsi = wsi;
 		int big = oversized(wsi, in);
 		parse_request_line(wsi, s, big == 414 ? "/" : in);
@@ -744,29 +383,29 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 					  big == 414 ? API_MAX_REQUEST_LINE : API_MAX_HEADERS);
 			return send_response(wsi, s);
 		}
-		if (s->content_length > g_max_body) {
+		if (s->content_length > api_max_body) {
 			/* Answer now and close: the body is never read. */
 			s->too_big = true;
 			s->close_after = true;
-			dispatch(s, tcp);
+			api_dispatch(s, tcp);
 			return send_response(wsi, s);
 		}
-		if (method_has_body(s->req.method) && s->content_length > 0)
+		if (api_method_has_body(s->req.method) && s->content_length > 0)
 			return 0; /* wait for LWS_CALLBACK_HTTP_BODY_COMPLETION */
-		dispatch(s, tcp);
+		api_dispatch(s, tcp);
 		return send_response(wsi, s);
 	}
 	case LWS_CALLBACK_HTTP_BODY:
 		if (s->responded)
 			return 0;
-		if (s->too_big || s->req.body_len + len > g_max_body) {
+		if (s->too_big || s->req.body_len + len > api_max_body) {
 			s->too_big = true;
 			return 0;
 		}
 		if (s->req.body_len + len + 1 > s->body_cap) {
 			s->body_cap = (s->req.body_len + len + 1) * 2;
-			if (s->body_cap > g_max_body + 1)
-				s->body_cap = g_max_body + 1;
+			if (s->body_cap > api_max_body + 1)
+				s->body_cap = api_max_body + 1;
 			char *grown = realloc(s->req.body, s->body_cap);
 			if (!grown)
 				return -1;
@@ -780,7 +419,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
 		if (s->responded)
 			return 0;
-		dispatch(s, tcp);
+		api_dispatch(s, tcp);
 		return send_response(wsi, s);
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		if (s->deferred_ready) {
@@ -790,7 +429,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		return write_body(wsi, s);
 	case LWS_CALLBACK_CLOSED_HTTP:
 	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
-		session_reset(s);
+		api_session_reset(s);
 		session_unlink(s);
 		break;
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
@@ -879,7 +518,7 @@ static int parse_listen(const char *spec, char *host, size_t hostlen, int *port,
 
 int api_listen(const struct api_options *opts, char *err)
 {
-	g_max_body = opts->max_body ? opts->max_body : g_max_body;
+	api_max_body = opts->max_body ? opts->max_body : api_max_body;
 	if (strlen(opts->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		errbuf_set(err, "[agent] socket %s: path too long for a unix socket", opts->socket_path);
 		return -1;
@@ -988,19 +627,9 @@ void api_close(void)
 		g_socket_path = NULL;
 	}
 }
-
 void api_release_owner(struct fibril_module *owner)
 {
-	struct route **pp = &g_routes;
-	while (*pp) {
-		struct route *r = *pp;
-		if (r->owner == owner) {
-			*pp = r->next;
-			free_route(r);
-			continue;
-		}
-		pp = &r->next;
-	}
+	api_routes_release_owner(owner);
 	struct fibril_stream **sp = &g_streams;
 	while (*sp) {
 		struct fibril_stream *st = *sp;
@@ -1017,11 +646,7 @@ void api_fini(void)
 {
 	api_close();
 	api_release_owner(NULL);
-	while (g_routes) {
-		struct route *r = g_routes;
-		g_routes = r->next;
-		free_route(r);
-	}
+	api_routes_free();
 	while (g_streams) {
 		struct fibril_stream *st = g_streams;
 		g_streams = st->next;
