@@ -152,6 +152,8 @@ enum dp_reason {
 	DP_REASON_EVENT_SUPPRESSED = 5, /* not a verdict: a drop whose event the
 					 * rate limit held back (the drop itself
 					 * is counted under its own reason) */
+	DP_REASON_EVENT_LOST = 6,     /* not a verdict: an event dp_events had no
+				       * room for (the reader was behind) */
 	DP_REASON_DROP_SPOOFED_IP = 130,  /* source IP is not the endpoint's */
 	DP_REASON_DROP_SPOOFED_ARP = 131, /* ARP sender IP is not the endpoint's */
 	DP_REASON_DROP_INVALID = 132,     /* truncated or malformed header */
@@ -222,7 +224,8 @@ struct dp_event {
 	__u16 sport;        /* network order */
 	__u16 dport;        /* network order */
 	__u8 direction;     /* enum dp_direction (older programs: 0) */
-	__u8 pad;
+	__u8 tcp_flags;     /* the TCP header's flags byte (FIN 0x01 .. CWR 0x80);
+			     * was padding, always zeroed: older programs: 0 */
 	__u8 saddr[16];
 	__u8 daddr[16];
 };

@@ -18,7 +18,7 @@ struct route {
 	uint32_t flags;
 	fibril_route_fn cb;
 	void *ud;
-	bool tcp; /* served on the TCP listener instead of the unix socket */
+	bool on_unix, on_tcp; /* served on the unix socket, the TCP listener */
 	struct route *next;
 };
 
@@ -37,9 +37,10 @@ static size_t split_path(char *path, char **segs)
 }
 
 static int add_route(struct fibril_module *m, const char *method, const char *pattern,
-		     uint32_t flags, fibril_route_fn cb, void *ud, bool tcp)
+		     uint32_t flags, fibril_route_fn cb, void *ud, bool on_unix, bool on_tcp)
 {
-	if (!method || !pattern || pattern[0] != '/' || !cb)
+	if (!method || !pattern || pattern[0] != '/' || !cb ||
+	    (flags & ~(FIBRIL_ROUTE_JSON_BODY | FIBRIL_ROUTE_TCP)))
 		return -EINVAL;
 	struct route *r = xcalloc(1, sizeof(*r));
 	r->owner = m;
@@ -48,7 +49,8 @@ static int add_route(struct fibril_module *m, const char *method, const char *pa
 	r->flags = flags;
 	r->cb = cb;
 	r->ud = ud;
-	r->tcp = tcp;
+	r->on_unix = on_unix;
+	r->on_tcp = on_tcp;
 	char *copy = xstrdup(pattern);
 	char *segs[MAX_SEGMENTS];
 	r->nsegs = split_path(copy, segs);
@@ -56,7 +58,7 @@ static int add_route(struct fibril_module *m, const char *method, const char *pa
 		r->segs[i] = xstrdup(segs[i]);
 	free(copy);
 	for (struct route *o = g_routes; o; o = o->next) {
-		if (o->tcp == tcp && strcmp(o->method, r->method) == 0 &&
+		if (((o->on_unix && on_unix) || (o->on_tcp && on_tcp)) && strcmp(o->method, r->method) == 0 &&
 		    strcmp(o->pattern, r->pattern) == 0) {
 			fibril_error(m, "route %s %s is already registered by %s", method, pattern,
 				     o->owner ? o->owner->name : "the agent");
@@ -76,18 +78,18 @@ static int add_route(struct fibril_module *m, const char *method, const char *pa
 int fibril_api_route(struct fibril_module *m, const char *method, const char *pattern,
 		     uint32_t flags, fibril_route_fn cb, void *ud)
 {
-	return add_route(m, method, pattern, flags, cb, ud, false);
+	return add_route(m, method, pattern, flags, cb, ud, true, (flags & FIBRIL_ROUTE_TCP) != 0);
 }
 
 int api_route_host(const char *method, const char *pattern, uint32_t flags, fibril_route_fn cb,
 		   void *ud)
 {
-	return add_route(NULL, method, pattern, flags, cb, ud, false);
+	return add_route(NULL, method, pattern, flags, cb, ud, true, (flags & FIBRIL_ROUTE_TCP) != 0);
 }
 
 int api_route_tcp(const char *method, const char *pattern, fibril_route_fn cb, void *ud)
 {
-	return add_route(NULL, method, pattern, 0, cb, ud, true);
+	return add_route(NULL, method, pattern, 0, cb, ud, false, true);
 }
 
 static void free_route(struct route *r)
@@ -273,7 +275,7 @@ void api_session_reset(struct session *s)
 		s->pending->sess = NULL;
 	api_request_free(s);
 	free(s->out);
-	struct stream_client *client = s->client;
+	struct fibril_stream_client *client = s->client;
 	struct session *prev = s->live_prev, *next = s->live_next;
 	struct lws *live_wsi = s->live_wsi;
 	bool live = s->live;
@@ -301,7 +303,7 @@ void api_dispatch(struct session *s, bool tcp)
 	bool path_known = false;
 	char allowed[64] = "";
 	for (struct route *r = g_routes; r; r = r->next) {
-		if (r->tcp != tcp || !route_matches(r, req, segs, n))
+		if ((tcp ? !r->on_tcp : !r->on_unix) || !route_matches(r, req, segs, n))
 			continue;
 		path_known = true;
 		if (strcmp(r->method, req->method) != 0) {

@@ -1,7 +1,7 @@
 /* host/api_internal.h - what the two halves of the API server share:
- * api_http.c (routes, requests, responses, dispatch: what a request means)
- * and api_server.c (libwebsockets: listeners, connections, reading a
- * request, writing its answer, websocket streams). */
+ * api_http.c (routes, requests, responses, dispatch: what a request means),
+ * api_server.c (libwebsockets: listeners, connections, reading a request,
+ * writing its answer) and api_stream.c (websocket streams). */
 #ifndef FIBRIL_API_INTERNAL_H
 #define FIBRIL_API_INTERNAL_H
 
@@ -14,7 +14,7 @@
 #define MAX_QUERY 32
 
 struct lws;
-struct stream_client;
+struct fibril_stream_client;
 
 struct fibril_request {
 	const char *method;
@@ -48,7 +48,7 @@ struct fibril_response {
 	size_t out_len, out_off;
 	bool responded;     /* the answer is queued: ignore the rest of the body */
 	bool close_after;   /* close the connection once the answer is written */
-	struct stream_client *client;
+	struct fibril_stream_client *client;
 	struct lws *wsi;
 	struct fibril_response *pending; /* deferred by the handler, not sent yet */
 	bool deferred_ready;             /* ... sent: queue it when writeable */
@@ -73,6 +73,17 @@ HIDDEN void api_request_free(struct session *s);
 HIDDEN void api_session_reset(struct session *s);
 HIDDEN void api_routes_release_owner(struct fibril_module *owner);
 HIDDEN void api_routes_free(void);
+
+/* api_stream.c */
+/* Whether a websocket upgrade to path is taken (on the TCP listener: a
+ * stream that asked for it). */
+HIDDEN bool api_stream_accepts(const char *path, bool tcp);
+/* The upgrade is done; s->req holds its path and query. */
+HIDDEN int api_stream_established(struct lws *wsi, struct session *s, bool tcp);
+HIDDEN int api_stream_writeable(struct lws *wsi, struct session *s);
+HIDDEN void api_stream_closed(struct session *s);
+HIDDEN void api_streams_release_owner(struct fibril_module *owner);
+HIDDEN void api_streams_free(void);
 
 /* api_server.c */
 /* A deferred answer is ready: write it when the connection can take it. */

@@ -2,9 +2,9 @@
  * socket (and an optional TCP listener for probes and scrapers), served by
  * libwebsockets on the agent's own libuv loop: the listeners, each
  * connection's life (reading a request, writing its answer in chunks,
- * closing them all at shutdown) and websocket streams, which push text
- * messages to every connected client. What a request means (routes,
- * responses) is api_http.c's. */
+ * closing them all at shutdown) and the websocket upgrades. What a request
+ * means (routes, responses) is api_http.c's; what a stream sends,
+ * api_stream.c's. */
 #include "api_internal.h"
 
 #include <errno.h>
@@ -17,34 +17,8 @@
 #include <unistd.h>
 
 #define WRITE_CHUNK 16384
-#define STREAM_QUEUE_MAX 4096
-
-struct stream_msg {
-	struct stream_msg *next;
-	size_t len;
-	unsigned char buf[]; /* LWS_PRE + len */
-};
-
-struct stream_client {
-	struct lws *wsi;
-	struct fibril_stream *stream;
-	struct stream_msg *head, *tail;
-	size_t queued;
-	uint64_t dropped;
-	struct stream_client *next;
-};
-
-struct fibril_stream {
-	struct fibril_module *owner;
-	char *path;
-	struct stream_client *clients;
-	int nclients;
-	struct fibril_stream *next;
-};
-
 static struct lws_context *g_ctx;
 static struct lws_vhost *g_unix_vhost, *g_tcp_vhost;
-static struct fibril_stream *g_streams;
 static char *g_socket_path;
 static struct session *g_live; /* the connections lws has bound to our protocol */
 
@@ -193,146 +167,6 @@ static int write_body(struct lws *wsi, struct session *s)
 	return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
-/* ---- websocket streams ------------------------------------------------------ */
-
-static struct fibril_stream *stream_find(const char *path)
-{
-	for (struct fibril_stream *st = g_streams; st; st = st->next)
-		if (strcmp(st->path, path) == 0)
-			return st;
-	return NULL;
-}
-
-struct fibril_stream *fibril_api_stream(struct fibril_module *m, const char *path)
-{
-	if (!path || path[0] != '/' || stream_find(path)) {
-		errno = path && stream_find(path) ? EEXIST : EINVAL;
-		return NULL;
-	}
-	struct fibril_stream *st = xcalloc(1, sizeof(*st));
-	st->owner = m;
-	st->path = xstrdup(path);
-	st->next = g_streams;
-	g_streams = st;
-	return st;
-}
-
-int fibril_stream_clients(const struct fibril_stream *s)
-{
-	return s ? s->nclients : 0;
-}
-
-int fibril_stream_send(struct fibril_stream *s, const char *msg, size_t len)
-{
-	if (!s)
-		return -EINVAL;
-	for (struct stream_client *c = s->clients; c; c = c->next) {
-		if (c->queued >= STREAM_QUEUE_MAX) {
-			c->dropped++;
-			continue;
-		}
-		struct stream_msg *m = malloc(sizeof(*m) + LWS_PRE + len);
-		if (!m)
-			return -ENOMEM;
-		m->next = NULL;
-		m->len = len;
-		memcpy(m->buf + LWS_PRE, msg, len);
-		if (c->tail)
-			c->tail->next = m;
-		else
-			c->head = m;
-		c->tail = m;
-		c->queued++;
-		lws_callback_on_writable(c->wsi);
-	}
-	return s->nclients;
-}
-
-static void client_free_queue(struct stream_client *c)
-{
-	while (c->head) {
-		struct stream_msg *m = c->head;
-		c->head = m->next;
-		free(m);
-	}
-	c->tail = NULL;
-	c->queued = 0;
-}
-
-static void client_detach(struct stream_client *c)
-{
-	struct fibril_stream *st = c->stream;
-	if (!st)
-		return;
-	for (struct stream_client **pp = &st->clients; *pp; pp = &(*pp)->next) {
-		if (*pp == c) {
-			*pp = c->next;
-			st->nclients--;
-			break;
-		}
-	}
-	c->stream = NULL;
-}
-
-static void stream_free(struct fibril_stream *st)
-{
-	while (st->clients) {
-		struct stream_client *c = st->clients;
-		client_detach(c);
-		client_free_queue(c);
-		lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-	}
-	free(st->path);
-	free(st);
-}
-
-static int ws_established(struct lws *wsi, struct session *s)
-{
-	char uri[256];
-	if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0)
-		return -1;
-	struct fibril_stream *st = stream_find(uri);
-	if (!st)
-		return -1;
-	struct stream_client *c = xcalloc(1, sizeof(*c));
-	c->wsi = wsi;
-	c->stream = st;
-	c->next = st->clients;
-	st->clients = c;
-	st->nclients++;
-	s->client = c;
-	return 0;
-}
-
-static int ws_writeable(struct lws *wsi, struct session *s)
-{
-	struct stream_client *c = s->client;
-	if (!c || !c->head)
-		return 0;
-	struct stream_msg *m = c->head;
-	if (lws_write(wsi, m->buf + LWS_PRE, m->len, LWS_WRITE_TEXT) < (int)m->len)
-		return -1;
-	c->head = m->next;
-	if (!c->head)
-		c->tail = NULL;
-	c->queued--;
-	free(m);
-	if (c->head)
-		lws_callback_on_writable(wsi);
-	return 0;
-}
-
-static void ws_closed(struct session *s)
-{
-	struct stream_client *c = s->client;
-	if (!c)
-		return;
-	client_detach(c);
-	client_free_queue(c);
-	free(c);
-	s->client = NULL;
-}
-
 /* ---- the lws callback --------------------------------------------------- */
 
 /* lws's header buffer per connection, and the limits under it past which a
@@ -434,18 +268,27 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		break;
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
 		char uri[256];
-		if (tcp || lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0 ||
-		    !stream_find(uri))
+		if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0 ||
+		    !api_stream_accepts(uri, tcp))
 			return 1; /* refuse the upgrade */
 		return 0;
 	}
-	case LWS_CALLBACK_ESTABLISHED:
+	case LWS_CALLBACK_ESTABLISHED: {
+		/* the stream's module reads the path and query like a request's */
+		char uri[256];
 		session_link(s, wsi);
-		return ws_established(wsi, s);
+		if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0)
+			return -1;
+		api_session_reset(s);
+		parse_request_line(wsi, s, uri);
+		int rc = api_stream_established(wsi, s, tcp);
+		api_request_free(s);
+		return rc;
+	}
 	case LWS_CALLBACK_SERVER_WRITEABLE:
-		return ws_writeable(wsi, s);
+		return api_stream_writeable(wsi, s);
 	case LWS_CALLBACK_CLOSED:
-		ws_closed(s);
+		api_stream_closed(s);
 		session_unlink(s);
 		return 0;
 	default:
@@ -630,16 +473,7 @@ void api_close(void)
 void api_release_owner(struct fibril_module *owner)
 {
 	api_routes_release_owner(owner);
-	struct fibril_stream **sp = &g_streams;
-	while (*sp) {
-		struct fibril_stream *st = *sp;
-		if (st->owner == owner) {
-			*sp = st->next;
-			stream_free(st);
-			continue;
-		}
-		sp = &st->next;
-	}
+	api_streams_release_owner(owner);
 }
 
 void api_fini(void)
@@ -647,10 +481,5 @@ void api_fini(void)
 	api_close();
 	api_release_owner(NULL);
 	api_routes_free();
-	while (g_streams) {
-		struct fibril_stream *st = g_streams;
-		g_streams = st->next;
-		st->clients = NULL; /* connections are gone with the context */
-		stream_free(st);
-	}
+	api_streams_free();
 }

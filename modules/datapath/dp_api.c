@@ -130,7 +130,7 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 		DP_REASON_DROP_INVALID,    DP_REASON_DROP_UNSUPPORTED_L3,
 		DP_REASON_DROP_POLICY,     DP_REASON_DROP_REDIRECT,
 		DP_REASON_DROP_FRAG_NOT_FOUND, DP_REASON_DROP_SPOOFED_MAC,
-		DP_REASON_EVENT_SUPPRESSED,
+		DP_REASON_EVENT_SUPPRESSED, DP_REASON_EVENT_LOST,
 	};
 	/* packets per reason (summed over the CPUs), one object per direction */
 	static const struct {

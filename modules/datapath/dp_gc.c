@@ -130,6 +130,7 @@ static void dp_event_publish(struct datapath *dp, const struct dp_event *e)
 	ev.direction = e->direction;
 	ev.family = e->family == DP_FAMILY_IPV4 ? 4 : e->family == DP_FAMILY_IPV6 ? 6 : 0;
 	ev.proto = e->proto;
+	ev.tcp_flags = e->tcp_flags;
 	ev.sport = ntohs(e->sport);
 	ev.dport = ntohs(e->dport);
 	ev.src_ep_id = e->src_ep_id;
