@@ -608,6 +608,11 @@ static int hl_init(struct fibril_module *m)
 		fibril_module_set_error(m, "cannot register the stream /v1/flows/stream: %s", strerror(errno));
 		return -errno;
 	}
+	rc = hl_web_register(m);
+	if (rc) {
+		fibril_module_set_error(m, "cannot register the page GET /flows: %s", strerror(-rc));
+		return rc;
+	}
 	return 0;
 }
 

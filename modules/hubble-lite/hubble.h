@@ -93,4 +93,8 @@ bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl);
 int hl_proto_parse(const char *s);
 const char *hl_proto_name(int proto);
 
+/* web.c: the page at GET /flows (0 or -errno). */
+struct fibril_module;
+int hl_web_register(struct fibril_module *m);
+
 #endif

@@ -13,91 +13,12 @@
 # counter move; the stream is served on the TCP listener too.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
+. "$top_srcdir/tests/lib/flowpods.sh"
 
-MODS=(ipam-api ipam-cluster-pool endpoint datapath policy hubble-lite)
-cni_prereqs "${MODS[@]}"
-command -v python3 >/dev/null || skip_or_fail "python3 is not installed"
-cni_modules "$WORK/mods" "${MODS[@]}"
-netns_add "$NODE_NS"
-TCP_PORT=$((20000 + $$ % 20000))
-start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.12.0/24 \
-	--set datapath.trace-events=true --set hubble-lite.ring-size=1000 \
-	--set hubble-lite.follow-queue=512 --set agent.api-tcp-listen="127.0.0.1:$TCP_PORT" ||
-	{ fail "the agent starts"; finish; }
-SOCK=$WORK/fibril.sock
-fib() { "$CLI" --socket "$SOCK" "$@"; }
+flowpods_start --set hubble-lite.ring-size=1000 --set hubble-lite.follow-queue=512
 WS=$top_srcdir/tests/lib/wsflows.py
+fib() { "$CLI" --socket "$SOCK" "$@"; }
 
-BG=()
-cni_test_cleanup() {
-	local p
-	for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null; done
-}
-
-CONF='{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"'$SOCK'"}'
-declare -A ADDR NS
-for pod in a b; do
-	NS[$pod]="fstr-$$-$pod"
-	netns_add "${NS[$pod]}"
-	ip netns exec "${NS[$pod]}" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
-	plugin ADD "$CONF" CNI_CONTAINERID="fstr$$$pod" CNI_NETNS="/var/run/netns/${NS[$pod]}" \
-		CNI_IFNAME=eth0 CNI_ARGS="K8S_POD_NAMESPACE=team;K8S_POD_NAME=$pod"
-	[ "$PRC" = 0 ] || { fail "ADD pod $pod: $(out) $(cat "$WORK/err")"; finish; }
-	ADDR[$pod]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ips"][0]["address"].split("/")[0])' "$WORK/out")
-	code=$(api -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
-		-d '{"labels":["k8s:app='"$pod"'"]}' "http://x/v1/endpoint/container-id:fstr$$$pod")
-	check "pod $pod is labelled app=$pod" test "$code" = 200 || cat "$WORK/patch.out"
-done
-A=${ADDR[a]} B=${ADDR[b]}
-cat >"$WORK/policy.json" <<'EOF'
-{"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
- "metadata": {"name": "a-from-b-udp"},
- "spec": {"endpointSelector": {"matchLabels": {"app": "a"}},
-          "ingress": [{"fromEndpoints": [{"matchLabels": {"app": "b"}}],
-                       "toPorts": [{"ports": [{"port": "7000", "protocol": "UDP"}]}]}]}}
-EOF
-check "the policy is imported" contains "$(fib policy import "$WORK/policy.json" 2>&1)" "Revision: 1"
-# a listens on UDP 7000 (else its ICMP port-unreachable answers would be flows too)
-ip netns exec "${NS[a]}" python3 -c '
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-s.bind(("0.0.0.0", 7000))
-while True:
-    s.recv(2048)' >/dev/null 2>&1 &
-BG+=($!)
-disown $!
-# a and b know each other's and the gateway's MAC before any follower starts
-# (so no ARP flow lands in the middle of the counted ones)
-ip netns exec "${NS[a]}" ping -c1 -W1 "$B" >/dev/null 2>&1 || true
-ip netns exec "${NS[b]}" ping -c1 -W1 "$A" >/dev/null 2>&1 || true
-sleep 0.5
-
-udp() { # udp FROM TO PORT [COUNT [RATE]] : datagrams from port 40000+
-	ip netns exec "${NS[$1]}" python3 -c '
-import socket, sys, time
-dst, port, n, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("0.0.0.0", 40000 + port % 1000))
-t0 = time.monotonic()
-for i in range(n):
-    s.sendto(b"x" * 16, (dst, port))
-    if rate and i % 100 == 99:
-        ahead = (i + 1) / rate - (time.monotonic() - t0)
-        if ahead > 0:
-            time.sleep(ahead)' "${ADDR[$2]}" "$3" "${4:-1}" "${5:-0}"
-}
-tcp_dead() { # tcp_dead FROM TO PORT : a connect that is refused
-	ip netns exec "${NS[$1]}" python3 -c '
-import socket, sys
-s = socket.socket(); s.settimeout(2)
-try:
-    s.connect((sys.argv[1], int(sys.argv[2]))); print("connected")
-except ConnectionRefusedError:
-    print("refused")
-except OSError as e:
-    print("error", e)' "${ADDR[$2]}" "$3"
-}
 # follow NAME QUERY [wsflows args] : a follower in the background
 follow() {
 	local name=$1 query=$2
