@@ -5,10 +5,12 @@ TCP: it connects with a query, writes every JSON line it receives to a file
 (one per line) and stops after --count flow lines, --idle seconds without a
 message, or --timeout seconds. --slow makes it a reader that reads nothing
 for --stall seconds (with a tiny receive buffer), then reads on.
---ready FILE is created once the upgrade is done.
+--ready FILE is created once the upgrade is done. --count-only writes no
+line but {"flows": N, "lost": M, "seconds": S} at the end (the benchmark's
+followers).
 
   wsflows.py SOCK_OR_HOST:PORT PATH?QUERY OUT [--count N] [--idle S]
-             [--timeout S] [--slow --stall S] [--ready FILE]
+             [--timeout S] [--slow --stall S] [--ready FILE] [--count-only]
 """
 import argparse
 import base64
@@ -86,6 +88,30 @@ class Reader:
                 return data.decode()
 
 
+def count_only(r, a, end):
+    import json
+    flows = lost = 0
+    first = last = None
+    while True:
+        deadline = end if not a.idle else min(end, time.monotonic() + a.idle)
+        try:
+            msg = r.message(deadline)
+        except (TimeoutError, EOFError):
+            break
+        now = time.monotonic()
+        first = first or now
+        last = now
+        n = msg.count("\n") + 1
+        if '"lost_events"' in msg:
+            for line in msg.split("\n"):
+                if '"lost_events"' in line:
+                    lost += json.loads(line)["lost_events"]["num_events_lost"]
+                    n -= 1
+        flows += n
+    with open(a.out, "w") as out:
+        json.dump({"flows": flows, "lost": lost, "seconds": (last - first) if first else 0}, out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("where")
@@ -97,6 +123,7 @@ def main():
     ap.add_argument("--slow", action="store_true")
     ap.add_argument("--stall", type=float, default=5)
     ap.add_argument("--ready")
+    ap.add_argument("--count-only", action="store_true")
     a = ap.parse_args()
     s = connect(a.where, a.path, rcvbuf=4096 if a.slow else None)
     if a.ready:
@@ -106,6 +133,9 @@ def main():
     r = Reader(s)
     end = time.monotonic() + a.timeout
     flows = 0
+    if a.count_only:
+        count_only(r, a, end)
+        return 0
     with open(a.out, "w") as out:
         while True:
             deadline = end if not a.idle else min(end, time.monotonic() + a.idle)
