@@ -18,7 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <json.h>
 
 #include <fibril/fibril.h>
 
@@ -52,6 +51,7 @@ struct hubble {
 	struct fibril_stream *stream;
 	struct hl_follower *followers;
 	int nfollowers;
+	struct hl_buf line; /* a flow's JSON for the stream, reused */
 	char node[256];
 	struct hl_flow *ring;
 	size_t size, head, count;
@@ -230,100 +230,6 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 	return 0;
 }
 
-/* ---- JSON ------------------------------------------------------------------------------------ */
-
-static void fmt_time(uint64_t ns, char *buf, size_t len)
-{
-	time_t s = (time_t)(ns / 1000000000ULL);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	char base[32];
-	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, len, "%s.%09lluZ", base, (unsigned long long)(ns % 1000000000ULL));
-}
-
-static void fmt_addr(uint8_t family, const uint8_t *a, char *buf, size_t len)
-{
-	if (!family || !inet_ntop(family == 4 ? AF_INET : AF_INET6, a, buf, (socklen_t)len))
-		snprintf(buf, len, "%s", "");
-}
-
-static struct json_object *peer_json(const struct hl_peer *p)
-{
-	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "ID", json_object_new_int(p->ep_id));
-	json_object_object_add(o, "identity", json_object_new_int64(p->identity));
-	if (p->pod[0]) {
-		json_object_object_add(o, "namespace", json_object_new_string(p->ns));
-		json_object_object_add(o, "pod_name", json_object_new_string(p->pod));
-	}
-	struct json_object *labels = json_object_new_array();
-	for (const char *l = p->labels; *l;) {
-		const char *end = strchr(l, '\n');
-		size_t n = end ? (size_t)(end - l) : strlen(l);
-		json_object_array_add(labels, json_object_new_string_len(l, (int)n));
-		if (!end)
-			break;
-		l = end + 1;
-	}
-	json_object_object_add(o, "labels", labels);
-	return o;
-}
-
-static const char *tcp_flags_text(uint8_t fl, char *buf, size_t len)
-{
-	static const char *const names[] = {"FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR"};
-	size_t off = 0;
-	buf[0] = '\0';
-	for (int i = 0; i < 8; i++)
-		if (fl & (1u << i))
-			off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "", names[i]);
-	return buf;
-}
-
-static struct json_object *flow_json(const struct hubble *h, const struct hl_flow *f)
-{
-	struct json_object *o = json_object_new_object();
-	char buf[64], src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
-	fmt_time(f->time_ns, buf, sizeof(buf));
-	json_object_object_add(o, "time", json_object_new_string(buf));
-	json_object_object_add(o, "seq", json_object_new_int64((int64_t)f->seq));
-	json_object_object_add(o, "verdict", json_object_new_string(f->verdict == HL_DROPPED ? "DROPPED" : "FORWARDED"));
-	if (f->verdict == HL_DROPPED)
-		json_object_object_add(o, "drop_reason_desc", json_object_new_string(f->reason_name));
-	else
-		json_object_object_add(o, "trace_reason", json_object_new_string(f->reason_name));
-	json_object_object_add(o, "type", json_object_new_string(f->type == HL_TYPE_DROP ? "drop" : "trace"));
-	json_object_object_add(o, "traffic_direction",
-			       json_object_new_string(f->direction ? "ingress" : "egress"));
-	json_object_object_add(o, "node_name", json_object_new_string(h->node));
-	fmt_addr(f->family, f->src.addr, src, sizeof(src));
-	fmt_addr(f->family, f->dst.addr, dst, sizeof(dst));
-	if (f->family) {
-		struct json_object *ip = json_object_new_object();
-		json_object_object_add(ip, "source", json_object_new_string(src));
-		json_object_object_add(ip, "destination", json_object_new_string(dst));
-		json_object_object_add(ip, "ipVersion", json_object_new_string(f->family == 4 ? "IPv4" : "IPv6"));
-		json_object_object_add(o, "IP", ip);
-	}
-	const char *pname = hl_proto_name(f->proto);
-	if (f->proto) {
-		struct json_object *l4 = json_object_new_object();
-		json_object_object_add(l4, "protocol", pname ? json_object_new_string(pname) : json_object_new_int(f->proto));
-		if (f->proto == 6 || f->proto == 17 || f->proto == 132) {
-			json_object_object_add(l4, "source_port", json_object_new_int(f->src.port));
-			json_object_object_add(l4, "destination_port", json_object_new_int(f->dst.port));
-		}
-		if (f->proto == 6)
-			json_object_object_add(l4, "flags", json_object_new_string(tcp_flags_text(f->tcp_flags, buf, sizeof(buf))));
-		json_object_object_add(o, "l4", l4);
-	}
-	json_object_object_add(o, "source", peer_json(&f->src));
-	json_object_object_add(o, "destination", peer_json(&f->dst));
-	json_object_object_add(o, "length", json_object_new_int64(f->len));
-	return o;
-}
-
 /* ---- GET /v1/flows --------------------------------------------------------------------------- */
 
 static uint64_t realtime_ns(void)
@@ -384,21 +290,25 @@ static void route_flows(struct fibril_request *req, struct fibril_response *resp
 	}
 	size_t nhits = 0;
 	size_t *hits = ring_matches(h, f, &nhits);
-	struct json_object *arr = json_object_new_array();
-	for (size_t i = 0; hits && i < nhits; i++)
-		json_object_array_add(arr, flow_json(h, &h->ring[hits[i]]));
+	struct hl_buf b = {0};
+	hl_buf_str(&b, "{\"flows\":[");
+	for (size_t i = 0; hits && i < nhits; i++) {
+		if (i)
+			hl_buf_add(&b, ",", 1);
+		hl_flow_json(&b, &h->ring[hits[i]], h->node);
+	}
+	hl_buf_str(&b, "],\"node_name\":");
+	hl_buf_jstr(&b, h->node);
+	hl_buf_printf(&b, ",\"ring_size\":%zu,\"seen\":%llu,\"lost\":%llu,\"overwritten\":%llu}", h->size,
+		      (unsigned long long)h->seq, (unsigned long long)(h->lost + h->malformed),
+		      (unsigned long long)h->overwritten);
+	if (!hits || b.failed)
+		fibril_resp_error(resp, 500, "out of memory");
+	else
+		fibril_resp_json(resp, 200, b.p);
+	free(b.p);
 	free(hits);
 	free(f);
-	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "flows", arr);
-	json_object_object_add(o, "node_name", json_object_new_string(h->node));
-	json_object_object_add(o, "ring_size", json_object_new_int64((int64_t)h->size));
-	json_object_object_add(o, "seen", json_object_new_int64((int64_t)h->seq));
-	json_object_object_add(o, "lost", json_object_new_int64((int64_t)(h->lost + h->malformed)));
-	json_object_object_add(o, "overwritten", json_object_new_int64((int64_t)h->overwritten));
-	fibril_resp_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-								    JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(o);
 }
 
 /* ---- the stream: /v1/flows/stream ----------------------------------------------------------- */
@@ -417,28 +327,27 @@ static void send_text(struct hl_follower *fw, const char *text, size_t len)
 		fibril_series_inc(fw->h->s_follower_lost);
 }
 
-static const char *flow_text(const struct hubble *h, const struct hl_flow *f,
-			     struct json_object **holder, size_t *len)
+/* The flow's JSON line in h->line (reused); NULL when out of memory. */
+static const char *flow_text(struct hubble *h, const struct hl_flow *f, size_t *len)
 {
-	*holder = flow_json(h, f);
-	const char *text = json_object_to_json_string_length(
-		*holder, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, len);
-	return text;
+	h->line.len = 0;
+	h->line.failed = false;
+	hl_flow_json(&h->line, f, h->node);
+	*len = h->line.failed ? 0 : h->line.len;
+	return h->line.failed ? NULL : h->line.p;
 }
 
 static void follow_flow(struct hubble *h, const struct hl_flow *f)
 {
-	struct json_object *o = NULL;
 	const char *text = NULL;
 	size_t len = 0;
 	for (struct hl_follower *fw = h->followers; fw; fw = fw->next) {
 		if (!hl_filter_match(&fw->filter, f))
 			continue;
-		if (!text)
-			text = flow_text(h, f, &o, &len);
+		if (!text && !(text = flow_text(h, f, &len)))
+			return; /* out of memory */
 		send_text(fw, text, len);
 	}
-	json_object_put(o);
 }
 
 static void lost_text(char *buf, size_t len, const char *source, uint64_t n)
@@ -475,11 +384,10 @@ static int stream_open(struct fibril_stream_client *c, const struct fibril_reque
 		size_t n = 0;
 		size_t *hits = ring_matches(h, &fw->filter, &n);
 		for (size_t i = 0; hits && i < n; i++) {
-			struct json_object *o;
 			size_t len;
-			const char *text = flow_text(h, &h->ring[hits[i]], &o, &len);
-			send_text(fw, text, len);
-			json_object_put(o);
+			const char *text = flow_text(h, &h->ring[hits[i]], &len);
+			if (text)
+				send_text(fw, text, len);
 		}
 		free(hits);
 	}
@@ -630,6 +538,7 @@ static void hl_fini(struct fibril_module *m)
 		fibril_stream_client_set_data(fw->c, NULL);
 		free(fw);
 	}
+	free(h->line.p);
 	free(h->ring);
 	free(h);
 }

@@ -49,7 +49,17 @@ for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no
           "--disable-dev-shm-usage", "--window-size=1600,1000", "--user-data-dir=" + profile):
     opts.add_argument(a)
 opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+# the driver's session start may time out on a busy machine: one more try
+for attempt in (1, 2):
+    try:
+        driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+        break
+    except Exception as e:  # selenium's WebDriverException, a timeout
+        print("chromium did not start (attempt %d): %s" % (attempt, str(e).splitlines()[0]),
+              file=sys.stderr, flush=True)
+        if attempt == 2:
+            raise
+        time.sleep(2)
 try:
     driver.get(url)
     check("the page loads with its title", driver.title == "fibril flows", driver.title)
