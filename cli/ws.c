@@ -16,11 +16,13 @@
 
 #define WS_MAX_MESSAGE (16u << 20)
 
-static int write_all(int fd, const void *buf, size_t len)
+/* The whole buffer written (out) or read, across short transfers and
+ * signals: 0, or -1 on an error or the end of the stream. */
+static int transfer_all(int fd, void *buf, size_t len, bool out)
 {
-	const char *p = buf;
+	char *p = buf;
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = out ? write(fd, p, len) : read(fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -31,19 +33,14 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+static int write_all(int fd, const void *buf, size_t len)
+{
+	return transfer_all(fd, (void *)buf, len, true);
+}
+
 static int read_full(int fd, void *buf, size_t len)
 {
-	char *p = buf;
-	while (len) {
-		ssize_t n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return transfer_all(fd, buf, len, false);
 }
 
 /* One masked client frame (the mask need not be secret on a unix socket,

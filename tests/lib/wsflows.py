@@ -88,16 +88,22 @@ class Reader:
                 return data.decode()
 
 
-def count_only(r, a, end):
-    import json
-    flows = lost = 0
-    first = last = None
+def messages(r, a):
+    """The stream's text messages until --timeout, --idle or the close."""
+    end = time.monotonic() + a.timeout
     while True:
         deadline = end if not a.idle else min(end, time.monotonic() + a.idle)
         try:
-            msg = r.message(deadline)
+            yield r.message(deadline)
         except (TimeoutError, EOFError):
-            break
+            return
+
+
+def count_only(r, a):
+    import json
+    flows = lost = 0
+    first = last = None
+    for msg in messages(r, a):
         now = time.monotonic()
         first = first or now
         last = now
@@ -131,18 +137,12 @@ def main():
     if a.slow:
         time.sleep(a.stall)
     r = Reader(s)
-    end = time.monotonic() + a.timeout
-    flows = 0
     if a.count_only:
-        count_only(r, a, end)
+        count_only(r, a)
         return 0
+    flows = 0
     with open(a.out, "w") as out:
-        while True:
-            deadline = end if not a.idle else min(end, time.monotonic() + a.idle)
-            try:
-                msg = r.message(deadline)
-            except (TimeoutError, EOFError):
-                break
+        for msg in messages(r, a):
             for line in msg.split("\n"):
                 out.write(line + "\n")
                 if '"lost_events"' not in line and '"error"' not in line:
