@@ -51,9 +51,9 @@ PY
 }
 
 # ---- traffic of known shape -> exactly the expected flows ----------------------------------
-follow all "ip=$A&ip=$B" --idle 3 --timeout 20 || fail "follower 'all' connects"
-follow dropped "verdict=DROPPED&namespace=team" --idle 3 --timeout 20 || fail "follower 'dropped' connects"
-follow tcp "protocol=tcp&from-pod=team/a" --idle 3 --timeout 20 || fail "follower 'tcp' connects"
+follow all "ip=$A&ip=$B" --idle 8 --timeout 40 || fail "follower 'all' connects"
+follow dropped "verdict=DROPPED&namespace=team" --idle 8 --timeout 40 || fail "follower 'dropped' connects"
+follow tcp "protocol=tcp&from-pod=team/a" --idle 8 --timeout 40 || fail "follower 'tcp' connects"
 "$CLI" --socket "$SOCK" observe -f --to-pod team/a --protocol udp >"$WORK/observe.out" 2>"$WORK/observe.err" &
 OBS=$!
 BG+=($OBS)
