@@ -35,6 +35,11 @@
 #define DP_IPV6_MAX_EXTHDRS 8   /* extension headers walked before L4 (Cilium: 4) */
 #define DP_METRICS_MAX 1024
 #define DP_EVENTS_BYTES (1u << 20) /* ring buffer: power of 2, page multiple */
+/* The reader is woken once this much is waiting (about 800 records), not
+ * per record; it also reads every DP_EVENTS_POLL_MS (the datapath module's
+ * timer), so a lone event waits at most that long. */
+#define DP_EVENTS_WAKEUP_BYTES (64u << 10)
+#define DP_EVENTS_POLL_MS 50
 #define DP_POLICY_MAX 65536
 #define DP_POLICY_EP_MAX 65536 /* one slot per local endpoint ID */
 
