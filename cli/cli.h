@@ -76,6 +76,12 @@ char *url_escape(const char *s);
  * 1 when on_message stopped it, -1 after printing why it failed. */
 int ws_follow(const char *socket_path, const char *path_and_query,
 	      int (*on_message)(const char *text, size_t len, void *ud), void *ud);
+/* The same in two steps: the upgrade (the socket, or -1 after printing
+ * why), then the messages until the close (ws_read closes fd; a read
+ * timeout set on fd ends it like a close). */
+int ws_connect(const char *socket_path, const char *path_and_query);
+int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t len, void *ud),
+	    void *ud);
 
 /* Commands in their own files: argc/argv start after the group name. */
 int cmd_endpoint(int argc, char **argv);  /* cli/cmd_endpoint.c */

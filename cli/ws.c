@@ -68,8 +68,7 @@ static int send_frame(int fd, int opcode, const unsigned char *data, size_t len)
 	return write_all(fd, hdr, h) || write_all(fd, body, len) ? -1 : 0;
 }
 
-int ws_follow(const char *socket_path, const char *path_and_query,
-	      int (*on_message)(const char *text, size_t len, void *ud), void *ud)
+int ws_connect(const char *socket_path, const char *path_and_query)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -107,9 +106,15 @@ int ws_follow(const char *socket_path, const char *path_and_query,
 		close(fd);
 		return -1;
 	}
+	return fd;
+}
+
+int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t len, void *ud),
+	    void *ud)
+{
+	int rc = 0;
 	unsigned char *msg = NULL;
 	size_t msg_len = 0;
-	rc = 0;
 	for (;;) {
 		unsigned char h2[2];
 		if (read_full(fd, h2, 2))
@@ -133,7 +138,7 @@ int ws_follow(const char *socket_path, const char *path_and_query,
 		if ((h2[1] & 0x80) && read_full(fd, mask, 4))
 			break;
 		if (msg_len + len > WS_MAX_MESSAGE) {
-			print_error("stream %s: a message over %u bytes", path_and_query, WS_MAX_MESSAGE);
+			print_error("stream %s: a message over %u bytes", what, WS_MAX_MESSAGE);
 			rc = -1;
 			break;
 		}
@@ -167,4 +172,11 @@ int ws_follow(const char *socket_path, const char *path_and_query,
 	free(msg);
 	close(fd);
 	return rc;
+}
+
+int ws_follow(const char *socket_path, const char *path_and_query,
+	      int (*on_message)(const char *text, size_t len, void *ud), void *ud)
+{
+	int fd = ws_connect(socket_path, path_and_query);
+	return fd < 0 ? -1 : ws_read(fd, path_and_query, on_message, ud);
 }

@@ -9,8 +9,9 @@
 #      events that became flows, events lost (the BPF ring had no room:
 #      dp_metrics event-lost; the bus: hubble's lost counter), the agent's
 #      CPU; the reference is the same traffic with trace events off;
-#   3. the same with 10 websocket followers of /v1/flows/stream: what each
-#      got and lost;
+#   3. the same with 10 websocket followers of /v1/flows/stream
+#      (tests/bench/bench_ws_follow: the CLI's client counting lines): what
+#      each got and lost;
 #   4. the agent's RSS with the default ring of 4095, before any flow and
 #      with the ring full.
 # Nothing is asserted. Environment: top_srcdir, top_builddir; optional
@@ -52,15 +53,17 @@ iperf_server() {
 }
 # run_traffic NAME : SECS of UDP a -> b at RATE packets/s; key=value lines in $WORK/NAME
 run_traffic() {
-	local name=$1 t0 t1 s0 s1 l0 l1 h0 h1 w0 w1
+	local name=$1 t0 t1 s0 s1 l0 l1 h0 h1 w0 w1 u0 u1
 	iperf_server
 	s0=$(seen) l0=$(metric_sum '^fibril_datapath_packets_total.*reason="event-lost"') h0=$(metric_sum '^fibril_hubble_lost_events_total')
+	u0=$(metric_sum '^fibril_hubble_flows_total.*protocol="UDP"')
 	t0=$(ticks) w0=$(date +%s.%N)
 	ip netns exec "${NS[a]}" iperf3 -c "$B" -p 5201 -u -l 64 -b "$((RATE * 64 * 8))" -t "$SECS" -J \
 		>"$WORK/$name.iperf" 2>&1 || true
 	sleep 1 # the last events
 	t1=$(ticks) w1=$(date +%s.%N)
 	s1=$(seen) l1=$(metric_sum '^fibril_datapath_packets_total.*reason="event-lost"') h1=$(metric_sum '^fibril_hubble_lost_events_total')
+	u1=$(metric_sum '^fibril_hubble_flows_total.*protocol="UDP"')
 	python3 - "$WORK/$name.iperf" "$SECS" >"$WORK/$name" <<'PY'
 import json, sys
 try:
@@ -73,6 +76,7 @@ print("pps=%.0f" % (p / float(sys.argv[2])))
 PY
 	{
 		echo "flows=$((s1 - s0))"
+		echo "udp_flows=$((u1 - u0))"
 		echo "dp_lost=$((l1 - l0))"
 		echo "bus_lost=$((h1 - h0))"
 		echo "cpu_pct=$(awk -v t="$((t1 - t0))" -v w0="$w0" -v w1="$w1" -v hz="$(getconf CLK_TCK)" \
@@ -95,9 +99,8 @@ rss1=$(rss_kb)
 # ---- 3. fan-out ----------------------------------------------------------------------------------------
 pids=()
 for i in $(seq 1 "$FOLLOWERS"); do
-	python3 "$top_srcdir/tests/lib/wsflows.py" "$SOCK" "/v1/flows/stream?from-pod=team/a&protocol=udp" \
-		"$WORK/follower$i.json" --count-only --idle $((SECS + 5)) --timeout $((SECS * 4 + 20)) \
-		--ready "$WORK/follower$i.ready" &
+	"$top_builddir/tests/bench/bench_ws_follow" "$SOCK" "/v1/flows/stream?from-pod=team/a&protocol=udp" \
+		"$WORK/follower$i.ready" $((SECS + 3)) >"$WORK/follower$i.json" &
 	pids+=($!)
 	BG+=($!)
 done
@@ -106,7 +109,7 @@ for i in $(seq 1 "$FOLLOWERS"); do
 done
 run_traffic fanout
 for p in "${pids[@]}"; do wait "$p" || true; done
-fan=$(python3 - "$WORK" "$FOLLOWERS" "$(field flows "$WORK/fanout")" <<'PY'
+fan=$(python3 - "$WORK" "$FOLLOWERS" "$(field udp_flows "$WORK/fanout")" <<'PY'
 import json, sys
 work, n, flows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 got = [json.load(open("%s/follower%d.json" % (work, i + 1))) for i in range(n)]
@@ -125,5 +128,5 @@ row "a trace event per packet" on
 row "... and $FOLLOWERS websocket followers" fanout
 lost=$(($(field dp_lost "$WORK/on") + $(field bus_lost "$WORK/on")))
 say "   goal no event lost at $RATE/s: $lost lost, $(goal "$lost" '=' 0); goal agent CPU < 10% of a core: $(field cpu_pct "$WORK/on")% $(goal "$(field cpu_pct "$WORK/on")" '<' 10)"
-say "   followers: $fan (each of $FOLLOWERS should get all $(field flows "$WORK/fanout") flows, lose 0)"
+say "   followers (from-pod=team/a&protocol=udp): $fan (each of $FOLLOWERS should get all $(field udp_flows "$WORK/fanout") UDP flows, lose 0)"
 say "   agent RSS with the default ring (4095): $((rss0 / 1024)) MB before any flow, $((rss1 / 1024)) MB with the ring full"

@@ -273,7 +273,8 @@ cat "$WORK/ipam.out"
 # Each is its own script (also runnable by hand); they print their tables.
 "$MAKE" -s -C "$top_builddir" endpoint.la datapath.la fibril-cni ipam-k8s-podcidr.la k8s.la \
 	tests/bench/bench_dp_rr tests/bench/bench_ct_gc >/dev/null || die "cannot build the pod networking modules"
-"$MAKE" -s -C "$top_builddir" ipam-api.la policy.la hubble-lite.la tests/bench/bench_flows >/dev/null ||
+"$MAKE" -s -C "$top_builddir" ipam-api.la policy.la hubble-lite.la tests/bench/bench_flows \
+	tests/bench/bench_ws_follow >/dev/null ||
 	die "cannot build hubble-lite and its benchmark"
 for b in bench_cni.sh bench_endpoints.sh bench_datapath.sh bench_ct_gc.sh bench_k8s.sh bench_rss.sh \
 	bench_flows.sh; do
