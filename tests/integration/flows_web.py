@@ -61,18 +61,31 @@ for attempt in (1, 2):
             raise
         time.sleep(2)
 try:
-    driver.get(url)
+    # a busy machine may time the first load out: one more try
+    for attempt in (1, 2):
+        try:
+            driver.get(url)
+            break
+        except Exception as e:
+            print("loading %s failed (attempt %d): %s" % (url, attempt, str(e).splitlines()[0]),
+                  file=sys.stderr, flush=True)
+            if attempt == 2:
+                raise
+            time.sleep(2)
     check("the page loads with its title", driver.title == "fibril flows", driver.title)
     live = wait_for(lambda: driver.find_element(By.ID, "status").text == "live")
     check("the page's stream is live", bool(live), driver.find_element(By.ID, "status").text)
 
+    # read in one script each (the page redraws the map as flows come:
+    # element handles would go stale between two calls)
     def rows():
-        return [r.get_attribute("data-verdict") for r in driver.find_elements(By.CSS_SELECTOR, "#flows tbody tr")]
+        return driver.execute_script(
+            "return [...document.querySelectorAll('#flows tbody tr')].map(r => r.dataset.verdict)")
 
     def edges():
-        return {(e.get_attribute("data-src"), e.get_attribute("data-dst")):
-                (e.get_attribute("data-verdict"), int(e.get_attribute("data-count")))
-                for e in driver.find_elements(By.CSS_SELECTOR, "#map path.edge")}
+        return {(s, d): (v, int(n)) for s, d, v, n in driver.execute_script(
+            "return [...document.querySelectorAll('#map path.edge')]"
+            ".map(e => [e.dataset.src, e.dataset.dst, e.dataset.verdict, e.dataset.count])")}
 
     A, B = "pod:team/a", "pod:team/b"
     # what the ring already held (the page starts with the last 200 flows)
@@ -90,9 +103,12 @@ try:
     ok = wait_for(lambda: edges().get((B, A), ("", 0))[1] == base_ba + 9 and edges()[(A, B)][1] == base_ab + 1)
     check("the edge b -> a counts 9 more flows (5 UDP and the RST forwarded, 3 UDP dropped), a -> b 1 (the SYN)",
           bool(ok), (base_ba, base_ab, edges()))
-    nodes = [n.get_attribute("data-id") for n in driver.find_elements(By.CSS_SELECTOR, "#map g.node")]
-    check("the map has the pods as nodes in their namespace", A in nodes and B in nodes and
-          driver.find_elements(By.CSS_SELECTOR, '#map g.ns[data-ns="team"]'), nodes)
+    nodes = driver.execute_script(
+        "return [...document.querySelectorAll('#map g.node')].map(n => n.dataset.id)")
+    ns = driver.execute_script(
+        "return [...document.querySelectorAll('#map g.ns')].map(n => n.dataset.ns)")
+    check("the map has the pods as nodes in their namespace", A in nodes and B in nodes and "team" in ns,
+          (nodes, ns))
     driver.save_screenshot(os.path.join(shots, "1-all-flows.png"))
 
     Select(driver.find_element(By.NAME, "verdict")).select_by_visible_text("DROPPED")
@@ -114,6 +130,9 @@ try:
     err = wait_for(lambda: driver.find_element(By.ID, "error").text)
     check("a bad filter is shown, naming it", bool(err) and "port" in err, err)
     driver.save_screenshot(os.path.join(shots, "3-bad-filter.png"))
+except Exception as e:
+    check("the browser session ran without an error", False, str(e).splitlines()[0] if str(e) else repr(e))
+    driver.save_screenshot(os.path.join(shots, "error.png"))
 finally:
     driver.quit()
 sys.exit(1 if failed else 0)
