@@ -324,6 +324,12 @@ void api_dispatch(struct session *s, bool tcp)
 			}
 			json_object_put(o);
 		}
+		if (tcp && r->owner && s->foreign_host) {
+			/* a name could be a DNS rebinding of a hostile page */
+			fibril_resp_error(resp, 421, "%s on the TCP listener: use the listener's address "
+					  "(or localhost) in the URL, not a host name", r->pattern);
+			return;
+		}
 		snprintf(s->metric_route, sizeof(s->metric_route), "%s", r->pattern);
 		struct crash_ctx cc;
 		crash_enter(&cc, r->owner, "API route handler for", r->pattern, -1);

@@ -44,6 +44,7 @@ struct fibril_response {
 	size_t body_cap;
 	size_t content_length;
 	bool too_big;
+	bool foreign_host; /* TCP: the Host header names neither an address nor localhost */
 	unsigned char *out; /* LWS_PRE + body */
 	size_t out_len, out_off;
 	bool responded;     /* the answer is queued: ignore the rest of the body */

@@ -7,6 +7,7 @@
  * api_stream.c's. */
 #include "api_internal.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <libwebsockets.h>
 #include <stdlib.h>
@@ -189,6 +190,44 @@ static int oversized(struct lws *wsi, const char *uri)
 	return total > API_MAX_HEADERS ? 431 : 0;
 }
 
+/* What a browser may reach on the TCP listener: a module's routes and
+ * streams there carry flows, so a page of another site must not read
+ * them. The Host must be an address or localhost (a name could be a DNS
+ * rebinding of the attacker's own name to 127.0.0.1), and a websocket's
+ * Origin, when a browser sends one, must be that same host (websockets are
+ * not bound by the same-origin policy). */
+static bool host_is_foreign(struct lws *wsi)
+{
+	char host[256];
+	if (lws_hdr_copy(wsi, host, sizeof(host), WSI_TOKEN_HOST) <= 0)
+		return false; /* HTTP/1.0 without Host: not a browser */
+	char *name = host, *end;
+	if (*name == '[') { /* [v6]:port */
+		end = strchr(name, ']');
+		if (!end)
+			return true;
+		*end = '\0';
+		name++;
+	} else if ((end = strrchr(name, ':')) != NULL) {
+		*end = '\0';
+	}
+	unsigned char addr[16];
+	return strcmp(name, "localhost") != 0 && inet_pton(AF_INET, name, addr) != 1 &&
+	       inet_pton(AF_INET6, name, addr) != 1;
+}
+
+static bool origin_is_foreign(struct lws *wsi)
+{
+	char origin[300], host[256];
+	if (lws_hdr_copy(wsi, origin, sizeof(origin), WSI_TOKEN_ORIGIN) <= 0)
+		return false; /* not a browser */
+	if (lws_hdr_copy(wsi, host, sizeof(host), WSI_TOKEN_HOST) <= 0)
+		return true;
+	const char *o = strstr(origin, "://");
+	o = o ? o + 3 : origin;
+	return strcmp(o, host) != 0;
+}
+
 static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 			size_t len)
 {
@@ -208,6 +247,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		session_link(s, wsi);
 		api_session_reset(s);
 		s->wsi = wsi;
+		s->foreign_host = tcp && host_is_foreign(wsi);
 		int big = oversized(wsi, in);
 		parse_request_line(wsi, s, big == 414 ? "/" : in);
 		if (big) {
@@ -271,6 +311,11 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0 ||
 		    !api_stream_accepts(uri, tcp))
 			return 1; /* refuse the upgrade */
+		if (tcp && (host_is_foreign(wsi) || origin_is_foreign(wsi))) {
+			host_log(FIBRIL_LOG_WARN, "api: websocket %s on the TCP listener refused: "
+				 "a host name or another site's origin", uri);
+			return 1;
+		}
 		return 0;
 	}
 	case LWS_CALLBACK_ESTABLISHED: {

@@ -100,6 +100,19 @@ check "a bad filter: the stream says why and closes" \
 ip netns exec "$NODE_NS" python3 "$WS" "127.0.0.1:$TCP_PORT" "/v1/flows/stream?last=1&verdict=DROPPED" \
 	"$WORK/tcpl.out" --count 1 --timeout 5 2>"$WORK/tcpl.err" || true
 check "the stream is served on the TCP listener" test "$(summary "$WORK/tcpl.out")" = "DROPPED policy-denied UDP b>a:7001 -"
+ip netns exec "$NODE_NS" python3 "$WS" "127.0.0.1:$TCP_PORT" "/v1/flows/stream" "$WORK/evil.out" \
+	--origin http://evil.example --timeout 5 2>"$WORK/evil.err" || true
+check "TCP: a websocket from another site's page (Origin) is refused" grep -q 'upgrade refused\|closed the connection' "$WORK/evil.err"
+ip netns exec "$NODE_NS" python3 "$WS" "127.0.0.1:$TCP_PORT" "/v1/flows/stream?last=1" "$WORK/same.out" \
+	--origin "http://127.0.0.1:$TCP_PORT" --count 1 --timeout 5 2>"$WORK/same.err" || true
+check "TCP: the page's own origin is taken" test "$(grep -c '"verdict"' "$WORK/same.out")" = 1
+tcpcode() { ip netns exec "$NODE_NS" curl -sS -o /dev/null -w '%{http_code}' "$@"; }
+check "TCP: GET /v1/flows under a host name is 421 (DNS rebinding), under the address 200" \
+	test "$(tcpcode -H "Host: evil.example:$TCP_PORT" "http://127.0.0.1:$TCP_PORT/v1/flows?last=1")" = 421 -a \
+	"$(tcpcode "http://127.0.0.1:$TCP_PORT/v1/flows?last=1")" = 200 -a \
+	"$(tcpcode -H "Host: localhost:$TCP_PORT" "http://127.0.0.1:$TCP_PORT/flows")" = 200
+check "TCP: /metrics still answers under a host name (scrapers)" \
+	test "$(tcpcode -H "Host: node1.example:$TCP_PORT" "http://127.0.0.1:$TCP_PORT/metrics")" = 200
 
 # ---- a slow reader loses its own flows, a fast one gets them all -----------------------------
 N=6000

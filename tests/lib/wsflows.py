@@ -5,7 +5,8 @@ TCP: it connects with a query, writes every JSON line it receives to a file
 (one per line) and stops after --count flow lines, --idle seconds without a
 message, or --timeout seconds. --slow makes it a reader that reads nothing
 for --stall seconds (with a tiny receive buffer), then reads on.
---ready FILE is created once the upgrade is done. --count-only writes no
+--ready FILE is created once the upgrade is done; --origin sends that
+Origin header (as a browser would). --count-only writes no
 line but {"flows": N, "lost": M, "seconds": S} at the end (the benchmark's
 followers).
 
@@ -21,7 +22,7 @@ import sys
 import time
 
 
-def connect(where, path, rcvbuf=None):
+def connect(where, path, rcvbuf=None, origin=None):
     if ":" in where and not where.startswith("/"):
         host, port = where.rsplit(":", 1)
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -34,9 +35,11 @@ def connect(where, path, rcvbuf=None):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         s.connect(where)
     key = base64.b64encode(os.urandom(16)).decode()
-    s.sendall(("GET %s HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
-               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-               "Sec-WebSocket-Version: 13\r\n\r\n" % (path, key)).encode())
+    host = where if ":" in where and not where.startswith("/") else "localhost"
+    extra = "Origin: %s\r\n" % origin if origin else ""
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n%s"
+               "Sec-WebSocket-Version: 13\r\n\r\n" % (path, host, key, extra)).encode())
     head = b""
     while b"\r\n\r\n" not in head:
         b = s.recv(1)
@@ -130,8 +133,9 @@ def main():
     ap.add_argument("--stall", type=float, default=5)
     ap.add_argument("--ready")
     ap.add_argument("--count-only", action="store_true")
+    ap.add_argument("--origin")
     a = ap.parse_args()
-    s = connect(a.where, a.path, rcvbuf=4096 if a.slow else None)
+    s = connect(a.where, a.path, rcvbuf=4096 if a.slow else None, origin=a.origin)
     if a.ready:
         open(a.ready, "w").close()
     if a.slow:
