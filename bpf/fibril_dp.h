@@ -28,7 +28,7 @@
 #define DP_MAP_POLICY_EP "dp_policy_ep"
 
 #define DP_ENDPOINTS_MAX 65536
-#define DP_IPCACHE_MAX 65536
+#define DP_IPCACHE_MAX 524288  /* Cilium's default: every endpoint of a large cluster (no prealloc) */
 #define DP_CONNTRACK_MAX 131072 /* default of [datapath] conntrack-max-tcp */
 #define DP_CT_ANY_MAX 65536     /* default of [datapath] conntrack-max-other */
 #define DP_FRAGS_MAX 8192

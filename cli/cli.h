@@ -18,6 +18,7 @@ struct cli_options {
 	bool json; /* -o json */
 	/* ipam options: --family, --ip, --owner (NULL when not given) */
 	const char *family, *ip, *owner;
+	const char *src, *dst, *dport; /* `fibril policy trace` */
 };
 extern struct cli_options opt;
 
@@ -90,6 +91,7 @@ int cmd_k8s(int argc, char **argv);       /* cli/cmd_k8s.c */
 int cmd_map(int argc, char **argv);       /* cli/cmd_map.c */
 int cmd_ipam(int argc, char **argv);      /* cli/cmd_ipam.c */
 int cmd_node(int argc, char **argv);      /* cli/cmd_node.c */
+int cmd_ipcache(int argc, char **argv);   /* cli/cmd_ipcache.c */
 int cmd_policy(int argc, char **argv);    /* cli/cmd_policy.c */
 int cmd_health(void);                     /* cli/cmd_health.c */
 int cmd_version(void);                    /* cli/cmd_version.c */

@@ -37,6 +37,7 @@ static const char usage_text[] =
 	"  map dump NAME   the entries of one map\n"
 	"  health          readiness: prints \"ok\" (exit 0) or why not (exit 1)\n"
 	"  node list       the nodes of the cluster: IPs, pod CIDRs, source, last seen\n"
+	"  ipcache list    the ipcache: prefix -> identity, source, node, host IP\n"
 	"  ipam list       allocated addresses and their owners, and the pools\n"
 	"  ipam allocate [--family ipv4|ipv6|both] OWNER\n"
 	"                  the next free address(es) for OWNER (default: both)\n"
@@ -49,9 +50,11 @@ static const char usage_text[] =
 	"  identity list   security identities: reserved and allocated, with labels\n"
 	"  identity get ID one identity\n"
 	"  k8s status      Kubernetes resources: synced, objects, last event, relists\n"
-	"  policy import FILE|-  add or replace CiliumNetworkPolicies (JSON)\n"
+	"  policy import FILE|-  add or replace NetworkPolicies, CNPs, CCNPs (JSON or YAML)\n"
 	"  policy get      policies, revision, each endpoint's enforcement\n"
 	"  policy delete [NS/]NAME | policy delete-all\n"
+	"  policy trace --src S --dst D --dport N/PROTO  which rule allows or denies a flow\n"
+	"  policy selectors  each selector of the policies and the identities it selects\n"
 	"  observe [FILTERS] [-o compact|table|json]\n"
 	"                  flows from hubble-lite (fibril observe --help)\n"
 	"  version         versions of this CLI and of the agent\n"
@@ -101,6 +104,8 @@ static int run(int argc, char **argv)
 		return cmd_k8s(argc - 1, argv + 1);
 	if (!strcmp(cmd, "node"))
 		return cmd_node(argc - 1, argv + 1);
+	if (!strcmp(cmd, "ipcache"))
+		return cmd_ipcache(argc - 1, argv + 1);
 	if (!strcmp(cmd, "policy"))
 		return cmd_policy(argc - 1, argv + 1);
 	if ((rc = no_args(cmd, argc - 1, argv + 1)))
@@ -128,6 +133,10 @@ int main(int argc, char **argv)
 		{ "family", required_argument, NULL, 'F' },
 		{ "ip", required_argument, NULL, 'I' },
 		{ "owner", required_argument, NULL, 'O' },
+		/* options of `fibril policy trace` */
+		{ "src", required_argument, NULL, 'S' },
+		{ "dst", required_argument, NULL, 'D' },
+		{ "dport", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("FIBRIL_SOCKET");
@@ -162,6 +171,15 @@ int main(int argc, char **argv)
 			break;
 		case 'O':
 			opt.owner = optarg;
+			break;
+		case 'S':
+			opt.src = optarg;
+			break;
+		case 'D':
+			opt.dst = optarg;
+			break;
+		case 'P':
+			opt.dport = optarg;
 			break;
 		case ':':
 			return usage_error("option '%s' needs an argument", argv[optind - 1]);

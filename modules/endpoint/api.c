@@ -238,11 +238,19 @@ static void get_identity(struct fibril_request *req, struct fibril_response *res
 
 /* ---- PUT ------------------------------------------------------------------------- */
 
+static struct json_object *parse_body(const char *body, size_t len, struct fibril_response *resp);
+
 /* The parsed JSON body, or NULL after answering 400. */
 static struct json_object *read_body(struct fibril_request *req, struct fibril_response *resp)
 {
 	size_t len = 0;
 	const char *body = fibril_req_body(req, &len);
+
+	return parse_body(body, len, resp);
+}
+
+static struct json_object *parse_body(const char *body, size_t len, struct fibril_response *resp)
+{
 	struct json_tokener *tok;
 	struct json_object *o;
 
@@ -384,10 +392,29 @@ static void reply_ipam_error(struct fibril_response *resp, int rc, const char *f
 	}
 }
 
-static void put_endpoint_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
+/* A PUT as it was asked (the request's texts are copied: a PUT waiting for
+ * a cluster-wide identity runs again once the identity is here). */
+struct put_call {
+	struct ep_manager *mg;
+	char *ref;
+	char *body;
+	size_t len;
+	char *wait_labels;            /* set by put_endpoint_now: wait for these */
+	struct fibril_response *resp; /* deferred, while waiting */
+};
+
+static void put_call_free(struct put_call *pc)
 {
-	struct ep_manager *mg = ud;
-	const char *reftext = fibril_req_param(req, "ref");
+	free(pc->ref);
+	free(pc->body);
+	free(pc->wait_labels);
+	free(pc);
+}
+
+static void put_endpoint_now(struct put_call *pc, struct fibril_response *resp)
+{
+	struct ep_manager *mg = pc->mg;
+	const char *reftext = pc->ref;
 	struct ep_spec spec = { 0 };
 	struct json_object *body = NULL;
 	struct ep_endpoint *old, *nep = NULL;
@@ -409,7 +436,7 @@ static void put_endpoint_now(struct fibril_request *req, struct fibril_response 
 				  shown(reftext, buf, sizeof(buf)));
 		return;
 	}
-	if (!(body = read_body(req, resp)))
+	if (!(body = parse_body(pc->body, pc->len, resp)))
 		return;
 	rc = ep_spec_parse(body, &spec, false, why, sizeof(why));
 	json_object_put(body);
@@ -485,6 +512,14 @@ static void put_endpoint_now(struct fibril_request *req, struct fibril_response 
 	/* The identity of its labels. */
 	rc = ep_identity_acquire(mg, *spec.labels ? spec.labels : mg->reserved[FIBRIL_IDENTITY_INIT].labels,
 				 &identity);
+	if (rc == -EINPROGRESS) {
+		/* the kvstore gives the number: undo, wait for it, run again */
+		pc->wait_labels = strdup(*spec.labels ? spec.labels
+					 : mg->reserved[FIBRIL_IDENTITY_INIT].labels);
+		if (!pc->wait_labels)
+			fibril_resp_error(resp, 500, "out of memory");
+		goto undo;
+	}
 	if (rc) {
 		fibril_resp_error(resp, 503, "labels: no identity for them: %s",
 				  rc == -ENOSPC ? "every local identity number is in use" : strerror(-rc));
@@ -728,9 +763,94 @@ static void run_durable(struct fibril_request *req, struct fibril_response *resp
 		journal_durable(dr, rc);
 }
 
+static void put_run(struct put_call *pc, struct fibril_response *deferred);
+
+static void on_put_identity(struct ep_manager *mg, void *ud, int err)
+{
+	struct put_call *pc = ud;
+	char shown[256];
+
+	(void)mg;
+	if (err) {
+		snprintf(shown, sizeof(shown), "%s", pc->wait_labels);
+		for (char *c = shown; *c; c++)
+			if (*c == '\n')
+				*c = ',';
+		fibril_resp_error(pc->resp, 503, "labels %s: no cluster-wide identity from the kvstore: %s",
+				  shown, err == -ETIMEDOUT ? "it did not answer in time ([endpoint] identity-timeout)"
+				  : err == -ENOTCONN ? "it is unreachable ([endpoint] identity-timeout passed)"
+				  : strerror(-err));
+		fibril_resp_send(pc->resp);
+		put_call_free(pc);
+		return;
+	}
+	free(pc->wait_labels);
+	pc->wait_labels = NULL;
+	put_run(pc, pc->resp);
+}
+
+/* Run the PUT on a deferred response: it answers once durable, or waits
+ * for the identity of its labels and runs again. */
+static void put_run(struct put_call *pc, struct fibril_response *deferred)
+{
+	struct ep_manager *mg = pc->mg;
+	const struct fibril_ipam_ops *ipam = mg->ipam;
+	bool ipam_waits = ipam && FIBRIL_SERVICE_HAS(ipam, wait_durable) && ipam->wait_durable;
+	struct durable_reply *dr = mg->journal ? calloc(1, sizeof(*dr)) : NULL;
+	int rc;
+
+	pc->resp = deferred;
+	put_endpoint_now(pc, deferred);
+	if (pc->wait_labels) {
+		free(dr);
+		rc = ep_cluster_allocate(mg, pc->wait_labels, on_put_identity, pc);
+		if (rc)
+			on_put_identity(mg, pc, rc);
+		return;
+	}
+	put_call_free(pc);
+	if (!dr) {
+		fibril_resp_send(deferred); /* no journal: the handler said so */
+		return;
+	}
+	dr->resp = deferred;
+	dr->waiting = ipam_waits ? 2 : 1;
+	rc = ipam_waits ? ipam->wait_durable(mg->ipam_ctx, ipam_durable, dr) : 0;
+	if (rc)
+		ipam_durable(dr, rc);
+	rc = ep_store_sync(mg, journal_durable, dr);
+	if (rc)
+		journal_durable(dr, rc);
+}
+
 static void put_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
-	run_durable(req, resp, ud, put_endpoint_now);
+	struct put_call *pc = calloc(1, sizeof(*pc));
+	const char *ref = fibril_req_param(req, "ref");
+	size_t len = 0;
+	const char *body = fibril_req_body(req, &len);
+	struct fibril_response *deferred;
+
+	if (!pc || !(pc->ref = strdup(ref ? ref : "")) || !(pc->body = malloc(len + 1))) {
+		if (pc)
+			put_call_free(pc);
+		fibril_resp_error(resp, 500, "out of memory");
+		return;
+	}
+	pc->mg = ud;
+	if (len)
+		memcpy(pc->body, body, len);
+	pc->body[len] = '\0';
+	pc->len = body ? len : 0;
+	/* deferred when it waits for a flush or for the kvstore; else answered now */
+	if ((!pc->mg->journal && !pc->mg->cluster) || !(deferred = fibril_resp_defer(resp))) {
+		put_endpoint_now(pc, resp);
+		if (pc->wait_labels)
+			fibril_resp_error(resp, 503, "labels: their cluster-wide identity is not here yet: retry");
+		put_call_free(pc);
+		return;
+	}
+	put_run(pc, deferred);
 }
 
 static void patch_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)

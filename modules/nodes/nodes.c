@@ -139,6 +139,7 @@ static void remove_entry(struct nodes *s, struct node_entry *e)
 	s->n_nodes--;
 	fibril_info(s->m, "node %s is gone", e->n.name);
 	nodes_node_unprogram(s, &e->n);
+	nodes_ipcache_node_changed(s, e->n.name); /* its endpoints leave the datapath */
 	s->stats.deleted++;
 	publish(s, FIBRIL_NODE_DELETED, &e->n);
 	free(e);
@@ -179,6 +180,7 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 		e->mark = true;
 		fibril_info(s->m, "node %s joined", name);
 		nodes_node_program(s, e, NULL);
+		nodes_ipcache_node_changed(s, name);
 		s->stats.added++;
 		publish(s, FIBRIL_NODE_ADDED, &e->n);
 		return;
@@ -299,6 +301,8 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
 	s->synced = true;
 	if (!s->watch)
 		s->watch = s->kv->watch(s->kvctx, NODES_KEY_PREFIX, revision + 1, on_watch, s);
+	if (!s->ipc.synced && !s->ipc.reading)
+		nodes_ipcache_start(s);
 	fibril_info(s->m, "registry read at revision %lld: %zu remote node(s)", (long long)revision,
 		    s->n_nodes);
 	fibril_health_report(s->m, "registry", FIBRIL_HEALTH_OK, "registered as %s, %zu remote node(s)",
@@ -336,6 +340,7 @@ static void on_put(void *ud, int err, int64_t revision)
 		return;
 	}
 	s->stats.registrations++;
+	nodes_ipcache_publish(s); /* our endpoints, under this lease */
 	if (!s->synced)
 		resync(s);
 }
@@ -608,6 +613,38 @@ static void get_nodes(struct fibril_request *req, struct fibril_response *resp, 
 	json_object_put(o);
 }
 
+/* ---- metrics ------------------------------------------------------------------------------------- */
+
+static void on_scrape(struct fibril_module *m, void *ud)
+{
+	struct nodes *s = ud;
+	(void)m;
+	fibril_series_set(fibril_metric_series(s->m_entries, NULL), (double)s->ipc.count);
+	fibril_series_set(fibril_metric_labels(s->m_events, "added"), (double)s->ipc.stats.added);
+	fibril_series_set(fibril_metric_labels(s->m_events, "updated"), (double)s->ipc.stats.updated);
+	fibril_series_set(fibril_metric_labels(s->m_events, "deleted"), (double)s->ipc.stats.deleted);
+	fibril_series_set(fibril_metric_labels(s->m_events, "bad-record"),
+			  (double)s->ipc.stats.bad_records);
+	fibril_series_set(fibril_metric_labels(s->m_events, "published"),
+			  (double)s->ipc.stats.published);
+}
+
+static int nodes_metrics_register(struct nodes *s)
+{
+	static const char *const event[] = {"event", NULL};
+	s->m_entries = fibril_metric_register(s->m, &(struct fibril_metric_opts){
+		.sz = sizeof(struct fibril_metric_opts), .type = FIBRIL_METRIC_GAUGE,
+		.name = "fibril_nodes_ipcache_entries",
+		.help = "Endpoint addresses in the kvstore's ipcache known to this node"});
+	s->m_events = fibril_metric_register(s->m, &(struct fibril_metric_opts){
+		.sz = sizeof(struct fibril_metric_opts), .type = FIBRIL_METRIC_COUNTER,
+		.name = "fibril_nodes_ipcache_events_total",
+		.help = "Changes of the kvstore's ipcache seen or made by this node", .labels = event});
+	if (!s->m_entries || !s->m_events)
+		return -ENOMEM;
+	return fibril_metrics_on_scrape(s->m, on_scrape, s);
+}
+
 /* ---- lifecycle ----------------------------------------------------------------------------------- */
 
 static void nodes_fini(struct fibril_module *m);
@@ -630,8 +667,20 @@ static int nodes_init(struct fibril_module *m)
 		if (!s->subs[i])
 			rc = -ENOMEM;
 	}
+	static const char *const ep_topics[] = {FIBRIL_ENDPOINT_TOPIC_CREATED,
+						FIBRIL_ENDPOINT_TOPIC_UPDATED,
+						FIBRIL_ENDPOINT_TOPIC_DELETED};
+	for (size_t i = 0; rc == 0 && i < sizeof(ep_topics) / sizeof(ep_topics[0]); i++) {
+		s->ep_subs[i] = fibril_bus_subscribe(m, ep_topics[i], 1, nodes_ipcache_on_endpoint, s);
+		if (!s->ep_subs[i])
+			rc = -ENOMEM;
+	}
 	if (rc == 0)
 		rc = fibril_api_route(m, "GET", "/v1/nodes", 0, get_nodes, s);
+	if (rc == 0)
+		rc = fibril_api_route(m, "GET", "/v1/ipcache", 0, nodes_ipcache_get, s);
+	if (rc == 0)
+		rc = nodes_metrics_register(s);
 	if (rc) {
 		fibril_module_set_error(m, "cannot register the nodes service, topics or route");
 		nodes_fini(m);
@@ -700,6 +749,7 @@ static void nodes_stop(struct fibril_module *m)
 	s->watch = NULL;
 	fibril_timer_cancel(s->retry);
 	s->retry = NULL;
+	nodes_ipcache_stop(s);
 }
 
 static void nodes_fini(struct fibril_module *m)
@@ -710,6 +760,10 @@ static void nodes_fini(struct fibril_module *m)
 	for (size_t i = 0; i < sizeof(s->subs) / sizeof(s->subs[0]); i++)
 		if (s->subs[i])
 			fibril_bus_unsubscribe(s->subs[i]);
+	for (size_t i = 0; i < sizeof(s->ep_subs) / sizeof(s->ep_subs[0]); i++)
+		if (s->ep_subs[i])
+			fibril_bus_unsubscribe(s->ep_subs[i]);
+	nodes_ipcache_free(s);
 	fibril_timer_cancel(s->retry);
 	while (s->nodes) {
 		struct node_entry *e = s->nodes;

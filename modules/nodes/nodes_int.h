@@ -23,6 +23,8 @@
 /* rtm_protocol of the routes this module adds (the datapath's are 0xf1) */
 #define NODES_ROUTE_PROTO 0xf2
 #define NODES_WHY_LEN 256
+/* the ipcache, relative to the kvstore's prefix (Cilium's state/ip/v1) */
+#define NODES_IP_PREFIX "state/ip/v1/default/"
 
 enum nodes_routing { NODES_ROUTING_NONE = 0, NODES_ROUTING_NATIVE };
 
@@ -40,6 +42,38 @@ struct nodes_old_route {
 	int family;
 	uint8_t via[16];
 	bool wanted;
+};
+
+/* One ipcache record: an endpoint address -> identity, its node. */
+struct nodes_ip_record {
+	uint8_t family;        /* 4 or 6 */
+	uint8_t addr[16];
+	uint8_t host_family;   /* 0: no HostIP */
+	uint8_t host[16];      /* the node IP of the endpoint's node */
+	uint32_t identity;
+	char node[FIBRIL_NODE_NAME_LEN];
+	char pod_namespace[64];
+	char pod_name[254];
+};
+
+struct nodes_ip;
+
+/* ipcache.c's state */
+struct nodes_ipcache {
+	struct nodes_ip **buckets; /* by address; nbuckets a power of two */
+	size_t nbuckets, count;
+	struct fibril_kv_watch *watch;
+	struct fibril_timer *retry;
+	bool reading, synced, publish_failed;
+	int64_t lease_published; /* the lease our records were put under */
+	unsigned puts_inflight;
+	struct node_entry **node_table; /* the known nodes by name hash (ipcache.c) */
+	size_t node_slots;
+	bool node_table_valid;
+	struct {
+		uint64_t added, updated, deleted, programmed, removed, published, unpublished,
+			bad_records, errors, resyncs;
+	} stats;
 };
 
 struct nodes {
@@ -69,6 +103,10 @@ struct nodes {
 	struct nodes_old_route *old;
 	size_t n_old;
 
+	struct nodes_ipcache ipc;
+	struct fibril_subscription *ep_subs[3];
+	struct fibril_metric *m_entries, *m_events;
+
 	char why[NODES_WHY_LEN];
 	struct {
 		uint64_t added, updated, deleted, bad_records;
@@ -86,6 +124,23 @@ bool nodes_name_valid(const char *name);
 /* "10.244.1.0/24" -> 0 (host bits must be zero), else -EINVAL */
 int nodes_cidr_parse(const char *text, struct fibril_node_cidr *out);
 const char *nodes_cidr_text(const struct fibril_node_cidr *c, char *buf, size_t len);
+
+/* record.c: the ipcache's value (JSON) <-> struct nodes_ip_record; key_ip:
+ * the address the key says (NULL: not checked). 0 or -EINVAL with why. */
+char *nodes_ip_record_encode(const struct nodes_ip_record *r);
+int nodes_ip_record_decode(const char *json, size_t len, const char *key_ip,
+			   struct nodes_ip_record *out, char *why, size_t whylen);
+const char *nodes_ip_text(uint8_t family, const uint8_t *addr, char *buf, size_t len);
+
+/* ipcache.c */
+void nodes_ipcache_start(struct nodes *s);   /* after the registry is read */
+void nodes_ipcache_publish(struct nodes *s); /* ours, under the current lease */
+void nodes_ipcache_node_changed(struct nodes *s, const char *name); /* added/gone */
+void nodes_ipcache_host(struct nodes *s, int family, const void *addr);
+int nodes_ipcache_on_endpoint(const struct fibril_event *ev, void *ud);
+void nodes_ipcache_stop(struct nodes *s);
+void nodes_ipcache_free(struct nodes *s);
+void nodes_ipcache_get(struct fibril_request *req, struct fibril_response *resp, void *ud);
 
 /* route.c */
 int nodes_nl_open(struct nodes *s, char *why, size_t len);

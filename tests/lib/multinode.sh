@@ -17,9 +17,12 @@
 #   mn_agent_start NAME MODDIR [agent args...]  the node's agent, healthy
 #   mn_agent_kill NAME [SIGNAL]  stop it (default KILL), wait for it
 #   mn_api NAME CURL-ARGS...     the node's API
-#   mn_pod_add NODE POD          a pod namespace on NODE through fibril-cni;
-#                                its IPv4 address in MN_POD_IP[POD]
+#   mn_pod_add NODE POD [K8S-NS] a pod namespace on NODE through fibril-cni
+#                                (its pod namespace K8S-NS, default
+#                                "default"); its IPv4 address in MN_POD_IP[POD]
+#   mn_pod_del NODE POD          CNI DEL of the pod on NODE
 #   mn_ns NAME / mn_pod_ns POD   namespace names
+#   wait_for SECONDS CMD...      poll CMD (every 0.1 s) until it succeeds
 MN_TAG="fmn$$"
 MN_UNDERLAY_NS="$MN_TAG-u"
 MN_UNDERLAY_PREFIX=${MN_UNDERLAY_PREFIX:-172.31.250}
@@ -51,6 +54,15 @@ _mn_cleanup() {
 	cleanup
 }
 trap _mn_cleanup EXIT INT TERM
+
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	while ! "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
+}
 
 mn_require() {
 	[ "$(id -u)" = 0 ] || skip_or_fail "needs root (network namespaces, root-owned modules)"
@@ -170,15 +182,24 @@ mn_agent_kill() {
 }
 
 mn_pod_add() {
-	local node=$1 pod=$2 ns out
+	local node=$1 pod=$2 podns=${3:-default} ns out
 	ns=$(mn_pod_ns "$pod")
 	_mn_netns_add "$ns"
 	out=$(printf '{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"%s"}' \
 		"${MN_DIR[$node]}/fibril.sock" |
 		ip netns exec "$(mn_ns "$node")" env -i PATH="$PATH" CNI_COMMAND=ADD \
 			CNI_CONTAINERID="$MN_TAG$pod" CNI_NETNS="/var/run/netns/$ns" CNI_IFNAME=eth0 \
-			CNI_PATH="$top_builddir" CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=$pod" \
+			CNI_PATH="$top_builddir" CNI_ARGS="K8S_POD_NAMESPACE=$podns;K8S_POD_NAME=$pod" \
 			"$top_builddir/fibril-cni") || { echo "ADD $pod on $node: $out" >&2; return 1; }
 	MN_POD_IP[$pod]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ips"][0]["address"].split("/")[0])' "$out")
 	MN_POD_NODE[$pod]=$node
+}
+
+mn_pod_del() {
+	local node=$1 pod=$2
+	printf '{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"%s"}' \
+		"${MN_DIR[$node]}/fibril.sock" |
+		ip netns exec "$(mn_ns "$node")" env -i PATH="$PATH" CNI_COMMAND=DEL \
+			CNI_CONTAINERID="$MN_TAG$pod" CNI_NETNS="/var/run/netns/$(mn_pod_ns "$pod")" \
+			CNI_IFNAME=eth0 CNI_PATH="$top_builddir" "$top_builddir/fibril-cni"
 }
