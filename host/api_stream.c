@@ -8,7 +8,7 @@
  * clients never notice; once the queue has room again the module's lost
  * callback tells how many went. */
 #include "api_internal.h"
-#include "struct_size.h"
+#include <fibril/compat.h>
 
 #include <errno.h>
 #include <libwebsockets.h>
