@@ -207,8 +207,10 @@ static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *
 {
 	struct dp_event *e = bpf_ringbuf_reserve(&dp_events, sizeof(*e), 0);
 
-	if (!e)
-		return; /* full: the reader is behind; the metrics still count it */
+	if (!e) { /* full: the reader is behind; the packet is counted anyway */
+		metrics_count(skb, p, DP_REASON_EVENT_LOST);
+		return;
+	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->size = sizeof(*e);
 	e->type = type;
@@ -225,9 +227,12 @@ static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *
 	e->sport = p->tuple.sport;
 	e->dport = p->tuple.dport;
 	e->direction = p->direction;
+	e->tcp_flags = p->tuple.proto == IPPROTO_TCP ? p->tcp_flags : 0;
 	__builtin_memcpy(e->saddr, p->tuple.saddr, sizeof(e->saddr));
 	__builtin_memcpy(e->daddr, p->tuple.daddr, sizeof(e->daddr));
-	bpf_ringbuf_submit(e, 0);
+	/* a wakeup per record would cost the reader a syscall per packet */
+	bpf_ringbuf_submit(e, bpf_ringbuf_query(&dp_events, BPF_RB_AVAIL_DATA) >= DP_EVENTS_WAKEUP_BYTES
+				      ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 /* The per-CPU token bucket of drop events: 1 when this one may go. */

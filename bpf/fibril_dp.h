@@ -35,6 +35,11 @@
 #define DP_IPV6_MAX_EXTHDRS 8   /* extension headers walked before L4 (Cilium: 4) */
 #define DP_METRICS_MAX 1024
 #define DP_EVENTS_BYTES (1u << 20) /* ring buffer: power of 2, page multiple */
+/* The reader is woken once this much is waiting (about 800 records), not
+ * per record; it also reads every DP_EVENTS_POLL_MS (the datapath module's
+ * timer), so a lone event waits at most that long. */
+#define DP_EVENTS_WAKEUP_BYTES (64u << 10)
+#define DP_EVENTS_POLL_MS 50
 #define DP_POLICY_MAX 65536
 #define DP_POLICY_EP_MAX 65536 /* one slot per local endpoint ID */
 
@@ -166,6 +171,8 @@ enum dp_reason {
 					 * is counted under its own reason) */
 	DP_REASON_TO_TUNNEL = 6,      /* encapsulated: redirected into the VXLAN
 				       * device towards the remote node */
+	DP_REASON_EVENT_LOST = 7,     /* not a verdict: an event dp_events had no
+				       * room for (the reader was behind) */
 	DP_REASON_DROP_SPOOFED_IP = 130,  /* source IP is not the endpoint's */
 	DP_REASON_DROP_SPOOFED_ARP = 131, /* ARP sender IP is not the endpoint's */
 	DP_REASON_DROP_INVALID = 132,     /* truncated or malformed header */
@@ -254,7 +261,8 @@ struct dp_event {
 	__u16 sport;        /* network order */
 	__u16 dport;        /* network order */
 	__u8 direction;     /* enum dp_direction (older programs: 0) */
-	__u8 pad;
+	__u8 tcp_flags;     /* the TCP header's flags byte (FIN 0x01 .. CWR 0x80);
+			     * was padding, always zeroed: older programs: 0 */
 	__u8 saddr[16];
 	__u8 daddr[16];
 };

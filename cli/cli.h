@@ -71,6 +71,19 @@ int show(const char *path, int (*render)(struct json_object *));
 /* s escaped for a URL path segment or query value; malloc'd. */
 char *url_escape(const char *s);
 
+/* A websocket stream of the agent (cli/ws.c): path_and_query is absolute
+ * ("/v1/flows/stream?verdict=DROPPED"). Each text message goes to
+ * on_message (non-zero stops). Returns 0 when the agent closed the stream,
+ * 1 when on_message stopped it, -1 after printing why it failed. */
+int ws_follow(const char *socket_path, const char *path_and_query,
+	      int (*on_message)(const char *text, size_t len, void *ud), void *ud);
+/* The same in two steps: the upgrade (the socket, or -1 after printing
+ * why), then the messages until the close (ws_read closes fd; a read
+ * timeout set on fd ends it like a close). */
+int ws_connect(const char *socket_path, const char *path_and_query);
+int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t len, void *ud),
+	    void *ud);
+
 /* Commands in their own files: argc/argv start after the group name. */
 int cmd_endpoint(int argc, char **argv);  /* cli/cmd_endpoint.c */
 int cmd_identity(int argc, char **argv);  /* cli/cmd_endpoint.c */

@@ -76,6 +76,7 @@ struct datapath {
 	/* events */
 	struct ring_buffer *rb;
 	struct fibril_io *rb_io;
+	struct fibril_timer *rb_timer; /* reads what no wakeup announced */
 	struct dp_event ring[DP_EVENT_RING];
 	unsigned ring_head, ring_count;
 	uint64_t events_drop, events_trace, events_bad;

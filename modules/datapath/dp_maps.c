@@ -72,6 +72,8 @@ const char *dp_reason_name(unsigned reason)
 		return "delivered";
 	case DP_REASON_EVENT_SUPPRESSED:
 		return "drop-event-suppressed";
+	case DP_REASON_EVENT_LOST:
+		return "event-lost";
 	case DP_REASON_DROP_FRAG_NOT_FOUND:
 		return "drop:fragment-without-first";
 	case DP_REASON_DROP_SPOOFED_MAC:

@@ -182,7 +182,7 @@ struct fibril_datapath_event {
 	uint8_t direction;      /* enum fibril_datapath_direction */
 	uint8_t family;         /* 4, 6, or 0 (ARP, unknown) */
 	uint8_t proto;          /* IPPROTO_*, 0 when none */
-	uint8_t tcp_flags;      /* TCP flags when known (the program does not report them yet: 0) */
+	uint8_t tcp_flags;      /* TCP flags byte of a TCP packet (FIN 0x01 .. CWR 0x80), else 0 */
 	uint16_t sport, dport;  /* host order */
 	uint16_t src_ep_id;     /* local endpoint IDs, 0 when none */
 	uint16_t dst_ep_id;
