@@ -675,6 +675,8 @@ static void delete_endpoint_now(struct fibril_request *req, struct fibril_respon
  * may run in the IPAM mode's fini or in the journal's close. */
 struct durable_reply {
 	struct fibril_response *resp;
+	enum ep_api_method method; /* its latency is observed when the answer goes */
+	double started;
 	int waiting;
 	int status;
 	const char *what; /* of the first failure */
@@ -692,6 +694,7 @@ static void durable_done(struct durable_reply *dr, int status, const char *what)
 		fibril_resp_error(dr->resp, 500, "%s could not make the change durable: %s", dr->what,
 				  strerror(-dr->status));
 	fibril_resp_send(dr->resp);
+	ep_metrics_observe_api(dr->method, dr->started);
 	free(dr);
 }
 
@@ -706,17 +709,21 @@ static void journal_durable(void *ud, int status)
 }
 
 static void run_durable(struct fibril_request *req, struct fibril_response *resp, struct ep_manager *mg,
-			fibril_route_fn handler)
+			fibril_route_fn handler, enum ep_api_method method)
 {
 	const struct fibril_ipam_ops *ipam = mg->ipam;
 	bool ipam_waits = ipam && FIBRIL_SERVICE_HAS(ipam, wait_durable) && ipam->wait_durable;
 	struct durable_reply *dr = mg->journal ? calloc(1, sizeof(*dr)) : NULL;
+	double started = ep_metrics_now();
 
 	if (!dr || !(dr->resp = fibril_resp_defer(resp))) {
 		free(dr);
 		handler(req, resp, mg); /* no journal: the handler says so */
+		ep_metrics_observe_api(method, started);
 		return;
 	}
+	dr->method = method;
+	dr->started = started;
 	handler(req, dr->resp, mg);
 	dr->waiting = ipam_waits ? 2 : 1;
 	int rc = ipam_waits ? ipam->wait_durable(mg->ipam_ctx, ipam_durable, dr) : 0;
@@ -730,17 +737,17 @@ static void run_durable(struct fibril_request *req, struct fibril_response *resp
 
 static void put_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
-	run_durable(req, resp, ud, put_endpoint_now);
+	run_durable(req, resp, ud, put_endpoint_now, EP_API_PUT);
 }
 
 static void patch_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
-	run_durable(req, resp, ud, patch_endpoint_now);
+	run_durable(req, resp, ud, patch_endpoint_now, EP_API_PATCH);
 }
 
 static void delete_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
-	run_durable(req, resp, ud, delete_endpoint_now);
+	run_durable(req, resp, ud, delete_endpoint_now, EP_API_DELETE);
 }
 
 int ep_api_register(struct ep_manager *mg)
