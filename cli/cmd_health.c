@@ -106,8 +106,11 @@ static int render_health_status(struct json_object *reply)
 	struct json_object *matrix = jget(reply, "matrix", json_type_object);
 	struct json_object *names = matrix ? jget(matrix, "nodes", json_type_array) : NULL;
 	struct json_object *rows = matrix ? jget(matrix, "rows", json_type_object) : NULL;
-	if (names && rows) {
-		size_t n = json_object_array_length(names);
+	size_t nnodes = names ? json_object_array_length(names) : 0;
+	if (names && rows && nnodes > 32)
+		printf("\nConnectivity matrix: %zu nodes, too wide for a table (-o json has it)\n", nnodes);
+	else if (names && rows) {
+		size_t n = nnodes;
 		printf("\nConnectivity matrix (row: from, column: to)\n");
 		struct table m;
 		table_init(&m, n + 1);

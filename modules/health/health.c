@@ -40,6 +40,10 @@ static const struct fibril_config_key health_config_keys[] = {
 	 .help = "IPv4 address the responder listens on (empty: the node address)"},
 	{.name = "endpoint", .type = FIBRIL_CONFIG_BOOL, .default_value = "true",
 	 .help = "Serve and probe a health endpoint per node (the last address of its pod CIDR)"},
+	{.name = "matrix-max-nodes", .type = FIBRIL_CONFIG_INT, .default_value = "128",
+	 .help = "Fetch every peer's row of the connectivity matrix while the cluster has at most this "
+		 "many nodes (above: this node's row only; the matrix grows as nodes squared)",
+	 .min = 0, .max = 4096},
 	{.name = "max-inflight", .type = FIBRIL_CONFIG_INT, .default_value = "256",
 	 .help = "HTTP probes open at once (more wait their turn within the round)", .min = 1,
 	 .max = 16384},
@@ -266,6 +270,13 @@ static void round_run(struct fibril_timer *t, void *ud)
 							  ? "no echo reply within the interval"
 							  : "no HTTP answer within the interval");
 		}
+	if (!health_matrix_on(h))
+		for (struct health_peer *p = h->peers; p; p = p->next) {
+			free(p->row); /* the cluster outgrew the matrix: its rows go */
+			p->row = NULL;
+			p->n_row = 0;
+			p->row_at_ms = 0;
+		}
 	h->round_open = true;
 	h->round_pending = 0;
 	h->round_start_us = health_mono_us();
@@ -374,6 +385,7 @@ static void route_health(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "peers", peers);
 	json_object_object_add(o, "unreachable", unreach);
 	struct json_object *matrix = json_object_new_object();
+	json_object_object_add(matrix, "peer_rows", json_object_new_boolean(health_matrix_on(h)));
 	json_object_object_add(matrix, "nodes", names);
 	json_object_object_add(matrix, "rows", rows);
 	json_object_object_add(o, "matrix", matrix);
@@ -471,6 +483,7 @@ static int health_init(struct fibril_module *m)
 	h->port = (uint16_t)fibril_config_int(m, "port");
 	h->interval_ms = fibril_config_duration_ms(m, "interval");
 	h->max_inflight = (unsigned)fibril_config_int(m, "max-inflight");
+	h->matrix_max = (size_t)fibril_config_int(m, "matrix-max-nodes");
 	h->ep_wanted = fibril_config_bool(m, "endpoint");
 	const char *la = fibril_config_string(m, "listen-address");
 	struct in_addr tmp;

@@ -92,6 +92,8 @@ void health_icmp_close(struct health *h);
 int health_icmp_send(struct health *h, struct health_peer *p, enum health_target t);
 void health_http_start(struct health *h, struct health_peer *p, enum health_target t);
 void health_http_abort(struct health *h, struct health_peer *p, enum health_target t);
+/* Whether node-http probes fetch the peers' rows (GET /row) now. */
+bool health_matrix_on(const struct health *h);
 /* A probe concluded: record it (rtt_us when ok). */
 void health_probe_done(struct health *h, struct health_peer *p, enum health_target t, bool ok,
 		       uint64_t rtt_us, const char *error);
@@ -132,6 +134,7 @@ struct health {
 	uint16_t port;
 	uint64_t interval_ms;
 	unsigned max_inflight, inflight;
+	size_t matrix_max;     /* peers' rows are fetched only up to this many nodes */
 	bool running;
 	/* the health endpoint */
 	bool ep_wanted, ep_added, ep_reserved;

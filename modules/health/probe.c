@@ -179,9 +179,14 @@ struct health_http_conn {
 
 #define HEALTH_ROW_MAX 4096
 
-static const char *request_of(enum health_target t)
+bool health_matrix_on(const struct health *h)
 {
-	return t == HT_NODE_HTTP ? "GET /row HTTP/1.1\r\nHost: fibril-health\r\nConnection: close\r\n\r\n"
+	return h->n_peers <= h->matrix_max;
+}
+
+static const char *request_of(const struct health *h, enum health_target t)
+{
+	return t == HT_NODE_HTTP && health_matrix_on(h) ? "GET /row HTTP/1.1\r\nHost: fibril-health\r\nConnection: close\r\n\r\n"
 				 : "GET /hello HTTP/1.1\r\nHost: fibril-health\r\nConnection: close\r\n\r\n";
 }
 
@@ -214,7 +219,7 @@ static void conn_parse(struct health_http_conn *c, bool eof)
 {
 	struct health_reply r = {0};
 	struct health_row_entry *row = NULL;
-	if (c->t == HT_NODE_HTTP) {
+	if (c->t == HT_NODE_HTTP && health_matrix_on(c->h)) {
 		row = calloc(HEALTH_ROW_MAX, sizeof(*row));
 		r.row = row;
 		r.max_row = row ? HEALTH_ROW_MAX : 0;
@@ -255,7 +260,7 @@ static void conn_event(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 		}
 		c->connected = true;
 	}
-	const char *req = request_of(c->t);
+	const char *req = request_of(c->h, c->t);
 	size_t rlen = strlen(req);
 	if (c->req_off < rlen) {
 		ssize_t n = send(fd, req + c->req_off, rlen - c->req_off, MSG_DONTWAIT | MSG_NOSIGNAL);
