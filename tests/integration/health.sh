@@ -47,14 +47,6 @@ sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' "$doc" "$2" 2>/dev/null && 
 	[ -z "${QUIET:-}" ] && echo "  $1: ${doc:0:600}"
 	return 1
 }
-wait_for() { # wait_for SECONDS CMD...
-	local deadline=$((SECONDS + $1))
-	shift
-	while ! "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
 # elapsed_until SECONDS CMD... : poll CMD; prints the seconds it took
 elapsed_until() {
 	local limit=$1 t0 now

@@ -45,15 +45,6 @@ nodes_is() {
 	return 1
 }
 nget() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$(nodes_json "$1")" "$2"; }
-# wait_for SECONDS CMD... : poll until CMD succeeds
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	while ! "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
 knows() { QUIET_JSON=1 nodes_is "$1" "any(n['name'] == '$2' and n['source'] == 'kvstore' for n in j['nodes'])"; }
 forgot() { QUIET_JSON=1 nodes_is "$1" "all(n['name'] != '$2' for n in j['nodes'])"; }
 routes() { ip -n "$(mn_ns "$1")" route show proto 242 | sed 's/ *$//'; }

@@ -20,6 +20,7 @@
 #   mn_pod_add NODE POD          a pod namespace on NODE through fibril-cni;
 #                                its IPv4 address in MN_POD_IP[POD]
 #   mn_ns NAME / mn_pod_ns POD   namespace names
+#   wait_for SECONDS CMD...      poll CMD every 0.1 s until it succeeds
 MN_TAG="fmn$$"
 MN_UNDERLAY_NS="$MN_TAG-u"
 MN_UNDERLAY_PREFIX=${MN_UNDERLAY_PREFIX:-172.31.250}
@@ -181,4 +182,13 @@ mn_pod_add() {
 			"$top_builddir/fibril-cni") || { echo "ADD $pod on $node: $out" >&2; return 1; }
 	MN_POD_IP[$pod]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ips"][0]["address"].split("/")[0])' "$out")
 	MN_POD_NODE[$pod]=$node
+}
+
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	while ! "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
 }
