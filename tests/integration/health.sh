@@ -83,6 +83,8 @@ check "fibril health status exits 0 and lists n3 with its addresses" \
 	eval '[ $rc = 0 ] && grep -Eq "^n3 +${MN_IP[n3]} +ok [0-9.]+/[0-9.]+/[0-9.]+ +ok .* $EP3 +ok" <<<"$out"'
 check "  and prints the matrix" grep -Eq "^n2 +ok +ok +ok$" <<<"$out"
 check "fibril health still prints ok" test "$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health)" = ok
+rc=0; err=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health frob 2>&1) || rc=$?
+check "fibril health frob: a usage error naming it" eval '[ $rc = 2 ] && grep -q "unknown subcommand .frob." <<<"$err"'
 mn_api n1 http://x/metrics >"$WORK/metrics.txt"
 check "/metrics: n3's targets reachable, probes counted, RTT histogram" \
 	eval 'grep -q "^fibril_health_node_reachable{peer=\"n3\",target=\"node-http\"} 1$" "$WORK/metrics.txt" &&
