@@ -373,7 +373,9 @@ static void route_health(struct fibril_request *req, struct fibril_response *res
 		json_object_array_add(names, json_object_new_string(p->name));
 		if (probed)
 			json_object_object_add(self_row, p->name, json_object_new_boolean(!bad));
-		if (!p->local && p->row_at_ms) {
+		/* a peer's row as of its last answer; none while it does not answer
+		 * (its view now is unknown) */
+		if (!p->local && p->row_at_ms && p->st[HT_NODE_HTTP].reachable) {
 			struct json_object *r = json_object_new_object();
 			for (size_t i = 0; i < p->n_row; i++)
 				json_object_object_add(r, p->row[i].name,

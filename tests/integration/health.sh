@@ -110,6 +110,8 @@ rc=0; out=$("$CLI" -s "${MN_DIR[n2]}/fibril.sock" health status) || rc=$?
 check "fibril health status on n2 exits 1 and says n3 is unreachable" \
 	eval '[ $rc = 1 ] && grep -q "^Unreachable: n3$" <<<"$out" && grep -Eq "^n3 .*FAIL: no HTTP answer" <<<"$out"'
 check "  the matrix row of n2 says FAIL for n3" grep -Eq "^n2 +ok +ok +FAIL$" <<<"$out"
+check "  and n3's row is unknown while it does not answer" grep -Eq "^n3 +- +- +-$" <<<"$out"
+sed 's/^/    | /' <<<"$out" # the view, for the log
 mn_api n1 http://x/metrics >"$WORK/metrics.txt"
 check "/metrics: n3's node-http is 0, one node unreachable" \
 	eval 'grep -q "^fibril_health_node_reachable{peer=\"n3\",target=\"node-http\"} 0$" "$WORK/metrics.txt" &&
@@ -133,6 +135,7 @@ check "  and reachable again after" wait_for 5 back n1
 
 # ---- a node leaves ---------------------------------------------------------------------------------
 mn_agent_kill n3 TERM
+check "n3's agent stopped cleanly (no sanitizer report in its log)" eval '! grep -q "Sanitizer" "${MN_DIR[n3]}/agent.log"'
 check "a stopped agent takes its health endpoint address off its loopback" \
 	eval '! grep -q "inet $EP3/32" <<<"$(ip -n "$(mn_ns n3)" addr show dev lo)"'
 
