@@ -93,7 +93,7 @@ int cmd_ipam(int argc, char **argv);      /* cli/cmd_ipam.c */
 int cmd_node(int argc, char **argv);      /* cli/cmd_node.c */
 int cmd_ipcache(int argc, char **argv);   /* cli/cmd_ipcache.c */
 int cmd_policy(int argc, char **argv);    /* cli/cmd_policy.c */
-int cmd_health(void);                     /* cli/cmd_health.c */
+int cmd_health(int argc, char **argv);    /* cli/cmd_health.c */
 int cmd_version(void);                    /* cli/cmd_version.c */
 int cmd_observe_main(int argc, char **argv, int cmd_index); /* cli/cmd_observe.c: all of argv */
 /* Renderers of a reply that takes no arguments (run() calls show()). */

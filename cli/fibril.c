@@ -36,6 +36,7 @@ static const char usage_text[] =
 	"  map list        BPF maps known to the agent\n"
 	"  map dump NAME   the entries of one map\n"
 	"  health          readiness: prints \"ok\" (exit 0) or why not (exit 1)\n"
+	"  health status   connectivity to every node, latency, the matrix (health module)\n"
 	"  node list       the nodes of the cluster: IPs, pod CIDRs, source, last seen\n"
 	"  ipcache list    the ipcache: prefix -> identity, source, node, host IP\n"
 	"  ipam list       allocated addresses and their owners, and the pools\n"
@@ -108,6 +109,8 @@ static int run(int argc, char **argv)
 		return cmd_ipcache(argc - 1, argv + 1);
 	if (!strcmp(cmd, "policy"))
 		return cmd_policy(argc - 1, argv + 1);
+	if (!strcmp(cmd, "health"))
+		return cmd_health(argc - 1, argv + 1);
 	if ((rc = no_args(cmd, argc - 1, argv + 1)))
 		return rc;
 	if (!strcmp(cmd, "status"))
@@ -116,8 +119,6 @@ static int run(int argc, char **argv)
 		return show("modules", render_modules);
 	if (!strcmp(cmd, "config"))
 		return show("config", render_config);
-	if (!strcmp(cmd, "health"))
-		return cmd_health();
 	if (!strcmp(cmd, "version"))
 		return cmd_version();
 	return usage_error("unknown command '%s'", cmd);

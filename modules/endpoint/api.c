@@ -401,6 +401,7 @@ struct put_call {
 	size_t len;
 	char *wait_labels;            /* set by put_endpoint_now: wait for these */
 	struct fibril_response *resp; /* deferred, while waiting */
+	double started;               /* arrival, for the latency metric */
 };
 
 static void put_call_free(struct put_call *pc)
@@ -614,6 +615,7 @@ struct patch_call {
 	uint16_t id;
 	char *labels;
 	struct fibril_response *resp; /* deferred, while waiting */
+	double started;               /* arrival, for the latency metric */
 };
 
 static void patch_call_free(struct patch_call *pc)
@@ -686,7 +688,8 @@ static int patch_apply(struct patch_call *pc, struct fibril_response *resp)
 	return 0;
 }
 
-static void answer_when_durable(struct ep_manager *mg, struct fibril_response *deferred);
+static void answer_when_durable(struct ep_manager *mg, struct fibril_response *deferred,
+				enum ep_api_method method, double started);
 
 static void patch_run(struct patch_call *pc);
 
@@ -701,6 +704,7 @@ static void on_patch_identity(struct ep_manager *mg, void *ud, int err)
 				  : err == -ENOTCONN ? "it is unreachable ([endpoint] identity-timeout passed)"
 				  : strerror(-err));
 		fibril_resp_send(pc->resp);
+		ep_metrics_observe_api(EP_API_PATCH, pc->started);
 		patch_call_free(pc);
 		return;
 	}
@@ -721,9 +725,10 @@ static void patch_run(struct patch_call *pc)
 		return;
 	}
 	struct fibril_response *deferred = pc->resp;
+	double started = pc->started;
 
 	patch_call_free(pc);
-	answer_when_durable(mg, deferred);
+	answer_when_durable(mg, deferred, EP_API_PATCH, started);
 }
 
 static void patch_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
@@ -743,10 +748,12 @@ static void patch_endpoint(struct fibril_request *req, struct fibril_response *r
 	pc->mg = mg;
 	pc->id = ep->id;
 	pc->labels = joined;
+	pc->started = ep_metrics_now();
 	/* deferred when it waits for a flush or for the kvstore; else answered now */
 	if ((!mg->journal && !mg->cluster) || !(pc->resp = fibril_resp_defer(resp))) {
 		if (patch_apply(pc, resp) == -EINPROGRESS)
 			fibril_resp_error(resp, 503, "labels: their cluster-wide identity is being allocated in the kvstore: retry");
+		ep_metrics_observe_api(EP_API_PATCH, pc->started);
 		patch_call_free(pc);
 		return;
 	}
@@ -809,6 +816,8 @@ static void delete_endpoint_now(struct fibril_request *req, struct fibril_respon
  * may run in the IPAM mode's fini or in the journal's close. */
 struct durable_reply {
 	struct fibril_response *resp;
+	enum ep_api_method method; /* its latency is observed when the answer goes */
+	double started;
 	int waiting;
 	int status;
 	const char *what; /* of the first failure */
@@ -826,6 +835,7 @@ static void durable_done(struct durable_reply *dr, int status, const char *what)
 		fibril_resp_error(dr->resp, 500, "%s could not make the change durable: %s", dr->what,
 				  strerror(-dr->status));
 	fibril_resp_send(dr->resp);
+	ep_metrics_observe_api(dr->method, dr->started);
 	free(dr);
 }
 
@@ -840,8 +850,10 @@ static void journal_durable(void *ud, int status)
 }
 
 /* Answer the deferred response once the endpoint journal (and IPAM's,
- * when it can say) has flushed what the handler wrote. */
-static void answer_when_durable(struct ep_manager *mg, struct fibril_response *deferred)
+ * when it can say) has flushed what the handler wrote; the request's
+ * latency (it arrived at `started`) is observed when the answer goes. */
+static void answer_when_durable(struct ep_manager *mg, struct fibril_response *deferred,
+				enum ep_api_method method, double started)
 {
 	const struct fibril_ipam_ops *ipam = mg->ipam;
 	bool ipam_waits = ipam && FIBRIL_SERVICE_HAS(ipam, wait_durable) && ipam->wait_durable;
@@ -849,9 +861,12 @@ static void answer_when_durable(struct ep_manager *mg, struct fibril_response *d
 
 	if (!dr) {
 		fibril_resp_send(deferred); /* no journal: the handler said so */
+		ep_metrics_observe_api(method, started);
 		return;
 	}
 	dr->resp = deferred;
+	dr->method = method;
+	dr->started = started;
 	dr->waiting = ipam_waits ? 2 : 1;
 	int rc = ipam_waits ? ipam->wait_durable(mg->ipam_ctx, ipam_durable, dr) : 0;
 
@@ -863,16 +878,18 @@ static void answer_when_durable(struct ep_manager *mg, struct fibril_response *d
 }
 
 static void run_durable(struct fibril_request *req, struct fibril_response *resp, struct ep_manager *mg,
-			fibril_route_fn handler)
+			fibril_route_fn handler, enum ep_api_method method)
 {
+	double started = ep_metrics_now();
 	struct fibril_response *deferred = mg->journal ? fibril_resp_defer(resp) : NULL;
 
 	if (!deferred) {
 		handler(req, resp, mg); /* no journal: the handler says so */
+		ep_metrics_observe_api(method, started);
 		return;
 	}
 	handler(req, deferred, mg);
-	answer_when_durable(mg, deferred);
+	answer_when_durable(mg, deferred, method, started);
 }
 
 static void put_run(struct put_call *pc, struct fibril_response *deferred);
@@ -893,6 +910,7 @@ static void on_put_identity(struct ep_manager *mg, void *ud, int err)
 				  : err == -ENOTCONN ? "it is unreachable ([endpoint] identity-timeout passed)"
 				  : strerror(-err));
 		fibril_resp_send(pc->resp);
+		ep_metrics_observe_api(EP_API_PUT, pc->started);
 		put_call_free(pc);
 		return;
 	}
@@ -906,6 +924,7 @@ static void on_put_identity(struct ep_manager *mg, void *ud, int err)
 static void put_run(struct put_call *pc, struct fibril_response *deferred)
 {
 	struct ep_manager *mg = pc->mg;
+	double started = pc->started;
 
 	pc->resp = deferred;
 	put_endpoint_now(pc, deferred);
@@ -917,7 +936,7 @@ static void put_run(struct put_call *pc, struct fibril_response *deferred)
 		return;
 	}
 	put_call_free(pc);
-	answer_when_durable(mg, deferred);
+	answer_when_durable(mg, deferred, EP_API_PUT, started);
 }
 
 static void put_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
@@ -935,6 +954,7 @@ static void put_endpoint(struct fibril_request *req, struct fibril_response *res
 		return;
 	}
 	pc->mg = ud;
+	pc->started = ep_metrics_now();
 	if (len)
 		memcpy(pc->body, body, len);
 	pc->body[len] = '\0';
@@ -944,6 +964,7 @@ static void put_endpoint(struct fibril_request *req, struct fibril_response *res
 		put_endpoint_now(pc, resp);
 		if (pc->wait_labels)
 			fibril_resp_error(resp, 503, "labels: their cluster-wide identity is not here yet: retry");
+		ep_metrics_observe_api(EP_API_PUT, pc->started);
 		put_call_free(pc);
 		return;
 	}
@@ -952,7 +973,7 @@ static void put_endpoint(struct fibril_request *req, struct fibril_response *res
 
 static void delete_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
-	run_durable(req, resp, ud, delete_endpoint_now);
+	run_durable(req, resp, ud, delete_endpoint_now, EP_API_DELETE);
 }
 
 int ep_api_register(struct ep_manager *mg)

@@ -358,8 +358,13 @@ static int ep_datapath_call(struct ep_manager *mg, const struct ep_endpoint *ep,
 	ep_to_datapath(ep, &d);
 	if (err && errlen)
 		err[0] = '\0';
+	double t0 = ep_metrics_now();
 	int rc = upsert ? mg->dp->endpoint_upsert(mg->dp_ctx, &d, err, errlen)
 			: mg->dp->endpoint_remove(mg->dp_ctx, &d, err, errlen);
+	if (upsert) {
+		fibril_series_inc(mg->met.s_regen[rc == 0]);
+		fibril_series_observe(mg->met.s_regen_time, ep_metrics_now() - t0);
+	}
 
 	if (rc && err && errlen && !err[0])
 		snprintf(err, errlen, "%s", strerror(rc < 0 ? -rc : EIO));
@@ -687,6 +692,10 @@ static int endpoint_init(struct fibril_module *m)
 	}
 	if ((rc = ep_api_register(mg)))
 		return rc;
+	if ((rc = ep_metrics_register(mg))) {
+		fibril_module_set_error(m, "cannot register the endpoint metrics: %s", strerror(-rc));
+		return rc;
+	}
 	if (!fibril_bus_subscribe(m, FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_PODS, FIBRIL_K8S_VERSION,
 				  on_pod_event, mg)) {
 		fibril_module_set_error(m, "cannot subscribe to %s", FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_PODS);
@@ -803,6 +812,7 @@ static void endpoint_fini(struct fibril_module *m)
 	ep_cluster_free(mg);
 	ep_identities_free(mg);
 	ep_store_close(mg);
+	ep_metrics_forget(); /* an answer sent later (IPAM's fini) observes nothing */
 	free(mg);
 	fibril_module_set_data(m, NULL);
 }

@@ -120,7 +120,21 @@ struct ep_manager {
 	struct ep_cluster *cluster;
 	/* called when a held identity's last reference goes (cluster mode) */
 	void (*identity_released)(struct ep_manager *mg, uint32_t n, const char *labels);
+	/* metrics.c */
+	struct {
+		struct fibril_series *s_regen[2]; /* [success] */
+		struct fibril_series *s_regen_time;
+		struct fibril_series *s_endpoints[4];
+	} met;
 };
+
+/* ---- metrics.c ------------------------------------------------------------ */
+enum ep_api_method { EP_API_PUT = 0, EP_API_PATCH, EP_API_DELETE };
+int ep_metrics_register(struct ep_manager *mg);
+double ep_metrics_now(void); /* monotonic seconds */
+/* The latency of a changing API request that arrived at `started`. */
+void ep_metrics_observe_api(enum ep_api_method method, double started);
+void ep_metrics_forget(void); /* fini: the series are gone */
 
 /* ---- endpoint.c --------------------------------------------------------- */
 const char *ep_state_name(unsigned state);

@@ -382,6 +382,7 @@ static void on_list_done(struct k8s_req *q, int err)
 	}
 	r->failures = 0;
 	apply_list(r);
+	r->watch_after_list = true;
 	start_watch(r);
 }
 
@@ -721,6 +722,9 @@ static void start_watch(struct k8s_res *r)
 	r->req = q;
 	r->watch_started_ms = fibril_now_ms();
 	r->watches++;
+	if (!r->watch_after_list)
+		r->watch_restarts++; /* a watch started again without a new list */
+	r->watch_after_list = false;
 	r->phase = PH_WATCHING;
 	idle_arm(r);
 	k8s_health_update(r);

@@ -87,6 +87,8 @@ struct k8s_res {
 	char error[512];
 	/* counters */
 	uint64_t lists, relists, events_in, bookmarks, watches;
+	uint64_t watch_restarts; /* watches started again without a new list */
+	bool watch_after_list;   /* the next watch follows a list */
 	uint64_t pub[3];   /* published added/updated/deleted */
 	uint64_t deliv[3]; /* delivered to our own subscription */
 	time_t last_event;
@@ -116,6 +118,10 @@ struct k8s {
 	uint32_t rng;
 	uint64_t watch_idle_ms; /* [k8s] watch-idle-timeout */
 };
+
+/* metrics.c: events by kind and type, relists, watch restarts (mirrored
+ * from the counters above at each scrape) */
+int k8s_metrics_register(struct k8s *k);
 
 /* http.c */
 int k8s_http_open(struct k8s *k);
