@@ -15,6 +15,7 @@ packages=(
 	libssl-dev
 	libsystemd-dev debhelper lintian fakeroot dpkg-dev
 	python3-prometheus-client
+	iptables nftables
 )
 missing=()
 for p in "${packages[@]}"; do

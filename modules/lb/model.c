@@ -568,7 +568,8 @@ struct json_object *lb_svc_to_json(const struct lb_svc *s)
 	static const char *const src[] = {"api", "k8s", "restored"};
 	char buf[80];
 	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "id", json_object_new_int(s->id));
+	if (s->id)
+		json_object_object_add(o, "id", json_object_new_int(s->id));
 	lb_format_addrport(&s->addr, s->port, buf, sizeof(buf));
 	json_object_object_add(o, "frontend", json_object_new_string(buf));
 	json_object_object_add(o, "protocol", json_object_new_string(lb_proto_name(s->proto)));
