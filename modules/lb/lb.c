@@ -7,8 +7,8 @@
  * BPF links (<bpffs-dir>/lb_link_*): a restarted agent swaps the new
  * programs into the same links (bpf_link_update), so a kill -9 or a
  * restart never leaves the cgroup without them. Services come from
- * PUT/DELETE /v1/service (`fibril service upsert|delete`). Metrics:
- * fibril_lb_*. */
+ * PUT/DELETE /v1/service (`fibril service upsert|delete`) and from the k8s
+ * module (k8s.c). Metrics: fibril_lb_*. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -77,6 +77,8 @@ static const struct fibril_config_key lb_config_keys[] = {
 	{.name = "affinity-map-max", .type = FIBRIL_CONFIG_INT, .default_value = "65536",
 	 .help = "Entries of lb_affinity (client, service) for sessionAffinity ClientIP",
 	 .min = 16, .max = 16777216},
+	{.name = "node-addresses", .type = FIBRIL_CONFIG_LIST, .default_value = "",
+	 .help = "This node's addresses: the frontends of a Kubernetes Service's NodePorts"},
 	{.name = "sock-revnat-map-max", .type = FIBRIL_CONFIG_INT, .default_value = "262144",
 	 .help = "Entries of lb_sk_revnat (socket, backend) -> frontend, for recvmsg and "
 		 "getpeername", .min = 16, .max = 16777216},
@@ -110,6 +112,7 @@ struct lb {
 	char cgroup[4096];
 	int hooks_attached;
 	size_t restored, restore_skipped;
+	struct lb_k8s *k8s;
 	/* metrics */
 	struct fibril_metric *m_services, *m_backends, *m_ops, *m_dp, *m_prog_secs;
 	struct fibril_series *s_services, *s_backends, *s_prog;
@@ -565,6 +568,7 @@ static void get_services(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "socket-lb-hooks", json_object_new_int(lb->hooks_attached));
 	json_object_object_add(o, "cgroup", json_object_new_string(lb->cgroup));
 	json_object_object_add(o, "restored", json_object_new_int64((int64_t)lb->restored));
+	json_object_object_add(o, "k8s-skipped", json_object_new_int64((int64_t)lb_k8s_skipped(lb->k8s)));
 	reply(resp, 200, o);
 }
 
@@ -719,7 +723,7 @@ static int lb_init(struct fibril_module *m)
 		fibril_module_set_error(m, "cannot register the lb metrics: %s", strerror(-rc));
 		return rc;
 	}
-	return 0;
+	return lb_k8s_init(lb, &lb->k8s);
 }
 
 static int lb_start(struct fibril_module *m)
@@ -770,12 +774,13 @@ static int lb_start(struct fibril_module *m)
 		fibril_health_report(m, "socket-lb", FIBRIL_HEALTH_OK, "off ([lb] socket-lb)");
 	fibril_series_set(lb->s_services, (double)lb->t.nsvc);
 	fibril_series_set(lb->s_backends, (double)lb->t.nbe);
-	return 0;
+	return lb_k8s_start(lb->k8s, fibril_config_string(m, "node-addresses"));
 }
 
 static void lb_stop(struct fibril_module *m)
 {
 	struct lb *lb = fibril_module_data(m);
+	lb_k8s_stop(lb->k8s);
 	/* the links stay pinned and hold the programs: sockets keep being
 	 * balanced while the agent is down */
 	fibril_lb__destroy(lb->skel);
@@ -790,6 +795,7 @@ static void lb_fini(struct fibril_module *m)
 	struct lb *lb = fibril_module_data(m);
 	if (!lb)
 		return;
+	lb_k8s_free(lb->k8s);
 	fibril_lb__destroy(lb->skel);
 	if (lb->table_ready)
 		lb_table_free(&lb->t);
@@ -807,6 +813,6 @@ static int lb_summary(struct fibril_module *m, char *buf, size_t len)
 FIBRIL_MODULE(.name = "lb", .version = "1.0.0",
 	      .description = "service load balancing without kube-proxy: socket-level LB "
 			     "(cgroup hooks), Maglev, stable service IDs",
-	      .provides = FIBRIL_LIST("lb"),
+	      .provides = FIBRIL_LIST("lb"), .wants = FIBRIL_LIST(FIBRIL_K8S_CAPABILITY),
 	      .config_keys = lb_config_keys, .init = lb_init, .start = lb_start, .stop = lb_stop,
 	      .fini = lb_fini, .summary = lb_summary);

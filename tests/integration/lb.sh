@@ -24,69 +24,8 @@
 for tool in ip nsenter python3 curl bpftool; do
 	command -v "$tool" >/dev/null || skip_or_fail "$tool is not installed"
 done
-[ -f "$top_builddir/.libs/lb.so" ] || { echo "FAIL: lb.so is not built"; exit 1; }
-CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
-[ -n "$CG2" ] || skip_or_fail "no cgroup v2 file system is mounted"
+. "$top_srcdir/tests/lib/lbtopo.sh"
 
-NODE=flbn$$
-CLIENT=flbc$$
-BACKENDS=()
-for i in 0 1 2 3 4 5 6 7 8 9; do BACKENDS+=("flbb$i$$"); done
-CG="$CG2/fibril-lb-test-$$"
-BG_PIDS=()
-lb_cleanup() {
-	local rc=$? ns p
-	set +e
-	for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	for ns in "$CLIENT" "${BACKENDS[@]}" "$NODE"; do
-		[ -e "/run/netns/$ns" ] || continue
-		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		ip netns del "$ns" 2>/dev/null
-	done
-	if [ -d "$CG" ]; then
-		for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		sleep 0.2
-		rmdir "$CG" 2>/dev/null
-	fi
-	(exit "$rc")
-	cleanup
-}
-trap lb_cleanup EXIT INT TERM
-mkdir "$CG"
-
-mods=$WORK/mods
-mkdir -p "$mods"
-chmod 0755 "$mods"
-install -m 0644 "$top_builddir/.libs/lb.so" "$mods/"
-
-# ---- the node, its bridge and the pods --------------------------------------------------
-ip netns add "$NODE"
-ip -n "$NODE" link set lo up
-ip -n "$NODE" link add br0 type bridge
-ip -n "$NODE" addr add 10.212.0.1/24 dev br0
-ip -n "$NODE" link set br0 up
-declare -A ADDR
-pod() { # pod NS ADDR
-	ip netns add "$1"
-	ip -n "$NODE" link add "v$2" type veth peer name eth0 netns "$1"
-	ip -n "$NODE" link set "v$2" master br0 up
-	ip -n "$1" link set lo up
-	ip -n "$1" addr add "10.212.0.$2/24" dev eth0
-	ip -n "$1" link set eth0 up
-	ip -n "$1" route add default via 10.212.0.1
-	ADDR[$1]=10.212.0.$2
-}
-pod "$CLIENT" 100
-for i in 0 1 2 3 4 5 6 7 8 9; do
-	pod "${BACKENDS[$i]}" $((10 + i))
-	nsenter --net="/run/netns/${BACKENDS[$i]}" python3 "$top_srcdir/tests/lib/lbnet.py" serve "b$i" 8080 \
-		>/dev/null 2>&1 &
-	BG_PIDS+=($!)
-	disown $!
-done
-
-SOCK=$WORK/fibril.sock
-fib() { "$CLI" --socket "$SOCK" "$@"; }
 node_agent() {
 	mapfile -t args < <(agent_args "$mods")
 	rm -f "$SOCK"
@@ -103,32 +42,6 @@ node_agent() {
 	cat "$WORK/agent.log"
 	return 1
 }
-# client CMD... : lbnet.py in the client pod, inside the test's cgroup
-client() {
-	nsenter --net="/run/netns/$CLIENT" sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" \
-		python3 "$top_srcdir/tests/lib/lbnet.py" "$@"
-}
-jq_() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$1" "$2"; }
-upsert() { # upsert JSON -> the reply (JSON) or the error on stdout; status in URC
-	URC=0
-	UOUT=$(printf '%s' "$1" | fib -o json service upsert - 2>&1) || URC=$?
-}
-be_json() { # be_json STATE IDX... -> the backends array
-	local state=$1 out="" i
-	shift
-	for i in "$@"; do out="$out${out:+,}{\"address\":\"10.212.0.$((10 + i)):8080\",\"state\":\"$state\"}"; done
-	printf '[%s]' "$out"
-}
-wait_listening() {
-	local i
-	for i in $(seq 1 100); do
-		nsenter --net="/run/netns/$1" ss -Hltn "sport = :8080" | grep -q . && return 0
-		sleep 0.05
-	done
-	return 1
-}
-for ns in "${BACKENDS[@]}"; do wait_listening "$ns" || fail "backend $ns listens"; done
-
 node_agent || { fail "the agent starts"; finish; }
 check "the socket hooks are attached to the test's cgroup" \
 	test "$(jq_ "$(api http://x/v1/service)" 'j["socket-lb-hooks"]')" = 8
