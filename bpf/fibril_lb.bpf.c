@@ -16,9 +16,21 @@
  *     entry (socket cookie, backend) -> frontend goes to lb_sk_revnat.
  *   recvmsg4/6, getpeername4/6: the reverse entry, if any, replaces the
  *     backend address the kernel reports.
+ *
+ * fibril_lb_from_netdev / fibril_lb_to_netdev (tc, on [lb]
+ * nodeport-devices, ingress / egress): per-packet DNAT for what the socket
+ * hooks cannot see - a packet from outside the node to a frontend
+ * (NodePort on the node's address, an external or load-balancer IP) - with
+ * reverse NAT of the replies through lb_ct (IPv4, TCP and UDP).
  * Layouts in fibril_lb.h. Only uapi headers and libbpf's helpers. */
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
 #include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/pkt_cls.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <stddef.h>
 
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
@@ -338,6 +350,130 @@ SEC("cgroup/getpeername6")
 int fibril_lb_getpeername6(struct bpf_sock_addr *ctx)
 {
 	return v6_revnat(ctx);
+}
+
+/* ---- per-packet NAT at tc (NodePort from outside the node) ---------------- */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct lb_ct_key);
+	__type(value, struct lb_ct_val);
+} lb_ct SEC(".maps");
+
+#define IP_CSUM_OFF (ETH_HLEN + offsetof(struct iphdr, check))
+#define IP_SRC_OFF (ETH_HLEN + offsetof(struct iphdr, saddr))
+#define IP_DST_OFF (ETH_HLEN + offsetof(struct iphdr, daddr))
+#define L4_OFF (ETH_HLEN + sizeof(struct iphdr))
+
+struct tc_pkt {
+	__u32 saddr, daddr;
+	__u16 sport, dport;
+	__u8 proto;
+};
+
+/* IPv4 without options, first fragment or unfragmented, TCP or UDP */
+static __always_inline int tc_parse(struct __sk_buff *skb, struct tc_pkt *p)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return 0;
+	struct iphdr *ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > end || ip->ihl != 5 || (ip->frag_off & bpf_htons(0x3fff)))
+		return 0;
+	if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
+		return 0;
+	__u16 *ports = (void *)(ip + 1);
+	if ((void *)(ports + 2) > end)
+		return 0;
+	p->saddr = ip->saddr;
+	p->daddr = ip->daddr;
+	p->sport = ports[0];
+	p->dport = ports[1];
+	p->proto = ip->protocol;
+	return 1;
+}
+
+/* Rewrite the source (src = 1) or destination address and port. */
+static __always_inline void tc_rewrite(struct __sk_buff *skb, const struct tc_pkt *p, int src,
+				       __u32 addr, __u16 port)
+{
+	__u32 l4_csum = L4_OFF + (p->proto == IPPROTO_TCP ? offsetof(struct tcphdr, check)
+							  : offsetof(struct udphdr, check));
+	__u64 mangled = p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	__u32 old_addr = src ? p->saddr : p->daddr;
+	__u16 old_port = src ? p->sport : p->dport;
+	bpf_l4_csum_replace(skb, l4_csum, old_addr, addr, BPF_F_PSEUDO_HDR | mangled | sizeof(addr));
+	bpf_l4_csum_replace(skb, l4_csum, old_port, port, mangled | sizeof(port));
+	bpf_l3_csum_replace(skb, IP_CSUM_OFF, old_addr, addr, sizeof(addr));
+	bpf_skb_store_bytes(skb, src ? IP_SRC_OFF : IP_DST_OFF, &addr, sizeof(addr), 0);
+	bpf_skb_store_bytes(skb, L4_OFF + (src ? 0 : 2), &port, sizeof(port), 0);
+}
+
+SEC("tc")
+int fibril_lb_from_netdev(struct __sk_buff *skb)
+{
+	struct tc_pkt p;
+	if (!tc_parse(skb, &p))
+		return TC_ACT_OK;
+	struct lb_ct_key ck = {.sport = p.sport, .dport = p.dport, .proto = p.proto};
+	v4_to_addr(p.saddr, ck.saddr);
+	v4_to_addr(p.daddr, ck.daddr);
+	struct lb_ct_val *cv = bpf_map_lookup_elem(&lb_ct, &ck);
+	struct lb_ct_val nv = {};
+	if (!cv) {
+		struct lb_svc_key key = {.port = p.dport, .proto = p.proto};
+		__builtin_memcpy(key.addr, ck.daddr, 16);
+		const struct lb_svc_val *svc = bpf_map_lookup_elem(&lb_services, &key);
+		if (!svc)
+			return TC_ACT_OK;
+		__u32 id = 0;
+		const struct lb_backend *be = 0;
+		if (svc->count)
+			be = select_backend(&key, svc, (__u64)p.saddr,
+					    ((__u64)p.saddr << 32 | p.daddr) ^
+						    ((__u64)p.sport << 24 | (__u64)p.dport << 8 | p.proto),
+					    &id);
+		if (!be) {
+			count(LB_M_TC_NO_BACKEND);
+			return TC_ACT_SHOT;
+		}
+		__builtin_memcpy(nv.addr, be->addr, 16);
+		nv.port = be->port;
+		nv.rev_nat_id = svc->rev_nat_id;
+		bpf_map_update_elem(&lb_ct, &ck, &nv, BPF_ANY);
+		struct lb_ct_key rk = {.sport = be->port, .dport = p.sport, .proto = p.proto, .dir = 1};
+		struct lb_ct_val rv = {.port = p.dport, .rev_nat_id = svc->rev_nat_id};
+		__builtin_memcpy(rk.saddr, be->addr, 16);
+		__builtin_memcpy(rk.daddr, ck.saddr, 16);
+		__builtin_memcpy(rv.addr, ck.daddr, 16);
+		bpf_map_update_elem(&lb_ct, &rk, &rv, BPF_ANY);
+		cv = &nv;
+	}
+	__u32 addr;
+	__builtin_memcpy(&addr, cv->addr + 12, 4);
+	tc_rewrite(skb, &p, 0, addr, cv->port);
+	count(LB_M_TC_DNAT);
+	return TC_ACT_OK;
+}
+
+SEC("tc")
+int fibril_lb_to_netdev(struct __sk_buff *skb)
+{
+	struct tc_pkt p;
+	if (!tc_parse(skb, &p))
+		return TC_ACT_OK;
+	struct lb_ct_key rk = {.sport = p.sport, .dport = p.dport, .proto = p.proto, .dir = 1};
+	v4_to_addr(p.saddr, rk.saddr);
+	v4_to_addr(p.daddr, rk.daddr);
+	struct lb_ct_val *rv = bpf_map_lookup_elem(&lb_ct, &rk);
+	if (!rv)
+		return TC_ACT_OK;
+	__u32 addr;
+	__builtin_memcpy(&addr, rv->addr + 12, 4);
+	tc_rewrite(skb, &p, 1, addr, rv->port);
+	count(LB_M_TC_REVNAT);
+	return TC_ACT_OK;
 }
 
 char LICENSE[] SEC("license") = "GPL";

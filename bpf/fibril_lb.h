@@ -29,6 +29,7 @@
 #define LB_MAP_AFF_MATCH "lb_aff_match"
 #define LB_MAP_SK_REVNAT "lb_sk_revnat"
 #define LB_MAP_METRICS "lb_metrics"
+#define LB_MAP_CT "lb_ct"
 
 /* Cilium's default Maglev table size; [lb] maglev-table-size must be a
  * prime no larger than LB_MAGLEV_MAX. */
@@ -132,6 +133,25 @@ struct lb_sk_revnat_val {
 	__u16 rev_nat_id;
 };
 
+/* ---- lb_ct: LRU_HASH, the per-packet NAT's flows (tc, IPv4) -------------
+ * dir 0: (client, frontend) -> the backend chosen; dir 1: (backend,
+ * client) -> the frontend, for the reply. */
+struct lb_ct_key {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport;  /* network order */
+	__u16 dport;
+	__u8 proto;
+	__u8 dir;     /* 0: to a frontend, 1: a reply from a backend */
+	__u8 pad[2];
+};
+struct lb_ct_val {
+	__u8 addr[16]; /* dir 0: the backend; dir 1: the frontend */
+	__u16 port;
+	__u16 rev_nat_id;
+	__u32 pad;
+};
+
 /* ---- lb_metrics: PERCPU_ARRAY of __u64, by enum lb_metric ---------------- */
 enum lb_metric {
 	LB_M_TRANSLATED = 0,   /* connect/sendmsg sent to a backend */
@@ -139,6 +159,9 @@ enum lb_metric {
 	LB_M_AFFINITY_HIT,     /* the backend came from session affinity */
 	LB_M_REVNAT,           /* recvmsg/getpeername answered the frontend */
 	LB_M_BACKEND_MISSING,  /* a slot named a backend not in lb_backends */
+	LB_M_TC_DNAT,          /* tc: a packet to a frontend sent to a backend */
+	LB_M_TC_REVNAT,        /* tc: a backend's reply rewritten to the frontend */
+	LB_M_TC_NO_BACKEND,    /* tc: dropped, the service has no backend */
 	LB_M_COUNT,
 };
 

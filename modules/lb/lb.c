@@ -6,7 +6,9 @@
  * with the registry's maps and attaches them to [lb] cgroup through pinned
  * BPF links (<bpffs-dir>/lb_link_*): a restarted agent swaps the new
  * programs into the same links (bpf_link_update), so a kill -9 or a
- * restart never leaves the cgroup without them. Services come from
+ * restart never leaves the cgroup without them. The tc programs for traffic
+ * from outside the node (NodePort) go on [lb] nodeport-devices (clsact,
+ * fixed handle, replaced in place at a restart). Services come from
  * PUT/DELETE /v1/service (`fibril service upsert|delete`) and from the k8s
  * module (k8s.c). Metrics: fibril_lb_*. */
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#include <net/if.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -77,6 +80,12 @@ static const struct fibril_config_key lb_config_keys[] = {
 	{.name = "affinity-map-max", .type = FIBRIL_CONFIG_INT, .default_value = "65536",
 	 .help = "Entries of lb_affinity (client, service) for sessionAffinity ClientIP",
 	 .min = 16, .max = 16777216},
+	{.name = "nodeport-devices", .type = FIBRIL_CONFIG_LIST, .default_value = "",
+	 .help = "Devices (in the agent's netns) whose traffic from outside the node is "
+		 "load-balanced per packet at tc: NodePort, external and load-balancer IPs (IPv4)"},
+	{.name = "ct-map-max", .type = FIBRIL_CONFIG_INT, .default_value = "131072",
+	 .help = "Entries of lb_ct, the per-packet NAT's flows (two per flow)",
+	 .min = 16, .max = 16777216},
 	{.name = "node-addresses", .type = FIBRIL_CONFIG_LIST, .default_value = "",
 	 .help = "This node's addresses: the frontends of a Kubernetes Service's NodePorts"},
 	{.name = "sock-revnat-map-max", .type = FIBRIL_CONFIG_INT, .default_value = "262144",
@@ -88,7 +97,7 @@ static const struct fibril_config_key lb_config_keys[] = {
 /* ---- maps ------------------------------------------------------------------------- */
 enum {
 	M_SERVICES, M_BACKENDS, M_REVNAT, M_MAGLEV, M_AFFINITY, M_AFF_MATCH, M_SK_REVNAT,
-	M_METRICS, M_COUNT
+	M_METRICS, M_CT, M_COUNT
 };
 
 static const char *const hook_names[] = {
@@ -111,6 +120,7 @@ struct lb {
 	uint32_t maglev_m;
 	char cgroup[4096];
 	int hooks_attached;
+	int tc_devices;
 	size_t restored, restore_skipped;
 	struct lb_k8s *k8s;
 	/* metrics */
@@ -243,7 +253,8 @@ static int fmt_sk_revnat(const void *key, const void *value, char *ko, size_t kl
 static const char *const metric_names[LB_M_COUNT] = {
 	[LB_M_TRANSLATED] = "translated", [LB_M_NO_BACKEND] = "no-backend",
 	[LB_M_AFFINITY_HIT] = "affinity-hit", [LB_M_REVNAT] = "reverse-nat",
-	[LB_M_BACKEND_MISSING] = "backend-missing",
+	[LB_M_BACKEND_MISSING] = "backend-missing", [LB_M_TC_DNAT] = "tc-dnat",
+	[LB_M_TC_REVNAT] = "tc-reverse-nat", [LB_M_TC_NO_BACKEND] = "tc-no-backend",
 };
 
 static int fmt_metrics(const void *key, const void *value, char *ko, size_t kl, char *vo,
@@ -260,6 +271,22 @@ static int fmt_metrics(const void *key, const void *value, char *ko, size_t kl, 
 	}
 	snprintf(ko, kl, "%s", k < LB_M_COUNT ? metric_names[k] : "?");
 	snprintf(vo, vl, "%" PRIu64, sum);
+	return 0;
+}
+
+static int fmt_ct(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		  void *ud)
+{
+	(void)ud;
+	const struct lb_ct_key *k = key;
+	const struct lb_ct_val *v = value;
+	char s[80], d[80], a[80];
+	fmt_proto_addr(k->saddr, k->sport, s, sizeof(s));
+	fmt_proto_addr(k->daddr, k->dport, d, sizeof(d));
+	fmt_proto_addr(v->addr, v->port, a, sizeof(a));
+	snprintf(ko, kl, "%s %s -> %s", lb_proto_name(k->proto), s, d);
+	snprintf(vo, vl, "%s=%s service=%u", k->dir ? "reply-from-frontend" : "backend", a,
+		 v->rev_nat_id);
 	return 0;
 }
 
@@ -297,10 +324,13 @@ static int open_maps(struct lb *lb, char *err, size_t len)
 		[M_METRICS] = {.name = LB_MAP_METRICS, .type = BPF_MAP_TYPE_PERCPU_ARRAY,
 			       .key_size = sizeof(uint32_t), .value_size = sizeof(uint64_t),
 			       .max_entries = LB_M_COUNT},
+		[M_CT] = {.name = LB_MAP_CT, .type = BPF_MAP_TYPE_LRU_HASH,
+			  .key_size = sizeof(struct lb_ct_key), .value_size = sizeof(struct lb_ct_val),
+			  .max_entries = (uint32_t)fibril_config_int(m, "ct-map-max")},
 	};
 	static const fibril_map_format_fn fmts[M_COUNT] = {
 		fmt_services, fmt_backends, fmt_revnat, fmt_maglev, fmt_affinity, fmt_aff_match,
-		fmt_sk_revnat, fmt_metrics,
+		fmt_sk_revnat, fmt_metrics, fmt_ct,
 	};
 	for (int i = 0; i < M_COUNT; i++) {
 		struct fibril_map_spec s = specs[i];
@@ -362,7 +392,7 @@ static int load_programs(struct lb *lb, char *err, size_t len)
 		{skel->maps.lb_services, M_SERVICES}, {skel->maps.lb_backends, M_BACKENDS},
 		{skel->maps.lb_maglev, M_MAGLEV},     {skel->maps.lb_affinity, M_AFFINITY},
 		{skel->maps.lb_aff_match, M_AFF_MATCH}, {skel->maps.lb_sk_revnat, M_SK_REVNAT},
-		{skel->maps.lb_metrics, M_METRICS},
+		{skel->maps.lb_metrics, M_METRICS}, {skel->maps.lb_ct, M_CT},
 	};
 	for (size_t i = 0; i < sizeof(reuse) / sizeof(reuse[0]); i++)
 		if ((rc = bpf_map__reuse_fd(reuse[i].map, fibril_map_fd(lb->maps[reuse[i].id]))) < 0) {
@@ -472,6 +502,57 @@ static int attach_hooks(struct lb *lb, bool enable, char *err, size_t len)
 	return rc;
 }
 
+/* ---- per-packet NAT: the tc programs on [lb] nodeport-devices ----------------------- */
+#define LB_TC_HANDLE 0xf1b2
+#define LB_TC_PRIORITY 1
+
+static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	(void)level;
+	(void)fmt;
+	(void)ap;
+	return 0;
+}
+
+static int attach_tc(struct lb *lb, char *err, size_t len)
+{
+	const char *list = fibril_config_string(lb->m, "nodeport-devices");
+	char buf[1024];
+	snprintf(buf, sizeof(buf), "%s", list ? list : "");
+	lb->tc_devices = 0;
+	for (char *save = NULL, *dev = strtok_r(buf, ", ", &save); dev;
+	     dev = strtok_r(NULL, ", ", &save)) {
+		int ifindex = (int)if_nametoindex(dev);
+		if (!ifindex) {
+			snprintf(err, len, "[lb] nodeport-devices: no device '%.64s' here", dev);
+			return -ENODEV;
+		}
+		for (int h = 0; h < 2; h++) {
+			LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
+				    .attach_point = h ? BPF_TC_EGRESS : BPF_TC_INGRESS);
+			libbpf_print_fn_t old = libbpf_set_print(libbpf_quiet);
+			int rc = bpf_tc_hook_create(&hook);
+			libbpf_set_print(old);
+			if (rc < 0 && rc != -EEXIST) {
+				snprintf(err, len, "cannot add the clsact qdisc to %.64s: %s", dev,
+					 strerror(-rc));
+				return rc;
+			}
+			LIBBPF_OPTS(bpf_tc_opts, opts, .handle = LB_TC_HANDLE, .priority = LB_TC_PRIORITY,
+				    .flags = BPF_TC_F_REPLACE,
+				    .prog_fd = bpf_program__fd(h ? lb->skel->progs.fibril_lb_to_netdev
+								 : lb->skel->progs.fibril_lb_from_netdev));
+			if ((rc = bpf_tc_attach(&hook, &opts)) < 0) {
+				snprintf(err, len, "cannot attach the NodePort program to %.64s %s: %s",
+					 dev, h ? "egress" : "ingress", strerror(-rc));
+				return rc;
+			}
+		}
+		lb->tc_devices++;
+	}
+	return 0;
+}
+
 /* ---- operations shared by the API and k8s -------------------------------------------- */
 static double now_s(void)
 {
@@ -567,6 +648,7 @@ static void get_services(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "maglev-table-size", json_object_new_int64(lb->maglev_m));
 	json_object_object_add(o, "socket-lb-hooks", json_object_new_int(lb->hooks_attached));
 	json_object_object_add(o, "cgroup", json_object_new_string(lb->cgroup));
+	json_object_object_add(o, "nodeport-devices", json_object_new_int(lb->tc_devices));
 	json_object_object_add(o, "restored", json_object_new_int64((int64_t)lb->restored));
 	json_object_object_add(o, "k8s-skipped", json_object_new_int64((int64_t)lb_k8s_skipped(lb->k8s)));
 	reply(resp, 200, o);
@@ -764,6 +846,10 @@ static int lb_start(struct fibril_module *m)
 	}
 	bool enable = fibril_config_bool(m, "socket-lb");
 	if ((rc = attach_hooks(lb, enable, err, sizeof(err))) < 0) {
+		fibril_module_set_error(m, "%s", err);
+		return rc;
+	}
+	if ((rc = attach_tc(lb, err, sizeof(err))) < 0) {
 		fibril_module_set_error(m, "%s", err);
 		return rc;
 	}

@@ -31,7 +31,7 @@ node_agent() {
 	rm -f "$SOCK"
 	echo "--- start" >>"$WORK/agent.log"
 	nsenter --net="/run/netns/$NODE" "$AGENT" "${args[@]}" --set "lb.cgroup=$CG" \
-		--set lb.maglev-table-size=4093 "$@" >>"$WORK/agent.log" 2>&1 &
+		--set lb.maglev-table-size=4093 --set lb.nodeport-devices=ext0 "$@" >>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
 	local i
 	for i in $(seq 1 200); do
@@ -74,6 +74,22 @@ check "40 UDP requests answered by both backends" \
 	echo "  $out"
 check "recvfrom() reports the frontend" test "$(jq_ "$out" 'j["peers"]')" = "['10.96.10.2:53']" ||
 	echo "  $out"
+
+# ---- NodePort from outside the node: per-packet DNAT at tc, replies reverse-NATed -----------
+upsert '{"frontend":"192.168.212.1:30080","type":"NodePort","backends":'"$(be_json active 0 1)"'}'
+check "a NodePort service" test "$URC" = 0 || echo "  $UOUT"
+out=$(outside tcp 192.168.212.1 30080 40)
+check "NodePort from outside the node: 40 TCP connections over both backends" \
+	test "$(jq_ "$out" 'sorted(j["backends"]) == ["b0", "b1"] and sum(j["backends"].values()) == 40')" = True ||
+	echo "  $out"
+check "... the replies come from the frontend" test "$(jq_ "$out" 'j["peers"]')" = "['192.168.212.1:30080']"
+upsert '{"frontend":"192.168.212.1:30053","type":"NodePort","protocol":"UDP","backends":'"$(be_json active 2)"'}'
+out=$(outside udp 192.168.212.1 30053 10)
+check "NodePort UDP from outside: answered by b2, from the frontend" \
+	test "$(jq_ "$out" 'j["backends"] == {"b2": 10} and j["peers"] == ["192.168.212.1:30053"]')" = True ||
+	echo "  $out"
+check "lb_ct holds the flows" contains "$(fib map dump lb_ct)" "reply-from-frontend=192.168.212.1:30080"
+check "the tc programs are on ext0" test "$(jq_ "$(api http://x/v1/service)" 'j["nodeport-devices"]')" = 1
 
 # ---- no backend: an immediate refusal --------------------------------------------------------
 upsert '{"frontend":"10.96.10.3:80","backends":[]}'
@@ -197,7 +213,7 @@ out=$(client tcp 10.96.10.1 80 20)
 check "while the agent is down, new connections are balanced" \
 	test "$(jq_ "$out" 'sum(j["backends"].values())')" = 20 || echo "  $out"
 node_agent || { fail "the agent restarts"; finish; }
-check "the restart restored the services from the pins" contains "$(cat "$WORK/agent.log")" "restored 6 services"
+check "the restart restored the services from the pins" contains "$(cat "$WORK/agent.log")" "restored 8 services"
 after_ids=$(ids_of)
 check "same service and backend IDs after the restart" test "$after_ids" = "$before_ids"
 [ "$after_ids" = "$before_ids" ] || diff <(echo "$before_ids") <(echo "$after_ids")
@@ -207,18 +223,22 @@ check "the long-running connection was never reset" \
 	test -z "$(grep error "$WORK/long")" -a "$(grep -c ok "$WORK/long")" -gt "$n_before" ||
 	tail -3 "$WORK/long"
 upsert '{"frontend":"10.96.10.7:80","backends":'"$(be_json active 5)"'}'
-check "a service added after the restart takes a new ID" test "$(jq_ "$UOUT" 'j["id"]')" = 7 || echo "  $UOUT"
+check "a service added after the restart takes a new ID" test "$(jq_ "$UOUT" 'j["id"]')" = 9 || echo "  $UOUT"
+out=$(outside tcp 192.168.212.1 30080 10)
+check "after the restart: NodePort from outside still served" \
+	test "$(jq_ "$out" 'sum(j["backends"].values())')" = 10 || echo "  $out"
 out=$(client tcp 10.96.10.1 80 50)
 check "after the restart: new connections reach b1-b3" \
 	test "$(jq_ "$out" 'sorted(j["backends"]) == ["b1", "b2", "b3"]')" = True || echo "  $out"
 
 # ---- delete, metrics -------------------------------------------------------------------------------
-check "service delete" fib service delete 7
+check "service delete" fib service delete 9
 rc=0
-fib service get 7 >/dev/null 2>&1 || rc=$?
+fib service get 9 >/dev/null 2>&1 || rc=$?
 check "the deleted service is gone" test "$rc" = 1
 metrics=$(api http://x/metrics)
-check "metrics: services" grep -q '^fibril_lb_services 6' <<<"$metrics"
+check "metrics: services" grep -q '^fibril_lb_services 8' <<<"$metrics"
+check "metrics: tc DNAT" grep -Eq '^fibril_lb_socket_events_total\{event="tc-dnat"\} [1-9]' <<<"$metrics"
 check "metrics: socket events" grep -Eq '^fibril_lb_socket_events_total\{event="translated"\} [1-9]' <<<"$metrics"
 check "metrics: no-backend refusals" grep -Eq '^fibril_lb_socket_events_total\{event="no-backend"\} [1-9]' <<<"$metrics"
 check "the agent stops cleanly" stop_agent

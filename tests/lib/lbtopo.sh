@@ -1,5 +1,7 @@
 # tests/lib/lbtopo.sh - the topology of the lb module's tests (sourced after
-# tests/lib/common.sh, as root): a node netns with a bridge (10.212.0.1/24),
+# tests/lib/common.sh, as root): a node netns with a bridge (10.212.0.1/24)
+# and a device ext0 (192.168.212.1/24) to an "outside" netns
+# (192.168.212.2, $OUTSIDE: a client outside the node, for NodePort),
 # LB_BACKENDS backend pods (10.212.0.10+i, each running tests/lib/lbnet.py
 # serve "b<i>" 8080 for TCP and UDP) and a client pod (10.212.0.100), and a
 # cgroup v2 directory named with the test's pid that the client processes
@@ -16,6 +18,7 @@ CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
 
 NODE=flbn$$
 CLIENT=flbc$$
+OUTSIDE=flbo$$
 BACKENDS=()
 LB_BACKENDS=${LB_BACKENDS:-10}
 for i in $(seq 0 $((LB_BACKENDS - 1))); do BACKENDS+=("flbb$i$$"); done
@@ -25,7 +28,7 @@ lb_cleanup() {
 	local rc=$? ns p
 	set +e
 	for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	for ns in "$CLIENT" "${BACKENDS[@]}" "$NODE"; do
+	for ns in "$CLIENT" "$OUTSIDE" "${BACKENDS[@]}" "$NODE"; do
 		[ -e "/run/netns/$ns" ] || continue
 		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
 		ip netns del "$ns" 2>/dev/null
@@ -54,6 +57,14 @@ ip -n "$NODE" link set lo up
 ip -n "$NODE" link add br0 type bridge
 ip -n "$NODE" addr add 10.212.0.1/24 dev br0
 ip -n "$NODE" link set br0 up
+ip netns exec "$NODE" sysctl -qw net.ipv4.ip_forward=1
+ip netns add "$OUTSIDE"
+ip -n "$NODE" link add ext0 type veth peer name eth0 netns "$OUTSIDE"
+ip -n "$NODE" addr add 192.168.212.1/24 dev ext0
+ip -n "$NODE" link set ext0 up
+ip -n "$OUTSIDE" link set lo up
+ip -n "$OUTSIDE" addr add 192.168.212.2/24 dev eth0
+ip -n "$OUTSIDE" link set eth0 up
 declare -A ADDR
 pod() { # pod NS ADDR
 	ip netns add "$1"
@@ -81,6 +92,9 @@ client() {
 	nsenter --net="/run/netns/$CLIENT" sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" \
 		python3 "$top_srcdir/tests/lib/lbnet.py" "$@"
 }
+# outside CMD... : lbnet.py in the outside netns (not in the cgroup: only
+# the tc programs can balance it)
+outside() { nsenter --net="/run/netns/$OUTSIDE" python3 "$top_srcdir/tests/lib/lbnet.py" "$@"; }
 jq_() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$1" "$2"; }
 upsert() { # upsert JSON -> the reply (JSON) or the error on stdout; status in URC
 	URC=0
