@@ -30,6 +30,7 @@
 
 #include <fibril/fibril.h>
 
+#include "libbpf_log.h"
 #include "lb_mod.h"
 #include "fibril_lb.skel.h"
 
@@ -356,27 +357,9 @@ static int open_maps(struct lb *lb, char *err, size_t len)
 }
 
 /* ---- programs and the cgroup ---------------------------------------------------------- */
-static struct fibril_module *g_print_module;
-
-static __attribute__((format(printf, 2, 0))) int
-print_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	char line[1024];
-	if (level == LIBBPF_DEBUG || !g_print_module)
-		return 0;
-	vsnprintf(line, sizeof(line), fmt, ap);
-	size_t n = strlen(line);
-	while (n && line[n - 1] == '\n')
-		line[--n] = '\0';
-	if (n)
-		fibril_warn(g_print_module, "libbpf: %s", line);
-	return 0;
-}
-
 static int load_programs(struct lb *lb, char *err, size_t len)
 {
-	g_print_module = lb->m;
-	libbpf_print_fn_t old = libbpf_set_print(print_to_log);
+	libbpf_print_fn_t old = modcommon_libbpf_log_begin(lb->m);
 	int rc = 0;
 	struct fibril_lb *skel = fibril_lb__open();
 	if (!skel) {
@@ -406,8 +389,7 @@ static int load_programs(struct lb *lb, char *err, size_t len)
 		goto out;
 	}
 out:
-	libbpf_set_print(old);
-	g_print_module = NULL;
+	modcommon_libbpf_log_end(old);
 	if (rc < 0) {
 		fibril_lb__destroy(skel);
 		return rc;
@@ -506,14 +488,6 @@ static int attach_hooks(struct lb *lb, bool enable, char *err, size_t len)
 #define LB_TC_HANDLE 0xf1b2
 #define LB_TC_PRIORITY 1
 
-static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	(void)level;
-	(void)fmt;
-	(void)ap;
-	return 0;
-}
-
 static int attach_tc(struct lb *lb, char *err, size_t len)
 {
 	const char *list = fibril_config_string(lb->m, "nodeport-devices");
@@ -530,9 +504,9 @@ static int attach_tc(struct lb *lb, char *err, size_t len)
 		for (int h = 0; h < 2; h++) {
 			LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
 				    .attach_point = h ? BPF_TC_EGRESS : BPF_TC_INGRESS);
-			libbpf_print_fn_t old = libbpf_set_print(libbpf_quiet);
+			libbpf_print_fn_t old = modcommon_libbpf_quiet_begin();
 			int rc = bpf_tc_hook_create(&hook);
-			libbpf_set_print(old);
+			modcommon_libbpf_log_end(old);
 			if (rc < 0 && rc != -EEXIST) {
 				snprintf(err, len, "cannot add the clsact qdisc to %.64s: %s", dev,
 					 strerror(-rc));

@@ -27,20 +27,8 @@ done
 . "$top_srcdir/tests/lib/lbtopo.sh"
 
 node_agent() {
-	mapfile -t args < <(agent_args "$mods")
-	rm -f "$SOCK"
-	echo "--- start" >>"$WORK/agent.log"
-	nsenter --net="/run/netns/$NODE" "$AGENT" "${args[@]}" --set "lb.cgroup=$CG" \
-		--set lb.maglev-table-size=4093 --set lb.nodeport-devices=ext0 "$@" >>"$WORK/agent.log" 2>&1 &
-	AGENT_PID=$!
-	local i
-	for i in $(seq 1 200); do
-		[ -S "$SOCK" ] && return 0
-		kill -0 "$AGENT_PID" 2>/dev/null || { cat "$WORK/agent.log"; return 1; }
-		sleep 0.05
-	done
-	cat "$WORK/agent.log"
-	return 1
+	start_agent_netns "$NODE" "$mods" --set "lb.cgroup=$CG" --set lb.maglev-table-size=4093 \
+		--set lb.nodeport-devices=ext0 "$@"
 }
 node_agent || { fail "the agent starts"; finish; }
 check "the socket hooks are attached to the test's cgroup" \
