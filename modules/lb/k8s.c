@@ -375,59 +375,50 @@ static char *key_of(const char *ns, const char *name)
 	return key;
 }
 
-static int on_service(const struct fibril_event *ev, void *ud)
+/* A Service added/updated (json) or deleted (json NULL). */
+static void apply_service(struct lb_k8s *k, const char *ns, const char *name, const char *json)
 {
-	struct lb_k8s *k = ud;
-	const struct fibril_k8s_event *e = ev->payload;
-	if (ev->payload_len < sizeof(*e) || !lb_table_of(k->lb))
-		return 0;
-	const char *ns = FIBRIL_K8S_STR(e, namespace_), *name = FIBRIL_K8S_STR(e, name);
 	char *key = key_of(ns ? ns : "", name ? name : "");
-	struct k8s_svc *s = key ? find(k, key, e->type != FIBRIL_K8S_DELETED) : NULL;
+	struct k8s_svc *s = key ? find(k, key, json != NULL) : NULL;
 	free(key);
 	if (!s)
-		return 0;
+		return;
 	json_object_put(s->svc);
 	s->svc = NULL;
-	if (e->type != FIBRIL_K8S_DELETED) {
-		const char *obj = FIBRIL_K8S_STR(e, object);
-		s->svc = obj ? json_tokener_parse(obj) : NULL;
+	if (json) {
+		s->svc = json_tokener_parse(json);
 		if (!s->svc || !path(s->svc, "spec", NULL)) {
+			k->skipped++;
 			fibril_warn(k->m, "service %s skipped: the object has no spec", s->key);
 			json_object_put(s->svc);
 			s->svc = NULL;
-			return 0;
+			return;
 		}
 	}
 	sync_service(k, s);
-	return 0;
 }
 
-static int on_slice(const struct fibril_event *ev, void *ud)
+static void apply_slice(struct lb_k8s *k, const char *ns, const char *name, const char *json,
+			bool deleted)
 {
-	struct lb_k8s *k = ud;
-	const struct fibril_k8s_event *e = ev->payload;
-	if (ev->payload_len < sizeof(*e) || !lb_table_of(k->lb))
-		return 0;
-	const char *ns = FIBRIL_K8S_STR(e, namespace_), *name = FIBRIL_K8S_STR(e, name);
-	const char *obj = FIBRIL_K8S_STR(e, object);
-	struct json_object *o = obj ? json_tokener_parse(obj) : NULL;
+	struct json_object *o = json ? json_tokener_parse(json) : NULL;
 	struct json_object *lbl = path(o, "metadata", "labels");
 	const char *svcname = str(lbl, "kubernetes.io/service-name");
 	if (!svcname) {
+		k->skipped++;
 		fibril_info(k->m, "endpointslice %s/%s skipped: no kubernetes.io/service-name label",
 			    ns ? ns : "", name ? name : "");
 		json_object_put(o);
-		return 0;
+		return;
 	}
 	char *key = key_of(ns ? ns : "", svcname);
-	struct k8s_svc *s = key ? find(k, key, e->type != FIBRIL_K8S_DELETED) : NULL;
+	struct k8s_svc *s = key ? find(k, key, !deleted) : NULL;
 	free(key);
 	if (!s) {
 		json_object_put(o);
-		return 0;
+		return;
 	}
-	if (e->type == FIBRIL_K8S_DELETED) {
+	if (deleted) {
 		json_object_object_del(s->slices, name ? name : "");
 		json_object_put(o);
 	} else {
@@ -437,9 +428,53 @@ static int on_slice(const struct fibril_event *ev, void *ud)
 		k->skipped++;
 		fibril_info(k->m, "endpointslice %s/%s skipped: service %s is unknown (kept until it "
 				  "appears)", ns ? ns : "", name ? name : "", s->key);
-		return 0;
+		return;
 	}
 	sync_service(k, s);
+}
+
+static int on_service(const struct fibril_event *ev, void *ud)
+{
+	struct lb_k8s *k = ud;
+	const struct fibril_k8s_event *e = ev->payload;
+	if (ev->payload_len < sizeof(*e) || !k->ops || !lb_table_of(k->lb))
+		return 0;
+	apply_service(k, FIBRIL_K8S_STR(e, namespace_), FIBRIL_K8S_STR(e, name),
+		      e->type == FIBRIL_K8S_DELETED ? NULL : FIBRIL_K8S_STR(e, object));
+	return 0;
+}
+
+static int on_slice(const struct fibril_event *ev, void *ud)
+{
+	struct lb_k8s *k = ud;
+	const struct fibril_k8s_event *e = ev->payload;
+	if (ev->payload_len < sizeof(*e) || !k->ops || !lb_table_of(k->lb))
+		return 0;
+	apply_slice(k, FIBRIL_K8S_STR(e, namespace_), FIBRIL_K8S_STR(e, name),
+		    FIBRIL_K8S_STR(e, object), e->type == FIBRIL_K8S_DELETED);
+	return 0;
+}
+
+/* what the k8s module's caches already hold at our start (events published
+ * before it were not ours to program) */
+struct cached {
+	struct lb_k8s *k;
+	bool slices;
+};
+
+static int on_cached(const char *json, void *ud)
+{
+	struct cached *c = ud;
+	struct json_object *o = json_tokener_parse(json);
+	const char *ns = str(path(o, "metadata", NULL), "namespace");
+	const char *name = str(path(o, "metadata", NULL), "name");
+	if (name) {
+		if (c->slices)
+			apply_slice(c->k, ns, name, json, false);
+		else
+			apply_service(c->k, ns, name, json);
+	}
+	json_object_put(o);
 	return 0;
 }
 
@@ -481,7 +516,14 @@ int lb_k8s_start(struct lb_k8s *k, const char *node_addrs)
 					strerror(-rc));
 		return rc;
 	}
-	fibril_info(k->m, "following Services and EndpointSlices of node %s", k->node);
+	struct cached c = {.k = k, .slices = true};
+	if (k->ops->list) {
+		k->ops->list(k->ctx, FIBRIL_K8S_ENDPOINTSLICES, on_cached, &c);
+		c.slices = false;
+		k->ops->list(k->ctx, FIBRIL_K8S_SERVICES, on_cached, &c);
+	}
+	fibril_info(k->m, "following Services and EndpointSlices of node %s (%zu known)", k->node,
+		    k->n);
 	return 0;
 }
 

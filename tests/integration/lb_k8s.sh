@@ -101,6 +101,7 @@ check "the frontend kept its ID" test "$(svc_id "$CIP:80")" = "$ID" || { echo " 
 kc patch svc web --type json -p '[{"op":"replace","path":"/spec/ports/0/port","value":81}]' >/dev/null
 check "the port change is reprogrammed: :81 served" wait_for 10 test "$(backends_seen "$CIP" 81 10)" = "['b0']"
 check "... and :80 is gone" test -z "$(svc_id "$CIP:80")"
+ID81=$(svc_id "$CIP:81")
 
 # ---- a bad Service is a logged skip; the others stay -------------------------------------------------
 cat >"$WORK/bad.json" <<'EOF2'
@@ -111,6 +112,18 @@ kc apply -f "$WORK/bad.json" >/dev/null
 check "an invalid externalIP is a logged skip naming it" \
 	wait_for 10 grep -q "service default/bad skipped: spec.externalIPs\[0\] '300.1.2.3' is not an IP address" "$WORK/agent.log"
 check "the other Service still serves" test "$(backends_seen "$CIP" 81 10)" = "['b0']"
+
+# ---- a restart with the objects in place: same ID, still followed -------------------------------
+AGENT_ARGS=(--set "lb.cgroup=$CG" --set "k8s.kubeconfig=$K8S_KUBECONFIG"
+	--set "k8s.node-name=$NODE_NAME" --set k8s.sync-timeout=20s)
+check "the agent stops" stop_agent
+start_agent "$mods" "${AGENT_ARGS[@]}" --set k8s.resources=services,endpointslices ||
+	{ fail "the agent restarts"; finish; }
+check "after a restart: the frontend keeps its ID" wait_for 10 test "$(svc_id "$CIP:81")" = "$ID81"
+check "... and still serves" test "$(backends_seen "$CIP" 81 10)" = "['b0']"
+kc patch svc web --type merge -p '{"spec":{"internalTrafficPolicy":"Cluster"}}' >/dev/null
+check "... and is still followed (policy back to Cluster: b0 and b1)" \
+	wait_for 10 test "$(backends_seen "$CIP" 81 30)" = "['b0', 'b1']"
 
 # ---- delete -------------------------------------------------------------------------------------------
 kc delete svc web >/dev/null
