@@ -14,7 +14,13 @@
 #   fib ARGS...        the CLI on the test agent's socket
 [ -f "$top_builddir/.libs/lb.so" ] || { echo "FAIL: lb.so is not built"; exit 1; }
 CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
-[ -n "$CG2" ] || skip_or_fail "no cgroup v2 file system is mounted"
+CG2_MOUNTED=""
+if [ -z "$CG2" ]; then # a cgroup v1 host: a cgroup2 hierarchy of the test's own
+	CG2=$WORK/cgroup2
+	mkdir -p "$CG2"
+	mount -t cgroup2 none "$CG2" || skip_or_fail "cannot mount a cgroup v2 file system"
+	CG2_MOUNTED=$CG2
+fi
 
 NODE=flbn$$
 CLIENT=flbc$$
@@ -38,6 +44,7 @@ lb_cleanup() {
 		sleep 0.2
 		rmdir "$CG" 2>/dev/null
 	fi
+	[ -n "$CG2_MOUNTED" ] && umount "$CG2_MOUNTED"
 	[ -n "$LB_EXTRA_CLEANUP" ] && $LB_EXTRA_CLEANUP
 	(exit "$rc")
 	cleanup
