@@ -8,7 +8,10 @@
 # and b1 only; all ready ones gone -> b2 (terminating) serves; kubectl
 # patch internalTrafficPolicy=Local -> only this node's b0; kubectl patch
 # of the port -> the frontend moves (new port served, old one gone, same
-# service ID kept for the frontend that stays); an EndpointSlice of an
+# service ID kept for the frontend that stays); a NodePort Service with
+# externalTrafficPolicy Local reached on the node address gets only this
+# node's endpoint while its clusterIP gets all; a restart with the objects
+# in place keeps the IDs and goes on following them; an EndpointSlice of an
 # unknown Service is a logged skip, used once the Service arrives; a
 # Service with an invalid externalIP is a logged skip that leaves the other
 # services alone; deleting the Service removes its frontends.
@@ -30,8 +33,10 @@ NODE_NAME=lbnode$$
 # the agent in the root netns (it reaches the apiserver on 127.0.0.1); the
 # socket hooks act on the client pod's sockets through the cgroup wherever
 # the agent runs
+# 192.0.2.10 (TEST-NET-1) is "the node's address" for NodePorts: the socket
+# hooks translate it before anything is routed
 start_agent "$mods" --set "lb.cgroup=$CG" --set "k8s.kubeconfig=$K8S_KUBECONFIG" \
-	--set "k8s.node-name=$NODE_NAME" --set k8s.sync-timeout=20s ||
+	--set "k8s.node-name=$NODE_NAME" --set k8s.sync-timeout=20s --set lb.node-addresses=192.0.2.10 ||
 	{ fail "the agent starts"; finish; }
 
 slice() { # slice NAME SERVICE ENDPOINTS_JSON
@@ -113,9 +118,27 @@ check "an invalid externalIP is a logged skip naming it" \
 	wait_for 10 grep -q "service default/bad skipped: spec.externalIPs\[0\] '300.1.2.3' is not an IP address" "$WORK/agent.log"
 check "the other Service still serves" test "$(backends_seen "$CIP" 81 10)" = "['b0']"
 
+# ---- NodePort with externalTrafficPolicy Local ---------------------------------------------------
+cat >"$WORK/np.json" <<'EOF2'
+{"apiVersion":"v1","kind":"Service","metadata":{"name":"np","namespace":"default"},
+ "spec":{"type":"NodePort","externalTrafficPolicy":"Local",
+         "ports":[{"name":"http","port":8000,"protocol":"TCP","targetPort":8080}]}}
+EOF2
+kc apply -f "$WORK/np.json" >/dev/null
+slice np-1 np "[$(ep 0 "$NODE_NAME" true true false),$(ep 1 other-node true true false)]" >"$WORK/np-slice.json"
+kc apply -f "$WORK/np-slice.json" >/dev/null
+NP=$(kc get svc np -o jsonpath='{.spec.ports[0].nodePort}')
+NPCIP=$(kc get svc np -o jsonpath='{.spec.clusterIP}')
+check "the NodePort Service got a nodePort" test -n "$NP"
+check "NodePort on the node address, externalTrafficPolicy Local: only this node's b0" \
+	wait_for 10 test "$(backends_seen 192.0.2.10 "$NP" 20)" = "['b0']"
+check "... while its clusterIP (internalTrafficPolicy Cluster) uses b0 and b1" \
+	test "$(backends_seen "$NPCIP" 8000 30)" = "['b0', 'b1']"
+check "service list shows the NodePort frontend" grep -q "192.0.2.10:$NP/TCP  *NodePort" <<<"$(fib service list)"
+
 # ---- a restart with the objects in place: same ID, still followed -------------------------------
 AGENT_ARGS=(--set "lb.cgroup=$CG" --set "k8s.kubeconfig=$K8S_KUBECONFIG"
-	--set "k8s.node-name=$NODE_NAME" --set k8s.sync-timeout=20s)
+	--set "k8s.node-name=$NODE_NAME" --set k8s.sync-timeout=20s --set lb.node-addresses=192.0.2.10)
 check "the agent stops" stop_agent
 start_agent "$mods" "${AGENT_ARGS[@]}" --set k8s.resources=services,endpointslices ||
 	{ fail "the agent restarts"; finish; }
