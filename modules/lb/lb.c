@@ -812,6 +812,17 @@ static int lb_start(struct fibril_module *m)
 	lb->restored = (size_t)rc;
 	if (lb->restore_skipped)
 		fibril_warn(m, "restore: %zu services skipped (first: %s)", lb->restore_skipped, err);
+	if (fibril_map_origin(lb->maps[M_MAGLEV]) == FIBRIL_MAP_RECREATED) {
+		/* a new table size: rebuild the restored services' tables */
+		for (uint32_t id = 1; id <= LB_SVC_ID_MAX; id++) {
+			struct lb_svc *s = lb->t.svc[id];
+			if (!s || s->algorithm != LB_ALG_MAGLEV)
+				continue;
+			struct lb_svc same = *s;
+			if (lb_maps_program(&lb->t, s, &same, err, sizeof(err)) < 0)
+				fibril_warn(m, "service %u: %s", id, err);
+		}
+	}
 	fibril_info(m, "restored %zu services and %zu backends from the maps in %.1f ms",
 		    lb->restored, lb->t.nbe, (now_s() - t0) * 1e3);
 	if ((rc = load_programs(lb, err, sizeof(err))) < 0) {

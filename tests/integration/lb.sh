@@ -219,6 +219,15 @@ out=$(client tcp 10.96.10.1 80 50)
 check "after the restart: new connections reach b1-b3" \
 	test "$(jq_ "$out" 'sorted(j["backends"]) == ["b1", "b2", "b3"]')" = True || echo "  $out"
 
+# ---- a new Maglev table size: the restored tables are rebuilt ----------------------------------
+check "the agent stops" stop_agent
+node_agent --set lb.maglev-table-size=8191 || { fail "the agent restarts with M=8191"; finish; }
+mg=$(fib map dump lb_maglev | grep "^$MID ")
+check "M=8191: the Maglev table is rebuilt with its 9 backends" \
+	test "$(sed 's/.*M=8191//' <<<"$mg" | wc -w)" = 9 || echo "  $mg"
+out=$(client tcp 10.96.10.6 80 200)
+check "M=8191: the 9 backends reached" test "$(jq_ "$out" 'len(j["backends"])')" = 9 || echo "  $out"
+
 # ---- delete, metrics -------------------------------------------------------------------------------
 check "service delete" fib service delete 9
 rc=0
