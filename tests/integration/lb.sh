@@ -6,7 +6,9 @@
 # processes run in it - never the machine's root cgroup). Checked, with
 # real traffic: a ClusterIP service reaches every backend with an even
 # spread (each of 4 backends gets 25% +- 12 points of 400 connections) and
-# getpeername() shows the frontend; UDP request/response through a
+# getpeername() shows the frontend; the same over IPv6 (TCP and UDP);
+# NodePort from a client outside the node (per-packet DNAT at tc, TCP and
+# UDP); UDP request/response through a
 # frontend, recvfrom() reporting the frontend; a service without backends
 # refuses at once (ECONNREFUSED, < 0.5 s); bad input (an invalid address,
 # port, a duplicate frontend for another ID) is one line and changes
@@ -52,6 +54,18 @@ check "service list shows the frontend, backends, states and IDs" \
 dump=$(fib map dump lb_services)
 check "map dump decodes lb_services" contains "$dump" "10.96.10.1:80/TCP slot=0  service=1 type=ClusterIP count=4"
 check "map dump decodes lb_backends" contains "$(fib map dump lb_backends)" "10.212.0.13:8080/TCP active"
+
+# ---- IPv6 ClusterIP (connect6, getpeername6) and UDP over IPv6 (sendmsg6, recvmsg6) --------
+upsert '{"frontend":"[fd00:96::1]:80","backends":[{"address":"[fd00:212::10]:8080"},{"address":"[fd00:212::11]:8080"}]}'
+check "an IPv6 service" test "$URC" = 0 || echo "  $UOUT"
+out=$(client tcp fd00:96::1 80 60)
+check "IPv6: 60 connections over both backends, getpeername() the frontend" \
+	test "$(jq_ "$out" 'sorted(j["backends"]) == ["b0", "b1"] and j["peers"] == ["[fd00:96::1]:80"]')" = True ||
+	echo "  $out"
+upsert '{"frontend":"[fd00:96::2]:53","protocol":"UDP","backends":[{"address":"[fd00:212::12]:8080"}]}'
+out=$(client udp fd00:96::2 53 10)
+check "IPv6 UDP: answered by b2, recvfrom() the frontend" \
+	test "$(jq_ "$out" 'j["backends"] == {"b2": 10} and j["peers"] == ["[fd00:96::2]:53"]')" = True || echo "  $out"
 
 # ---- UDP request/response -------------------------------------------------------------------
 upsert '{"frontend":"10.96.10.2:53","protocol":"UDP","backends":'"$(be_json active 4 5)"'}'
@@ -201,7 +215,7 @@ out=$(client tcp 10.96.10.1 80 20)
 check "while the agent is down, new connections are balanced" \
 	test "$(jq_ "$out" 'sum(j["backends"].values())')" = 20 || echo "  $out"
 node_agent || { fail "the agent restarts"; finish; }
-check "the restart restored the services from the pins" contains "$(cat "$WORK/agent.log")" "restored 8 services"
+check "the restart restored the services from the pins" contains "$(cat "$WORK/agent.log")" "restored 10 services"
 after_ids=$(ids_of)
 check "same service and backend IDs after the restart" test "$after_ids" = "$before_ids"
 [ "$after_ids" = "$before_ids" ] || diff <(echo "$before_ids") <(echo "$after_ids")
@@ -211,7 +225,7 @@ check "the long-running connection was never reset" \
 	test -z "$(grep error "$WORK/long")" -a "$(grep -c ok "$WORK/long")" -gt "$n_before" ||
 	tail -3 "$WORK/long"
 upsert '{"frontend":"10.96.10.7:80","backends":'"$(be_json active 5)"'}'
-check "a service added after the restart takes a new ID" test "$(jq_ "$UOUT" 'j["id"]')" = 9 || echo "  $UOUT"
+check "a service added after the restart takes a new ID" test "$(jq_ "$UOUT" 'j["id"]')" = 11 || echo "  $UOUT"
 out=$(outside tcp 192.168.212.1 30080 10)
 check "after the restart: NodePort from outside still served" \
 	test "$(jq_ "$out" 'sum(j["backends"].values())')" = 10 || echo "  $out"
@@ -229,12 +243,12 @@ out=$(client tcp 10.96.10.6 80 200)
 check "M=8191: the 9 backends reached" test "$(jq_ "$out" 'len(j["backends"])')" = 9 || echo "  $out"
 
 # ---- delete, metrics -------------------------------------------------------------------------------
-check "service delete" fib service delete 9
+check "service delete" fib service delete 11
 rc=0
-fib service get 9 >/dev/null 2>&1 || rc=$?
+fib service get 11 >/dev/null 2>&1 || rc=$?
 check "the deleted service is gone" test "$rc" = 1
 metrics=$(api http://x/metrics)
-check "metrics: services" grep -q '^fibril_lb_services 8' <<<"$metrics"
+check "metrics: services" grep -q '^fibril_lb_services 10' <<<"$metrics"
 check "metrics: tc DNAT" grep -Eq '^fibril_lb_socket_events_total\{event="tc-dnat"\} [1-9]' <<<"$metrics"
 check "metrics: socket events" grep -Eq '^fibril_lb_socket_events_total\{event="translated"\} [1-9]' <<<"$metrics"
 check "metrics: no-backend refusals" grep -Eq '^fibril_lb_socket_events_total\{event="no-backend"\} [1-9]' <<<"$metrics"

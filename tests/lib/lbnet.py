@@ -3,8 +3,8 @@
 benchmark: backends that answer with their name, and clients that talk to a
 service address and report which backend answered.
 
-  serve NAME PORT            TCP and UDP on PORT: each line (TCP) or
-                             datagram (UDP) is answered with NAME
+  serve NAME PORT            TCP and UDP on PORT (IPv4 and IPv6): each line
+                             (TCP) or datagram (UDP) is answered with NAME
   tcp ADDR PORT N            N connections, one line each; prints JSON
                              {"backends": {name: count}, "peers": [...],
                               "errors": {errno name: count}, "max_s": ...}
@@ -36,23 +36,29 @@ def serve(name, port):
                     return
 
     def tcp():
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("0.0.0.0", port))
+        s.bind(("::", port))
         s.listen(512)
         while True:
             c, _ = s.accept()
             threading.Thread(target=tcp_conn, args=(c,), daemon=True).start()
 
     def udp():
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("0.0.0.0", port))
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.bind(("::", port))
         while True:
             _, peer = s.recvfrom(2048)
             s.sendto(reply, peer)
 
     threading.Thread(target=udp, daemon=True).start()
     tcp()
+
+
+def fmt(peer):
+    return ("[%s]:%d" if ":" in peer[0] else "%s:%d") % peer[:2]
 
 
 def add(d, k):
@@ -65,7 +71,7 @@ def tcp(addr, port, n):
         t0 = time.monotonic()
         try:
             with socket.create_connection((addr, port), timeout=3) as c:
-                peer = "%s:%d" % c.getpeername()[:2]
+                peer = fmt(c.getpeername())
                 if peer not in out["peers"]:
                     out["peers"].append(peer)
                 c.sendall(b"hi\n")
@@ -79,13 +85,13 @@ def tcp(addr, port, n):
 
 def udp(addr, port, n):
     out = {"backends": {}, "peers": [], "errors": {}, "max_s": 0.0}
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(2)
     for _ in range(n):
         try:
             s.sendto(b"q", (addr, port))
             data, peer = s.recvfrom(2048)
-            p = "%s:%d" % peer[:2]
+            p = fmt(peer)
             if p not in out["peers"]:
                 out["peers"].append(p)
             add(out["backends"], data.decode().strip())

@@ -1,7 +1,8 @@
 # tests/lib/lbtopo.sh - the topology of the lb module's tests (sourced after
 # tests/lib/common.sh, as root): a node netns with a bridge (10.212.0.1/24)
 # and a device ext0 (192.168.212.1/24) to an "outside" netns
-# (192.168.212.2, $OUTSIDE: a client outside the node, for NodePort),
+# (192.168.212.2, $OUTSIDE: a client outside the node, for NodePort); the
+# pods also have fd00:212::<n>/64 on the bridge,
 # LB_BACKENDS backend pods (10.212.0.10+i, each running tests/lib/lbnet.py
 # serve "b<i>" 8080 for TCP and UDP) and a client pod (10.212.0.100), and a
 # cgroup v2 directory named with the test's pid that the client processes
@@ -63,6 +64,7 @@ ip netns add "$NODE"
 ip -n "$NODE" link set lo up
 ip -n "$NODE" link add br0 type bridge
 ip -n "$NODE" addr add 10.212.0.1/24 dev br0
+ip -n "$NODE" addr add fd00:212::1/64 dev br0 nodad
 ip -n "$NODE" link set br0 up
 ip netns exec "$NODE" sysctl -qw net.ipv4.ip_forward=1
 ip netns add "$OUTSIDE"
@@ -79,6 +81,7 @@ pod() { # pod NS ADDR
 	ip -n "$NODE" link set "v$2" master br0 up
 	ip -n "$1" link set lo up
 	ip -n "$1" addr add "10.212.0.$2/24" dev eth0
+	ip -n "$1" addr add "fd00:212::$2/64" dev eth0 nodad
 	ip -n "$1" link set eth0 up
 	ip -n "$1" route add default via 10.212.0.1
 	ADDR[$1]=10.212.0.$2
