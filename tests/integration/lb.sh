@@ -19,7 +19,8 @@
 # backends is removed is measured from the pinned table; kill -9 of the
 # agent during a long-running connection through a ClusterIP: no reset,
 # and the restarted agent restores the same service and backend IDs from
-# the pins; `fibril map dump` decodes the maps; metrics.
+# the pins; a restart with another Maglev table size rebuilds the tables;
+# `fibril map dump` decodes the maps; metrics.
 . "$top_srcdir/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF, cgroups)"
