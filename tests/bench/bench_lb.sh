@@ -126,18 +126,12 @@ else
 	say "   reference, nftables layout: nft is not installed (apt-get install nftables)"
 fi
 
-# ---- agent RSS with N services and 5N backends, through the API -------------------------------
-mods=$WORK/mods
-bench_install_modules "$mods" lb
-mkdir -p "$WORK/cg" # not a cgroup: socket-lb off, the maps and the table are what is measured
-mapfile -t args < <(agent_args "$mods")
-nsenter --net="/run/netns/$NS" "$AGENT_BIN" "${args[@]}" --set lb.socket-lb=false \
-	--set lb.service-map-max=131072 --set lb.backend-map-max=65536 >"$WORK/agent.log" 2>&1 &
-AGENT_PID=$!
-for _ in $(seq 1 200); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
-rss0=$(awk '/VmRSS/ {print $2}' "/proc/$AGENT_PID/status")
-api_s=$(python3 - "$WORK/fibril.sock" "$N" <<'PY'
-import http.client, json, socket, sys, time
+# program_api N K [last-real] : N services with K backends each through
+# PUT /v1/service on one keep-alive connection; with last-real the last
+# service's backends are the latency test's real ones (10.213.2.2, .3)
+program_api() {
+	python3 - "$WORK/fibril.sock" "$@" <<'PY'
+import http.client, json, socket, sys
 class UC(http.client.HTTPConnection):
     def __init__(self, path):
         super().__init__("localhost")
@@ -145,11 +139,14 @@ class UC(http.client.HTTPConnection):
     def connect(self):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(self.path)
-n = int(sys.argv[2])
+n, k = int(sys.argv[2]), int(sys.argv[3])
+last_real = len(sys.argv) > 4
 c = UC(sys.argv[1])
-t0 = time.monotonic()
 for i in range(n):
-    be = [{"address": "10.%d.%d.%d:8080" % (1 + (i * 5 + b) // 65536, ((i * 5 + b) // 256) % 256, (i * 5 + b) % 256)} for b in range(5)]
+    if last_real and i == n - 1:
+        be = [{"address": "10.213.2.%d:8080" % (2 + b)} for b in range(k)]
+    else:
+        be = [{"address": "10.%d.%d.%d:8080" % (1 + (i * k + b) // 65536, ((i * k + b) // 256) % 256, (i * k + b) % 256)} for b in range(k)]
     body = json.dumps({"frontend": "10.96.%d.%d:80" % (i // 256, i % 256), "backends": be})
     for attempt in range(3):
         try:
@@ -162,9 +159,22 @@ for i in range(n):
             c = UC(sys.argv[1])
     if r.status != 200:
         sys.exit("PUT %d: %s" % (i, data))
-print("%.2f" % (time.monotonic() - t0))
 PY
-) || bench_die "programming through the API failed: $api_s"
+}
+
+# ---- agent RSS with N services and 5N backends, through the API -------------------------------
+mods=$WORK/mods
+bench_install_modules "$mods" lb
+mkdir -p "$WORK/cg" # not a cgroup: socket-lb off, the maps and the table are what is measured
+mapfile -t args < <(agent_args "$mods")
+nsenter --net="/run/netns/$NS" "$AGENT_BIN" "${args[@]}" --set lb.socket-lb=false \
+	--set lb.service-map-max=131072 --set lb.backend-map-max=65536 >"$WORK/agent.log" 2>&1 &
+AGENT_PID=$!
+for _ in $(seq 1 200); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
+rss0=$(awk '/VmRSS/ {print $2}' "/proc/$AGENT_PID/status")
+t0=$(date +%s.%N)
+program_api "$N" 5 || bench_die "programming through the API failed"
+api_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
 rss1=$(awk '/VmRSS/ {print $2}' "/proc/$AGENT_PID/status")
 say "   agent with $N services / $((N * 5)) backends: RSS $((rss1 / 1024)) MiB (at start: $((rss0 / 1024)) MiB); $N PUT /v1/service took ${api_s} s"
 kill -TERM "$AGENT_PID"
@@ -191,7 +201,10 @@ for pair in "$CLNS:1" "$BENS:2"; do
 done
 ip -n "$BENS" addr add 10.213.2.3/24 dev eth0
 nsenter --net="/run/netns/$BENS" python3 "$top_srcdir/tests/lib/lbnet.py" serve b 8080 >/dev/null 2>&1 &
-sleep 0.5
+for _ in $(seq 1 100); do
+	nsenter --net="/run/netns/$BENS" ss -Hltn "sport = :8080" | grep -q . && break
+	sleep 0.1
+done
 LAT_N=${LB_BENCH_CONNECTS:-400}
 # latency ADDR [CGROUP] -> "p50 p99" of connect() in microseconds
 latency() {
@@ -213,37 +226,6 @@ print("%.0f %.0f" % (ts[len(ts) // 2] / 1e3, ts[len(ts) * 99 // 100] / 1e3))
 PY
 }
 vip_of() { echo "10.96.$((($1 - 1) / 256)).$((($1 - 1) % 256))"; }
-program_fibril() { # program_fibril N : N services through the API (the last one real)
-	python3 - "$WORK/fibril.sock" "$1" <<'PY'
-import http.client, json, socket, sys
-class UC(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost")
-        self.path = path
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(self.path)
-n = int(sys.argv[2])
-c = UC(sys.argv[1])
-for i in range(n):
-    if i == n - 1:
-        be = [{"address": "10.213.2.2:8080"}, {"address": "10.213.2.3:8080"}]
-    else:
-        be = [{"address": "10.%d.%d.%d:8080" % (1 + i // 65536, (i // 256) % 256, (i % 127) * 2 + o)} for o in (1, 2)]
-    body = json.dumps({"frontend": "10.96.%d.%d:80" % (i // 256, i % 256), "backends": be})
-    for attempt in range(3):
-        try:
-            c.request("PUT", "/v1/service", body, {"Content-Type": "application/json"})
-            r = c.getresponse()
-            data = r.read()
-            break
-        except (http.client.HTTPException, OSError):
-            c.close()
-            c = UC(sys.argv[1])
-    if r.status != 200:
-        sys.exit("PUT %d: %s" % (i, data))
-PY
-}
 direct=$(latency 10.213.2.2)
 say "   TCP connect latency to the last of N services (p50 / p99 us, $LAT_N connects; direct to the backend: ${direct% *} / ${direct#* }):"
 say "   N        fibril        iptables      nftables"
@@ -257,7 +239,7 @@ for n in ${LB_BENCH_LATENCY_N:-10 1000 10000}; do
 			--set lb.service-map-max=131072 >"$WORK/agent-lat.log" 2>&1 &
 		AGENT_PID=$!
 		for _ in $(seq 1 200); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
-		if program_fibril "$n"; then f=$(latency "$vip" "$CG" | tr ' ' /); fi
+		if program_api "$n" 2 last-real; then f=$(latency "$vip" "$CG" | tr ' ' /); fi
 		kill -TERM "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null || true
 		AGENT_PID=""
 		rm -rf "$BPFFS_DIR" # unpins the links: the hooks go
