@@ -430,6 +430,21 @@ static int attach_hooks(struct lb *lb, bool enable, char *err, size_t len)
 			return -errno;
 		}
 		struct statfs fs;
+		if (fstatfs(cgfd, &fs) == 0 && fs.f_type != CGROUP2_SUPER_MAGIC &&
+		    !strcmp(lb->cgroup, "/sys/fs/cgroup")) {
+			/* systemd's hybrid layout: the v2 hierarchy is "unified" below */
+			int u = open("/sys/fs/cgroup/unified", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (u >= 0 && fstatfs(u, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC &&
+			    fstat(u, &cg) == 0) {
+				fibril_info(lb->m, "/sys/fs/cgroup is cgroup v1: using the v2 hierarchy "
+						   "at /sys/fs/cgroup/unified");
+				snprintf(lb->cgroup, sizeof(lb->cgroup), "/sys/fs/cgroup/unified");
+				close(cgfd);
+				cgfd = u;
+			} else if (u >= 0) {
+				close(u);
+			}
+		}
 		if (fstatfs(cgfd, &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC) {
 			snprintf(err, len, "[lb] cgroup %.300s is not in a cgroup v2 file system (mount "
 					   "cgroup2 there, or set the path of the unified hierarchy)",
