@@ -435,8 +435,11 @@ int fibril_lb_from_netdev(struct __sk_buff *skb)
 						    ((__u64)p.sport << 24 | (__u64)p.dport << 8 | p.proto),
 					    &id);
 		if (!be) {
+			/* to the node's own stack: nothing listens on the frontend's
+			 * port there, so the client gets a RST (TCP) or an ICMP port
+			 * unreachable (UDP) at once, not a timeout */
 			count(LB_M_TC_NO_BACKEND);
-			return TC_ACT_SHOT;
+			return TC_ACT_OK;
 		}
 		__builtin_memcpy(nv.addr, be->addr, 16);
 		nv.port = be->port;

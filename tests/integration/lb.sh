@@ -92,6 +92,10 @@ check "NodePort UDP from outside: answered by b2, from the frontend" \
 	test "$(jq_ "$out" 'j["backends"] == {"b2": 10} and j["peers"] == ["192.168.212.1:30053"]')" = True ||
 	echo "  $out"
 check "lb_ct holds the flows" contains "$(fib map dump lb_ct)" "reply-from-frontend=192.168.212.1:30080"
+upsert '{"frontend":"192.168.212.1:30081","type":"NodePort","backends":[]}'
+out=$(outside tcp 192.168.212.1 30081 3)
+check "NodePort without backends from outside: refused at once (RST from the node)" \
+	test "$(jq_ "$out" 'j["errors"] == {"ECONNREFUSED": 3} and j["max_s"] < 0.5')" = True || echo "  $out"
 check "the tc programs are on ext0" test "$(jq_ "$(api http://x/v1/service)" 'j["nodeport-devices"]')" = 1
 
 # ---- no backend: an immediate refusal --------------------------------------------------------
@@ -216,7 +220,7 @@ out=$(client tcp 10.96.10.1 80 20)
 check "while the agent is down, new connections are balanced" \
 	test "$(jq_ "$out" 'sum(j["backends"].values())')" = 20 || echo "  $out"
 node_agent || { fail "the agent restarts"; finish; }
-check "the restart restored the services from the pins" contains "$(cat "$WORK/agent.log")" "restored 10 services"
+check "the restart restored the services from the pins" contains "$(cat "$WORK/agent.log")" "restored 11 services"
 after_ids=$(ids_of)
 check "same service and backend IDs after the restart" test "$after_ids" = "$before_ids"
 [ "$after_ids" = "$before_ids" ] || diff <(echo "$before_ids") <(echo "$after_ids")
@@ -226,7 +230,7 @@ check "the long-running connection was never reset" \
 	test -z "$(grep error "$WORK/long")" -a "$(grep -c ok "$WORK/long")" -gt "$n_before" ||
 	tail -3 "$WORK/long"
 upsert '{"frontend":"10.96.10.7:80","backends":'"$(be_json active 5)"'}'
-check "a service added after the restart takes a new ID" test "$(jq_ "$UOUT" 'j["id"]')" = 11 || echo "  $UOUT"
+check "a service added after the restart takes a new ID" test "$(jq_ "$UOUT" 'j["id"]')" = 12 || echo "  $UOUT"
 out=$(outside tcp 192.168.212.1 30080 10)
 check "after the restart: NodePort from outside still served" \
 	test "$(jq_ "$out" 'sum(j["backends"].values())')" = 10 || echo "  $out"
@@ -244,12 +248,12 @@ out=$(client tcp 10.96.10.6 80 200)
 check "M=8191: the 9 backends reached" test "$(jq_ "$out" 'len(j["backends"])')" = 9 || echo "  $out"
 
 # ---- delete, metrics -------------------------------------------------------------------------------
-check "service delete" fib service delete 11
+check "service delete" fib service delete 12
 rc=0
-fib service get 11 >/dev/null 2>&1 || rc=$?
+fib service get 12 >/dev/null 2>&1 || rc=$?
 check "the deleted service is gone" test "$rc" = 1
 metrics=$(api http://x/metrics)
-check "metrics: services" grep -q '^fibril_lb_services 10' <<<"$metrics"
+check "metrics: services" grep -q '^fibril_lb_services 11' <<<"$metrics"
 check "metrics: tc DNAT" grep -Eq '^fibril_lb_socket_events_total\{event="tc-dnat"\} [1-9]' <<<"$metrics"
 check "metrics: socket events" grep -Eq '^fibril_lb_socket_events_total\{event="translated"\} [1-9]' <<<"$metrics"
 check "metrics: no-backend refusals" grep -Eq '^fibril_lb_socket_events_total\{event="no-backend"\} [1-9]' <<<"$metrics"
