@@ -18,6 +18,7 @@ struct cli_options {
 	bool json; /* -o json */
 	/* ipam options: --family, --ip, --owner (NULL when not given) */
 	const char *family, *ip, *owner;
+	const char *src, *dst, *dport; /* `fibril policy trace` */
 };
 extern struct cli_options opt;
 

@@ -1,7 +1,9 @@
 /* cli/cmd_endpoint.c - `fibril endpoint list|get REF` and `fibril identity
  * list|get ID`: the endpoint module's /v1/endpoint and /v1/identity, as
  * aligned tables (or the agent's JSON with -o json). REF is an endpoint ID
- * or container-id:CID[:IFNAME]. */
+ * or container-id:CID[:IFNAME]. `endpoint get` adds the endpoint's policy
+ * enforcement per direction and the policy revision it enforces, from the
+ * policy module's GET /v1/policy when the agent has it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,34 @@ static char *pod_of(struct json_object *ep)
 	if (!ns)
 		return NULL;
 	return name ? xasprintf("%s/%s", ns, name) : xasprintf("%s", ns);
+}
+
+/* The policy module's view of the endpoint (nothing without the module). */
+static void policy_rows(struct table *t, struct json_object *ep)
+{
+	struct json_object *pol = NULL;
+	long status = 0;
+	double id = -1;
+	jnum(ep, "id", &id);
+	if (fetch("GET", "policy", &pol, &status) < 0)
+		return;
+	struct json_object *eps = status == 200 ? jarray_of_objects(pol, "endpoints") : NULL;
+	for (size_t i = 0; eps && i < json_object_array_length(eps); i++) {
+		struct json_object *e = json_object_array_get_idx(eps, i);
+		double eid = -2;
+		if (!jnum(e, "id", &eid) || eid != id)
+			continue;
+		char rev[32], repo[32], entries[32];
+		table_row(t, "POLICY-INGRESS", jstr(e, "ingress"));
+		table_row(t, "POLICY-EGRESS", jstr(e, "egress"));
+		char *revline = xasprintf("%s (repository: %s)", fmt_int(e, "revision", rev, sizeof(rev)),
+					  fmt_int(pol, "revision", repo, sizeof(repo)));
+		table_row(t, "POLICY-REVISION", revline);
+		free(revline);
+		table_row(t, "POLICY-ENTRIES", fmt_int(e, "entries", entries, sizeof(entries)));
+		break;
+	}
+	json_object_put(pol);
 }
 
 /* One row per endpoint; the container ID cut to 12 characters as docker
@@ -82,6 +112,7 @@ static int render_endpoint(struct json_object *ep)
 	table_row(&t, "HOST-IFINDEX", fmt_int(ep, "host-ifindex", ifindex, sizeof(ifindex)));
 	table_row(&t, "HOST-MAC", jstr(ep, "host-mac"));
 	table_row(&t, "CREATED", fmt_int(ep, "created", created, sizeof(created)));
+	policy_rows(&t, ep);
 	table_print(&t);
 	table_free(&t);
 	free(pod);

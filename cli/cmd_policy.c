@@ -1,8 +1,12 @@
 /* cli/cmd_policy.c - `fibril policy import FILE|-`, `fibril policy get`,
- * `fibril policy delete [NAMESPACE/]NAME` and `fibril policy delete-all`:
- * the policy module's repository (PUT, GET, DELETE /v1/policy). import
- * sends the file (CiliumNetworkPolicy JSON: one, a list or {"items": []})
- * as the body of a PUT, which the CLI's GET/DELETE client has no body for. */
+ * `fibril policy delete [NAMESPACE/]NAME`, `fibril policy delete-all` and
+ * `fibril policy trace --src S --dst D --dport N/PROTO` and `fibril policy
+ * selectors`: the policy module's repository (PUT, GET, DELETE /v1/policy,
+ * GET /v1/policy/trace, GET /v1/policy/selectors).
+ * import sends the file (CiliumNetworkPolicy, CCNP or NetworkPolicy, JSON
+ * or YAML: one, a list or {"items": []}; the module parses and validates
+ * both alike) as the body of a PUT, which the CLI's GET/DELETE client has
+ * no body for. */
 
 #include <errno.h>
 #include <stdio.h>
@@ -145,14 +149,15 @@ static int render_policy(struct json_object *reply)
 	if (json_object_array_length(pols) == 0) {
 		puts("No policies.");
 	} else {
-		table_init(&t, 3);
-		table_row(&t, "NAMESPACE", "NAME", "RULES");
+		table_init(&t, 5);
+		table_row(&t, "NAMESPACE", "NAME", "KIND", "SOURCE", "RULES");
 		for (size_t i = 0; i < json_object_array_length(pols); i++) {
 			struct json_object *p = json_object_array_get_idx(pols, i);
 			char rules[32];
-			const char *ns = jstr(p, "namespace");
-			table_row(&t, ns && *ns ? ns : "-", jstr(p, "name"),
-				  fmt_int(p, "rules", rules, sizeof(rules)));
+			const char *ns = jstr(p, "namespace"), *kind = jstr(p, "kind"),
+				   *source = jstr(p, "source");
+			table_row(&t, ns && *ns ? ns : "-", jstr(p, "name"), kind ? kind : "-",
+				  source ? source : "-", fmt_int(p, "rules", rules, sizeof(rules)));
 		}
 		table_print(&t);
 		table_free(&t);
@@ -183,11 +188,93 @@ static int render_deleted(struct json_object *reply)
 	return 0;
 }
 
+static void print_dir(const char *title, struct json_object *d)
+{
+	printf("%s: %s: %s\n", title, jstr(d, "verdict") ? jstr(d, "verdict") : "?",
+	       jstr(d, "reason") ? jstr(d, "reason") : "");
+	static const char *const lists[] = {"selected_by", "allowed_by", "denied_by"};
+	static const char *const heads[] = {"selected by", "allowed by", "denied by"};
+	for (size_t l = 0; l < 3; l++) {
+		struct json_object *a = NULL;
+		if (!json_object_object_get_ex(d, lists[l], &a) || !json_object_is_type(a, json_type_array))
+			continue;
+		for (size_t i = 0; i < json_object_array_length(a); i++)
+			printf("  %s: %s\n", heads[l], json_object_get_string(json_object_array_get_idx(a, i)));
+	}
+}
+
+static int render_trace(struct json_object *reply)
+{
+	struct json_object *eg = NULL, *in = NULL;
+	char port[32], rev[32];
+	const char *verdict = jstr(reply, "verdict");
+	printf("Tracing %s -> %s, %s/%s (policy revision %s)\n", jstr(reply, "src"), jstr(reply, "dst"),
+	       jstr(reply, "protocol"), fmt_int(reply, "port", port, sizeof(port)),
+	       fmt_int(reply, "revision", rev, sizeof(rev)));
+	if (json_object_object_get_ex(reply, "egress", &eg))
+		print_dir("Egress from the source", eg);
+	if (json_object_object_get_ex(reply, "ingress", &in))
+		print_dir("Ingress to the destination", in);
+	printf("Final verdict: %s\n", verdict && !strcmp(verdict, "allowed") ? "ALLOWED" : "DENIED");
+	return 0;
+}
+
+static int render_selectors(struct json_object *reply)
+{
+	struct json_object *sels = jarray_of_objects(reply, "selectors");
+	struct table t;
+	if (!sels)
+		return EXIT_FAIL;
+	if (json_object_array_length(sels) == 0) {
+		puts("No selectors (no policy).");
+		return 0;
+	}
+	table_init(&t, 3);
+	table_row(&t, "SELECTOR", "IDENTITIES", "USERS");
+	for (size_t i = 0; i < json_object_array_length(sels); i++) {
+		struct json_object *s = json_object_array_get_idx(sels, i), *ids = NULL;
+		char *users = join_list(s, "users");
+		char *idtext = xasprintf("%s", "");
+		if (json_object_object_get_ex(s, "identities", &ids) && json_object_is_type(ids, json_type_array))
+			for (size_t j = 0; j < json_object_array_length(ids); j++) {
+				char *n = xasprintf("%s%s%s", idtext, j ? "," : "",
+						    json_object_get_string(json_object_array_get_idx(ids, j)));
+				free(idtext);
+				idtext = n;
+			}
+		table_row(&t, jstr(s, "selector"), *idtext ? idtext : "-", users);
+		free(idtext);
+		free(users);
+	}
+	table_print(&t);
+	table_free(&t);
+	return 0;
+}
+
+static int policy_trace(int argc, char **argv)
+{
+	/* --src, --dst and --dport are parsed by main() (global getopt) */
+	const char *src = opt.src, *dst = opt.dst, *dport = opt.dport;
+	if (argc > 1)
+		return usage_error("policy trace: unexpected argument '%s'", argv[1]);
+	if (!src || !dst || !dport)
+		return usage_error("policy trace: expected --src ENDPOINT --dst ENDPOINT --dport PORT[/PROTO] "
+				   "(an endpoint: ID, NAMESPACE/POD, IPv4 address, host or world)");
+	char *s = url_escape(src), *d = url_escape(dst), *p = url_escape(dport);
+	char *path = xasprintf("policy/trace?src=%s&dst=%s&dport=%s", s, d, p);
+	int rc = show(path, render_trace);
+	free(path);
+	free(s);
+	free(d);
+	free(p);
+	return rc;
+}
+
 int cmd_policy(int argc, char **argv)
 {
 	if (argc < 1)
 		return usage_error("policy: missing subcommand (import FILE, get, delete NAME, "
-				   "delete-all)");
+				   "delete-all, trace, selectors)");
 	const char *sub = argv[0];
 	if (!strcmp(sub, "import")) {
 		if (argc != 2 || !*argv[1])
@@ -218,6 +305,13 @@ int cmd_policy(int argc, char **argv)
 		free(path);
 		free(name);
 		return rc;
+	}
+	if (!strcmp(sub, "trace"))
+		return policy_trace(argc, argv);
+	if (!strcmp(sub, "selectors")) {
+		if (argc > 1)
+			return usage_error("policy selectors: unexpected argument '%s'", argv[1]);
+		return show("policy/selectors", render_selectors);
 	}
 	if (!strcmp(sub, "delete-all")) {
 		if (argc > 1)

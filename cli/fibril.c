@@ -49,9 +49,11 @@ static const char usage_text[] =
 	"  identity list   security identities: reserved and allocated, with labels\n"
 	"  identity get ID one identity\n"
 	"  k8s status      Kubernetes resources: synced, objects, last event, relists\n"
-	"  policy import FILE|-  add or replace CiliumNetworkPolicies (JSON)\n"
+	"  policy import FILE|-  add or replace NetworkPolicies, CNPs, CCNPs (JSON or YAML)\n"
 	"  policy get      policies, revision, each endpoint's enforcement\n"
 	"  policy delete [NS/]NAME | policy delete-all\n"
+	"  policy trace --src S --dst D --dport N/PROTO  which rule allows or denies a flow\n"
+	"  policy selectors  each selector of the policies and the identities it selects\n"
 	"  service list    services: frontends, backends with their states, IDs\n"
 	"  service get ID | service delete ID\n"
 	"  service upsert FILE|-  add or change a service (JSON; see fibril-service(8))\n"
@@ -133,6 +135,10 @@ int main(int argc, char **argv)
 		{ "family", required_argument, NULL, 'F' },
 		{ "ip", required_argument, NULL, 'I' },
 		{ "owner", required_argument, NULL, 'O' },
+		/* options of `fibril policy trace` */
+		{ "src", required_argument, NULL, 'S' },
+		{ "dst", required_argument, NULL, 'D' },
+		{ "dport", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("FIBRIL_SOCKET");
@@ -167,6 +173,15 @@ int main(int argc, char **argv)
 			break;
 		case 'O':
 			opt.owner = optarg;
+			break;
+		case 'S':
+			opt.src = optarg;
+			break;
+		case 'D':
+			opt.dst = optarg;
+			break;
+		case 'P':
+			opt.dport = optarg;
 			break;
 		case ':':
 			return usage_error("option '%s' needs an argument", argv[optind - 1]);

@@ -2,7 +2,9 @@
  * CONTAINERID/IFNAME, a veth pair (host side lxc<hash>, the peer created as
  * tmp<hash> right inside CNI_NETNS and renamed CNI_IFNAME there), the
  * address as /32 (/128), a scope-link route to the gateway and the default
- * route via it in the pod, then PUT /v1/endpoint/container-id:CID:IFNAME.
+ * route via it in the pod, then PUT /v1/endpoint/container-id:CID:IFNAME,
+ * whose answer means the address and the endpoint are both on disk (the
+ * address was asked for with durable=later, so one round of flushes).
  * Any failure undoes every step done so far (veth deleted, endpoint and
  * IPAM owner released), so a failed ADD leaves nothing behind. Prints the
  * CNI result, merged after a prevResult when fibril-cni is not first in a
@@ -37,7 +39,12 @@ static int ipam_allocate(const struct cni_env *env, const struct netconf *conf, 
 	char *owner = agent_escape(env->owner);
 	if (!owner)
 		return cni_error(CNI_ERR_IO, NULL, "out of memory");
-	snprintf(path, sizeof(path), "/v1/ipam?family=%s&owner=%s", family_names[conf->family], owner);
+	/* durable=later: the agent answers before IPAM's flush, which runs while
+	 * the veth is set up; the endpoint PUT below waits for it (and for the
+	 * endpoint journal's, at once), so the result printed to the runtime
+	 * still comes only once both are on disk. */
+	snprintf(path, sizeof(path), "/v1/ipam?family=%s&owner=%s&durable=later", family_names[conf->family],
+		 owner);
 	free(owner);
 	struct agent_reply reply;
 	st->ipam_requested = true;

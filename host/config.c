@@ -5,7 +5,7 @@
  * the file, --set or default each came from) and serve (GET /v1/config). */
 #include "config_sources.h"
 #include "internal.h"
-#include "struct_size.h"
+#include <fibril/compat.h>
 
 #include <ctype.h>
 #include <errno.h>

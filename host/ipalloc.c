@@ -32,7 +32,7 @@
  *
  * Not thread-safe, as the header says. */
 #include "internal.h"
-#include "struct_size.h"
+#include <fibril/compat.h>
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -12,9 +12,10 @@
  * An entry is "placed" when it is claimed in its family's allocator; a
  * restored entry outside the node CIDR (or on a reserved address of it) is
  * not, and counts as stale. Only placed entries are handed out again to
- * their owner or listed; any entry can be released. */
-#include "internal.h"
-#include "struct_size.h"
+ * their owner or listed; any entry can be released. The ipam interface
+ * over the store is host/ipamstore_ops.c. */
+#include "ipamstore_int.h"
+#include <fibril/compat.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,48 +25,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define NFAM 2 /* [0] IPv4, [1] IPv6 */
-#define INITIAL_BUCKETS 64
-#define NODE_FILE "node-cidr"
-#define STALE_LOGGED 5 /* stale allocations named one by one, per placement */
-
-/* One address handed out (or restored from disk). */
-struct entry {
-	struct fibril_ip ip;
-	char addr[FIBRIL_IPAM_ADDR_LEN]; /* canonical text, also the file name */
-	char *owner;                     /* "" when anonymous */
-	bool placed;                     /* claimed in the allocator; false: stale */
-	bool legacy;                     /* read from a 1.3 allocation file */
-	struct entry *next_ip, *next_owner;
-};
-
-struct fam {
-	int family; /* 4 or 6 */
-	bool open;
-	int dirfd;  /* <dir>/<family> */
-	bool have_node;
-	struct fibril_cidr node;
-	struct fibril_ipalloc *alloc;
-	bool have_saved;
-	struct fibril_cidr saved;
-	uint64_t stale, restored;
-};
-
-struct fibril_ipamstore {
-	struct fibril_module *m;
-	struct fibril_journal *j;
-	char dir[PATH_MAX];
-	bool dir_given, opened;
-	int basefd;
-	enum fibril_ipalloc_strategy strategy;
-	uint64_t seed;
-	bool (*serving)(void *ud, int family);
-	void *ud;
-	struct fam fam[NFAM];
-	struct entry **by_ip, **by_owner;
-	size_t nbuckets, count;
-};
 
 /* ---- the table ---------------------------------------------------------------- */
 
@@ -100,7 +59,7 @@ static bool ip_equal(const struct fibril_ip *a, const struct fibril_ip *b)
 	return a->family == b->family && memcmp(a->bytes, b->bytes, ip_len(a)) == 0;
 }
 
-static struct entry *entry_new(const struct fibril_ip *ip, const char *owner)
+struct entry *ipamstore_entry_new(const struct fibril_ip *ip, const char *owner)
 {
 	struct entry *e = calloc(1, sizeof(*e));
 	if (!e)
@@ -116,7 +75,7 @@ static struct entry *entry_new(const struct fibril_ip *ip, const char *owner)
 	return e;
 }
 
-static void entry_free(struct entry *e)
+void ipamstore_entry_free(struct entry *e)
 {
 	if (!e)
 		return;
@@ -124,7 +83,7 @@ static void entry_free(struct entry *e)
 	free(e);
 }
 
-static struct entry *find_ip(const struct fibril_ipamstore *s, const struct fibril_ip *ip)
+struct entry *ipamstore_find_ip(const struct fibril_ipamstore *s, const struct fibril_ip *ip)
 {
 	for (struct entry *e = s->by_ip[ip_bucket(ip, s->nbuckets)]; e; e = e->next_ip)
 		if (ip_equal(&e->ip, ip))
@@ -134,7 +93,7 @@ static struct entry *find_ip(const struct fibril_ipamstore *s, const struct fibr
 
 /* The lowest placed address of owner in family, so that an owner holding
  * several gets a stable answer. */
-static struct entry *find_owner(const struct fibril_ipamstore *s, const char *owner, int family)
+struct entry *ipamstore_find_owner(const struct fibril_ipamstore *s, const char *owner, int family)
 {
 	if (!owner || !owner[0])
 		return NULL;
@@ -184,7 +143,7 @@ static void grow(struct fibril_ipamstore *s)
 	free(old);
 }
 
-static void insert(struct fibril_ipamstore *s, struct entry *e)
+void ipamstore_insert(struct fibril_ipamstore *s, struct entry *e)
 {
 	if (s->count >= s->nbuckets)
 		grow(s);
@@ -192,7 +151,7 @@ static void insert(struct fibril_ipamstore *s, struct entry *e)
 	s->count++;
 }
 
-static void unlink_entry(struct fibril_ipamstore *s, struct entry *e)
+void ipamstore_unlink_entry(struct fibril_ipamstore *s, struct entry *e)
 {
 	struct entry **p = &s->by_ip[ip_bucket(&e->ip, s->nbuckets)];
 	while (*p && *p != e)
@@ -217,7 +176,7 @@ static int cmp_entry(const void *x, const void *y)
 }
 
 /* Every entry, sorted by family then address (free the array). */
-static struct entry **sorted(const struct fibril_ipamstore *s, size_t *n)
+struct entry **ipamstore_sorted(const struct fibril_ipamstore *s, size_t *n)
 {
 	struct entry **v = malloc((s->count ? s->count : 1) * sizeof(*v));
 	*n = 0;
@@ -293,11 +252,11 @@ static int load_entry(struct fibril_ipamstore *s, struct fam *f, const char *nam
 			    name, strerror(-rc));
 		owner[0] = '\0';
 	}
-	struct entry *e = entry_new(&ip, owner);
+	struct entry *e = ipamstore_entry_new(&ip, owner);
 	if (!e)
 		return -ENOMEM;
 	e->legacy = true;
-	insert(s, e);
+	ipamstore_insert(s, e);
 	return 1;
 }
 
@@ -323,7 +282,7 @@ static int load_family(struct fibril_ipamstore *s, struct fam *f)
 	return rc < 0 ? rc : n;
 }
 
-static struct fam *fam_of(struct fibril_ipamstore *s, int family)
+struct fam *ipamstore_fam_of(struct fibril_ipamstore *s, int family)
 {
 	return family == 4 ? &s->fam[0] : family == 6 ? &s->fam[1] : NULL;
 }
@@ -360,7 +319,7 @@ static void load_node(struct fibril_ipamstore *s)
 		if (sscanf(line, "%d %49s", &family, text) != 2 || fibril_cidr_parse(text, &c) ||
 		    c.ip.family != family)
 			continue;
-		struct fam *f = fam_of(s, family);
+		struct fam *f = ipamstore_fam_of(s, family);
 		if (f) {
 			f->saved = c;
 			f->have_saved = true;
@@ -369,13 +328,8 @@ static void load_node(struct fibril_ipamstore *s)
 	fclose(fp);
 }
 
-/* ---- the store ---------------------------------------------------------------------- */
-
-static const struct fibril_ipam_ops store_ops;
-
 /* ---- the journal --------------------------------------------------------------------- */
 
-#define JOURNAL_NAME "allocations"
 #define RECORD_MAX (1 + FIBRIL_IPAM_ADDR_LEN + 1 + FIBRIL_IPAM_OWNER_LEN)
 
 static size_t record_of(const struct entry *e, bool add, char *buf)
@@ -405,17 +359,17 @@ static int replay_record(void *ud, const void *rec, size_t len)
 	struct fibril_ip ip;
 	if (fibril_ip_parse(text + 1, &ip))
 		return -EBADMSG;
-	struct entry *old = find_ip(s, &ip);
+	struct entry *old = ipamstore_find_ip(s, &ip);
 	if (old) {
-		unlink_entry(s, old);
-		entry_free(old);
+		ipamstore_unlink_entry(s, old);
+		ipamstore_entry_free(old);
 	}
 	if (!owner)
 		return 0;
-	struct entry *e = entry_new(&ip, owner);
+	struct entry *e = ipamstore_entry_new(&ip, owner);
 	if (!e)
 		return -ENOMEM;
-	insert(s, e);
+	ipamstore_insert(s, e);
 	return 0;
 }
 
@@ -434,7 +388,7 @@ static int snapshot_all(void *ud, struct fibril_journal *j)
 
 /* Appends what became of e, and starts a flush if none is running (the
  * consumer waits for it with wait_durable). */
-static int record(struct fibril_ipamstore *s, const struct entry *e, bool add)
+int ipamstore_record(struct fibril_ipamstore *s, const struct entry *e, bool add)
 {
 	char rec[RECORD_MAX + 1];
 	int rc = fibril_journal_append(s->j, rec, record_of(e, add, rec));
@@ -453,7 +407,7 @@ static int open_journal(struct fibril_ipamstore *s, int legacy, char *why, size_
 	if (rc || legacy == 0)
 		return rc;
 	size_t n, k = 0;
-	struct entry **v = sorted(s, &n);
+	struct entry **v = ipamstore_sorted(s, &n);
 	struct moved {
 		int family;
 		char addr[FIBRIL_IPAM_ADDR_LEN];
@@ -466,7 +420,7 @@ static int open_journal(struct fibril_ipamstore *s, int legacy, char *why, size_
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		if (!v[i]->legacy || k == (size_t)legacy)
 			continue;
-		rc = record(s, v[i], true);
+		rc = ipamstore_record(s, v[i], true);
 		files[k].family = v[i]->ip.family;
 		memcpy(files[k++].addr, v[i]->addr, sizeof(files[0].addr));
 	}
@@ -481,7 +435,7 @@ static int open_journal(struct fibril_ipamstore *s, int legacy, char *why, size_
 	}
 	rc = fibril_journal_open(s->m, &o, &s->j, why, len); /* replays them again */
 	for (size_t i = 0; i < k && rc == 0; i++) {
-		struct fam *f = fam_of(s, files[i].family);
+		struct fam *f = ipamstore_fam_of(s, files[i].family);
 		if (f && f->dirfd >= 0)
 			unlinkat(f->dirfd, files[i].addr, 0);
 	}
@@ -561,7 +515,7 @@ void fibril_ipamstore_free(struct fibril_ipamstore *s)
 		struct entry *e = s->by_ip[i];
 		while (e) {
 			struct entry *next = e->next_ip;
-			entry_free(e);
+			ipamstore_entry_free(e);
 			e = next;
 		}
 	}
@@ -580,7 +534,7 @@ void fibril_ipamstore_free(struct fibril_ipamstore *s)
 const struct fibril_ipam_ops *fibril_ipamstore_ops(const struct fibril_ipamstore *s)
 {
 	(void)s; /* one table for every store: the store is the ctx */
-	return &store_ops;
+	return &ipamstore_store_ops;
 }
 
 const char *fibril_ipamstore_dir(const struct fibril_ipamstore *s)
@@ -646,7 +600,7 @@ int fibril_ipamstore_open(struct fibril_ipamstore *s, unsigned families, char *w
 		return rc;
 	for (size_t i = 0; i < s->nbuckets; i++)
 		for (struct entry *e = s->by_ip[i]; e; e = e->next_ip) {
-			struct fam *f = fam_of(s, e->ip.family);
+			struct fam *f = ipamstore_fam_of(s, e->ip.family);
 			if (f && f->open)
 				f->restored++;
 		}
@@ -662,7 +616,7 @@ int fibril_ipamstore_open(struct fibril_ipamstore *s, unsigned families, char *w
 static void place_all(struct fibril_ipamstore *s, struct fam *f)
 {
 	size_t n;
-	struct entry **v = sorted(s, &n);
+	struct entry **v = ipamstore_sorted(s, &n);
 	char c[FIBRIL_IPAM_CIDR_LEN];
 	fibril_cidr_format(&f->node, c, sizeof(c));
 	f->stale = 0;
@@ -688,7 +642,7 @@ int fibril_ipamstore_set_node(struct fibril_ipamstore *s, const struct fibril_ci
 {
 	if (!s || !cidr)
 		return -EINVAL;
-	struct fam *f = fam_of(s, cidr->ip.family);
+	struct fam *f = ipamstore_fam_of(s, cidr->ip.family);
 	if (!f)
 		return -EINVAL;
 	if (!f->open)
@@ -715,7 +669,7 @@ int fibril_ipamstore_set_node(struct fibril_ipamstore *s, const struct fibril_ci
 	return 0;
 }
 
-static bool serving(const struct fibril_ipamstore *s, const struct fam *f)
+bool ipamstore_serving(const struct fibril_ipamstore *s, const struct fam *f)
 {
 	return f->open && f->alloc && (!s->serving || s->serving(s->ud, f->family));
 }
@@ -729,7 +683,7 @@ int fibril_ipamstore_family(const struct fibril_ipamstore *s, int family,
 	struct fibril_ipamstore_family info = {.sz = out->sz, .family = family};
 	info.open = f->open;
 	info.have_node = f->have_node;
-	info.serving = serving(s, f);
+	info.serving = ipamstore_serving(s, f);
 	if (f->alloc) {
 		info.node = f->node;
 		fibril_ipalloc_router(f->alloc, &info.router);
@@ -745,288 +699,3 @@ int fibril_ipamstore_family(const struct fibril_ipamstore *s, int family,
 	return 0;
 }
 
-/* ---- the ipam interface ------------------------------------------------------------------ */
-
-static bool owner_ok(const char *owner)
-{
-	return !owner || strlen(owner) < FIBRIL_IPAM_OWNER_LEN;
-}
-
-static void fill_result(const struct fam *f, const struct entry *e, struct fibril_ipam_result *out)
-{
-	struct fibril_ip gw;
-	out->family = f->family;
-	snprintf(out->address, sizeof(out->address), "%s", e->addr);
-	fibril_cidr_format(&f->node, out->cidr, sizeof(out->cidr));
-	fibril_ipalloc_router(f->alloc, &gw);
-	fibril_ip_format(&gw, out->gateway, sizeof(out->gateway));
-}
-
-/* Records ip (just claimed in the allocator) for owner: the journal's
- * record, then the table; on failure the address goes back to the
- * allocator. Durable once the journal's flush says so (wait_durable). */
-static int commit(struct fibril_ipamstore *s, struct fam *f, const struct fibril_ip *ip,
-		  const char *owner, struct entry **out)
-{
-	/* memory first: a flush started by record() may compact, and its
-	 * snapshot must already hold this allocation */
-	struct entry *e = entry_new(ip, owner);
-	if (!e) {
-		fibril_ipalloc_release(f->alloc, ip);
-		return -ENOMEM;
-	}
-	e->placed = true;
-	insert(s, e);
-	int rc = record(s, e, true);
-	if (rc) {
-		fibril_error(s->m, "cannot record %s for '%s' in %s/%s.journal: %s", e->addr,
-			     e->owner, s->dir, JOURNAL_NAME, strerror(-rc));
-		unlink_entry(s, e);
-		entry_free(e);
-		fibril_ipalloc_release(f->alloc, ip);
-		return rc;
-	}
-	*out = e;
-	return 0;
-}
-
-/* Forgets an allocation: memory, then the journal's record (a compaction
- * that record() starts must not find it in the snapshot); put back if the
- * journal refuses the record. */
-static int drop(struct fibril_ipamstore *s, struct fam *f, struct entry *e)
-{
-	unlink_entry(s, e);
-	int rc = record(s, e, false);
-	if (rc) {
-		fibril_error(s->m, "cannot record the release of %s in %s/%s.journal: %s", e->addr,
-			     s->dir, JOURNAL_NAME, strerror(-rc));
-		insert(s, e);
-		return rc;
-	}
-	if (e->placed)
-		fibril_ipalloc_release(f->alloc, &e->ip);
-	else if (f->stale)
-		f->stale--;
-	entry_free(e);
-	return 0;
-}
-
-/* One family's address for owner: the one it holds, or the next free one.
- * *fresh tells whether it was handed out now. */
-static int next_one(struct fibril_ipamstore *s, struct fam *f, const char *owner,
-		    struct fibril_ipam_result *out, struct entry **fresh)
-{
-	*fresh = NULL;
-	if (!serving(s, f))
-		return -EAGAIN;
-	struct entry *e = find_owner(s, owner, f->family);
-	if (!e) {
-		struct fibril_ip ip;
-		int rc = fibril_ipalloc_next(f->alloc, &ip);
-		if (rc == 0)
-			rc = commit(s, f, &ip, owner, &e);
-		if (rc)
-			return rc;
-		*fresh = e;
-	}
-	fill_result(f, e, out);
-	return 0;
-}
-
-/* Output arrays carry their element size (docs/ARCHITECTURE.md): the
- * caller's element is out[0].sz bytes long and every element says the same.
- * At least the 1.0 layout (today's struct: neither has grown yet); a longer
- * element (a newer SDK's) is filled as far as this host knows and the rest
- * is left as the caller set it. Element i is at out + i * that size. */
-#define IPAM_RESULT_MIN_SZ sizeof(struct fibril_ipam_result)
-#define IPAM_POOL_MIN_SZ sizeof(struct fibril_ipam_pool)
-
-static uint32_t elem_size(const void *out, size_t n, size_t min)
-{
-	uint32_t esz;
-	memcpy(&esz, out, sizeof(esz));
-	if (esz < min)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		uint32_t sz;
-		memcpy(&sz, (const char *)out + i * esz, sizeof(sz));
-		if (sz != esz)
-			return 0;
-	}
-	return esz;
-}
-
-static struct fibril_ipam_result *result_at(struct fibril_ipam_result *out, uint32_t esz, size_t i)
-{
-	return (struct fibril_ipam_result *)(void *)((char *)out + i * esz);
-}
-
-static int store_allocate_next(void *ctx, int family, const char *owner,
-			       struct fibril_ipam_result *out, size_t max)
-{
-	struct fibril_ipamstore *s = ctx;
-	struct fam *want[NFAM];
-	size_t n = 0;
-	if ((family != FIBRIL_IPAM_ANY && family != 4 && family != 6) || !owner_ok(owner))
-		return -EINVAL;
-	for (int i = 0; i < NFAM; i++)
-		if (s->fam[i].open && (family == FIBRIL_IPAM_ANY || s->fam[i].family == family))
-			want[n++] = &s->fam[i];
-	if (n == 0)
-		return -EAFNOSUPPORT;
-	uint32_t esz = out && max >= n ? elem_size(out, n, IPAM_RESULT_MIN_SZ) : 0;
-	if (!esz)
-		return -EINVAL;
-	struct entry *fresh[NFAM] = {0};
-	for (size_t i = 0; i < n; i++) {
-		int rc = next_one(s, want[i], owner, result_at(out, esz, i), &fresh[i]);
-		if (rc) { /* all or nothing: give back what this call handed out */
-			for (size_t j = 0; j < i; j++)
-				if (fresh[j])
-					drop(s, want[j], fresh[j]);
-			return rc;
-		}
-	}
-	return (int)n;
-}
-
-/* A given address for owner; idempotent for the same (named) owner. */
-static int store_allocate_ip(void *ctx, const char *address, const char *owner,
-			     struct fibril_ipam_result *out)
-{
-	struct fibril_ipamstore *s = ctx;
-	struct fibril_ip ip;
-	if (!address || fibril_ip_parse(address, &ip) || !owner_ok(owner) || !out ||
-	    !elem_size(out, 1, IPAM_RESULT_MIN_SZ))
-		return -EINVAL;
-	struct fam *f = fam_of(s, ip.family);
-	if (!f || !f->open)
-		return -EAFNOSUPPORT;
-	if (!serving(s, f))
-		return -EAGAIN;
-	struct entry *e = find_ip(s, &ip);
-	if (e && e->placed && owner && owner[0] && strcmp(e->owner, owner) == 0) {
-		fill_result(f, e, out);
-		return 0;
-	}
-	if (e)
-		return e->placed ? -EEXIST : -ERANGE;
-	if (!fibril_cidr_contains(&f->node, &ip))
-		return -ERANGE;
-	int rc = fibril_ipalloc_claim(f->alloc, &ip);
-	if (rc == 0)
-		rc = commit(s, f, &ip, owner, &e);
-	if (rc == 0)
-		fill_result(f, e, out);
-	return rc;
-}
-
-static int store_release_ip(void *ctx, const char *address)
-{
-	struct fibril_ipamstore *s = ctx;
-	struct fibril_ip ip;
-	if (!address || fibril_ip_parse(address, &ip))
-		return -EINVAL;
-	struct fam *f = fam_of(s, ip.family);
-	if (!f || !f->open)
-		return -EAFNOSUPPORT;
-	struct entry *e = find_ip(s, &ip);
-	if (e) /* placed, or stale (outside the node CIDR): both go */
-		return drop(s, f, e);
-	if (f->have_node && !fibril_cidr_contains(&f->node, &ip))
-		return -ERANGE;
-	return -ENOENT;
-}
-
-static int store_release_owner(void *ctx, const char *owner)
-{
-	struct fibril_ipamstore *s = ctx;
-	if (!owner || !owner[0] || !owner_ok(owner))
-		return -EINVAL;
-	size_t n;
-	struct entry **v = sorted(s, &n);
-	if (!v)
-		return -ENOMEM;
-	int count = 0, rc = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (strcmp(v[i]->owner, owner) != 0)
-			continue;
-		int r = drop(s, fam_of(s, v[i]->ip.family), v[i]);
-		if (r)
-			rc = r;
-		else
-			count++;
-	}
-	free(v);
-	return rc ? rc : count;
-}
-
-/* Placed allocations, by family then address; returns how many. */
-static int store_list(void *ctx, fibril_ipam_list_fn cb, void *ud)
-{
-	struct fibril_ipamstore *s = ctx;
-	if (!cb)
-		return -EINVAL;
-	size_t n;
-	struct entry **v = sorted(s, &n);
-	if (!v)
-		return -ENOMEM;
-	int count = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (!v[i]->placed)
-			continue;
-		count++;
-		if (cb(v[i]->addr, v[i]->owner, ud))
-			break;
-	}
-	free(v);
-	return count;
-}
-
-static int store_pools(void *ctx, struct fibril_ipam_pool *out, size_t max)
-{
-	struct fibril_ipamstore *s = ctx;
-	if (max && !out)
-		return -EINVAL;
-	size_t n = 0, want = 0;
-	for (int i = 0; i < NFAM; i++)
-		want += serving(s, &s->fam[i]);
-	uint32_t esz = 0;
-	if (want && max && !(esz = elem_size(out, want < max ? want : max, IPAM_POOL_MIN_SZ)))
-		return -EINVAL;
-	for (int i = 0; i < NFAM && n < max; i++) {
-		struct fam *f = &s->fam[i];
-		if (!serving(s, f))
-			continue;
-		struct fibril_ipam_pool *p = (struct fibril_ipam_pool *)(void *)((char *)out + n * esz);
-		struct fibril_ip gw;
-		p->family = f->family;
-		fibril_cidr_format(&f->node, p->cidr, sizeof(p->cidr));
-		fibril_ipalloc_router(f->alloc, &gw);
-		fibril_ip_format(&gw, p->gateway, sizeof(p->gateway));
-		p->used = fibril_ipalloc_used(f->alloc);
-		p->total = fibril_ipalloc_capacity(f->alloc);
-		n++;
-	}
-	return (int)n;
-}
-
-/* Interface version 2: done(ud, status) once every answer so far is on disk. */
-static int store_wait_durable(void *ctx, fibril_ipam_done_fn done, void *ud)
-{
-	struct fibril_ipamstore *s = ctx;
-	if (!s->j)
-		return -EAGAIN; /* not opened */
-	return fibril_journal_sync(s->j, done, ud);
-}
-
-static const struct fibril_ipam_ops store_ops = {
-	.hdr = {.sz = sizeof(store_ops), .version = FIBRIL_IPAM_VERSION},
-	.allocate_next = store_allocate_next,
-	.allocate_ip = store_allocate_ip,
-	.release_ip = store_release_ip,
-	.release_owner = store_release_owner,
-	.list = store_list,
-	.pools = store_pools,
-	.wait_durable = store_wait_durable,
-};

@@ -11,6 +11,7 @@
  * series is freed only when its owner is released, after its worker jobs
  * were waited for, so no update can race with the free. */
 #include "internal.h"
+#include <fibril/compat.h>
 
 #include <errno.h>
 #include <math.h>
@@ -149,10 +150,16 @@ struct fibril_metric *fibril_metric_register(struct fibril_module *m,
 					     const struct fibril_metric_opts *in)
 {
 	/* the caller's struct may be shorter (older SDK) or longer (newer) */
-	struct fibril_metric_opts o = {0};
-	if (!in || in->sz < offsetof(struct fibril_metric_opts, labels))
-		REFUSE("metric: missing options or options size %u too small", in ? in->sz : 0);
-	memcpy(&o, in, in->sz < sizeof(o) ? in->sz : sizeof(o));
+	struct fibril_metric_opts o;
+	char why[256];
+	int rc = fibril_struct_copy_in(&o, sizeof(o), in, in ? in->sz : 0,
+				       offsetof(struct fibril_metric_opts, labels),
+				       "struct fibril_metric_opts", why, sizeof(why));
+	if (rc) {
+		fibril_error(m, "metric: options refused: %s", why);
+		errno = -rc;
+		return NULL;
+	}
 	const char *name = o.name ? o.name : "(null)";
 	if (!name_ok(o.name, true))
 		REFUSE("metric %s: invalid name (expected [a-zA-Z_:][a-zA-Z0-9_:]*)", name);

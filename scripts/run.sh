@@ -13,7 +13,7 @@
 #     the network config on stdin);
 #   - then it shows the endpoints and identities, pings from pod to pod and
 #     pod to node, the node list, a policy that lets only pod a reach pod b
-#     (pod c's ping is dropped), the flows of all this, and the datapath's
+#     (pod c's ping is dropped, `fibril policy trace` says why), the flows of all this, and the datapath's
 #     maps.
 # Nothing is added to this machine's own network namespace. The node keeps
 # running until Ctrl-C (or SIGTERM); then the pods are deleted with CNI DEL
@@ -186,6 +186,8 @@ fibril policy get
 echo "--- ping: pod a -> pod b (allowed), pod c -> pod b (dropped by the policy)"
 ip netns exec "${pods[0]}" ping -c 2 -W 2 "$(addr "${pods[1]}")"
 ip netns exec "${pods[2]}" ping -c 2 -W 1 "$(addr "${pods[1]}")" || echo "(pod c -> pod b: no answer, as the policy says)"
+echo "--- why (fibril policy trace, from the policy in force): pod c -> pod b, TCP 80"
+fibril policy trace --src "$(addr "${pods[2]}")" --dst "$(addr "${pods[1]}")" --dport 80/tcp || true
 echo
 echo "--- the flows (fibril observe): the pings above, and the policy's drops"
 fibril observe --last 12

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "datapath.h"
-#include "../../host/struct_size.h"
+#include <fibril/compat.h>
 
 #define NODE_RETRY_MS 2000
 

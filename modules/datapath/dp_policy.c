@@ -12,7 +12,7 @@
 #include <netinet/in.h>
 
 #include "datapath.h"
-#include "../../host/struct_size.h"
+#include <fibril/compat.h>
 
 static int policy_key(const struct fibril_datapath_policy_entry *e, struct dp_policy_key *k,
 		      char *err, size_t len)

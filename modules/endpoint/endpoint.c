@@ -569,7 +569,7 @@ static int on_pod_event(const struct fibril_event *ev, void *ud)
 	struct ep_manager *mg = ud;
 	const struct fibril_k8s_event *e = ev->payload;
 
-	if (!mg->started || ev->payload_len < sizeof(*e) || e->sz < sizeof(*e))
+	if (!mg->started || ev->payload_len < FIBRIL_OFFSETOFEND(struct fibril_k8s_event, resource_version) || e->sz < FIBRIL_OFFSETOFEND(struct fibril_k8s_event, resource_version))
 		return 0;
 	if (e->type != FIBRIL_K8S_ADDED && e->type != FIBRIL_K8S_UPDATED)
 		return 0; /* a deleted pod's endpoint goes with CNI DEL */

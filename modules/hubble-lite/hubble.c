@@ -91,7 +91,8 @@ static int on_endpoint(const struct fibril_event *ev, void *ud)
 {
 	struct hubble *h = ud;
 	const struct fibril_endpoint_event *e = ev->payload;
-	if (ev->payload_len < sizeof(*e) || e->sz < sizeof(*e) || e->sz > ev->payload_len ||
+	if (ev->payload_len < FIBRIL_OFFSETOFEND(struct fibril_endpoint_event, labels) ||
+	    e->sz < FIBRIL_OFFSETOFEND(struct fibril_endpoint_event, labels) || e->sz > ev->payload_len ||
 	    (e->labels && (e->labels >= ev->payload_len ||
 			   !memchr((const char *)e + e->labels, '\0', ev->payload_len - e->labels))))
 		return -EINVAL;

@@ -3,6 +3,7 @@
  *
  *   POST   /v1/ipam?family=ipv4|ipv6|both&owner=X   the next free address(es)
  *   POST   /v1/ipam/{ip}?owner=X                    a given address
+ *          (both: &durable=later answers before the flush, see below)
  *   DELETE /v1/ipam/{ip}                            release one address
  *   DELETE /v1/ipam?owner=X                         release all of X (idempotent)
  *   GET    /v1/ipam                                 pools and allocations
@@ -15,7 +16,11 @@
  *
  * A change (POST, DELETE) is answered only once it is on disk: with a mode
  * that makes its answers durable in batches (ipam interface 2,
- * wait_durable) the reply is deferred until its batch is flushed. */
+ * wait_durable) the reply is deferred until its batch is flushed. An
+ * allocation may ask for its answer before that (POST ...&durable=later):
+ * its batch's flush starts at once, and the caller makes it durable with a
+ * later durable write that waits for IPAM's batches (fibril-cni's endpoint
+ * PUT), so a CNI ADD waits for one round of flushes, not two in series. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -436,11 +441,49 @@ static void send_when_durable(void *ud, int status)
 	fibril_resp_send(d);
 }
 
-/* Runs a changing route's handler, replying once its change is on disk. */
-static void run_durable(struct fibril_request *req, struct fibril_response *resp, void *ud,
-			fibril_route_fn handler)
+static void flush_started(void *ud, int status)
+{
+	(void)ud;
+	(void)status; /* a failure fails the journal: every later wait says so */
+}
+
+/* ?durable=now (the default) or later; false (400 sent) on anything else. */
+static bool read_durable_later(struct fibril_request *req, struct fibril_response *resp, bool *later)
+{
+	const char *v = fibril_req_query(req, "durable");
+
+	*later = false;
+	if (!v || !strcmp(v, "now"))
+		return true;
+	if (!strcmp(v, "later")) {
+		*later = true;
+		return true;
+	}
+	fibril_resp_error(resp, 400, "query 'durable': expected now or later");
+	return false;
+}
+
+/* Runs a changing route's handler, replying once its change is on disk;
+ * an allocation asked with durable=later (may_answer_early) is answered
+ * from memory, its batch's flush started at once. Nothing waits for it
+ * here: the caller's next durable write (an endpoint PUT waits for IPAM's
+ * batches) is the one that promises it, so the answer to the runtime still
+ * comes only once the address is on disk, and a crash before then loses
+ * an allocation nobody was told of. */
+static void run_durable_opt(struct fibril_request *req, struct fibril_response *resp, void *ud,
+			    fibril_route_fn handler, bool may_answer_early)
 {
 	struct ipam_api *api = ud;
+	bool later = false;
+
+	if (may_answer_early && !read_durable_later(req, resp, &later))
+		return;
+	if (later && answers_later(api)) {
+		handler(req, resp, ud);
+		api->ops->wait_durable(api->ctx, flush_started, NULL);
+		return;
+	}
+
 	struct fibril_response *d = answers_later(api) ? fibril_resp_defer(resp) : NULL;
 
 	if (!d) {
@@ -452,6 +495,12 @@ static void run_durable(struct fibril_request *req, struct fibril_response *resp
 
 	if (rc)
 		send_when_durable(d, rc);
+}
+
+static void run_durable(struct fibril_request *req, struct fibril_response *resp, void *ud,
+			fibril_route_fn handler)
+{
+	run_durable_opt(req, resp, ud, handler, false);
 }
 
 /* ---- routes ---------------------------------------------------------------- */
@@ -637,12 +686,12 @@ static int collect_all(const char *address, const char *owner, void *ud)
 /* GET /v1/ipam */
 static void post_next(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
-	run_durable(req, resp, ud, post_next_now);
+	run_durable_opt(req, resp, ud, post_next_now, true);
 }
 
 static void post_ip(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
-	run_durable(req, resp, ud, post_ip_now);
+	run_durable_opt(req, resp, ud, post_ip_now, true);
 }
 
 static void delete_ip(struct fibril_request *req, struct fibril_response *resp, void *ud)

@@ -476,7 +476,8 @@ static int on_lease_lost(const struct fibril_event *ev, void *ud)
 {
 	struct cp *cp = ud;
 	const struct fibril_kvstore_event *e = ev->payload;
-	if (!running(cp) || ev->payload_len < sizeof(*e) || e->sz < sizeof(*e))
+	if (!running(cp) || ev->payload_len < FIBRIL_OFFSETOFEND(struct fibril_kvstore_event, lease) ||
+	    e->sz < FIBRIL_OFFSETOFEND(struct fibril_kvstore_event, lease))
 		return 0;
 	if (e->lease && e->lease != cp->lease)
 		return 0;

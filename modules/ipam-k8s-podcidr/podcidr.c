@@ -294,7 +294,7 @@ static int on_node_event(const struct fibril_event *ev, void *ud)
 {
 	struct pc *pc = ud;
 	const struct fibril_k8s_event *e = ev->payload;
-	if (ev->payload_len < sizeof(*e) || e->sz < sizeof(*e))
+	if (ev->payload_len < FIBRIL_OFFSETOFEND(struct fibril_k8s_event, resource_version) || e->sz < FIBRIL_OFFSETOFEND(struct fibril_k8s_event, resource_version))
 		return -EINVAL;
 	const char *name = FIBRIL_K8S_STR(e, name), *obj = FIBRIL_K8S_STR(e, object);
 	if (!name || !obj || strcmp(name, pc->node_name) != 0 || pc->stopping || !pc->k8s)

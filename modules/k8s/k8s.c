@@ -402,7 +402,8 @@ static int on_own_event(const struct fibril_event *ev, void *ud)
 {
 	struct k8s_res *r = ud;
 	const struct fibril_k8s_event *e = ev->payload;
-	if (ev->payload_len < sizeof(*e) || e->sz < sizeof(*e) || e->type > FIBRIL_K8S_DELETED)
+	if (ev->payload_len < FIBRIL_OFFSETOFEND(struct fibril_k8s_event, resource_version) || e->sz < FIBRIL_OFFSETOFEND(struct fibril_k8s_event, resource_version) ||
+	    e->type > FIBRIL_K8S_DELETED)
 		return -EINVAL;
 	r->deliv[e->type]++;
 	return 0;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "etcd.h"
-#include "../../host/struct_size.h"
+#include <fibril/compat.h>
 
 /* Build, queue, and keep the caller's callback with the request. */
 static int kv_send(struct etcd *e, const char *path, struct json_object *body, etcd_done_fn done,

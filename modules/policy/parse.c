@@ -1,7 +1,9 @@
-/* modules/policy/parse.c - the CiliumNetworkPolicy parser (JSON, cilium.io/v2
- * shape) into struct pol_policy, label selector matching and port range
- * splitting. Everything it does not enforce (L7 rules, FQDN, toServices,
- * named ports, ...) is refused with the field's path, never ignored. */
+/* modules/policy/parse.c - the policy parser: CiliumNetworkPolicy and
+ * CiliumClusterwideNetworkPolicy (cilium.io/v2) and Kubernetes NetworkPolicy
+ * (networking.k8s.io/v1, translated into the same rules), in JSON or YAML,
+ * into struct pol_policy; label selector matching and port range splitting.
+ * Everything it does not enforce (L7 rules, FQDN, toServices, ...) is
+ * refused with the field's path, never ignored. */
 #include "policy_int.h"
 
 #include <arpa/inet.h>
@@ -248,7 +250,7 @@ static const char *label_value_of(const char *labels, const char *key)
 	return NULL;
 }
 
-#define NS_LABEL "io.kubernetes.pod.namespace"
+#define NS_LABEL POL_NS_LABEL
 
 bool pol_selector_match(const struct pol_selector *sel, const char *labels, const char *ns)
 {
@@ -280,7 +282,7 @@ bool pol_selector_match(const struct pol_selector *sel, const char *labels, cons
 			break;
 		}
 	}
-	if (ns && ns[0] && !names_ns) {
+	if (ns && ns[0] && !names_ns && !sel->any_namespace) {
 		const char *v = label_value_of(labels, NS_LABEL);
 		if (!v || strcmp(v, ns))
 			return false;
@@ -401,16 +403,99 @@ static bool parse_port_number(const char *t, long *out)
 	return *out >= 0 && *out <= 65535;
 }
 
+bool pol_port_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	bool letter = false;
+	if (n == 0 || n > 15 || s[0] == '-' || s[n - 1] == '-' || strstr(s, "--"))
+		return false;
+	for (const char *p = s; *p; p++) {
+		if (*p >= 'a' && *p <= 'z')
+			letter = true;
+		else if (!((*p >= '0' && *p <= '9') || *p == '-'))
+			return false;
+	}
+	return letter;
+}
+
 static bool port_add(struct pctx *c, struct pol_peer *p, uint8_t proto, long port, long end,
-		     const char *path)
+		     const char *name, const char *path)
 {
 	struct pol_port *n = realloc(p->ports, (p->nports + 1) * sizeof(*n));
 	if (!n)
 		return fail(c, path, "out of memory");
 	p->ports = n;
+	char *nm = name ? dupstr(name) : NULL;
+	if (name && !nm)
+		return fail(c, path, "out of memory");
 	p->ports[p->nports++] = (struct pol_port){.proto = proto, .port = (uint16_t)port,
-						  .end_port = (uint16_t)(end ? end : port)};
+						  .end_port = (uint16_t)(end ? end : port), .name = nm};
 	return true;
+}
+
+/* A port given as a number or a text: a number 0-65535, else a port name. */
+static bool port_value(struct pctx *c, struct json_object *pv, const char *ps, long *port,
+		       const char **name)
+{
+	*port = 0;
+	*name = NULL;
+	if (!pv)
+		return true;
+	if (json_object_is_type(pv, json_type_int)) {
+		*port = json_object_get_int64(pv);
+		if (*port < 0 || *port > 65535)
+			return fail(c, ps, "port %ld is out of range 0-65535", *port);
+		return true;
+	}
+	const char *t = json_object_is_type(pv, json_type_string) ? json_object_get_string(pv) : NULL;
+	if (t && parse_port_number(t, port))
+		return true;
+	if (t && pol_port_name_ok(t)) {
+		*name = t;
+		return true;
+	}
+	return fail(c, ps, "port '%.40s' is neither a number 0-65535 nor a port name", t ? t : "?");
+}
+
+/* One port object: {port (number or name), endPort, protocol}. A CNP's
+ * protocol defaults to ANY (TCP, UDP and SCTP), a NetworkPolicy's to TCP. */
+static bool port_entry(struct pctx *c, struct json_object *po, const char *ps, bool knp,
+		       struct pol_peer *p)
+{
+	static const char *const pkeys[] = {"port", "endPort", "protocol", NULL};
+	if (!json_object_is_type(po, json_type_object))
+		return fail(c, ps, "must be an object");
+	if (!keys_known(c, po, ps, pkeys))
+		return false;
+	struct json_object *pv = get(po, "port"), *ev = get(po, "endPort"), *prv = get(po, "protocol");
+	long port = 0, end = 0;
+	const char *name = NULL;
+	if (!port_value(c, pv, ps, &port, &name))
+		return false;
+	if (ev && name)
+		return fail(c, ps, "endPort needs a numeric port");
+	if (ev) {
+		if (!json_object_is_type(ev, json_type_int))
+			return fail(c, ps, "endPort must be a number");
+		end = json_object_get_int64(ev);
+		if (end < 1 || end > 65535 || end < port || port == 0)
+			return fail(c, ps, "endPort %ld must be a port >= port", end);
+	}
+	const char *proto = prv && json_object_is_type(prv, json_type_string) ? json_object_get_string(prv)
+			    : prv					      ? "?"
+			    : knp					      ? "TCP"
+									      : "ANY";
+	if (!strcmp(proto, "TCP"))
+		return port_add(c, p, IPPROTO_TCP, port, end, name, ps);
+	if (!strcmp(proto, "UDP"))
+		return port_add(c, p, IPPROTO_UDP, port, end, name, ps);
+	if (!strcmp(proto, "SCTP"))
+		return port_add(c, p, IPPROTO_SCTP, port, end, name, ps);
+	if (!strcmp(proto, "ANY") && !knp)
+		return port_add(c, p, IPPROTO_TCP, port, end, name, ps) &&
+		       port_add(c, p, IPPROTO_UDP, port, end, name, ps) &&
+		       port_add(c, p, IPPROTO_SCTP, port, end, name, ps);
+	return fail(c, ps, "protocol '%.20s' is not TCP, UDP, SCTP%s", proto, knp ? "" : " or ANY");
 }
 
 static bool parse_to_ports(struct pctx *c, struct pol_peer *p, struct json_object *tp,
@@ -431,53 +516,9 @@ static bool parse_to_ports(struct pctx *c, struct pol_peer *p, struct json_objec
 		if (!ports || !json_object_is_type(ports, json_type_array))
 			return fail(c, sub, "ports: missing or not an array");
 		for (size_t j = 0; j < json_object_array_length(ports); j++) {
-			static const char *const pkeys[] = {"port", "endPort", "protocol", NULL};
-			struct json_object *po = json_object_array_get_idx(ports, j);
 			char ps[400];
 			snprintf(ps, sizeof(ps), "%.200s.ports[%zu]", sub, j);
-			if (!json_object_is_type(po, json_type_object))
-				return fail(c, ps, "must be an object");
-			if (!keys_known(c, po, ps, pkeys))
-				return false;
-			struct json_object *pv = get(po, "port"), *ev = get(po, "endPort"),
-					   *prv = get(po, "protocol");
-			long port = 0, end = 0;
-			if (pv) {
-				const char *t = json_object_is_type(pv, json_type_string)
-							? json_object_get_string(pv)
-							: NULL;
-				if (json_object_is_type(pv, json_type_int)) {
-					port = json_object_get_int64(pv);
-					if (port < 0 || port > 65535)
-						return fail(c, ps, "port %ld is out of range 0-65535", port);
-				} else if (!t || !parse_port_number(t, &port))
-					return fail(c, ps, "port '%.40s' is not a number 0-65535 (named ports "
-							   "are not supported)",
-						    t ? t : "?");
-			}
-			if (ev) {
-				if (!json_object_is_type(ev, json_type_int))
-					return fail(c, ps, "endPort must be a number");
-				end = json_object_get_int64(ev);
-				if (end < 1 || end > 65535 || end < port || port == 0)
-					return fail(c, ps, "endPort %ld must be a port >= port", end);
-			}
-			const char *proto = prv && json_object_is_type(prv, json_type_string)
-						    ? json_object_get_string(prv)
-						    : prv ? "?" : "ANY";
-			if (!strcmp(proto, "TCP"))
-				port_add(c, p, IPPROTO_TCP, port, end, ps);
-			else if (!strcmp(proto, "UDP"))
-				port_add(c, p, IPPROTO_UDP, port, end, ps);
-			else if (!strcmp(proto, "SCTP"))
-				port_add(c, p, IPPROTO_SCTP, port, end, ps);
-			else if (!strcmp(proto, "ANY")) {
-				port_add(c, p, IPPROTO_TCP, port, end, ps);
-				port_add(c, p, IPPROTO_UDP, port, end, ps);
-				port_add(c, p, IPPROTO_SCTP, port, end, ps);
-			} else
-				return fail(c, ps, "protocol '%.20s' is not TCP, UDP, SCTP or ANY", proto);
-			if (c->failed)
+			if (!port_entry(c, json_object_array_get_idx(ports, j), ps, false, p))
 				return false;
 		}
 	}
@@ -492,6 +533,8 @@ static void peer_free(struct pol_peer *p)
 	for (size_t i = 0; i < p->ncidrs; i++)
 		free(p->cidrs[i].except);
 	free(p->cidrs);
+	for (size_t i = 0; i < p->nports; i++)
+		free(p->ports[i].name);
 	free(p->ports);
 }
 
@@ -617,6 +660,184 @@ static bool parse_rule(struct pctx *c, struct json_object *o, const char *path, 
 	return true;
 }
 
+
+/* ---- Kubernetes NetworkPolicy (networking.k8s.io/v1) ------------------------------- */
+
+/* namespaceSelector expressions test the namespace's labels, which the
+ * module adds to each endpoint under POL_NS_LABELS_PREFIX */
+static bool ns_selector_merge(struct pctx *c, struct pol_selector *into, struct pol_selector *ns,
+			      const char *path)
+{
+	for (size_t i = 0; i < ns->nexprs; i++) {
+		struct pol_expr *e = &ns->exprs[i];
+		size_t n = strlen(POL_NS_LABELS_PREFIX) + strlen(e->key) + 1;
+		char *k = malloc(n);
+		if (!k)
+			return fail(c, path, "out of memory");
+		snprintf(k, n, "%s%s", POL_NS_LABELS_PREFIX, e->key);
+		struct pol_expr *d = expr_add(into);
+		if (!d) {
+			free(k);
+			return fail(c, path, "out of memory");
+		}
+		*d = *e;
+		d->key = k;
+		free(e->key);
+		e->key = NULL;
+		e->values = NULL;
+		e->nvalues = 0;
+	}
+	into->any_namespace = true;
+	return true;
+}
+
+/* NetworkPolicyPort: protocol (TCP by default), port (number or name, none:
+ * every port), endPort */
+static bool knp_ports(struct pctx *c, struct json_object *ports, const char *path,
+		      struct pol_peer *p)
+{
+	char ps[400];
+	if (!json_object_is_type(ports, json_type_array))
+		return fail(c, path, "ports must be an array");
+	for (size_t j = 0; j < json_object_array_length(ports); j++) {
+		snprintf(ps, sizeof(ps), "%.300s.ports[%zu]", path, j);
+		if (!port_entry(c, json_object_array_get_idx(ports, j), ps, true, p))
+			return false;
+	}
+	return true;
+}
+
+/* One NetworkPolicyPeer into p (its ports added by the caller). */
+static bool knp_peer(struct pctx *c, struct json_object *o, const char *path, struct pol_peer *p)
+{
+	static const char *const keys[] = {"podSelector", "namespaceSelector", "ipBlock", NULL};
+	char sub[400];
+	if (!json_object_is_type(o, json_type_object))
+		return fail(c, path, "must be an object");
+	if (!keys_known(c, o, path, keys))
+		return false;
+	struct json_object *ps = get(o, "podSelector"), *ns = get(o, "namespaceSelector"),
+			   *ib = get(o, "ipBlock");
+	if (ib && (ps || ns))
+		return fail(c, path, "ipBlock cannot be combined with podSelector or namespaceSelector");
+	if (!ib && !ps && !ns)
+		return fail(c, path, "needs podSelector, namespaceSelector or ipBlock");
+	p->any_l3 = true;
+	if (ib) {
+		snprintf(sub, sizeof(sub), "%.300s.ipBlock", path);
+		if (!json_object_is_type(ib, json_type_object))
+			return fail(c, sub, "must be an object with cidr (and except)");
+		return cidr_add(c, p, ib, sub);
+	}
+	if (!(p->endpoints = calloc(1, sizeof(*p->endpoints))))
+		return fail(c, path, "out of memory");
+	p->nendpoints = 1;
+	if (ps) {
+		snprintf(sub, sizeof(sub), "%.300s.podSelector", path);
+		if (!parse_selector(c, ps, sub, &p->endpoints[0]))
+			return false;
+	}
+	if (ns) {
+		struct pol_selector nsel;
+		snprintf(sub, sizeof(sub), "%.300s.namespaceSelector", path);
+		bool ok = parse_selector(c, ns, sub, &nsel) &&
+			  ns_selector_merge(c, &p->endpoints[0], &nsel, sub);
+		selector_free(&nsel);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* One ingress / egress rule: a peer per from/to element with the rule's
+ * ports, or (no from/to, or an empty one) one peer meaning every peer. */
+static bool knp_rule(struct pctx *c, struct json_object *o, const char *path, bool ingress,
+		     struct pol_rule *r)
+{
+	static const char *const in_keys[] = {"from", "ports", NULL};
+	static const char *const out_keys[] = {"to", "ports", NULL};
+	char sub[400];
+	if (!json_object_is_type(o, json_type_object))
+		return fail(c, path, "must be an object");
+	if (!keys_known(c, o, path, ingress ? in_keys : out_keys))
+		return false;
+	struct json_object *peers = get(o, ingress ? "from" : "to"), *ports = get(o, "ports");
+	if (peers && !json_object_is_type(peers, json_type_array))
+		return fail(c, path, "%s must be an array", ingress ? "from" : "to");
+	size_t n = peers ? json_object_array_length(peers) : 0;
+	struct pol_peer *np = realloc(r->peers, (r->npeers + (n ? n : 1)) * sizeof(*np));
+	if (!np)
+		return fail(c, path, "out of memory");
+	r->peers = np;
+	for (size_t i = 0; i < (n ? n : 1); i++) {
+		struct pol_peer *p = &r->peers[r->npeers++];
+		memset(p, 0, sizeof(*p));
+		p->ingress = ingress;
+		if (n) {
+			snprintf(sub, sizeof(sub), "%.300s.%s[%zu]", path, ingress ? "from" : "to", i);
+			if (!knp_peer(c, json_object_array_get_idx(peers, i), sub, p))
+				return false;
+		} else
+			p->all_peers = true;
+		if (ports && !knp_ports(c, ports, path, p))
+			return false;
+	}
+	return true;
+}
+
+static bool parse_knp_spec(struct pctx *c, struct json_object *spec, struct pol_rule *r)
+{
+	static const char *const keys[] = {"podSelector", "policyTypes", "ingress", "egress", NULL};
+	char sub[64];
+	memset(r, 0, sizeof(*r));
+	if (!json_object_is_type(spec, json_type_object))
+		return fail(c, "spec", "must be an object");
+	if (!keys_known(c, spec, "spec", keys))
+		return false;
+	struct json_object *ps = get(spec, "podSelector"), *types = get(spec, "policyTypes"),
+			   *in = get(spec, "ingress"), *eg = get(spec, "egress");
+	if (!ps)
+		return fail(c, "spec", "podSelector is missing");
+	if (!parse_selector(c, ps, "spec.podSelector", &r->subject))
+		return false;
+	/* policyTypes: given, or Ingress plus Egress when there are egress rules */
+	if (types) {
+		if (!json_object_is_type(types, json_type_array))
+			return fail(c, "spec.policyTypes", "must be an array");
+		for (size_t i = 0; i < json_object_array_length(types); i++) {
+			struct json_object *t = json_object_array_get_idx(types, i);
+			const char *tn = json_object_is_type(t, json_type_string) ? json_object_get_string(t)
+										   : "?";
+			snprintf(sub, sizeof(sub), "spec.policyTypes[%zu]", i);
+			if (!strcmp(tn, "Ingress"))
+				r->has_ingress = true;
+			else if (!strcmp(tn, "Egress"))
+				r->has_egress = true;
+			else
+				return fail(c, sub, "'%.30s' is not Ingress or Egress", tn);
+		}
+	} else {
+		r->has_ingress = true;
+		r->has_egress = eg != NULL;
+	}
+	for (int d = 0; d < 2; d++) {
+		struct json_object *sec = d == 0 ? in : eg;
+		if (!sec)
+			continue;
+		if (!json_object_is_type(sec, json_type_array))
+			return fail(c, "spec", "%s must be an array", d == 0 ? "ingress" : "egress");
+		if (!(d == 0 ? r->has_ingress : r->has_egress))
+			continue; /* rules of a type policyTypes leaves out do not apply */
+		for (size_t i = 0; i < json_object_array_length(sec); i++) {
+			char rp[64];
+			snprintf(rp, sizeof(rp), "spec.%s[%zu]", d == 0 ? "ingress" : "egress", i);
+			if (!knp_rule(c, json_object_array_get_idx(sec, i), rp, d == 0, r))
+				return false;
+		}
+	}
+	return true;
+}
+
 static void rule_free(struct pol_rule *r)
 {
 	selector_free(&r->subject);
@@ -686,17 +907,46 @@ static struct pol_policy *parse_one(struct pctx *c, struct json_object *o, size_
 	}
 	if (ns)
 		snprintf(p->ns, sizeof(p->ns), "%s", json_object_get_string(ns));
-	if (kind && (!json_object_is_type(kind, json_type_string) ||
-		     (strcmp(json_object_get_string(kind), "CiliumNetworkPolicy") &&
-		      strcmp(json_object_get_string(kind), "CiliumClusterwideNetworkPolicy")))) {
-		fail(c, "kind", "'%.60s' is not CiliumNetworkPolicy or CiliumClusterwideNetworkPolicy",
-		     json_object_is_type(kind, json_type_string) ? json_object_get_string(kind) : "?");
+	const char *ks = kind && json_object_is_type(kind, json_type_string)
+				 ? json_object_get_string(kind)
+				 : kind ? "?" : "CiliumNetworkPolicy";
+	if (!strcmp(ks, "CiliumNetworkPolicy"))
+		p->kind = POL_KIND_CNP;
+	else if (!strcmp(ks, "CiliumClusterwideNetworkPolicy"))
+		p->kind = POL_KIND_CCNP;
+	else if (!strcmp(ks, "NetworkPolicy"))
+		p->kind = POL_KIND_KNP;
+	else {
+		fail(c, "kind", "'%.60s' is not CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy or "
+				"NetworkPolicy",
+		     ks);
 		goto bad;
 	}
-	if (kind && !strcmp(json_object_get_string(kind), "CiliumClusterwideNetworkPolicy"))
+	if (p->kind == POL_KIND_CCNP)
 		p->ns[0] = '\0';
 	if (!keys_known(c, o, "policy", keys))
 		goto bad;
+	if (p->kind == POL_KIND_KNP) {
+		/* namespaced: kubectl's default namespace when none is given */
+		if (!p->ns[0])
+			snprintf(p->ns, sizeof(p->ns), "default");
+		if (get(o, "specs")) {
+			fail(c, "specs", "a NetworkPolicy has one spec");
+			goto bad;
+		}
+		if (!get(o, "spec")) {
+			fail(c, "spec", "missing");
+			goto bad;
+		}
+		if (!(p->rules = calloc(1, sizeof(*p->rules)))) {
+			fail(c, "spec", "out of memory");
+			goto bad;
+		}
+		p->nrules = 1;
+		if (!parse_knp_spec(c, get(o, "spec"), &p->rules[0]))
+			goto bad;
+		goto text;
+	}
 	struct json_object *spec = get(o, "spec"), *specs = get(o, "specs");
 	size_t n = (spec ? 1 : 0) + (specs && json_object_is_type(specs, json_type_array)
 					     ? json_object_array_length(specs)
@@ -723,6 +973,7 @@ static struct pol_policy *parse_one(struct pctx *c, struct json_object *o, size_
 		if (!parse_rule(c, r, rp, &p->rules[i]))
 			goto bad;
 	}
+text:;
 	const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 							      JSON_C_TO_STRING_NOSLASHESCAPE);
 	if (!(p->text = dupstr(t))) {
@@ -735,11 +986,30 @@ bad:
 	return NULL;
 }
 
+static int pol_parse_json(struct pctx *c, struct json_object *root, struct pol_policy ***out);
+
+const char *pol_kind_name(enum pol_kind k)
+{
+	return k == POL_KIND_KNP ? "NetworkPolicy" : k == POL_KIND_CCNP ? "CiliumClusterwideNetworkPolicy"
+									 : "CiliumNetworkPolicy";
+}
+
 int pol_parse(const char *text, size_t len, struct pol_policy ***out, char *err, size_t errlen)
 {
 	struct pctx c = {.err = err, .errlen = errlen, .policy = "?"};
-	struct json_tokener *tok = json_tokener_new_ex(64);
 	*out = NULL;
+	size_t first = 0;
+	while (first < len && strchr(" \t\r\n", text[first]) && text[first])
+		first++;
+	if (first < len && text[first] != '{' && text[first] != '[') {
+		struct json_object *root = pol_yaml_to_json(text, len, err, errlen);
+		if (!root)
+			return -1;
+		int n = pol_parse_json(&c, root, out);
+		json_object_put(root);
+		return n;
+	}
+	struct json_tokener *tok = json_tokener_new_ex(64);
 	if (!tok) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -760,39 +1030,44 @@ int pol_parse(const char *text, size_t len, struct pol_policy ***out, char *err,
 			return -1;
 		}
 	}
+	int n = pol_parse_json(&c, root, out);
+	json_object_put(root);
+	return n;
+}
+
+static int pol_parse_json(struct pctx *c, struct json_object *root, struct pol_policy ***out)
+{
+	char *err = c->err;
+	size_t errlen = c->errlen;
 	struct json_object *items = root;
 	if (json_object_is_type(root, json_type_object) && get(root, "items"))
 		items = get(root, "items");
 	size_t n = json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 1;
 	if (json_object_is_type(items, json_type_array) && n == 0) {
 		snprintf(err, errlen, "no policy in the input");
-		json_object_put(root);
 		return -1;
 	}
 	struct pol_policy **v = calloc(n, sizeof(*v));
 	if (!v) {
 		snprintf(err, errlen, "out of memory");
-		json_object_put(root);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *o =
 			json_object_is_type(items, json_type_array) ? json_object_array_get_idx(items, i)
 								    : items;
-		if (!(v[i] = parse_one(&c, o, i))) {
+		if (!(v[i] = parse_one(c, o, i))) {
 			pol_policies_free(v, n);
-			json_object_put(root);
 			return -1;
 		}
 		for (size_t j = 0; j < i; j++)
-			if (!strcmp(v[j]->name, v[i]->name) && !strcmp(v[j]->ns, v[i]->ns)) {
+			if (!strcmp(v[j]->name, v[i]->name) && !strcmp(v[j]->ns, v[i]->ns) &&
+			    (v[j]->kind == POL_KIND_KNP) == (v[i]->kind == POL_KIND_KNP)) {
 				snprintf(err, errlen, "policy '%s': named twice in the input", v[i]->name);
 				pol_policies_free(v, n);
-				json_object_put(root);
 				return -1;
 			}
 	}
-	json_object_put(root);
 	*out = v;
 	return (int)n;
 }

@@ -1,6 +1,10 @@
 /* modules/policy/policy.c - the policy module (capability "policy"): a
- * repository of CiliumNetworkPolicies fed by the API, the local endpoints
- * and their labels (from the endpoint module's bus events), CIDR
+ * repository of CiliumNetworkPolicies, CiliumClusterwideNetworkPolicies and
+ * Kubernetes NetworkPolicies fed by the API and by the k8s module's
+ * informers (bus events k8s.networkpolicies, k8s.ciliumnetworkpolicies,
+ * k8s.ciliumclusterwidenetworkpolicies), the local endpoints and their
+ * labels (from the endpoint module's bus events) with their namespace's
+ * labels and their pod's named ports (k8s caches), CIDR
  * identities in the ipcache, and each endpoint's resolved L3/L4 policy
  * programmed into the datapath's policy map (<fibril/datapath.h> v2).
  *
@@ -14,7 +18,9 @@
  *   GET    /v1/policy              revision, policies, endpoints, counters
  *   PUT    /v1/policy              import (a CNP, a list, or {"items": []})
  *   DELETE /v1/policy/{name}       one (?namespace=NS for a namespaced one)
- *   DELETE /v1/policy              every policy */
+ *   DELETE /v1/policy              every policy
+ *   GET    /v1/policy/trace        ?src=&dst=&dport=N/PROTO: which rule allows or denies
+ *   GET    /v1/policy/selectors    each distinct selector, its users and identities */
 #include "policy_int.h"
 
 #include <errno.h>
@@ -26,8 +32,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include <arpa/inet.h>
 
 #include <fibril/fibril.h>
+#include <fibril/k8s.h>
 #include <fibril/policy.h>
 #include <json-c/json.h>
 
@@ -44,10 +54,22 @@ struct pol_entry {
 	uint16_t port;
 };
 
+struct pol_named_port {
+	char name[16];
+	uint8_t proto;
+	uint16_t port;
+};
+
 struct pol_ep {
 	uint16_t id;
 	uint32_t identity;
 	char *labels;
+	char *match_labels; /* labels + its namespace's (POL_NS_LABELS_PREFIX) */
+	char pod_ns[64], pod_name[254];
+	bool has_ipv4;
+	struct in_addr ipv4;
+	struct pol_named_port *ports; /* its pod's container ports with a name */
+	size_t nports;
 	bool ingress, egress;     /* enforced, as in the datapath */
 	uint32_t revision;
 	struct pol_entry *entries; /* in the datapath, sorted */
@@ -67,6 +89,9 @@ struct pol_state {
 	void *dp_ctx;
 	const struct fibril_endpoint_ops *epops;
 	void *ep_ctx;
+	const struct fibril_k8s_ops *k8s;
+	void *k8s_ctx;
+	bool k8s_synced;
 	bool started;
 	struct pol_policy **pols;
 	size_t npols;
@@ -77,6 +102,8 @@ struct pol_state {
 	uint32_t next_cidr_id;
 	/* counters */
 	uint64_t imports, refused, deletes, recomputes, map_writes, map_removes, map_errors;
+	uint64_t k8s_applied, k8s_invalid, k8s_deleted, k8s_missed;
+	struct fibril_metric *m_k8s_invalid;
 	char last_error[256];
 	int dirfd; /* <state-dir>/policy, -1 when none */
 };
@@ -254,9 +281,49 @@ static const char *ep_namespace(const struct pol_ep *ep, char *buf, size_t len)
 	return buf;
 }
 
+static bool ipv4_in(const struct in_addr *a, const struct pol_cidr *c)
+{
+	struct pol_cidr host = {.family = 4, .plen = 32};
+	memcpy(host.addr, &a->s_addr, 4);
+	return cidr_within(&host, c);
+}
+
+static bool ipblock_holds(const struct pol_cidr_rule *cr, const struct pol_ep *ep)
+{
+	if (!ep->has_ipv4 || cr->cidr.family != 4 || !ipv4_in(&ep->ipv4, &cr->cidr))
+		return false;
+	for (size_t e = 0; e < cr->nexcept; e++)
+		if (ipv4_in(&ep->ipv4, &cr->except[e]))
+			return false;
+	return true;
+}
+
+/* A NetworkPolicy ipBlock also selects the local pods whose address it
+ * holds (Kubernetes leaves pod addresses in an ipBlock to the
+ * implementation; the datapath decides by identity, so an identity is
+ * taken only when every local pod sharing it is inside the block). */
+static void ipblock_pods(struct pol_state *st, const struct pol_cidr_rule *cr, struct ids *out)
+{
+	for (size_t i = 1; i < POL_EP_MAX; i++) {
+		const struct pol_ep *ep = st->eps[i];
+		if (!ep || !ipblock_holds(cr, ep))
+			continue;
+		bool all = true;
+		for (size_t j = 1; j < POL_EP_MAX && all; j++)
+			if (st->eps[j] && st->eps[j]->identity == ep->identity)
+				all = ipblock_holds(cr, st->eps[j]);
+		if (all)
+			ids_add(out, ep->identity);
+	}
+}
+
 static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 			    const struct pol_peer *peer, struct ids *out)
 {
+	if (peer->all_peers) {
+		ids_add(out, 0);
+		return;
+	}
 	if (!peer->any_l3) {
 		if (peer->nports)
 			ids_add(out, 0); /* L4-only: every peer */
@@ -265,9 +332,12 @@ static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 	for (size_t s = 0; s < peer->nendpoints; s++)
 		for (size_t i = 1; i < POL_EP_MAX; i++) {
 			const struct pol_ep *ep = st->eps[i];
-			if (ep && pol_selector_match(&peer->endpoints[s], ep->labels, pol->ns))
+			if (ep && pol_selector_match(&peer->endpoints[s], ep->match_labels, pol->ns))
 				ids_add(out, ep->identity);
 		}
+	if (pol->kind == POL_KIND_KNP)
+		for (size_t c = 0; c < peer->ncidrs; c++)
+			ipblock_pods(st, &peer->cidrs[c], out);
 	for (size_t c = 0; c < peer->ncidrs; c++) {
 		const struct pol_cidr_rule *cr = &peer->cidrs[c];
 		if (cr->cidr.plen == 0) {
@@ -326,7 +396,40 @@ static void add_block(uint16_t port, unsigned bits, void *ud)
 	vec_add(b->vec, e);
 }
 
-static void peer_entries(const struct pol_peer *peer, const struct ids *ids, struct entry_vec *vec)
+/* The port a pod gives a name to (0: none). */
+static uint16_t named_port(const struct pol_ep *ep, const char *name, uint8_t proto)
+{
+	for (size_t i = 0; ep && i < ep->nports; i++)
+		if (ep->ports[i].proto == proto && !strcmp(ep->ports[i].name, name))
+			return ep->ports[i].port;
+	return 0;
+}
+
+/* A named port: ingress resolves it on the endpoint the rule selects;
+ * egress on each peer pod (per identity: every local pod of it that has
+ * the name; "every peer" becomes the pods that have it). */
+static void named_entries(struct pol_state *st, const struct pol_ep *subject,
+			  const struct pol_port *pp, struct pol_entry t, struct entry_vec *vec)
+{
+	t.proto = pp->proto;
+	t.bits = 16;
+	if (t.dir == FIBRIL_DATAPATH_INGRESS) {
+		if ((t.port = named_port(subject, pp->name, pp->proto)))
+			vec_add(vec, t);
+		return;
+	}
+	uint32_t id = t.identity;
+	for (size_t i = 1; i < POL_EP_MAX; i++) {
+		const struct pol_ep *ep = st->eps[i];
+		if (!ep || (id && ep->identity != id) || !(t.port = named_port(ep, pp->name, pp->proto)))
+			continue;
+		t.identity = ep->identity;
+		vec_add(vec, t);
+	}
+}
+
+static void peer_entries(struct pol_state *st, const struct pol_ep *subject,
+			 const struct pol_peer *peer, const struct ids *ids, struct entry_vec *vec)
 {
 	for (size_t i = 0; i < ids->n; i++) {
 		struct pol_entry t = {.identity = ids->v[i],
@@ -338,6 +441,10 @@ static void peer_entries(const struct pol_peer *peer, const struct ids *ids, str
 			continue;
 		}
 		for (size_t p = 0; p < peer->nports; p++) {
+			if (peer->ports[p].name) {
+				named_entries(st, subject, &peer->ports[p], t, vec);
+				continue;
+			}
 			t.proto = peer->ports[p].proto;
 			if (peer->ports[p].port == 0) {
 				t.port = 0;
@@ -376,14 +483,14 @@ static void resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_
 		const struct pol_policy *pol = st->pols[p];
 		for (size_t r = 0; r < pol->nrules; r++) {
 			const struct pol_rule *rule = &pol->rules[r];
-			if (!pol_selector_match(&rule->subject, ep->labels, pol->ns))
+			if (!pol_selector_match(&rule->subject, ep->match_labels, pol->ns))
 				continue;
 			*ingress = *ingress || rule->has_ingress;
 			*egress = *egress || rule->has_egress;
 			for (size_t k = 0; k < rule->npeers; k++) {
 				ids.n = 0;
 				peer_identities(st, pol, &rule->peers[k], &ids);
-				peer_entries(&rule->peers[k], &ids, vec);
+				peer_entries(st, ep, &rule->peers[k], &ids, vec);
 			}
 		}
 	}
@@ -539,8 +646,128 @@ static void ep_free(struct pol_ep *ep)
 	if (!ep)
 		return;
 	free(ep->labels);
+	free(ep->match_labels);
+	free(ep->ports);
 	free(ep->entries);
 	free(ep);
+}
+
+/* ---- what Kubernetes adds to an endpoint: its namespace's labels, its pod's
+ * named ports --------------------------------------------------------------------------- */
+
+static struct json_object *k8s_object(struct pol_state *st, const char *res, const char *ns,
+				      const char *name)
+{
+	const char *t = st->k8s && name[0] ? st->k8s->get(st->k8s_ctx, res, ns, name) : NULL;
+	return t ? json_tokener_parse(t) : NULL;
+}
+
+static char *ns_labels_of(struct pol_state *st, const char *ns)
+{
+	size_t cap = 256, len = 0;
+	char *out = malloc(cap);
+	if (!out)
+		return NULL;
+	out[0] = '\0';
+	/* as the API server adds it to every namespace */
+	len += (size_t)snprintf(out, cap, "k8s:%skubernetes.io/metadata.name=%s", POL_NS_LABELS_PREFIX,
+				ns);
+	struct json_object *o = k8s_object(st, FIBRIL_K8S_NAMESPACES, "", ns), *md, *labels;
+	if (o && json_object_object_get_ex(o, "metadata", &md) &&
+	    json_object_object_get_ex(md, "labels", &labels) &&
+	    json_object_is_type(labels, json_type_object)) {
+		json_object_object_foreach(labels, k, v)
+		{
+			if (!strcmp(k, "kubernetes.io/metadata.name") || !json_object_is_type(v, json_type_string))
+				continue;
+			const char *val = json_object_get_string(v);
+			size_t need = len + strlen(POL_NS_LABELS_PREFIX) + strlen(k) + strlen(val) + 8;
+			if (need > cap) {
+				char *n = realloc(out, need * 2);
+				if (!n)
+					break;
+				out = n;
+				cap = need * 2;
+			}
+			len += (size_t)snprintf(out + len, cap - len, "\nk8s:%s%s=%s", POL_NS_LABELS_PREFIX, k,
+						val);
+		}
+	}
+	json_object_put(o);
+	return out;
+}
+
+static void pod_ports_of(struct pol_state *st, struct pol_ep *ep)
+{
+	free(ep->ports);
+	ep->ports = NULL;
+	ep->nports = 0;
+	struct json_object *o = k8s_object(st, FIBRIL_K8S_PODS, ep->pod_ns, ep->pod_name), *spec,
+			   *ctrs;
+	if (!o || !json_object_object_get_ex(o, "spec", &spec) ||
+	    !json_object_object_get_ex(spec, "containers", &ctrs) ||
+	    !json_object_is_type(ctrs, json_type_array)) {
+		json_object_put(o);
+		return;
+	}
+	for (size_t i = 0; i < json_object_array_length(ctrs); i++) {
+		struct json_object *ports, *c = json_object_array_get_idx(ctrs, i);
+		if (!json_object_object_get_ex(c, "ports", &ports) ||
+		    !json_object_is_type(ports, json_type_array))
+			continue;
+		for (size_t j = 0; j < json_object_array_length(ports); j++) {
+			struct json_object *pt = json_object_array_get_idx(ports, j), *name, *num, *proto;
+			if (!json_object_object_get_ex(pt, "name", &name) ||
+			    !json_object_object_get_ex(pt, "containerPort", &num) ||
+			    !pol_port_name_ok(json_object_get_string(name)))
+				continue;
+			int64_t n = json_object_get_int64(num);
+			const char *pr = json_object_object_get_ex(pt, "protocol", &proto)
+						 ? json_object_get_string(proto)
+						 : "TCP";
+			uint8_t p = !strcmp(pr, "TCP") ? IPPROTO_TCP : !strcmp(pr, "UDP") ? IPPROTO_UDP
+				    : !strcmp(pr, "SCTP")				  ? IPPROTO_SCTP
+											  : 0;
+			if (n < 1 || n > 65535 || !p)
+				continue;
+			struct pol_named_port *v = realloc(ep->ports, (ep->nports + 1) * sizeof(*v));
+			if (!v)
+				break;
+			ep->ports = v;
+			snprintf(v[ep->nports].name, sizeof(v->name), "%s", json_object_get_string(name));
+			v[ep->nports].proto = p;
+			v[ep->nports].port = (uint16_t)n;
+			ep->nports++;
+		}
+	}
+	json_object_put(o);
+}
+
+/* Rebuild what the endpoint is matched with; true when it changed. */
+static bool ep_refresh(struct pol_state *st, struct pol_ep *ep)
+{
+	char nsbuf[POL_NS_MAX];
+	const char *ns = ep->pod_ns[0] ? ep->pod_ns : ep_namespace(ep, nsbuf, sizeof(nsbuf));
+	char *nsl = ns[0] ? ns_labels_of(st, ns) : NULL;
+	size_t n = strlen(ep->labels) + (nsl ? strlen(nsl) : 0) + 2;
+	char *ml = malloc(n);
+	if (!ml) {
+		free(nsl);
+		return false;
+	}
+	snprintf(ml, n, "%s%s%s", ep->labels, nsl && ep->labels[0] ? "\n" : "", nsl ? nsl : "");
+	free(nsl);
+	size_t old_n = ep->nports;
+	struct pol_named_port *old = ep->nports ? malloc(old_n * sizeof(*old)) : NULL;
+	if (old)
+		memcpy(old, ep->ports, old_n * sizeof(*old));
+	pod_ports_of(st, ep);
+	bool changed = !ep->match_labels || strcmp(ml, ep->match_labels) || old_n != ep->nports ||
+		       (old_n && (!old || memcmp(old, ep->ports, old_n * sizeof(*old))));
+	free(old);
+	free(ep->match_labels);
+	ep->match_labels = ml;
+	return changed;
 }
 
 static void ep_forget(struct pol_state *st, uint16_t id)
@@ -564,7 +791,8 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 		return 0;
 	struct pol_ep *ep = st->eps[ev->id];
 	const char *labels = FIBRIL_ENDPOINT_LABELS(ev);
-	if (ep && ep->identity == ev->identity && !strcmp(ep->labels, labels))
+	if (ep && ep->identity == ev->identity && !strcmp(ep->labels, labels) &&
+	    ep->has_ipv4 == ev->has_ipv4 && ep->ipv4.s_addr == ev->ipv4.s_addr)
 		return 0;
 	if (!ep) {
 		if (!(ep = calloc(1, sizeof(*ep))))
@@ -578,6 +806,12 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 	free(ep->labels);
 	ep->labels = l;
 	ep->identity = ev->identity;
+	ep->has_ipv4 = ev->has_ipv4;
+	ep->ipv4 = ev->ipv4;
+	snprintf(ep->pod_ns, sizeof(ep->pod_ns), "%.*s", (int)sizeof(ev->pod_namespace),
+		 ev->pod_namespace);
+	snprintf(ep->pod_name, sizeof(ep->pod_name), "%.*s", (int)sizeof(ev->pod_name), ev->pod_name);
+	ep_refresh(st, ep);
 	return 0;
 }
 
@@ -631,11 +865,15 @@ static int state_save(struct pol_state *st, struct pol_policy **pols, size_t n, 
 {
 	if (st->dirfd < 0)
 		return 0;
-	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	struct json_object *o = json_object_new_object(), *arr = json_object_new_array(),
+			   *k8s = json_object_new_array();
 	json_object_object_add(o, "revision", json_object_new_int64((int64_t)revision));
 	for (size_t i = 0; i < n; i++)
-		json_object_array_add(arr, json_tokener_parse(pols[i]->text));
+		json_object_array_add(pols[i]->from_k8s ? k8s : arr, json_tokener_parse(pols[i]->text));
 	json_object_object_add(o, "policies", arr);
+	/* the last state of the k8s ones: enforced from the start, until the
+	 * informers' first list says what is gone */
+	json_object_object_add(o, "k8s_policies", k8s);
 	const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 							      JSON_C_TO_STRING_NOSLASHESCAPE);
 	int rc = fibril_state_write_atomic(st->dirfd, POL_STATE_FILE, t, strlen(t), 0600);
@@ -665,16 +903,31 @@ static void state_load(struct pol_state *st)
 		goto out;
 	}
 	st->revision = (uint64_t)json_object_get_int64(rev);
-	if (json_object_array_length(arr) > 0) {
-		const char *t = json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN);
+	struct json_object *k8s = NULL;
+	json_object_object_get_ex(o, "k8s_policies", &k8s);
+	for (int from_k8s = 0; from_k8s < 2; from_k8s++) {
+		struct json_object *a = from_k8s ? k8s : arr;
+		if (!a || !json_object_is_type(a, json_type_array) || !json_object_array_length(a))
+			continue;
+		const char *t = json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN);
 		char err[512];
-		int n = pol_parse(t, strlen(t), &st->pols, err, sizeof(err));
+		struct pol_policy **v = NULL;
+		int n = pol_parse(t, strlen(t), &v, err, sizeof(err));
 		if (n < 0) {
-			fibril_error(st->m, "%s: %s: starting with no policy", POL_STATE_FILE, err);
-			st->pols = NULL;
-			goto out;
+			fibril_error(st->m, "%s: %s: starting without those policies", POL_STATE_FILE, err);
+			continue;
 		}
-		st->npols = (size_t)n;
+		struct pol_policy **all = realloc(st->pols, (st->npols + (size_t)n) * sizeof(*all));
+		if (!all) {
+			pol_policies_free(v, (size_t)n);
+			continue;
+		}
+		st->pols = all;
+		for (int i = 0; i < n; i++) {
+			v[i]->from_k8s = from_k8s;
+			st->pols[st->npols++] = v[i];
+		}
+		free(v);
 	}
 	fibril_info(st->m, "%zu policies restored, revision %llu", st->npols,
 		    (unsigned long long)st->revision);
@@ -739,12 +992,34 @@ static void adopt_map(struct pol_state *st)
 
 /* ---- repository ------------------------------------------------------------------------ */
 
-static ssize_t pol_find(struct pol_state *st, const char *name, const char *ns)
+/* A policy is known by its source (API or k8s), whether it is a
+ * Kubernetes NetworkPolicy or a Cilium one, its namespace and its name. */
+static ssize_t pol_find(struct pol_state *st, bool from_k8s, bool knp, const char *name,
+			const char *ns)
 {
 	for (size_t i = 0; i < st->npols; i++)
-		if (!strcmp(st->pols[i]->name, name) && !strcmp(st->pols[i]->ns, ns))
+		if (st->pols[i]->from_k8s == from_k8s && (st->pols[i]->kind == POL_KIND_KNP) == knp &&
+		    !strcmp(st->pols[i]->name, name) && !strcmp(st->pols[i]->ns, ns))
 			return (ssize_t)i;
 	return -1;
+}
+
+static void pol_remove_at(struct pol_state *st, size_t at)
+{
+	pol_policy_free(st->pols[at]);
+	memmove(&st->pols[at], &st->pols[at + 1], (st->npols - at - 1) * sizeof(*st->pols));
+	st->npols--;
+}
+
+/* After a change to the repository: revision, state file, datapath. */
+static void repo_changed(struct pol_state *st)
+{
+	st->revision++;
+	int rc = state_save(st, st->pols, st->npols, st->revision);
+	if (rc < 0)
+		fibril_error(st->m, "cannot write %s: %s (the policies apply until a restart)",
+			     POL_STATE_FILE, strerror(-rc));
+	recompute(st);
 }
 
 static struct json_object *state_json(struct pol_state *st)
@@ -757,6 +1032,8 @@ static struct json_object *state_json(struct pol_state *st)
 		json_object_object_add(p, "name", json_object_new_string(st->pols[i]->name));
 		json_object_object_add(p, "namespace", json_object_new_string(st->pols[i]->ns));
 		json_object_object_add(p, "rules", json_object_new_int((int)st->pols[i]->nrules));
+		json_object_object_add(p, "kind", json_object_new_string(pol_kind_name(st->pols[i]->kind)));
+		json_object_object_add(p, "source", json_object_new_string(st->pols[i]->from_k8s ? "k8s" : "api"));
 		json_object_object_add(p, "policy", json_tokener_parse(st->pols[i]->text));
 		json_object_array_add(pols, p);
 	}
@@ -786,6 +1063,9 @@ static struct json_object *state_json(struct pol_state *st)
 	STAT("map_removes", st->map_removes);
 	STAT("map_errors", st->map_errors);
 	STAT("cidr_identities", st->ncidrs);
+	STAT("k8s_applied", st->k8s_applied);
+	STAT("k8s_invalid", st->k8s_invalid);
+	STAT("k8s_deleted", st->k8s_deleted);
 #undef STAT
 	json_object_object_add(o, "stats", stats);
 	return o;
@@ -812,7 +1092,6 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 	const char *body = fibril_req_body(req, &len);
 	struct pol_policy **v = NULL;
 	char err[512];
-	int rc;
 	int n = pol_parse(body ? body : "", len, &v, err, sizeof(err));
 	if (n < 0) {
 		st->refused++;
@@ -829,7 +1108,7 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 	st->pols = grown;
 	struct json_object *names = json_object_new_array();
 	for (int i = 0; i < n; i++) {
-		ssize_t at = pol_find(st, v[i]->name, v[i]->ns);
+		ssize_t at = pol_find(st, false, v[i]->kind == POL_KIND_KNP, v[i]->name, v[i]->ns);
 		char full[POL_NAME_MAX + POL_NS_MAX + 2];
 		snprintf(full, sizeof(full), "%s%s%s", v[i]->ns, v[i]->ns[0] ? "/" : "", v[i]->name);
 		json_object_array_add(names, json_object_new_string(full));
@@ -841,11 +1120,7 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 	}
 	free(v);
 	st->imports += (uint64_t)n;
-	st->revision++;
-	if ((rc = state_save(st, st->pols, st->npols, st->revision)) < 0)
-		fibril_error(st->m, "cannot write %s: %s (the policies apply until a restart)",
-			     POL_STATE_FILE, strerror(-rc));
-	recompute(st);
+	repo_changed(st);
 	fibril_info(st->m, "%d polic%s imported, revision %llu", n, n == 1 ? "y" : "ies",
 		    (unsigned long long)st->revision);
 	struct json_object *o = json_object_new_object();
@@ -859,24 +1134,25 @@ static void delete_one(struct fibril_request *req, struct fibril_response *resp,
 	struct pol_state *st = ud;
 	const char *name = fibril_req_param(req, "name");
 	const char *ns = fibril_req_query(req, "namespace");
-	ssize_t at = name ? pol_find(st, name, ns ? ns : "") : -1;
-	if (at < 0) {
-		fibril_resp_error(resp, 404, "no policy '%.200s'%s%.60s", name ? name : "",
-				  ns ? " in namespace " : "", ns ? ns : "");
+	int deleted = 0;
+	/* the API's own (a NetworkPolicy and a Cilium policy of that name both go) */
+	for (int knp = 0; knp < 2 && name; knp++) {
+		ssize_t at = pol_find(st, false, knp, name, ns ? ns : "");
+		if (at >= 0) {
+			pol_remove_at(st, (size_t)at);
+			deleted++;
+		}
+	}
+	if (!deleted) {
+		fibril_resp_error(resp, 404, "no policy '%.200s'%s%.60s imported through the API",
+				  name ? name : "", ns ? " in namespace " : "", ns ? ns : "");
 		return;
 	}
-	pol_policy_free(st->pols[at]);
-	memmove(&st->pols[at], &st->pols[at + 1], (st->npols - (size_t)at - 1) * sizeof(*st->pols));
-	st->npols--;
-	st->deletes++;
-	st->revision++;
-	int rc = state_save(st, st->pols, st->npols, st->revision);
-	if (rc < 0)
-		fibril_error(st->m, "cannot write %s: %s", POL_STATE_FILE, strerror(-rc));
-	recompute(st);
+	st->deletes += (uint64_t)deleted;
+	repo_changed(st);
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
-	json_object_object_add(o, "deleted", json_object_new_int(1));
+	json_object_object_add(o, "deleted", json_object_new_int(deleted));
 	reply(resp, 200, o);
 }
 
@@ -884,20 +1160,552 @@ static void delete_all(struct fibril_request *req, struct fibril_response *resp,
 {
 	(void)req;
 	struct pol_state *st = ud;
-	size_t n = st->npols;
-	for (size_t i = 0; i < n; i++)
-		pol_policy_free(st->pols[i]);
-	st->npols = 0;
+	size_t n = 0;
+	/* the API's own: the k8s ones follow their objects */
+	for (size_t i = st->npols; i-- > 0;)
+		if (!st->pols[i]->from_k8s) {
+			pol_remove_at(st, i);
+			n++;
+		}
 	st->deletes += n;
-	st->revision++;
-	int rc = state_save(st, st->pols, st->npols, st->revision);
-	if (rc < 0)
-		fibril_error(st->m, "cannot write %s: %s", POL_STATE_FILE, strerror(-rc));
-	recompute(st);
+	repo_changed(st);
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
 	json_object_object_add(o, "deleted", json_object_new_int((int)n));
 	reply(resp, 200, o);
+}
+
+
+
+
+/* ---- selectors: each distinct selector and the identities it selects now ---------------- */
+
+/* kubectl's form: "k=v", "k in (a,b)", "k notin (a)", "k", "!k"; "{}" when empty,
+ * then the namespace the policy limits it to. */
+static void selector_text(const struct pol_selector *sel, const char *ns, char *out, size_t len)
+{
+	size_t n = 0;
+	out[0] = '\0';
+#define PUT(...)                                                                  \
+	do {                                                                      \
+		int w = snprintf(out + n, n < len ? len - n : 0, __VA_ARGS__);   \
+		n += w > 0 ? (size_t)w : 0;                                       \
+	} while (0)
+	for (size_t i = 0; i < sel->nexprs; i++) {
+		const struct pol_expr *e = &sel->exprs[i];
+		PUT("%s", i ? "," : "");
+		if (e->op == POL_OP_EXISTS)
+			PUT("%s", e->key);
+		else if (e->op == POL_OP_NOT_EXISTS)
+			PUT("!%s", e->key);
+		else if (e->op == POL_OP_IN && e->nvalues == 1)
+			PUT("%s=%s", e->key, e->values[0]);
+		else {
+			PUT("%s %s (", e->key, e->op == POL_OP_IN ? "in" : "notin");
+			for (size_t j = 0; j < e->nvalues; j++)
+				PUT("%s%s", j ? "," : "", e->values[j]);
+			PUT(")");
+		}
+	}
+	if (!sel->nexprs)
+		PUT("{}");
+	if (ns && ns[0] && !sel->any_namespace)
+		PUT(" in namespace %s", ns);
+#undef PUT
+	if (n >= len && len > 4)
+		memcpy(out + len - 4, "...", 4);
+}
+
+static void selector_add(struct pol_state *st, struct json_object *arr, const struct pol_selector *sel,
+			 const char *ns, const char *user)
+{
+	char text[1024];
+	selector_text(sel, ns, text, sizeof(text));
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		struct json_object *o = json_object_array_get_idx(arr, i), *t, *users;
+		json_object_object_get_ex(o, "selector", &t);
+		if (strcmp(json_object_get_string(t), text))
+			continue;
+		json_object_object_get_ex(o, "users", &users);
+		bool seen = false;
+		for (size_t j = 0; j < json_object_array_length(users); j++)
+			seen = seen || !strcmp(json_object_get_string(json_object_array_get_idx(users, j)), user);
+		if (!seen)
+			json_object_array_add(users, json_object_new_string(user));
+		return;
+	}
+	struct json_object *o = json_object_new_object(), *users = json_object_new_array();
+	struct ids ids = {0};
+	for (size_t i = 1; i < POL_EP_MAX; i++)
+		if (st->eps[i] && pol_selector_match(sel, st->eps[i]->match_labels, ns))
+			ids_add(&ids, st->eps[i]->identity);
+	struct json_object *idarr = json_object_new_array();
+	for (size_t i = 0; i < ids.n; i++)
+		json_object_array_add(idarr, json_object_new_int64(ids.v[i]));
+	free(ids.v);
+	json_object_array_add(users, json_object_new_string(user));
+	json_object_object_add(o, "selector", json_object_new_string(text));
+	json_object_object_add(o, "identities", idarr);
+	json_object_object_add(o, "users", users);
+	json_object_array_add(arr, o);
+}
+
+static void get_selectors(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	(void)req;
+	struct pol_state *st = ud;
+	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	for (size_t p = 0; p < st->npols; p++) {
+		const struct pol_policy *pol = st->pols[p];
+		char user[POL_NS_MAX + POL_NAME_MAX + 48];
+		snprintf(user, sizeof(user), "%s %s%s%s", pol_kind_name(pol->kind), pol->ns,
+			 pol->ns[0] ? "/" : "", pol->name);
+		for (size_t r = 0; r < pol->nrules; r++) {
+			const struct pol_rule *rule = &pol->rules[r];
+			selector_add(st, arr, &rule->subject, pol->ns, user);
+			for (size_t k = 0; k < rule->npeers; k++)
+				for (size_t e = 0; e < rule->peers[k].nendpoints; e++)
+					selector_add(st, arr, &rule->peers[k].endpoints[e], pol->ns, user);
+		}
+	}
+	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
+	json_object_object_add(o, "selectors", arr);
+	reply(resp, 200, o);
+}
+
+/* ---- trace: which rule allows or denies a flow, from the resolved policy ------------------ */
+
+struct trace_end {
+	const struct pol_ep *ep; /* a local endpoint, or NULL */
+	uint32_t identity;
+	char desc[POL_NS_MAX + POL_NAME_MAX + 64];
+};
+
+static const char *identity_name(uint32_t id)
+{
+	switch (id) {
+	case FIBRIL_IDENTITY_HOST: return "host";
+	case FIBRIL_IDENTITY_WORLD: return "world";
+	case FIBRIL_IDENTITY_REMOTE_NODE: return "remote-node";
+	case FIBRIL_IDENTITY_HEALTH: return "health";
+	case FIBRIL_IDENTITY_INIT: return "init";
+	case FIBRIL_IDENTITY_KUBE_APISERVER: return "kube-apiserver";
+	default: return id >= POL_CIDR_IDENTITY_BASE ? "cidr" : "endpoint";
+	}
+}
+
+static void end_of_ep(struct trace_end *out, const struct pol_ep *ep)
+{
+	out->ep = ep;
+	out->identity = ep->identity;
+	if (ep->pod_name[0])
+		snprintf(out->desc, sizeof(out->desc), "%s/%s (endpoint %u, identity %u)", ep->pod_ns,
+			 ep->pod_name, ep->id, ep->identity);
+	else
+		snprintf(out->desc, sizeof(out->desc), "endpoint %u (identity %u)", ep->id, ep->identity);
+}
+
+/* "host", "world", an endpoint ID, "NAMESPACE/POD", or an IPv4 address (a
+ * local endpoint's, else the identity of its longest CIDR prefix, else world). */
+static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace_end *out,
+			    char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	struct in_addr a;
+	if (!spec || !*spec) {
+		snprintf(err, errlen, "missing (an endpoint ID, NAMESPACE/POD, an IPv4 address, host or world)");
+		return false;
+	}
+	if (!strcmp(spec, "host") || !strcmp(spec, "world")) {
+		out->identity = spec[0] == 'h' ? FIBRIL_IDENTITY_HOST : FIBRIL_IDENTITY_WORLD;
+		snprintf(out->desc, sizeof(out->desc), "%s (identity %u)", spec, out->identity);
+		return true;
+	}
+	if (strspn(spec, "0123456789") == strlen(spec) && strlen(spec) <= 5) {
+		long id = strtol(spec, NULL, 10);
+		if (id > 0 && id < POL_EP_MAX && st->eps[id]) {
+			end_of_ep(out, st->eps[id]);
+			return true;
+		}
+		snprintf(err, errlen, "no local endpoint %.20s", spec);
+		return false;
+	}
+	if (inet_pton(AF_INET, spec, &a) == 1) {
+		for (size_t i = 1; i < POL_EP_MAX; i++)
+			if (st->eps[i] && st->eps[i]->has_ipv4 && st->eps[i]->ipv4.s_addr == a.s_addr) {
+				end_of_ep(out, st->eps[i]);
+				return true;
+			}
+		out->identity = FIBRIL_IDENTITY_WORLD;
+		unsigned best = 0;
+		for (size_t i = 0; i < st->ncidrs; i++)
+			if (st->cidrs[i].cidr.family == 4 && st->cidrs[i].cidr.plen > best &&
+			    ipv4_in(&a, &st->cidrs[i].cidr)) {
+				best = st->cidrs[i].cidr.plen;
+				out->identity = st->cidrs[i].identity;
+			}
+		snprintf(out->desc, sizeof(out->desc), "%s (identity %u, %s)", spec, out->identity,
+			 identity_name(out->identity));
+		return true;
+	}
+	const char *slash = strchr(spec, '/');
+	if (slash)
+		for (size_t i = 1; i < POL_EP_MAX; i++) {
+			const struct pol_ep *ep = st->eps[i];
+			if (ep && strlen(ep->pod_ns) == (size_t)(slash - spec) &&
+			    !strncmp(ep->pod_ns, spec, (size_t)(slash - spec)) && !strcmp(ep->pod_name, slash + 1)) {
+				end_of_ep(out, ep);
+				return true;
+			}
+		}
+	snprintf(err, errlen, "'%.100s' is no local endpoint, pod, IPv4 address, host or world", spec);
+	return false;
+}
+
+static bool entry_matches(const struct pol_entry *e, uint32_t id, uint8_t proto, uint16_t port)
+{
+	if (e->identity && e->identity != id)
+		return false;
+	if (!e->proto)
+		return true;
+	if (e->proto != proto)
+		return false;
+	uint16_t mask = e->bits ? (uint16_t)(0xffffu << (16 - e->bits)) : 0;
+	return (port & mask) == e->port;
+}
+
+/* One direction at one end: the policies selecting it, the rules that match. */
+static struct json_object *trace_dir(struct pol_state *st, const struct pol_ep *subject, bool ingress,
+				     uint32_t remote, uint8_t proto, uint16_t port, bool *allowed)
+{
+	struct json_object *o = json_object_new_object(), *sel = json_object_new_array(),
+			   *allow = json_object_new_array(), *deny = json_object_new_array();
+	bool enforced = false;
+	struct ids ids = {0};
+	for (size_t p = 0; subject && p < st->npols; p++) {
+		const struct pol_policy *pol = st->pols[p];
+		for (size_t r = 0; r < pol->nrules; r++) {
+			const struct pol_rule *rule = &pol->rules[r];
+			if (!pol_selector_match(&rule->subject, subject->match_labels, pol->ns) ||
+			    !(ingress ? rule->has_ingress : rule->has_egress))
+				continue;
+			enforced = true;
+			char name[POL_NS_MAX + POL_NAME_MAX + 96];
+			snprintf(name, sizeof(name), "%s %s%s%s", pol_kind_name(pol->kind), pol->ns,
+				 pol->ns[0] ? "/" : "", pol->name);
+			json_object_array_add(sel, json_object_new_string(name));
+			for (size_t k = 0; k < rule->npeers; k++) {
+				const struct pol_peer *peer = &rule->peers[k];
+				if (peer->ingress != ingress)
+					continue;
+				struct entry_vec vec = {0};
+				ids.n = 0;
+				peer_identities(st, pol, peer, &ids);
+				peer_entries(st, subject, peer, &ids, &vec);
+				bool hit = false;
+				for (size_t i = 0; i < vec.n && !hit; i++)
+					hit = entry_matches(&vec.v[i], remote, proto, port);
+				free(vec.v);
+				if (!hit)
+					continue;
+				char why[sizeof(name) + 64];
+				snprintf(why, sizeof(why), "%s rule %zu %s%s peer %zu", name, r,
+					 ingress ? "ingress" : "egress", peer->deny ? "Deny" : "", k);
+				json_object_array_add(peer->deny ? deny : allow, json_object_new_string(why));
+			}
+		}
+	}
+	free(ids.v);
+	const char *reason;
+	if (!subject) {
+		*allowed = true;
+		reason = "not a local endpoint: no policy applies here";
+	} else if (!enforced) {
+		*allowed = true;
+		reason = ingress ? "no policy selects it for ingress (default allow)"
+				 : "no policy selects it for egress (default allow)";
+	} else if (json_object_array_length(deny)) {
+		*allowed = false;
+		reason = "denied by a deny rule (a deny always wins)";
+	} else if (json_object_array_length(allow)) {
+		*allowed = true;
+		reason = "allowed by a rule";
+	} else {
+		*allowed = false;
+		reason = "selected, and no rule allows it (default deny)";
+	}
+	json_object_object_add(o, "enforced", json_object_new_boolean(enforced));
+	json_object_object_add(o, "verdict", json_object_new_string(*allowed ? "allowed" : "denied"));
+	json_object_object_add(o, "reason", json_object_new_string(reason));
+	json_object_object_add(o, "selected_by", sel);
+	json_object_object_add(o, "allowed_by", allow);
+	json_object_object_add(o, "denied_by", deny);
+	return o;
+}
+
+static void get_trace(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct pol_state *st = ud;
+	struct trace_end src, dst;
+	char err[256];
+	if (!trace_end_parse(st, fibril_req_query(req, "src"), &src, err, sizeof(err))) {
+		fibril_resp_error(resp, 400, "src: %s", err);
+		return;
+	}
+	if (!trace_end_parse(st, fibril_req_query(req, "dst"), &dst, err, sizeof(err))) {
+		fibril_resp_error(resp, 400, "dst: %s", err);
+		return;
+	}
+	const char *dport = fibril_req_query(req, "dport");
+	char num[8] = "", pr[8] = "";
+	long port = -1;
+	if (dport && sscanf(dport, "%7[0-9]/%7s", num, pr) >= 1)
+		port = strtol(num, NULL, 10);
+	uint8_t proto = !pr[0] || !strcasecmp(pr, "tcp") ? IPPROTO_TCP
+			: !strcasecmp(pr, "udp")	  ? IPPROTO_UDP
+			: !strcasecmp(pr, "sctp")	  ? IPPROTO_SCTP
+							  : 0;
+	if (port < 0 || port > 65535 || !proto) {
+		fibril_resp_error(resp, 400, "dport: '%.40s' is not PORT[/tcp|udp|sctp]", dport ? dport : "");
+		return;
+	}
+	bool out_ok, in_ok;
+	struct json_object *o = json_object_new_object(), *e;
+	json_object_object_add(o, "revision", json_object_new_int64((int64_t)st->revision));
+	json_object_object_add(o, "src", json_object_new_string(src.desc));
+	json_object_object_add(o, "dst", json_object_new_string(dst.desc));
+	json_object_object_add(o, "protocol", json_object_new_string(proto == IPPROTO_TCP ? "TCP"
+								 : proto == IPPROTO_UDP ? "UDP"
+											: "SCTP"));
+	json_object_object_add(o, "port", json_object_new_int((int)port));
+	e = trace_dir(st, src.ep, false, dst.identity, proto, (uint16_t)port, &out_ok);
+	json_object_object_add(o, "egress", e);
+	e = trace_dir(st, dst.ep, true, src.identity, proto, (uint16_t)port, &in_ok);
+	json_object_object_add(o, "ingress", e);
+	json_object_object_add(o, "verdict", json_object_new_string(out_ok && in_ok ? "allowed" : "denied"));
+	reply(resp, 200, o);
+}
+
+/* ---- Kubernetes: policies from the informers, namespaces and pods ------------------------ */
+
+static const char *const k8s_policy_resources[] = {FIBRIL_K8S_NETWORKPOLICIES, FIBRIL_K8S_CNPS,
+						   FIBRIL_K8S_CCNPS, NULL};
+
+static const char *resource_of(enum pol_kind k)
+{
+	return k == POL_KIND_KNP ? FIBRIL_K8S_NETWORKPOLICIES : k == POL_KIND_CCNP ? FIBRIL_K8S_CCNPS
+										    : FIBRIL_K8S_CNPS;
+}
+
+static void k8s_count(struct pol_state *st, const char *res, const char *result)
+{
+	fibril_series_inc(fibril_metric_labels(st->m_k8s_invalid, res, result));
+}
+
+struct k8s_strs {
+	const char *res, *ns, *name, *obj;
+};
+
+/* A k8s bus event's payload and texts; NULL when it is not one to act on. */
+static const struct fibril_k8s_event *k8s_event(const struct pol_state *st,
+						const struct fibril_event *ev, struct k8s_strs *out)
+{
+	const struct fibril_k8s_event *e = ev->payload;
+	if (!st->started || ev->payload_len < sizeof(*e) || e->sz < sizeof(*e) ||
+	    e->sz > ev->payload_len)
+		return NULL;
+	out->res = FIBRIL_K8S_STR(e, resource);
+	out->ns = FIBRIL_K8S_STR(e, namespace_);
+	out->name = FIBRIL_K8S_STR(e, name);
+	out->obj = FIBRIL_K8S_STR(e, object);
+	return out->res && out->name ? e : NULL;
+}
+
+/* One object of a policy informer added, updated (deleted: remove). */
+static void k8s_apply(struct pol_state *st, const char *res, const char *ns, const char *name,
+		      const char *obj, bool deleted)
+{
+	bool knp = !strcmp(res, FIBRIL_K8S_NETWORKPOLICIES), ccnp = !strcmp(res, FIBRIL_K8S_CCNPS);
+	if (!ns || ccnp)
+		ns = "";
+	ssize_t at = pol_find(st, true, knp, name, ns);
+	if (deleted) {
+		if (at < 0)
+			return;
+		pol_remove_at(st, (size_t)at);
+		st->k8s_deleted++;
+		k8s_count(st, res, "deleted");
+		repo_changed(st);
+		fibril_info(st->m, "%s %s%s%s deleted, revision %llu", res, ns, ns[0] ? "/" : "", name,
+			    (unsigned long long)st->revision);
+		return;
+	}
+	/* list items may come without kind: the informer says what it is */
+	struct json_object *o = obj ? json_tokener_parse(obj) : NULL;
+	if (o && json_object_is_type(o, json_type_object) && !json_object_object_get_ex(o, "kind", NULL))
+		json_object_object_add(o, "kind",
+				       json_object_new_string(knp ? "NetworkPolicy"
+							      : ccnp ? "CiliumClusterwideNetworkPolicy"
+								     : "CiliumNetworkPolicy"));
+	const char *text = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : "";
+	struct pol_policy **v = NULL;
+	char err[512] = "";
+	int n = pol_parse(text, strlen(text), &v, err, sizeof(err));
+	json_object_put(o);
+	if (n == 1 && strcmp(resource_of(v[0]->kind), res)) {
+		snprintf(err, sizeof(err), "kind: a %s in the %s informer", pol_kind_name(v[0]->kind), res);
+		n = -1;
+	}
+	if (n != 1) {
+		pol_policies_free(v, n > 0 ? (size_t)n : 0);
+		st->k8s_invalid++;
+		k8s_count(st, res, "invalid");
+		snprintf(st->last_error, sizeof(st->last_error), "%s %s/%s: %s", res, ns, name, err);
+		fibril_warn(st->m, "%s %s%s%s is refused: %s (%s; the other policies keep applying)", res,
+			    ns, ns[0] ? "/" : "", name, err,
+			    at >= 0 ? "its previous version stays in force" : "not applied");
+		return;
+	}
+	struct pol_policy *p = v[0];
+	free(v);
+	p->from_k8s = true;
+	if (at >= 0 && !strcmp(st->pols[at]->text, p->text)) {
+		pol_policy_free(p);
+		return;
+	}
+	if (at >= 0) {
+		pol_policy_free(st->pols[at]);
+		st->pols[at] = p;
+	} else {
+		struct pol_policy **grown = realloc(st->pols, (st->npols + 1) * sizeof(*grown));
+		if (!grown) {
+			pol_policy_free(p);
+			fibril_error(st->m, "%s %s/%s: out of memory", res, ns, name);
+			return;
+		}
+		st->pols = grown;
+		st->pols[st->npols++] = p;
+	}
+	st->k8s_applied++;
+	k8s_count(st, res, "applied");
+	repo_changed(st);
+	fibril_info(st->m, "%s %s%s%s applied, revision %llu", res, ns, ns[0] ? "/" : "", name,
+		    (unsigned long long)st->revision);
+}
+
+static int on_k8s_policy(const struct fibril_event *ev, void *ud)
+{
+	struct pol_state *st = ud;
+	struct k8s_strs k;
+	if (!st->started) {
+		st->k8s_missed++; /* caught up from the caches once they sync */
+		return 0;
+	}
+	const struct fibril_k8s_event *e = k8s_event(st, ev, &k);
+	if (e)
+		k8s_apply(st, k.res, k.ns, k.name, k.obj, e->type == FIBRIL_K8S_DELETED);
+	return 0;
+}
+
+struct catch_up {
+	struct pol_state *st;
+	const char *res;
+};
+
+static int catch_up_one(const char *json, void *ud)
+{
+	struct catch_up *cu = ud;
+	struct json_object *o = json_tokener_parse(json), *md, *ns = NULL, *name = NULL;
+	if (o && json_object_object_get_ex(o, "metadata", &md)) {
+		json_object_object_get_ex(md, "namespace", &ns);
+		json_object_object_get_ex(md, "name", &name);
+	}
+	if (name && json_object_is_type(name, json_type_string))
+		k8s_apply(cu->st, cu->res, ns ? json_object_get_string(ns) : "",
+			  json_object_get_string(name), json, false);
+	json_object_put(o);
+	return 0;
+}
+
+/* The first lists are in: the k8s policies kept from the last run that
+ * are no longer in the caches go. */
+static void on_k8s_synced(void *ud, int err, const char *pending)
+{
+	struct pol_state *st = ud;
+	if (!st->started || !st->k8s)
+		return;
+	if (err) {
+		fibril_warn(st->m, "k8s policy caches not synced (%s): the policies of the last run stay "
+				   "until they are",
+			    pending ? pending : "?");
+		return;
+	}
+	st->k8s_synced = true;
+	/* events that came before this module started: from the caches */
+	for (size_t r = 0; st->k8s_missed && k8s_policy_resources[r]; r++) {
+		struct catch_up cu = {.st = st, .res = k8s_policy_resources[r]};
+		st->k8s->list(st->k8s_ctx, cu.res, catch_up_one, &cu);
+	}
+	st->k8s_missed = 0;
+	size_t gone = 0;
+	for (size_t i = st->npols; i-- > 0;) {
+		const struct pol_policy *p = st->pols[i];
+		if (!p->from_k8s || st->k8s->get(st->k8s_ctx, resource_of(p->kind), p->ns, p->name))
+			continue;
+		pol_remove_at(st, i);
+		gone++;
+	}
+	if (gone) {
+		st->k8s_deleted += gone;
+		repo_changed(st);
+	}
+	fibril_info(st->m, "k8s policy caches synced; %zu polic%s of the last run gone", gone,
+		    gone == 1 ? "y" : "ies");
+}
+
+/* A namespace relabelled or a pod changed: the endpoints it concerns. */
+static int on_k8s_scope(const struct fibril_event *ev, void *ud)
+{
+	struct pol_state *st = ud;
+	struct k8s_strs k;
+	if (!k8s_event(st, ev, &k))
+		return 0;
+	const char *res = k.res, *ns = k.ns, *name = k.name;
+	bool namespaces = !strcmp(res, FIBRIL_K8S_NAMESPACES), changed = false;
+	for (size_t i = 1; i < POL_EP_MAX; i++) {
+		struct pol_ep *ep = st->eps[i];
+		if (!ep || (namespaces ? strcmp(ep->pod_ns, name)
+				       : (!ns || strcmp(ep->pod_ns, ns) || strcmp(ep->pod_name, name))))
+			continue;
+		changed |= ep_refresh(st, ep);
+	}
+	if (changed)
+		recompute(st);
+	return 0;
+}
+
+static void k8s_start(struct pol_state *st)
+{
+	st->k8s = (const struct fibril_k8s_ops *)fibril_service_lookup(st->m, FIBRIL_K8S_CAPABILITY,
+								       FIBRIL_K8S_VERSION, &st->k8s_ctx);
+	if (st->k8s && (!FIBRIL_SERVICE_HAS(st->k8s, get) || !st->k8s->watch_resource ||
+			!st->k8s->wait_synced)) {
+		fibril_warn(st->m, "the '%s' provider's table is incomplete: no policy from Kubernetes",
+			    FIBRIL_K8S_CAPABILITY);
+		st->k8s = NULL;
+	}
+	if (!st->k8s)
+		return;
+	const char *watched[] = {FIBRIL_K8S_NETWORKPOLICIES, FIBRIL_K8S_CNPS, FIBRIL_K8S_CCNPS,
+				 FIBRIL_K8S_NAMESPACES, FIBRIL_K8S_PODS};
+	for (size_t i = 0; i < sizeof(watched) / sizeof(watched[0]); i++) {
+		int rc = st->k8s->watch_resource(st->k8s_ctx, watched[i]);
+		if (rc < 0)
+			fibril_warn(st->m, "k8s: cannot watch %s: %s", watched[i], strerror(-rc));
+	}
+	int rc = st->k8s->wait_synced(st->k8s_ctx, k8s_policy_resources, 120000, on_k8s_synced, st);
+	if (rc < 0)
+		fibril_warn(st->m, "k8s: cannot wait for the policy caches: %s", strerror(-rc));
 }
 
 /* ---- capability --------------------------------------------------------------------------- */
@@ -948,6 +1756,8 @@ static int policy_init(struct fibril_module *m)
 	}
 	if ((rc = fibril_api_route(m, "GET", "/v1/policy", 0, get_policy, st)) ||
 	    (rc = fibril_api_route(m, "PUT", "/v1/policy", 0, put_policy, st)) ||
+	    (rc = fibril_api_route(m, "GET", "/v1/policy/trace", 0, get_trace, st)) ||
+	    (rc = fibril_api_route(m, "GET", "/v1/policy/selectors", 0, get_selectors, st)) ||
 	    (rc = fibril_api_route(m, "DELETE", "/v1/policy", 0, delete_all, st)) ||
 	    (rc = fibril_api_route(m, "DELETE", "/v1/policy/{name}", 0, delete_one, st))) {
 		fibril_module_set_error(m, "cannot register the /v1/policy routes: %s", strerror(-rc));
@@ -960,6 +1770,23 @@ static int policy_init(struct fibril_module *m)
 			fibril_module_set_error(m, "cannot subscribe to %s", topics[i]);
 			return -ENOMEM;
 		}
+	const char *k8s_topics[] = {FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_NETWORKPOLICIES,
+				    FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_CNPS,
+				    FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_CCNPS,
+				    FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_NAMESPACES,
+				    FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_PODS};
+	for (size_t i = 0; i < 5; i++)
+		if (!fibril_bus_subscribe(m, k8s_topics[i], 1, i < 3 ? on_k8s_policy : on_k8s_scope, st)) {
+			fibril_module_set_error(m, "cannot subscribe to %s", k8s_topics[i]);
+			return -ENOMEM;
+		}
+	static const char *const labels[] = {"resource", "result", NULL};
+	struct fibril_metric_opts mo = {.sz = sizeof(mo), .type = FIBRIL_METRIC_COUNTER,
+					.name = "fibril_policy_k8s_objects_total",
+					.help = "Kubernetes policy objects by resource and result "
+						"(applied, invalid, deleted)",
+					.labels = labels};
+	st->m_k8s_invalid = fibril_metric_register(m, &mo);
 	return 0;
 }
 
@@ -988,6 +1815,7 @@ static int policy_start(struct fibril_module *m)
 	}
 	state_load(st);
 	st->started = true;
+	k8s_start(st);
 	if (st->epops && st->epops->foreach)
 		st->epops->foreach(st->ep_ctx, ep_seen, st);
 	adopt_map(st);
@@ -1004,6 +1832,8 @@ static void policy_stop(struct fibril_module *m)
 	st->started = false;
 	st->dp = NULL;
 	st->epops = NULL;
+	st->k8s = NULL;
+	st->k8s_synced = false;
 	if (st->dirfd >= 0)
 		close(st->dirfd);
 	st->dirfd = -1;
@@ -1046,9 +1876,10 @@ static int policy_summary(struct fibril_module *m, char *buf, size_t len)
 }
 
 FIBRIL_MODULE(.name = POL_MODULE, .version = "1.0.0",
-	      .description = "network policy: CiliumNetworkPolicy at L3/L4 in the eBPF datapath",
+	      .description = "network policy: NetworkPolicy and CiliumNetworkPolicy at L3/L4 in the eBPF datapath",
 	      .provides = FIBRIL_LIST(FIBRIL_POLICY_CAPABILITY),
 	      .requires = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY),
-	      .wants = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY), .init = policy_init,
+	      .wants = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY, FIBRIL_K8S_CAPABILITY),
+	      .init = policy_init,
 	      .start = policy_start, .stop = policy_stop, .fini = policy_fini,
 	      .summary = policy_summary);

@@ -27,7 +27,16 @@ struct pol_expr {
 struct pol_selector {
 	struct pol_expr *exprs;
 	size_t nexprs;
+	/* a NetworkPolicy peer with a namespaceSelector: not limited to the
+	 * policy's namespace (its namespace expressions test the
+	 * POL_NS_LABELS_PREFIX labels) */
+	bool any_namespace;
 };
+
+/* The labels of an endpoint's namespace, as the policy module adds them to
+ * the endpoint's own (Cilium's prefix): "k8s:io.cilium.k8s.namespace.labels.KEY=V". */
+#define POL_NS_LABELS_PREFIX "io.cilium.k8s.namespace.labels."
+#define POL_NS_LABEL "io.kubernetes.pod.namespace"
 
 struct pol_cidr {
 	int family; /* 4 or 6 */
@@ -53,8 +62,9 @@ struct pol_cidr_rule {
 
 struct pol_port {
 	uint8_t proto; /* IPPROTO_TCP / UDP / SCTP */
-	uint16_t port; /* 0: any port */
+	uint16_t port; /* 0: any port (or a named port) */
 	uint16_t end_port; /* >= port: a range */
+	char *name; /* a named port (resolved per pod from its container ports), else NULL */
 };
 
 /* One element of ingress / egress / ingressDeny / egressDeny. */
@@ -62,6 +72,7 @@ struct pol_peer {
 	bool ingress; /* else egress */
 	bool deny;
 	bool any_l3;  /* fromEndpoints/CIDR/entities given (else: L4-only) */
+	bool all_peers; /* every peer (a NetworkPolicy rule with no from/to) */
 	struct pol_selector *endpoints;
 	size_t nendpoints;
 	struct pol_cidr_rule *cidrs;
@@ -79,7 +90,11 @@ struct pol_rule {
 	size_t npeers;
 };
 
+enum pol_kind { POL_KIND_CNP = 0, POL_KIND_CCNP, POL_KIND_KNP };
+
 struct pol_policy {
+	enum pol_kind kind;
+	bool from_k8s; /* fed by the k8s informers (else by the API) */
 	char name[POL_NAME_MAX];
 	char ns[POL_NS_MAX]; /* "" when the policy has no namespace */
 	struct pol_rule *rules;
@@ -87,12 +102,25 @@ struct pol_policy {
 	char *text; /* the policy as imported (JSON), for GET */
 };
 
-/* Parse a CiliumNetworkPolicy, a list of them (a JSON array or an object
- * with "items"). Returns the number of policies in *out (array of
+/* Parse CiliumNetworkPolicies, CiliumClusterwideNetworkPolicies and
+ * Kubernetes NetworkPolicies (networking.k8s.io/v1, translated into the same
+ * rules), one or a list of them (an array or an object with "items"), in
+ * JSON or YAML (input not starting with '{' or '['; several documents make
+ * a list). Returns the number of policies in *out (array of
  * pointers, free with pol_policies_free), or -1 with a one-line error
  * naming the policy and the field. */
 int pol_parse(const char *text, size_t len, struct pol_policy ***out, char *err, size_t errlen);
 void pol_policy_free(struct pol_policy *p);
+const char *pol_kind_name(enum pol_kind k);
+
+/* YAML (libyaml) into json-c: one document, or an array of several; NULL
+ * with a one-line error naming the line. Scalars: plain integers, true,
+ * false and null take their JSON types, everything else is a string. */
+struct json_object *pol_yaml_to_json(const char *text, size_t len, char *err, size_t errlen);
+
+/* Whether a name is a valid named port (IANA service name: 1-15 of a-z,
+ * 0-9 and '-', at least one letter, no leading/trailing/double '-'). */
+bool pol_port_name_ok(const char *s);
 void pol_policies_free(struct pol_policy **v, size_t n);
 
 /* Whether a label set ('\n'-separated "source:key=value") matches sel. A

@@ -1,9 +1,12 @@
-/* tests/fuzz/fuzz_policy.c - fuzz target: the policy module's
- * CiliumNetworkPolicy parser (modules/policy/parse.c: selectors,
- * CIDR/CIDRSet with except, entities, toPorts with endPort, deny sections,
- * refusal of unsupported fields), then every parsed selector matched
- * against a few label sets and every port range split into blocks, which
- * must cover exactly the range. Input: the policy JSON (one, a list or
+/* tests/fuzz/fuzz_policy.c - fuzz target: the policy module's parser
+ * (modules/policy/parse.c, yaml.c): CiliumNetworkPolicy (selectors,
+ * CIDR/CIDRSet with except, entities, toPorts with endPort and named
+ * ports, deny sections, refusal of unsupported fields) and Kubernetes
+ * NetworkPolicy (podSelector, namespaceSelector, ipBlock, ports by number
+ * or name, endPort, policyTypes), in JSON or YAML (libyaml: several
+ * documents, aliases), then every parsed selector matched against a few
+ * label sets and every port range split into blocks, which must cover
+ * exactly the range. Input: the policy text (one, a list or
  * {"items": [...]}). A refusal must come with a one-line error. */
 #include "policy_int.h"
 
@@ -32,6 +35,7 @@ static const char *const label_sets[] = {
 	"k8s:app=web",
 	"k8s:app=db\nk8s:io.kubernetes.pod.namespace=default\nk8s:tier=backend",
 	"container:app=web\nk8s:env",
+	"k8s:pod=a\nk8s:io.kubernetes.pod.namespace=x\nk8s:io.cilium.k8s.namespace.labels.ns=x",
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -49,7 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (int i = 0; i < n; i++) {
 		const struct pol_policy *p = v[i];
-		if (!p->name[0] || !p->text)
+		if (!p->name[0] || !p->text || (p->kind == POL_KIND_KNP && !p->ns[0]) ||
+		    (p->kind == POL_KIND_CCNP && p->ns[0]))
 			abort();
 		for (size_t r = 0; r < p->nrules; r++) {
 			const struct pol_rule *rule = &p->rules[r];
@@ -62,8 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 						(void)pol_selector_match(&peer->endpoints[s], label_sets[l], p->ns);
 				for (size_t q = 0; q < peer->nports; q++) {
 					const struct pol_port *pp = &peer->ports[q];
-					if (pp->end_port < pp->port)
-						abort();
+					if (pp->end_port < pp->port || (pp->name && (pp->port || !pol_port_name_ok(pp->name))))
+						abort(); /* a named port is a valid name and no number */
 					if (!pp->port)
 						continue;
 					struct cover c = {.next = pp->port, .last = pp->end_port};

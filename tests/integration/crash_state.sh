@@ -15,7 +15,10 @@
 #     both still hold it (nothing handed out twice across the crashes);
 #   - every answered endpoint PUT is there (same ID, container, address,
 #     its address held in IPAM by it), every answered DELETE is gone, and no
-#     two endpoints share an ID or an address.
+#     two endpoints share an ID or an address. Each PUT follows an
+#     allocation of its address asked as fibril-cni's ADD asks it
+#     (durable=later: answered before its flush), so the PUT's answer is
+#     what promises the address too.
 # A write that was never answered may have happened or not; what it left
 # behind is cleaned up as a runtime's CNI DEL would (DELETE the endpoint and
 # the IPAM owner).
@@ -244,6 +247,12 @@ def endpoint_burst(rnum, worker, nworkers, stop):
                 cid = "r%dw%dk%dn%d" % (rnum, worker, k, i)
                 i += 1
                 slots[k] = ("unknown", cid)
+                # as fibril-cni's ADD: the address first, answered before
+                # its flush (durable=later); the PUT's answer promises both
+                st, body = request(c, "POST", "/v1/ipam/%s?owner=%s/eth0&durable=later" % (slot_addr(k), cid))
+                if st != 201:
+                    problems.append("round %d: POST durable=later of %s answered %d %r" % (rnum, cid, st, body))
+                    return
                 st, body = request(c, "PUT", "/v1/endpoint/container-id:%s:eth0" % cid, ep_body(k, cid))
                 if st == 201:
                     slots[k] = ("present", cid, body["id"])

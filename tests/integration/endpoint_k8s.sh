@@ -17,44 +17,8 @@ install -m 0644 "$top_builddir/.libs/k8s.so" "$mods/k8s.so"
 
 # ---- the API server, in the node netns (the agent cannot reach the root's loopback) ----
 K8S_DIR=$WORK/k8s
-mkdir -p "$K8S_DIR"
-_k8s_tls "$K8S_DIR/tls"
-K8S_TOKEN=tok-$$-$RANDOM
-K8S_CA=$K8S_DIR/tls/ca.pem
-cp "$top_srcdir/tests/k8s/apiserver.py" "$K8S_DIR/apiserver.py"
-ip netns exec "$NODE" python3 "$K8S_DIR/apiserver.py" --port 0 --token "$K8S_TOKEN" \
-	--tls-cert "$K8S_DIR/tls/server.pem" --tls-key "$K8S_DIR/tls/server.key" --bookmark-interval 1 \
-	>"$K8S_DIR/server.out" 2>"$K8S_DIR/server.log" &
-K8S_PID=$!
-for _ in $(seq 1 200); do
-	K8S_PORT=$(awk '/^LISTENING/ {print $2; exit}' "$K8S_DIR/server.out" 2>/dev/null)
-	[ -n "$K8S_PORT" ] && break
-	sleep 0.05
-done
-[ -n "$K8S_PORT" ] || { fail "the API server starts"; cat "$K8S_DIR/server.log"; finish; exit 1; }
-K8S_KUBECONFIG=$K8S_DIR/kubeconfig
-cat >"$K8S_KUBECONFIG" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: fibril-test
-  cluster:
-    server: https://127.0.0.1:$K8S_PORT
-    certificate-authority: $K8S_CA
-users:
-- name: fibril-test
-  user:
-    token: $K8S_TOKEN
-contexts:
-- name: fibril-test
-  context:
-    cluster: fibril-test
-    user: fibril-test
-    namespace: default
-current-context: fibril-test
-EOF
-kcn() { ip netns exec "$NODE" kubectl --kubeconfig "$K8S_KUBECONFIG" --cache-dir "$K8S_DIR/cache" \
-	--request-timeout=20s "$@"; }
+K8S_NETNS=$NODE k8s_start --bookmark-interval 1 || { fail "the API server starts"; finish; exit 1; }
+kcn() { K8S_NETNS=$NODE kc "$@"; }
 
 NODE_NAME=node-a
 NODE_ARGS+=(--set "k8s.kubeconfig=$K8S_KUBECONFIG" --set "k8s.node-name=$NODE_NAME" --set k8s.sync-timeout=10s)

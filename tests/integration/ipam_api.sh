@@ -112,7 +112,11 @@ route_checks() {
 		DELETE "/v1/ipam/$addr" 200 "{\"released\":[\"$addr\"]}"
 	expect "$mode: DELETE of an address not allocated is 404" \
 		DELETE "/v1/ipam/$addr" 404 "\"error\":\"address $addr is not allocated\""
-	expect "$mode: the owner gets an address again" POST '/v1/ipam/'"$addr"'?owner=c1/eth0' 201 "\"address\":\"$addr\""
+	expect "$mode: a bad durable= is 400" POST '/v1/ipam/'"$addr"'?owner=c1/eth0&durable=soon' 400 \
+		'"error":"query '"'durable'"': expected now or later"'
+	expect "$mode: durable=later (fibril-cni's ADD) allocates as well" \
+		POST '/v1/ipam/'"$addr"'?owner=c1/eth0&durable=later' 201 "\"address\":\"$addr\""
+	expect "$mode: the owner gets an address again (durable=now)" POST '/v1/ipam/'"$addr"'?owner=c1/eth0&durable=now' 201 "\"address\":\"$addr\""
 	expect_body "$mode: DELETE /v1/ipam?owner= releases all the owner holds" \
 		DELETE '/v1/ipam?owner=c1/eth0' 200 "{\"owner\":\"c1/eth0\",\"released\":[\"$addr\"]}"
 	expect_body "$mode: DELETE /v1/ipam?owner= again is 200 with nothing (idempotent)" \

@@ -10,7 +10,9 @@
 # in; an ingressDeny overrides the allow; a policy with an L7 rule is
 # refused naming the field and changes nothing; after kill -9 enforcement
 # goes on and the restarted agent (policies from its state file) has the
-# same map entries; deleting the policies restores connectivity.
+# same map entries; deleting the policies restores connectivity. Also
+# `fibril policy trace` (which rule allows, default deny), `fibril policy
+# selectors` and the policy rows of `fibril endpoint get`.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 
@@ -102,6 +104,30 @@ check "policy get: one endpoint enforces ingress at revision 1" test "$(api http
 import json,sys
 j = json.load(sys.stdin)
 print(sum(1 for e in j["endpoints"] if e["ingress"] == "enforced" and e["egress"] == "open" and e["revision"] == 1))')" = 1
+
+# ---- trace, selectors, endpoint get ---------------------------------------------------------------
+has() { grep -Eq -- "$2" <<<"$1"; }
+out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1)
+ok=no
+has "$out" "Final verdict: ALLOWED" && has "$out" "allowed by: CiliumNetworkPolicy a-from-b rule 0 ingress peer 0" && ok=yes
+check "policy trace: b -> a:80 is allowed by a-from-b" test "$ok" = yes || echo "$out"
+out=$(fib policy trace --src "${ADDR[c]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1)
+check "policy trace: c -> a:80 is denied (selected, no rule allows it)" \
+	grep -q "no rule allows it (default deny)" <<<"$out"
+out=$(fib policy trace --src "${ADDR[a]}" --dst 198.51.100.1 --dport 53/udp 2>&1)
+check "policy trace: a -> outside is allowed (a's egress is open)" \
+	grep -q "Final verdict: ALLOWED" <<<"$out"
+rc=0; out=$(fib policy trace --src nowhere/none --dst "${ADDR[a]}" --dport 80/tcp 2>&1) || rc=$?
+check "policy trace: an unknown end is refused in one line" \
+	test "$rc" = 1 -a "$(grep -c "src: 'nowhere/none' is no local endpoint" <<<"$out")" = 1
+out=$(fib policy selectors 2>&1)
+check "policy selectors: app=b with b's identity, used by a-from-b" \
+	grep -Eq "^app=b +[0-9]+ +CiliumNetworkPolicy a-from-b" <<<"$out" || echo "$out"
+out=$(fib endpoint get "container-id:fpol$$a" 2>&1)
+ok=no
+has "$out" "POLICY-INGRESS +enforced" && has "$out" "POLICY-EGRESS +open" &&
+	has "$out" "POLICY-REVISION +1 \(repository: 1\)" && ok=yes
+check "endpoint get: a enforces ingress at revision 1" test "$ok" = yes || echo "$out"
 
 # ---- relabel c to app=b: it is let in ------------------------------------------------------------
 api -o /dev/null -X PATCH -H 'Content-Type: application/json' -d '{"labels":["k8s:app=b"]}' \

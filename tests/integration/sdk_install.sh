@@ -21,6 +21,12 @@ check "modules install to \$(libdir)/fibril/modules" test "$moduledir" = "$libdi
 agent=$(find "$dest" -path '*/sbin/fibril-agent' -type f)
 check "fibril-agent is installed in sbin" test -n "$agent"
 check "fibril is installed in bin" test -n "$(find "$dest" -path '*/bin/fibril' -type f)"
+# the ABI in one place: <fibril/version.h> -> the .pc's abi_minor and Version
+# and the library's file name (libfibril.so.1.MINOR.0) all agree with it
+check "the .pc's abi_minor is the headers' FIBRIL_ABI_MINOR ($FIBRIL_ABI_MINOR)" \
+	test "$(pkgvar abi_minor)" = "$FIBRIL_ABI_MINOR"
+check "the .pc's Version is the library's (libfibril.so.$(pkg --modversion))" \
+	test -f "$dest$libdir/libfibril.so.$(pkg --modversion)" -a "$(pkg --modversion)" = "1.$FIBRIL_ABI_MINOR.0"
 check "the .pc gives only SDK flags" test "$(pkg --cflags | sed "s/ *$//")" = "-I$dest$includedir -fvisibility=hidden"
 
 # The vendor's build: a copy of the example, its own Makefile, the installed SDK.

@@ -8,9 +8,12 @@
 #   k8s_start [server args]   TLS server with a random bearer token on a free
 #                             127.0.0.1 port; exports K8S_URL, K8S_PORT,
 #                             K8S_TOKEN, K8S_CA, K8S_KUBECONFIG, K8S_PID
+#                             (inside network namespace $K8S_NETNS when set,
+#                             e.g. the node's, where the agent reaches it)
 #   k8s_stop                  stop it
 #   kc ARGS...                the real kubectl against it (own kubeconfig and
-#                             discovery cache under $WORK, --request-timeout=20s)
+#                             discovery cache under $WORK, --request-timeout=20s;
+#                             in $K8S_NETNS when set)
 #   k8s_api [curl args] PATH  curl the API with the token (PATH like /api/v1/pods)
 #   k8s_ctl [curl args] WHAT  curl a control endpoint (/_control/WHAT, POST
 #                             unless WHAT is "stats")
@@ -53,7 +56,9 @@ k8s_start() {
 	# a copy under $WORK, so cleanup's "$WORK/" match finds the server
 	cp "$top_srcdir/tests/k8s/apiserver.py" "$dir/apiserver.py"
 	rm -f "$dir/server.out"
-	python3 "$dir/apiserver.py" --port "${K8S_PORT:-0}" --token "$K8S_TOKEN" \
+	local in_ns=()
+	[ -n "${K8S_NETNS:-}" ] && in_ns=(ip netns exec "$K8S_NETNS")
+	"${in_ns[@]}" python3 "$dir/apiserver.py" --port "${K8S_PORT:-0}" --token "$K8S_TOKEN" \
 		--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server.key" "$@" \
 		>"$dir/server.out" 2>"$dir/server.log" &
 	K8S_PID=$!
@@ -96,7 +101,7 @@ k8s_stop() {
 	K8S_PID=""
 }
 
-kc() { kubectl --kubeconfig "$K8S_KUBECONFIG" --cache-dir "$WORK/k8s/kubectl-cache" --request-timeout=20s "$@"; }
+kc() { ${K8S_NETNS:+ip netns exec "$K8S_NETNS"} kubectl --kubeconfig "$K8S_KUBECONFIG" --cache-dir "$WORK/k8s/kubectl-cache" --request-timeout=20s "$@"; }
 
 k8s_api() {
 	local path=${*: -1}

@@ -13,7 +13,8 @@
 #   control.py --url URL config key=value...       (bookmark_interval, max_page, ...)
 #   control.py --url URL reset
 #   control.py gen --pods N [--nodes M] [--namespaces K] [--services S]
-#                  [--endpointslices E] [--netpols P] > objs.json
+#                  [--endpointslices E] [--netpols P] [--cnps C] [--ccnps G]
+#                  > objs.json
 #
 # Also importable: Control(url, cacert).call(what, **params).
 import argparse
@@ -43,7 +44,7 @@ class Control:
             return json.loads(r.read())
 
 
-def gen(pods, nodes=1, namespaces=1, services=0, endpointslices=0, netpols=0):
+def gen(pods, nodes=1, namespaces=1, services=0, endpointslices=0, netpols=0, cnps=0, ccnps=0):
     out = []
     for n in range(namespaces):
         out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"ns-{n}"}})
@@ -84,6 +85,18 @@ def gen(pods, nodes=1, namespaces=1, services=0, endpointslices=0, netpols=0):
                     "spec": {"podSelector": {"matchLabels": {"app": f"app-{i % 50}"}},
                              "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}],
                                           "ports": [{"port": 80, "protocol": "TCP"}]}]}})
+    for i in range(cnps):
+        out.append({"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+                    "metadata": {"name": f"cnp-{i}", "namespace": f"ns-{i % namespaces}"},
+                    "spec": {"endpointSelector": {"matchLabels": {"app": f"app-{i % 50}"}},
+                             "ingress": [{"fromEndpoints": [{"matchLabels": {"role": "client"}}],
+                                          "toPorts": [{"ports": [{"port": "80",
+                                                                  "protocol": "TCP"}]}]}]}})
+    for i in range(ccnps):
+        out.append({"apiVersion": "cilium.io/v2", "kind": "CiliumClusterwideNetworkPolicy",
+                    "metadata": {"name": f"ccnp-{i}"},
+                    "spec": {"endpointSelector": {"matchLabels": {"app": f"app-{i % 50}"}},
+                             "egress": [{"toEntities": ["cluster"]}]}})
     return out
 
 
@@ -109,10 +122,12 @@ def main():
     ap.add_argument("--services", type=int, default=0)
     ap.add_argument("--endpointslices", type=int, default=0)
     ap.add_argument("--netpols", type=int, default=0)
+    ap.add_argument("--cnps", type=int, default=0)
+    ap.add_argument("--ccnps", type=int, default=0)
     a = ap.parse_args()
     if a.what == "gen":
-        json.dump(gen(a.pods, a.nodes, a.namespaces, a.services, a.endpointslices, a.netpols),
-                  sys.stdout)
+        json.dump(gen(a.pods, a.nodes, a.namespaces, a.services, a.endpointslices, a.netpols,
+                      a.cnps, a.ccnps), sys.stdout)
         return
     if not a.url:
         ap.error("--url is needed")

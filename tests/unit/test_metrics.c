@@ -173,6 +173,19 @@ static void t_refusals(void)
 			fprintf(stderr, "case %zu was accepted\n", i);
 	}
 	CU_ASSERT_PTR_NULL(fibril_metric_register(m, NULL));
+	/* a longer struct (a newer SDK's): its unknown bytes must be zero (the
+	 * growth rule of <fibril/compat.h>), else it asked for something this
+	 * host cannot do */
+	struct {
+		struct fibril_metric_opts o;
+		uint64_t newer_field;
+	} grown = {.o = {.sz = sizeof(grown), .type = FIBRIL_METRIC_GAUGE, .name = "fibril_mod_grown"},
+		   .newer_field = 1};
+	errno = 0;
+	CU_ASSERT_PTR_NULL(fibril_metric_register(m, &grown.o));
+	CU_ASSERT_EQUAL(errno, E2BIG);
+	grown.newer_field = 0;
+	CU_ASSERT_PTR_NOT_NULL(fibril_metric_register(m, &grown.o));
 	/* a duplicate, also across modules */
 	struct fibril_module *other = fake_module("other");
 	CU_ASSERT_PTR_NOT_NULL(fibril_metric_register(m, OPTS(.type = FIBRIL_METRIC_GAUGE, .name = "fibril_mod_g")));

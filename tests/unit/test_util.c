@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include "cunit_main.h"
+#include <fibril/compat.h>
 #include "internal.h"
 
 #include <dirent.h>
@@ -527,6 +528,58 @@ static void t_mono_ms(void)
 	CU_ASSERT(b - a < 5000.0);
 }
 
+/* <fibril/compat.h>: the growth rule every sz struct goes through (libbpf's
+ * OPTS_VALID): shorter is fine (the rest reads as zero), longer only with
+ * zero unknown bytes (-E2BIG otherwise), below min or absurd is -EINVAL. */
+struct grow_v1 {
+	uint32_t sz;
+	uint32_t a;
+};
+struct grow_v2 {
+	uint32_t sz;
+	uint32_t a;
+	uint64_t b;
+};
+struct grow_v3 {
+	uint32_t sz;
+	uint32_t a;
+	uint64_t b;
+	uint64_t c;
+};
+
+static void t_struct_copy_in(void)
+{
+	char why[200];
+	struct grow_v2 ours;
+	size_t min = FIBRIL_OFFSETOFEND(struct grow_v2, a);
+	/* an older caller's (shorter): b reads as zero */
+	struct grow_v1 old = {.sz = sizeof(old), .a = 7};
+	memset(&ours, 0xff, sizeof(ours));
+	CU_ASSERT_EQUAL(fibril_struct_copy_in(&ours, sizeof(ours), &old, old.sz, min, "v", why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(ours.a, 7);
+	CU_ASSERT_EQUAL(ours.b, 0);
+	/* the same size */
+	struct grow_v2 same = {.sz = sizeof(same), .a = 1, .b = 2};
+	CU_ASSERT_EQUAL(fibril_struct_copy_in(&ours, sizeof(ours), &same, same.sz, min, "v", why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(ours.b, 2);
+	/* a newer caller's (longer) that sets nothing new: fine */
+	struct grow_v3 newer = {.sz = sizeof(newer), .a = 3, .b = 4};
+	CU_ASSERT_EQUAL(fibril_struct_copy_in(&ours, sizeof(ours), &newer, newer.sz, min, "v", why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(ours.a, 3);
+	CU_ASSERT_EQUAL(ours.b, 4);
+	/* ... that sets a field this side does not have: refused, named */
+	newer.c = 5;
+	CU_ASSERT_EQUAL(fibril_struct_copy_in(&ours, sizeof(ours), &newer, newer.sz, min, "struct grow", why,
+					      sizeof(why)), -E2BIG);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "struct grow: size 24 has non-zero byte 16"));
+	CU_ASSERT_EQUAL(ours.a, 0); /* nothing half-copied */
+	/* below min, absurd, missing */
+	CU_ASSERT_EQUAL(fibril_struct_copy_in(&ours, sizeof(ours), &old, 4, min, "v", why, sizeof(why)), -EINVAL);
+	CU_ASSERT_EQUAL(fibril_struct_copy_in(&ours, sizeof(ours), &old, FIBRIL_STRUCT_SIZE_MAX + 1, min, "v", why,
+					      sizeof(why)), -EINVAL);
+	CU_ASSERT_EQUAL(fibril_struct_copy_in(&ours, sizeof(ours), NULL, 8, min, "v", why, sizeof(why)), -EINVAL);
+}
+
 FIBRIL_TEST_MAIN("util", NULL, NULL,
 		 FIBRIL_TEST(t_edit_distance),
 		 FIBRIL_TEST(t_edit_distance_long),
@@ -548,4 +601,5 @@ FIBRIL_TEST_MAIN("util", NULL, NULL,
 		 FIBRIL_TEST(t_mkdir_p_existing_file),
 		 FIBRIL_TEST(t_errbuf_set),
 		 FIBRIL_TEST(t_xstrdup_xcalloc),
-		 FIBRIL_TEST(t_mono_ms))
+		 FIBRIL_TEST(t_mono_ms),
+		 FIBRIL_TEST(t_struct_copy_in))

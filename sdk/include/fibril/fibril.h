@@ -3,6 +3,7 @@
 #define FIBRIL_FIBRIL_H
 
 #include <fibril/version.h>
+#include <fibril/compat.h>
 #include <fibril/config.h>
 #include <fibril/module.h>
 #include <fibril/log.h>

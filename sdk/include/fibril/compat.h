@@ -1,7 +1,8 @@
-/* host/struct_size.h - the SDK's growth rule for a struct handed over with
- * the size its caller built it with (libbpf's OPTS_VALID rule), shared by
- * the host and the in-tree modules that take such structs. Header-only and
- * internal: not part of the installed SDK.
+/* fibril/compat.h - the SDK's growth rule for a struct (or an array
+ * element) handed over with the size its caller was built with: libbpf's
+ * OPTS_VALID rule, as a header-only helper that the host, the in-tree
+ * modules and a vendor's module that serves a capability interface all use
+ * the same way. Nothing here is a library symbol: it adds no ABI.
  *
  *   caller's size <  ours: fine; the fields it does not carry read as zero.
  *   caller's size == ours: fine.
@@ -10,9 +11,11 @@
  *                          -E2BIG: it asked for something we cannot do.
  *
  * A size below `min` (e.g. smaller than the sz field itself, or an array
- * element without its first field) is -EINVAL. */
-#ifndef FIBRIL_HOST_STRUCT_SIZE_H
-#define FIBRIL_HOST_STRUCT_SIZE_H
+ * element without its first field) is -EINVAL. An array is walked with the
+ * element size its caller passed beside it (never sizeof of our element),
+ * each element copied in by the same rule. */
+#ifndef FIBRIL_COMPAT_H
+#define FIBRIL_COMPAT_H
 
 #include <errno.h>
 #include <stddef.h>
@@ -20,7 +23,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The offset just past a member: the size of a struct as of that field. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The offset just past a member: the size of a struct as of that field
+ * (e.g. the `min` of fibril_struct_copy_in: the struct as of its first
+ * field). */
 #define FIBRIL_OFFSETOFEND(type, member) (offsetof(type, member) + sizeof(((type *)0)->member))
 
 /* Largest element or struct size accepted from a caller (a sanity bound). */
@@ -43,7 +52,7 @@ static inline int fibril_struct_copy_in(void *dst, size_t dst_sz, const void *sr
 			 src_sz, min, FIBRIL_STRUCT_SIZE_MAX);
 		return -EINVAL;
 	}
-	const unsigned char *p = src;
+	const unsigned char *p = (const unsigned char *)src;
 	for (size_t i = dst_sz; i < src_sz; i++) {
 		if (p[i]) {
 			snprintf(why, why_len,
@@ -56,5 +65,9 @@ static inline int fibril_struct_copy_in(void *dst, size_t dst_sz, const void *sr
 	memcpy(dst, src, src_sz < dst_sz ? src_sz : dst_sz);
 	return 0;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
