@@ -53,55 +53,47 @@ say "   one service update at $(field at "$core"): p50 $(field update_p50_us "$c
 
 # ---- the references: kube-proxy's layouts for the same N services ----------------------------
 ip netns add "$NS"
-# gen_iptables N / gen_nft N: kube-proxy's layouts for N services x 2
+# gen_rules N iptables|nft: kube-proxy's layouts for N services x 2
 # backends; the last service's backends are the bench's real ones
 # (10.213.2.2 and .3:8080), the others' are addresses nothing answers
-gen_iptables() {
-python3 - "$1" <<'PY'
+gen_rules() { # gen_rules N iptables|nft
+python3 - "$1" "$2" <<'PY'
 import sys
-n = int(sys.argv[1])
+n, kind = int(sys.argv[1]), sys.argv[2]
 def be(i, o):
     if i == n - 1:
         return "10.213.2.%d" % (1 + o)
     return "10.%d.%d.%d" % (1 + (i // 65536), (i // 256) % 256, (i % 127) * 2 + o)
-print("*nat\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]")
-rules = []
-for i in range(n):
-    print(":KUBE-SVC-%06d - [0:0]\n:KUBE-SEP-%06dA - [0:0]\n:KUBE-SEP-%06dB - [0:0]" % (i, i, i))
-print("-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES")
-print("-A OUTPUT -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES")
-for i in range(n):
-    vip = "10.96.%d.%d" % (i // 256, i % 256)
-    print("-A KUBE-SERVICES -d %s/32 -p tcp -m comment --comment \"ns/svc%d:http cluster IP\" -m tcp --dport 80 -j KUBE-SVC-%06d" % (vip, i, i))
-    print("-A KUBE-SVC-%06d -m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-%06dA" % (i, i))
-    print("-A KUBE-SVC-%06d -j KUBE-SEP-%06dB" % (i, i))
-    for s, o in (("A", 1), ("B", 2)):
-        print("-A KUBE-SEP-%06d%s -p tcp -m tcp -j DNAT --to-destination %s:8080" % (i, s, be(i, o)))
-print("COMMIT")
+def vip(i):
+    return "10.96.%d.%d" % (i // 256, i % 256)
+if kind == "iptables":
+    print("*nat\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]")
+    for i in range(n):
+        print(":KUBE-SVC-%06d - [0:0]\n:KUBE-SEP-%06dA - [0:0]\n:KUBE-SEP-%06dB - [0:0]" % (i, i, i))
+    print("-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES")
+    print("-A OUTPUT -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES")
+    for i in range(n):
+        print("-A KUBE-SERVICES -d %s/32 -p tcp -m comment --comment \"ns/svc%d:http cluster IP\" -m tcp --dport 80 -j KUBE-SVC-%06d" % (vip(i), i, i))
+        print("-A KUBE-SVC-%06d -m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-%06dA" % (i, i))
+        print("-A KUBE-SVC-%06d -j KUBE-SEP-%06dB" % (i, i))
+        for s, o in (("A", 1), ("B", 2)):
+            print("-A KUBE-SEP-%06d%s -p tcp -m tcp -j DNAT --to-destination %s:8080" % (i, s, be(i, o)))
+    print("COMMIT")
+else:
+    print("table ip kube-proxy {")
+    print("  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }")
+    for i in range(n):
+        print("  chain svc-%06d { numgen random mod 2 vmap { 0 : goto sep-%06da, 1 : goto sep-%06db }; }" % (i, i, i))
+        for s, o in (("a", 1), ("b", 2)):
+            print("  chain sep-%06d%s { meta l4proto tcp dnat ip to %s:8080; }" % (i, s, be(i, o)))
+    print("  chain services { ip daddr . meta l4proto . th dport vmap @service-ips; }")
+    print("  chain prerouting { type nat hook prerouting priority dstnat; jump services; }")
+    print("}")
+    for i in range(n):
+        print("add element ip kube-proxy service-ips { %s . tcp . 80 : goto svc-%06d }" % (vip(i), i))
 PY
 }
-gen_nft() {
-python3 - "$1" <<'PY'
-import sys
-n = int(sys.argv[1])
-def be(i, o):
-    if i == n - 1:
-        return "10.213.2.%d" % (1 + o)
-    return "10.%d.%d.%d" % (1 + (i // 65536), (i // 256) % 256, (i % 127) * 2 + o)
-print("table ip kube-proxy {")
-print("  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }")
-for i in range(n):
-    print("  chain svc-%06d { numgen random mod 2 vmap { 0 : goto sep-%06da, 1 : goto sep-%06db }; }" % (i, i, i))
-    for s, o in (("a", 1), ("b", 2)):
-        print("  chain sep-%06d%s { meta l4proto tcp dnat ip to %s:8080; }" % (i, s, be(i, o)))
-print("  chain services { ip daddr . meta l4proto . th dport vmap @service-ips; }")
-print("  chain prerouting { type nat hook prerouting priority dstnat; jump services; }")
-print("}")
-for i in range(n):
-    print("add element ip kube-proxy service-ips { 10.96.%d.%d . tcp . 80 : goto svc-%06d }" % (i // 256, i % 256, i))
-PY
-}
-gen_iptables "$N" >"$WORK/iptables.rules"
+gen_rules "$N" iptables >"$WORK/iptables.rules"
 if command -v iptables-restore >/dev/null; then
 	t0=$(date +%s.%N)
 	if nsenter --net="/run/netns/$NS" iptables-restore <"$WORK/iptables.rules" 2>"$WORK/ipt.err"; then
@@ -114,7 +106,7 @@ else
 	say "   reference, iptables layout: iptables-restore is not installed"
 fi
 if command -v nft >/dev/null; then
-	gen_nft "$N" >"$WORK/nft.rules"
+	gen_rules "$N" nft >"$WORK/nft.rules"
 	t0=$(date +%s.%N)
 	if timeout 120 nsenter --net="/run/netns/$NS" nft -f "$WORK/nft.rules" 2>"$WORK/nft.err"; then
 		t1=$(date +%s.%N)
@@ -245,12 +237,12 @@ for n in ${LB_BENCH_LATENCY_N:-10 1000 10000}; do
 		rm -rf "$BPFFS_DIR" # unpins the links: the hooks go
 	fi
 	if command -v iptables-restore >/dev/null; then
-		gen_iptables "$n" | nsenter --net="/run/netns/$LNS" iptables-restore &&
+		gen_rules "$n" iptables | nsenter --net="/run/netns/$LNS" iptables-restore &&
 			i=$(latency "$vip" | tr ' ' /)
 		printf '*nat\nCOMMIT\n' | nsenter --net="/run/netns/$LNS" iptables-restore
 	fi
 	if command -v nft >/dev/null; then
-		gen_nft "$n" >"$WORK/nft-lat.rules"
+		gen_rules "$n" nft >"$WORK/nft-lat.rules"
 		timeout 120 nsenter --net="/run/netns/$LNS" nft -f "$WORK/nft-lat.rules" 2>/dev/null &&
 			t=$(latency "$vip" | tr ' ' /)
 		nsenter --net="/run/netns/$LNS" nft delete table ip kube-proxy 2>/dev/null || true
