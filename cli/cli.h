@@ -62,6 +62,14 @@ int get(const char *path, struct json_object **json);
 /* The request whatever its status: 0 with the parsed reply in *json and the
  * HTTP status in *http_status, or -1 after printing why. */
 int fetch(const char *method, const char *path, struct json_object **json, long *http_status);
+/* fetch()/request() with a JSON request body. */
+int fetch_body(const char *method, const char *path, const char *body, size_t body_len,
+	       struct json_object **json, long *http_status);
+int request_body(const char *method, const char *path, const char *body, size_t len,
+		 struct json_object **json);
+/* A file's (or stdin's, "-") whole text, at most max bytes; 0 or -1 after
+ * printing "<what>: <why>". */
+int read_input(const char *what, const char *path, size_t max, char **data, size_t *len);
 /* "fibril: <error> (HTTP <code>)" from an error reply. */
 void report_http_error(struct json_object *reply, long status);
 /* Runs the request and hands the reply to render, or prints it with -o
@@ -93,6 +101,7 @@ int cmd_ipam(int argc, char **argv);      /* cli/cmd_ipam.c */
 int cmd_node(int argc, char **argv);      /* cli/cmd_node.c */
 int cmd_ipcache(int argc, char **argv);   /* cli/cmd_ipcache.c */
 int cmd_policy(int argc, char **argv);    /* cli/cmd_policy.c */
+int cmd_service(int argc, char **argv);   /* cli/cmd_service.c */
 int cmd_health(int argc, char **argv);    /* cli/cmd_health.c */
 int cmd_version(void);                    /* cli/cmd_version.c */
 int cmd_observe_main(int argc, char **argv, int cmd_index); /* cli/cmd_observe.c: all of argv */

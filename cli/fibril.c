@@ -56,6 +56,9 @@ static const char usage_text[] =
 	"  policy delete [NS/]NAME | policy delete-all\n"
 	"  policy trace --src S --dst D --dport N/PROTO  which rule allows or denies a flow\n"
 	"  policy selectors  each selector of the policies and the identities it selects\n"
+	"  service list    services: frontends, backends with their states, IDs\n"
+	"  service get ID | service delete ID\n"
+	"  service upsert FILE|-  add or change a service (JSON; see fibril-service(8))\n"
 	"  observe [FILTERS] [-o compact|table|json]\n"
 	"                  flows from hubble-lite (fibril observe --help)\n"
 	"  version         versions of this CLI and of the agent\n"
@@ -111,6 +114,8 @@ static int run(int argc, char **argv)
 		return cmd_policy(argc - 1, argv + 1);
 	if (!strcmp(cmd, "health"))
 		return cmd_health(argc - 1, argv + 1);
+	if (!strcmp(cmd, "service"))
+		return cmd_service(argc - 1, argv + 1);
 	if ((rc = no_args(cmd, argc - 1, argv + 1)))
 		return rc;
 	if (!strcmp(cmd, "status"))

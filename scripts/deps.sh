@@ -16,6 +16,7 @@ packages=(
 	libsystemd-dev debhelper lintian fakeroot dpkg-dev
 	python3-prometheus-client
 	chromium chromium-driver python3-selenium
+	iptables nftables
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -110,11 +110,24 @@ agent_args() {
 
 # start_agent MODULEDIR [more agent args...] : background agent, waits for the socket
 start_agent() {
-	local dir=$1
-	shift
+	start_agent_netns "" "$@"
+}
+
+# start_agent_netns NETNS MODULEDIR [args...] : start_agent in a network
+# namespace ("": this one), through nsenter (the mount namespace stays the
+# host's, so its pins are on the real bpffs); the log is appended to
+# $WORK/agent.log when NETNS is set (restarts keep the earlier runs' lines)
+start_agent_netns() {
+	local ns=$1 dir=$2
+	shift 2
 	mapfile -t args < <(agent_args "$dir")
 	rm -f "$WORK/fibril.sock"
-	"$AGENT" "${args[@]}" "$@" >"$WORK/agent.log" 2>&1 &
+	if [ -n "$ns" ]; then
+		echo "--- start in $ns $*" >>"$WORK/agent.log"
+		nsenter --net="/run/netns/$ns" "$AGENT" "${args[@]}" "$@" >>"$WORK/agent.log" 2>&1 &
+	else
+		"$AGENT" "${args[@]}" "$@" >"$WORK/agent.log" 2>&1 &
+	fi
 	AGENT_PID=$!
 	local i
 	for i in $(seq 1 200); do
