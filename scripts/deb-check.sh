@@ -140,6 +140,12 @@ for p in libfibril1 fibril-agent fibril-cni $(printf 'fibril-module-%s ' $cf_mod
 	ls "$work/${p}"_*.deb >/dev/null 2>&1 || cf_missing="$cf_missing $p"
 done
 check "every package deploy/Containerfile installs was built${cf_missing:+ (missing:$cf_missing)}" test -z "$cf_missing"
+# the figure: installed size (dpkg's Installed-Size, KiB) of the agent alone
+# and with the image's modules
+isize() { local t=0 p; for p in "$@"; do t=$((t + $(dpkg-deb -f "$work/${p}"_*.deb Installed-Size))); done; echo "$t"; }
+[ -z "$cf_missing" ] && echo "installed size: libfibril1 + fibril-agent $(isize libfibril1 fibril-agent) KiB;" \
+	"+ fibril-cni + the image's modules ($cf_modules) $(isize libfibril1 fibril-agent fibril-cni \
+	$(printf 'fibril-module-%s ' $cf_modules)) KiB"
 awk '/^  fibril.conf: \|/ { on = 1; next } on && /^  [^ ]/ { on = 0 } on { sub(/^    /, ""); print }' \
 	"$top/deploy/kubernetes/fibril.yaml" >"$work/configmap-fibril.conf"
 set_modules $cf_modules
