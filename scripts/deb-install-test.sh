@@ -22,8 +22,9 @@
 #     /etc, /usr, /var/lib, /run/fibril, the same users and groups.
 # The machine is left as found even on failure: the EXIT trap stops the
 # agent and purges every package this script installed. It refuses to run
-# when a fibril package or /etc/fibril, /var/lib/fibril, /run/fibril exists
-# already (it would not know what to restore).
+# when a fibril package is installed already (it could not put it back);
+# an /etc/fibril, /var/lib/fibril or /run/fibril found here is moved aside
+# for the test and put back at the end.
 set -euo pipefail
 debs=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
@@ -39,12 +40,23 @@ installed_fibril() {
 		awk '$2 !~ /^un/ { print $1 }'
 }
 
-if [ -n "$(installed_fibril)" ] || [ -e /etc/fibril ] || [ -e /var/lib/fibril ] || [ -e /run/fibril ]; then
+if [ -n "$(installed_fibril)" ]; then
 	echo "deb-install-test: fibril is installed already here ($(installed_fibril | paste -sd' ')); not touching it"
+	rm -rf "$work"
 	exit 1
 fi
 
 agent_pid="" listener_pid=""
+# leftovers of something else (a hand-run agent): set aside, put back at the end
+saved=()
+for d in /etc/fibril /var/lib/fibril /run/fibril; do
+	if [ -e "$d" ]; then
+		mkdir -p "$work/saved$(dirname "$d")"
+		mv "$d" "$work/saved$d"
+		saved+=("$d")
+		echo "deb-install-test: $d exists: set aside until the end"
+	fi
+done
 cleanup() {
 	local rc=$?
 	set +e
@@ -56,7 +68,10 @@ cleanup() {
 		echo "deb-install-test: purging what is left: $(echo $left)"
 		dpkg --purge --force-depends $left >"$work/cleanup-purge.log" 2>&1 || cat "$work/cleanup-purge.log"
 	fi
-	rm -rf /etc/fibril /var/lib/fibril /run/fibril "$work"
+	rm -rf /etc/fibril /var/lib/fibril /run/fibril
+	local d
+	for d in "${saved[@]}"; do mv "$work/saved$d" "$d"; done
+	rm -rf "$work"
 	exit "$rc"
 }
 trap cleanup EXIT INT TERM
