@@ -2,8 +2,8 @@
 # scripts/deb-install-test.sh DEBDIR SRCDIR - the Debian packages installed
 # for real on this machine with dpkg (as root; run by scripts/deb-check.sh
 # after it built them into DEBDIR, from the unpacked source SRCDIR):
-#  1. libfibril1, fibril-agent, fibril-cni and two module packages
-#     installed with dpkg -i; the agent runs the installed unit's ExecStart
+#  1. libfibril1, fibril-agent, fibril-cni installed with dpkg -i (the
+#     agent starts with no module), then two module packages; the agent runs the installed unit's ExecStart
 #     command line as it is, under the unit's capability bounding set, with
 #     a NOTIFY_SOCKET this script listens on (systemd is not PID 1 here, so
 #     this script does what the unit asks of systemd: RuntimeDirectory and
@@ -173,19 +173,22 @@ runs=0
 
 # ---- 1. the agent and two modules -------------------------------------------
 t0=$(date +%s)
-check "dpkg -i libfibril1 fibril-agent fibril-cni ipam-cluster-pool ipam-api" \
-	dpkg -i $(deb libfibril1 fibril-agent fibril-cni fibril-module-ipam-cluster-pool fibril-module-ipam-api)
+check "dpkg -i libfibril1 fibril-agent fibril-cni" dpkg -i $(deb libfibril1 fibril-agent fibril-cni)
 check "the unit is enabled by its postinst (multi-user.target.wants)" \
 	test -L /etc/systemd/system/multi-user.target.wants/fibril-agent.service
 if command -v systemd-analyze >/dev/null; then
 	check "systemd-analyze verify on the installed unit" systemd-analyze verify "$unit"
 fi
+start_and_expect "the agent alone (no module package)" ""
+check "dpkg -i fibril-module-ipam-cluster-pool fibril-module-ipam-api" \
+	dpkg -i $(deb fibril-module-ipam-cluster-pool fibril-module-ipam-api)
 check "/etc/fibril/fibril.conf.d holds the modules' commented defaults" \
 	test -f /etc/fibril/fibril.conf.d/50-ipam-cluster-pool.conf -a -f /etc/fibril/fibril.conf.d/50-ipam-api.conf
 # the admin's local choice: a static node CIDR (no kvstore on this node)
 printf '[ipam-cluster-pool]\nnode-cidr = 10.244.7.0/24\n' >/etc/fibril/fibril.conf.d/90-local.conf
 start_and_expect "agent + ipam-cluster-pool + ipam-api" "ipam-api ipam-cluster-pool"
 ready_ms=$(awk -v t0="$(cat "$work/t_exec")" '/READY=1/ { printf "%.1f", ($1 - t0) * 1000; exit }' "$work/notify.log")
+# (the figure: the first start with modules, under the unit's command line)
 
 # ---- 2. a module package added ----------------------------------------------
 check "dpkg -i fibril-module-endpoint fibril-module-hubble-lite" \
