@@ -233,7 +233,8 @@ int graph_resolve(struct module_set *set, char *err)
 	for (size_t c = 0; c < g_ncaps; c++)
 		if (g_caps[c].chosen && g_caps[c].chosen->state == MODULE_STOPPED)
 			g_caps[c].chosen = NULL;
-	qsort(set->mods, set->n, sizeof(*set->mods), by_module_name);
+	if (set->n > 1) /* no module at all (an agent package alone): mods may be NULL */
+		qsort(set->mods, set->n, sizeof(*set->mods), by_module_name);
 	for (size_t i = 0; i < set->n; i++) {
 		struct fibril_module *m = set->mods[i];
 		m->ndeps = 0;

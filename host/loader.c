@@ -576,7 +576,8 @@ int loader_load_dir(struct module_set *set, const char *dir, const char *only, c
 		names[n++] = xstrdup(de->d_name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), by_name);
+	if (n > 1) /* an empty directory leaves names NULL: qsort's base must not be */
+		qsort(names, n, sizeof(*names), by_name);
 	int rc = 0;
 	for (size_t i = 0; i < n; i++) {
 		char path[PATH_MAX];

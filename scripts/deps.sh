@@ -14,6 +14,7 @@ packages=(
 	libclang-rt-14-dev
 	libssl-dev
 	libsystemd-dev debhelper lintian fakeroot dpkg-dev
+	groff-base util-linux systemd
 	python3-prometheus-client
 	chromium chromium-driver python3-selenium
 	iptables nftables

@@ -164,7 +164,9 @@ fi
 
 echo "=== Debian packages ==="
 # builds the binary packages from distcheck's tarball and checks them
-# (scripts/deb-check.sh: lintian, contents, Depends == requires, a scratch root)
+# (scripts/deb-check.sh: lintian, contents, Depends == requires, a scratch root,
+# then scripts/deb-install-test.sh: dpkg -i/-r/--purge on this machine, the
+# vendor package; last, so that nothing else runs while fibril is installed)
 if scripts/deb-check.sh build/gcc/fibril-*.tar.gz; then
 	total_pass=$((total_pass + 1))
 else

@@ -122,6 +122,8 @@ struct k8s_req *k8s_req_new(struct k8s *k, const char *method, const char *path,
 	r->headers = curl_slist_append(r->headers, "Expect:");
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	/* named in the API server's audit log, as client-go names its clients */
+	curl_easy_setopt(c, CURLOPT_USERAGENT, K8S_USER_AGENT);
 	if (body) {
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));

@@ -657,7 +657,7 @@ static const struct fibril_config_key k8s_keys[] = {
 	{0},
 };
 
-FIBRIL_MODULE(.name = "k8s", .version = "0.1.0",
+FIBRIL_MODULE(.name = "k8s", .version = K8S_MODULE_VERSION,
 	      .description = "Kubernetes informers (LIST+WATCH, caches, bus events)",
 	      .provides = FIBRIL_LIST(FIBRIL_K8S_CAPABILITY), .config_keys = k8s_keys,
 	      .init = k8s_init, .start = k8s_start, .stop = k8s_stop, .fini = k8s_fini,

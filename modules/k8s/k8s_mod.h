@@ -19,6 +19,10 @@
 #include "curl_loop.h"
 #include "k8s_int.h"
 
+/* the module's version, and the User-Agent of its requests to the API server */
+#define K8S_MODULE_VERSION "0.1.0"
+#define K8S_USER_AGENT "fibril-agent/k8s-module-" K8S_MODULE_VERSION
+
 #define K8S_MAX_RESPONSE (256u << 20)
 #define K8S_BACKOFF_MIN_MS 800u
 #define K8S_BACKOFF_MAX_MS 30000u

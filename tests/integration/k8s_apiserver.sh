@@ -30,7 +30,8 @@ check "/apis lists the groups" python3 - "$(k8s_api /apis)" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1])
 assert d["kind"] == "APIGroupList"
-assert {g["name"] for g in d["groups"]} == {"discovery.k8s.io", "networking.k8s.io", "cilium.io"}, d
+assert {g["name"] for g in d["groups"]} == {"apps", "rbac.authorization.k8s.io", "discovery.k8s.io",
+                                          "networking.k8s.io", "cilium.io"}, d
 PY
 resources=$(kc api-resources --no-headers 2>&1) || true
 check "kubectl api-resources sees all eight resources" python3 - "$resources" <<'PY'

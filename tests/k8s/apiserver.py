@@ -18,6 +18,7 @@ import datetime
 import gzip
 import ipaddress
 import json
+import os
 import re
 import select
 import socket
@@ -60,6 +61,13 @@ RESOURCES = [
         ["cnp", "ciliumnp"], categories=["cilium", "ciliumpolicy"], builtin=False, generation=True),
     Res("cilium.io", "v2", "ciliumclusterwidenetworkpolicies", "CiliumClusterwideNetworkPolicy",
         False, ["ccnp"], categories=["cilium", "ciliumpolicy"], builtin=False, generation=True),
+    # the kinds of deploy/kubernetes/fibril.yaml (checked by k8s_rbac.sh)
+    Res("", "v1", "serviceaccounts", "ServiceAccount", True, ["sa"], status=False),
+    Res("", "v1", "configmaps", "ConfigMap", True, ["cm"], status=False),
+    Res("apps", "v1", "daemonsets", "DaemonSet", True, ["ds"], generation=True),
+    Res("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, status=False),
+    Res("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False,
+        status=False),
 ]
 BY_GV = {}      # (group, version) -> {name: Res}
 BY_KIND = {}    # (apiVersion, kind) -> Res
@@ -67,7 +75,8 @@ for _r in RESOURCES:
     BY_GV.setdefault((_r.group, _r.version), {})[_r.name] = _r
     BY_KIND[(_r.api_version, _r.kind)] = _r
 
-GROUP_ORDER = ["discovery.k8s.io", "networking.k8s.io", "cilium.io"]
+GROUP_ORDER = ["apps", "rbac.authorization.k8s.io", "discovery.k8s.io", "networking.k8s.io",
+               "cilium.io"]
 
 # ---------------------------------------------------------------- helpers
 
@@ -448,6 +457,10 @@ class State:
         self.requests = 0
         self.service_net = ipaddress.ip_network(args.service_cidr)
         self.token = args.token
+        # --record FILE, else $FIBRIL_K8S_REQUEST_LOG_DIR/requests-PID.log (tests/lib/common.sh)
+        log_dir = os.environ.get("FIBRIL_K8S_REQUEST_LOG_DIR")
+        self.record = args.record or (log_dir and os.path.join(log_dir, f"requests-{os.getpid()}.log"))
+        self.record_lock = threading.Lock()
 
 
 STATE = None
@@ -526,6 +539,66 @@ def alloc_ip(st):
             return str(cand)
 
 
+def _invalid(res, obj, field, why):
+    name = (obj.get("metadata") or {}).get("name", "")
+    raise ApiError(422, "Invalid", f'{res.kind}.{res.group or "core"} "{name}" is invalid: '
+                   f"{field}: {why}")
+
+
+def validate_object(res, obj):
+    """What the real server's validation refuses in the deploy kinds (a subset:
+    the mistakes a manifest makes): DaemonSet selector vs template labels,
+    containers' name/image, volumeMounts naming a declared volume, a
+    ConfigMap key volume, RBAC rules and a binding's roleRef and subjects."""
+    spec = obj.get("spec") or {}
+    if res.name == "daemonsets":
+        sel = (spec.get("selector") or {}).get("matchLabels")
+        if not sel:
+            _invalid(res, obj, "spec.selector", "Required value")
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        if any(labels.get(k) != v for k, v in sel.items()):
+            _invalid(res, obj, "spec.template.metadata.labels",
+                     "Invalid value: `selector` does not match template `labels`")
+        pod = (spec.get("template") or {}).get("spec") or {}
+        volumes = {v.get("name") for v in pod.get("volumes") or []}
+        if not pod.get("containers"):
+            _invalid(res, obj, "spec.template.spec.containers", "Required value")
+        seen = set()
+        for kind in ("initContainers", "containers"):
+            for i, c in enumerate(pod.get(kind) or []):
+                where = f"spec.template.spec.{kind}[{i}]"
+                if not c.get("name") or c["name"] in seen:
+                    _invalid(res, obj, where + ".name", "Required value or Duplicate value")
+                seen.add(c["name"])
+                if not c.get("image"):
+                    _invalid(res, obj, where + ".image", "Required value")
+                for j, m in enumerate(c.get("volumeMounts") or []):
+                    if m.get("name") not in volumes:
+                        _invalid(res, obj, f"{where}.volumeMounts[{j}].name",
+                                 f'Not found: "{m.get("name")}"')
+                    if not str(m.get("mountPath", "")).startswith("/"):
+                        _invalid(res, obj, f"{where}.volumeMounts[{j}].mountPath", "Required value")
+                for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                    p = c.get(probe)
+                    if p is not None and not any(k in p for k in ("httpGet", "tcpSocket", "exec", "grpc")):
+                        _invalid(res, obj, f"{where}.{probe}", "Required value: must specify a handler type")
+    elif res.name == "clusterroles":
+        for i, r in enumerate(obj.get("rules") or []):
+            if not r.get("verbs"):
+                _invalid(res, obj, f"rules[{i}].verbs", "Required value: verbs must contain at least one value")
+            if not r.get("nonResourceURLs") and (r.get("apiGroups") is None or not r.get("resources")):
+                _invalid(res, obj, f"rules[{i}].apiGroups", "Required value: resource rules must supply "
+                         "at least one api group and resource")
+    elif res.name == "clusterrolebindings":
+        ref = obj.get("roleRef") or {}
+        if ref.get("kind") not in ("ClusterRole", "Role") or not ref.get("name") or \
+                ref.get("apiGroup") != "rbac.authorization.k8s.io":
+            _invalid(res, obj, "roleRef", "Invalid value")
+        for i, sub in enumerate(obj.get("subjects") or []):
+            if sub.get("kind") == "ServiceAccount" and not sub.get("namespace"):
+                _invalid(res, obj, f"subjects[{i}].namespace", "Required value")
+
+
 def new_object(st, res, ns, body, dry_run=False, check_ns=True, fresh=False):
     """Validate and create; returns the Entry. Caller holds the lock. fresh: body
     is ours to keep (no copy)."""
@@ -576,6 +649,7 @@ def new_object(st, res, ns, body, dry_run=False, check_ns=True, fresh=False):
     if res.generation:
         md["generation"] = 1
     apply_defaults(st, res, obj)
+    validate_object(res, obj)
     if dry_run:
         md["resourceVersion"] = str(store.rv)
         return Entry(res, obj)
@@ -691,6 +765,7 @@ def update_object(st, res, key, new, sub=None, dry_run=False, force_rv_check=Tru
             obj.pop("status", None)
     else:
         obj = new
+        validate_object(res, obj)
         if res.status and not (res.name == "namespaces" and sub == "finalize"):
             if "status" in old:
                 obj["status"] = copy.deepcopy(old["status"])
@@ -1141,6 +1216,31 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
+    def record_request(self, method, group, rest, qs, watch_path):
+        """--record / $FIBRIL_K8S_REQUEST_LOG_DIR: one line "VERB GROUP RESOURCE[/SUB]"
+        per request of the fibril agent (User-Agent fibril-agent...), with the
+        verb RBAC checks it against (get, list, watch, create, update, patch,
+        delete, deletecollection); k8s_rbac.sh compares them with the
+        ClusterRole of deploy/kubernetes/fibril.yaml."""
+        if not STATE.record or not (self.headers.get("User-Agent") or "").startswith("fibril-agent"):
+            return
+        r = list(rest)
+        gv = {name for (g, _v), rs in BY_GV.items() if g == group for name in rs}
+        if len(r) >= 3 and r[0] == "namespaces" and r[2] in gv:
+            r = r[2:]
+        if not r:
+            return
+        resource, name = r[0], (r[1] if len(r) >= 2 else None)
+        sub = r[2] if len(r) >= 3 else None
+        watch = watch_path or (truthy(q1(qs, "watch", "false")) and q1(qs, "watch") is not None)
+        verb = {"GET": "watch" if watch else ("get" if name else "list"),
+                "POST": "create", "PUT": "update", "PATCH": "patch",
+                "DELETE": "delete" if name else "deletecollection"}.get(method, method.lower())
+        line = f"{verb} {group or 'core'} {resource}{'/' + sub if sub else ''}\n"
+        with STATE.record_lock:
+            with open(STATE.record, "a") as f:
+                f.write(line)
+
     def authenticate(self, path):
         tok = STATE.token
         if not tok:
@@ -1158,6 +1258,7 @@ class Handler(BaseHTTPRequestHandler):
         if rest[0] == "watch":
             watch_path, rest = True, rest[1:]
         gv = BY_GV[(group, version)]
+        self.record_request(method, group, rest, qs, watch_path)
         ns = None
         if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] in gv:
             ns, rest = rest[1], rest[2:]
@@ -1789,6 +1890,8 @@ def main():
                     help="delete pods on a node gracefully: deletionTimestamp first, gone "
                     "this many seconds later (0: at once)")
     ap.add_argument("--verbose", "-v", action="store_true", help="log requests to stderr")
+    ap.add_argument("--record", help="append 'VERB GROUP RESOURCE' of each request of the fibril "
+                    "agent (User-Agent fibril-agent...) to this file")
     args = ap.parse_args()
     if args.no_default_namespaces:
         args.namespaces = ""

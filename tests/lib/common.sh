@@ -17,6 +17,11 @@ WORK=$(mktemp -d "/tmp/fibril-$TEST_NAME.XXXXXX")
 chmod 0755 "$WORK"
 BPFFS_DIR="/sys/fs/bpf/fibril-$TEST_NAME-$$"
 AGENT_PID=""
+# the fake kube-apiserver (tests/k8s/apiserver.py) appends each request the
+# agent's k8s module makes to a file here; k8s_rbac.sh checks them against
+# the DaemonSet's ClusterRole
+export FIBRIL_K8S_REQUEST_LOG_DIR=${FIBRIL_K8S_REQUEST_LOG_DIR:-$top_builddir/tests/k8s-requests}
+mkdir -p "$FIBRIL_K8S_REQUEST_LOG_DIR"
 PASSED=0
 FAILED=0
 
