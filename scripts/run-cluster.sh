@@ -222,5 +222,10 @@ for n in "${NODES[@]}"; do
 done
 if [ -n "$keep" ]; then
 	echo "running until Ctrl-C"
-	while sleep 3600; do :; done
+	# a background sleep and wait: a signal's trap runs at once
+	while :; do
+		sleep 3600 &
+		SERVERS+=($!) # stopped by the cleanup
+		wait $! || true
+	done
 fi
