@@ -217,10 +217,10 @@ say "fibril policy trace (on n2): other -> web2, TCP $PORT"
 fibril n2 policy trace --src "${MN_POD_IP[other]}" --dst "${MN_POD_IP[web2]}" --dport "$PORT/tcp" || true
 
 say "the cluster: ${#NODES[@]} nodes, ${#POD_ORDER[@]} pods, routing mode $routing"
-for n in "${NODES[@]}"; do
-	echo "  try: ip netns exec $(mn_ns "$n") $CLI --socket ${MN_DIR[$n]}/fibril.sock node list"
-done
 if [ -n "$keep" ]; then
+	for n in "${NODES[@]}"; do
+		echo "  try: ip netns exec $(mn_ns "$n") $CLI --socket ${MN_DIR[$n]}/fibril.sock node list"
+	done
 	echo "running until Ctrl-C"
 	# a background sleep and wait: a signal's trap runs at once
 	while :; do
