@@ -17,7 +17,8 @@
 #     maps.
 # Nothing is added to this machine's own network namespace. The node keeps
 # running until Ctrl-C (or SIGTERM); then the pods are deleted with CNI DEL
-# and everything is removed. FIBRIL_RUN_ONCE=1 stops right after the show.
+# and everything is removed. FIBRIL_RUN_ONCE=1 stops right after the show;
+# FIBRIL_INSTALL_ONLY=1 stops after the install (scripts/run-cluster.sh).
 set -euo pipefail
 umask 022
 cd "$(dirname "$0")/.."
@@ -30,6 +31,8 @@ mkdir -p build/run
 make -C build/run -j"$(nproc)" >/dev/null
 make -C build/run install >/dev/null
 ldconfig
+# scripts/run-cluster.sh reuses the steps above, then runs its own cluster
+[ -n "${FIBRIL_INSTALL_ONLY:-}" ] && exit 0
 
 node=fibril-demo-node
 pods=(fibril-demo-pod-a fibril-demo-pod-b fibril-demo-pod-c)
