@@ -21,10 +21,12 @@
  *       carry their element size), group-committed state, bounded bus.
  *   5 - round 2: the cluster, policy, load balancing and flow
  *       interfaces, and per-module metrics.
+ *   6 - the kvstore's paged prefix read (get_paged, interface 3), the
+ *       endpoint module's cluster identity events.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
-#define FIBRIL_ABI_MINOR 5
+#define FIBRIL_ABI_MINOR 6
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
