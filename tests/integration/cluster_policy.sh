@@ -13,30 +13,20 @@
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes policy"
-# shellcheck disable=SC2086
-mn_require $MODS
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+mn_cluster_up 3 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes policy
 NODES=(n1 n2 n3)
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
 PORT=$((20000 + RANDOM % 20000))
 AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.203.0.0/16
 	--set nodes.retry=300ms --set endpoint.identity-timeout=5s
 	--set endpoint.identity-gc-interval=1h --set kvstore-etcd.request-timeout=2s)
-py() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$(mn_api "$1" "http://x$2")" "$3"; }
-identity() { py "${MN_POD_NODE[$1]}" "/v1/endpoint/container-id:$MN_TAG$1:eth0" "j['identity']"; }
-knows_all() { local n; for n in "${NODES[@]}"; do [ "$n" = "$1" ] && continue
-	[ "$(py "$1" /v1/nodes "any(x['name'] == '$n' and x['routed'] for x in j['nodes'])")" = True ] || return 1; done; }
+identity() { mn_json "${MN_POD_NODE[$1]}" "/v1/endpoint/container-id:$MN_TAG$1:eth0" "j['identity']"; }
 SERVERS=()
 mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
 
 for n in "${NODES[@]}"; do
 	mn_agent_start "$n" "$WORK/mods" "${AGENT_ARGS[@]}" || { fail "the agent of $n starts"; finish; }
 done
-for n in "${NODES[@]}"; do check "$n knows and routes the two others" wait_for 15 knows_all "$n"; done
+for n in "${NODES[@]}"; do check "$n knows and routes the two others" wait_for 15 mn_routes_all "$n"; done
 
 mn_pod_add n1 srv srv || { fail "the server pod on n1"; finish; }
 ip netns exec "$(mn_pod_ns srv)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
@@ -70,7 +60,7 @@ except OSError:
     print("fail")' "${MN_POD_IP[srv]}" "$PORT"
 }
 gets_in() { [ "$(tcp "$1")" = ok ]; }
-selected() { py n1 /v1/policy/selectors "sorted(set(i for s in j['selectors'] for i in s['identities']) if isinstance(j, dict) else set(i for s in j for i in s['identities']))"; }
+selected() { mn_json n1 /v1/policy/selectors "sorted(set(i for s in j['selectors'] for i in s['identities']) if isinstance(j, dict) else set(i for s in j for i in s['identities']))"; }
 selects() { [[ "$(selected)" =~ (^|[^0-9])$1([^0-9]|$) ]]; }
 lets_go() { ! selects "$1"; }
 refused() { [ "$(tcp "$1")" = fail ]; }

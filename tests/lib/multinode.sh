@@ -22,6 +22,10 @@
 #                                "default"); its IPv4 address in MN_POD_IP[POD]
 #   mn_pod_del NODE POD          CNI DEL of the pod on NODE
 #   mn_ns NAME / mn_pod_ns POD   namespace names
+#   mn_cluster_up COUNT MODULE...  mn_require, the modules in $WORK/mods, the
+#                                underlay, etcd, and nodes n1..nCOUNT
+#   mn_json NODE PATH EXPR       print python EXPR over j = the node's GET PATH
+#   mn_routes_all NODE           NODE knows and routes every other node
 #   wait_for SECONDS CMD...      poll CMD (every 0.1 s) until it succeeds
 MN_TAG="fmn$$"
 MN_UNDERLAY_NS="$MN_TAG-u"
@@ -202,4 +206,28 @@ mn_pod_del() {
 		ip netns exec "$(mn_ns "$node")" env -i PATH="$PATH" CNI_COMMAND=DEL \
 			CNI_CONTAINERID="$MN_TAG$pod" CNI_NETNS="/var/run/netns/$(mn_pod_ns "$pod")" \
 			CNI_IFNAME=eth0 CNI_PATH="$top_builddir" "$top_builddir/fibril-cni"
+}
+
+mn_cluster_up() {
+	local count=$1 i
+	shift
+	mn_require "$@"
+	mn_modules "$WORK/mods" "$@"
+	mn_underlay_up
+	mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+	for i in $(seq 1 "$count"); do mn_node_add "n$i" "$i"; done
+}
+
+mn_json() {
+	python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' \
+		"$(mn_api "$1" "http://x$2")" "$3"
+}
+
+mn_routes_all() {
+	local n
+	for n in "${MN_NODES[@]}"; do
+		[ "$n" = "$1" ] && continue
+		[ "$(mn_json "$1" /v1/nodes "any(x['name'] == '$n' and x['routed'] for x in j['nodes'])")" = True ] ||
+			return 1
+	done
 }
