@@ -326,7 +326,7 @@ static const char *op_identity_labels(void *ctx, uint32_t identity)
 {
 	struct ep_identity *id = ep_identity_find(ctx, identity);
 
-	return id ? id->labels : NULL;
+	return id ? id->labels : ep_cluster_labels(ctx, identity);
 }
 
 /* ---- the datapath ---------------------------------------------------------------- */

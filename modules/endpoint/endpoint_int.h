@@ -216,6 +216,9 @@ void ep_cluster_free(struct ep_manager *mg);
 int ep_cluster_allocate(struct ep_manager *mg, const char *labels, ep_cluster_done_fn fn, void *ud);
 /* The last local holder of identity n went: delete this node's reference. */
 void ep_cluster_unref(struct ep_manager *mg, uint32_t n, const char *labels);
+/* The labels of cluster identity n as its id/<n> record says (any node's),
+ * or NULL (not known, or identities are local). */
+const char *ep_cluster_labels(struct ep_manager *mg, uint32_t n);
 /* endpoint.c: apply pending label changes now (an identity arrived) */
 void ep_retry_pending(struct ep_manager *mg);
 

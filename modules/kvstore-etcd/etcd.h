@@ -207,6 +207,7 @@ void etcd_kvs_free(struct etcd_kvs *kvs);
 /* ---- the kvstore calls (kv.c, watch.c, lease.c) ------------------------------ */
 
 int etcd_op_get(void *ctx, const char *key, bool prefix, fibril_kv_get_fn cb, void *ud);
+int etcd_op_get_paged(void *ctx, const char *prefix, size_t limit, fibril_kv_page_fn cb, void *ud);
 int etcd_op_put(void *ctx, const char *key, const char *value, size_t value_len, int64_t lease,
 		fibril_kv_done_fn cb, void *ud);
 int etcd_op_del(void *ctx, const char *key, bool prefix, fibril_kv_done_fn cb, void *ud);

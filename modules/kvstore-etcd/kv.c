@@ -58,6 +58,124 @@ int etcd_op_get(void *ctx, const char *key, bool prefix, fibril_kv_get_fn cb, vo
 	return kv_send(e, "/v3/kv/range", body, get_done, (etcd_user_fn)cb, ud);
 }
 
+/* ---- get in pages ------------------------------------------------------------------ */
+
+#define PAGE_DEFAULT 1000
+
+/* A paged read: the next page starts at key, every page at revision. */
+struct page_read {
+	struct etcd *e;
+	char *key, *end; /* full keys (with the prefix); key grows with each page */
+	size_t key_len, end_len;
+	int64_t limit, revision;
+	fibril_kv_page_fn cb;
+	void *ud;
+};
+
+static void page_free(struct page_read *p)
+{
+	free(p->key);
+	free(p->end);
+	free(p);
+}
+
+static void page_done(struct etcd_req *r, int err, struct json_object *resp);
+
+static int page_send(struct page_read *p)
+{
+	struct etcd *e = p->e;
+	if (!e->running)
+		return -ECANCELED;
+	struct json_object *body = json_object_new_object();
+	if (!body || etcd_json_add_bytes(body, "key", p->key, p->key_len) ||
+	    etcd_json_add_bytes(body, "range_end", p->end, p->end_len) ||
+	    json_object_object_add(body, "limit", json_object_new_int64(p->limit)) ||
+	    (p->revision &&
+	     json_object_object_add(body, "revision", json_object_new_int64(p->revision)))) {
+		json_object_put(body);
+		return -ENOMEM;
+	}
+	struct etcd_req *r = etcd_req_new(e, "/v3/kv/range", body, page_done, p);
+	return r ? etcd_req_send(r) : -ENOMEM;
+}
+
+/* The next page starts just after the last key of this one (its full key
+ * and a NUL byte). */
+static int page_next(struct page_read *p, const struct fibril_kv *last)
+{
+	size_t len;
+	char *full = etcd_full_key(p->e, last->key, &len);
+	char *next = full ? realloc(full, len + 1) : NULL;
+	if (!next) {
+		free(full);
+		return -ENOMEM;
+	}
+	next[len] = '\0';
+	free(p->key);
+	p->key = next;
+	p->key_len = len + 1;
+	return 0;
+}
+
+static void page_done(struct etcd_req *r, int err, struct json_object *resp)
+{
+	struct page_read *p = r->ud;
+	struct etcd_kvs kvs = {0};
+	struct json_object *arr = NULL, *more_obj = NULL;
+	bool more = false;
+	if (!err) {
+		json_object_object_get_ex(resp, "kvs", &arr);
+		if (etcd_kvs_append(r->e, &kvs, arr))
+			err = -EIO;
+		if (json_object_object_get_ex(resp, "more", &more_obj))
+			more = json_object_get_boolean(more_obj);
+		if (!p->revision)
+			p->revision = etcd_header_revision(resp);
+		if (more && (!kvs.n || page_next(p, &kvs.v[kvs.n - 1])))
+			err = kvs.n ? -ENOMEM : -EIO; /* "more" with nothing to go on from */
+	}
+	if (err) {
+		etcd_kvs_free(&kvs);
+		p->cb(p->ud, err, NULL, 0, false, 0);
+		page_free(p);
+		return;
+	}
+	/* the next page is asked for first: etcd serves it while this one is
+	 * handed over */
+	int send_err = more ? page_send(p) : 0;
+	p->cb(p->ud, 0, kvs.v, kvs.n, more, p->revision);
+	etcd_kvs_free(&kvs);
+	if (send_err)
+		p->cb(p->ud, send_err, NULL, 0, false, 0);
+	if (!more || send_err)
+		page_free(p);
+}
+
+int etcd_op_get_paged(void *ctx, const char *prefix, size_t limit, fibril_kv_page_fn cb, void *ud)
+{
+	struct etcd *e = ctx;
+	if (!prefix || !cb)
+		return -EINVAL;
+	if (!e->running)
+		return -ECANCELED;
+	struct page_read *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->e = e;
+	p->cb = cb;
+	p->ud = ud;
+	p->limit = limit ? (int64_t)limit : PAGE_DEFAULT;
+	if (!(p->key = etcd_full_key(e, prefix, &p->key_len)) ||
+	    !(p->end = etcd_range_end(p->key, p->key_len, &p->end_len))) {
+		page_free(p);
+		return -ENOMEM;
+	}
+	int rc = page_send(p);
+	if (rc)
+		page_free(p); /* etcd_req_send freed the request: done never runs */
+	return rc;
+}
+
 /* ---- put and del ------------------------------------------------------------------ */
 
 static void revision_done(struct etcd_req *r, int err, struct json_object *resp)

@@ -276,6 +276,7 @@ static int kv_init(struct fibril_module *m)
 		.lease_revoke = etcd_op_lease_revoke,
 		.connected = op_connected,
 		.txn = etcd_op_txn,
+		.get_paged = etcd_op_get_paged,
 	};
 	fibril_module_set_data(m, e);
 	int rc = etcd_metrics_register(e);

@@ -21,8 +21,19 @@
 
 #include <json.h>
 
+/* What an entry keeps of its record: the pod's namespace and name in one
+ * allocation of their own length, not the record's fixed 318 bytes (an
+ * entry is ~130 bytes with it; 100,000 of them). */
+struct ip_rec {
+	uint8_t family, host_family;
+	uint8_t addr[16], host[16];
+	uint32_t identity;
+	char node[FIBRIL_NODE_NAME_LEN];
+	char *pod; /* "namespace/name" (malloc'd), NULL: none */
+};
+
 struct nodes_ip {
-	struct nodes_ip_record r;
+	struct ip_rec r;
 	bool programmed;      /* in the datapath's ipcache */
 	bool mark;            /* seen in the current full read */
 	bool local;           /* one of ours, published */
@@ -31,6 +42,47 @@ struct nodes_ip {
 };
 
 /* ---- the table ------------------------------------------------------------------------------ */
+
+static void rec_set(struct ip_rec *d, const struct nodes_ip_record *r)
+{
+	d->family = r->family;
+	d->host_family = r->host_family;
+	memcpy(d->addr, r->addr, sizeof(d->addr));
+	memcpy(d->host, r->host, sizeof(d->host));
+	d->identity = r->identity;
+	memcpy(d->node, r->node, sizeof(d->node));
+	free(d->pod);
+	d->pod = NULL;
+	if (r->pod_name[0]) {
+		size_t len = strlen(r->pod_namespace) + strlen(r->pod_name) + 2;
+		if ((d->pod = malloc(len)))
+			snprintf(d->pod, len, "%s/%s", r->pod_namespace, r->pod_name);
+	}
+}
+
+/* the whole record again (to publish ours) */
+static void rec_expand(const struct ip_rec *d, struct nodes_ip_record *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->family = d->family;
+	r->host_family = d->host_family;
+	memcpy(r->addr, d->addr, sizeof(r->addr));
+	memcpy(r->host, d->host, sizeof(r->host));
+	r->identity = d->identity;
+	memcpy(r->node, d->node, sizeof(r->node));
+	const char *slash = d->pod ? strchr(d->pod, '/') : NULL;
+	if (slash) {
+		snprintf(r->pod_namespace, sizeof(r->pod_namespace), "%.*s", (int)(slash - d->pod),
+			 d->pod);
+		snprintf(r->pod_name, sizeof(r->pod_name), "%s", slash + 1);
+	}
+}
+
+static void entry_free(struct nodes_ip *e)
+{
+	free(e->r.pod);
+	free(e);
+}
 
 static uint32_t ip_hash(uint8_t family, const uint8_t *addr)
 {
@@ -85,7 +137,7 @@ static struct nodes_ip *insert(struct nodes_ipcache *c, const struct nodes_ip_re
 	struct nodes_ip *e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
-	e->r = *r;
+	rec_set(&e->r, r);
 	*p = e;
 	c->count++;
 	return e;
@@ -202,7 +254,7 @@ static void drop(struct nodes *s, struct nodes_ip *e)
 {
 	dp_del(s, e);
 	unlink_entry(&s->ipc, e);
-	free(e);
+	entry_free(e);
 }
 
 /* ---- remote entries: read and watch ---------------------------------------------------------- */
@@ -239,7 +291,7 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 		s->ipc.stats.added++;
 	} else if (e->r.identity != r.identity || strcmp(e->r.node, r.node) ||
 		   e->r.host_family != r.host_family || memcmp(e->r.host, r.host, 16)) {
-		e->r = r; /* settle's upsert replaces the datapath's entry */
+		rec_set(&e->r, &r); /* settle's upsert replaces the datapath's entry */
 		s->ipc.stats.updated++;
 	} else {
 		e->mark = true;
@@ -307,10 +359,15 @@ static void on_retry(struct fibril_timer *t, void *ud)
 		ipc_read(s);
 }
 
-static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int64_t revision)
+/* One page of the read (the whole prefix when the kvstore has no paged
+ * read): the marks were cleared when the read started; after the last page
+ * what no page (nor the watch meanwhile) marked is gone. */
+static void on_page(void *ud, int err, const struct fibril_kv *kvs, size_t n, bool more,
+		    int64_t revision)
 {
 	struct nodes *s = ud;
-	s->ipc.reading = false;
+	if (!more)
+		s->ipc.reading = false;
 	if (s->stopping)
 		return;
 	if (err) {
@@ -321,15 +378,14 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
 				s->m, (uint64_t)fibril_config_duration_ms(s->m, "retry"), 0, on_retry, s);
 		return;
 	}
-	for (size_t b = 0; b < s->ipc.nbuckets; b++)
-		for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next)
-			e->mark = e->local;
 	for (size_t i = 0; i < n; i++)
 		apply_put(s, &kvs[i]);
+	if (more)
+		return;
 	for (size_t b = 0; b < s->ipc.nbuckets; b++) {
 		for (struct nodes_ip *e = s->ipc.buckets[b], *next; e; e = next) {
 			next = e->next;
-			if (!e->mark) {
+			if (!e->mark && !e->local) {
 				s->ipc.stats.deleted++;
 				drop(s, e);
 			}
@@ -342,12 +398,22 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
 		    s->ipc.count);
 }
 
+static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int64_t revision)
+{
+	on_page(ud, err, kvs, n, false, revision);
+}
+
 static void ipc_read(struct nodes *s)
 {
 	if (s->ipc.reading || s->stopping)
 		return;
 	s->ipc.reading = true;
-	if (s->kv->get(s->kvctx, NODES_IP_PREFIX, true, on_get, s)) {
+	for (size_t b = 0; b < s->ipc.nbuckets; b++)
+		for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next)
+			e->mark = e->local;
+	bool paged = FIBRIL_SERVICE_HAS(s->kv, get_paged) && s->kv->get_paged;
+	if (paged ? s->kv->get_paged(s->kvctx, NODES_IP_PREFIX, 0, on_page, s)
+		  : s->kv->get(s->kvctx, NODES_IP_PREFIX, true, on_get, s)) {
 		s->ipc.reading = false;
 		if (!s->ipc.retry)
 			s->ipc.retry = fibril_timer_add(
@@ -400,7 +466,9 @@ static void publish_one(struct nodes *s, struct nodes_ip *e)
 	char key[sizeof(NODES_IP_PREFIX) + INET6_ADDRSTRLEN], a[INET6_ADDRSTRLEN];
 	snprintf(key, sizeof(key), NODES_IP_PREFIX "%s",
 		 nodes_ip_text(e->r.family, e->r.addr, a, sizeof(a)));
-	char *json = nodes_ip_record_encode(&e->r);
+	struct nodes_ip_record full;
+	rec_expand(&e->r, &full);
+	char *json = nodes_ip_record_encode(&full);
 	if (!json)
 		return;
 	if (s->kv->put(s->kvctx, key, json, strlen(json), s->lease, on_published, s) == 0) {
@@ -454,7 +522,7 @@ static void local_put(struct nodes *s, const struct fibril_endpoint_event *ev, u
 		return;
 	if (e->local && e->r.identity == r.identity && e->published)
 		return;
-	e->r = r;
+	rec_set(&e->r, &r);
 	e->local = true;
 	e->published = false;
 	nodes_ipcache_publish(s);
@@ -469,7 +537,7 @@ static void local_delete(struct nodes *s, uint8_t family, const void *addr)
 	if (!e || !e->local)
 		return;
 	unlink_entry(&s->ipc, e);
-	free(e);
+	entry_free(e);
 	if (!s->lease)
 		return; /* it goes with the old lease */
 	snprintf(key, sizeof(key), NODES_IP_PREFIX "%s", nodes_ip_text(family, a16, a, sizeof(a)));
@@ -519,7 +587,7 @@ void nodes_ipcache_free(struct nodes *s)
 	for (size_t b = 0; b < s->ipc.nbuckets; b++) {
 		for (struct nodes_ip *e = s->ipc.buckets[b], *next; e; e = next) {
 			next = e->next;
-			free(e);
+			entry_free(e);
 		}
 	}
 	free(s->ipc.buckets);
@@ -583,11 +651,8 @@ void nodes_ipcache_get(struct fibril_request *req, struct fibril_response *resp,
 				e->r.host_family ? nodes_ip_text(e->r.host_family, e->r.host, h, sizeof(h))
 						 : NULL,
 				e->local ? true : e->programmed);
-			if (e->r.pod_name[0]) {
-				char pod[320];
-				snprintf(pod, sizeof(pod), "%s/%s", e->r.pod_namespace, e->r.pod_name);
-				json_object_object_add(j, "pod", json_object_new_string(pod));
-			}
+			if (e->r.pod)
+				json_object_object_add(j, "pod", json_object_new_string(e->r.pod));
 			if (e->local)
 				json_object_object_add(j, "published", json_object_new_boolean(e->published));
 			json_object_array_add(arr, j);

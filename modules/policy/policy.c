@@ -76,6 +76,15 @@ struct pol_ep {
 	size_t nentries;
 };
 
+/* An identity of the cluster that other nodes' pods may hold (from the
+ * endpoint module's FIBRIL_ENDPOINT_TOPIC_IDENTITY_* events): matched by
+ * peer selectors as a local endpoint is. */
+struct pol_rid {
+	uint32_t identity;
+	char *labels;
+	char *match_labels; /* labels + its namespace's */
+};
+
 struct pol_cidr_id {
 	struct pol_cidr cidr;
 	uint32_t identity;
@@ -97,6 +106,8 @@ struct pol_state {
 	size_t npols;
 	uint64_t revision;
 	struct pol_ep **eps; /* by ID */
+	struct pol_rid *rids; /* the cluster's identities, sorted by number */
+	size_t nrids, rids_cap;
 	struct pol_cidr_id *cidrs;
 	size_t ncidrs;
 	uint32_t next_cidr_id;
@@ -260,13 +271,11 @@ static void cidrs_release(struct pol_state *st)
 
 /* ---- resolving one endpoint's policy ------------------------------------------------ */
 
-static const char *ep_namespace(const struct pol_ep *ep, char *buf, size_t len)
+static const char *labels_namespace(const char *labels, char *buf, size_t len)
 {
-	static const struct pol_selector none = {0};
-	(void)none;
 	const char *key = "io.kubernetes.pod.namespace=";
 	buf[0] = '\0';
-	for (const char *l = ep->labels; l && *l;) {
+	for (const char *l = labels; l && *l;) {
 		const char *end = strchr(l, '\n');
 		size_t n = end ? (size_t)(end - l) : strlen(l);
 		const char *c = memchr(l, ':', n);
@@ -279,6 +288,11 @@ static const char *ep_namespace(const struct pol_ep *ep, char *buf, size_t len)
 		l = end ? end + 1 : NULL;
 	}
 	return buf;
+}
+
+static const char *ep_namespace(const struct pol_ep *ep, char *buf, size_t len)
+{
+	return labels_namespace(ep->labels, buf, len);
 }
 
 static bool ipv4_in(const struct in_addr *a, const struct pol_cidr *c)
@@ -329,12 +343,16 @@ static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 			ids_add(out, 0); /* L4-only: every peer */
 		return;
 	}
-	for (size_t s = 0; s < peer->nendpoints; s++)
+	for (size_t s = 0; s < peer->nendpoints; s++) {
 		for (size_t i = 1; i < POL_EP_MAX; i++) {
 			const struct pol_ep *ep = st->eps[i];
 			if (ep && pol_selector_match(&peer->endpoints[s], ep->match_labels, pol->ns))
 				ids_add(out, ep->identity);
 		}
+		for (size_t i = 0; i < st->nrids; i++)
+			if (pol_selector_match(&peer->endpoints[s], st->rids[i].match_labels, pol->ns))
+				ids_add(out, st->rids[i].identity);
+	}
 	if (pol->kind == POL_KIND_KNP)
 		for (size_t c = 0; c < peer->ncidrs; c++)
 			ipblock_pods(st, &peer->cidrs[c], out);
@@ -376,10 +394,13 @@ static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 		ids_add(out, FIBRIL_IDENTITY_INIT);
 	if (en & (POL_ENT_KUBE_APISERVER | POL_ENT_CLUSTER))
 		ids_add(out, FIBRIL_IDENTITY_KUBE_APISERVER);
-	if (en & POL_ENT_CLUSTER)
+	if (en & POL_ENT_CLUSTER) {
 		for (size_t i = 1; i < POL_EP_MAX; i++)
 			if (st->eps[i])
 				ids_add(out, st->eps[i]->identity);
+		for (size_t i = 0; i < st->nrids; i++)
+			ids_add(out, st->rids[i].identity);
+	}
 }
 
 struct block_ctx {
@@ -743,20 +764,27 @@ static void pod_ports_of(struct pol_state *st, struct pol_ep *ep)
 	json_object_put(o);
 }
 
+/* What labels of namespace ns are matched with: they and the namespace's
+ * (malloc'd, NULL: out of memory). */
+static char *match_labels_of(struct pol_state *st, const char *labels, const char *ns)
+{
+	char *nsl = ns[0] ? ns_labels_of(st, ns) : NULL;
+	size_t n = strlen(labels) + (nsl ? strlen(nsl) : 0) + 2;
+	char *ml = malloc(n);
+	if (ml)
+		snprintf(ml, n, "%s%s%s", labels, nsl && labels[0] ? "\n" : "", nsl ? nsl : "");
+	free(nsl);
+	return ml;
+}
+
 /* Rebuild what the endpoint is matched with; true when it changed. */
 static bool ep_refresh(struct pol_state *st, struct pol_ep *ep)
 {
 	char nsbuf[POL_NS_MAX];
 	const char *ns = ep->pod_ns[0] ? ep->pod_ns : ep_namespace(ep, nsbuf, sizeof(nsbuf));
-	char *nsl = ns[0] ? ns_labels_of(st, ns) : NULL;
-	size_t n = strlen(ep->labels) + (nsl ? strlen(nsl) : 0) + 2;
-	char *ml = malloc(n);
-	if (!ml) {
-		free(nsl);
+	char *ml = match_labels_of(st, ep->labels, ns);
+	if (!ml)
 		return false;
-	}
-	snprintf(ml, n, "%s%s%s", ep->labels, nsl && ep->labels[0] ? "\n" : "", nsl ? nsl : "");
-	free(nsl);
 	size_t old_n = ep->nports;
 	struct pol_named_port *old = ep->nports ? malloc(old_n * sizeof(*old)) : NULL;
 	if (old)
@@ -828,6 +856,99 @@ static int on_endpoint_event(const struct fibril_event *ev, void *ud)
 	else
 		ep_seen(e, st);
 	recompute(st);
+	return 0;
+}
+
+/* ---- the cluster's identities ------------------------------------------------------- */
+
+static size_t rid_at(const struct pol_state *st, uint32_t n)
+{
+	size_t lo = 0, hi = st->nrids;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (st->rids[mid].identity < n)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Rebuild what identity i is matched with; true when it changed. */
+static bool rid_refresh(struct pol_state *st, struct pol_rid *r)
+{
+	char ns[POL_NS_MAX];
+	char *ml = match_labels_of(st, r->labels, labels_namespace(r->labels, ns, sizeof(ns)));
+	if (!ml)
+		return false;
+	bool changed = !r->match_labels || strcmp(ml, r->match_labels);
+	free(r->match_labels);
+	r->match_labels = ml;
+	return changed;
+}
+
+static void rids_free(struct pol_state *st)
+{
+	for (size_t i = 0; i < st->nrids; i++) {
+		free(st->rids[i].labels);
+		free(st->rids[i].match_labels);
+	}
+	free(st->rids);
+	st->rids = NULL;
+	st->nrids = st->rids_cap = 0;
+}
+
+/* Identity n has labels now (NULL: it is gone); true when that changed. */
+static bool rid_set(struct pol_state *st, uint32_t n, const char *labels)
+{
+	size_t i = rid_at(st, n);
+	bool found = i < st->nrids && st->rids[i].identity == n;
+	if (!labels) {
+		if (!found)
+			return false;
+		free(st->rids[i].labels);
+		free(st->rids[i].match_labels);
+		memmove(&st->rids[i], &st->rids[i + 1], (st->nrids - i - 1) * sizeof(*st->rids));
+		st->nrids--;
+		return true;
+	}
+	if (found && !strcmp(st->rids[i].labels, labels))
+		return false;
+	char *l = strdup(labels);
+	if (!l)
+		return false;
+	if (!found) {
+		if (st->nrids == st->rids_cap) {
+			size_t cap = st->rids_cap ? st->rids_cap * 2 : 64;
+			struct pol_rid *v = realloc(st->rids, cap * sizeof(*v));
+			if (!v) {
+				free(l);
+				return false;
+			}
+			st->rids = v;
+			st->rids_cap = cap;
+		}
+		memmove(&st->rids[i + 1], &st->rids[i], (st->nrids - i) * sizeof(*st->rids));
+		st->rids[i] = (struct pol_rid){.identity = n};
+		st->nrids++;
+	}
+	free(st->rids[i].labels);
+	st->rids[i].labels = l;
+	rid_refresh(st, &st->rids[i]);
+	return true;
+}
+
+static int on_identity_event(const struct fibril_event *ev, void *ud)
+{
+	struct pol_state *st = ud;
+	const struct fibril_identity_event *e = ev->payload;
+	if (ev->payload_len < sizeof(*e) || e->sz < sizeof(*e) || e->sz > ev->payload_len ||
+	    (e->labels && (e->labels < e->sz || e->labels >= ev->payload_len ||
+			   memchr((const char *)e + e->labels, '\0', ev->payload_len - e->labels) == NULL)))
+		return -EINVAL;
+	bool added = !strcmp(ev->topic, FIBRIL_ENDPOINT_TOPIC_IDENTITY_ADDED);
+	if (rid_set(st, e->identity, added ? FIBRIL_IDENTITY_LABELS(e) : NULL))
+		recompute(st);
 	return 0;
 }
 
@@ -1239,6 +1360,9 @@ static void selector_add(struct pol_state *st, struct json_object *arr, const st
 	for (size_t i = 1; i < POL_EP_MAX; i++)
 		if (st->eps[i] && pol_selector_match(sel, st->eps[i]->match_labels, ns))
 			ids_add(&ids, st->eps[i]->identity);
+	for (size_t i = 0; i < st->nrids; i++)
+		if (pol_selector_match(sel, st->rids[i].match_labels, ns))
+			ids_add(&ids, st->rids[i].identity);
 	struct json_object *idarr = json_object_new_array();
 	for (size_t i = 0; i < ids.n; i++)
 		json_object_array_add(idarr, json_object_new_int64(ids.v[i]));
@@ -1679,6 +1803,11 @@ static int on_k8s_scope(const struct fibril_event *ev, void *ud)
 			continue;
 		changed |= ep_refresh(st, ep);
 	}
+	for (size_t i = 0; namespaces && i < st->nrids; i++) {
+		char rns[POL_NS_MAX];
+		if (!strcmp(labels_namespace(st->rids[i].labels, rns, sizeof(rns)), name))
+			changed |= rid_refresh(st, &st->rids[i]);
+	}
 	if (changed)
 		recompute(st);
 	return 0;
@@ -1770,6 +1899,13 @@ static int policy_init(struct fibril_module *m)
 			fibril_module_set_error(m, "cannot subscribe to %s", topics[i]);
 			return -ENOMEM;
 		}
+	const char *id_topics[] = {FIBRIL_ENDPOINT_TOPIC_IDENTITY_ADDED,
+				   FIBRIL_ENDPOINT_TOPIC_IDENTITY_DELETED};
+	for (size_t i = 0; i < 2; i++)
+		if (!fibril_bus_subscribe(m, id_topics[i], 1, on_identity_event, st)) {
+			fibril_module_set_error(m, "cannot subscribe to %s", id_topics[i]);
+			return -ENOMEM;
+		}
 	const char *k8s_topics[] = {FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_NETWORKPOLICIES,
 				    FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_CNPS,
 				    FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_CCNPS,
@@ -1857,6 +1993,7 @@ static void policy_fini(struct fibril_module *m)
 	for (size_t i = 0; st->eps && i < POL_EP_MAX; i++)
 		ep_free(st->eps[i]);
 	free(st->eps);
+	rids_free(st);
 	pol_policies_free(st->pols, st->npols);
 	free(st->cidrs);
 	if (st->dirfd >= 0)

@@ -5,10 +5,13 @@
 #   1. propagation: a pod's CNI ADD on n1 until n2's datapath ipcache map
 #      holds its address (tests/bench/bench_ipcache_watch walks the pinned
 #      map every 200 us), p50/p99 over PODS pods, beside the ADD itself;
-#   2. identity allocation for a new label set: the agent's own histogram
-#      (fibril_endpoint_cluster_identity_allocation_seconds, buckets from
-#      100 us), and the CNI ADD of a pod of new labels beside one of labels
-#      the node holds (the local hit alone: tests/bench/bench_identity);
+#   2. identity allocation for a new label set: p50/p99 of the times the
+#      agent logs for each allocation ("identity N allocated ... in X ms",
+#      from the request to the identity held), beside the same two requests
+#      (a range of the labels' value/ prefix, the creating txn) sent straight
+#      to etcd by a client; the agent's histogram's bucket bounds; the CNI
+#      ADD of a pod of new labels beside one of labels the node holds (the
+#      local hit alone: tests/bench/bench_identity);
 #   3. scale by simulation: a load generator writes SIM_NODES node records
 #      and SIM_EPS ipcache records into etcd; one agent starts on them: the
 #      time until it has every route and every ipcache entry in place, and
@@ -97,8 +100,38 @@ bucket_pct() { awk -v p="$1" '{ match($0, /le="[^"]*"/); le = substr($0, RSTART 
 	if (b[i] == "+Inf") print "> 5000"; else printf "<= %g", b[i] * 1000; exit } }' <<<"$hist"; }
 count=$(awk 'END { print $NF }' <<<"$hist")
 echo ""
+# the agent's own time for each allocation of these labels
+sed -n 's/.*identity [0-9]* allocated for labels k8s:io.kubernetes.pod.namespace=nid[0-9]* (cluster-wide, in \([0-9.]*\) ms).*/\1/p' \
+	"${MN_DIR[n1]}/agent.log" >"$WORK/alloc_ms"
+# reference: the allocation's two requests straight to etcd, from a client in the underlay
+ip netns exec "$MN_UNDERLAY_NS" python3 - "$MN_ETCD_ENDPOINT" "$NEWIDS" >"$WORK/etcd_ms" <<'PY' || exit 1
+import base64, http.client, json, sys, time, urllib.parse
+url = urllib.parse.urlparse(sys.argv[1]); n = int(sys.argv[2])
+conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+b64 = lambda s: base64.b64encode(s.encode()).decode()
+def post(path, body):
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = conn.getresponse(); r.read()
+    if r.status != 200: sys.exit("etcd reference: %d" % r.status)
+for i in range(n):
+    labels = "k8s:io.kubernetes.pod.namespace=ref%d;" % i
+    prefix = "/bench-ref/state/identities/v1/value/%s/" % labels
+    idk = "/bench-ref/state/identities/v1/id/%d" % (100000 + i)
+    t0 = time.perf_counter_ns()
+    post("/v3/kv/range", {"key": b64(prefix), "range_end": b64(prefix[:-1] + "0")})
+    post("/v3/kv/txn", {"compare": [
+        {"key": b64(idk), "target": "CREATE", "result": "EQUAL", "create_revision": 0},
+        {"key": b64(prefix), "range_end": b64(prefix[:-1] + "0"), "target": "VERSION", "result": "EQUAL", "version": 0}],
+        "success": [{"request_put": {"key": b64(idk), "value": b64(labels)}},
+                    {"request_put": {"key": b64(prefix + "n1"), "value": b64(str(100000 + i))}}]})
+    print((time.perf_counter_ns() - t0) / 1e6)
+PY
 echo "2. identity allocation for a new label set (n1, through etcd; $count allocations)"
 printf '   %-48s %10s %10s\n' "" "p50 ms" "p99 ms"
+printf '   %-48s %10s %10s\n' "allocation (the agent's time for each, $(grep -c . "$WORK/alloc_ms"))" \
+	"$(pct 50 <"$WORK/alloc_ms")" "$(pct 99 <"$WORK/alloc_ms")"
+printf '   %-48s %10s %10s\n' "reference: its 2 requests to etcd from a client" \
+	"$(pct 50 <"$WORK/etcd_ms")" "$(pct 99 <"$WORK/etcd_ms")"
 printf '   %-48s %10s %10s\n' "allocation (the agent's histogram, bucket bound)" "$(bucket_pct 50)" "$(bucket_pct 99)"
 nadd() { awk '{ print ($3 - $2) / 1e6 }' "$1"; }
 printf '   %-48s %10s %10s\n' "CNI ADD, a pod of new labels" "$(nadd "$WORK/new" | pct 50)" "$(nadd "$WORK/new" | pct 99)"

@@ -21,16 +21,9 @@
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
-# shellcheck disable=SC2086
-mn_require $MODS
 command -v ping >/dev/null || skip_or_fail "ping is not installed (iputils-ping)"
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+mn_cluster_up 3 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes
 NODES=(n1 n2 n3)
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
 PORT=$((20000 + RANDOM % 20000))
 AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.202.0.0/16
 	--set nodes.retry=300ms --set nodes.lease-ttl=30s
@@ -38,11 +31,8 @@ AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.202.0.0/16
 	--set endpoint.identity-gc-grace=2s --set kvstore-etcd.request-timeout=2s)
 start() { mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}"; }
 
-# py NODE PATH EXPR : EXPR over j = the node's GET PATH
-py() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$(mn_api "$1" "http://x$2")" "$3"; }
+py() { mn_json "$@"; }
 identity() { py "${MN_POD_NODE[$1]}" "/v1/endpoint/container-id:$MN_TAG$1:eth0" "j['identity']"; }
-knows_all() { local n; for n in "${NODES[@]}"; do [ "$n" = "$1" ] && continue
-	[ "$(py "$1" /v1/nodes "any(x['name'] == '$n' and x['routed'] for x in j['nodes'])")" = True ] || return 1; done; }
 # the kvstore-learned endpoints of NODE's ipcache: "ip identity node" lines, sorted
 kv_entries() { py "$1" /v1/ipcache "'\\n'.join(sorted('%s %d %s' % (e['prefix'].split('/')[0], e['identity'], e['node']) for e in j['entries'] if e['source'] == 'kvstore' and e['programmed']))"; }
 # what they should be: every pod of the other nodes
@@ -53,7 +43,7 @@ dp_ipcache() { "$CLI" -s "${MN_DIR[$1]}/fibril.sock" map dump dp_ipcache 2>&1; }
 declare -A GONE
 
 for n in "${NODES[@]}"; do start "$n" || { fail "the agent of $n starts"; finish; }; done
-for n in "${NODES[@]}"; do check "$n knows and routes the two others" wait_for 15 knows_all "$n"; done
+for n in "${NODES[@]}"; do check "$n knows and routes the two others" wait_for 15 mn_routes_all "$n"; done
 
 # ---- racing for new labels: one number per label set, on every node -------------------------
 # first labels only n1 has: a node-local counter would now be one ahead on n1

@@ -117,6 +117,14 @@ etcdctl_run put /fibril/dirt 3 >/dev/null
 r=$(op get key=dir/ prefix=1)
 check "prefix get returns every key under it, in order" jtest "$r" \
 	'[(k["key"], k["value"]) for k in j["kvs"]] == [("dir/x", "1"), ("dir/y", "2")]'
+for k in z1 z2 z3; do etcdctl_run put "/fibril/dir/$k" "$k" >/dev/null; done
+rev_now=$(ectl_rev get /fibril/dir/x)
+r=$(op getpaged key=dir/ limit=2)
+check "get_paged: every key under the prefix in pages of 2, in order, at one revision" jtest "$r" \
+	'j["err"] == 0 and j["pages"] == 3 and [k["key"] for k in j["kvs"]] == ["dir/x", "dir/y", "dir/z1", "dir/z2", "dir/z3"] and set(j["revisions"]) == {'"$rev_now"'}'
+check "get_paged of an empty prefix: one empty page" jtest "$(op getpaged key=nosuch/ limit=2)" \
+	'j["err"] == 0 and j["pages"] == 1 and j["kvs"] == []'
+etcdctl_run del --prefix /fibril/dir/z >/dev/null
 r=$(op del key=a)
 check "del answers" jtest "$r" 'j["err"] == 0 and j["revision"] > 0'
 check "etcdctl no longer sees the deleted key" test -z "$(etcdctl_run get /fibril/a)"

@@ -31,6 +31,10 @@
 #   mn_stream_stop               end it; its statuses are in
 #                                $WORK/send.status ("... reset=0 error=" when
 #                                never reset) and $WORK/recv.status
+#   mn_cluster_up COUNT MODULE...  mn_require, the modules in $WORK/mods, the
+#                                underlay, etcd, and nodes n1..nCOUNT
+#   mn_json NODE PATH EXPR       print python EXPR over j = the node's GET PATH
+#   mn_routes_all NODE           NODE knows and routes every other node
 MN_TAG="fmn$$"
 MN_UNDERLAY_NS="$MN_TAG-u"
 MN_UNDERLAY_PREFIX=${MN_UNDERLAY_PREFIX:-172.31.250}
@@ -239,4 +243,28 @@ mn_stream_stop() {
 	wait "$MN_STREAM_SENDER" 2>/dev/null || true
 	MN_STREAM_SENDER=""
 	sleep 0.2
+}
+
+mn_cluster_up() {
+	local count=$1 i
+	shift
+	mn_require "$@"
+	mn_modules "$WORK/mods" "$@"
+	mn_underlay_up
+	mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+	for i in $(seq 1 "$count"); do mn_node_add "n$i" "$i"; done
+}
+
+mn_json() {
+	python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' \
+		"$(mn_api "$1" "http://x$2")" "$3"
+}
+
+mn_routes_all() {
+	local n
+	for n in "${MN_NODES[@]}"; do
+		[ "$n" = "$1" ] && continue
+		[ "$(mn_json "$1" /v1/nodes "any(x['name'] == '$n' and x['routed'] for x in j['nodes'])")" = True ] ||
+			return 1
+	done
 }

@@ -8,6 +8,8 @@
  *
  *   POST /v1/kvprobe/put?key=K&value=V[&lease=ID]
  *   POST /v1/kvprobe/get?key=K[&prefix=1]      POST /v1/kvprobe/del?key=K[&prefix=1]
+ *   POST /v1/kvprobe/getpaged?key=K&limit=N    (get_paged: every page's kvs, "pages",
+ *        "revisions": each page's revision)
  *   POST /v1/kvprobe/txn  {"compare":[{"key","target":"version|create|mod|value|lease",
  *        "result":"equal|greater|less|not_equal","number":N,"value":S,"prefix":B}],
  *        "success":[{"type":"put|del|get","key","value","lease","prefix","ignore_lease"}],
@@ -46,6 +48,7 @@ struct call {
 	struct probe *p;
 	int op;
 	const char *kind;
+	struct json_object *pages_kvs, *page_revs; /* getpaged: so far */
 };
 
 /* ---- results ------------------------------------------------------------------ */
@@ -94,6 +97,27 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
 {
 	struct json_object *o = result_new(ud, err, revision);
 	json_object_object_add(o, "kvs", kvs_json(kvs, n));
+	result_store(ud, o);
+}
+
+static void on_page(void *ud, int err, const struct fibril_kv *kvs, size_t n, bool more,
+		    int64_t revision)
+{
+	struct call *c = ud;
+	if (!c->pages_kvs) {
+		c->pages_kvs = json_object_new_array();
+		c->page_revs = json_object_new_array();
+	}
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(c->pages_kvs, kv_json(&kvs[i]));
+	if (!err)
+		json_object_array_add(c->page_revs, json_object_new_int64(revision));
+	if (more && !err)
+		return;
+	struct json_object *o = result_new(ud, err, revision);
+	json_object_object_add(o, "kvs", c->pages_kvs);
+	json_object_object_add(o, "pages", json_object_new_int((int)json_object_array_length(c->page_revs)));
+	json_object_object_add(o, "revisions", c->page_revs);
 	result_store(ud, o);
 }
 
@@ -214,6 +238,22 @@ static void route_get(struct fibril_request *req, struct fibril_response *resp, 
 	if (c)
 		op_end(c, p->kv->get(p->ctx, fibril_req_query(req, "key"), query_flag(req, "prefix"),
 				     on_get, c), resp);
+}
+
+static void route_getpaged(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct probe *p = ud;
+	struct call *c = op_begin(p, "getpaged", resp);
+	if (c)
+#if FIBRIL_ABI_MINOR >= 6 /* get_paged: SDK 1.6 */
+		op_end(c, FIBRIL_SERVICE_HAS(p->kv, get_paged) && p->kv->get_paged
+			  ? p->kv->get_paged(p->ctx, fibril_req_query(req, "key"),
+					     (size_t)query_int(req, "limit"), on_page, c)
+			  : -ENOSYS, resp);
+#else
+		op_end(c, -ENOSYS, resp);
+	(void)on_page;
+#endif
 }
 
 static void route_del(struct fibril_request *req, struct fibril_response *resp, void *ud)
@@ -432,6 +472,7 @@ static const struct {
 	fibril_route_fn fn;
 } routes[] = {
 	{"POST", "/v1/kvprobe/put", route_put},       {"POST", "/v1/kvprobe/get", route_get},
+	{"POST", "/v1/kvprobe/getpaged", route_getpaged},
 	{"POST", "/v1/kvprobe/del", route_del},       {"POST", "/v1/kvprobe/txn", route_txn},
 	{"POST", "/v1/kvprobe/grant", route_grant},   {"POST", "/v1/kvprobe/revoke", route_revoke},
 	{"POST", "/v1/kvprobe/watch", route_watch},   {"POST", "/v1/kvprobe/unwatch", route_unwatch},

@@ -54,6 +54,25 @@ enum fibril_endpoint_state {
 #define FIBRIL_ENDPOINT_TOPIC_CREATED "endpoint.created"
 #define FIBRIL_ENDPOINT_TOPIC_UPDATED "endpoint.updated"
 #define FIBRIL_ENDPOINT_TOPIC_DELETED "endpoint.deleted"
+/* Since SDK 1.6: the identities of the whole cluster (cluster-wide
+ * allocation through the kvstore: every id/<n> record, whichever node
+ * allocated it), as the endpoint module learns and forgets them. Payload
+ * struct fibril_identity_event, type version 1. An identity whose labels
+ * change is announced again with IDENTITY_ADDED. */
+#define FIBRIL_ENDPOINT_TOPIC_IDENTITY_ADDED "endpoint.identity-added"
+#define FIBRIL_ENDPOINT_TOPIC_IDENTITY_DELETED "endpoint.identity-deleted"
+
+/* `labels`: offset from the start of the struct of its NUL-terminated
+ * '\n'-separated labels in the same buffer (0: none, on DELETED). Read it
+ * with FIBRIL_IDENTITY_LABELS(ev). */
+struct fibril_identity_event {
+	uint32_t sz; /* sizeof(struct fibril_identity_event) as published */
+	uint32_t identity;
+	uint32_t labels;
+};
+
+#define FIBRIL_IDENTITY_LABELS(ev) \
+	((ev)->labels ? (const char *)(const void *)(ev) + (ev)->labels : "")
 
 #define FIBRIL_ENDPOINT_CONTAINER_ID_LEN 128
 /* The longest container ID (bytes) an endpoint can carry: the one limit of
@@ -97,7 +116,8 @@ struct fibril_endpoint_ops {
 	/* One endpoint by local ID: calls cb once, or returns -ENOENT. */
 	int (*get)(void *ctx, uint16_t id, fibril_endpoint_fn cb, void *ud);
 	/* The labels of an identity ('\n'-separated, valid until the loop runs
-	 * again), or NULL when no such identity exists. */
+	 * again), or NULL when no such identity exists. With cluster-wide
+	 * identities, those other nodes allocated are answered too. */
 	const char *(*identity_labels)(void *ctx, uint32_t identity);
 };
 

@@ -23,8 +23,9 @@ extern "C" {
 
 #define FIBRIL_KVSTORE_CAPABILITY "kvstore"
 /* Interface versions: 1 (SDK 1.2); 2 (SDK 1.4) appends `txn`, whose arrays
- * are in the 1.4 layout (the 1.2 slot is now named txn_v1). */
-#define FIBRIL_KVSTORE_VERSION 2
+ * are in the 1.4 layout (the 1.2 slot is now named txn_v1); 3 (SDK 1.6)
+ * appends `get_paged`. */
+#define FIBRIL_KVSTORE_VERSION 3
 
 struct fibril_kv {
 	const char *key;
@@ -82,6 +83,11 @@ typedef void (*fibril_kv_done_fn)(void *ud, int err, int64_t revision);
  * GET ops returned (all of them, in order). */
 typedef void (*fibril_kv_txn_fn)(void *ud, int err, bool succeeded, const struct fibril_kv *kvs,
 				 size_t n, int64_t revision);
+/* One page of a get_paged read: its pairs (valid during the call), whether
+ * another page follows, and the revision every page is read at. After an
+ * err != 0 (kvs NULL, more false) or a page with more false, no more calls. */
+typedef void (*fibril_kv_page_fn)(void *ud, int err, const struct fibril_kv *kvs, size_t n,
+				  bool more, int64_t revision);
 typedef void (*fibril_kv_lease_fn)(void *ud, int err, int64_t lease, int64_t ttl_seconds);
 /* One event of a watch, in revision order. err != 0 (with kv NULL) reports
  * that the watch broke and is being re-established from the last revision
@@ -122,6 +128,15 @@ struct fibril_kvstore_ops {
 	int (*txn)(void *ctx, const struct fibril_kv_compare *cmp, size_t ncmp,
 		   const struct fibril_kv_op *success, size_t nsuccess,
 		   const struct fibril_kv_op *failure, size_t nfailure, fibril_kv_txn_fn cb, void *ud);
+	/* --- interface 3 (SDK 1.6) --- */
+	/* Every key under prefix, in pages of up to `limit` keys (0: the
+	 * provider's default), all at the revision of the first page, one
+	 * request at a time: a large prefix is never held whole, by the store's
+	 * answer or by the caller. cb runs once per page (see fibril_kv_page_fn);
+	 * watch from its revision + 1 to follow what changes after. A revision
+	 * compacted away between pages ends the read with -ERANGE: read again. */
+	int (*get_paged)(void *ctx, const char *prefix, size_t limit, fibril_kv_page_fn cb,
+			 void *ud);
 };
 
 /* Bus topics of the kvstore provider (payload: struct fibril_kvstore_event,

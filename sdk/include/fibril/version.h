@@ -26,7 +26,9 @@
  *       direction FROM_OVERLAY), the k8s "cluster-nodes" resource;
  *       websocket streams with a state per client (fibril_api_stream_ops:
  *       own query, own queue, lost messages told), routes and streams
- *       also served on the TCP listener.
+ *       also served on the TCP listener; the kvstore's paged prefix read
+ *       (get_paged, interface 3), the endpoint module's cluster identity
+ *       events.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
