@@ -31,6 +31,9 @@ struct pol_selector {
 	 * policy's namespace (its namespace expressions test the
 	 * POL_NS_LABELS_PREFIX labels) */
 	bool any_namespace;
+	/* the policy module's selector cache entry (policy.c), NULL until
+	 * the policy is admitted */
+	void *cached;
 };
 
 /* The labels of an endpoint's namespace, as the policy module adds them to
@@ -100,6 +103,7 @@ struct pol_policy {
 	struct pol_rule *rules;
 	size_t nrules;
 	char *text; /* the policy as imported (JSON), for GET */
+	bool admitted; /* its selectors are in the module's selector cache */
 };
 
 /* Parse CiliumNetworkPolicies, CiliumClusterwideNetworkPolicies and

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tests/bench/bench_policy.sh - the policy module with 1,000 endpoints and
+# 1,000 CiliumNetworkPolicies (as root, by hand or from `make bench`; never
+# by make check). A node netns holds 1,000 veth pairs (the endpoints' host
+# sides) and runs the agent with ipam-cluster-pool, ipam-api, endpoint,
+# datapath and policy; tests/bench/bench_policy.py attaches the endpoints
+# through the endpoint API (no pod processes: the figures are the agent's)
+# and prints, each beside its reference from the same run: one policy
+# change -> map written (p50/p99, goal p99 < 10 ms), the 1,000 policies
+# computed over the 1,000 endpoints (goal < 1 s), the agent's RSS (goal
+# < 64 MB). Figures are printed, never asserted. From a build dir:
+#   top_srcdir=/work/main top_builddir=$PWD bash tests/bench/bench_policy.sh
+# Environment: ENDPOINTS (1000), CHANGES (200).
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
+set -euo pipefail
+. "$top_srcdir/tests/lib/common.sh"
+BPFFS_DIR="/sys/fs/bpf/fibril-bench-pol-$$"
+N=${ENDPOINTS:-1000}
+CHANGES=${CHANGES:-200}
+# shellcheck source=bench_lib.sh
+BENCH_NAME=bench_policy . "$top_srcdir/tests/bench/bench_lib.sh"
+MODS=(ipam-cluster-pool ipam-api endpoint datapath policy)
+bench_require ip python3
+bench_require_modules "${MODS[@]}"
+bench_find_agent
+
+NODE=fbp-$$-node
+bench_cleanup() {
+	local rc=$?
+	set +e
+	bench_kill_netns "$NODE"
+	(exit "$rc")
+	cleanup
+}
+trap bench_cleanup EXIT INT TERM
+ip netns add "$NODE"
+ip -n "$NODE" link set lo up
+mkdir -p "$BPFFS_DIR" "$WORK/state" "$WORK/run"
+bench_install_modules "$WORK/mods" "${MODS[@]}"
+for i in $(seq 0 $((N - 1))); do
+	printf 'link add fbp%d type veth peer name fbq%d\nlink set fbp%d up\nlink set fbq%d up\n' "$i" "$i" "$i" "$i"
+done >"$WORK/links.batch"
+ip -n "$NODE" -batch "$WORK/links.batch" || bench_die "cannot create the veths"
+
+ip netns exec "$NODE" python3 "$top_srcdir/tests/bench/bench_policy.py" "$WORK" "$N" "$CHANGES" "$NODE" \
+	"$AGENT_BIN" --set "agent.module-dir=$WORK/mods" --set "agent.socket=$WORK/run/fibril.sock" \
+	--set "agent.state-dir=$WORK/state" --set "agent.run-dir=$WORK/run" \
+	--set "agent.bpffs-dir=$BPFFS_DIR" --set "ipam-cluster-pool.node-cidr=10.98.0.0/20" \
+	>"$WORK/out" || bench_die "the driver failed: $(tail -n 5 "$WORK/out")"
+v() { sed -n "s/^$1=//p" "$WORK/out"; }
+goal() { awk -v v="$1" -v l="$2" 'BEGIN { print (v + 0 < l + 0) ? "met" : "NOT met" }'; }
+read -r c50 c99 cmax <<<"$(v change_ms)"
+read -r r50 r99 <<<"$(v change_ref_ms)"
+read -r ims ius ieps iwrites <<<"$(v import_ms)"
+read -r rms rus <<<"$(v import_ref_ms)"
+read -r rss hwm <<<"$(v rss)"
+read -r rss0 hwm0 <<<"$(v rss_ref)"
+read -r rss2 hwm2 <<<"$(v rss_restart)"
+read -r sus seps <<<"$(v restart)"
+echo "-- policy: $N endpoints (one identity each), $N CNPs (endpoints attached in $(v endpoints_s) s)"
+printf '   one policy changed -> map written (PUT reply): p50 %s ms, p99 %s ms, max %s ms over %d changes (goal p99 < 10 ms: %s); each re-resolved 1 endpoint\n' \
+	"$c50" "$c99" "$cmax" "$CHANGES" "$(goal "$c99" 10)"
+printf '     reference: the same change with nothing loaded: p50 %s ms, p99 %s ms\n' "$r50" "$r99"
+printf '   %d policies imported over %d endpoints: %s ms (PUT reply), computation %.1f ms for %d endpoints, %d map writes (goal < 1 s: %s)\n' \
+	"$N" "$N" "$ims" "$(awk -v u="$ius" 'BEGIN { print u / 1000 }')" "$ieps" "$iwrites" "$(goal "$ius" 1000000)"
+printf '     reference: the same import with no endpoint: %s ms (computation %.1f ms)\n' "$rms" "$(awk -v u="$rus" 'BEGIN { print u / 1000 }')"
+printf '   after kill -9 and start: full computation %.1f ms for %d endpoints\n' "$(awk -v u="$sus" 'BEGIN { print u / 1000 }')" "$seps"
+printf '   agent RSS: %d kB (peak %d kB) loaded, %d kB after the restart (goal < 64 MB: %s); reference: %d kB right after start\n' \
+	"$rss" "$hwm" "$rss2" "$(goal "$hwm" 65536)" "$rss0"
