@@ -121,6 +121,7 @@ struct pol_state {
 	size_t npols;
 	uint64_t revision;
 	struct pol_ep **eps; /* by ID */
+	size_t ep_hi; /* above the highest ID seen (the loops over eps stop there) */
 	struct pol_cidr_id *cidrs;
 	size_t ncidrs;
 	uint32_t next_cidr_id;
@@ -342,12 +343,12 @@ static bool ipblock_holds(const struct pol_cidr_rule *cr, const struct pol_ep *e
  * taken only when every local pod sharing it is inside the block). */
 static void ipblock_pods(struct pol_state *st, const struct pol_cidr_rule *cr, struct ids *out)
 {
-	for (size_t i = 1; i < POL_EP_MAX; i++) {
+	for (size_t i = 1; i < st->ep_hi; i++) {
 		const struct pol_ep *ep = st->eps[i];
 		if (!ep || !ipblock_holds(cr, ep))
 			continue;
 		bool all = true;
-		for (size_t j = 1; j < POL_EP_MAX && all; j++)
+		for (size_t j = 1; j < st->ep_hi && all; j++)
 			if (st->eps[j] && st->eps[j]->identity == ep->identity)
 				all = ipblock_holds(cr, st->eps[j]);
 		if (all)
@@ -371,7 +372,7 @@ static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 		const struct sel_entry *c = peer->endpoints[s].cached;
 		for (size_t i = 0; c && i < c->nids; i++)
 			ids_add(out, c->ids[i].identity);
-		for (size_t i = 1; !c && i < POL_EP_MAX; i++) {
+		for (size_t i = 1; !c && i < st->ep_hi; i++) {
 			const struct pol_ep *ep = st->eps[i];
 			if (ep && pol_selector_match(&peer->endpoints[s], ep->match_labels, pol->ns))
 				ids_add(out, ep->identity);
@@ -419,7 +420,7 @@ static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 	if (en & (POL_ENT_KUBE_APISERVER | POL_ENT_CLUSTER))
 		ids_add(out, FIBRIL_IDENTITY_KUBE_APISERVER);
 	if (en & POL_ENT_CLUSTER)
-		for (size_t i = 1; i < POL_EP_MAX; i++)
+		for (size_t i = 1; i < st->ep_hi; i++)
 			if (st->eps[i])
 				ids_add(out, st->eps[i]->identity);
 }
@@ -461,7 +462,7 @@ static void named_entries(struct pol_state *st, const struct pol_ep *subject,
 		return;
 	}
 	uint32_t id = t.identity;
-	for (size_t i = 1; i < POL_EP_MAX; i++) {
+	for (size_t i = 1; i < st->ep_hi; i++) {
 		const struct pol_ep *ep = st->eps[i];
 		if (!ep || (id && ep->identity != id) || !(t.port = named_port(ep, pp->name, pp->proto)))
 			continue;
@@ -792,7 +793,7 @@ static void sel_register(struct pol_state *st, struct pol_selector *s, const cha
 	e->key = key;
 	snprintf(e->ns, sizeof(e->ns), "%s", ns);
 	e->users = 1;
-	for (size_t i = 1; i < POL_EP_MAX; i++)
+	for (size_t i = 1; i < st->ep_hi; i++)
 		if (st->eps[i] && st->eps[i]->match_labels &&
 		    pol_selector_match(&e->sel, st->eps[i]->match_labels, e->ns))
 			sel_ids_adjust(st, e, st->eps[i]->identity, 1);
@@ -832,7 +833,7 @@ static bool rule_selects(const struct pol_policy *pol, const struct pol_rule *ru
 
 static void mark_subjects(struct pol_state *st, const struct pol_policy *pol, const struct pol_rule *rule)
 {
-	for (size_t i = 1; i < POL_EP_MAX; i++)
+	for (size_t i = 1; i < st->ep_hi; i++)
 		if (st->eps[i] && !st->eps[i]->dirty && rule_selects(pol, rule, st->eps[i]))
 			st->eps[i]->dirty = true;
 }
@@ -915,7 +916,7 @@ static void recompute(struct pol_state *st)
 	else
 		st->incrementals++;
 	st->full = false;
-	for (size_t i = 1; i < POL_EP_MAX; i++) {
+	for (size_t i = 1; i < st->ep_hi; i++) {
 		struct pol_ep *ep = st->eps[i];
 		if (!ep)
 			continue;
@@ -1106,6 +1107,8 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 			return 0;
 		ep->id = ev->id;
 		st->eps[ev->id] = ep;
+		if ((size_t)ev->id + 1 > st->ep_hi)
+			st->ep_hi = (size_t)ev->id + 1;
 	} else
 		sel_cache_ep(st, ep, -1);
 	char *l = strdup(labels);
@@ -1174,24 +1177,40 @@ static int state_open(struct pol_state *st, char *why, size_t len)
 	return 0;
 }
 
-/* {"revision": N, "policies": [...]}, atomically; 0 or a negative errno. */
+/* {"revision": N, "policies": [...], "k8s_policies": [...]}, atomically; 0
+ * or a negative errno. Each policy's text is JSON already: it is copied,
+ * not parsed again (a change with 1,000 policies loaded stays cheap). */
 static int state_save(struct pol_state *st, struct pol_policy **pols, size_t n, uint64_t revision)
 {
 	if (st->dirfd < 0)
 		return 0;
-	struct json_object *o = json_object_new_object(), *arr = json_object_new_array(),
-			   *k8s = json_object_new_array();
-	json_object_object_add(o, "revision", json_object_new_int64((int64_t)revision));
+	size_t len = 96;
 	for (size_t i = 0; i < n; i++)
-		json_object_array_add(pols[i]->from_k8s ? k8s : arr, json_tokener_parse(pols[i]->text));
-	json_object_object_add(o, "policies", arr);
+		len += strlen(pols[i]->text) + 1;
+	char *t = malloc(len), *w = t;
+	if (!t)
+		return -ENOMEM;
+	w += sprintf(w, "{\"revision\":%llu,\"policies\":[", (unsigned long long)revision);
 	/* the last state of the k8s ones: enforced from the start, until the
 	 * informers' first list says what is gone */
-	json_object_object_add(o, "k8s_policies", k8s);
-	const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-							      JSON_C_TO_STRING_NOSLASHESCAPE);
-	int rc = fibril_state_write_atomic(st->dirfd, POL_STATE_FILE, t, strlen(t), 0600);
-	json_object_put(o);
+	for (int k8s = 0; k8s < 2; k8s++) {
+		bool first = true;
+		if (k8s)
+			w += sprintf(w, "],\"k8s_policies\":[");
+		for (size_t i = 0; i < n; i++) {
+			if (pols[i]->from_k8s != k8s)
+				continue;
+			size_t l = strlen(pols[i]->text);
+			if (!first)
+				*w++ = ',';
+			memcpy(w, pols[i]->text, l);
+			w += l;
+			first = false;
+		}
+	}
+	w += sprintf(w, "]}");
+	int rc = fibril_state_write_atomic(st->dirfd, POL_STATE_FILE, t, (size_t)(w - t), 0600);
+	free(t);
 	return rc;
 }
 
@@ -1292,7 +1311,7 @@ static void adopt_map(struct pol_state *st)
 	struct adopt_ctx a = {.st = st};
 	if (st->dp->policy_list(st->dp_ctx, adopt_entry, &a) < 0)
 		fibril_warn(st->m, "cannot read the policy map in place");
-	for (size_t i = 1; i < POL_EP_MAX; i++)
+	for (size_t i = 1; i < st->ep_hi; i++)
 		if (st->eps[i] && st->eps[i]->nentries)
 			qsort(st->eps[i]->entries, st->eps[i]->nentries, sizeof(struct pol_entry),
 			      entry_cmp);
@@ -1352,7 +1371,7 @@ static struct json_object *state_json(struct pol_state *st)
 		json_object_array_add(pols, p);
 	}
 	json_object_object_add(o, "policies", pols);
-	for (size_t i = 1; i < POL_EP_MAX; i++) {
+	for (size_t i = 1; i < st->ep_hi; i++) {
 		const struct pol_ep *ep = st->eps[i];
 		if (!ep)
 			continue;
@@ -1559,7 +1578,7 @@ static void selector_add(struct pol_state *st, struct json_object *arr, const st
 	const struct sel_entry *c = sel->cached;
 	for (size_t i = 0; c && i < c->nids; i++)
 		ids_add(&ids, c->ids[i].identity);
-	for (size_t i = 1; !c && i < POL_EP_MAX; i++)
+	for (size_t i = 1; !c && i < st->ep_hi; i++)
 		if (st->eps[i] && pol_selector_match(sel, st->eps[i]->match_labels, ns))
 			ids_add(&ids, st->eps[i]->identity);
 	struct json_object *idarr = json_object_new_array();
@@ -1654,7 +1673,7 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 		return false;
 	}
 	if (inet_pton(AF_INET, spec, &a) == 1) {
-		for (size_t i = 1; i < POL_EP_MAX; i++)
+		for (size_t i = 1; i < st->ep_hi; i++)
 			if (st->eps[i] && st->eps[i]->has_ipv4 && st->eps[i]->ipv4.s_addr == a.s_addr) {
 				end_of_ep(out, st->eps[i]);
 				return true;
@@ -1673,7 +1692,7 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 	}
 	const char *slash = strchr(spec, '/');
 	if (slash)
-		for (size_t i = 1; i < POL_EP_MAX; i++) {
+		for (size_t i = 1; i < st->ep_hi; i++) {
 			const struct pol_ep *ep = st->eps[i];
 			if (ep && strlen(ep->pod_ns) == (size_t)(slash - spec) &&
 			    !strncmp(ep->pod_ns, spec, (size_t)(slash - spec)) && !strcmp(ep->pod_name, slash + 1)) {
@@ -1996,7 +2015,7 @@ static int on_k8s_scope(const struct fibril_event *ev, void *ud)
 	const char *res = k.res, *ns = k.ns, *name = k.name;
 	bool namespaces = !strcmp(res, FIBRIL_K8S_NAMESPACES), changed = false;
 	st->sel_gen++;
-	for (size_t i = 1; i < POL_EP_MAX; i++) {
+	for (size_t i = 1; i < st->ep_hi; i++) {
 		struct pol_ep *ep = st->eps[i];
 		if (!ep || (namespaces ? strcmp(ep->pod_ns, name)
 				       : (!ns || strcmp(ep->pod_ns, ns) || strcmp(ep->pod_name, name))))
@@ -2201,7 +2220,7 @@ static int policy_summary(struct fibril_module *m, char *buf, size_t len)
 {
 	struct pol_state *st = fibril_module_data(m);
 	size_t n = 0;
-	for (size_t i = 1; i < POL_EP_MAX; i++)
+	for (size_t i = 1; i < st->ep_hi; i++)
 		n += st->eps[i] && (st->eps[i]->ingress || st->eps[i]->egress);
 	return snprintf(buf, len, "%zu policies, revision %llu, %zu endpoints enforced", st->npols,
 			(unsigned long long)st->revision, n);
