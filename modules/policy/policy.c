@@ -671,18 +671,6 @@ static char *sel_key(const struct pol_selector *sel, const char *ns)
 	return k;
 }
 
-static void sel_copy_free(struct pol_selector *s)
-{
-	for (size_t i = 0; i < s->nexprs; i++) {
-		free(s->exprs[i].key);
-		for (size_t j = 0; j < s->exprs[i].nvalues; j++)
-			free(s->exprs[i].values[j]);
-		free(s->exprs[i].values);
-	}
-	free(s->exprs);
-	memset(s, 0, sizeof(*s));
-}
-
 static bool sel_copy(struct pol_selector *d, const struct pol_selector *s)
 {
 	memset(d, 0, sizeof(*d));
@@ -698,13 +686,13 @@ static bool sel_copy(struct pol_selector *d, const struct pol_selector *s)
 		if (!(de->key = strdup(se->key)) ||
 		    (se->nvalues && !(de->values = calloc(se->nvalues, sizeof(char *))))) {
 			d->nexprs++;
-			sel_copy_free(d);
+			pol_selector_free(d);
 			return false;
 		}
 		for (size_t j = 0; j < se->nvalues; j++, de->nvalues++)
 			if (!(de->values[j] = strdup(se->values[j]))) {
 				d->nexprs++;
-				sel_copy_free(d);
+				pol_selector_free(d);
 				return false;
 			}
 	}
@@ -716,7 +704,7 @@ static void sel_entry_free(struct sel_entry *e)
 	if (!e)
 		return;
 	free(e->key);
-	sel_copy_free(&e->sel);
+	pol_selector_free(&e->sel);
 	free(e->ids);
 	free(e);
 }

@@ -126,6 +126,8 @@ struct json_object *pol_yaml_to_json(const char *text, size_t len, char *err, si
  * 0-9 and '-', at least one letter, no leading/trailing/double '-'). */
 bool pol_port_name_ok(const char *s);
 void pol_policies_free(struct pol_policy **v, size_t n);
+/* Free a selector's expressions (the selector itself is the caller's). */
+void pol_selector_free(struct pol_selector *s);
 
 /* Whether a label set ('\n'-separated "source:key=value") matches sel. A
  * selector key "k" matches a label of any source; "src:k" that source

@@ -26,14 +26,6 @@ phase() { api http://x/v1/k8s | python3 -c '
 import json,sys
 r = [x for x in json.load(sys.stdin)["resources"] if x["name"] == sys.argv[1]]
 print(r[0]["phase"], r[0]["synced"], r[0]["objects"]) if r else print("none")' "$1"; }
-wait_for() { # SECONDS COMMAND...
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ $SECONDS -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
 is() { [ "$(phase "$1")" = "$2" ]; }
 check "ciliumnetworkpolicies: unavailable, synced, empty" wait_for 10 is ciliumnetworkpolicies "unavailable True 0" ||
 	phase ciliumnetworkpolicies
