@@ -16,6 +16,9 @@
 #   restart     kill -9 and start again: the agent's own full computation
 #               (stats.last_update_us at start); reference: no policy
 #   rss         VmRSS/VmHWM with all of it; reference: right after start
+#   rr          TCP request/response rate between endpoints 0 and 1 (pods
+#               in their own netns) with every policy in force vs none, and
+#               the programs' ns/packet from bpf_stats
 # and checks on the way that one change re-resolves exactly one endpoint
 # and writes the map (stats). Prints key=value lines.
 import json, os, signal, socket, subprocess, sys, time
@@ -105,6 +108,83 @@ def cnp(i, n, port):
                      "ingress": [{"fromEndpoints": [{"matchLabels": {"app": f"web-{(i + 1) % n}"}}],
                                   "toPorts": [{"ports": [{"port": str(port), "protocol": "TCP"}]}]}]}}
 
+GATEWAY = [None]  # the pods' gateway, as IPAM gives it
+
+def prog_stats(prog_ids):
+    """(run_cnt, run_time_ns) summed over the programs (bpf_stats)."""
+    cnt = ns = 0
+    for pid in prog_ids:
+        j = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(pid)],
+                                      capture_output=True, text=True, check=True).stdout)
+        cnt += j.get("run_cnt", 0)
+        ns += j.get("run_time_ns", 0)
+    return cnt, ns
+
+def rr_bench(agent, allpol):
+    """TCP request/response rate pod a -> pod b with every policy in force
+    (b selected: allowed from a on the server's port) and with none,
+    alternating RR_REPEAT times; the programs' ns/packet from bpf_stats."""
+    rr, (pa, pb) = os.environ["RR"], os.environ["PODS"].split()
+    secs, repeat = os.environ.get("RR_SECS", "3"), int(os.environ.get("RR_REPEAT", "3"))
+    addr = {}
+    for i, ns in ((0, pa), (1, pb)):
+        e = json.loads(agent.api.call("GET", f"/v1/endpoint/container-id:bench{i}:eth0")[1])
+        addr[ns] = e["ipv4"]
+    for ns in (pa, pb):
+        subprocess.run(["ip", "-n", ns, "addr", "add", addr[ns] + "/32", "dev", "eth0"], check=True)
+    gw = GATEWAY[0]
+    for ns in (pa, pb):
+        subprocess.run(["ip", "-n", ns, "route", "add", gw, "dev", "eth0", "scope", "link"], check=True)
+        subprocess.run(["ip", "-n", ns, "route", "add", "default", "via", gw, "dev", "eth0"], check=True)
+    portfile = f"{agent.sock}.rrport"
+    srv = subprocess.Popen(["ip", "netns", "exec", pb, rr, "server", portfile])
+    try:
+        for _ in range(100):
+            if os.path.exists(portfile) and open(portfile).read().strip():
+                break
+            time.sleep(0.05)
+        port = int(open(portfile).read())
+        allow = {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+                 "metadata": {"name": "rr", "namespace": "bench"},
+                 "spec": {"endpointSelector": {"matchLabels": {"app": "web-1"}},
+                          "ingress": [{"fromEndpoints": [{"matchLabels": {"app": "web-0"}}],
+                                       "toPorts": [{"ports": [{"port": str(port), "protocol": "TCP"}]}]}]}}
+        dp = json.loads(agent.api.call("GET", "/v1/datapath")[1])
+        progs = [p for p in (dp.get("program-id"), dp.get("program-id-egress")) if p]
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("1")
+        res = {True: [], False: []}
+        nsp = {True: [0, 0], False: [0, 0]}
+        for r in range(repeat):
+            for with_pol in (True, False):
+                agent.api.call("DELETE", "/v1/policy")
+                if with_pol:
+                    put_ok(agent, allpol)
+                    put_ok(agent, allow)
+                c0, t0 = prog_stats(progs)
+                out = subprocess.run(["ip", "netns", "exec", pa, rr, "client", addr[pb], str(port), secs],
+                                     capture_output=True, text=True)
+                c1, t1 = prog_stats(progs)
+                m = dict(kv.split("=") for kv in out.stdout.split())
+                if float(m.get("transactions", 0)) <= 0:
+                    die(f"request/response pod a -> b ({'with' if with_pol else 'without'} policies): {out.stdout} {out.stderr}")
+                res[with_pol].append(float(m["rate"]))
+                nsp[with_pol][0] += c1 - c0
+                nsp[with_pol][1] += t1 - t0
+        med = lambda v: sorted(v)[len(v) // 2]
+        per = lambda k: nsp[k][1] / nsp[k][0] if nsp[k][0] else 0
+        print("rr=%.0f %.0f %.1f %.1f" % (med(res[True]), med(res[False]), per(True), per(False)), flush=True)
+        agent.api.call("DELETE", "/v1/policy")
+        put_ok(agent, allpol)
+    finally:
+        srv.kill()
+        srv.wait()
+
+def put_ok(agent, body):
+    st, b = agent.api.call("PUT", "/v1/policy", body)
+    if st != 200:
+        die(f"PUT /v1/policy: HTTP {st}: {b[:300]}")
+
 def pct(v, p):
     v = sorted(v)
     return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
@@ -163,7 +243,9 @@ def main():
         if st not in (200, 201):
             die(f"POST /v1/ipam {owner}: HTTP {st}: {body[:200]}")
         addr = json.loads(body)["addresses"][0]["address"]
-        b = {"container-id": f"bench{i}", "ifname": "eth0", "netns": f"/run/netns/{netns}",
+        GATEWAY[:] = [json.loads(body)["addresses"][0]["gateway"]]
+        pod_ns = os.environ["PODS"].split()[i] if i < 2 else netns
+        b = {"container-id": f"bench{i}", "ifname": "eth0", "netns": f"/run/netns/{pod_ns}",
              "host-ifname": host, "host-ifindex": socket.if_nametoindex(host),
              "mac": "02:fe:00:00:%02x:%02x" % (i >> 8, i & 255),
              "host-mac": "02:fb:00:00:%02x:%02x" % (i >> 8, i & 255), "ipv4": addr,
@@ -190,6 +272,9 @@ def main():
     out("change_ms", "%.2f %.2f %.2f %.3f %.3f" % (pct(times, 50), pct(times, 99), max(times),
                                                    pct(module_us, 50), pct(module_us, 99)))
     out("rss_after", "%d %d" % agent.mem())
+
+    # ---- per packet: request/response between pods a and b (endpoints 0, 1) ----
+    rr_bench(agent, allpol)
 
     # ---- restart: the full computation at start ----
     agent.kill9()

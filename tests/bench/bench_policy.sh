@@ -25,28 +25,46 @@ bench_require_modules "${MODS[@]}"
 bench_find_agent
 
 NODE=fbp-$$-node
+PODA=fbp-$$-a
+PODB=fbp-$$-b
 bench_cleanup() {
 	local rc=$?
 	set +e
-	bench_kill_netns "$NODE"
+	bench_kill_netns "$NODE" "$PODA" "$PODB"
 	(exit "$rc")
 	cleanup
 }
 trap bench_cleanup EXIT INT TERM
-ip netns add "$NODE"
-ip -n "$NODE" link set lo up
+for ns in "$NODE" "$PODA" "$PODB"; do
+	ip netns add "$ns"
+	ip -n "$ns" link set lo up
+done
+RR=$top_builddir/tests/bench/bench_dp_rr
+if ! "${MAKE:-make}" -s -C "$top_builddir" tests/bench/bench_dp_rr >/dev/null 2>&1; then
+	RR=$WORK/bench_dp_rr
+	${CC:-cc} -std=gnu11 -O2 -Wall -Wextra -o "$RR" "$top_srcdir/tests/bench/bench_dp_rr.c" ||
+		bench_die "cannot build bench_dp_rr"
+fi
 mkdir -p "$BPFFS_DIR" "$WORK/state" "$WORK/run"
 bench_install_modules "$WORK/mods" "${MODS[@]}"
-for i in $(seq 0 $((N - 1))); do
+# endpoints 0 and 1 are two pods (their own netns: the request/response figure)
+printf 'link add fbp0 type veth peer name eth0 netns %s\nlink add fbp1 type veth peer name eth0 netns %s\nlink set fbp0 up\nlink set fbp1 up\n' \
+	"$PODA" "$PODB" >"$WORK/links.batch"
+for i in $(seq 2 $((N - 1))); do
 	printf 'link add fbp%d type veth peer name fbq%d\nlink set fbp%d up\nlink set fbq%d up\n' "$i" "$i" "$i" "$i"
-done >"$WORK/links.batch"
+done >>"$WORK/links.batch"
 ip -n "$NODE" -batch "$WORK/links.batch" || bench_die "cannot create the veths"
 
-ip netns exec "$NODE" python3 "$top_srcdir/tests/bench/bench_policy.py" "$WORK" "$N" "$CHANGES" "$NODE" \
+ip -n "$PODA" link set eth0 up
+ip -n "$PODB" link set eth0 up
+[ -w /proc/sys/kernel/bpf_stats_enabled ] && BPF_STATS_WAS=$(cat /proc/sys/kernel/bpf_stats_enabled) || BPF_STATS_WAS=""
+ip netns exec "$NODE" env RR="$RR" PODS="$PODA $PODB" RR_SECS="${RR_SECS:-3}" RR_REPEAT="${RR_REPEAT:-3}" \
+	python3 "$top_srcdir/tests/bench/bench_policy.py" "$WORK" "$N" "$CHANGES" "$NODE" \
 	"$AGENT_BIN" --set "agent.module-dir=$WORK/mods" --set "agent.socket=$WORK/run/fibril.sock" \
 	--set "agent.state-dir=$WORK/state" --set "agent.run-dir=$WORK/run" \
 	--set "agent.bpffs-dir=$BPFFS_DIR" --set "ipam-cluster-pool.node-cidr=10.98.0.0/20" \
 	>"$WORK/out" || bench_die "the driver failed: $(tail -n 5 "$WORK/out")"
+[ -n "$BPF_STATS_WAS" ] && echo "$BPF_STATS_WAS" >/proc/sys/kernel/bpf_stats_enabled
 v() { sed -n "s/^$1=//p" "$WORK/out"; }
 goal() { awk -v v="$1" -v l="$2" 'BEGIN { print (v + 0 < l + 0) ? "met" : "NOT met" }'; }
 read -r c50 c99 cmax m50 m99 <<<"$(v change_ms)"
@@ -68,5 +86,9 @@ printf '   %d policies imported over %d endpoints: %s ms (PUT reply), computatio
 	"$N" "$N" "$ims" "$(awk -v u="$ius" 'BEGIN { print u / 1000 }')" "$ieps" "$iwrites" "$(goal "$ius" 1000000)"
 printf '     reference: the same import with no endpoint: %s ms (computation %.1f ms)\n' "$rms" "$(awk -v u="$rus" 'BEGIN { print u / 1000 }')"
 printf '   after kill -9 and start: full computation %.1f ms for %d endpoints\n' "$(awk -v u="$sus" 'BEGIN { print u / 1000 }')" "$seps"
+read -r rr_pol rr_none ns_pol ns_none <<<"$(v rr)"
+printf '   TCP request/response between two pods: %s/s with the %d policies in force (pod b selected), %s/s with no policy (ratio %s; goal within 5%%)\n' \
+	"$rr_pol" "$N" "$rr_none" "$(awk -v a="$rr_pol" -v b="$rr_none" 'BEGIN { printf "%.3f", a / b }')"
+printf '     the program (bpf_stats, both hooks): %s ns/packet with the policies, %s ns/packet without\n' "$ns_pol" "$ns_none"
 printf '   agent RSS: %d kB (peak %d kB) loaded, %d kB after the restart (goal < 64 MB: %s); reference: %d kB right after start\n' \
 	"$rss" "$hwm" "$rss2" "$(goal "$hwm" 65536)" "$rss0"
