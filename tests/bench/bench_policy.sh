@@ -47,9 +47,12 @@ if ! "${MAKE:-make}" -s -C "$top_builddir" tests/bench/bench_dp_rr >/dev/null 2>
 fi
 mkdir -p "$BPFFS_DIR" "$WORK/state" "$WORK/run"
 bench_install_modules "$WORK/mods" "${MODS[@]}"
-# endpoints 0 and 1 are two pods (their own netns: the request/response figure)
-printf 'link add fbp0 type veth peer name eth0 netns %s\nlink add fbp1 type veth peer name eth0 netns %s\nlink set fbp0 up\nlink set fbp1 up\n' \
-	"$PODA" "$PODB" >"$WORK/links.batch"
+# endpoints 0 and 1 are two pods (their own netns: the request/response
+# figure); the MACs are the ones bench_policy.py gives the endpoint API
+mac() { printf '02:%s:00:00:%02x:%02x' "$1" $(($2 >> 8)) $(($2 & 255)); }
+printf 'link add fbp0 address %s type veth peer name eth0 address %s netns %s\n' "$(mac fb 0)" "$(mac fe 0)" "$PODA" >"$WORK/links.batch"
+printf 'link add fbp1 address %s type veth peer name eth0 address %s netns %s\n' "$(mac fb 1)" "$(mac fe 1)" "$PODB" >>"$WORK/links.batch"
+printf 'link set fbp0 up\nlink set fbp1 up\n' >>"$WORK/links.batch"
 for i in $(seq 2 $((N - 1))); do
 	printf 'link add fbp%d type veth peer name fbq%d\nlink set fbp%d up\nlink set fbq%d up\n' "$i" "$i" "$i" "$i"
 done >>"$WORK/links.batch"
