@@ -23,9 +23,6 @@
 #define K8S_BACKOFF_MIN_MS 800u
 #define K8S_BACKOFF_MAX_MS 30000u
 #define K8S_RELIST_RESET_MS 120000u
-/* a resource the API server does not serve (404 on the list: a CRD not
- * installed) is listed again this often */
-#define K8S_UNAVAILABLE_RETRY_MS 60000u
 #define K8S_NRES 8
 
 struct k8s;
@@ -72,6 +69,9 @@ struct k8s_resdef {
 };
 
 enum k8s_phase { PH_IDLE, PH_LISTING, PH_WATCHING, PH_BACKOFF, PH_UNAVAILABLE };
+/* a resource the API server does not serve (404 on the list: a CRD not
+ * installed) is listed again this often */
+#define K8S_UNAVAILABLE_RETRY_MS 60000u
 
 struct k8s_res {
 	struct k8s *k;

@@ -271,10 +271,16 @@ cat "$WORK/ipam.out"
 
 # ---- 7-9. pods, datapath, Kubernetes (root: namespaces, BPF) ---------------
 # Each is its own script (also runnable by hand); they print their tables.
-"$MAKE" -s -C "$top_builddir" endpoint.la datapath.la policy.la fibril-cni ipam-k8s-podcidr.la k8s.la \
+"$MAKE" -s -C "$top_builddir" endpoint.la datapath.la fibril-cni ipam-k8s-podcidr.la k8s.la \
 	tests/bench/bench_dp_rr tests/bench/bench_ct_gc >/dev/null || die "cannot build the pod networking modules"
-for b in bench_cni.sh bench_endpoints.sh bench_datapath.sh bench_ct_gc.sh bench_k8s.sh bench_rss.sh bench_policy.sh; do
+for b in bench_cni.sh bench_endpoints.sh bench_datapath.sh bench_ct_gc.sh bench_k8s.sh bench_rss.sh; do
 	say ""
 	helper "$WORK/$b.out" bash "$top_srcdir/tests/bench/$b" || die "$b failed: $(tail -n 5 "$WORK/$b.out")"
 	cat "$WORK/$b.out"
 done
+# ---- 10. network policy (1,000 endpoints and policies; root) -----------------
+"$MAKE" -s -C "$top_builddir" policy.la >/dev/null || die "cannot build the policy module"
+say ""
+helper "$WORK/bench_policy.out" bash "$top_srcdir/tests/bench/bench_policy.sh" ||
+	die "bench_policy.sh failed: $(tail -n 5 "$WORK/bench_policy.out")"
+cat "$WORK/bench_policy.out"
