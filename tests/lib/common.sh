@@ -148,13 +148,4 @@ run_agent() {
 api() { curl -sS --max-time 10 --unix-socket "$WORK/fibril.sock" "$@"; }
 
 # contains HAYSTACK NEEDLE
-# wait_for SECONDS COMMAND... : until COMMAND succeeds (every 0.2 s); 1 after SECONDS
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ $SECONDS -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
 contains() { case $1 in *"$2"*) return 0 ;; *) echo "  expected to find: $2"; echo "  in: $1"; return 1 ;; esac; }
