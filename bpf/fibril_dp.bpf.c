@@ -1,6 +1,7 @@
-/* bpf/fibril_dp.bpf.c - the datapath's two tc programs, attached (clsact)
- * to every endpoint's host-side veth, sharing the same maps (layouts in
- * fibril_dp.h). One loaded instance of each serves every endpoint; what
+/* bpf/fibril_dp.bpf.c - the datapath's tc programs: two attached (clsact)
+ * to every endpoint's host-side veth and, in tunnel mode, a third on the
+ * VXLAN device (fibril_from_overlay, at the end of this file), sharing the
+ * same maps (layouts in fibril_dp.h). One loaded instance of each serves every endpoint; what
  * differs per endpoint is in the maps.
  *
  * fibril_from_endpoint (section tc, the veth's INGRESS: what the pod sends),
@@ -25,8 +26,12 @@
  *   5. conntrack (dp_conntrack for TCP, dp_ct_any for the rest) and the
  *      destination's identity (dp_ipcache);
  *   6. a local endpoint destination: MACs rewritten, TTL / hop limit
- *      decremented and bpf_redirect_peer() into that pod; anything else
- *      goes to the stack (the host itself, later the world);
+ *      decremented and bpf_redirect_peer() into that pod; in tunnel mode
+ *      a destination whose ipcache entry names a tunnel endpoint (another
+ *      node's pod CIDR): TTL decremented, bpf_skb_set_tunnel_key (the
+ *      node, VNI = the sender's identity) and bpf_redirect() into the VXLAN
+ *      device; anything else goes to the stack (the host, native routes,
+ *      the world);
  *   7. metrics per (reason, direction), drop events (rate-limited by a
  *      per-CPU token bucket, dp_evlimit; what it holds back is counted) and
  *      trace events when dp_config says so, to the dp_events ring buffer.
@@ -38,7 +43,8 @@
  *   1. parse Ethernet, then IPv4 / IPv6 (ARP, neighbour discovery, MLD and
  *      other L3 protocols are let through: delivered, no conntrack);
  *   2. the destination endpoint (the one behind this very veth), the
- *      source's identity from the ipcache;
+ *      source's identity: a local sender's, else the one the overlay
+ *      program left in skb->mark (from the VNI), else the ipcache's;
  *   3. the hook point policy_verdict() with direction to-endpoint (the
  *      ingress-to-pod enforcement point);
  *   4. conntrack: the same dp_conntrack entry as the pod's own packets of
@@ -201,8 +207,10 @@ static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *
 {
 	struct dp_event *e = bpf_ringbuf_reserve(&dp_events, sizeof(*e), 0);
 
-	if (!e)
-		return; /* full: the reader is behind; the metrics still count it */
+	if (!e) { /* full: the reader is behind; the packet is counted anyway */
+		metrics_count(skb, p, DP_REASON_EVENT_LOST);
+		return;
+	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->size = sizeof(*e);
 	e->type = type;
@@ -219,9 +227,12 @@ static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *
 	e->sport = p->tuple.sport;
 	e->dport = p->tuple.dport;
 	e->direction = p->direction;
+	e->tcp_flags = p->tuple.proto == IPPROTO_TCP ? p->tcp_flags : 0;
 	__builtin_memcpy(e->saddr, p->tuple.saddr, sizeof(e->saddr));
 	__builtin_memcpy(e->daddr, p->tuple.daddr, sizeof(e->daddr));
-	bpf_ringbuf_submit(e, 0);
+	/* a wakeup per record would cost the reader a syscall per packet */
+	bpf_ringbuf_submit(e, bpf_ringbuf_query(&dp_events, BPF_RB_AVAIL_DATA) >= DP_EVENTS_WAKEUP_BYTES
+				      ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 /* The per-CPU token bucket of drop events: 1 when this one may go. */
@@ -298,7 +309,8 @@ static __always_inline const struct dp_endpoint_info *endpoint_of(__u8 family, c
 	return bpf_map_lookup_elem(&dp_endpoints, &key);
 }
 
-static __always_inline __u32 identity_of(__u8 family, const __u8 *addr)
+/* The ipcache's longest prefix holding addr, or NULL. */
+static __always_inline const struct dp_ipcache_value *ipcache_of(__u8 family, const __u8 *addr)
 {
 	struct dp_ipcache_key key = {
 		.prefixlen = DP_IPCACHE_PREFIX_HDR + (family == DP_FAMILY_IPV4 ? 32 : 128),
@@ -306,8 +318,29 @@ static __always_inline __u32 identity_of(__u8 family, const __u8 *addr)
 	};
 
 	__builtin_memcpy(key.addr, addr, 16);
-	const struct dp_ipcache_value *v = bpf_map_lookup_elem(&dp_ipcache, &key);
+	return bpf_map_lookup_elem(&dp_ipcache, &key);
+}
+
+static __always_inline __u32 identity_of(__u8 family, const __u8 *addr)
+{
+	const struct dp_ipcache_value *v = ipcache_of(family, addr);
 	return v ? v->identity : DP_IDENTITY_WORLD;
+}
+
+/* Tunnel mode: the VXLAN device's ifindex, 0 when the node routes natively. */
+static __always_inline __u32 tunnel_ifindex(void)
+{
+	__u32 zero = 0;
+	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
+	return cfg ? cfg->tunnel_ifindex : 0;
+}
+
+/* The source identity the overlay program left in the mark, 0 when none. */
+static __always_inline __u32 mark_identity(const struct __sk_buff *skb)
+{
+	if ((skb->mark & DP_MARK_MAGIC_MASK) != DP_MARK_MAGIC_IDENTITY)
+		return 0;
+	return skb->mark >> DP_MARK_IDENTITY_SHIFT;
 }
 
 /* ---- conntrack ----------------------------------------------------------------- */
@@ -718,6 +751,54 @@ static __always_inline int forward_local(struct __sk_buff *skb, const struct pkt
 	return rc;
 }
 
+/* A hop: the TTL / hop limit (ttl points into the packet) minus one; IPv4
+ * (ip4 set) as the kernel's ip_decrease_ttl(): incremental checksum. */
+static __always_inline void ttl_decrement(__u8 *ttl, struct iphdr *ip4)
+{
+	if (ip4) {
+		__u32 check = ip4->check;
+		check += bpf_htons(0x0100);
+		ip4->check = (__u16)(check + (check >= 0xFFFF));
+	}
+	*ttl -= 1;
+}
+
+/* Tunnel mode: into the VXLAN device (external, collect-metadata) with
+ * the remote node as the outer destination and the sender's identity as
+ * the VNI (Cilium's encap_and_redirect). The inner frame keeps its MACs:
+ * the receiving node's overlay program delivers by IP. */
+static __always_inline int forward_tunnel(struct __sk_buff *skb, const struct pkt *p,
+					  const struct dp_ipcache_value *ic, __u32 tun_ifindex)
+{
+	struct bpf_tunnel_key key;
+	__u64 flags = BPF_F_ZERO_CSUM_TX;
+
+	__builtin_memset(&key, 0, sizeof(key));
+	key.tunnel_id = (p->src_ep ? p->src_ep->identity : 0) & DP_VNI_MAX;
+	key.tunnel_ttl = 64;
+	if (ic->tunnel_family == DP_FAMILY_IPV6) {
+		/* host order, word by word (as bpf_skb_set_tunnel_key wants) */
+		__u32 w[4];
+		__builtin_memcpy(w, ic->tunnel_ip, 16);
+		key.remote_ipv6[0] = bpf_ntohl(w[0]);
+		key.remote_ipv6[1] = bpf_ntohl(w[1]);
+		key.remote_ipv6[2] = bpf_ntohl(w[2]);
+		key.remote_ipv6[3] = bpf_ntohl(w[3]);
+		flags = BPF_F_TUNINFO_IPV6;
+	} else {
+		__u32 a;
+		__builtin_memcpy(&a, ic->tunnel_ip, 4);
+		key.remote_ipv4 = bpf_ntohl(a);
+	}
+	if (bpf_skb_set_tunnel_key(skb, &key, sizeof(key), flags) < 0)
+		return drop(skb, p, DP_REASON_DROP_TUNNEL);
+	int rc = bpf_redirect(tun_ifindex, 0);
+	metrics_count(skb, p, DP_REASON_TO_TUNNEL);
+	if (trace_enabled())
+		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_TO_TUNNEL);
+	return rc;
+}
+
 /* Steps 4-6 once the tuple is known and the source checked. ttl points at
  * the TTL / hop limit byte (inside the packet, bounds-checked). */
 static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
@@ -729,25 +810,31 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	if (reason)
 		return drop(skb, p, (__u8)reason);
 	/* a local destination carries its identity; only others need the
-	 * ipcache's longest-prefix walk */
+	 * ipcache's longest-prefix walk (which also says which node hosts it) */
+	const struct dp_ipcache_value *dst_ic = 0;
 	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
-	p->dst_identity = p->dst_ep ? p->dst_ep->identity
-				    : identity_of(p->tuple.family, p->tuple.daddr);
+	if (p->dst_ep) {
+		p->dst_identity = p->dst_ep->identity;
+	} else {
+		dst_ic = ipcache_of(p->tuple.family, p->tuple.daddr);
+		p->dst_identity = dst_ic ? dst_ic->identity : DP_IDENTITY_WORLD;
+	}
 	reason = policy_verdict(skb, p);
 	if (reason)
 		return drop(skb, p, (__u8)reason);
 	conntrack(skb, p);
 
-	/* not local, or expiring here: the stack routes it (and sends ICMP) */
-	if (!p->dst_ep || *ttl <= 1)
+	/* tunnel mode: a prefix another node hosts goes into the tunnel */
+	__u32 tun = 0;
+	if (!p->dst_ep && dst_ic && (dst_ic->flags & DP_IPCACHE_F_TUNNEL))
+		tun = tunnel_ifindex();
+	/* not local nor tunnelled, or expiring here: the stack routes it (and
+	 * sends ICMP) */
+	if ((!p->dst_ep && !tun) || *ttl <= 1)
 		return to_stack(skb, p);
-	if (ip4) {
-		/* as the kernel's ip_decrease_ttl(): incremental checksum */
-		__u32 check = ip4->check;
-		check += bpf_htons(0x0100);
-		ip4->check = (__u16)(check + (check >= 0xFFFF));
-	}
-	*ttl -= 1;
+	ttl_decrement(ttl, ip4);
+	if (!p->dst_ep)
+		return forward_tunnel(skb, p, dst_ic, tun);
 	return forward_local(skb, p);
 }
 
@@ -982,17 +1069,28 @@ static __always_inline void pull_headers(struct __sk_buff *skb)
 		bpf_skb_pull_data(skb, skb->len < DP_PULL_BYTES ? skb->len : DP_PULL_BYTES);
 }
 
+/* The headers pulled, the Ethernet header bounds-checked: the header and
+ * the end of the linear data (in *data_end), or NULL when the frame is
+ * shorter than an Ethernet header. */
+static __always_inline struct ethhdr *eth_header(struct __sk_buff *skb, void **data_end)
+{
+	pull_headers(skb);
+	struct ethhdr *eth = (void *)(long)skb->data;
+	*data_end = (void *)(long)skb->data_end;
+	if ((void *)(eth + 1) > *data_end)
+		return 0;
+	return eth;
+}
+
 SEC("tc")
 int fibril_from_endpoint(struct __sk_buff *skb)
 {
 	struct pkt p;
 
 	__builtin_memset(&p, 0, sizeof(p));
-	pull_headers(skb);
-	void *data = (void *)(long)skb->data;
-	void *data_end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
+	void *data_end;
+	struct ethhdr *eth = eth_header(skb, &data_end);
+	if (!eth)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
 	switch (eth->h_proto) {
 	case bpf_htons(ETH_P_IP):
@@ -1027,8 +1125,13 @@ static __always_inline int deliver_ip(struct __sk_buff *skb, struct pkt *p)
 	p->dst_identity = p->dst_ep ? p->dst_ep->identity
 				    : identity_of(p->tuple.family, p->tuple.daddr);
 	p->src_ep = endpoint_of(p->tuple.family, p->tuple.saddr);
-	p->src_identity = p->src_ep ? p->src_ep->identity
-				    : identity_of(p->tuple.family, p->tuple.saddr);
+	/* a local sender's own identity; else the one another node's packet
+	 * carried in its VNI (left in the mark by fibril_from_overlay); only
+	 * then the ipcache's answer for the source IP */
+	if (p->src_ep)
+		p->src_identity = p->src_ep->identity;
+	else if (!(p->src_identity = mark_identity(skb)))
+		p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
 	/* a later fragment whose first one was not seen here (the node's
 	 * stack may have sent that one another way): ports stay 0 */
 	frag_resolve(p);
@@ -1070,12 +1173,9 @@ int fibril_to_endpoint(struct __sk_buff *skb)
 	__builtin_memset(&p, 0, sizeof(p));
 	p.direction = DP_DIR_TO_ENDPOINT;
 	/* headers in a paged fragment (rare on egress) */
-	pull_headers(skb);
-
-	void *data = (void *)(long)skb->data;
-	void *data_end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
+	void *data_end;
+	struct ethhdr *eth = eth_header(skb, &data_end);
+	if (!eth)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
 	switch (eth->h_proto) {
 	case bpf_htons(ETH_P_IP):
@@ -1087,4 +1187,76 @@ int fibril_to_endpoint(struct __sk_buff *skb)
 		 * stack sends: no IP tuple, let through */
 		return delivered(skb, &p);
 	}
+}
+
+/* ---- from-overlay: what another node sent through the tunnel ------------------------
+ * Attached to the VXLAN device's clsact INGRESS (tunnel mode), after the
+ * kernel took the outer headers off: the tunnel key (bpf_skb_get_tunnel_key)
+ * holds the VNI, which the sending node's program set to the sender's
+ * security identity. That identity goes into skb->mark (DP_MARK_*) for
+ * the rest of this node; a destination that is a local endpoint is
+ * checked against its ingress policy with that identity (never with the
+ * ipcache's answer for the source IP), counted in conntrack and
+ * redirected straight into the pod; anything else goes to the stack (as
+ * for this host, its type set to PACKET_HOST: the inner frame's MAC is not
+ * the VXLAN device's). */
+
+static __always_inline int overlay_to_stack(struct __sk_buff *skb, const struct pkt *p)
+{
+	bpf_skb_change_type(skb, 0 /* PACKET_HOST */);
+	return to_stack(skb, p);
+}
+
+static __always_inline int overlay_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
+				      struct iphdr *ip4)
+{
+	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
+	if (!p->dst_ep)
+		return overlay_to_stack(skb, p);
+	p->dst_identity = p->dst_ep->identity;
+	frag_resolve(p);
+	int reason = policy_verdict(skb, p);
+	if (reason)
+		return drop(skb, p, (__u8)reason);
+	conntrack(skb, p);
+	if (*ttl <= 1)
+		return overlay_to_stack(skb, p);
+	ttl_decrement(ttl, ip4);
+	return forward_local(skb, p);
+}
+
+SEC("tc")
+int fibril_from_overlay(struct __sk_buff *skb)
+{
+	struct pkt p;
+	struct bpf_tunnel_key key;
+
+	__builtin_memset(&p, 0, sizeof(p));
+	__builtin_memset(&key, 0, sizeof(key));
+	p.direction = DP_DIR_FROM_OVERLAY;
+	if (bpf_skb_get_tunnel_key(skb, &key, sizeof(key), 0) < 0 &&
+	    bpf_skb_get_tunnel_key(skb, &key, sizeof(key), BPF_F_TUNINFO_IPV6) < 0)
+		return drop(skb, &p, DP_REASON_DROP_NO_TUNNEL_KEY);
+	p.src_identity = key.tunnel_id & DP_VNI_MAX;
+	skb->mark = (p.src_identity << DP_MARK_IDENTITY_SHIFT) | DP_MARK_MAGIC_IDENTITY;
+
+	void *data_end;
+	struct ethhdr *eth = eth_header(skb, &data_end);
+	if (!eth)
+		return drop(skb, &p, DP_REASON_DROP_INVALID);
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if (ipv4_parse(skb, &p, ip, data_end) < 0)
+			return drop(skb, &p, DP_REASON_DROP_INVALID);
+		return overlay_ip(skb, &p, &ip->ttl, ip);
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if (ipv6_parse(skb, &p, ip6, data_end) < 0)
+			return drop(skb, &p, DP_REASON_DROP_INVALID);
+		if (p.is_icmp6_nd)
+			return overlay_to_stack(skb, &p);
+		return overlay_ip(skb, &p, &ip6->hop_limit, 0);
+	}
+	return overlay_to_stack(skb, &p);
 }

@@ -28,13 +28,18 @@
 #define DP_MAP_POLICY_EP "dp_policy_ep"
 
 #define DP_ENDPOINTS_MAX 65536
-#define DP_IPCACHE_MAX 65536
+#define DP_IPCACHE_MAX 524288  /* Cilium's default: every endpoint of a large cluster (no prealloc) */
 #define DP_CONNTRACK_MAX 131072 /* default of [datapath] conntrack-max-tcp */
 #define DP_CT_ANY_MAX 65536     /* default of [datapath] conntrack-max-other */
 #define DP_FRAGS_MAX 8192
 #define DP_IPV6_MAX_EXTHDRS 8   /* extension headers walked before L4 (Cilium: 4) */
 #define DP_METRICS_MAX 1024
 #define DP_EVENTS_BYTES (1u << 20) /* ring buffer: power of 2, page multiple */
+/* The reader is woken once this much is waiting (about 800 records), not
+ * per record; it also reads every DP_EVENTS_POLL_MS (the datapath module's
+ * timer), so a lone event waits at most that long. */
+#define DP_EVENTS_WAKEUP_BYTES (64u << 10)
+#define DP_EVENTS_POLL_MS 50
 #define DP_POLICY_MAX 65536
 #define DP_POLICY_EP_MAX 65536 /* one slot per local endpoint ID */
 
@@ -68,9 +73,20 @@ struct dp_ipcache_key {
 	__u8 addr[16];
 };
 
+/* The value grew (8 -> 28 bytes) with the tunnel endpoint, so a pin of
+ * the old layout is recreated (its size no longer fits). tunnel_ip is the
+ * node that hosts the prefix (Cilium's tunnel_endpoint): in tunnel mode
+ * (dp_config.tunnel_ifindex set) a packet from an endpoint to a prefix
+ * whose entry has DP_IPCACHE_F_TUNNEL goes into the VXLAN device with that
+ * node as the outer destination. */
+#define DP_IPCACHE_F_TUNNEL 0x1 /* tunnel_family / tunnel_ip are set */
+
 struct dp_ipcache_value {
 	__u32 identity;
-	__u32 flags; /* reserved, 0 */
+	__u32 flags;          /* DP_IPCACHE_F_* */
+	__u8 tunnel_family;   /* DP_FAMILY_IPV4 / _IPV6, 0: none */
+	__u8 pad[3];
+	__u8 tunnel_ip[16];   /* network order, IPv4 in the first 4 bytes */
 };
 
 /* Reserved identities the datapath writes itself (as <fibril/endpoint.h>). */
@@ -138,6 +154,7 @@ struct dp_frag_ports {
 enum dp_direction {
 	DP_DIR_FROM_ENDPOINT = 0, /* the host veth's ingress: sent by the pod */
 	DP_DIR_TO_ENDPOINT = 1,   /* the host veth's egress: delivered to the pod */
+	DP_DIR_FROM_OVERLAY = 2,  /* the VXLAN device's ingress: from another node */
 };
 
 /* Reasons below 128 are verdicts that let the packet go on; from 128 on
@@ -152,6 +169,10 @@ enum dp_reason {
 	DP_REASON_EVENT_SUPPRESSED = 5, /* not a verdict: a drop whose event the
 					 * rate limit held back (the drop itself
 					 * is counted under its own reason) */
+	DP_REASON_TO_TUNNEL = 6,      /* encapsulated: redirected into the VXLAN
+				       * device towards the remote node */
+	DP_REASON_EVENT_LOST = 7,     /* not a verdict: an event dp_events had no
+				       * room for (the reader was behind) */
 	DP_REASON_DROP_SPOOFED_IP = 130,  /* source IP is not the endpoint's */
 	DP_REASON_DROP_SPOOFED_ARP = 131, /* ARP sender IP is not the endpoint's */
 	DP_REASON_DROP_INVALID = 132,     /* truncated or malformed header */
@@ -162,6 +183,9 @@ enum dp_reason {
 					      * was not seen (from-endpoint) */
 	DP_REASON_DROP_SPOOFED_MAC = 137, /* ARP sender / Ethernet source MAC is
 					   * not the endpoint's */
+	DP_REASON_DROP_NO_TUNNEL_KEY = 138, /* from the overlay without tunnel
+					     * metadata (not a VXLAN packet) */
+	DP_REASON_DROP_TUNNEL = 139,      /* the tunnel key could not be set */
 };
 
 struct dp_metrics_key {
@@ -184,7 +208,22 @@ struct dp_config {
 			     * often (0 counts as 1) */
 	__u32 event_rate;   /* drop events per second per CPU, 0: no limit */
 	__u32 event_burst;  /* drop events in a burst per CPU (0 counts as 1) */
+	__u32 tunnel_ifindex; /* tunnel mode: the VXLAN device (external /
+			       * collect-metadata), 0: no tunnel */
+	__u32 pad;
 };
+
+/* ---- the source identity in the packet's metadata ----------------------
+ * The overlay program (fibril_from_overlay) takes the sender's identity
+ * from the VNI and writes it into skb->mark for whatever handles the
+ * packet after it in this node (the to-endpoint program's policy uses it
+ * instead of the ipcache's answer for the source IP), as Cilium's
+ * MARK_MAGIC_IDENTITY: the low byte says the mark carries an identity, the
+ * upper 24 bits are the identity (a VNI is 24 bits). */
+#define DP_MARK_MAGIC_MASK 0xffu
+#define DP_MARK_MAGIC_IDENTITY 0xf1u
+#define DP_MARK_IDENTITY_SHIFT 8
+#define DP_VNI_MAX 0xffffffu
 
 /* ---- dp_evlimit: PERCPU_ARRAY of 1, the drop events' token bucket ------
  * One bucket per CPU (no atomics): credit in nanoseconds of rate, one
@@ -222,7 +261,8 @@ struct dp_event {
 	__u16 sport;        /* network order */
 	__u16 dport;        /* network order */
 	__u8 direction;     /* enum dp_direction (older programs: 0) */
-	__u8 pad;
+	__u8 tcp_flags;     /* the TCP header's flags byte (FIN 0x01 .. CWR 0x80);
+			     * was padding, always zeroed: older programs: 0 */
 	__u8 saddr[16];
 	__u8 daddr[16];
 };

@@ -62,6 +62,14 @@ int get(const char *path, struct json_object **json);
 /* The request whatever its status: 0 with the parsed reply in *json and the
  * HTTP status in *http_status, or -1 after printing why. */
 int fetch(const char *method, const char *path, struct json_object **json, long *http_status);
+/* fetch()/request() with a JSON request body. */
+int fetch_body(const char *method, const char *path, const char *body, size_t body_len,
+	       struct json_object **json, long *http_status);
+int request_body(const char *method, const char *path, const char *body, size_t len,
+		 struct json_object **json);
+/* A file's (or stdin's, "-") whole text, at most max bytes; 0 or -1 after
+ * printing "<what>: <why>". */
+int read_input(const char *what, const char *path, size_t max, char **data, size_t *len);
 /* "fibril: <error> (HTTP <code>)" from an error reply. */
 void report_http_error(struct json_object *reply, long status);
 /* Runs the request and hands the reply to render, or prints it with -o
@@ -71,6 +79,19 @@ int show(const char *path, int (*render)(struct json_object *));
 /* s escaped for a URL path segment or query value; malloc'd. */
 char *url_escape(const char *s);
 
+/* A websocket stream of the agent (cli/ws.c): path_and_query is absolute
+ * ("/v1/flows/stream?verdict=DROPPED"). Each text message goes to
+ * on_message (non-zero stops). Returns 0 when the agent closed the stream,
+ * 1 when on_message stopped it, -1 after printing why it failed. */
+int ws_follow(const char *socket_path, const char *path_and_query,
+	      int (*on_message)(const char *text, size_t len, void *ud), void *ud);
+/* The same in two steps: the upgrade (the socket, or -1 after printing
+ * why), then the messages until the close (ws_read closes fd; a read
+ * timeout set on fd ends it like a close). */
+int ws_connect(const char *socket_path, const char *path_and_query);
+int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t len, void *ud),
+	    void *ud);
+
 /* Commands in their own files: argc/argv start after the group name. */
 int cmd_endpoint(int argc, char **argv);  /* cli/cmd_endpoint.c */
 int cmd_identity(int argc, char **argv);  /* cli/cmd_endpoint.c */
@@ -78,8 +99,10 @@ int cmd_k8s(int argc, char **argv);       /* cli/cmd_k8s.c */
 int cmd_map(int argc, char **argv);       /* cli/cmd_map.c */
 int cmd_ipam(int argc, char **argv);      /* cli/cmd_ipam.c */
 int cmd_node(int argc, char **argv);      /* cli/cmd_node.c */
+int cmd_ipcache(int argc, char **argv);   /* cli/cmd_ipcache.c */
 int cmd_policy(int argc, char **argv);    /* cli/cmd_policy.c */
-int cmd_health(void);                     /* cli/cmd_health.c */
+int cmd_service(int argc, char **argv);   /* cli/cmd_service.c */
+int cmd_health(int argc, char **argv);    /* cli/cmd_health.c */
 int cmd_version(void);                    /* cli/cmd_version.c */
 int cmd_observe_main(int argc, char **argv, int cmd_index); /* cli/cmd_observe.c: all of argv */
 /* Renderers of a reply that takes no arguments (run() calls show()). */

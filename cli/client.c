@@ -120,6 +120,14 @@ static struct json_object *parse_reply(const struct reply *r, long status)
 int fetch(const char *method, const char *path, struct json_object **json,
 	  long *http_status)
 {
+	return fetch_body(method, path, NULL, 0, json, http_status);
+}
+
+/* fetch() with a JSON request body (body NULL: none, as fetch). */
+int fetch_body(const char *method, const char *path, const char *body, size_t body_len,
+	       struct json_object **json, long *http_status)
+{
+	struct curl_slist *hdrs = NULL;
 	char *url, errbuf[CURL_ERROR_SIZE] = "";
 	struct reply r = { 0 };
 	CURL *curl;
@@ -146,7 +154,13 @@ int fetch(const char *method, const char *path, struct json_object **json,
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);
-	if (!strcmp(method, "POST")) {
+	if (body) {
+		hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+		curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+		curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)body_len);
+	} else if (!strcmp(method, "POST")) {
 		/* an empty body with Content-Length: 0 */
 		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
 		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
@@ -163,6 +177,7 @@ int fetch(const char *method, const char *path, struct json_object **json,
 			ret = 0;
 	}
 	curl_easy_cleanup(curl);
+	curl_slist_free_all(hdrs);
 	free(url);
 	free(r.data);
 	return ret;
@@ -198,6 +213,66 @@ int request(const char *method, const char *path, struct json_object **json)
 		return -1;
 	}
 	return 0;
+}
+
+/* request() with a JSON body. */
+int request_body(const char *method, const char *path, const char *body, size_t len,
+		 struct json_object **json)
+{
+	long status;
+
+	if (fetch_body(method, path, body, len, json, &status) < 0)
+		return -1;
+	if (status < 200 || status > 299) {
+		report_http_error(*json, status);
+		json_object_put(*json);
+		*json = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* The whole of a file (or stdin for "-"), at most max bytes, NUL-terminated;
+ * 0, or -1 after printing "<what>: <why>". */
+int read_input(const char *what, const char *path, size_t max, char **data, size_t *len)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	char chunk[65536];
+	size_t n;
+
+	*data = NULL;
+	*len = 0;
+	if (!f) {
+		print_error("%s: cannot open %s: %s", what, path, strerror(errno));
+		return -1;
+	}
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (*len + n > max) {
+			print_error("%s: %s is larger than %zu bytes", what, path, max);
+			goto bad;
+		}
+		*data = xrealloc(*data, *len + n + 1);
+		memcpy(*data + *len, chunk, n);
+		*len += n;
+		(*data)[*len] = '\0';
+	}
+	if (ferror(f)) {
+		print_error("%s: cannot read %s", what, path);
+		goto bad;
+	}
+	if (f != stdin)
+		fclose(f);
+	if (!*len) {
+		print_error("%s: %s is empty", what, path);
+		return -1;
+	}
+	return 0;
+bad:
+	if (f != stdin)
+		fclose(f);
+	free(*data);
+	*data = NULL;
+	return -1;
 }
 
 int get(const char *path, struct json_object **json)

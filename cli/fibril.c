@@ -36,7 +36,9 @@ static const char usage_text[] =
 	"  map list        BPF maps known to the agent\n"
 	"  map dump NAME   the entries of one map\n"
 	"  health          readiness: prints \"ok\" (exit 0) or why not (exit 1)\n"
+	"  health status   connectivity to every node, latency, the matrix (health module)\n"
 	"  node list       the nodes of the cluster: IPs, pod CIDRs, source, last seen\n"
+	"  ipcache list    the ipcache: prefix -> identity, source, node, host IP\n"
 	"  ipam list       allocated addresses and their owners, and the pools\n"
 	"  ipam allocate [--family ipv4|ipv6|both] OWNER\n"
 	"                  the next free address(es) for OWNER (default: both)\n"
@@ -54,6 +56,9 @@ static const char usage_text[] =
 	"  policy delete [NS/]NAME | policy delete-all\n"
 	"  policy trace --src S --dst D --dport N/PROTO  which rule allows or denies a flow\n"
 	"  policy selectors  each selector of the policies and the identities it selects\n"
+	"  service list    services: frontends, backends with their states, IDs\n"
+	"  service get ID | service delete ID\n"
+	"  service upsert FILE|-  add or change a service (JSON; see fibril-service(8))\n"
 	"  observe [FILTERS] [-o compact|table|json]\n"
 	"                  flows from hubble-lite (fibril observe --help)\n"
 	"  version         versions of this CLI and of the agent\n"
@@ -103,8 +108,14 @@ static int run(int argc, char **argv)
 		return cmd_k8s(argc - 1, argv + 1);
 	if (!strcmp(cmd, "node"))
 		return cmd_node(argc - 1, argv + 1);
+	if (!strcmp(cmd, "ipcache"))
+		return cmd_ipcache(argc - 1, argv + 1);
 	if (!strcmp(cmd, "policy"))
 		return cmd_policy(argc - 1, argv + 1);
+	if (!strcmp(cmd, "health"))
+		return cmd_health(argc - 1, argv + 1);
+	if (!strcmp(cmd, "service"))
+		return cmd_service(argc - 1, argv + 1);
 	if ((rc = no_args(cmd, argc - 1, argv + 1)))
 		return rc;
 	if (!strcmp(cmd, "status"))
@@ -113,8 +124,6 @@ static int run(int argc, char **argv)
 		return show("modules", render_modules);
 	if (!strcmp(cmd, "config"))
 		return show("config", render_config);
-	if (!strcmp(cmd, "health"))
-		return cmd_health();
 	if (!strcmp(cmd, "version"))
 		return cmd_version();
 	return usage_error("unknown command '%s'", cmd);

@@ -89,7 +89,7 @@ HIDDEN int config_parse_duration_ms(const char *s, int64_t *out);
 
 /* ---- loop (loop.c) ---------------------------------------------------- */
 HIDDEN int loop_init(void);
-HIDDEN void *loop_uv(void); /* the uv_loop_t, for api.c only */
+HIDDEN void *loop_uv(void); /* the uv_loop_t, for api_server.c only */
 /* Run until loop_stop(); returns 0. */
 HIDDEN int loop_run(void);
 /* Run one non-blocking or blocking iteration. */
@@ -142,7 +142,7 @@ HIDDEN int maps_dump_json(const char *name, struct json_object **out, char *err)
 /* Registers GET /v1/map and GET /v1/map/{name}. */
 HIDDEN int maps_register_routes(void);
 
-/* ---- API server (api.c) ----------------------------------------------- */
+/* ---- API server (api_server.c, api_http.c) ----------------------------------------------- */
 struct api_options {
 	const char *socket_path; /* unix socket */
 	unsigned socket_mode;    /* e.g. 0660 */

@@ -15,6 +15,8 @@ packages=(
 	libssl-dev
 	libsystemd-dev debhelper lintian fakeroot dpkg-dev
 	python3-prometheus-client
+	chromium chromium-driver python3-selenium
+	iptables nftables
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -413,6 +413,78 @@ static int op_policy_list(void *ctx,
 	return dp_policy_list(ctx, cb, ud);
 }
 
+static int op_ipcache_upsert_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e,
+				   char *err, size_t errlen)
+{
+	struct fibril_datapath_ipcache_entry given;
+	char why[DP_ERR_LEN];
+	int rc = fibril_struct_copy_in(&given, sizeof(given), e, e ? e->sz : 0,
+				       FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry,
+							  identity),
+				       "struct fibril_datapath_ipcache_entry", why, sizeof(why));
+	if (rc < 0) {
+		dp_seterr(err, errlen, "%s", why);
+		return rc;
+	}
+	return dp_ipcache_put_tunnel(ctx, given.family, given.addr, given.prefix_len,
+				     given.identity, given.tunnel_family, given.tunnel_endpoint, err,
+				     errlen);
+}
+
+static int op_tunnel_setup(void *ctx, const struct fibril_datapath_tunnel *t, char *err,
+			   size_t errlen)
+{
+	struct datapath *dp = ctx;
+	struct fibril_datapath_tunnel given;
+	char why[DP_ERR_LEN];
+	int rc = fibril_struct_copy_in(&given, sizeof(given), t, t ? t->sz : 0,
+				       FIBRIL_OFFSETOFEND(struct fibril_datapath_tunnel, mode),
+				       "struct fibril_datapath_tunnel", why, sizeof(why));
+	if (rc < 0) {
+		dp_seterr(err, errlen, "%s", why);
+		return rc;
+	}
+	if (given.mode == FIBRIL_DATAPATH_TUNNEL_NONE) {
+		dp->tunnel_ifindex = 0;
+		dp->tunnel_dev[0] = '\0';
+		return dp_config_write(dp, err, errlen);
+	}
+	if (given.mode != FIBRIL_DATAPATH_TUNNEL_VXLAN) {
+		dp_seterr(err, errlen, "tunnel mode %u is neither none (0) nor vxlan (1)", given.mode);
+		return -EINVAL;
+	}
+	given.ifname[sizeof(given.ifname) - 1] = '\0';
+	snprintf(dp->tunnel_dev, sizeof(dp->tunnel_dev), "%s",
+		 given.ifname[0] ? given.ifname : FIBRIL_DATAPATH_TUNNEL_DEVICE);
+	dp->tunnel_port = given.port ? given.port : FIBRIL_DATAPATH_TUNNEL_PORT;
+	int ifindex = 0, how = 0;
+	rc = dp_tunnel_device_setup(dp, &ifindex, &how, err, errlen);
+	if (rc == 0)
+		rc = dp_prog_attach_overlay(dp, ifindex, err, errlen);
+	if (rc < 0) {
+		snprintf(dp->tunnel_error, sizeof(dp->tunnel_error), "%s", err ? err : "");
+		fibril_health_report(dp->m, "tunnel", FIBRIL_HEALTH_DEGRADED, "%s",
+				     dp->tunnel_error);
+		return rc;
+	}
+	if (how == 1)
+		dp->tunnel_adopted++;
+	else if (how == 2)
+		dp->tunnel_replaced++;
+	else
+		dp->tunnel_created++;
+	dp->tunnel_ifindex = (uint32_t)ifindex;
+	dp->tunnel_error[0] = '\0';
+	if ((rc = dp_config_write(dp, err, errlen)) < 0)
+		return rc;
+	fibril_health_report(dp->m, "tunnel", FIBRIL_HEALTH_OK, "%s (ifindex %d), vxlan port %u",
+			     dp->tunnel_dev, ifindex, dp->tunnel_port);
+	fibril_info(dp->m, "tunnel device %s (ifindex %d, vxlan external, port %u) %s",
+		    dp->tunnel_dev, ifindex, dp->tunnel_port,
+		    how == 1 ? "adopted" : how == 2 ? "replaced" : "created");
+	return 0;
+}
+
 static const struct fibril_datapath_ops dp_ops = {
 	.hdr = {.sz = sizeof(struct fibril_datapath_ops), .version = FIBRIL_DATAPATH_VERSION},
 	.endpoint_upsert = op_endpoint_upsert,
@@ -424,6 +496,8 @@ static const struct fibril_datapath_ops dp_ops = {
 	.policy_remove = op_policy_remove,
 	.policy_enforce = op_policy_enforce,
 	.policy_list = op_policy_list,
+	.ipcache_upsert_entry = op_ipcache_upsert_entry,
+	.tunnel_setup = op_tunnel_setup,
 };
 
 /* ---- the node (host device + gateways) ------------------------------------------------------ */
@@ -529,8 +603,12 @@ static int dp_start(struct fibril_module *m)
 		return -ENOENT;
 	}
 	if ((rc = dp_nl_open(dp, err, sizeof(err))) < 0 ||
-	    (rc = dp_maps_open(dp, err, sizeof(err))) < 0 ||
-	    (rc = dp_config_write(dp, err, sizeof(err))) < 0)
+	    (rc = dp_maps_open(dp, err, sizeof(err))) < 0)
+		goto fail;
+	/* tunnel mode as the last run left it, until its consumer sets it up
+	 * again: encapsulation does not pause over a restart */
+	dp->tunnel_ifindex = dp_config_tunnel_ifindex(dp);
+	if ((rc = dp_config_write(dp, err, sizeof(err))) < 0)
 		goto fail;
 	/* everything not more specific is the world */
 	static const uint8_t any[16];

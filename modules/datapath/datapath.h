@@ -76,6 +76,7 @@ struct datapath {
 	/* events */
 	struct ring_buffer *rb;
 	struct fibril_io *rb_io;
+	struct fibril_timer *rb_timer; /* reads what no wakeup announced */
 	struct dp_event ring[DP_EVENT_RING];
 	unsigned ring_head, ring_count;
 	uint64_t events_drop, events_trace, events_bad;
@@ -85,6 +86,12 @@ struct datapath {
 	struct fibril_series *m_gc_runs, *m_gc_removed, *m_gc_seconds;
 	struct fibril_series *m_events_lost; /* not published: the bus was full */
 	uint64_t events_unpublished;         /* ... since the last one published */
+	/* tunnel mode (set up by a consumer through tunnel_setup) */
+	uint32_t tunnel_ifindex;        /* in dp_config; 0: native */
+	char tunnel_dev[16];
+	uint16_t tunnel_port;
+	uint64_t tunnel_created, tunnel_adopted, tunnel_replaced;
+	char tunnel_error[DP_ERR_LEN];
 	/* endpoints in place */
 	struct dp_ep *eps;
 	size_t neps;
@@ -106,6 +113,11 @@ int dp_maps_open(struct datapath *dp, char *err, size_t len);
 int dp_config_write(struct datapath *dp, char *err, size_t len);
 int dp_ipcache_put(struct datapath *dp, int family, const void *addr, unsigned plen,
 		   uint32_t identity, char *err, size_t len);
+/* The same with the node that hosts the prefix (tunnel_family 0: none). */
+int dp_ipcache_put_tunnel(struct datapath *dp, int family, const void *addr, unsigned plen,
+			  uint32_t identity, int tunnel_family, const void *tunnel_ip, char *err,
+			  size_t len);
+uint32_t dp_config_tunnel_ifindex(struct datapath *dp);
 int dp_ipcache_del(struct datapath *dp, int family, const void *addr, unsigned plen,
 		   char *err, size_t len);
 int dp_endpoint_put(struct datapath *dp, const struct fibril_datapath_endpoint *ep, int family,
@@ -151,6 +163,9 @@ int dp_prog_id(const struct datapath *dp, enum dp_hook h);
 int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len);
 /* Both filters; 0 also when the device or a filter is already gone. */
 int dp_prog_detach(struct datapath *dp, int ifindex, char *err, size_t len);
+/* The overlay program (fibril_from_overlay) on the VXLAN device's ingress. */
+int dp_prog_attach_overlay(struct datapath *dp, int ifindex, char *err, size_t len);
+int dp_prog_overlay_id(const struct datapath *dp);
 /* The id of the program attached by us to ifindex at h, 0 none, <0 error. */
 int dp_prog_attached_id(int ifindex, enum dp_hook h);
 
@@ -166,6 +181,11 @@ int dp_route_add(struct datapath *dp, int family, const void *addr, int ifindex,
 /* 0 also when it is already gone. */
 int dp_route_del(struct datapath *dp, int family, const void *addr, int ifindex, char *err,
 		 size_t len);
+
+/* Create or adopt the VXLAN device (external / collect-metadata, UDP
+ * port dp->tunnel_port) named dp->tunnel_dev, up; *ifindex set. *how:
+ * 0 created, 1 adopted (there with the same settings), 2 replaced. */
+int dp_tunnel_device_setup(struct datapath *dp, int *ifindex, int *how, char *err, size_t len);
 
 /* ---- conntrack GC and events (dp_gc.c) ---- */
 int dp_gc_start(struct datapath *dp);

@@ -92,6 +92,23 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 	add_int(o, "program-id", dp_prog_id(dp, DP_HOOK_INGRESS));
 	add_int(o, "program-id-egress", dp_prog_id(dp, DP_HOOK_EGRESS));
 
+	struct json_object *tun = json_object_new_object();
+	add_str(tun, "mode", dp->tunnel_ifindex ? "vxlan" : "none");
+	if (dp->tunnel_ifindex) {
+		add_str(tun, "device", dp->tunnel_dev);
+		add_int(tun, "ifindex", dp->tunnel_ifindex);
+		add_int(tun, "port", dp->tunnel_port);
+		add_int(tun, "attached-program",
+			dp_prog_attached_id((int)dp->tunnel_ifindex, DP_HOOK_INGRESS));
+	}
+	add_int(tun, "program-id", dp_prog_overlay_id(dp));
+	add_int(tun, "created", (int64_t)dp->tunnel_created);
+	add_int(tun, "adopted", (int64_t)dp->tunnel_adopted);
+	add_int(tun, "replaced", (int64_t)dp->tunnel_replaced);
+	if (dp->tunnel_error[0])
+		add_str(tun, "error", dp->tunnel_error);
+	json_object_object_add(o, "tunnel", tun);
+
 	struct json_object *eps = json_object_new_array();
 	for (const struct dp_ep *e = dp->eps; e; e = e->next)
 		json_object_array_add(eps, endpoint_json(e));
@@ -130,14 +147,16 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 		DP_REASON_DROP_INVALID,    DP_REASON_DROP_UNSUPPORTED_L3,
 		DP_REASON_DROP_POLICY,     DP_REASON_DROP_REDIRECT,
 		DP_REASON_DROP_FRAG_NOT_FOUND, DP_REASON_DROP_SPOOFED_MAC,
-		DP_REASON_EVENT_SUPPRESSED,
+		DP_REASON_EVENT_SUPPRESSED, DP_REASON_EVENT_LOST, DP_REASON_TO_TUNNEL,
+		DP_REASON_DROP_NO_TUNNEL_KEY, DP_REASON_DROP_TUNNEL,
 	};
 	/* packets per reason (summed over the CPUs), one object per direction */
 	static const struct {
 		uint8_t dir;
 		const char *key;
 	} dirs[] = {{DP_DIR_FROM_ENDPOINT, "packets-from-endpoints"},
-		    {DP_DIR_TO_ENDPOINT, "packets-to-endpoints"}};
+		    {DP_DIR_TO_ENDPOINT, "packets-to-endpoints"},
+		    {DP_DIR_FROM_OVERLAY, "packets-from-overlay"}};
 	for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
 		struct json_object *metrics = json_object_new_object();
 		for (size_t i = 0; i < sizeof(reasons); i++) {

@@ -130,6 +130,7 @@ static void dp_event_publish(struct datapath *dp, const struct dp_event *e)
 	ev.direction = e->direction;
 	ev.family = e->family == DP_FAMILY_IPV4 ? 4 : e->family == DP_FAMILY_IPV6 ? 6 : 0;
 	ev.proto = e->proto;
+	ev.tcp_flags = e->tcp_flags;
 	ev.sport = ntohs(e->sport);
 	ev.dport = ntohs(e->dport);
 	ev.src_ep_id = e->src_ep_id;
@@ -192,6 +193,13 @@ static void on_ring_ready(struct fibril_io *io, int fd, uint32_t revents, void *
 	ring_buffer__consume(dp->rb);
 }
 
+static void on_ring_poll(struct fibril_timer *t, void *ud)
+{
+	(void)t;
+	struct datapath *dp = ud;
+	ring_buffer__consume(dp->rb);
+}
+
 int dp_events_start(struct datapath *dp, char *err, size_t len)
 {
 	dp->rb = ring_buffer__new(fibril_map_fd(dp->maps[DPM_EVENTS]), on_event, dp, NULL);
@@ -208,6 +216,14 @@ int dp_events_start(struct datapath *dp, char *err, size_t len)
 		dp_seterr(err, len, "cannot watch the ring buffer %s", DP_MAP_EVENTS);
 		return -ENOMEM;
 	}
+	/* the program wakes the reader only once DP_EVENTS_WAKEUP_BYTES wait:
+	 * the rest is read on this timer */
+	dp->rb_timer = fibril_timer_add(dp->m, DP_EVENTS_POLL_MS, DP_EVENTS_POLL_MS, on_ring_poll, dp);
+	if (!dp->rb_timer) {
+		dp_events_stop(dp);
+		dp_seterr(err, len, "cannot add the ring buffer's poll timer");
+		return -ENOMEM;
+	}
 	/* what the program wrote while no agent was reading */
 	ring_buffer__consume(dp->rb);
 	return 0;
@@ -215,6 +231,9 @@ int dp_events_start(struct datapath *dp, char *err, size_t len)
 
 void dp_events_stop(struct datapath *dp)
 {
+	if (dp->rb_timer)
+		fibril_timer_cancel(dp->rb_timer);
+	dp->rb_timer = NULL;
 	if (dp->rb_io)
 		fibril_io_remove(dp->rb_io);
 	dp->rb_io = NULL;

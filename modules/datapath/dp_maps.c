@@ -72,6 +72,8 @@ const char *dp_reason_name(unsigned reason)
 		return "delivered";
 	case DP_REASON_EVENT_SUPPRESSED:
 		return "drop-event-suppressed";
+	case DP_REASON_EVENT_LOST:
+		return "event-lost";
 	case DP_REASON_DROP_FRAG_NOT_FOUND:
 		return "drop:fragment-without-first";
 	case DP_REASON_DROP_SPOOFED_MAC:
@@ -88,6 +90,12 @@ const char *dp_reason_name(unsigned reason)
 		return "drop:policy-denied";
 	case DP_REASON_DROP_REDIRECT:
 		return "drop:redirect-failed";
+	case DP_REASON_TO_TUNNEL:
+		return "to-tunnel";
+	case DP_REASON_DROP_NO_TUNNEL_KEY:
+		return "drop:no-tunnel-key";
+	case DP_REASON_DROP_TUNNEL:
+		return "drop:tunnel-key-refused";
 	default:
 		return "unknown";
 	}
@@ -111,6 +119,7 @@ const char *dp_direction_name(unsigned dir)
 {
 	return dir == DP_DIR_FROM_ENDPOINT ? "from-endpoint"
 	       : dir == DP_DIR_TO_ENDPOINT ? "to-endpoint"
+	       : dir == DP_DIR_FROM_OVERLAY ? "from-overlay"
 					   : "?";
 }
 
@@ -166,7 +175,12 @@ static int fmt_ipcache(const void *key, const void *value, char *ko, size_t kl, 
 		return -EINVAL;
 	dp_fmt_addr(k->family, k->addr, addr, sizeof(addr));
 	snprintf(ko, kl, "%s/%u", addr, k->prefixlen - DP_IPCACHE_PREFIX_HDR);
-	snprintf(vo, vl, "identity=%u (%s)", v->identity, dp_identity_name(v->identity));
+	int n = snprintf(vo, vl, "identity=%u (%s)", v->identity, dp_identity_name(v->identity));
+	if ((v->flags & DP_IPCACHE_F_TUNNEL) && n > 0 && (size_t)n < vl) {
+		char t[INET6_ADDRSTRLEN];
+		dp_fmt_addr(v->tunnel_family, v->tunnel_ip, t, sizeof(t));
+		snprintf(vo + n, vl - (size_t)n, " tunnel-endpoint=%s", t);
+	}
 	return 0;
 }
 
@@ -251,9 +265,10 @@ static int fmt_config(const void *key, const void *value, char *ko, size_t kl, c
 	const struct dp_config *c = value;
 	snprintf(ko, kl, "%u", *(const __u32 *)key);
 	snprintf(vo, vl,
-		 "trace-events=%s conntrack-refresh=%us drop-events-rate=%u/s drop-events-burst=%u",
+		 "trace-events=%s conntrack-refresh=%us drop-events-rate=%u/s drop-events-burst=%u "
+		 "tunnel-ifindex=%u",
 		 (c->flags & DP_CFG_F_TRACE) ? "true" : "false", c->ct_refresh_s, c->event_rate,
-		 c->event_burst);
+		 c->event_burst, c->tunnel_ifindex);
 	return 0;
 }
 
@@ -319,7 +334,8 @@ int dp_config_write(struct datapath *dp, char *err, size_t len)
 	struct dp_config c = {.flags = dp->trace ? DP_CFG_F_TRACE : 0,
 			      .ct_refresh_s = dp->ct_refresh_s,
 			      .event_rate = dp->event_rate,
-			      .event_burst = dp->event_burst};
+			      .event_burst = dp->event_burst,
+			      .tunnel_ifindex = dp->tunnel_ifindex};
 	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_CONFIG]), &zero, &c, BPF_ANY) != 0) {
 		int e = errno;
 		dp_seterr(err, len, "cannot write %s: %s", DP_MAP_CONFIG, strerror(e));
@@ -352,14 +368,45 @@ static int ipcache_key(int family, const void *addr, unsigned plen, struct dp_ip
 	return 0;
 }
 
+/* The tunnel mode the last run left in dp_config (a restart keeps
+ * encapsulating until the nodes module sets the tunnel up again). */
+uint32_t dp_config_tunnel_ifindex(struct datapath *dp)
+{
+	__u32 zero = 0;
+	struct dp_config c;
+	memset(&c, 0, sizeof(c));
+	if (bpf_map_lookup_elem(fibril_map_fd(dp->maps[DPM_CONFIG]), &zero, &c) != 0)
+		return 0;
+	return c.tunnel_ifindex;
+}
+
 int dp_ipcache_put(struct datapath *dp, int family, const void *addr, unsigned plen,
 		   uint32_t identity, char *err, size_t len)
+{
+	return dp_ipcache_put_tunnel(dp, family, addr, plen, identity, 0, NULL, err, len);
+}
+
+int dp_ipcache_put_tunnel(struct datapath *dp, int family, const void *addr, unsigned plen,
+			  uint32_t identity, int tunnel_family, const void *tunnel_ip, char *err,
+			  size_t len)
 {
 	struct dp_ipcache_key k;
 	int rc = ipcache_key(family, addr, plen, &k, err, len);
 	if (rc < 0)
 		return rc;
-	struct dp_ipcache_value v = {.identity = identity};
+	struct dp_ipcache_value v;
+	memset(&v, 0, sizeof(v));
+	v.identity = identity;
+	if (tunnel_family) {
+		if ((tunnel_family != 4 && tunnel_family != 6) || !tunnel_ip) {
+			dp_seterr(err, len, "ipcache: tunnel endpoint family %d is neither 4 nor 6",
+				  tunnel_family);
+			return -EINVAL;
+		}
+		v.flags |= DP_IPCACHE_F_TUNNEL;
+		v.tunnel_family = tunnel_family == 4 ? DP_FAMILY_IPV4 : DP_FAMILY_IPV6;
+		memcpy(v.tunnel_ip, tunnel_ip, tunnel_family == 4 ? 4 : 16);
+	}
 	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_IPCACHE]), &k, &v, BPF_ANY) != 0) {
 		int e = errno;
 		char a[INET6_ADDRSTRLEN];

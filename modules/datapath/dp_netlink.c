@@ -17,6 +17,7 @@
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
+#include <netlink/route/link/vxlan.h>
 #include <netlink/route/route.h>
 
 #include "datapath.h"
@@ -125,6 +126,31 @@ static int create_veth_pair(struct datapath *dp)
 	return rc;
 }
 
+/* An existing link of another kind than wanted: refused (the link is put). */
+static int refuse_kind(struct rtnl_link *link, const char *name, const char *kind,
+		       const char *want, const char *hint, char *err, size_t len)
+{
+	dp_seterr(err, len, "device %s exists and is a %s link, not %s: %s", name,
+		  kind ? kind : "plain", want, hint);
+	rtnl_link_put(link);
+	return -EEXIST;
+}
+
+/* An adopted link set up (and its veth peer when veth_peer); the link is put. */
+static int adopt_up(struct datapath *dp, struct rtnl_link *link, const char *name, bool veth_peer,
+		    char *err, size_t len)
+{
+	int rc = link_up(dp->nl, link);
+	if (rc == 0 && veth_peer)
+		peer_up(dp);
+	rtnl_link_put(link);
+	if (rc < 0) {
+		dp_seterr(err, len, "cannot set %s up: %s", name, nl_geterror(rc));
+		return nl_errno(rc);
+	}
+	return 0;
+}
+
 /* Adopt or create the host device; returns its ifindex or a negative errno. */
 static int host_device_ensure(struct datapath *dp, char *err, size_t len)
 {
@@ -132,22 +158,12 @@ static int host_device_ensure(struct datapath *dp, char *err, size_t len)
 	int rc = rtnl_link_get_kernel(dp->nl, 0, dp->host_dev, &link);
 	if (rc == 0) {
 		const char *kind = rtnl_link_get_type(link);
-		if (!kind || (strcmp(kind, "dummy") != 0 && strcmp(kind, "veth") != 0)) {
-			dp_seterr(err, len,
-				  "device %s exists and is a %s link, not dummy or veth: rename it or "
-				  "set [datapath] host-device",
-				  dp->host_dev, kind ? kind : "plain");
-			rtnl_link_put(link);
-			return -EEXIST;
-		}
-		rc = link_up(dp->nl, link);
-		if (rc == 0 && !strcmp(kind, "veth"))
-			peer_up(dp);
-		rtnl_link_put(link);
-		if (rc < 0) {
-			dp_seterr(err, len, "cannot set %s up: %s", dp->host_dev, nl_geterror(rc));
-			return nl_errno(rc);
-		}
+		if (!kind || (strcmp(kind, "dummy") != 0 && strcmp(kind, "veth") != 0))
+			return refuse_kind(link, dp->host_dev, kind, "dummy or veth",
+					   "rename it or set [datapath] host-device", err, len);
+		rc = adopt_up(dp, link, dp->host_dev, !strcmp(kind, "veth"), err, len);
+		if (rc < 0)
+			return rc;
 	} else {
 		bool want_veth = !strcmp(dp->host_dev_type, "veth");
 		rc = want_veth ? -NLE_OPNOTSUPP : create_dummy(dp);
@@ -373,5 +389,99 @@ int dp_route_del(struct datapath *dp, int family, const void *addr, int ifindex,
 			  family == 4 ? 32 : 128, nl_geterror(rc));
 		return nl_errno(rc);
 	}
+	return 0;
+}
+
+/* ---- the tunnel device (routing-mode tunnel) ---------------------------------------------
+ * A kernel VXLAN device in external (collect-metadata) mode: it holds no
+ * VNI and no remote of its own; the programs set both per packet
+ * (bpf_skb_set_tunnel_key) and read them on receive. Cilium's cilium_vxlan.
+ * Created here, where the programs that use it are attached; left in place
+ * when the agent stops (the attached overlay program keeps decapsulated
+ * traffic flowing), adopted by the next run when its settings match. */
+
+static int vxlan_create(struct datapath *dp)
+{
+	struct rtnl_link *link = rtnl_link_vxlan_alloc();
+	if (!link)
+		return -NLE_NOMEM;
+	rtnl_link_set_name(link, dp->tunnel_dev);
+	int rc = rtnl_link_vxlan_set_collect_metadata(link, 1);
+	if (rc == 0)
+		rc = rtnl_link_vxlan_set_port(link, dp->tunnel_port);
+	if (rc == 0)
+		rc = rtnl_link_vxlan_set_learning(link, 0);
+	if (rc == 0) {
+		rtnl_link_set_flags(link, IFF_UP);
+		rc = rtnl_link_add(dp->nl, link, NLM_F_CREATE | NLM_F_EXCL);
+	}
+	rtnl_link_put(link);
+	return rc;
+}
+
+static int link_delete(struct datapath *dp, const char *name)
+{
+	struct rtnl_link *link = rtnl_link_alloc();
+	if (!link)
+		return -NLE_NOMEM;
+	rtnl_link_set_name(link, name);
+	int rc = rtnl_link_delete(dp->nl, link);
+	rtnl_link_put(link);
+	return rc;
+}
+
+int dp_tunnel_device_setup(struct datapath *dp, int *ifindex, int *how, char *err, size_t len)
+{
+	struct rtnl_link *link = NULL;
+	int rc = rtnl_link_get_kernel(dp->nl, 0, dp->tunnel_dev, &link);
+	*how = 0;
+	if (rc == 0) {
+		const char *kind = rtnl_link_get_type(link);
+		uint32_t port = 0;
+		bool is_vxlan = kind && !strcmp(kind, "vxlan");
+		bool external = is_vxlan && rtnl_link_vxlan_get_collect_metadata(link) == 1;
+		if (is_vxlan && rtnl_link_vxlan_get_port(link, &port) != 0)
+			port = 0;
+		bool fits = external && port == dp->tunnel_port;
+		if (!is_vxlan)
+			return refuse_kind(link, dp->tunnel_dev, kind, "vxlan",
+					   "rename or remove it", err, len);
+		if (fits) {
+			rc = adopt_up(dp, link, dp->tunnel_dev, false, err, len);
+			if (rc < 0)
+				return rc;
+			*how = 1;
+		} else {
+			/* another port, or not external: replaced (a VXLAN
+			 * device's settings cannot change in place) */
+			rtnl_link_put(link);
+			fibril_info(dp->m, "%s is a vxlan device of other settings (port %u%s): "
+				    "replacing it", dp->tunnel_dev, port,
+				    external ? "" : ", not external");
+			rc = link_delete(dp, dp->tunnel_dev);
+			if (rc < 0 && rc != -NLE_NODEV && rc != -NLE_OBJ_NOTFOUND) {
+				dp_seterr(err, len, "cannot remove %s: %s", dp->tunnel_dev,
+					  nl_geterror(rc));
+				return nl_errno(rc);
+			}
+			*how = 2;
+		}
+	}
+	if (*how != 1) {
+		rc = vxlan_create(dp);
+		if (rc < 0) {
+			dp_seterr(err, len,
+				  "cannot create the VXLAN device %s (external, port %u): %s",
+				  dp->tunnel_dev, dp->tunnel_port, nl_geterror(rc));
+			return nl_errno(rc);
+		}
+	}
+	unsigned idx = if_nametoindex(dp->tunnel_dev);
+	if (!idx) {
+		int e = errno;
+		dp_seterr(err, len, "tunnel device %s: %s", dp->tunnel_dev, strerror(e));
+		return -e;
+	}
+	*ifindex = (int)idx;
 	return 0;
 }

@@ -18,6 +18,7 @@
 #include <bpf/libbpf.h>
 
 #include "datapath.h"
+#include "libbpf_log.h"
 #include "fibril_dp.skel.h"
 
 #define DP_TC_HANDLE 0xf1b1
@@ -27,6 +28,7 @@ struct dp_prog {
 	struct fibril_dp *skel;
 	int fd[DP_HOOK_COUNT]; /* by enum dp_hook */
 	int id[DP_HOOK_COUNT];
+	int overlay_fd, overlay_id; /* fibril_from_overlay (tunnel mode) */
 };
 
 static const enum bpf_tc_attach_point hook_point[DP_HOOK_COUNT] = {
@@ -49,31 +51,7 @@ static int prog_id_of(int fd)
 }
 
 /* libbpf's messages (the verifier log above all) go to the agent's log
- * while this module loads its program. */
-static struct fibril_module *g_print_module;
-
-static __attribute__((format(printf, 2, 0))) int
-libbpf_print_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	char line[1024];
-	if (level == LIBBPF_DEBUG || !g_print_module)
-		return 0;
-	vsnprintf(line, sizeof(line), fmt, ap);
-	size_t n = strlen(line);
-	while (n && line[n - 1] == '\n')
-		line[--n] = '\0';
-	if (n)
-		fibril_warn(g_print_module, "libbpf: %s", line);
-	return 0;
-}
-
-static int libbpf_print_nothing(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	(void)level;
-	(void)fmt;
-	(void)ap;
-	return 0;
-}
+ * while this module loads its program (modules/common/libbpf_log.c). */
 
 static int reuse(struct bpf_map *map, struct datapath *dp, enum dp_map_id id, char *err,
 		 size_t len)
@@ -92,8 +70,7 @@ int dp_prog_load(struct datapath *dp, char *err, size_t len)
 		dp_seterr(err, len, "out of memory");
 		return -ENOMEM;
 	}
-	g_print_module = dp->m;
-	libbpf_print_fn_t old = libbpf_set_print(libbpf_print_to_log);
+	libbpf_print_fn_t old = modcommon_libbpf_log_begin(dp->m);
 	int rc = 0;
 	p->skel = fibril_dp__open();
 	if (!p->skel) {
@@ -125,9 +102,10 @@ int dp_prog_load(struct datapath *dp, char *err, size_t len)
 	p->fd[DP_HOOK_EGRESS] = bpf_program__fd(p->skel->progs.fibril_to_endpoint);
 	for (int h = 0; h < DP_HOOK_COUNT; h++)
 		p->id[h] = prog_id_of(p->fd[h]);
+	p->overlay_fd = bpf_program__fd(p->skel->progs.fibril_from_overlay);
+	p->overlay_id = prog_id_of(p->overlay_fd);
 out:
-	libbpf_set_print(old);
-	g_print_module = NULL;
+	modcommon_libbpf_log_end(old);
 	if (rc < 0) {
 		fibril_dp__destroy(p->skel);
 		free(p);
@@ -152,24 +130,29 @@ int dp_prog_id(const struct datapath *dp, enum dp_hook h)
 	return dp->prog ? dp->prog->id[h] : 0;
 }
 
+int dp_prog_overlay_id(const struct datapath *dp)
+{
+	return dp->prog ? dp->prog->overlay_id : 0;
+}
+
 /* One filter: the clsact qdisc (created by the first hook), then ours. */
-static int attach_one(struct datapath *dp, int ifindex, enum dp_hook h, char *err, size_t len)
+static int attach_fd(int prog_fd, int ifindex, enum dp_hook h, char *err, size_t len)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = hook_point[h]);
 	/* a clsact qdisc already there (EEXIST) is fine: keep libbpf from
 	 * printing the kernel's "Exclusivity flag on" for it */
-	libbpf_print_fn_t old = libbpf_set_print(libbpf_print_nothing);
+	libbpf_print_fn_t old = modcommon_libbpf_quiet_begin();
 	dp_vg_quiet_begin(); /* libbpf's netlink reply parsing, see dp_util.c */
 	int rc = bpf_tc_hook_create(&hook);
 	dp_vg_quiet_end();
-	libbpf_set_print(old);
+	modcommon_libbpf_log_end(old);
 	if (rc < 0 && rc != -EEXIST) {
 		dp_seterr(err, len, "cannot add the clsact qdisc to ifindex %d: %s", ifindex,
 			  strerror(-rc));
 		return rc;
 	}
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY,
-		    .prog_fd = dp->prog->fd[h], .flags = BPF_TC_F_REPLACE);
+		    .prog_fd = prog_fd, .flags = BPF_TC_F_REPLACE);
 	dp_vg_quiet_begin();
 	rc = bpf_tc_attach(&hook, &opts);
 	dp_vg_quiet_end();
@@ -179,6 +162,20 @@ static int attach_one(struct datapath *dp, int ifindex, enum dp_hook h, char *er
 		return rc;
 	}
 	return 0;
+}
+
+static int attach_one(struct datapath *dp, int ifindex, enum dp_hook h, char *err, size_t len)
+{
+	return attach_fd(dp->prog->fd[h], ifindex, h, err, len);
+}
+
+int dp_prog_attach_overlay(struct datapath *dp, int ifindex, char *err, size_t len)
+{
+	if (!dp->prog) {
+		dp_seterr(err, len, "the tc program is not loaded");
+		return -ENOENT;
+	}
+	return attach_fd(dp->prog->overlay_fd, ifindex, DP_HOOK_INGRESS, err, len);
 }
 
 int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len)

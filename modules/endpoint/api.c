@@ -238,11 +238,19 @@ static void get_identity(struct fibril_request *req, struct fibril_response *res
 
 /* ---- PUT ------------------------------------------------------------------------- */
 
+static struct json_object *parse_body(const char *body, size_t len, struct fibril_response *resp);
+
 /* The parsed JSON body, or NULL after answering 400. */
 static struct json_object *read_body(struct fibril_request *req, struct fibril_response *resp)
 {
 	size_t len = 0;
 	const char *body = fibril_req_body(req, &len);
+
+	return parse_body(body, len, resp);
+}
+
+static struct json_object *parse_body(const char *body, size_t len, struct fibril_response *resp)
+{
 	struct json_tokener *tok;
 	struct json_object *o;
 
@@ -384,10 +392,30 @@ static void reply_ipam_error(struct fibril_response *resp, int rc, const char *f
 	}
 }
 
-static void put_endpoint_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
+/* A PUT as it was asked (the request's texts are copied: a PUT waiting for
+ * a cluster-wide identity runs again once the identity is here). */
+struct put_call {
+	struct ep_manager *mg;
+	char *ref;
+	char *body;
+	size_t len;
+	char *wait_labels;            /* set by put_endpoint_now: wait for these */
+	struct fibril_response *resp; /* deferred, while waiting */
+	double started;               /* arrival, for the latency metric */
+};
+
+static void put_call_free(struct put_call *pc)
 {
-	struct ep_manager *mg = ud;
-	const char *reftext = fibril_req_param(req, "ref");
+	free(pc->ref);
+	free(pc->body);
+	free(pc->wait_labels);
+	free(pc);
+}
+
+static void put_endpoint_now(struct put_call *pc, struct fibril_response *resp)
+{
+	struct ep_manager *mg = pc->mg;
+	const char *reftext = pc->ref;
 	struct ep_spec spec = { 0 };
 	struct json_object *body = NULL;
 	struct ep_endpoint *old, *nep = NULL;
@@ -409,7 +437,7 @@ static void put_endpoint_now(struct fibril_request *req, struct fibril_response 
 				  shown(reftext, buf, sizeof(buf)));
 		return;
 	}
-	if (!(body = read_body(req, resp)))
+	if (!(body = parse_body(pc->body, pc->len, resp)))
 		return;
 	rc = ep_spec_parse(body, &spec, false, why, sizeof(why));
 	json_object_put(body);
@@ -485,6 +513,14 @@ static void put_endpoint_now(struct fibril_request *req, struct fibril_response 
 	/* The identity of its labels. */
 	rc = ep_identity_acquire(mg, *spec.labels ? spec.labels : mg->reserved[FIBRIL_IDENTITY_INIT].labels,
 				 &identity);
+	if (rc == -EINPROGRESS) {
+		/* the kvstore gives the number: undo, wait for it, run again */
+		pc->wait_labels = strdup(*spec.labels ? spec.labels
+					 : mg->reserved[FIBRIL_IDENTITY_INIT].labels);
+		if (!pc->wait_labels)
+			fibril_resp_error(resp, 500, "out of memory");
+		goto undo;
+	}
 	if (rc) {
 		fibril_resp_error(resp, 503, "labels: no identity for them: %s",
 				  rc == -ENOSPC ? "every local identity number is in use" : strerror(-rc));
@@ -572,15 +608,32 @@ out:
 
 /* ---- PATCH ------------------------------------------------------------------------ */
 
-static void patch_endpoint_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
+/* A PATCH as it was asked: the endpoint's number and the new labels, so a
+ * PATCH waiting for a cluster-wide identity runs again once it is here. */
+struct patch_call {
+	struct ep_manager *mg;
+	uint16_t id;
+	char *labels;
+	struct fibril_response *resp; /* deferred, while waiting */
+	double started;               /* arrival, for the latency metric */
+};
+
+static void patch_call_free(struct patch_call *pc)
 {
-	struct ep_manager *mg = ud;
-	struct ep_endpoint *ep = resolve(mg, req, resp);
+	free(pc->labels);
+	free(pc);
+}
+
+/* The labels of the PATCH's body (an array of strings), validated; NULL
+ * when the answer is already given. */
+static char *patch_labels(struct fibril_request *req, struct fibril_response *resp,
+			  const struct ep_endpoint *ep)
+{
 	struct json_object *body, *labels = NULL;
 	char why[512], *joined = NULL;
 
-	if (!ep || !(body = read_body(req, resp)))
-		return;
+	if (!(body = read_body(req, resp)))
+		return NULL;
 	json_object_object_foreach(body, key, value) {
 		(void)value;
 		if (strcmp(key, "labels")) {
@@ -589,34 +642,122 @@ static void patch_endpoint_now(struct fibril_request *req, struct fibril_respons
 			fibril_resp_error(resp, 400, "%s: unknown field (PATCH changes only labels)",
 					  shown(key, buf, sizeof(buf)));
 			json_object_put(body);
-			return;
+			return NULL;
 		}
 	}
 	if (!json_object_object_get_ex(body, "labels", &labels) ||
 	    !json_object_is_type(labels, json_type_array)) {
 		fibril_resp_error(resp, 400, "labels: missing (expected an array of strings)");
 		json_object_put(body);
-		return;
+		return NULL;
 	}
 	int rc = ep_labels_from_json(labels, ep->pod_namespace, &joined, why, sizeof(why));
 
 	json_object_put(body);
 	if (rc) {
 		fibril_resp_error(resp, rc == -ENOMEM ? 500 : 400, "%s", rc == -ENOMEM ? "out of memory" : why);
-		return;
+		return NULL;
+	}
+	return joined;
+}
+
+/* Apply the labels and answer, or return -EINPROGRESS (no answer yet) while
+ * their cluster-wide identity is being allocated. */
+static int patch_apply(struct patch_call *pc, struct fibril_response *resp)
+{
+	struct ep_manager *mg = pc->mg;
+	struct ep_endpoint *ep = pc->id < mg->eps_cap ? mg->eps[pc->id] : NULL;
+	char why[512];
+	int rc;
+
+	if (!ep) {
+		fibril_resp_error(resp, 404, "endpoint %u not found", pc->id);
+		return 0;
 	}
 	if (ep->state == FIBRIL_EP_DISCONNECTING) {
 		fibril_resp_error(resp, 409, "endpoint %u is being deleted", ep->id);
-		free(joined);
+		return 0;
+	}
+	rc = ep_set_labels(mg, ep, pc->labels, true, why, sizeof(why));
+	if (rc == -EINPROGRESS)
+		return rc;
+	if (rc)
+		fibril_resp_error(resp, (rc == -ENOSPC || rc == -EAGAIN) ? 503 : 500, "%s", why);
+	else
+		reply_endpoint(resp, 200, ep);
+	return 0;
+}
+
+static void answer_when_durable(struct ep_manager *mg, struct fibril_response *deferred,
+				enum ep_api_method method, double started);
+
+static void patch_run(struct patch_call *pc);
+
+static void on_patch_identity(struct ep_manager *mg, void *ud, int err)
+{
+	struct patch_call *pc = ud;
+
+	(void)mg;
+	if (err) {
+		fibril_resp_error(pc->resp, 503, "endpoint %u: no cluster-wide identity for its new labels from the kvstore: %s",
+				  pc->id, err == -ETIMEDOUT ? "it did not answer in time ([endpoint] identity-timeout)"
+				  : err == -ENOTCONN ? "it is unreachable ([endpoint] identity-timeout passed)"
+				  : strerror(-err));
+		fibril_resp_send(pc->resp);
+		ep_metrics_observe_api(EP_API_PATCH, pc->started);
+		patch_call_free(pc);
 		return;
 	}
-	if ((rc = ep_set_labels(mg, ep, joined, true, why, sizeof(why)))) {
-		fibril_resp_error(resp, rc == -ENOSPC ? 503 : 500, "%s", why);
-		free(joined);
+	patch_run(pc);
+}
+
+/* Run the PATCH on its deferred response: answered once durable, or after
+ * the identity of its labels has arrived (then run again). */
+static void patch_run(struct patch_call *pc)
+{
+	struct ep_manager *mg = pc->mg;
+
+	if (patch_apply(pc, pc->resp) == -EINPROGRESS) {
+		int rc = ep_cluster_allocate(mg, pc->labels, on_patch_identity, pc);
+
+		if (rc)
+			on_patch_identity(mg, pc, rc);
 		return;
 	}
-	free(joined);
-	reply_endpoint(resp, 200, ep);
+	struct fibril_response *deferred = pc->resp;
+	double started = pc->started;
+
+	patch_call_free(pc);
+	answer_when_durable(mg, deferred, EP_API_PATCH, started);
+}
+
+static void patch_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct ep_manager *mg = ud;
+	struct ep_endpoint *ep = resolve(mg, req, resp);
+	struct patch_call *pc;
+	char *joined;
+
+	if (!ep || !(joined = patch_labels(req, resp, ep)))
+		return;
+	if (!(pc = calloc(1, sizeof(*pc)))) {
+		free(joined);
+		fibril_resp_error(resp, 500, "out of memory");
+		return;
+	}
+	pc->mg = mg;
+	pc->id = ep->id;
+	pc->labels = joined;
+	pc->started = ep_metrics_now();
+	/* deferred when it waits for a flush or for the kvstore; else answered now */
+	if ((!mg->journal && !mg->cluster) || !(pc->resp = fibril_resp_defer(resp))) {
+		if (patch_apply(pc, resp) == -EINPROGRESS)
+			fibril_resp_error(resp, 503, "labels: their cluster-wide identity is being allocated in the kvstore: retry");
+		ep_metrics_observe_api(EP_API_PATCH, pc->started);
+		patch_call_free(pc);
+		return;
+	}
+	patch_run(pc);
 }
 
 /* ---- DELETE ----------------------------------------------------------------------- */
@@ -675,6 +816,8 @@ static void delete_endpoint_now(struct fibril_request *req, struct fibril_respon
  * may run in the IPAM mode's fini or in the journal's close. */
 struct durable_reply {
 	struct fibril_response *resp;
+	enum ep_api_method method; /* its latency is observed when the answer goes */
+	double started;
 	int waiting;
 	int status;
 	const char *what; /* of the first failure */
@@ -692,6 +835,7 @@ static void durable_done(struct durable_reply *dr, int status, const char *what)
 		fibril_resp_error(dr->resp, 500, "%s could not make the change durable: %s", dr->what,
 				  strerror(-dr->status));
 	fibril_resp_send(dr->resp);
+	ep_metrics_observe_api(dr->method, dr->started);
 	free(dr);
 }
 
@@ -705,19 +849,24 @@ static void journal_durable(void *ud, int status)
 	durable_done(ud, status, "the endpoint journal");
 }
 
-static void run_durable(struct fibril_request *req, struct fibril_response *resp, struct ep_manager *mg,
-			fibril_route_fn handler)
+/* Answer the deferred response once the endpoint journal (and IPAM's,
+ * when it can say) has flushed what the handler wrote; the request's
+ * latency (it arrived at `started`) is observed when the answer goes. */
+static void answer_when_durable(struct ep_manager *mg, struct fibril_response *deferred,
+				enum ep_api_method method, double started)
 {
 	const struct fibril_ipam_ops *ipam = mg->ipam;
 	bool ipam_waits = ipam && FIBRIL_SERVICE_HAS(ipam, wait_durable) && ipam->wait_durable;
 	struct durable_reply *dr = mg->journal ? calloc(1, sizeof(*dr)) : NULL;
 
-	if (!dr || !(dr->resp = fibril_resp_defer(resp))) {
-		free(dr);
-		handler(req, resp, mg); /* no journal: the handler says so */
+	if (!dr) {
+		fibril_resp_send(deferred); /* no journal: the handler said so */
+		ep_metrics_observe_api(method, started);
 		return;
 	}
-	handler(req, dr->resp, mg);
+	dr->resp = deferred;
+	dr->method = method;
+	dr->started = started;
 	dr->waiting = ipam_waits ? 2 : 1;
 	int rc = ipam_waits ? ipam->wait_durable(mg->ipam_ctx, ipam_durable, dr) : 0;
 
@@ -728,19 +877,103 @@ static void run_durable(struct fibril_request *req, struct fibril_response *resp
 		journal_durable(dr, rc);
 }
 
-static void put_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+static void run_durable(struct fibril_request *req, struct fibril_response *resp, struct ep_manager *mg,
+			fibril_route_fn handler, enum ep_api_method method)
 {
-	run_durable(req, resp, ud, put_endpoint_now);
+	double started = ep_metrics_now();
+	struct fibril_response *deferred = mg->journal ? fibril_resp_defer(resp) : NULL;
+
+	if (!deferred) {
+		handler(req, resp, mg); /* no journal: the handler says so */
+		ep_metrics_observe_api(method, started);
+		return;
+	}
+	handler(req, deferred, mg);
+	answer_when_durable(mg, deferred, method, started);
 }
 
-static void patch_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+static void put_run(struct put_call *pc, struct fibril_response *deferred);
+
+static void on_put_identity(struct ep_manager *mg, void *ud, int err)
 {
-	run_durable(req, resp, ud, patch_endpoint_now);
+	struct put_call *pc = ud;
+	char shown[256];
+
+	(void)mg;
+	if (err) {
+		snprintf(shown, sizeof(shown), "%s", pc->wait_labels);
+		for (char *c = shown; *c; c++)
+			if (*c == '\n')
+				*c = ',';
+		fibril_resp_error(pc->resp, 503, "labels %s: no cluster-wide identity from the kvstore: %s",
+				  shown, err == -ETIMEDOUT ? "it did not answer in time ([endpoint] identity-timeout)"
+				  : err == -ENOTCONN ? "it is unreachable ([endpoint] identity-timeout passed)"
+				  : strerror(-err));
+		fibril_resp_send(pc->resp);
+		ep_metrics_observe_api(EP_API_PUT, pc->started);
+		put_call_free(pc);
+		return;
+	}
+	free(pc->wait_labels);
+	pc->wait_labels = NULL;
+	put_run(pc, pc->resp);
+}
+
+/* Run the PUT on a deferred response: it answers once durable, or waits
+ * for the identity of its labels and runs again. */
+static void put_run(struct put_call *pc, struct fibril_response *deferred)
+{
+	struct ep_manager *mg = pc->mg;
+	double started = pc->started;
+
+	pc->resp = deferred;
+	put_endpoint_now(pc, deferred);
+	if (pc->wait_labels) {
+		int rc = ep_cluster_allocate(mg, pc->wait_labels, on_put_identity, pc);
+
+		if (rc)
+			on_put_identity(mg, pc, rc);
+		return;
+	}
+	put_call_free(pc);
+	answer_when_durable(mg, deferred, EP_API_PUT, started);
+}
+
+static void put_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct put_call *pc = calloc(1, sizeof(*pc));
+	const char *ref = fibril_req_param(req, "ref");
+	size_t len = 0;
+	const char *body = fibril_req_body(req, &len);
+	struct fibril_response *deferred;
+
+	if (!pc || !(pc->ref = strdup(ref ? ref : "")) || !(pc->body = malloc(len + 1))) {
+		if (pc)
+			put_call_free(pc);
+		fibril_resp_error(resp, 500, "out of memory");
+		return;
+	}
+	pc->mg = ud;
+	pc->started = ep_metrics_now();
+	if (len)
+		memcpy(pc->body, body, len);
+	pc->body[len] = '\0';
+	pc->len = body ? len : 0;
+	/* deferred when it waits for a flush or for the kvstore; else answered now */
+	if ((!pc->mg->journal && !pc->mg->cluster) || !(deferred = fibril_resp_defer(resp))) {
+		put_endpoint_now(pc, resp);
+		if (pc->wait_labels)
+			fibril_resp_error(resp, 503, "labels: their cluster-wide identity is not here yet: retry");
+		ep_metrics_observe_api(EP_API_PUT, pc->started);
+		put_call_free(pc);
+		return;
+	}
+	put_run(pc, deferred);
 }
 
 static void delete_endpoint(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
-	run_durable(req, resp, ud, delete_endpoint_now);
+	run_durable(req, resp, ud, delete_endpoint_now, EP_API_DELETE);
 }
 
 int ep_api_register(struct ep_manager *mg)

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fibril/nodes.h>
+
 #define RETRY_MS 1000
 
 const char *ep_state_name(unsigned state)
@@ -356,8 +358,13 @@ static int ep_datapath_call(struct ep_manager *mg, const struct ep_endpoint *ep,
 	ep_to_datapath(ep, &d);
 	if (err && errlen)
 		err[0] = '\0';
+	double t0 = ep_metrics_now();
 	int rc = upsert ? mg->dp->endpoint_upsert(mg->dp_ctx, &d, err, errlen)
 			: mg->dp->endpoint_remove(mg->dp_ctx, &d, err, errlen);
+	if (upsert) {
+		fibril_series_inc(mg->met.s_regen[rc == 0]);
+		fibril_series_observe(mg->met.s_regen_time, ep_metrics_now() - t0);
+	}
 
 	if (rc && err && errlen && !err[0])
 		snprintf(err, errlen, "%s", strerror(rc < 0 ? -rc : EIO));
@@ -396,14 +403,11 @@ void ep_update_health(struct ep_manager *mg)
 
 static void apply_pod_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *labels);
 
-static void retry_tick(struct fibril_timer *t, void *ud)
+static void retry_pending(struct ep_manager *mg)
 {
-	struct ep_manager *mg = ud;
 	bool pending = false;
 	char err[256];
 
-	(void)t;
-	mg->retry_timer = NULL; /* one-shot: freed by the loop */
 	for (size_t i = 1; i < mg->eps_cap; i++) {
 		struct ep_endpoint *ep = mg->eps[i];
 
@@ -436,6 +440,25 @@ static void retry_tick(struct fibril_timer *t, void *ud)
 		ep_schedule_retry(mg);
 }
 
+static void retry_tick(struct fibril_timer *t, void *ud)
+{
+	struct ep_manager *mg = ud;
+
+	(void)t;
+	mg->retry_timer = NULL; /* one-shot: freed by the loop */
+	retry_pending(mg);
+}
+
+void ep_retry_pending(struct ep_manager *mg)
+{
+	if (!mg->started)
+		return;
+	if (mg->retry_timer)
+		fibril_timer_cancel(mg->retry_timer);
+	mg->retry_timer = NULL;
+	retry_pending(mg);
+}
+
 void ep_schedule_retry(struct ep_manager *mg)
 {
 	if (!mg->retry_timer && mg->started)
@@ -444,6 +467,11 @@ void ep_schedule_retry(struct ep_manager *mg)
 }
 
 /* ---- labels ---------------------------------------------------------------------- */
+
+static void identity_arrived(struct ep_manager *mg, void *ud, int err)
+{
+	(void)mg, (void)ud, (void)err; /* ep_retry_pending runs after the waiters */
+}
 
 int ep_set_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *labels, bool rollback,
 		  char *err, size_t errlen)
@@ -456,7 +484,17 @@ int ep_set_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *lab
 	if (old && !strcmp(old->labels, *labels ? labels : mg->reserved[FIBRIL_IDENTITY_INIT].labels))
 		return 0;
 	if ((rc = ep_identity_acquire(mg, *labels ? labels : mg->reserved[FIBRIL_IDENTITY_INIT].labels,
-				      &id))) {
+				      &id)) == -EINPROGRESS) {
+		/* the kvstore gives the number; pending label changes run again then */
+		int arc = ep_cluster_allocate(mg, *labels ? labels
+					      : mg->reserved[FIBRIL_IDENTITY_INIT].labels,
+					      identity_arrived, NULL);
+
+		snprintf(err, errlen, "the labels' cluster-wide identity is %s",
+			 arc ? "not available from the kvstore" : "being allocated in the kvstore: retry");
+		return arc ? arc : rc;
+	}
+	if (rc) {
 		snprintf(err, errlen, "no identity for the labels: %s",
 			 rc == -ENOSPC ? "every local identity number is in use" : strerror(-rc));
 		return rc;
@@ -556,7 +594,13 @@ static void apply_pod_labels(struct ep_manager *mg, struct ep_endpoint *ep, cons
 
 	if (ep->state == FIBRIL_EP_DISCONNECTING)
 		return;
-	if (ep_set_labels(mg, ep, labels, false, err, sizeof(err))) {
+	int rc = ep_set_labels(mg, ep, labels, false, err, sizeof(err));
+
+	if (rc == -EINPROGRESS) {
+		ep->k8s_pending = true; /* applied when the identity arrives */
+		return;
+	}
+	if (rc) {
 		fibril_warn(mg->m, "endpoint %u: cannot apply the labels of pod %s/%s: %s; retrying",
 			    ep->id, ep->pod_namespace, ep->pod_name, err);
 		ep->k8s_pending = true;
@@ -632,6 +676,10 @@ static int endpoint_init(struct fibril_module *m)
 	mg->journal = NULL;
 	fibril_module_set_data(m, mg);
 	ep_identities_init(mg);
+	if ((rc = ep_cluster_init(mg))) {
+		fibril_module_set_error(m, "cannot set up cluster-wide identities: %s", strerror(-rc));
+		return rc;
+	}
 	mg->ops.hdr.sz = sizeof(mg->ops);
 	mg->ops.hdr.version = FIBRIL_ENDPOINT_VERSION;
 	mg->ops.foreach = op_foreach;
@@ -644,6 +692,10 @@ static int endpoint_init(struct fibril_module *m)
 	}
 	if ((rc = ep_api_register(mg)))
 		return rc;
+	if ((rc = ep_metrics_register(mg))) {
+		fibril_module_set_error(m, "cannot register the endpoint metrics: %s", strerror(-rc));
+		return rc;
+	}
 	if (!fibril_bus_subscribe(m, FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_PODS, FIBRIL_K8S_VERSION,
 				  on_pod_event, mg)) {
 		fibril_module_set_error(m, "cannot subscribe to %s", FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_PODS);
@@ -709,8 +761,13 @@ static int endpoint_start(struct fibril_module *m)
 		return rc;
 	}
 	ep_identity_load_resume(mg);
+	if ((rc = ep_cluster_start(mg))) {
+		ep_store_close(mg);
+		return rc;
+	}
 	if (mg->k8s && (rc = mg->k8s->watch_resource(mg->k8s_ctx, FIBRIL_K8S_PODS)) < 0) {
 		fibril_module_set_error(m, "k8s: cannot watch pods: %s", strerror(-rc));
+		ep_cluster_stop(mg);
 		ep_store_close(mg);
 		return rc;
 	}
@@ -720,6 +777,7 @@ static int endpoint_start(struct fibril_module *m)
 	rc = ep_restore_start(mg);
 	if (rc < 0) {
 		mg->started = false;
+		ep_cluster_stop(mg);
 		ep_store_close(mg);
 	}
 	return rc;
@@ -730,6 +788,7 @@ static void endpoint_stop(struct fibril_module *m)
 	struct ep_manager *mg = fibril_module_data(m);
 
 	mg->started = false;
+	ep_cluster_stop(mg); /* waiting PUTs are answered while the table is there */
 	ep_restore_abort(mg);
 	if (mg->retry_timer)
 		fibril_timer_cancel(mg->retry_timer);
@@ -750,8 +809,10 @@ static void endpoint_fini(struct fibril_module *m)
 	if (!mg)
 		return;
 	free_endpoints(mg);
+	ep_cluster_free(mg);
 	ep_identities_free(mg);
 	ep_store_close(mg);
+	ep_metrics_forget(); /* an answer sent later (IPAM's fini) observes nothing */
 	free(mg);
 	fibril_module_set_data(m, NULL);
 }
@@ -774,6 +835,7 @@ FIBRIL_MODULE(.name = EP_MODULE, .version = "1.0.0",
 	      .description = "endpoint manager: local endpoints, security identities, state and restore",
 	      .provides = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY),
 	      .requires = FIBRIL_LIST(FIBRIL_IPAM_CAPABILITY),
-	      .wants = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY, FIBRIL_K8S_CAPABILITY),
-	      .init = endpoint_init, .start = endpoint_start, .stop = endpoint_stop,
+	      .wants = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY, FIBRIL_K8S_CAPABILITY,
+				   FIBRIL_KVSTORE_CAPABILITY, FIBRIL_NODES_CAPABILITY),
+	      .config_keys = ep_config_keys, .init = endpoint_init, .start = endpoint_start, .stop = endpoint_stop,
 	      .fini = endpoint_fini, .summary = endpoint_summary);

@@ -3,7 +3,7 @@
  * functions of each file (endpoint.c: lifecycle, table, events, k8s;
  * identity.c: identities; spec.c: parsing and validating endpoint JSON;
  * store.c: the state journal; api.c: the REST routes; restore.c: start-time
- * restore). Everything runs on the loop thread. */
+ * restore; cluster.c: cluster-wide identities through the kvstore). Everything runs on the loop thread. */
 #ifndef FIBRIL_ENDPOINT_INT_H
 #define FIBRIL_ENDPOINT_INT_H
 
@@ -113,7 +113,28 @@ struct ep_manager {
 	struct fibril_timer *retry_timer;    /* retrying datapath / k8s labels */
 	struct ep_restore *restore;          /* restore in progress */
 	bool started;
+
+	/* cluster-wide identities (cluster.c): cluster_state from init to fini,
+	 * cluster the same while the kvstore allocates them (NULL: local) */
+	struct ep_cluster *cluster_state;
+	struct ep_cluster *cluster;
+	/* called when a held identity's last reference goes (cluster mode) */
+	void (*identity_released)(struct ep_manager *mg, uint32_t n, const char *labels);
+	/* metrics.c */
+	struct {
+		struct fibril_series *s_regen[2]; /* [success] */
+		struct fibril_series *s_regen_time;
+		struct fibril_series *s_endpoints[4];
+	} met;
 };
+
+/* ---- metrics.c ------------------------------------------------------------ */
+enum ep_api_method { EP_API_PUT = 0, EP_API_PATCH, EP_API_DELETE };
+int ep_metrics_register(struct ep_manager *mg);
+double ep_metrics_now(void); /* monotonic seconds */
+/* The latency of a changing API request that arrived at `started`. */
+void ep_metrics_observe_api(enum ep_api_method method, double started);
+void ep_metrics_forget(void); /* fini: the series are gone */
 
 /* ---- endpoint.c --------------------------------------------------------- */
 const char *ep_state_name(unsigned state);
@@ -168,6 +189,11 @@ bool ep_label_counts_for_identity(const char *label, size_t len);
  * one, or a new number); -ENOSPC when no number is free, -EIO when the
  * number block could not be recorded. */
 int ep_identity_acquire(struct ep_manager *mg, const char *labels, struct ep_identity **out);
+/* In cluster mode, labels this node does not hold yet answer -EINPROGRESS:
+ * the caller waits for ep_cluster_allocate, then acquires again. */
+/* A held identity of number n for labels, with no reference yet (cluster.c). */
+int ep_identity_insert(struct ep_manager *mg, uint32_t n, const char *labels,
+		       struct ep_identity **out);
 /* Restore: the label set gets `wanted` when it is free and in range. */
 int ep_identity_restore(struct ep_manager *mg, const char *labels, uint32_t wanted,
 			struct ep_identity **out);
@@ -176,6 +202,22 @@ struct ep_identity *ep_identity_find(struct ep_manager *mg, uint32_t id);
 struct json_object *ep_identity_to_json(const struct ep_identity *id);
 /* Read / write the resume point (<dir>/identities). */
 void ep_identity_load_resume(struct ep_manager *mg);
+
+/* ---- cluster.c ----------------------------------------------------------- */
+extern const struct fibril_config_key ep_config_keys[];
+/* err 0: the identity of the labels is now held here (acquire it again). */
+typedef void (*ep_cluster_done_fn)(struct ep_manager *mg, void *ud, int err);
+int ep_cluster_init(struct ep_manager *mg);   /* init: metrics, topic */
+int ep_cluster_start(struct ep_manager *mg);  /* start: by [endpoint] identity-allocation */
+void ep_cluster_stop(struct ep_manager *mg);
+void ep_cluster_free(struct ep_manager *mg);
+/* Get the labels an identity through the kvstore; fn runs once (bounded by
+ * identity-timeout), on the loop, never from inside this call. */
+int ep_cluster_allocate(struct ep_manager *mg, const char *labels, ep_cluster_done_fn fn, void *ud);
+/* The last local holder of identity n went: delete this node's reference. */
+void ep_cluster_unref(struct ep_manager *mg, uint32_t n, const char *labels);
+/* endpoint.c: apply pending label changes now (an identity arrived) */
+void ep_retry_pending(struct ep_manager *mg);
 
 /* ---- spec.c --------------------------------------------------------------------- */
 /* Fill spec from a PUT body or a state file; on error a one-line reason

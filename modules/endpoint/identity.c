@@ -296,6 +296,8 @@ int ep_identity_acquire(struct ep_manager *mg, const char *labels, struct ep_ide
 		*out = id;
 		return 0;
 	}
+	if (mg->cluster)
+		return -EINPROGRESS; /* the kvstore gives the number (cluster.c) */
 	if ((rc = new_number(mg, &n)))
 		return rc;
 	if ((rc = insert_local(mg, n, labels, hash, out)))
@@ -308,6 +310,16 @@ int ep_identity_acquire(struct ep_manager *mg, const char *labels, struct ep_ide
 	fibril_info(mg->m, "identity %u allocated for labels %s", n, shown ? shown : labels);
 	free(shown);
 	return 0;
+}
+
+int ep_identity_insert(struct ep_manager *mg, uint32_t n, const char *labels,
+		       struct ep_identity **out)
+{
+	int rc = insert_local(mg, n, labels, label_hash(labels), out);
+
+	if (rc == 0)
+		(*out)->refs = 0;
+	return rc;
 }
 
 int ep_identity_restore(struct ep_manager *mg, const char *labels, uint32_t wanted,
@@ -346,6 +358,8 @@ void ep_identity_release(struct ep_manager *mg, struct ep_identity *id)
 		mg->nidents--;
 	}
 	fibril_info(mg->m, "identity %u released (no endpoint left)", id->id);
+	if (mg->cluster && mg->identity_released)
+		mg->identity_released(mg, id->id, id->labels);
 	free(id->labels);
 	free(id);
 }

@@ -18,7 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <json.h>
 
 #include <fibril/fibril.h>
 
@@ -36,8 +35,23 @@ struct hl_ep {
 	struct hl_ep *next;
 };
 
+struct hubble;
+
+/* One websocket client of /v1/flows/stream with its own filter. */
+struct hl_follower {
+	struct hubble *h;
+	struct fibril_stream_client *c;
+	struct hl_filter filter;
+	uint64_t sent, lost;
+	struct hl_follower *next;
+};
+
 struct hubble {
 	struct fibril_module *m;
+	struct fibril_stream *stream;
+	struct hl_follower *followers;
+	int nfollowers;
+	struct hl_buf line; /* a flow's JSON for the stream, reused */
 	char node[256];
 	struct hl_flow *ring;
 	size_t size, head, count;
@@ -47,14 +61,20 @@ struct hubble {
 	struct fibril_metric *m_flows, *m_drops;
 	struct fibril_series *s_flows[3][3][NPROTO]; /* [verdict][type][proto] */
 	struct fibril_series *s_drops[256];          /* by reason code, made on first drop */
-	struct fibril_series *s_lost, *s_overwritten;
+	struct fibril_series *s_lost, *s_overwritten, *s_followers, *s_follower_lost;
 };
+
+static void follow_flow(struct hubble *h, const struct hl_flow *f);
+static void follow_lost(struct hubble *h, const char *source, uint64_t n);
 
 static const struct fibril_config_key hl_config_keys[] = {
 	{.name = "ring-size", .type = FIBRIL_CONFIG_INT, .default_value = "4095",
 	 .help = "Flows kept in memory (the oldest is overwritten)", .min = 1, .max = 1 << 20},
 	{.name = "node-name", .type = FIBRIL_CONFIG_STRING, .default_value = "",
 	 .help = "Node name put on every flow (empty: the host name)"},
+	{.name = "follow-queue", .type = FIBRIL_CONFIG_INT, .default_value = "8192",
+	 .help = "Flows queued per websocket follower before it loses them", .min = 16,
+	 .max = 1 << 20},
 	{0},
 };
 
@@ -169,6 +189,7 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 	if (d.lost_before) {
 		h->lost += d.lost_before;
 		fibril_series_add(h->s_lost, (double)d.lost_before);
+		follow_lost(h, "DATAPATH", d.lost_before);
 	}
 	struct hl_flow *f = &h->ring[h->head];
 	if (h->count == h->size) {
@@ -205,101 +226,9 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 			h->s_drops[f->reason] = fibril_metric_labels(h->m_drops, f->reason_name);
 		fibril_series_inc(h->s_drops[f->reason]);
 	}
+	if (h->followers)
+		follow_flow(h, f);
 	return 0;
-}
-
-/* ---- JSON ------------------------------------------------------------------------------------ */
-
-static void fmt_time(uint64_t ns, char *buf, size_t len)
-{
-	time_t s = (time_t)(ns / 1000000000ULL);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	char base[32];
-	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, len, "%s.%09lluZ", base, (unsigned long long)(ns % 1000000000ULL));
-}
-
-static void fmt_addr(uint8_t family, const uint8_t *a, char *buf, size_t len)
-{
-	if (!family || !inet_ntop(family == 4 ? AF_INET : AF_INET6, a, buf, (socklen_t)len))
-		snprintf(buf, len, "%s", "");
-}
-
-static struct json_object *peer_json(const struct hl_peer *p)
-{
-	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "ID", json_object_new_int(p->ep_id));
-	json_object_object_add(o, "identity", json_object_new_int64(p->identity));
-	if (p->pod[0]) {
-		json_object_object_add(o, "namespace", json_object_new_string(p->ns));
-		json_object_object_add(o, "pod_name", json_object_new_string(p->pod));
-	}
-	struct json_object *labels = json_object_new_array();
-	for (const char *l = p->labels; *l;) {
-		const char *end = strchr(l, '\n');
-		size_t n = end ? (size_t)(end - l) : strlen(l);
-		json_object_array_add(labels, json_object_new_string_len(l, (int)n));
-		if (!end)
-			break;
-		l = end + 1;
-	}
-	json_object_object_add(o, "labels", labels);
-	return o;
-}
-
-static const char *tcp_flags_text(uint8_t fl, char *buf, size_t len)
-{
-	static const char *const names[] = {"FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR"};
-	size_t off = 0;
-	buf[0] = '\0';
-	for (int i = 0; i < 8; i++)
-		if (fl & (1u << i))
-			off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "", names[i]);
-	return buf;
-}
-
-static struct json_object *flow_json(const struct hubble *h, const struct hl_flow *f)
-{
-	struct json_object *o = json_object_new_object();
-	char buf[64], src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
-	fmt_time(f->time_ns, buf, sizeof(buf));
-	json_object_object_add(o, "time", json_object_new_string(buf));
-	json_object_object_add(o, "seq", json_object_new_int64((int64_t)f->seq));
-	json_object_object_add(o, "verdict", json_object_new_string(f->verdict == HL_DROPPED ? "DROPPED" : "FORWARDED"));
-	if (f->verdict == HL_DROPPED)
-		json_object_object_add(o, "drop_reason_desc", json_object_new_string(f->reason_name));
-	else
-		json_object_object_add(o, "trace_reason", json_object_new_string(f->reason_name));
-	json_object_object_add(o, "type", json_object_new_string(f->type == HL_TYPE_DROP ? "drop" : "trace"));
-	json_object_object_add(o, "traffic_direction",
-			       json_object_new_string(f->direction ? "ingress" : "egress"));
-	json_object_object_add(o, "node_name", json_object_new_string(h->node));
-	fmt_addr(f->family, f->src.addr, src, sizeof(src));
-	fmt_addr(f->family, f->dst.addr, dst, sizeof(dst));
-	if (f->family) {
-		struct json_object *ip = json_object_new_object();
-		json_object_object_add(ip, "source", json_object_new_string(src));
-		json_object_object_add(ip, "destination", json_object_new_string(dst));
-		json_object_object_add(ip, "ipVersion", json_object_new_string(f->family == 4 ? "IPv4" : "IPv6"));
-		json_object_object_add(o, "IP", ip);
-	}
-	const char *pname = hl_proto_name(f->proto);
-	if (f->proto) {
-		struct json_object *l4 = json_object_new_object();
-		json_object_object_add(l4, "protocol", pname ? json_object_new_string(pname) : json_object_new_int(f->proto));
-		if (f->proto == 6 || f->proto == 17 || f->proto == 132) {
-			json_object_object_add(l4, "source_port", json_object_new_int(f->src.port));
-			json_object_object_add(l4, "destination_port", json_object_new_int(f->dst.port));
-		}
-		if (f->proto == 6)
-			json_object_object_add(l4, "flags", json_object_new_string(tcp_flags_text(f->tcp_flags, buf, sizeof(buf))));
-		json_object_object_add(o, "l4", l4);
-	}
-	json_object_object_add(o, "source", peer_json(&f->src));
-	json_object_object_add(o, "destination", peer_json(&f->dst));
-	json_object_object_add(o, "length", json_object_new_int64(f->len));
-	return o;
 }
 
 /* ---- GET /v1/flows --------------------------------------------------------------------------- */
@@ -311,48 +240,190 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static void route_flows(struct fibril_request *req, struct fibril_response *resp, void *ud)
+/* The filter of a request's query (GET /v1/flows, the stream's open). */
+static int filter_from_request(struct hl_filter *f, const struct fibril_request *req, char *err,
+			       size_t errlen)
 {
-	struct hubble *h = ud;
-	struct hl_filter *f = malloc(sizeof(*f));
-	if (!f) {
-		fibril_resp_error(resp, 500, "out of memory");
-		return;
-	}
 	hl_filter_init(f);
-	char err[HL_ERR_LEN];
 	uint64_t now = realtime_ns();
 	for (const char *const *k = hl_filter_keys; *k; k++) {
 		const char *v = fibril_req_query(req, *k);
-		if (v && hl_filter_set(f, *k, v, now, err, sizeof(err))) {
-			free(f);
-			fibril_resp_error(resp, 400, "%s", err);
-			return;
-		}
+		if (v && hl_filter_set(f, *k, v, now, err, errlen))
+			return -1;
 	}
-	/* newest first to honour last=N, then answer oldest first */
+	return 0;
+}
+
+/* The ring's flows matching f (at most f->last of the newest), oldest
+ * first, as indexes into the ring; *n of them. NULL: out of memory. */
+static size_t *ring_matches(const struct hubble *h, const struct hl_filter *f, size_t *n)
+{
 	size_t *hits = malloc((h->count ? h->count : 1) * sizeof(*hits));
 	size_t nhits = 0;
+	/* newest first to honour last=N */
 	for (size_t i = 0; hits && i < h->count && (!f->last || nhits < f->last); i++) {
 		size_t idx = (h->head + h->size - 1 - i) % h->size;
 		if (hl_filter_match(f, &h->ring[idx]))
 			hits[nhits++] = idx;
 	}
-	struct json_object *arr = json_object_new_array();
-	while (hits && nhits)
-		json_object_array_add(arr, flow_json(h, &h->ring[hits[--nhits]]));
+	for (size_t i = 0; hits && i < nhits / 2; i++) {
+		size_t x = hits[i];
+		hits[i] = hits[nhits - 1 - i];
+		hits[nhits - 1 - i] = x;
+	}
+	*n = nhits;
+	return hits;
+}
+
+static void route_flows(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct hubble *h = ud;
+	struct hl_filter *f = malloc(sizeof(*f));
+	char err[HL_ERR_LEN];
+	if (!f) {
+		fibril_resp_error(resp, 500, "out of memory");
+		return;
+	}
+	if (filter_from_request(f, req, err, sizeof(err))) {
+		free(f);
+		fibril_resp_error(resp, 400, "%s", err);
+		return;
+	}
+	size_t nhits = 0;
+	size_t *hits = ring_matches(h, f, &nhits);
+	struct hl_buf b = {0};
+	hl_buf_str(&b, "{\"flows\":[");
+	for (size_t i = 0; hits && i < nhits; i++) {
+		if (i)
+			hl_buf_add(&b, ",", 1);
+		hl_flow_json(&b, &h->ring[hits[i]], h->node);
+	}
+	hl_buf_str(&b, "],\"node_name\":");
+	hl_buf_jstr(&b, h->node);
+	hl_buf_printf(&b, ",\"ring_size\":%zu,\"seen\":%llu,\"lost\":%llu,\"overwritten\":%llu}", h->size,
+		      (unsigned long long)h->seq, (unsigned long long)(h->lost + h->malformed),
+		      (unsigned long long)h->overwritten);
+	if (!hits || b.failed)
+		fibril_resp_error(resp, 500, "out of memory");
+	else
+		fibril_resp_json(resp, 200, b.p);
+	free(b.p);
 	free(hits);
 	free(f);
-	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "flows", arr);
-	json_object_object_add(o, "node_name", json_object_new_string(h->node));
-	json_object_object_add(o, "ring_size", json_object_new_int64((int64_t)h->size));
-	json_object_object_add(o, "seen", json_object_new_int64((int64_t)h->seq));
-	json_object_object_add(o, "lost", json_object_new_int64((int64_t)(h->lost + h->malformed)));
-	json_object_object_add(o, "overwritten", json_object_new_int64((int64_t)h->overwritten));
-	fibril_resp_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-								    JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(o);
+}
+
+/* ---- the stream: /v1/flows/stream ----------------------------------------------------------- */
+
+/* Each follower gets the flows its filter matches, one JSON object per
+ * line (FIBRIL_STREAM_LINES joins the lines queued while it is busy into
+ * one frame); a follower too slow to keep up loses its own flows and is
+ * told: {"lost_events":{"source":"SLOW_READER","num_events_lost":N}}. */
+
+static void send_text(struct hl_follower *fw, const char *text, size_t len)
+{
+	int rc = fibril_stream_client_send(fw->c, text, len);
+	if (rc == 0)
+		fw->sent++;
+	else if (rc == -ENOBUFS)
+		fibril_series_inc(fw->h->s_follower_lost);
+}
+
+/* The flow's JSON line in h->line (reused); NULL when out of memory. */
+static const char *flow_text(struct hubble *h, const struct hl_flow *f, size_t *len)
+{
+	h->line.len = 0;
+	h->line.failed = false;
+	hl_flow_json(&h->line, f, h->node);
+	*len = h->line.failed ? 0 : h->line.len;
+	return h->line.failed ? NULL : h->line.p;
+}
+
+static void follow_flow(struct hubble *h, const struct hl_flow *f)
+{
+	const char *text = NULL;
+	size_t len = 0;
+	for (struct hl_follower *fw = h->followers; fw; fw = fw->next) {
+		if (!hl_filter_match(&fw->filter, f))
+			continue;
+		if (!text && !(text = flow_text(h, f, &len)))
+			return; /* out of memory */
+		send_text(fw, text, len);
+	}
+}
+
+static void lost_text(char *buf, size_t len, const char *source, uint64_t n)
+{
+	snprintf(buf, len, "{\"lost_events\":{\"source\":\"%s\",\"num_events_lost\":%llu}}", source,
+		 (unsigned long long)n);
+}
+
+static void follow_lost(struct hubble *h, const char *source, uint64_t n)
+{
+	char buf[128];
+	lost_text(buf, sizeof(buf), source, n);
+	for (struct hl_follower *fw = h->followers; fw; fw = fw->next)
+		send_text(fw, buf, strlen(buf));
+}
+
+static int stream_open(struct fibril_stream_client *c, const struct fibril_request *req, void *ud,
+		       char *err, size_t errlen)
+{
+	struct hubble *h = ud;
+	struct hl_follower *fw = calloc(1, sizeof(*fw));
+	if (!fw) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (filter_from_request(&fw->filter, req, err, errlen)) {
+		free(fw);
+		return -1;
+	}
+	fw->h = h;
+	fw->c = c;
+	/* with last=N or since: the ring's matches first, as hubble observe -f does */
+	if (fw->filter.last || fw->filter.since_ns) {
+		size_t n = 0;
+		size_t *hits = ring_matches(h, &fw->filter, &n);
+		for (size_t i = 0; hits && i < n; i++) {
+			size_t len;
+			const char *text = flow_text(h, &h->ring[hits[i]], &len);
+			if (text)
+				send_text(fw, text, len);
+		}
+		free(hits);
+	}
+	fw->filter.last = 0;
+	fibril_stream_client_set_data(c, fw);
+	fw->next = h->followers;
+	h->followers = fw;
+	h->nfollowers++;
+	fibril_series_set(h->s_followers, h->nfollowers);
+	return 0;
+}
+
+static void stream_close(struct fibril_stream_client *c, void *ud)
+{
+	struct hubble *h = ud;
+	struct hl_follower *fw = fibril_stream_client_data(c);
+	for (struct hl_follower **pp = &h->followers; *pp; pp = &(*pp)->next) {
+		if (*pp == fw) {
+			*pp = fw->next;
+			h->nfollowers--;
+			break;
+		}
+	}
+	fibril_series_set(h->s_followers, h->nfollowers);
+	free(fw);
+}
+
+static void stream_lost(struct fibril_stream_client *c, uint64_t n, void *ud)
+{
+	(void)ud;
+	struct hl_follower *fw = fibril_stream_client_data(c);
+	char buf[128];
+	fw->lost += n;
+	lost_text(buf, sizeof(buf), "SLOW_READER", n);
+	send_text(fw, buf, strlen(buf));
 }
 
 /* ---- metrics ---------------------------------------------------------------------------------- */
@@ -374,9 +445,17 @@ static int metrics_register(struct hubble *h)
 	struct fibril_metric *over = fibril_metric_register(h->m, OPTS(.type = FIBRIL_METRIC_COUNTER,
 		.name = "fibril_hubble_ring_overwritten_total",
 		.help = "Flows overwritten in the ring by newer ones."));
+	struct fibril_metric *followers = fibril_metric_register(h->m, OPTS(.type = FIBRIL_METRIC_GAUGE,
+		.name = "fibril_hubble_followers",
+		.help = "Websocket clients following the flows (/v1/flows/stream)."));
+	struct fibril_metric *flost = fibril_metric_register(h->m, OPTS(.type = FIBRIL_METRIC_COUNTER,
+		.name = "fibril_hubble_follower_lost_flows_total",
+		.help = "Flows a websocket follower lost by reading too slowly (its queue was full)."));
 #undef OPTS
-	if (!h->m_flows || !h->m_drops || !lost || !over)
+	if (!h->m_flows || !h->m_drops || !lost || !over || !followers || !flost)
 		return -errno;
+	h->s_followers = fibril_metric_series(followers, NULL);
+	h->s_follower_lost = fibril_metric_series(flost, NULL);
 	static const char *const verdicts[] = {"", "FORWARDED", "DROPPED"};
 	static const char *const types[] = {"", "drop", "trace"};
 	static const char *const protos[NPROTO] = {"TCP", "UDP", "ICMPv4", "ICMPv6", "other"};
@@ -422,9 +501,25 @@ static int hl_init(struct fibril_module *m)
 		fibril_module_set_error(m, "cannot subscribe to the datapath and endpoint events");
 		return -ENOMEM;
 	}
-	rc = fibril_api_route(m, "GET", "/v1/flows", 0, route_flows, h);
+	rc = fibril_api_route(m, "GET", "/v1/flows", FIBRIL_ROUTE_TCP, route_flows, h);
 	if (rc) {
 		fibril_module_set_error(m, "cannot register GET /v1/flows: %s", strerror(-rc));
+		return rc;
+	}
+	const struct fibril_stream_ops ops = {
+		.sz = sizeof(struct fibril_stream_ops),
+		.flags = FIBRIL_STREAM_TCP | FIBRIL_STREAM_LINES,
+		.max_queue = (uint32_t)fibril_config_int(m, "follow-queue"),
+		.open = stream_open, .close = stream_close, .lost = stream_lost,
+	};
+	h->stream = fibril_api_stream_ops(m, "/v1/flows/stream", &ops, h);
+	if (!h->stream) {
+		fibril_module_set_error(m, "cannot register the stream /v1/flows/stream: %s", strerror(errno));
+		return -errno;
+	}
+	rc = hl_web_register(m);
+	if (rc) {
+		fibril_module_set_error(m, "cannot register the page GET /flows: %s", strerror(-rc));
 		return rc;
 	}
 	return 0;
@@ -439,6 +534,12 @@ static void hl_fini(struct fibril_module *m)
 		next = e->next;
 		free(e);
 	}
+	for (struct hl_follower *fw = h->followers, *next; fw; fw = next) {
+		next = fw->next;
+		fibril_stream_client_set_data(fw->c, NULL);
+		free(fw);
+	}
+	free(h->line.p);
 	free(h->ring);
 	free(h);
 }
@@ -446,8 +547,9 @@ static void hl_fini(struct fibril_module *m)
 static int hl_summary(struct fibril_module *m, char *buf, size_t len)
 {
 	struct hubble *h = fibril_module_data(m);
-	return snprintf(buf, len, "%zu/%zu flows, %llu seen, %llu lost", h->count, h->size,
-			(unsigned long long)h->seq, (unsigned long long)(h->lost + h->malformed));
+	return snprintf(buf, len, "%zu/%zu flows, %llu seen, %llu lost, %d following", h->count,
+			h->size, (unsigned long long)h->seq, (unsigned long long)(h->lost + h->malformed),
+			h->nfollowers);
 }
 
 FIBRIL_MODULE(.name = HL_MODULE, .version = "1.0.0",

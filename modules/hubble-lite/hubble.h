@@ -1,8 +1,8 @@
 /* modules/hubble-lite/hubble.h - hubble-lite's internals shared by its
  * files: a flow (one datapath event enriched with the endpoints at both
  * ends), the flow filter of GET /v1/flows and `fibril observe` (filter.c,
- * no SDK calls, so the fuzz target links it alone), and the JSON of a flow
- * (flow_json.c). */
+ * no SDK calls, so the fuzz target links it alone), the JSON of a flow
+ * (flow_json.c) and the web page (web.c). */
 #ifndef FIBRIL_HUBBLE_INT_H
 #define FIBRIL_HUBBLE_INT_H
 
@@ -92,5 +92,22 @@ bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl);
 /* Protocol numbers and names: "tcp" -> 6; 6 -> "TCP" (NULL: unknown). */
 int hl_proto_parse(const char *s);
 const char *hl_proto_name(int proto);
+
+/* flow_json.c: a growing text buffer and the JSON of a flow. */
+struct hl_buf {
+	char *p;
+	size_t len, cap;
+	bool failed; /* out of memory: the text is cut */
+};
+void hl_buf_add(struct hl_buf *b, const char *s, size_t n);
+void hl_buf_str(struct hl_buf *b, const char *s);
+void hl_buf_printf(struct hl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hl_buf_jstr(struct hl_buf *b, const char *s); /* as a JSON string */
+void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node);
+const char *hl_tcp_flags_text(uint8_t flags, char *buf, size_t len); /* "SYN,ACK" */
+
+/* web.c: the page at GET /flows (0 or -errno). */
+struct fibril_module;
+int hl_web_register(struct fibril_module *m);
 
 #endif

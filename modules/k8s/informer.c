@@ -29,6 +29,7 @@ const struct k8s_resdef k8s_resdefs[K8S_NRES] = {
 	{FIBRIL_K8S_NETWORKPOLICIES, "/apis/networking.k8s.io/v1/networkpolicies", 0},
 	{FIBRIL_K8S_CNPS, "/apis/cilium.io/v2/ciliumnetworkpolicies", 0},
 	{FIBRIL_K8S_CCNPS, "/apis/cilium.io/v2/ciliumclusterwidenetworkpolicies", 0},
+	{FIBRIL_K8S_CLUSTER_NODES, "/api/v1/nodes", 0},
 };
 
 struct k8s_res *k8s_res_find(struct k8s *k, const char *name)
@@ -418,6 +419,7 @@ static void on_list_done(struct k8s_req *q, int err)
 		fibril_info(r->k->m, "%s: now served by the API server", r->def->name);
 	}
 	apply_list(r);
+	r->watch_after_list = true;
 	start_watch(r);
 }
 
@@ -757,6 +759,9 @@ static void start_watch(struct k8s_res *r)
 	r->req = q;
 	r->watch_started_ms = fibril_now_ms();
 	r->watches++;
+	if (!r->watch_after_list)
+		r->watch_restarts++; /* a watch started again without a new list */
+	r->watch_after_list = false;
 	r->phase = PH_WATCHING;
 	idle_arm(r);
 	k8s_health_update(r);

@@ -450,6 +450,10 @@ static int k8s_init(struct fibril_module *m)
 		rc = fibril_api_route(m, "GET", "/v1/k8s/{resource}", 0, on_route_res, k);
 	if (rc)
 		return rc;
+	if ((rc = k8s_metrics_register(k))) {
+		fibril_module_set_error(m, "cannot register the k8s metrics: %s", strerror(-rc));
+		return rc;
+	}
 	return fibril_service_provide(m, FIBRIL_K8S_CAPABILITY, &k->ops.hdr, k);
 }
 

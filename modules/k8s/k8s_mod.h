@@ -23,7 +23,7 @@
 #define K8S_BACKOFF_MIN_MS 800u
 #define K8S_BACKOFF_MAX_MS 30000u
 #define K8S_RELIST_RESET_MS 120000u
-#define K8S_NRES 8
+#define K8S_NRES 9
 
 struct k8s;
 struct k8s_req;
@@ -91,6 +91,8 @@ struct k8s_res {
 	char error[512];
 	/* counters */
 	uint64_t lists, relists, events_in, bookmarks, watches;
+	uint64_t watch_restarts; /* watches started again without a new list */
+	bool watch_after_list;   /* the next watch follows a list */
 	uint64_t pub[3];   /* published added/updated/deleted */
 	uint64_t deliv[3]; /* delivered to our own subscription */
 	time_t last_event;
@@ -120,6 +122,10 @@ struct k8s {
 	uint32_t rng;
 	uint64_t watch_idle_ms; /* [k8s] watch-idle-timeout */
 };
+
+/* metrics.c: events by kind and type, relists, watch restarts (mirrored
+ * from the counters above at each scrape) */
+int k8s_metrics_register(struct k8s *k);
 
 /* http.c */
 int k8s_http_open(struct k8s *k);

@@ -119,6 +119,7 @@ struct etcd_req {
 	struct etcd_httpp parser;
 	bool stream;   /* watch: no total timeout, data delivered as it comes */
 	bool has_data; /* stream bytes not yet handed to data() */
+	uint64_t t0_us; /* when it was made (metrics.c) */
 	etcd_done_fn done;
 	etcd_data_fn data;
 	void *ud;
@@ -233,5 +234,15 @@ int etcd_op_lease_revoke(void *ctx, int64_t lease, fibril_kv_done_fn cb, void *u
 void etcd_lease_kick_all(struct etcd *e);
 /* Stop keeping leases alive (they expire on their own). */
 void etcd_lease_free_all(struct etcd *e);
+
+/* ---- metrics (metrics.c) ------------------------------------------------------ */
+
+int etcd_metrics_register(struct etcd *e);
+void etcd_metrics_forget(void); /* fini: the series are gone */
+uint64_t etcd_metrics_now_us(void);
+/* A request concluded (err as its done callback got it). */
+void etcd_metrics_request(const struct etcd_req *r, int err);
+void etcd_metrics_watch_restart(void);
+void etcd_metrics_keepalive(bool ok);
 
 #endif

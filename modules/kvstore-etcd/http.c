@@ -266,6 +266,7 @@ struct etcd_req *etcd_req_new(struct etcd *e, const char *path, struct json_obje
 	}
 	r->e = e;
 	r->path = path;
+	r->t0_us = etcd_metrics_now_us();
 	r->done = done;
 	r->ud = ud;
 	r->body = strdup(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN));
@@ -425,6 +426,7 @@ static void req_complete(struct etcd_req *r, int err, struct json_object *resp,
 {
 	struct etcd *e = r->e;
 	req_disarm(r);
+	etcd_metrics_request(r, err);
 	r->done(r, err, resp);
 	json_object_put(resp);
 	switch (news) {

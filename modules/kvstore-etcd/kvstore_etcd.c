@@ -278,6 +278,11 @@ static int kv_init(struct fibril_module *m)
 		.txn = etcd_op_txn,
 	};
 	fibril_module_set_data(m, e);
+	int rc = etcd_metrics_register(e);
+	if (rc) {
+		fibril_module_set_error(m, "cannot register the etcd metrics: %s", strerror(-rc));
+		return rc;
+	}
 	return fibril_service_provide(m, FIBRIL_KVSTORE_CAPABILITY, &e->ops.hdr, e);
 }
 
@@ -332,6 +337,7 @@ static void kv_fini(struct fibril_module *m)
 	free_config(e);
 	free(e);
 	fibril_module_set_data(m, NULL);
+	etcd_metrics_forget();
 }
 
 static int kv_summary(struct fibril_module *m, char *buf, size_t len)

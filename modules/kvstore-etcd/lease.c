@@ -62,6 +62,7 @@ static void keepalive_done(struct etcd_req *r, int err, struct json_object *resp
 	l->inflight = false;
 	if (!err && json_object_object_get_ex(resp, "error", NULL)) /* inside the stream */
 		err = etcd_json_error(resp, r->errbuf, sizeof(r->errbuf));
+	etcd_metrics_keepalive(!err);
 	if (err == -ENOENT) {
 		lease_lost(e, l->id, r->errbuf);
 		return;

@@ -27,6 +27,7 @@ struct fibril_kv_watch {
 	bool reported;  /* the break was reported; cleared when a stream is created */
 	bool busy;      /* inside a callback: unwatch only marks it dead */
 	bool dead;
+	bool started; /* a stream was started before: the next is a restart */
 };
 
 enum { MSG_OK = 0, MSG_RESTART, MSG_BROKEN };
@@ -251,8 +252,12 @@ static int watch_start(struct fibril_kv_watch *w)
 	w->parsed = 0;
 	w->created_rev = 0;
 	int rc = etcd_req_send(r);
-	if (rc == 0)
+	if (rc == 0) {
 		w->req = r;
+		if (w->started)
+			etcd_metrics_watch_restart();
+		w->started = true;
+	}
 	return rc;
 }
 

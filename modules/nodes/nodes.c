@@ -7,9 +7,12 @@
  * removes it when its watch sees the delete. The registry is read whole at
  * start (mark and sweep: the start finishes once every node known is
  * routed, before the API serves), then watched from that revision; a
- * compacted watch re-reads it whole. Every change is an event on the bus
- * (FIBRIL_NODES_TOPIC) and, in routing-mode native, routes and ipcache
- * entries (route.c). GET /v1/nodes lists the nodes and the counters. */
+ * compacted watch re-reads it whole. The Kubernetes Node objects are a
+ * second source (k8s_source.c, with the k8s capability; either source
+ * alone will do). Every change is an event on the bus (FIBRIL_NODES_TOPIC)
+ * and, by routing-mode, routes (native) or tunnel endpoints (tunnel) and
+ * ipcache entries (route.c). GET /v1/nodes lists the nodes and the
+ * counters. */
 #include "nodes_int.h"
 
 #include <arpa/inet.h>
@@ -28,12 +31,9 @@
 
 static int check_routing(const char *value, char *why, size_t len)
 {
-	if (!strcmp(value, "native") || !strcmp(value, "none"))
+	if (!strcmp(value, "native") || !strcmp(value, "tunnel") || !strcmp(value, "none"))
 		return 0;
-	if (!strcmp(value, "tunnel"))
-		snprintf(why, len, "tunnel is not implemented yet: use native or none");
-	else
-		snprintf(why, len, "'%s' is not a routing mode: native or none", value);
+	snprintf(why, len, "'%s' is not a routing mode: native, tunnel or none", value);
 	return -EINVAL;
 }
 
@@ -77,11 +77,19 @@ static const struct fibril_config_key nodes_config_keys[] = {
 		 "empty: the first global address of an interface that is up",
 	 .check = check_ips},
 	{.name = "routing-mode", .type = FIBRIL_CONFIG_STRING, .default_value = "native",
-	 .help = "native: a route per remote pod CIDR via its node IP; none: discovery only",
+	 .help = "native: a route per remote pod CIDR via its node IP; tunnel: VXLAN (the "
+		 "datapath's external-mode device, the sender's identity in the VNI) to the node's "
+		 "tunnel endpoint; none: discovery only",
 	 .check = check_routing},
+	{.name = "tunnel-port", .type = FIBRIL_CONFIG_INT, .default_value = "8472",
+	 .help = "routing-mode tunnel: the VXLAN UDP port (the same on every node)", .min = 1,
+	 .max = 65535},
 	{.name = "lease-ttl", .type = FIBRIL_CONFIG_DURATION, .default_value = "15s",
 	 .help = "TTL of the lease this node's registry key is held by: a node gone for longer "
 		 "is removed everywhere", .min = 2000, .max = 3600000},
+	{.name = "k8s-sync-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "60s",
+	 .help = "With the k8s capability: how long the start waits for the first list of the "
+		 "Kubernetes Nodes (the Node source)", .min = 100, .max = 3600000},
 	{.name = "retry", .type = FIBRIL_CONFIG_DURATION, .default_value = "1s",
 	 .help = "How soon a failed registration or read of the registry is retried",
 	 .min = 100, .max = 600000},
@@ -97,7 +105,7 @@ static int64_t now_unix(void)
 
 static bool running(const struct nodes *s)
 {
-	return s->kv && !s->stopping;
+	return s->kv && !s->stopping; /* the registry's paths */
 }
 
 static void publish(struct nodes *s, enum fibril_node_event_type type, const struct fibril_node *n)
@@ -106,7 +114,7 @@ static void publish(struct nodes *s, enum fibril_node_event_type type, const str
 	fibril_bus_publish(s->m, FIBRIL_NODES_TOPIC, 1, &ev, sizeof(ev));
 }
 
-static struct node_entry *find(struct nodes *s, const char *name)
+struct node_entry *nodes_find(struct nodes *s, const char *name)
 {
 	for (struct node_entry *e = s->nodes; e; e = e->next)
 		if (!strcmp(e->n.name, name))
@@ -128,7 +136,7 @@ static bool node_same(const struct fibril_node *a, const struct fibril_node *b)
 	return !memcmp(a->cidrs, b->cidrs, a->n_cidrs * sizeof(a->cidrs[0]));
 }
 
-static void remove_entry(struct nodes *s, struct node_entry *e)
+void nodes_remove_entry(struct nodes *s, struct node_entry *e)
 {
 	for (struct node_entry **p = &s->nodes; *p; p = &(*p)->next) {
 		if (*p == e) {
@@ -139,6 +147,7 @@ static void remove_entry(struct nodes *s, struct node_entry *e)
 	s->n_nodes--;
 	fibril_info(s->m, "node %s is gone", e->n.name);
 	nodes_node_unprogram(s, &e->n);
+	nodes_ipcache_node_changed(s, e->n.name); /* its endpoints leave the datapath */
 	s->stats.deleted++;
 	publish(s, FIBRIL_NODE_DELETED, &e->n);
 	free(e);
@@ -161,13 +170,20 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 		s->stats.bad_records++;
 		fibril_warn(s->m, "registry key %s (revision %lld): %s; ignored", kv->key,
 			    (long long)kv->mod_revision, why);
-		struct node_entry *stale = find(s, name);
+		struct node_entry *stale = nodes_find(s, name);
 		if (stale)
 			stale->mark = true; /* keep what was known rather than drop it */
 		return;
 	}
 	n.last_seen_unix = now_unix();
-	struct node_entry *e = find(s, name);
+	nodes_upsert(s, &n);
+}
+
+void nodes_upsert(struct nodes *s, const struct fibril_node *np)
+{
+	const struct fibril_node n = *np;
+	const char *name = n.name;
+	struct node_entry *e = nodes_find(s, name);
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e)
@@ -179,6 +195,7 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 		e->mark = true;
 		fibril_info(s->m, "node %s joined", name);
 		nodes_node_program(s, e, NULL);
+		nodes_ipcache_node_changed(s, name);
 		s->stats.added++;
 		publish(s, FIBRIL_NODE_ADDED, &e->n);
 		return;
@@ -186,6 +203,7 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 	e->mark = true;
 	if (node_same(&e->n, &n)) {
 		e->n.last_seen_unix = n.last_seen_unix;
+		e->n.source = n.source; /* the registry took over from the Node object */
 		if (!e->routed)
 			nodes_node_program(s, e, NULL); /* a failed route: try again */
 		return;
@@ -269,9 +287,9 @@ static void on_watch(void *ud, int err, enum fibril_kv_event_type type, const st
 			reg_start(s);
 			return;
 		}
-		struct node_entry *e = find(s, name);
-		if (e)
-			remove_entry(s, e);
+		struct node_entry *e = nodes_find(s, name);
+		if (e && !nodes_k8s_fallback(s, e))
+			nodes_remove_entry(s, e);
 	}
 }
 
@@ -291,25 +309,32 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
 		apply_put(s, &kvs[i]);
 	for (struct node_entry *e = s->nodes, *next; e; e = next) {
 		next = e->next;
-		if (!e->mark)
-			remove_entry(s, e);
+		/* a node only the Kubernetes source knows is not the registry's */
+		if (!e->mark && e->n.source != FIBRIL_NODE_SOURCE_K8S && !nodes_k8s_fallback(s, e))
+			nodes_remove_entry(s, e);
 	}
 	if (!s->synced && s->nl)
 		nodes_routes_sweep_old(s);
 	s->synced = true;
 	if (!s->watch)
 		s->watch = s->kv->watch(s->kvctx, NODES_KEY_PREFIX, revision + 1, on_watch, s);
+	if (!s->ipc.synced && !s->ipc.reading)
+		nodes_ipcache_start(s);
 	fibril_info(s->m, "registry read at revision %lld: %zu remote node(s)", (long long)revision,
 		    s->n_nodes);
 	fibril_health_report(s->m, "registry", FIBRIL_HEALTH_OK, "registered as %s, %zu remote node(s)",
 			     s->self.name, s->n_nodes);
-	if (s->start_pending) {
-		s->start_pending = false;
-		if (s->in_start)
-			s->start_done = true;
-		else
-			fibril_module_start_done(s->m, 0);
-	}
+	if (s->start_pending)
+		nodes_start_finished(s, 0);
+}
+
+void nodes_start_finished(struct nodes *s, int err)
+{
+	s->start_pending = false;
+	if (s->in_start)
+		s->start_done = true;
+	else
+		fibril_module_start_done(s->m, err);
 }
 
 static void resync(struct nodes *s)
@@ -336,6 +361,7 @@ static void on_put(void *ud, int err, int64_t revision)
 		return;
 	}
 	s->stats.registrations++;
+	nodes_ipcache_publish(s); /* our endpoints, under this lease */
 	if (!s->synced)
 		resync(s);
 }
@@ -582,7 +608,7 @@ static void get_nodes(struct fibril_request *req, struct fibril_response *resp, 
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "self", json_object_new_string(s->self.name));
 	json_object_object_add(o, "routing-mode", json_object_new_string(
-		s->routing == NODES_ROUTING_NATIVE ? "native" : "none"));
+		nodes_routing_name(s->routing)));
 	json_object_object_add(o, "synced", json_object_new_boolean(s->synced));
 	json_object_object_add(o, "lease", json_object_new_int64(s->lease));
 	struct json_object *arr = json_object_new_array();
@@ -608,6 +634,38 @@ static void get_nodes(struct fibril_request *req, struct fibril_response *resp, 
 	json_object_put(o);
 }
 
+/* ---- metrics ------------------------------------------------------------------------------------- */
+
+static void on_scrape(struct fibril_module *m, void *ud)
+{
+	struct nodes *s = ud;
+	(void)m;
+	fibril_series_set(fibril_metric_series(s->m_entries, NULL), (double)s->ipc.count);
+	fibril_series_set(fibril_metric_labels(s->m_events, "added"), (double)s->ipc.stats.added);
+	fibril_series_set(fibril_metric_labels(s->m_events, "updated"), (double)s->ipc.stats.updated);
+	fibril_series_set(fibril_metric_labels(s->m_events, "deleted"), (double)s->ipc.stats.deleted);
+	fibril_series_set(fibril_metric_labels(s->m_events, "bad-record"),
+			  (double)s->ipc.stats.bad_records);
+	fibril_series_set(fibril_metric_labels(s->m_events, "published"),
+			  (double)s->ipc.stats.published);
+}
+
+static int nodes_metrics_register(struct nodes *s)
+{
+	static const char *const event[] = {"event", NULL};
+	s->m_entries = fibril_metric_register(s->m, &(struct fibril_metric_opts){
+		.sz = sizeof(struct fibril_metric_opts), .type = FIBRIL_METRIC_GAUGE,
+		.name = "fibril_nodes_ipcache_entries",
+		.help = "Endpoint addresses in the kvstore's ipcache known to this node"});
+	s->m_events = fibril_metric_register(s->m, &(struct fibril_metric_opts){
+		.sz = sizeof(struct fibril_metric_opts), .type = FIBRIL_METRIC_COUNTER,
+		.name = "fibril_nodes_ipcache_events_total",
+		.help = "Changes of the kvstore's ipcache seen or made by this node", .labels = event});
+	if (!s->m_entries || !s->m_events)
+		return -ENOMEM;
+	return fibril_metrics_on_scrape(s->m, on_scrape, s);
+}
+
 /* ---- lifecycle ----------------------------------------------------------------------------------- */
 
 static void nodes_fini(struct fibril_module *m);
@@ -620,7 +678,10 @@ static int nodes_init(struct fibril_module *m)
 	s->m = m;
 	fibril_module_set_data(m, s);
 	const char *mode = fibril_config_string(m, "routing-mode");
-	s->routing = mode && !strcmp(mode, "native") ? NODES_ROUTING_NATIVE : NODES_ROUTING_NONE;
+	s->routing = !mode || !strcmp(mode, "native") ? NODES_ROUTING_NATIVE
+		     : !strcmp(mode, "tunnel")           ? NODES_ROUTING_TUNNEL
+							 : NODES_ROUTING_NONE;
+	s->tunnel_port = (uint16_t)fibril_config_int(m, "tunnel-port");
 	s->ttl_s = (int64_t)((fibril_config_duration_ms(m, "lease-ttl") + 999) / 1000);
 	static const char *const topics[] = {FIBRIL_KVSTORE_TOPIC_LEASE_LOST,
 					     FIBRIL_KVSTORE_TOPIC_CONNECTED};
@@ -630,8 +691,27 @@ static int nodes_init(struct fibril_module *m)
 		if (!s->subs[i])
 			rc = -ENOMEM;
 	}
+	if (rc == 0) {
+		/* the Kubernetes Node source (events only come with the k8s module) */
+		s->subs[2] = fibril_bus_subscribe(m, FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_CLUSTER_NODES,
+						  1, nodes_k8s_on_event, s);
+		if (!s->subs[2])
+			rc = -ENOMEM;
+	}
+	static const char *const ep_topics[] = {FIBRIL_ENDPOINT_TOPIC_CREATED,
+						FIBRIL_ENDPOINT_TOPIC_UPDATED,
+						FIBRIL_ENDPOINT_TOPIC_DELETED};
+	for (size_t i = 0; rc == 0 && i < sizeof(ep_topics) / sizeof(ep_topics[0]); i++) {
+		s->ep_subs[i] = fibril_bus_subscribe(m, ep_topics[i], 1, nodes_ipcache_on_endpoint, s);
+		if (!s->ep_subs[i])
+			rc = -ENOMEM;
+	}
 	if (rc == 0)
 		rc = fibril_api_route(m, "GET", "/v1/nodes", 0, get_nodes, s);
+	if (rc == 0)
+		rc = fibril_api_route(m, "GET", "/v1/ipcache", 0, nodes_ipcache_get, s);
+	if (rc == 0)
+		rc = nodes_metrics_register(s);
 	if (rc) {
 		fibril_module_set_error(m, "cannot register the nodes service, topics or route");
 		nodes_fini(m);
@@ -654,8 +734,13 @@ static int nodes_start(struct fibril_module *m)
 	s->ipam = (const struct fibril_ipam_ops *)fibril_service_lookup(m, FIBRIL_IPAM_CAPABILITY, 1,
 									&ctx);
 	s->ipamctx = ctx;
-	if (!s->kv) {
-		fibril_module_set_error(m, "no kvstore: the node registry needs one");
+	ctx = NULL;
+	s->k8s = (const struct fibril_k8s_ops *)fibril_service_lookup(m, FIBRIL_K8S_CAPABILITY, 1,
+								      &ctx);
+	s->k8sctx = ctx;
+	if (!s->kv && !s->k8s) {
+		fibril_module_set_error(m, "no node source: needs a kvstore (the node registry) or "
+					   "the k8s capability (the Node objects)");
 		return -ENOENT;
 	}
 	char why[NODES_WHY_LEN];
@@ -664,13 +749,19 @@ static int nodes_start(struct fibril_module *m)
 		fibril_module_set_error(m, "%s", why);
 		return rc;
 	}
-	if (s->routing == NODES_ROUTING_NATIVE) {
+	if (s->routing != NODES_ROUTING_NONE) {
+		/* tunnel mode too: a native run's routes are found and removed */
 		rc = nodes_nl_open(s, why, sizeof(why));
 		if (rc) {
 			fibril_module_set_error(m, "%s", why);
 			return rc;
 		}
 		nodes_routes_scan(s);
+	}
+	rc = nodes_tunnel_setup(s, why, sizeof(why));
+	if (rc) {
+		fibril_module_set_error(m, "%s", why);
+		return rc;
 	}
 	char a[INET6_ADDRSTRLEN] = "-", b[INET6_ADDRSTRLEN] = "-";
 	if (s->self.has_ipv4)
@@ -679,10 +770,22 @@ static int nodes_start(struct fibril_module *m)
 		inet_ntop(AF_INET6, &s->self.ipv6, b, sizeof(b));
 	fibril_info(m, "node %s (IPv4 %s, IPv6 %s, %u pod CIDR(s)), routing %s, lease TTL %llds",
 		    s->self.name, a, b, s->self.n_cidrs,
-		    s->routing == NODES_ROUTING_NATIVE ? "native" : "none", (long long)s->ttl_s);
+		    nodes_routing_name(s->routing), (long long)s->ttl_s);
 	s->start_pending = true;
 	s->in_start = true;
-	reg_start(s);
+	if (s->k8s) {
+		rc = nodes_k8s_start(s, why, sizeof(why));
+		if (rc && !s->kv) {
+			s->in_start = false;
+			s->start_pending = false;
+			fibril_module_set_error(m, "%s", why);
+			return rc;
+		}
+		if (rc)
+			fibril_warn(m, "%s: the kvstore registry only", why);
+	}
+	if (s->kv)
+		reg_start(s);
 	s->in_start = false;
 	if (s->start_done)
 		return s->why[0] && !s->synced ? -EIO : 0;
@@ -700,6 +803,7 @@ static void nodes_stop(struct fibril_module *m)
 	s->watch = NULL;
 	fibril_timer_cancel(s->retry);
 	s->retry = NULL;
+	nodes_ipcache_stop(s);
 }
 
 static void nodes_fini(struct fibril_module *m)
@@ -710,6 +814,10 @@ static void nodes_fini(struct fibril_module *m)
 	for (size_t i = 0; i < sizeof(s->subs) / sizeof(s->subs[0]); i++)
 		if (s->subs[i])
 			fibril_bus_unsubscribe(s->subs[i]);
+	for (size_t i = 0; i < sizeof(s->ep_subs) / sizeof(s->ep_subs[0]); i++)
+		if (s->ep_subs[i])
+			fibril_bus_unsubscribe(s->ep_subs[i]);
+	nodes_ipcache_free(s);
 	fibril_timer_cancel(s->retry);
 	while (s->nodes) {
 		struct node_entry *e = s->nodes;
@@ -727,15 +835,16 @@ static int nodes_summary(struct fibril_module *m, char *buf, size_t len)
 	if (!s || !len)
 		return -EINVAL;
 	return snprintf(buf, len, "%s: %zu remote node(s), routing %s%s", s->self.name, s->n_nodes,
-			s->routing == NODES_ROUTING_NATIVE ? "native" : "none",
+			nodes_routing_name(s->routing),
 			s->synced ? "" : ", registry not read yet");
 }
 
 FIBRIL_MODULE(.name = NODES_MODULE, .version = "1.0.0",
-	      .description = "node discovery through the kvstore's node registry; native "
-			     "routing of remote pod CIDRs and their ipcache entries",
+	      .description = "node discovery (the kvstore's node registry, Kubernetes Node "
+			     "objects); native or VXLAN tunnel routing of remote pod CIDRs and "
+			     "their ipcache entries",
 	      .provides = FIBRIL_LIST(FIBRIL_NODES_CAPABILITY),
-	      .requires = FIBRIL_LIST(FIBRIL_KVSTORE_CAPABILITY),
-	      .wants = FIBRIL_LIST(FIBRIL_IPAM_CAPABILITY, FIBRIL_DATAPATH_CAPABILITY),
+	      .wants = FIBRIL_LIST(FIBRIL_KVSTORE_CAPABILITY, FIBRIL_K8S_CAPABILITY,
+				   FIBRIL_IPAM_CAPABILITY, FIBRIL_DATAPATH_CAPABILITY),
 	      .config_keys = nodes_config_keys, .init = nodes_init, .start = nodes_start,
 	      .stop = nodes_stop, .fini = nodes_fini, .summary = nodes_summary);

@@ -14,6 +14,7 @@
 #include <fibril/endpoint.h>
 #include <fibril/fibril.h>
 #include <fibril/ipam.h>
+#include <fibril/k8s.h>
 #include <fibril/kvstore.h>
 #include <fibril/nodes.h>
 
@@ -23,8 +24,12 @@
 /* rtm_protocol of the routes this module adds (the datapath's are 0xf1) */
 #define NODES_ROUTE_PROTO 0xf2
 #define NODES_WHY_LEN 256
+/* the ipcache, relative to the kvstore's prefix (Cilium's state/ip/v1) */
+#define NODES_IP_PREFIX "state/ip/v1/default/"
 
-enum nodes_routing { NODES_ROUTING_NONE = 0, NODES_ROUTING_NATIVE };
+enum nodes_routing { NODES_ROUTING_NONE = 0, NODES_ROUTING_NATIVE, NODES_ROUTING_TUNNEL };
+
+const char *nodes_routing_name(enum nodes_routing r);
 
 struct node_entry {
 	struct fibril_node n;
@@ -40,6 +45,39 @@ struct nodes_old_route {
 	int family;
 	uint8_t via[16];
 	bool wanted;
+	bool keep_ipcache; /* tunnel mode: the route goes, the CIDR's entry stays */
+};
+
+/* One ipcache record: an endpoint address -> identity, its node. */
+struct nodes_ip_record {
+	uint8_t family;        /* 4 or 6 */
+	uint8_t addr[16];
+	uint8_t host_family;   /* 0: no HostIP */
+	uint8_t host[16];      /* the node IP of the endpoint's node */
+	uint32_t identity;
+	char node[FIBRIL_NODE_NAME_LEN];
+	char pod_namespace[64];
+	char pod_name[254];
+};
+
+struct nodes_ip;
+
+/* ipcache.c's state */
+struct nodes_ipcache {
+	struct nodes_ip **buckets; /* by address; nbuckets a power of two */
+	size_t nbuckets, count;
+	struct fibril_kv_watch *watch;
+	struct fibril_timer *retry;
+	bool reading, synced, publish_failed;
+	int64_t lease_published; /* the lease our records were put under */
+	unsigned puts_inflight;
+	struct node_entry **node_table; /* the known nodes by name hash (ipcache.c) */
+	size_t node_slots;
+	bool node_table_valid;
+	struct {
+		uint64_t added, updated, deleted, programmed, removed, published, unpublished,
+			bad_records, errors, resyncs;
+	} stats;
 };
 
 struct nodes {
@@ -50,10 +88,14 @@ struct nodes {
 	void *dpctx;
 	const struct fibril_ipam_ops *ipam;
 	void *ipamctx;
+	const struct fibril_k8s_ops *k8s; /* the Node objects source, optional */
+	void *k8sctx;
+	bool k8s_synced;
 
 	struct fibril_node self;
 	enum nodes_routing routing;
 	int64_t ttl_s;
+	uint16_t tunnel_port;
 	int64_t lease;
 	int64_t lease_pending; /* a grant in flight */
 	struct fibril_kv_watch *watch;
@@ -69,6 +111,10 @@ struct nodes {
 	struct nodes_old_route *old;
 	size_t n_old;
 
+	struct nodes_ipcache ipc;
+	struct fibril_subscription *ep_subs[3];
+	struct fibril_metric *m_entries, *m_events;
+
 	char why[NODES_WHY_LEN];
 	struct {
 		uint64_t added, updated, deleted, bad_records;
@@ -76,6 +122,22 @@ struct nodes {
 		uint64_t registrations, resyncs;
 	} stats;
 };
+
+/* nodes.c: the table both sources write */
+struct node_entry *nodes_find(struct nodes *s, const char *name);
+/* add, update or (the same) just mark the node n (not this one) */
+void nodes_upsert(struct nodes *s, const struct fibril_node *n);
+void nodes_remove_entry(struct nodes *s, struct node_entry *e);
+/* the pending start is over (err 0: it went well) */
+void nodes_start_finished(struct nodes *s, int err);
+
+/* k8s_source.c: the Kubernetes Node objects */
+int nodes_k8s_decode(const char *json, size_t len, struct fibril_node *out, char *why,
+		     size_t whylen);
+int nodes_k8s_start(struct nodes *s, char *why, size_t len);
+int nodes_k8s_on_event(const struct fibril_event *ev, void *ud);
+/* e's registry record is gone: its Node object (if any) takes over; true then */
+bool nodes_k8s_fallback(struct nodes *s, struct node_entry *e);
 
 /* record.c: the registry's value (JSON) <-> struct fibril_node. */
 char *nodes_record_encode(const struct fibril_node *n);
@@ -87,11 +149,37 @@ bool nodes_name_valid(const char *name);
 int nodes_cidr_parse(const char *text, struct fibril_node_cidr *out);
 const char *nodes_cidr_text(const struct fibril_node_cidr *c, char *buf, size_t len);
 
+/* record.c: the ipcache's value (JSON) <-> struct nodes_ip_record; key_ip:
+ * the address the key says (NULL: not checked). 0 or -EINVAL with why. */
+char *nodes_ip_record_encode(const struct nodes_ip_record *r);
+int nodes_ip_record_decode(const char *json, size_t len, const char *key_ip,
+			   struct nodes_ip_record *out, char *why, size_t whylen);
+const char *nodes_ip_text(uint8_t family, const uint8_t *addr, char *buf, size_t len);
+
+/* ipcache.c */
+void nodes_ipcache_start(struct nodes *s);   /* after the registry is read */
+void nodes_ipcache_publish(struct nodes *s); /* ours, under the current lease */
+void nodes_ipcache_node_changed(struct nodes *s, const char *name); /* added/gone */
+void nodes_ipcache_host(struct nodes *s, int family, const void *addr);
+int nodes_ipcache_on_endpoint(const struct fibril_event *ev, void *ud);
+void nodes_ipcache_stop(struct nodes *s);
+void nodes_ipcache_free(struct nodes *s);
+void nodes_ipcache_get(struct fibril_request *req, struct fibril_response *resp, void *ud);
+
 /* route.c */
 int nodes_nl_open(struct nodes *s, char *why, size_t len);
 void nodes_nl_close(struct nodes *s);
 /* what a previous run left: our routes in the main table */
 int nodes_routes_scan(struct nodes *s);
+/* tunnel mode: the datapath's VXLAN device and overlay program (or, in
+ * the other modes, no encapsulation) */
+int nodes_tunnel_setup(struct nodes *s, char *why, size_t len);
+/* One datapath ipcache entry: prefix -> identity and, tep_family 4 or 6,
+ * the tunnel endpoint of the node that hosts it (0: none). In tunnel mode
+ * an entry of another node's pod (or CIDR) must name that node, or the
+ * datapath passes its packets to the stack instead of the tunnel. */
+int nodes_dp_ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen,
+			 uint32_t id, int tep_family, const void *tep);
 /* install / remove a remote node's routes and ipcache entries */
 int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibril_node *old);
 void nodes_node_unprogram(struct nodes *s, const struct fibril_node *n);

@@ -197,3 +197,127 @@ done:
 		json_object_put(o);
 	return rc;
 }
+
+/* ---- the ipcache's record: state/ip/v1/default/<ip> ---------------------------------------
+ * {"IP": "10.244.1.5", "HostIP": "192.168.7.11", "ID": 257, "Node": "node-1",
+ *  "K8sNamespace": "default", "K8sPodName": "web-0"} (Cilium's field names) */
+
+static bool ip_parse(const char *text, uint8_t *family, uint8_t *addr)
+{
+	memset(addr, 0, 16);
+	if (inet_pton(AF_INET, text, addr) == 1) {
+		*family = 4;
+		return true;
+	}
+	if (inet_pton(AF_INET6, text, addr) == 1) {
+		*family = 6;
+		return true;
+	}
+	return false;
+}
+
+const char *nodes_ip_text(uint8_t family, const uint8_t *addr, char *buf, size_t len)
+{
+	if (!inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+	return buf;
+}
+
+char *nodes_ip_record_encode(const struct nodes_ip_record *r)
+{
+	struct json_object *o = json_object_new_object();
+	char a[INET6_ADDRSTRLEN];
+	if (!o)
+		return NULL;
+	json_object_object_add(o, "IP", json_object_new_string(nodes_ip_text(r->family, r->addr, a,
+									      sizeof(a))));
+	if (r->host_family)
+		json_object_object_add(o, "HostIP", json_object_new_string(
+						    nodes_ip_text(r->host_family, r->host, a, sizeof(a))));
+	json_object_object_add(o, "ID", json_object_new_int64(r->identity));
+	json_object_object_add(o, "Node", json_object_new_string(r->node));
+	if (r->pod_namespace[0])
+		json_object_object_add(o, "K8sNamespace", json_object_new_string(r->pod_namespace));
+	if (r->pod_name[0])
+		json_object_object_add(o, "K8sPodName", json_object_new_string(r->pod_name));
+	char *out = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	return out;
+}
+
+/* a printable text of at most max-1 bytes */
+static bool text_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+	if (n >= max)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return false;
+	return true;
+}
+
+int nodes_ip_record_decode(const char *json, size_t len, const char *key_ip,
+			   struct nodes_ip_record *out, char *why, size_t whylen)
+{
+	memset(out, 0, sizeof(*out));
+	if (len > 4096)
+		return bad(why, whylen, "longer than 4096 bytes");
+	struct json_tokener *tok = json_tokener_new();
+	if (!tok)
+		return bad(why, whylen, "out of memory");
+	struct json_object *o = json_tokener_parse_ex(tok, json, (int)len), *id;
+	bool complete = json_tokener_get_error(tok) == json_tokener_success;
+	json_tokener_free(tok);
+	const char *ip, *host, *node, *ns, *pod;
+	int rc = 0;
+	if (!o || !complete) {
+		rc = bad(why, whylen, "not a JSON document");
+		goto done;
+	}
+	if (!json_object_is_type(o, json_type_object)) {
+		rc = bad(why, whylen, "not a JSON object");
+		goto done;
+	}
+	if (member_string(o, "IP", &ip) || !ip || !ip_parse(ip, &out->family, out->addr)) {
+		rc = bad(why, whylen, "\"IP\": missing or not an IP address");
+		goto done;
+	}
+	if (key_ip) {
+		uint8_t kf, ka[16];
+		if (!ip_parse(key_ip, &kf, ka) || kf != out->family || memcmp(ka, out->addr, 16)) {
+			rc = bad(why, whylen, "\"IP\" is not the key's address");
+			goto done;
+		}
+	}
+	if (member_string(o, "HostIP", &host) ||
+	    (host && !ip_parse(host, &out->host_family, out->host))) {
+		rc = bad(why, whylen, "\"HostIP\": not an IP address");
+		goto done;
+	}
+	if (!json_object_object_get_ex(o, "ID", &id) || !json_object_is_type(id, json_type_int) ||
+	    json_object_get_int64(id) < 1 || json_object_get_int64(id) > UINT32_MAX) {
+		rc = bad(why, whylen, "\"ID\": missing or not an identity number (1..4294967295)");
+		goto done;
+	}
+	out->identity = (uint32_t)json_object_get_int64(id);
+	if (member_string(o, "Node", &node) || !node || !nodes_name_valid(node)) {
+		rc = bad(why, whylen, "\"Node\": missing or not a node name");
+		goto done;
+	}
+	snprintf(out->node, sizeof(out->node), "%s", node);
+	if (member_string(o, "K8sNamespace", &ns) || (ns && !text_ok(ns, sizeof(out->pod_namespace)))) {
+		rc = bad(why, whylen, "\"K8sNamespace\": not a namespace name");
+		goto done;
+	}
+	if (member_string(o, "K8sPodName", &pod) || (pod && !text_ok(pod, sizeof(out->pod_name)))) {
+		rc = bad(why, whylen, "\"K8sPodName\": not a pod name");
+		goto done;
+	}
+	snprintf(out->pod_namespace, sizeof(out->pod_namespace), "%s", ns ? ns : "");
+	snprintf(out->pod_name, sizeof(out->pod_name), "%s", pod ? pod : "");
+done:
+	if (o)
+		json_object_put(o);
+	return rc;
+}

@@ -3,6 +3,10 @@
  * table, protocol NODES_ROUTE_PROTO, through libnl-route-3; and the
  * datapath's ipcache: the remote pod CIDRs (identity world until endpoints
  * of their own are published) and the node IP (/32, /128: remote-node).
+ * routing-mode tunnel: no routes; each remote pod CIDR's ipcache entry
+ * names the node's tunnel endpoint, and the datapath (which owns the
+ * VXLAN device and its program, see nodes_tunnel_setup) encapsulates
+ * towards it.
  *
  * Nothing is removed when the agent stops: the routes and the pinned
  * ipcache keep cross-node traffic flowing while it is down. At start the
@@ -190,14 +194,81 @@ static struct nodes_old_route *old_find(struct nodes *s, const struct fibril_nod
 
 /* ---- the ipcache ------------------------------------------------------------------------ */
 
-static void ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen, uint32_t id)
+const char *nodes_routing_name(enum nodes_routing r)
+{
+	return r == NODES_ROUTING_NATIVE ? "native" : r == NODES_ROUTING_TUNNEL ? "tunnel" : "none";
+}
+
+int nodes_tunnel_setup(struct nodes *s, char *why, size_t len)
+{
+	if (!s->dp || !FIBRIL_SERVICE_HAS(s->dp, tunnel_setup)) {
+		if (s->routing != NODES_ROUTING_TUNNEL)
+			return 0; /* an older datapath: it never encapsulates */
+		snprintf(why, len, "routing-mode tunnel needs a datapath of interface version 3 "
+			 "(tunnel_setup)");
+		return -ENOTSUP;
+	}
+	struct fibril_datapath_tunnel t = {
+		.sz = sizeof(t),
+		.mode = s->routing == NODES_ROUTING_TUNNEL ? FIBRIL_DATAPATH_TUNNEL_VXLAN
+							   : FIBRIL_DATAPATH_TUNNEL_NONE,
+		.port = s->tunnel_port,
+	};
+	char err[256] = "";
+	int rc = s->dp->tunnel_setup(s->dpctx, &t, err, sizeof(err));
+	if (rc)
+		snprintf(why, len, "tunnel: %s", err[0] ? err : strerror(-rc));
+	return rc;
+}
+
+int nodes_dp_ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen,
+			 uint32_t id, int tep_family, const void *tep)
 {
 	char err[256] = "";
 	if (!s->dp)
-		return;
-	int rc = s->dp->ipcache_upsert(s->dpctx, family, addr, plen, id, err, sizeof(err));
+		return 0;
+	int rc;
+	if (tep_family && FIBRIL_SERVICE_HAS(s->dp, ipcache_upsert_entry)) {
+		struct fibril_datapath_ipcache_entry e = {
+			.sz = sizeof(e),
+			.family = (uint8_t)family,
+			.prefix_len = (uint8_t)plen,
+			.tunnel_family = (uint8_t)tep_family,
+			.identity = id,
+		};
+		memcpy(e.addr, addr, (size_t)(family == 4 ? 4 : 16));
+		memcpy(e.tunnel_endpoint, tep, (size_t)(tep_family == 4 ? 4 : 16));
+		rc = s->dp->ipcache_upsert_entry(s->dpctx, &e, err, sizeof(err));
+	} else {
+		rc = s->dp->ipcache_upsert(s->dpctx, family, addr, plen, id, err, sizeof(err));
+	}
 	if (rc)
 		fibril_warn(s->m, "ipcache: %s", err[0] ? err : strerror(-rc));
+	return rc;
+}
+
+static void ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen, uint32_t id)
+{
+	nodes_dp_ipcache_put(s, family, addr, plen, id, 0, NULL);
+}
+
+/* The node's tunnel endpoint (its registered one, else its IPv4, else its
+ * IPv6 address): its family, 0 when it has none. */
+static int tunnel_endpoint(const struct fibril_node *n, const void **out)
+{
+	if (n->has_tunnel_endpoint) {
+		*out = &n->tunnel_endpoint;
+		return 4;
+	}
+	if (n->has_ipv4) {
+		*out = &n->ipv4;
+		return 4;
+	}
+	if (n->has_ipv6) {
+		*out = &n->ipv6;
+		return 6;
+	}
+	return 0;
 }
 
 static void ipcache_del(struct nodes *s, int family, const void *addr, unsigned plen)
@@ -263,8 +334,23 @@ int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibri
 		if (ip)
 			ipcache_put(s, f, ip, f == 4 ? 32 : 128, FIBRIL_IDENTITY_REMOTE_NODE);
 	}
+	const void *tep = NULL;
+	int tep_family = s->routing == NODES_ROUTING_TUNNEL ? tunnel_endpoint(n, &tep) : 0;
 	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++) {
 		const struct fibril_node_cidr *c = &n->cidrs[i];
+		if (s->routing == NODES_ROUTING_TUNNEL) {
+			/* no route: the datapath encapsulates towards tep */
+			if (!tep_family) {
+				failed++;
+				continue;
+			}
+			nodes_dp_ipcache_put(s, c->family, c->addr, c->prefix_len,
+					     FIBRIL_IDENTITY_WORLD, tep_family, tep);
+			struct nodes_old_route *x = old_find(s, c);
+			if (x)
+				x->keep_ipcache = true; /* a native run's route: it goes */
+			continue;
+		}
 		const void *via = node_ip(n, c->family);
 		if (!via)
 			continue; /* no node IP of that family to route it through */
@@ -291,7 +377,7 @@ void nodes_node_unprogram(struct nodes *s, const struct fibril_node *n)
 {
 	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++) {
 		const struct fibril_node_cidr *c = &n->cidrs[i];
-		if (s->nl && node_ip(n, c->family))
+		if (s->nl && node_ip(n, c->family) && s->routing != NODES_ROUTING_TUNNEL)
 			route_del(s, c);
 		ipcache_del(s, c->family, c->addr, c->prefix_len);
 	}
@@ -309,9 +395,11 @@ void nodes_routes_sweep_old(struct nodes *s)
 		char t[64];
 		if (x->wanted)
 			continue;
-		fibril_info(s->m, "removing the route %s of a node that is gone",
-			    nodes_cidr_text(&x->dst, t, sizeof(t)));
+		fibril_info(s->m, "removing the route %s: %s", nodes_cidr_text(&x->dst, t, sizeof(t)),
+			    x->keep_ipcache ? "tunnel mode routes no pod CIDR" : "its node is gone");
 		route_del(s, &x->dst);
+		if (x->keep_ipcache)
+			continue; /* tunnel mode took the CIDR over */
 		ipcache_del(s, x->family, x->dst.addr, x->dst.prefix_len);
 		if (!ip_in_use(s, x->family, x->via, NULL))
 			ipcache_del(s, x->family, x->via, x->family == 4 ? 32 : 128);

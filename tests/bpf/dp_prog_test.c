@@ -44,7 +44,7 @@
 static int g_passed, g_failed;
 static bool g_ci;
 static struct fibril_dp *g_skel;
-static int g_from, g_to; /* program fds */
+static int g_from, g_to, g_overlay; /* program fds */
 
 static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void check(bool ok, const char *fmt, ...)
@@ -99,10 +99,13 @@ static void put_endpoint_id(int family, const char *addr, uint16_t id, uint32_t 
 	}
 }
 
+static uint32_t g_tunnel_ifindex; /* dp_config.tunnel_ifindex of set_config */
+
 static void set_config(uint32_t refresh_s, uint32_t rate, uint32_t burst)
 {
 	uint32_t zero = 0;
-	struct dp_config c = {.ct_refresh_s = refresh_s, .event_rate = rate, .event_burst = burst};
+	struct dp_config c = {.ct_refresh_s = refresh_s, .event_rate = rate, .event_burst = burst,
+			      .tunnel_ifindex = g_tunnel_ifindex};
 	if (bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY) != 0) {
 		perror("dp_config");
 		exit(1);
@@ -277,6 +280,20 @@ static int run_ex(int prog, struct frame *f, uint32_t linear, uint32_t repeat)
 }
 
 static int run(int prog, struct frame *f) { return run_ex(prog, f, 0, 0); }
+
+/* Run prog with skb->mark set (what fibril_from_overlay leaves). */
+static int run_mark(int prog, struct frame *f, uint32_t mark)
+{
+	struct __sk_buff ctx;
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.mark = mark;
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f->b, .data_size_in = (uint32_t)f->len,
+		    .data_out = f->b, .data_size_out = sizeof(f->b), .ctx_in = &ctx,
+		    .ctx_size_in = sizeof(ctx));
+	if (bpf_prog_test_run_opts(prog, &o) != 0)
+		return INT32_MIN;
+	return (int)o.retval;
+}
 
 static bool ct_get(struct bpf_map *m, int family, const char *src, const char *dst,
 		   uint16_t sport, uint16_t dport, uint8_t proto, struct dp_ct_value *out)
@@ -850,6 +867,158 @@ static void test_policy_deny_wins(void)
 	drain_events();
 }
 
+/* ---- tunnel mode ----------------------------------------------------------------------------
+ * What BPF_PROG_RUN can show: the encapsulation decision (which packets go
+ * to the VXLAN device: bpf_skb_set_tunnel_key accepted, TC_ACT_REDIRECT,
+ * counted as to-tunnel, TTL decremented), and the identity the overlay
+ * program leaves in skb->mark deciding the to-endpoint policy instead of
+ * the ipcache. The tunnel key itself (VNI, remote) is checked on the wire
+ * by tests/integration/tunnel.sh: a test run has no tunnel device whose
+ * metadata could be read back. */
+
+#define REMOTE_CIDR "10.77.1.0"  /* another node's pod CIDR (/24) */
+#define REMOTE_POD "10.77.1.5"
+#define REMOTE_NODE "172.31.0.12"
+
+static void put_ipcache4_tunnel(const char *addr, unsigned plen, uint32_t identity,
+				const char *node)
+{
+	struct dp_ipcache_key k;
+	memset(&k, 0, sizeof(k));
+	k.prefixlen = DP_IPCACHE_PREFIX_HDR + plen;
+	k.family = DP_FAMILY_IPV4;
+	inet_pton(AF_INET, addr, k.addr);
+	struct dp_ipcache_value v;
+	memset(&v, 0, sizeof(v));
+	v.identity = identity;
+	v.flags = DP_IPCACHE_F_TUNNEL;
+	v.tunnel_family = DP_FAMILY_IPV4;
+	inet_pton(AF_INET, node, v.tunnel_ip);
+	if (bpf_map_update_elem(map_fd(g_skel->maps.dp_ipcache), &k, &v, BPF_ANY) != 0) {
+		perror("dp_ipcache");
+		exit(1);
+	}
+}
+
+static uint16_t ipv4_csum(const uint8_t *h)
+{
+	uint32_t sum = 0;
+	for (int i = 0; i < 20; i += 2)
+		sum += (uint32_t)(h[i] << 8 | h[i + 1]);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+static void test_tunnel_encap(void)
+{
+	policy_reset();
+	put_ipcache4_tunnel(REMOTE_CIDR, 24, DP_IDENTITY_WORLD, REMOTE_NODE);
+
+	/* native mode (no tunnel device): the stack routes it */
+	g_tunnel_ifindex = 0;
+	set_config(1, 0, 0);
+	int rc = tcp_run(g_from, POD4, REMOTE_POD, 4200, 80, 0x02, false);
+	check(rc == TC_ACT_OK && metric(DP_REASON_TO_TUNNEL, DP_DIR_FROM_ENDPOINT) == 0,
+	      "tunnel: without a tunnel device a remote pod CIDR goes to the stack (%d)", rc);
+
+	/* tunnel mode: into the device, the TTL decremented, checksum right */
+	g_tunnel_ifindex = EP_IFINDEX;
+	set_config(1, 0, 0);
+	struct frame f;
+	eth(&f, POD_MAC, 0x0800);
+	ipv4(&f, POD4, REMOTE_POD, 6, 20, 7, 0);
+	tcp(&f, 4201, 80, 0x02);
+	uint16_t sum = ipv4_csum(f.b + 14); /* the helper leaves it 0 */
+	f.b[14 + 10] = (uint8_t)(sum >> 8);
+	f.b[14 + 11] = (uint8_t)sum;
+	uint8_t ttl = f.b[14 + 8];
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_REDIRECT && metric(DP_REASON_TO_TUNNEL, DP_DIR_FROM_ENDPOINT) == 1,
+	      "tunnel: a packet to a remote pod CIDR is encapsulated (tunnel key set) and "
+	      "redirected to the VXLAN device, counted to-tunnel (%d)", rc);
+	check(metric(DP_REASON_DROP_TUNNEL, DP_DIR_FROM_ENDPOINT) == 0,
+	      "tunnel: bpf_skb_set_tunnel_key accepted the key");
+	check(f.b[14 + 8] == ttl - 1 && ipv4_csum(f.b + 14) == 0,
+	      "tunnel: the inner TTL is decremented (%u -> %u) with a valid checksum", ttl,
+	      f.b[14 + 8]);
+	struct dp_ct_value v;
+	check(ct_get(g_skel->maps.dp_conntrack, 4, POD4, REMOTE_POD, 4201, 80, 6, &v),
+	      "tunnel: the flow is in conntrack");
+
+	/* an ipcache entry without a tunnel endpoint (the world, a CIDR
+	 * identity): the stack, even in tunnel mode */
+	rc = tcp_run(g_from, POD4, FAR4, 4202, 80, 0x02, false);
+	check(rc == TC_ACT_OK && metric(DP_REASON_TO_TUNNEL, DP_DIR_FROM_ENDPOINT) == 1,
+	      "tunnel: a destination without a tunnel endpoint goes to the stack (%d)", rc);
+	/* TTL 1: the stack sends the ICMP error */
+	rc = tcp_run(g_from, POD4, REMOTE_POD, 4203, 80, 0x02, true);
+	check(rc == TC_ACT_OK && metric(DP_REASON_TO_TUNNEL, DP_DIR_FROM_ENDPOINT) == 1,
+	      "tunnel: TTL 1 goes to the stack, not into the tunnel (%d)", rc);
+	/* a local destination is still redirected locally, not tunnelled */
+	rc = tcp_run(g_from, POD4, POD4B, 4204, 80, 0x02, true);
+	check(rc == TC_ACT_OK && metric(DP_REASON_TO_TUNNEL, DP_DIR_FROM_ENDPOINT) == 1,
+	      "tunnel: a local endpoint is never tunnelled (%d)", rc);
+	/* the egress policy decides before the tunnel */
+	enforce(10, false, true);
+	rc = tcp_run(g_from, POD4, REMOTE_POD, 4205, 80, 0x02, false);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_TO_TUNNEL, DP_DIR_FROM_ENDPOINT) == 1 &&
+		      metric(DP_REASON_DROP_POLICY, DP_DIR_FROM_ENDPOINT) == 1,
+	      "tunnel: a packet the egress policy denies is dropped, not encapsulated (%d)", rc);
+	put_policy(10, DP_POLICY_EGRESS, DP_IDENTITY_WORLD, 6, 80, 16, false);
+	rc = tcp_run(g_from, POD4, REMOTE_POD, 4206, 80, 0x02, false);
+	check(rc == TC_ACT_REDIRECT, "tunnel: one it allows is encapsulated (%d)", rc);
+
+	g_tunnel_ifindex = 0;
+	policy_reset();
+	drain_events();
+}
+
+static void test_identity_from_overlay(void)
+{
+	policy_reset();
+	put_ipcache4("192.0.2.0", 24, CIDR_ID);
+	put_ipcache4(FAR4, 32, CIDR_ID);
+	const uint32_t sender = 4242; /* the identity another node's pod has */
+	enforce(10, true, false);
+	put_policy(10, DP_POLICY_INGRESS, sender, 6, 8080, 16, false);
+	uint32_t mark = sender << DP_MARK_IDENTITY_SHIFT | DP_MARK_MAGIC_IDENTITY;
+
+	struct frame f;
+	eth(&f, HOST_MAC, 0x0800);
+	ipv4(&f, FAR4, POD4, 6, 20, 7, 0);
+	tcp(&f, 5100, 8080, 0x02);
+	int rc = run_mark(g_to, &f, 0);
+	check(rc == TC_ACT_SHOT, "overlay identity: without a mark the source IP's ipcache "
+				 "identity is not let in (%d)", rc);
+	eth(&f, HOST_MAC, 0x0800);
+	ipv4(&f, FAR4, POD4, 6, 20, 7, 0);
+	tcp(&f, 5101, 8080, 0x02);
+	rc = run_mark(g_to, &f, mark);
+	check(rc == TC_ACT_OK, "overlay identity: the identity in the mark (from the VNI) is "
+			       "what the ingress policy sees, not the source IP's (%d)", rc);
+	check(policy_hits(10, DP_POLICY_INGRESS, sender, 6, 8080, 16) == 1,
+	      "overlay identity: the allowing entry of that identity counts the hit");
+	eth(&f, HOST_MAC, 0x0800);
+	ipv4(&f, FAR4, POD4, 6, 20, 7, 0);
+	tcp(&f, 5102, 8080, 0x02);
+	rc = run_mark(g_to, &f, sender << DP_MARK_IDENTITY_SHIFT | 0x01);
+	check(rc == TC_ACT_SHOT, "overlay identity: a mark without the identity magic is "
+				 "ignored (%d)", rc);
+
+	/* the overlay program itself: a frame without tunnel metadata (not
+	 * from the VXLAN device) is dropped */
+	eth(&f, HOST_MAC, 0x0800);
+	ipv4(&f, FAR4, POD4, 6, 20, 7, 0);
+	tcp(&f, 5103, 8080, 0x02);
+	rc = run(g_overlay, &f);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_NO_TUNNEL_KEY, DP_DIR_FROM_OVERLAY) == 1,
+	      "overlay: a frame without a tunnel key is dropped, counted "
+	      "drop:no-tunnel-key (%d)", rc);
+	policy_reset();
+	drain_events();
+}
+
 int main(void)
 {
 	g_ci = getenv("CI") && !strcmp(getenv("CI"), "true");
@@ -866,6 +1035,7 @@ int main(void)
 	}
 	g_from = bpf_program__fd(g_skel->progs.fibril_from_endpoint);
 	g_to = bpf_program__fd(g_skel->progs.fibril_to_endpoint);
+	g_overlay = bpf_program__fd(g_skel->progs.fibril_from_overlay);
 	put_endpoint(4, POD4);
 	put_endpoint(6, POD6);
 	put_endpoint_id(4, POD4B, 20, 300);
@@ -881,6 +1051,8 @@ int main(void)
 	test_policy_reply();
 	test_policy_icmp_echo();
 	test_policy_deny_wins();
+	test_tunnel_encap();
+	test_identity_from_overlay();
 
 	fibril_dp__destroy(g_skel);
 	printf("%d passed, %d failed\n", g_passed, g_failed);

@@ -1,8 +1,8 @@
-/* tests/fuzz/api_harness.c - host/api.c compiled into the fuzz targets that
- * drive API routes (their static request and response structures are needed
- * to build a request), plus what libwebsockets would do before dispatch:
+/* tests/fuzz/api_harness.c - host/api_http.c compiled into the fuzz targets
+ * that drive API routes (its static route table and the session structure
+ * are needed to build a request), plus what libwebsockets would do before dispatch:
  * the method, the path and the query split into its arguments. */
-#include "../../host/api.c"
+#include "../../host/api_http.c"
 
 #include <ctype.h>
 
@@ -33,20 +33,12 @@ static char *url_decode(const char *s, size_t n)
 	return out;
 }
 
-static const char *known_method(const char *m)
-{
-	for (size_t i = 0; i < sizeof(http_methods) / sizeof(http_methods[0]); i++)
-		if (strcmp(http_methods[i].name, m) == 0)
-			return http_methods[i].name;
-	return "GET"; /* what parse_request_line falls back to */
-}
-
 int fuzz_api_request(const char *method, const char *path, const char *query, const char *body,
 		     size_t body_len, bool tcp)
 {
 	struct session s;
 	memset(&s, 0, sizeof(s));
-	s.req.method = known_method(method);
+	s.req.method = api_method_name(method);
 	snprintf(s.req.path, sizeof(s.req.path), "%s", path && *path ? path : "/");
 	for (const char *q = query; q && *q && s.req.nquery < MAX_QUERY;) {
 		const char *amp = strchr(q, '&');
@@ -61,12 +53,12 @@ int fuzz_api_request(const char *method, const char *path, const char *query, co
 		free(frag);
 		q = amp ? amp + 1 : q + n;
 	}
-	if (body_len && method_has_body(s.req.method)) {
+	if (body_len && api_method_has_body(s.req.method)) {
 		s.req.body = xcalloc(1, body_len + 1);
 		memcpy(s.req.body, body, body_len);
 		s.req.body_len = body_len;
 	}
-	dispatch(&s, tcp);
+	api_dispatch(&s, tcp);
 	int status = s.resp.status;
 	if (getenv("FUZZ_VERBOSE")) /* what each request got, to check a seed does what it says */
 		fprintf(stderr, "%s %s -> %d %.*s\n", s.req.method, s.req.path, status,
@@ -74,7 +66,7 @@ int fuzz_api_request(const char *method, const char *path, const char *query, co
 			s.resp.body ? s.resp.body : "");
 	if (!s.resp.answered || status < 100 || status > 599 || !s.resp.body)
 		abort(); /* every request gets an answer */
-	session_reset(&s);
+	api_session_reset(&s);
 	return status;
 }
 

@@ -1,5 +1,5 @@
 /* tests/fuzz/api_harness.h - the host's API request path for fuzz targets:
- * api_harness.c compiles host/api.c in, so a target dispatches requests to
+ * api_harness.c compiles host/api_http.c in, so a target dispatches requests to
  * the real route table (the same matching, {param} capture, JSON-body check,
  * 404/405 and handlers) without a socket or libwebsockets' parser. */
 #ifndef FIBRIL_FUZZ_API_HARNESS_H

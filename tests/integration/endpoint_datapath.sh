@@ -201,6 +201,16 @@ expect "the datapath no longer has it" GET /v1/dpprobe 200 '"attached"'
 check "... only endpoint 1 is attached" json_ok "[a['id'] for a in j['attached']] == [1]"
 expect "epprobe got endpoint.deleted (state disconnecting)" GET /v1/epprobe 200 '"deleted":1,'
 check "... " contains "$(resp)" "endpoint.deleted id=2 state=3"
+api -o "$WORK/metrics.txt" http://x/metrics
+check "metrics: regenerations (3 written, 2 refused by the datapath), endpoints by state" eval \
+	'grep -qx "fibril_endpoint_regenerations_total{outcome=\"success\"} 3" "$WORK/metrics.txt" &&
+	grep -qx "fibril_endpoint_regenerations_total{outcome=\"failure\"} 2" "$WORK/metrics.txt" &&
+	grep -qx "fibril_endpoint_regeneration_duration_seconds_count 5" "$WORK/metrics.txt" &&
+	grep -qx "fibril_endpoint_endpoints{state=\"ready\"} 1" "$WORK/metrics.txt"'
+check "metrics: the API latency of the CNI requests by method (PUT 3, PATCH 2, DELETE 2)" eval \
+	'grep -qx "fibril_endpoint_api_request_duration_seconds_count{method=\"PUT\"} 3" "$WORK/metrics.txt" &&
+	grep -qx "fibril_endpoint_api_request_duration_seconds_count{method=\"PATCH\"} 2" "$WORK/metrics.txt" &&
+	grep -qx "fibril_endpoint_api_request_duration_seconds_count{method=\"DELETE\"} 2" "$WORK/metrics.txt"'
 
 # restore: re-adopt the live one, remove the dead one from the datapath
 expect "a second endpoint again" PUT "/v1/endpoint/container-id:cidb$$:eth0" 201 '"id":2,' --data-binary @"$WORK/b.json"

@@ -16,9 +16,9 @@ k8s_require
 install -m 0644 "$top_builddir/.libs/k8s.so" "$mods/k8s.so"
 
 # ---- the API server, in the node netns (the agent cannot reach the root's loopback) ----
-K8S_DIR=$WORK/k8s
-K8S_NETNS=$NODE k8s_start --bookmark-interval 1 || { fail "the API server starts"; finish; exit 1; }
-kcn() { K8S_NETNS=$NODE kc "$@"; }
+K8S_NETNS=$NODE
+k8s_start --bookmark-interval 1 || { fail "the API server starts"; finish; exit 1; }
+kcn() { kc "$@"; } # kubectl in the node netns (K8S_NETNS)
 
 NODE_NAME=node-a
 NODE_ARGS+=(--set "k8s.kubeconfig=$K8S_KUBECONFIG" --set "k8s.node-name=$NODE_NAME" --set k8s.sync-timeout=10s)

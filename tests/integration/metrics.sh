@@ -7,7 +7,13 @@
 # loop's lag, modules by state, bus queue) and a module's (ipam-api in front
 # of the SDK's vendor-ipam example: allocations by result, pool gauges)
 # move with what the test does; a module's families are gone once it is
-# not loaded.
+# not loaded. Then an agent with kvstore-etcd (a real etcd on loopback),
+# k8s (the fake API server), ipam-cluster-pool (claiming its node CIDR in
+# etcd under a lease), nodes (watching the node registry) and endpoint: etcd requests by op and result, lease
+# keepalives, watch restarts and errors after an etcd restart; k8s events
+# by kind and type, watch restarts after the server cuts the watches, a
+# relist after a 410; the endpoint API's latency by method and endpoints
+# by state.
 . "$top_srcdir/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_or_fail "the agent only loads root-owned modules; run as root"
@@ -142,6 +148,95 @@ start_agent "$WORK/only" --set "vendor-ipam.table=$WORK/table" --set vendor-ipam
 api -o "$WORK/only.txt" http://x/metrics
 check "without ipam-api its families are not exposed" parse "$WORK/only.txt" '
 assert "fibril_ipam_allocations" not in fams and "fibril_api_requests" in fams
+'
+stop_agent
+
+# ---- endpoint, k8s and kvstore-etcd ------------------------------------------------------------
+. "$top_srcdir/tests/lib/etcd.sh"
+. "$top_srcdir/tests/k8s/apiserver.sh"
+etcd_require
+k8s_require
+for m in kvstore-etcd k8s ipam-cluster-pool endpoint nodes; do
+	[ -f "$top_builddir/.libs/$m.so" ] || skip_or_fail "module $m is not built (configured without it?)"
+done
+mods2=$WORK/mods2
+mkdir -p "$mods2"
+chmod 0755 "$mods2"
+for m in kvstore-etcd k8s ipam-cluster-pool ipam-api endpoint nodes; do
+	install -m 0644 "$top_builddir/.libs/$m.so" "$mods2/$m.so"
+done
+etcd_start metrics || { fail "etcd starts"; finish; }
+k8s_start || { fail "the fake API server starts"; finish; }
+control() { curl -sS --max-time 20 --cacert "$K8S_CA" -X POST "$K8S_URL/_control/$1" >/dev/null; }
+start_agent "$mods2" --set "kvstore-etcd.endpoints=$ETCD_ENDPOINT" \
+	--set "k8s.kubeconfig=$K8S_KUBECONFIG" --set k8s.node-name=node-m --set k8s.resources=services \
+	--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.79.0.0/16 --set ipam-cluster-pool.node-name=node-m \
+	--set ipam-cluster-pool.lease-ttl=3s --set nodes.node-ip=127.0.0.1 --set agent.node-name=node-m
+api -o /dev/null http://x/v1/healthz || true
+wait_ready() { [ "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200 ]; }
+for _ in $(seq 1 200); do wait_ready && break; sleep 0.1; done
+scrape() { api -o "$WORK/$1.txt" http://x/metrics; }
+# the endpoint API: a PUT refused (no such netns) and a DELETE of nothing, both answered
+api -o /dev/null -X PUT -H 'Content-Type: application/json' \
+	-d '{"container-id":"c0ffee","ifname":"eth0","netns":"/nonexistent","host-ifname":"lxc0","host-ifindex":1,"mac":"02:00:00:00:00:01","host-mac":"02:00:00:00:00:02"}' \
+	"http://x/v1/endpoint/container-id:c0ffee:eth0" || true
+api -o /dev/null -X DELETE "http://x/v1/endpoint/container-id:c0ffee:eth0" || true
+curl -sS --max-time 20 --cacert "$K8S_CA" -H "Authorization: Bearer $K8S_TOKEN" -X POST \
+	-H 'Content-Type: application/json' "$K8S_URL/api/v1/namespaces/default/services" \
+	-d '{"apiVersion":"v1","kind":"Service","metadata":{"name":"m1"},"spec":{"ports":[{"port":80}]}}' >/dev/null
+sleep 2.5 # lease keepalives every ttl/3
+scrape m1
+check "the new families parse and follow the naming rules" parse "$WORK/m1.txt" '
+for n in ("fibril_endpoint_regenerations", "fibril_endpoint_regeneration_duration_seconds",
+          "fibril_endpoint_endpoints", "fibril_endpoint_api_request_duration_seconds",
+          "fibril_k8s_events", "fibril_k8s_relists", "fibril_k8s_watch_restarts",
+          "fibril_k8s_watch_events_received", "fibril_kvstore_etcd_requests",
+          "fibril_kvstore_etcd_request_duration_seconds", "fibril_kvstore_etcd_errors",
+          "fibril_kvstore_etcd_watch_restarts", "fibril_kvstore_etcd_lease_keepalives"):
+    assert n in fams, "no family %s" % n
+    assert fams[n].documentation, n
+'
+check "endpoint: the API latency of a PUT and a DELETE, endpoints by state" parse "$WORK/m1.txt" '
+assert val("fibril_endpoint_api_request_duration_seconds_count", method="PUT") == 1, val("fibril_endpoint_api_request_duration_seconds_count", method="PUT")
+assert val("fibril_endpoint_api_request_duration_seconds_count", method="DELETE") == 1
+assert val("fibril_endpoint_api_request_duration_seconds_sum", method="PUT") > 0
+assert val("fibril_endpoint_endpoints", state="ready") == 0
+assert val("fibril_endpoint_regenerations_total", outcome="success") == 0
+'
+check "kvstore-etcd: requests by op and result (the CIDR claim), keepalives, latency" parse "$WORK/m1.txt" '
+assert val("fibril_kvstore_etcd_requests_total", op="lease-grant", result="ok") >= 1
+assert val("fibril_kvstore_etcd_requests_total", op="txn", result="ok") >= 1
+assert val("fibril_kvstore_etcd_request_duration_seconds_count", op="txn") >= 1
+assert val("fibril_kvstore_etcd_lease_keepalives_total", result="ok") >= 1, val("fibril_kvstore_etcd_lease_keepalives_total", result="ok")
+assert val("fibril_kvstore_etcd_errors_total", kind="connection") == 0
+'
+check "k8s: the service added is counted by kind and type" parse "$WORK/m1.txt" '
+assert val("fibril_k8s_events_total", kind="services", type="added") >= 1, val("fibril_k8s_events_total", kind="services", type="added")
+assert val("fibril_k8s_relists_total", kind="services") == 0
+assert val("fibril_k8s_watch_restarts_total", kind="services") == 0
+'
+# the API server cuts the watches: restarted from the last resourceVersion
+control drop-watches
+sleep 2
+scrape m2
+check "k8s: a cut watch counts a watch restart, no relist" parse "$WORK/m2.txt" '
+assert val("fibril_k8s_watch_restarts_total", kind="services") >= 1, val("fibril_k8s_watch_restarts_total", kind="services")
+assert val("fibril_k8s_relists_total", kind="services") == 0
+'
+# a 410 Gone on the watch: the informer relists
+control "watch-error?code=410&message=gone"
+sleep 2
+scrape m3
+check "k8s: a 410 counts a relist" parse "$WORK/m3.txt" '
+assert val("fibril_k8s_relists_total", kind="services") >= 1, val("fibril_k8s_relists_total", kind="services")
+'
+# etcd restarts: its watch breaks and is started again
+etcd_restart
+sleep 3
+scrape m4
+check "kvstore-etcd: an etcd restart counts watch restarts and errors" parse "$WORK/m4.txt" '
+assert val("fibril_kvstore_etcd_watch_restarts_total") >= 1, val("fibril_kvstore_etcd_watch_restarts_total")
+assert sum(val("fibril_kvstore_etcd_errors_total", kind=k) for k in ("timeout", "connection", "server")) >= 1
 '
 stop_agent
 finish

@@ -45,15 +45,6 @@ nodes_is() {
 	return 1
 }
 nget() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$(nodes_json "$1")" "$2"; }
-# wait_for SECONDS CMD... : poll until CMD succeeds
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	while ! "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
 knows() { QUIET_JSON=1 nodes_is "$1" "any(n['name'] == '$2' and n['source'] == 'kvstore' for n in j['nodes'])"; }
 forgot() { QUIET_JSON=1 nodes_is "$1" "all(n['name'] != '$2' for n in j['nodes'])"; }
 routes() { ip -n "$(mn_ns "$1")" route show proto 242 | sed 's/ *$//'; }
@@ -103,12 +94,7 @@ for p in pa pb; do
 	ip netns exec "$(mn_pod_ns $p)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
 	SERVERS+=($!)
 done
-for p in pa pb; do
-	for _ in $(seq 1 100); do
-		ip netns exec "$(mn_pod_ns $p)" ss -Hltn "sport = :$PORT" | grep -q . && break
-		sleep 0.05
-	done
-done
+for p in pa pb; do mn_listening "$p" "$PORT"; done
 check "pa (${MN_POD_IP[pa]}, n1) pings and connects to pb (${MN_POD_IP[pb]}, n2)" probe pa "${MN_POD_IP[pb]}"
 check "pb pings and connects to pa" probe pb "${MN_POD_IP[pa]}"
 
@@ -141,25 +127,11 @@ check "n1 knows n2 (and routes it) again" wait_for 10 bash -c \
 check "pa reaches pb after n2's key came back" probe pa "${MN_POD_IP[pb]}"
 
 # ---- kill -9: traffic keeps flowing, the dead node goes within the TTL ----------------------
-ip netns exec "$(mn_pod_ns pb)" python3 "$top_srcdir/tests/cni/nettest.py" recv $((PORT + 1)) "$WORK/recv.status" &
-SERVERS+=($!)
-for _ in $(seq 1 100); do
-	ip netns exec "$(mn_pod_ns pb)" ss -Hltn "sport = :$((PORT + 1))" | grep -q . && break
-	sleep 0.05
-done
-ip netns exec "$(mn_pod_ns pa)" python3 "$top_srcdir/tests/cni/nettest.py" send "${MN_POD_IP[pb]}" $((PORT + 1)) "$WORK/send.status" &
-SENDER=$!
-SERVERS+=("$SENDER")
-for _ in $(seq 1 200); do # the stream is up
-	ip netns exec "$(mn_pod_ns pb)" ss -Htn state established "sport = :$((PORT + 1))" | grep -q . && break
-	sleep 0.05
-done
+mn_stream_start pa pb $((PORT + 1)) || fail "a stream from pa to pb is up"
 mn_agent_kill n2 KILL
 check "with n2's agent killed, pa still reaches pb" probe pa "${MN_POD_IP[pb]}"
 sleep 1
-kill "$SENDER" 2>/dev/null
-wait "$SENDER" 2>/dev/null || true
-sleep 0.2
+mn_stream_stop
 check "the stream from pa to pb was never reset while n2's agent was down" \
 	grep -q 'reset=0 error=$' "$WORK/send.status"
 cat "$WORK/send.status" "$WORK/recv.status" 2>/dev/null | sed 's/^/  /'

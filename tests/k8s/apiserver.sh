@@ -18,9 +18,14 @@
 #   k8s_ctl [curl args] WHAT  curl a control endpoint (/_control/WHAT, POST
 #                             unless WHAT is "stats")
 #
+# K8S_NETNS (optional): a network namespace the server runs in, and where
+# kc, k8s_api and k8s_ctl reach it (for an agent in that namespace).
+#
 # kubectl only sends a bearer token over TLS (client-go ignores user
 # credentials for http:// servers), hence the private CA and server cert.
 K8S_PID=""
+# run "$@" in K8S_NETNS when it is set
+_k8s_in() { if [ -n "${K8S_NETNS:-}" ]; then ip netns exec "$K8S_NETNS" "$@"; else "$@"; fi; }
 
 k8s_require() {
 	local tool
@@ -56,6 +61,8 @@ k8s_start() {
 	# a copy under $WORK, so cleanup's "$WORK/" match finds the server
 	cp "$top_srcdir/tests/k8s/apiserver.py" "$dir/apiserver.py"
 	rm -f "$dir/server.out"
+	# not through _k8s_in: $! must be the server itself (ip netns exec
+	# execs it), so that k8s_stop's kill reaches it
 	local in_ns=()
 	[ -n "${K8S_NETNS:-}" ] && in_ns=(ip netns exec "$K8S_NETNS")
 	"${in_ns[@]}" python3 "$dir/apiserver.py" --port "${K8S_PORT:-0}" --token "$K8S_TOKEN" \
@@ -101,16 +108,16 @@ k8s_stop() {
 	K8S_PID=""
 }
 
-kc() { ${K8S_NETNS:+ip netns exec "$K8S_NETNS"} kubectl --kubeconfig "$K8S_KUBECONFIG" --cache-dir "$WORK/k8s/kubectl-cache" --request-timeout=20s "$@"; }
+kc() { _k8s_in kubectl --kubeconfig "$K8S_KUBECONFIG" --cache-dir "$WORK/k8s/kubectl-cache" --request-timeout=20s "$@"; }
 
 k8s_api() {
 	local path=${*: -1}
-	curl -sS --max-time 20 --cacert "$K8S_CA" -H "Authorization: Bearer $K8S_TOKEN" \
+	_k8s_in curl -sS --max-time 20 --cacert "$K8S_CA" -H "Authorization: Bearer $K8S_TOKEN" \
 		"${@:1:$#-1}" "$K8S_URL$path"
 }
 
 k8s_ctl() {
 	local what=${*: -1} method=POST
 	case $what in stats*) method=GET ;; esac
-	curl -sS --max-time 20 --cacert "$K8S_CA" -X "$method" "${@:1:$#-1}" "$K8S_URL/_control/$what"
+	_k8s_in curl -sS --max-time 20 --cacert "$K8S_CA" -X "$method" "${@:1:$#-1}" "$K8S_URL/_control/$what"
 }

@@ -110,11 +110,24 @@ agent_args() {
 
 # start_agent MODULEDIR [more agent args...] : background agent, waits for the socket
 start_agent() {
-	local dir=$1
-	shift
+	start_agent_netns "" "$@"
+}
+
+# start_agent_netns NETNS MODULEDIR [args...] : start_agent in a network
+# namespace ("": this one), through nsenter (the mount namespace stays the
+# host's, so its pins are on the real bpffs); the log is appended to
+# $WORK/agent.log when NETNS is set (restarts keep the earlier runs' lines)
+start_agent_netns() {
+	local ns=$1 dir=$2
+	shift 2
 	mapfile -t args < <(agent_args "$dir")
 	rm -f "$WORK/fibril.sock"
-	"$AGENT" "${args[@]}" "$@" >"$WORK/agent.log" 2>&1 &
+	if [ -n "$ns" ]; then
+		echo "--- start in $ns $*" >>"$WORK/agent.log"
+		nsenter --net="/run/netns/$ns" "$AGENT" "${args[@]}" "$@" >>"$WORK/agent.log" 2>&1 &
+	else
+		"$AGENT" "${args[@]}" "$@" >"$WORK/agent.log" 2>&1 &
+	fi
 	AGENT_PID=$!
 	local i
 	for i in $(seq 1 200); do
@@ -149,3 +162,23 @@ api() { curl -sS --max-time 10 --unix-socket "$WORK/fibril.sock" "$@"; }
 
 # contains HAYSTACK NEEDLE
 contains() { case $1 in *"$2"*) return 0 ;; *) echo "  expected to find: $2"; echo "  in: $1"; return 1 ;; esac; }
+
+# wait_for SECONDS COMMAND... : run COMMAND every 0.1 s until it succeeds;
+# 1 when SECONDS passed first.
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	while ! "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
+}
+
+# json_is DOC EXPR : python's EXPR over j = the JSON document DOC is true;
+# else DOC is printed (unless QUIET_JSON is set).
+json_is() {
+	python3 -c 'import json, sys; j = json.loads(sys.argv[1]); sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' \
+		"$1" "$2" 2>/dev/null && return 0
+	[ -z "${QUIET_JSON:-}" ] && echo "  $1"
+	return 1
+}

@@ -12,21 +12,35 @@
 #   mn_etcd_start                etcd on the bridge (MN_ETCD_ENDPOINT)
 #   mn_etcdctl ARGS...           etcdctl against it
 #   mn_node_add NAME INDEX       node namespace, eth0 on the underlay
-#                                (MN_UNDERLAY_PREFIX.(10+INDEX)), forwarding on
+#                                (MN_UNDERLAY_PREFIX.(10+INDEX)), forwarding on;
+#                                MN_UNDERLAY_MTU (default 1500) on the underlay
+#                                links (a tunnel needs room for its 50 bytes)
 #   mn_modules DIR MODULE...     a root-owned module dir
 #   mn_agent_start NAME MODDIR [agent args...]  the node's agent, healthy
 #   mn_agent_kill NAME [SIGNAL]  stop it (default KILL), wait for it
 #   mn_api NAME CURL-ARGS...     the node's API
-#   mn_pod_add NODE POD          a pod namespace on NODE through fibril-cni;
-#                                its IPv4 address in MN_POD_IP[POD]
+#   mn_pod_add NODE POD [K8S-NS] a pod namespace on NODE through fibril-cni
+#                                (its pod namespace K8S-NS, default
+#                                "default"); its IPv4 address in MN_POD_IP[POD]
+#   mn_pod_del NODE POD          CNI DEL of the pod on NODE
 #   mn_ns NAME / mn_pod_ns POD   namespace names
+#   mn_listening POD PORT        wait until a TCP server listens on PORT in POD
+#   mn_stream_start FROM TO PORT a steady TCP stream from pod FROM to pod TO
+#                                (tests/cni/nettest.py send / recv), established
+#                                when it returns
+#   mn_stream_stop               end it; its statuses are in
+#                                $WORK/send.status ("... reset=0 error=" when
+#                                never reset) and $WORK/recv.status
 MN_TAG="fmn$$"
 MN_UNDERLAY_NS="$MN_TAG-u"
 MN_UNDERLAY_PREFIX=${MN_UNDERLAY_PREFIX:-172.31.250}
+MN_UNDERLAY_MTU=${MN_UNDERLAY_MTU:-1500}
 MN_ETCD_ENDPOINT=""
 MN_ETCD_PID=""
 MN_NETNS_LIST=()
 MN_NODES=()
+MN_BG_PIDS=() # helpers the lib started (stream ends)
+MN_STREAM_SENDER=""
 declare -A MN_PID MN_DIR MN_IP MN_POD_IP MN_POD_NODE
 
 _mn_cleanup() {
@@ -41,6 +55,8 @@ _mn_cleanup() {
 		rm -rf "/sys/fs/bpf/$MN_TAG-$n"
 	done
 	[ "$(type -t mn_test_cleanup)" = function ] && mn_test_cleanup
+	local p
+	for p in "${MN_BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	if [ -n "$MN_ETCD_PID" ]; then
 		kill -KILL "$MN_ETCD_PID" 2>/dev/null
 		wait "$MN_ETCD_PID" 2>/dev/null
@@ -76,7 +92,7 @@ mn_pod_ns() { echo "$MN_TAG-p-$1"; }
 
 mn_underlay_up() {
 	_mn_netns_add "$MN_UNDERLAY_NS"
-	ip -n "$MN_UNDERLAY_NS" link add br0 type bridge
+	ip -n "$MN_UNDERLAY_NS" link add br0 mtu "$MN_UNDERLAY_MTU" type bridge
 	ip -n "$MN_UNDERLAY_NS" addr add "$MN_UNDERLAY_PREFIX.1/24" dev br0
 	ip -n "$MN_UNDERLAY_NS" link set br0 up
 }
@@ -115,7 +131,8 @@ mn_node_add() {
 	MN_IP[$name]="$MN_UNDERLAY_PREFIX.$((10 + idx))"
 	MN_DIR[$name]="$WORK/node-$name"
 	mkdir -p "${MN_DIR[$name]}"
-	ip -n "$ns" link add eth0 type veth peer name "u$idx" netns "$MN_UNDERLAY_NS"
+	ip -n "$ns" link add eth0 mtu "$MN_UNDERLAY_MTU" type veth peer name "u$idx" mtu "$MN_UNDERLAY_MTU" \
+		netns "$MN_UNDERLAY_NS"
 	ip -n "$MN_UNDERLAY_NS" link set "u$idx" master br0 up
 	ip -n "$ns" addr add "${MN_IP[$name]}/24" dev eth0
 	ip -n "$ns" link set eth0 up
@@ -170,15 +187,56 @@ mn_agent_kill() {
 }
 
 mn_pod_add() {
-	local node=$1 pod=$2 ns out
+	local node=$1 pod=$2 podns=${3:-default} ns out
 	ns=$(mn_pod_ns "$pod")
 	_mn_netns_add "$ns"
 	out=$(printf '{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"%s"}' \
 		"${MN_DIR[$node]}/fibril.sock" |
 		ip netns exec "$(mn_ns "$node")" env -i PATH="$PATH" CNI_COMMAND=ADD \
 			CNI_CONTAINERID="$MN_TAG$pod" CNI_NETNS="/var/run/netns/$ns" CNI_IFNAME=eth0 \
-			CNI_PATH="$top_builddir" CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=$pod" \
+			CNI_PATH="$top_builddir" CNI_ARGS="K8S_POD_NAMESPACE=$podns;K8S_POD_NAME=$pod" \
 			"$top_builddir/fibril-cni") || { echo "ADD $pod on $node: $out" >&2; return 1; }
 	MN_POD_IP[$pod]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ips"][0]["address"].split("/")[0])' "$out")
 	MN_POD_NODE[$pod]=$node
+}
+
+mn_pod_del() {
+	local node=$1 pod=$2
+	printf '{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"%s"}' \
+		"${MN_DIR[$node]}/fibril.sock" |
+		ip netns exec "$(mn_ns "$node")" env -i PATH="$PATH" CNI_COMMAND=DEL \
+			CNI_CONTAINERID="$MN_TAG$pod" CNI_NETNS="/var/run/netns/$(mn_pod_ns "$pod")" \
+			CNI_IFNAME=eth0 CNI_PATH="$top_builddir" "$top_builddir/fibril-cni"
+}
+
+mn_listening() {
+	local _
+	for _ in $(seq 1 100); do
+		ip netns exec "$(mn_pod_ns "$1")" ss -Hltn "sport = :$2" | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+mn_stream_start() {
+	local from=$1 to=$2 port=$3 _
+	ip netns exec "$(mn_pod_ns "$to")" python3 "$top_srcdir/tests/cni/nettest.py" recv "$port" "$WORK/recv.status" &
+	MN_BG_PIDS+=($!)
+	mn_listening "$to" "$port"
+	ip netns exec "$(mn_pod_ns "$from")" python3 "$top_srcdir/tests/cni/nettest.py" send "${MN_POD_IP[$to]}" "$port" "$WORK/send.status" &
+	MN_STREAM_SENDER=$!
+	MN_BG_PIDS+=("$MN_STREAM_SENDER")
+	for _ in $(seq 1 200); do
+		ip netns exec "$(mn_pod_ns "$to")" ss -Htn state established "sport = :$port" | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+mn_stream_stop() {
+	[ -n "$MN_STREAM_SENDER" ] || return 0
+	kill "$MN_STREAM_SENDER" 2>/dev/null
+	wait "$MN_STREAM_SENDER" 2>/dev/null || true
+	MN_STREAM_SENDER=""
+	sleep 0.2
 }

@@ -25,6 +25,10 @@ typedef void (*fibril_route_fn)(struct fibril_request *req, struct fibril_respon
 				void *ud);
 
 #define FIBRIL_ROUTE_JSON_BODY 1u /* reject a body that is not JSON with 400 */
+/* ABI 1.6: also served on the agent's TCP listener ([agent] api-tcp-listen,
+ * loopback unless the operator says otherwise), e.g. a web page and the
+ * data it reads. The unix socket always serves the route. */
+#define FIBRIL_ROUTE_TCP 2u
 
 int fibril_api_route(struct fibril_module *m, const char *method, const char *pattern,
 		     uint32_t flags, fibril_route_fn cb, void *ud);
@@ -65,6 +69,49 @@ struct fibril_stream *fibril_api_stream(struct fibril_module *m, const char *pat
 /* Queue a message for every client; returns the number of clients. */
 int fibril_stream_send(struct fibril_stream *s, const char *msg, size_t len);
 int fibril_stream_clients(const struct fibril_stream *s);
+
+/* Streams with a state per client (ABI 1.6): each client connects with its
+ * own query (ws+unix://.../<path>?key=value...), the module sends to each
+ * client on its own, and a client that reads too slowly loses its own
+ * messages - never anyone else's, and a send never waits. */
+struct fibril_stream_client;
+struct fibril_request;
+
+#define FIBRIL_STREAM_TCP 1u   /* also served on the TCP listener */
+#define FIBRIL_STREAM_LINES 2u /* messages queued while the client is busy go out
+				* together, joined by '\n', in one frame of at
+				* most 64 KiB: send each message as one line */
+
+struct fibril_stream_ops {
+	size_t sz; /* sizeof(struct fibril_stream_ops) */
+	uint32_t flags; /* FIBRIL_STREAM_* */
+	/* Messages queued per client past which new ones are dropped for
+	 * that client (and counted); 0: 4096. */
+	uint32_t max_queue;
+	/* A client connected; req holds its path and query (valid during the
+	 * call only). Return 0 to keep it; or write a one-line reason to err
+	 * and return -1: the client gets {"error": reason, "code": 400} and
+	 * the stream is closed. */
+	int (*open)(struct fibril_stream_client *c, const struct fibril_request *req, void *ud,
+		    char *err, size_t errlen);
+	/* The client is gone (or the module is being unloaded): free its
+	 * data. No send to it after this. */
+	void (*close)(struct fibril_stream_client *c, void *ud);
+	/* Messages to this client were dropped (its queue was full) and its
+	 * queue has room again: lost messages since the last call. The module
+	 * usually tells the client (fibril_stream_client_send). */
+	void (*lost)(struct fibril_stream_client *c, uint64_t lost, void *ud);
+};
+
+struct fibril_stream *fibril_api_stream_ops(struct fibril_module *m, const char *path,
+					    const struct fibril_stream_ops *ops, void *ud);
+/* Queue one message for one client: 0, -ENOBUFS when its queue is full
+ * (the message is dropped and counted for the lost callback), -ENOMEM. */
+int fibril_stream_client_send(struct fibril_stream_client *c, const char *msg, size_t len);
+void fibril_stream_client_set_data(struct fibril_stream_client *c, void *data);
+void *fibril_stream_client_data(const struct fibril_stream_client *c);
+/* Messages dropped for this client so far, in all. */
+uint64_t fibril_stream_client_dropped(const struct fibril_stream_client *c);
 
 #ifdef __cplusplus
 }

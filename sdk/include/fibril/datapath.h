@@ -1,4 +1,4 @@
-/* fibril/datapath.h - the "datapath" capability (interface version 2):
+/* fibril/datapath.h - the "datapath" capability (interface version 3):
  * what the endpoint manager asks of the eBPF datapath. The datapath module
  * loads one tc program for every endpoint, attaches it (clsact) to
  * each endpoint's host-side veth and keeps per-endpoint facts in pinned maps
@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define FIBRIL_DATAPATH_CAPABILITY "datapath"
-#define FIBRIL_DATAPATH_VERSION 2
+#define FIBRIL_DATAPATH_VERSION 3
 
 /* One local endpoint as the datapath needs it. */
 struct fibril_datapath_endpoint {
@@ -71,6 +71,40 @@ struct fibril_datapath_policy_entry {
 	bool deny;              /* a deny entry (wins over any allow) */
 };
 
+/* Interface version 3: one ipcache entry with the node that hosts the
+ * prefix (Cilium's ipcache value: identity + tunnel endpoint). In tunnel
+ * mode a packet from a local endpoint to a prefix whose entry names a
+ * tunnel endpoint is encapsulated (VXLAN) towards that node, its VNI the
+ * sender's identity; in native mode the tunnel endpoint is kept but not
+ * used. Grows by appending: the provider reads what the caller's sz
+ * holds. */
+struct fibril_datapath_ipcache_entry {
+	uint32_t sz;            /* sizeof, set by the caller */
+	uint8_t family;         /* 4 or 6 */
+	uint8_t prefix_len;     /* 0..32 / 0..128 (host bits are cleared) */
+	uint8_t tunnel_family;  /* 4 or 6: tunnel_endpoint is set; 0: none */
+	uint8_t pad;
+	uint8_t addr[16];       /* network order, IPv4 in the first 4 bytes */
+	uint32_t identity;      /* numeric security identity */
+	uint8_t tunnel_endpoint[16]; /* the host node's IP, network order */
+};
+
+/* Interface version 3: the tunnel (routing-mode tunnel). */
+enum fibril_datapath_tunnel_mode {
+	FIBRIL_DATAPATH_TUNNEL_NONE = 0,  /* native routing: nothing encapsulated */
+	FIBRIL_DATAPATH_TUNNEL_VXLAN = 1, /* a VXLAN device in external mode */
+};
+
+#define FIBRIL_DATAPATH_TUNNEL_PORT 8472 /* Cilium's (the Linux default) */
+#define FIBRIL_DATAPATH_TUNNEL_DEVICE "fibril_vxlan"
+
+struct fibril_datapath_tunnel {
+	uint32_t sz;            /* sizeof, set by the caller */
+	uint32_t mode;          /* enum fibril_datapath_tunnel_mode */
+	uint16_t port;          /* UDP port, 0: FIBRIL_DATAPATH_TUNNEL_PORT */
+	char ifname[16];        /* "": FIBRIL_DATAPATH_TUNNEL_DEVICE */
+};
+
 struct fibril_datapath_ops {
 	struct fibril_service_header hdr; /* .version = FIBRIL_DATAPATH_VERSION */
 	/* Attach the program to ep->host_ifindex (replacing what is there),
@@ -105,6 +139,17 @@ struct fibril_datapath_ops {
 	int (*policy_list)(void *ctx,
 			   int (*cb)(const struct fibril_datapath_policy_entry *e, void *ud),
 			   void *ud);
+	/* --- interface version 3 (check FIBRIL_SERVICE_HAS) --- */
+	/* ipcache: prefix -> identity and the node that hosts it. The
+	 * version-1 ipcache_upsert writes an entry without a tunnel endpoint;
+	 * ipcache_remove removes either. */
+	int (*ipcache_upsert_entry)(void *ctx, const struct fibril_datapath_ipcache_entry *e,
+				    char *err, size_t errlen);
+	/* Tunnel mode on (mode VXLAN: create or adopt the device, attach the
+	 * overlay program to it, encapsulate from now on) or off (mode NONE:
+	 * encapsulate nothing; the device is left). Idempotent. */
+	int (*tunnel_setup)(void *ctx, const struct fibril_datapath_tunnel *t, char *err,
+			    size_t errlen);
 };
 
 /* ---- events on the bus (SDK 1.5, additive) ---------------------------------
@@ -126,6 +171,8 @@ enum fibril_datapath_event_type {
 enum fibril_datapath_direction {
 	FIBRIL_DATAPATH_FROM_ENDPOINT = 0, /* sent by the pod (its veth's ingress) */
 	FIBRIL_DATAPATH_TO_ENDPOINT = 1,   /* delivered to the pod */
+	FIBRIL_DATAPATH_FROM_OVERLAY = 2,  /* tunnel mode: from another node, seen on the
+					    * VXLAN device (delivered to a pod or the node) */
 };
 
 struct fibril_datapath_event {
@@ -135,7 +182,7 @@ struct fibril_datapath_event {
 	uint8_t direction;      /* enum fibril_datapath_direction */
 	uint8_t family;         /* 4, 6, or 0 (ARP, unknown) */
 	uint8_t proto;          /* IPPROTO_*, 0 when none */
-	uint8_t tcp_flags;      /* TCP flags when known (the program does not report them yet: 0) */
+	uint8_t tcp_flags;      /* TCP flags byte of a TCP packet (FIN 0x01 .. CWR 0x80), else 0 */
 	uint16_t sport, dport;  /* host order */
 	uint16_t src_ep_id;     /* local endpoint IDs, 0 when none */
 	uint16_t dst_ep_id;

@@ -32,6 +32,9 @@ extern "C" {
 #define FIBRIL_K8S_NETWORKPOLICIES "networkpolicies" /* networking.k8s.io/v1 */
 #define FIBRIL_K8S_CNPS "ciliumnetworkpolicies"      /* cilium.io/v2 */
 #define FIBRIL_K8S_CCNPS "ciliumclusterwidenetworkpolicies"
+/* SDK 1.6: every Node of the cluster (node discovery; "nodes" stays this
+ * agent's own). A provider without it answers watch_resource -ENOENT. */
+#define FIBRIL_K8S_CLUSTER_NODES "cluster-nodes"
 
 /* Bus topic of a resource's events: "k8s.<resource>", payload
  * struct fibril_k8s_event, type version 1. */

@@ -21,10 +21,16 @@
  *       carry their element size), group-committed state, bounded bus.
  *   5 - round 2: the cluster, policy, load balancing and flow
  *       interfaces, and per-module metrics.
+ *   6 - tunnel mode: <fibril/datapath.h> interface version 3
+ *       (ipcache_upsert_entry with the tunnel endpoint, tunnel_setup,
+ *       direction FROM_OVERLAY), the k8s "cluster-nodes" resource;
+ *       websocket streams with a state per client (fibril_api_stream_ops:
+ *       own query, own queue, lost messages told), routes and streams
+ *       also served on the TCP listener.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
-#define FIBRIL_ABI_MINOR 5
+#define FIBRIL_ABI_MINOR 6
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)

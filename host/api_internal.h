@@ -1,0 +1,97 @@
+/* host/api_internal.h - what the two halves of the API server share:
+ * api_http.c (routes, requests, responses, dispatch: what a request means),
+ * api_server.c (libwebsockets: listeners, connections, reading a request,
+ * writing its answer) and api_stream.c (websocket streams). */
+#ifndef FIBRIL_API_INTERNAL_H
+#define FIBRIL_API_INTERNAL_H
+
+#include "internal.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define MAX_SEGMENTS 16
+#define MAX_QUERY 32
+
+struct lws;
+struct fibril_stream_client;
+
+struct fibril_request {
+	const char *method;
+	char path[1024];
+	char path_split[1024];
+	const char *param_names[MAX_SEGMENTS];
+	const char *param_values[MAX_SEGMENTS];
+	size_t nparams;
+	char *query[MAX_QUERY][2];
+	size_t nquery;
+	char *body;
+	size_t body_len;
+};
+
+struct fibril_response {
+	int status;
+	char *content_type;
+	char *body;
+	size_t len;
+	bool answered;
+	struct session *sess; /* a deferred answer: its connection (NULL once gone) */
+};
+
+/* Per-connection state (lws allocates and zeroes it). */struct session {
+	struct fibril_request req;
+	struct fibril_response resp;
+	size_t body_cap;
+	size_t content_length;
+	bool too_big;
+	bool foreign_host; /* TCP: the Host header names neither an address nor localhost */
+	unsigned char *out; /* LWS_PRE + body */
+	size_t out_len, out_off;
+	bool responded;     /* the answer is queued: ignore the rest of the body */
+	bool close_after;   /* close the connection once the answer is written */
+	struct fibril_stream_client *client;
+	struct lws *wsi;
+	struct fibril_response *pending; /* deferred by the handler, not sent yet */
+	bool deferred_ready;             /* ... sent: queue it when writeable */
+	/* every live connection, so that api_close closes them itself */
+	struct session *live_prev, *live_next;
+	struct lws *live_wsi;
+	bool live;
+	char metric_route[128];          /* for /metrics: the matched pattern */
+	double metric_t0;
+};
+
+/* The request body limit ([agent] api-max-body), set by api_listen. */
+HIDDEN extern size_t api_max_body;
+
+/* api_http.c */
+/* Match the request to a route and run its handler (or answer 404/405/413). */
+HIDDEN void api_dispatch(struct session *s, bool tcp);
+/* Free what the request and its answer hold (the answer is copied to out). */
+HIDDEN void api_request_free(struct session *s);
+/* Forget the request (a deferred answer still pending is detached); the
+ * connection's links (stream client, live list) stay. */
+HIDDEN void api_session_reset(struct session *s);
+HIDDEN void api_routes_release_owner(struct fibril_module *owner);
+HIDDEN void api_routes_free(void);
+
+/* api_stream.c */
+/* Whether a websocket upgrade to path is taken (on the TCP listener: a
+ * stream that asked for it). */
+HIDDEN bool api_stream_accepts(const char *path, bool tcp);
+/* The upgrade is done; s->req holds its path and query. */
+HIDDEN int api_stream_established(struct lws *wsi, struct session *s, bool tcp);
+HIDDEN int api_stream_writeable(struct lws *wsi, struct session *s);
+HIDDEN void api_stream_closed(struct session *s);
+HIDDEN void api_streams_release_owner(struct fibril_module *owner);
+HIDDEN void api_streams_free(void);
+
+/* api_server.c */
+/* A deferred answer is ready: write it when the connection can take it. */
+HIDDEN void api_session_wake(struct session *s);
+/* The method's canonical name ("GET" for one lws does not know), and
+ * whether its body is read. */
+HIDDEN const char *api_method_name(const char *method);
+HIDDEN bool api_method_has_body(const char *method);
+
+#endif

@@ -1,0 +1,530 @@
+/* host/api_server.c - the agent's API server: HTTP/1.1 + JSON on a unix
+ * socket (and an optional TCP listener for probes and scrapers), served by
+ * libwebsockets on the agent's own libuv loop: the listeners, each
+ * connection's life (reading a request, writing its answer in chunks,
+ * closing them all at shutdown) and the websocket upgrades. What a request
+ * means (routes, responses) is api_http.c's; what a stream sends,
+ * api_stream.c's. */
+#include "api_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libwebsockets.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define WRITE_CHUNK 16384
+static struct lws_context *g_ctx;
+static struct lws_vhost *g_unix_vhost, *g_tcp_vhost;
+static char *g_socket_path;
+static struct session *g_live; /* the connections lws has bound to our protocol */
+
+/* ---- connections ------------------------------------------------------------ */
+
+static void session_link(struct session *s, struct lws *wsi)
+{
+	if (s->live)
+		return;
+	s->live = true;
+	s->live_wsi = wsi;
+	s->live_prev = NULL;
+	s->live_next = g_live;
+	if (g_live)
+		g_live->live_prev = s;
+	g_live = s;
+}
+
+static void session_unlink(struct session *s)
+{
+	if (!s->live)
+		return;
+	if (s->live_prev)
+		s->live_prev->live_next = s->live_next;
+	else
+		g_live = s->live_next;
+	if (s->live_next)
+		s->live_next->live_prev = s->live_prev;
+	s->live = false;
+	s->live_prev = s->live_next = NULL;
+	s->live_wsi = NULL;
+}
+
+static const struct {
+	enum lws_token_indexes token;
+	const char *name;
+	bool has_body;
+} http_methods[] = {
+	{WSI_TOKEN_GET_URI, "GET", false},	   {WSI_TOKEN_POST_URI, "POST", true},
+	{WSI_TOKEN_PUT_URI, "PUT", true},	   {WSI_TOKEN_PATCH_URI, "PATCH", true},
+	{WSI_TOKEN_DELETE_URI, "DELETE", true},	   {WSI_TOKEN_OPTIONS_URI, "OPTIONS", false},
+	{WSI_TOKEN_HEAD_URI, "HEAD", false},
+};
+
+bool api_method_has_body(const char *method)
+{
+	for (size_t i = 0; i < sizeof(http_methods) / sizeof(http_methods[0]); i++)
+		if (strcmp(http_methods[i].name, method) == 0)
+			return http_methods[i].has_body;
+	return false;
+}
+
+const char *api_method_name(const char *method)
+{
+	for (size_t i = 0; i < sizeof(http_methods) / sizeof(http_methods[0]); i++)
+		if (strcmp(http_methods[i].name, method) == 0)
+			return http_methods[i].name;
+	return "GET"; /* what parse_request_line falls back to */
+}
+
+static void parse_request_line(struct lws *wsi, struct session *s, const char *uri)
+{
+	s->req.method = "GET";
+	for (size_t i = 0; i < sizeof(http_methods) / sizeof(http_methods[0]); i++) {
+		if (lws_hdr_total_length(wsi, http_methods[i].token) > 0) {
+			s->req.method = http_methods[i].name;
+			break;
+		}
+	}
+	snprintf(s->req.path, sizeof(s->req.path), "%s", uri ? uri : "/");
+	char frag[1024];
+	for (int i = 0; s->req.nquery < MAX_QUERY; i++) {
+		int n = lws_hdr_copy_fragment(wsi, frag, sizeof(frag), WSI_TOKEN_HTTP_URI_ARGS, i);
+		if (n < 0)
+			break;
+		char *eq = strchr(frag, '=');
+		if (eq)
+			*eq = '\0';
+		s->req.query[s->req.nquery][0] = xstrdup(frag);
+		s->req.query[s->req.nquery][1] = xstrdup(eq ? eq + 1 : "");
+		s->req.nquery++;
+	}
+	char cl[32];
+	if (lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0)
+		s->content_length = strtoull(cl, NULL, 10);
+}
+
+void api_session_wake(struct session *s)
+{
+	s->deferred_ready = true;
+	lws_callback_on_writable(s->wsi);
+}
+
+/* Queue the response: headers now, the body from the writeable callback. */
+static int queue_response(struct lws *wsi, struct session *s)
+{
+	unsigned char hdr[LWS_PRE + 512];
+	unsigned char *start = hdr + LWS_PRE, *p = start, *end = hdr + sizeof(hdr) - 1;
+	if (lws_add_http_common_headers(wsi, (unsigned)s->resp.status, s->resp.content_type,
+					s->resp.len, &p, end))
+		return -1;
+	if (lws_finalize_write_http_header(wsi, start, &p, end))
+		return -1;
+	s->out = malloc(LWS_PRE + s->resp.len + 1);
+	if (!s->out)
+		return -1;
+	memcpy(s->out + LWS_PRE, s->resp.body, s->resp.len);
+	s->out_len = s->resp.len;
+	s->out_off = 0;
+	s->responded = true;
+	metrics_api_request(s->req.method, s->metric_route, s->resp.status, mono_ms() - s->metric_t0);
+	lws_callback_on_writable(wsi);
+	return 0;
+}
+
+static int send_response(struct lws *wsi, struct session *s)
+{
+	if (s->pending)
+		return 0; /* the handler deferred its answer */
+	int rc = queue_response(wsi, s);
+	api_request_free(s);
+	return rc;
+}
+
+static int write_body(struct lws *wsi, struct session *s)
+{
+	if (!s->out)
+		return 0;
+	size_t left = s->out_len - s->out_off;
+	size_t chunk = left > WRITE_CHUNK ? WRITE_CHUNK : left;
+	bool last = chunk == left;
+	/* The LWS_PRE bytes before each chunk are already-sent body: lws may
+	 * scribble there. */
+	if (lws_write(wsi, s->out + LWS_PRE + s->out_off, chunk,
+		      last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)chunk)
+		return -1;
+	s->out_off += chunk;
+	if (!last) {
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
+	free(s->out);
+	s->out = NULL;
+	if (s->close_after)
+		return -1;
+	return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+/* ---- the lws callback --------------------------------------------------- */
+
+/* lws's header buffer per connection, and the limits under it past which a
+ * request is answered 414 (request target) or 431 (header fields) instead
+ * of lws dropping the connection ("Ran out of header data space"). */
+#define API_HEADER_BUFFER 32768
+#define API_MAX_REQUEST_LINE 8192
+#define API_MAX_HEADERS 16384
+
+static int oversized(struct lws *wsi, const char *uri)
+{
+	int line = (uri ? (int)strlen(uri) : 0) + lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS);
+	if (line > API_MAX_REQUEST_LINE)
+		return 414;
+	int total = 0;
+	for (int t = 0; t < (int)WSI_TOKEN_COUNT; t++) {
+		int n = lws_hdr_total_length(wsi, (enum lws_token_indexes)t);
+		total += n > 0 ? n : 0;
+	}
+	return total > API_MAX_HEADERS ? 431 : 0;
+}
+
+/* What a browser may reach on the TCP listener: a module's routes and
+ * streams there carry flows, so a page of another site must not read
+ * them. The Host must be an address or localhost (a name could be a DNS
+ * rebinding of the attacker's own name to 127.0.0.1), and a websocket's
+ * Origin, when a browser sends one, must be that same host (websockets are
+ * not bound by the same-origin policy). */
+static bool host_is_foreign(struct lws *wsi)
+{
+	char host[256];
+	if (lws_hdr_copy(wsi, host, sizeof(host), WSI_TOKEN_HOST) <= 0)
+		return false; /* HTTP/1.0 without Host: not a browser */
+	char *name = host, *end;
+	if (*name == '[') { /* [v6]:port */
+		end = strchr(name, ']');
+		if (!end)
+			return true;
+		*end = '\0';
+		name++;
+	} else if ((end = strrchr(name, ':')) != NULL) {
+		*end = '\0';
+	}
+	unsigned char addr[16];
+	return strcmp(name, "localhost") != 0 && inet_pton(AF_INET, name, addr) != 1 &&
+	       inet_pton(AF_INET6, name, addr) != 1;
+}
+
+static bool origin_is_foreign(struct lws *wsi)
+{
+	char origin[300], host[256];
+	if (lws_hdr_copy(wsi, origin, sizeof(origin), WSI_TOKEN_ORIGIN) <= 0)
+		return false; /* not a browser */
+	if (lws_hdr_copy(wsi, host, sizeof(host), WSI_TOKEN_HOST) <= 0)
+		return true;
+	const char *o = strstr(origin, "://");
+	o = o ? o + 3 : origin;
+	return strcmp(o, host) != 0;
+}
+
+static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+			size_t len)
+{
+	struct session *s = user;
+	bool tcp = lws_get_vhost(wsi) == g_tcp_vhost && g_tcp_vhost;
+	if (!s) /* a connection that never got as far as a request */
+		return lws_callback_http_dummy(wsi, reason, user, in, len);
+	switch (reason) {
+	case LWS_CALLBACK_HTTP_BIND_PROTOCOL:
+		session_link(s, wsi);
+		break;
+	case LWS_CALLBACK_WSI_DESTROY:
+		api_session_reset(s);
+		session_unlink(s);
+		break;
+	case LWS_CALLBACK_HTTP: {
+		session_link(s, wsi);
+		api_session_reset(s);
+		s->wsi = wsi;
+		s->foreign_host = tcp && host_is_foreign(wsi);
+		int big = oversized(wsi, in);
+		parse_request_line(wsi, s, big == 414 ? "/" : in);
+		if (big) {
+			s->close_after = true;
+			fibril_resp_error(&s->resp, big, "%s longer than %d bytes",
+					  big == 414 ? "request target" : "request header fields",
+					  big == 414 ? API_MAX_REQUEST_LINE : API_MAX_HEADERS);
+			return send_response(wsi, s);
+		}
+		if (s->content_length > api_max_body) {
+			/* Answer now and close: the body is never read. */
+			s->too_big = true;
+			s->close_after = true;
+			api_dispatch(s, tcp);
+			return send_response(wsi, s);
+		}
+		if (api_method_has_body(s->req.method) && s->content_length > 0)
+			return 0; /* wait for LWS_CALLBACK_HTTP_BODY_COMPLETION */
+		api_dispatch(s, tcp);
+		return send_response(wsi, s);
+	}
+	case LWS_CALLBACK_HTTP_BODY:
+		if (s->responded)
+			return 0;
+		if (s->too_big || s->req.body_len + len > api_max_body) {
+			s->too_big = true;
+			return 0;
+		}
+		if (s->req.body_len + len + 1 > s->body_cap) {
+			s->body_cap = (s->req.body_len + len + 1) * 2;
+			if (s->body_cap > api_max_body + 1)
+				s->body_cap = api_max_body + 1;
+			char *grown = realloc(s->req.body, s->body_cap);
+			if (!grown)
+				return -1;
+			s->req.body = grown;
+		}
+		if (len) /* lws may call with no data (in NULL) */
+			memcpy(s->req.body + s->req.body_len, in, len);
+		s->req.body_len += len;
+		s->req.body[s->req.body_len] = '\0';
+		return 0;
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		if (s->responded)
+			return 0;
+		api_dispatch(s, tcp);
+		return send_response(wsi, s);
+	case LWS_CALLBACK_HTTP_WRITEABLE:
+		if (s->deferred_ready) {
+			s->deferred_ready = false;
+			return send_response(wsi, s);
+		}
+		return write_body(wsi, s);
+	case LWS_CALLBACK_CLOSED_HTTP:
+	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+		api_session_reset(s);
+		session_unlink(s);
+		break;
+	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
+		char uri[256];
+		if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0 ||
+		    !api_stream_accepts(uri, tcp))
+			return 1; /* refuse the upgrade */
+		if (tcp && (host_is_foreign(wsi) || origin_is_foreign(wsi))) {
+			host_log(FIBRIL_LOG_WARN, "api: websocket %s on the TCP listener refused: "
+				 "a host name or another site's origin", uri);
+			return 1;
+		}
+		return 0;
+	}
+	case LWS_CALLBACK_ESTABLISHED: {
+		/* the stream's module reads the path and query like a request's */
+		char uri[256];
+		session_link(s, wsi);
+		if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0)
+			return -1;
+		api_session_reset(s);
+		parse_request_line(wsi, s, uri);
+		int rc = api_stream_established(wsi, s, tcp);
+		api_request_free(s);
+		return rc;
+	}
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+		return api_stream_writeable(wsi, s);
+	case LWS_CALLBACK_CLOSED:
+		api_stream_closed(s);
+		session_unlink(s);
+		return 0;
+	default:
+		break;
+	}
+	return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+static const struct lws_protocols api_protocols[] = {
+	{"fibril-api", api_callback, sizeof(struct session), 4096, 0, NULL, 0},
+	{NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* ---- setup and teardown ------------------------------------------------------ */
+
+static void lws_log_to_host(int level, const char *line)
+{
+	size_t n = strlen(line);
+	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		n--;
+	host_log(level == LLL_ERR ? FIBRIL_LOG_ERROR : FIBRIL_LOG_WARN, "api: %.*s", (int)n, line);
+}
+
+int api_init(void)
+{
+	lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_to_host);
+	return 0;
+}
+
+/* Refuse to take over a socket a live agent is serving; remove a stale one. */
+static int claim_socket_path(const char *path, char *err)
+{
+	struct stat st;
+	if (lstat(path, &st))
+		return 0;
+	if (!S_ISSOCK(st.st_mode)) {
+		errbuf_set(err, "[agent] socket %s exists and is not a socket", path);
+		return -1;
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	int rc = fd >= 0 ? connect(fd, (struct sockaddr *)&sa, sizeof(sa)) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0) {
+		errbuf_set(err, "[agent] socket %s is in use: another fibril-agent is running", path);
+		return -1;
+	}
+	unlink(path);
+	return 0;
+}
+
+static int parse_listen(const char *spec, char *host, size_t hostlen, int *port, char *err)
+{
+	const char *colon = strrchr(spec, ':');
+	char *end = NULL;
+	long p = colon ? strtol(colon + 1, &end, 10) : -1;
+	if (!colon || colon == spec || !end || *end || p <= 0 || p > 65535 ||
+	    (size_t)(colon - spec) >= hostlen) {
+		errbuf_set(err, "[agent] api-tcp-listen '%s': expected HOST:PORT, e.g. 127.0.0.1:9876",
+			   spec);
+		return -1;
+	}
+	memcpy(host, spec, (size_t)(colon - spec));
+	host[colon - spec] = '\0';
+	*port = (int)p;
+	return 0;
+}
+
+int api_listen(const struct api_options *opts, char *err)
+{
+	api_max_body = opts->max_body ? opts->max_body : api_max_body;
+	if (strlen(opts->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		errbuf_set(err, "[agent] socket %s: path too long for a unix socket", opts->socket_path);
+		return -1;
+	}
+	if (claim_socket_path(opts->socket_path, err))
+		return -1;
+	void *loops[1] = {loop_uv()};
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof(info));
+	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
+		       LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN;
+	info.foreign_loops = loops;
+	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.max_http_header_data = API_HEADER_BUFFER;
+	info.protocols = api_protocols;
+	g_ctx = lws_create_context(&info);
+	if (!g_ctx) {
+		errbuf_set(err, "api: cannot create the server context");
+		return -1;
+	}
+	memset(&info, 0, sizeof(info));
+	info.options = LWS_SERVER_OPTION_UNIX_SOCK;
+	info.iface = opts->socket_path;
+	info.port = 0;
+	info.protocols = api_protocols;
+	info.vhost_name = "unix";
+	info.keepalive_timeout = 30;
+	g_unix_vhost = lws_create_vhost(g_ctx, &info);
+	if (!g_unix_vhost) {
+		errbuf_set(err, "[agent] socket %s: cannot listen (see the log above)", opts->socket_path);
+		return -1;
+	}
+	g_socket_path = xstrdup(opts->socket_path);
+	if (chmod(opts->socket_path, opts->socket_mode)) {
+		errbuf_set(err, "[agent] socket %s: chmod %04o: %s", opts->socket_path,
+			   opts->socket_mode, strerror(errno));
+		return -1;
+	}
+	if (opts->tcp_listen && *opts->tcp_listen) {
+		char host[128];
+		int port;
+		if (parse_listen(opts->tcp_listen, host, sizeof(host), &port, err))
+			return -1;
+		memset(&info, 0, sizeof(info));
+		info.iface = host;
+		info.port = port;
+		info.protocols = api_protocols;
+		info.vhost_name = "tcp";
+		g_tcp_vhost = lws_create_vhost(g_ctx, &info);
+		if (!g_tcp_vhost) {
+			errbuf_set(err, "[agent] api-tcp-listen %s: cannot listen (see the log above)",
+				   opts->tcp_listen);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Close every client connection ourselves, each synchronously, before
+ * the context is destroyed: a deferred answer still pending is detached
+ * (its fibril_resp_send then only frees it), and the destroy finds only
+ * its listeners. Connections accepted meanwhile are closed on the next
+ * pass. */
+static void close_connections(void)
+{
+	for (int pass = 0; pass < 3 && g_live; pass++) {
+		while (g_live) {
+			struct session *s = g_live;
+			struct lws *wsi = s->live_wsi;
+			if (s->pending) {
+				s->pending->sess = NULL;
+				s->pending = NULL;
+			}
+			session_unlink(s);
+			/* lws calls CLOSED_HTTP (or CLOSED) and frees s */
+			lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
+		}
+		for (int i = 0; i < 5; i++)
+			loop_run_once(false);
+	}
+}
+
+void api_close(void)
+{
+	if (!g_ctx)
+		return;
+	/* Let lws see what already happened on its connections (a client
+	 * that just hung up) before the destroy tears them down: libuv aborts
+	 * if a connection's fd is closed while a change to its watch is still
+	 * queued, and a half-closed connection is where lws does that. */
+	for (int i = 0; i < 5; i++)
+		loop_run_once(false);
+	close_connections();
+	/* On a foreign loop the destroy is in two steps: lws closes its
+	 * handles on our loop, and once those closes completed a second call
+	 * frees the context. */
+	lws_context_destroy(g_ctx);
+	for (int i = 0; i < 10; i++)
+		loop_run_once(false);
+	lws_context_destroy(g_ctx);
+	g_ctx = NULL;
+	g_unix_vhost = g_tcp_vhost = NULL;
+	if (g_socket_path) {
+		unlink(g_socket_path);
+		free(g_socket_path);
+		g_socket_path = NULL;
+	}
+}
+void api_release_owner(struct fibril_module *owner)
+{
+	api_routes_release_owner(owner);
+	api_streams_release_owner(owner);
+}
+
+void api_fini(void)
+{
+	api_close();
+	api_release_owner(NULL);
+	api_routes_free();
+	api_streams_free();
+}

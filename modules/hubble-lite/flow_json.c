@@ -1,0 +1,183 @@
+/* modules/hubble-lite/flow_json.c - the JSON of a flow, written straight
+ * into a growing buffer (no DOM: the stream writes one per flow a follower
+ * matches, up to hundreds of thousands a second), for GET /v1/flows and
+ * /v1/flows/stream alike. Field names follow Hubble's flow JSON; the shape
+ * is in modules/hubble-lite/README.md. */
+#include "hubble.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static bool reserve(struct hl_buf *b, size_t more)
+{
+	if (b->failed)
+		return false;
+	if (b->len + more + 1 <= b->cap)
+		return true;
+	size_t cap = b->cap ? b->cap : 1024;
+	while (cap < b->len + more + 1)
+		cap *= 2;
+	char *p = realloc(b->p, cap);
+	if (!p) {
+		b->failed = true;
+		return false;
+	}
+	b->p = p;
+	b->cap = cap;
+	return true;
+}
+
+void hl_buf_add(struct hl_buf *b, const char *s, size_t n)
+{
+	if (!reserve(b, n))
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+void hl_buf_str(struct hl_buf *b, const char *s)
+{
+	hl_buf_add(b, s, strlen(s));
+}
+
+void hl_buf_printf(struct hl_buf *b, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		hl_buf_add(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+/* A JSON string of s (at most n bytes): quotes, backslashes and control
+ * characters escaped; other bytes as they are (as json-c does). */
+static void add_jstr_n(struct hl_buf *b, const char *s, size_t n)
+{
+	if (!reserve(b, n * 6 + 2))
+		return;
+	char *o = b->p + b->len;
+	*o++ = '"';
+	for (size_t i = 0; i < n && s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\') {
+			*o++ = '\\';
+			*o++ = (char)c;
+		} else if (c < 0x20) {
+			static const char hex[] = "0123456789abcdef";
+			memcpy(o, "\\u00", 4);
+			o[4] = hex[c >> 4];
+			o[5] = hex[c & 15];
+			o += 6;
+		} else {
+			*o++ = (char)c;
+		}
+	}
+	*o++ = '"';
+	b->len = (size_t)(o - b->p);
+	b->p[b->len] = '\0';
+}
+
+void hl_buf_jstr(struct hl_buf *b, const char *s)
+{
+	add_jstr_n(b, s, strlen(s));
+}
+
+/* "2026-11-25T07:40:01.123456789Z"; the part up to the seconds is kept for
+ * the next flow of the same second. */
+static void add_time(struct hl_buf *b, uint64_t ns)
+{
+	static __thread time_t cached = -1;
+	static __thread char base[32];
+	time_t s = (time_t)(ns / 1000000000ULL);
+	if (s != cached) {
+		struct tm tm;
+		gmtime_r(&s, &tm);
+		strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+		cached = s;
+	}
+	hl_buf_printf(b, "\"%s.%09lluZ\"", base, (unsigned long long)(ns % 1000000000ULL));
+}
+
+const char *hl_tcp_flags_text(uint8_t fl, char *buf, size_t len)
+{
+	static const char *const names[] = {"FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR"};
+	size_t off = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < 8; i++)
+		if ((fl & (1u << i)) && off < len)
+			off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "", names[i]);
+	return buf;
+}
+
+static void add_peer(struct hl_buf *b, const struct hl_peer *p)
+{
+	hl_buf_printf(b, "{\"ID\":%u,\"identity\":%" PRIu32, (unsigned)p->ep_id, p->identity);
+	if (p->pod[0]) {
+		hl_buf_str(b, ",\"namespace\":");
+		add_jstr_n(b, p->ns, sizeof(p->ns));
+		hl_buf_str(b, ",\"pod_name\":");
+		add_jstr_n(b, p->pod, sizeof(p->pod));
+	}
+	hl_buf_str(b, ",\"labels\":[");
+	bool first = true;
+	for (const char *l = p->labels; *l;) {
+		const char *end = strchr(l, '\n');
+		size_t n = end ? (size_t)(end - l) : strlen(l);
+		if (!first)
+			hl_buf_add(b, ",", 1);
+		first = false;
+		add_jstr_n(b, l, n);
+		if (!end)
+			break;
+		l = end + 1;
+	}
+	hl_buf_str(b, "]}");
+}
+
+void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
+{
+	char buf[64];
+	hl_buf_str(b, "{\"time\":");
+	add_time(b, f->time_ns);
+	hl_buf_printf(b, ",\"seq\":%" PRIu64 ",\"verdict\":\"%s\",\"%s\":", f->seq,
+		      f->verdict == HL_DROPPED ? "DROPPED" : "FORWARDED",
+		      f->verdict == HL_DROPPED ? "drop_reason_desc" : "trace_reason");
+	add_jstr_n(b, f->reason_name, sizeof(f->reason_name));
+	hl_buf_printf(b, ",\"type\":\"%s\",\"traffic_direction\":\"%s\",\"node_name\":",
+		      f->type == HL_TYPE_DROP ? "drop" : "trace", f->direction ? "ingress" : "egress");
+	hl_buf_jstr(b, node);
+	if (f->family == 4 || f->family == 6) {
+		char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "";
+		int af = f->family == 4 ? AF_INET : AF_INET6;
+		inet_ntop(af, f->src.addr, src, sizeof(src));
+		inet_ntop(af, f->dst.addr, dst, sizeof(dst));
+		hl_buf_printf(b, ",\"IP\":{\"source\":\"%s\",\"destination\":\"%s\",\"ipVersion\":\"%s\"}", src,
+			      dst, f->family == 4 ? "IPv4" : "IPv6");
+	}
+	if (f->proto) {
+		const char *pname = hl_proto_name(f->proto);
+		if (pname)
+			hl_buf_printf(b, ",\"l4\":{\"protocol\":\"%s\"", pname);
+		else
+			hl_buf_printf(b, ",\"l4\":{\"protocol\":%u", (unsigned)f->proto);
+		if (f->proto == 6 || f->proto == 17 || f->proto == 132)
+			hl_buf_printf(b, ",\"source_port\":%u,\"destination_port\":%u", (unsigned)f->src.port,
+				      (unsigned)f->dst.port);
+		if (f->proto == 6)
+			hl_buf_printf(b, ",\"flags\":\"%s\"", hl_tcp_flags_text(f->tcp_flags, buf, sizeof(buf)));
+		hl_buf_add(b, "}", 1);
+	}
+	hl_buf_str(b, ",\"source\":");
+	add_peer(b, &f->src);
+	hl_buf_str(b, ",\"destination\":");
+	add_peer(b, &f->dst);
+	hl_buf_printf(b, ",\"length\":%" PRIu32 "}", f->len);
+}

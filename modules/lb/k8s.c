@@ -1,0 +1,554 @@
+/* modules/lb/k8s.c - services from Kubernetes: the lb module follows the
+ * k8s module's informers for v1 Services and discovery.k8s.io/v1
+ * EndpointSlices (bus topics k8s.services, k8s.endpointslices) and turns
+ * each Service port into frontends - every clusterIP, externalIP and
+ * load-balancer ingress IP, and NodePorts on [lb] node-addresses - whose
+ * backends are the endpoints of the Service's slices for that port (by the
+ * port's name: a targetPort given by name is resolved per endpoint in the
+ * slice, as kube-proxy reads it). States: ready -> active; serving and
+ * terminating -> terminating; else not-ready. internalTrafficPolicy Local
+ * keeps only this node's endpoints for the cluster frontends,
+ * externalTrafficPolicy Local for the others. A bad Service (an invalid
+ * address or port) or an EndpointSlice whose Service is unknown is a logged
+ * skip that touches nothing else; the slices are kept, and used once their
+ * Service arrives. Each change reprograms only that Service's frontends,
+ * keeping their IDs (the table's frontend -> ID). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fibril/fibril.h>
+
+#include "lb_mod.h"
+
+struct fe_key {
+	struct lb_addr addr;
+	uint16_t port;
+	uint8_t proto;
+};
+
+struct k8s_svc {
+	char key[LB_NAME_MAX + 1];   /* namespace/name */
+	struct json_object *svc;     /* NULL: not seen (slices only) */
+	struct json_object *slices;  /* slice name -> object */
+	struct fe_key *fes;          /* frontends programmed */
+	size_t nfes;
+};
+
+struct lb_k8s {
+	struct lb *lb;
+	struct fibril_module *m;
+	const struct fibril_k8s_ops *ops;
+	void *ctx;
+	struct k8s_svc *svcs;
+	size_t n, cap;
+	struct lb_addr node_addrs[16];
+	size_t nnode_addrs;
+	char node[256];
+	uint64_t skipped;
+};
+
+static struct k8s_svc *find(struct lb_k8s *k, const char *key, bool create)
+{
+	for (size_t i = 0; i < k->n; i++)
+		if (!strcmp(k->svcs[i].key, key))
+			return &k->svcs[i];
+	if (!create || strlen(key) > LB_NAME_MAX)
+		return NULL;
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 64;
+		struct k8s_svc *v = realloc(k->svcs, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		k->svcs = v;
+		k->cap = cap;
+	}
+	struct k8s_svc *s = &k->svcs[k->n++];
+	memset(s, 0, sizeof(*s));
+	snprintf(s->key, sizeof(s->key), "%s", key);
+	s->slices = json_object_new_object();
+	return s;
+}
+
+static struct json_object *path(struct json_object *o, const char *a, const char *b)
+{
+	struct json_object *v = NULL;
+	if (!o || !json_object_object_get_ex(o, a, &v))
+		return NULL;
+	if (b && (!v || !json_object_object_get_ex(v, b, &v)))
+		return NULL;
+	return v;
+}
+
+static const char *str(struct json_object *o, const char *k)
+{
+	struct json_object *v = path(o, k, NULL);
+	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static uint8_t proto_of(const char *p)
+{
+	if (!p || !strcmp(p, "TCP"))
+		return IPPROTO_TCP;
+	if (!strcmp(p, "UDP"))
+		return IPPROTO_UDP;
+	if (!strcmp(p, "SCTP"))
+		return IPPROTO_SCTP;
+	return 0;
+}
+
+static bool ip_of(const char *s, struct lb_addr *a)
+{
+	char buf[80];
+	if (!s || strlen(s) > 60)
+		return false;
+	if (strchr(s, ':'))
+		snprintf(buf, sizeof(buf), "[%s]:1", s);
+	else
+		snprintf(buf, sizeof(buf), "%s:1", s);
+	uint16_t p;
+	return lb_parse_addrport(buf, a, &p) == 0;
+}
+
+static bool is_true(struct json_object *o, const char *k, bool dflt)
+{
+	struct json_object *v = path(o, k, NULL);
+	return v && json_object_is_type(v, json_type_boolean) ? json_object_get_boolean(v) : dflt;
+}
+
+/* the backends of one service port from every slice of the family */
+static int backends_for(struct lb_k8s *k, struct k8s_svc *s, const char *port_name,
+			uint8_t proto, bool v4, bool local_only, struct lb_svc *out)
+{
+	json_object_object_foreach(s->slices, sname, slice) {
+		(void)sname;
+		const char *at = str(slice, "addressType");
+		if (!at || strcmp(at, v4 ? "IPv4" : "IPv6"))
+			continue;
+		struct json_object *ports = path(slice, "ports", NULL), *eps = path(slice, "endpoints", NULL);
+		if (!ports || !eps || !json_object_is_type(ports, json_type_array) ||
+		    !json_object_is_type(eps, json_type_array))
+			continue;
+		int64_t num = -1;
+		for (size_t p = 0; p < json_object_array_length(ports); p++) {
+			struct json_object *po = json_object_array_get_idx(ports, p);
+			const char *n = str(po, "name");
+			if (strcmp(n ? n : "", port_name) || proto_of(str(po, "protocol")) != proto)
+				continue;
+			struct json_object *pn = path(po, "port", NULL);
+			if (pn && json_object_is_type(pn, json_type_int))
+				num = json_object_get_int64(pn);
+		}
+		if (num < 1 || num > 65535)
+			continue;
+		for (size_t e = 0; e < json_object_array_length(eps); e++) {
+			struct json_object *ep = json_object_array_get_idx(eps, e);
+			struct json_object *cond = path(ep, "conditions", NULL);
+			bool ready = is_true(cond, "ready", true);
+			bool serving = is_true(cond, "serving", ready);
+			bool terminating = is_true(cond, "terminating", false);
+			const char *node = str(ep, "nodeName");
+			if (local_only && (!node || strcmp(node, k->node)))
+				continue;
+			uint8_t state = ready && !terminating ? LB_BE_ACTIVE
+					: serving && terminating ? LB_BE_TERMINATING
+								 : LB_BE_NOT_READY;
+			struct json_object *addrs = path(ep, "addresses", NULL);
+			for (size_t a = 0; addrs && json_object_is_type(addrs, json_type_array) &&
+					   a < json_object_array_length(addrs);
+			     a++) {
+				struct lb_addr ad;
+				if (!ip_of(json_object_get_string(json_object_array_get_idx(addrs, a)), &ad) ||
+				    lb_addr_is_v4(&ad) != v4)
+					continue;
+				bool dup = false;
+				for (size_t j = 0; j < out->nbe && !dup; j++)
+					dup = !memcmp(&out->be[j].addr, &ad, sizeof(ad)) &&
+					      out->be[j].port == (uint16_t)num;
+				if (dup || out->nbe >= LB_BACKENDS_PER_SVC_MAX)
+					continue;
+				struct lb_be_spec *nb = realloc(out->be, (out->nbe + 1) * sizeof(*nb));
+				if (!nb)
+					return -ENOMEM;
+				out->be = nb;
+				memset(&nb[out->nbe], 0, sizeof(*nb));
+				nb[out->nbe].addr = ad;
+				nb[out->nbe].port = (uint16_t)num;
+				nb[out->nbe].state = state;
+				out->nbe++;
+			}
+		}
+	}
+	return 0;
+}
+
+struct fe_list {
+	struct fe_key *v;
+	size_t n;
+};
+
+static void remove_gone(struct lb_k8s *k, struct k8s_svc *s, const struct fe_list *keep)
+{
+	for (size_t i = 0; i < s->nfes; i++) {
+		bool kept = false;
+		for (size_t j = 0; keep && j < keep->n && !kept; j++)
+			kept = !memcmp(&s->fes[i].addr, &keep->v[j].addr, sizeof(struct lb_addr)) &&
+			       s->fes[i].port == keep->v[j].port && s->fes[i].proto == keep->v[j].proto;
+		if (kept)
+			continue;
+		struct lb_table *t = lb_table_of(k->lb);
+		struct lb_svc *cur = t ? lb_table_find(t, &s->fes[i].addr, s->fes[i].port,
+						       s->fes[i].proto)
+				       : NULL;
+		char err[256];
+		if (cur && lb_delete(k->lb, cur->id, err, sizeof(err)) < 0)
+			fibril_warn(k->m, "service %s: cannot remove a frontend: %s", s->key, err);
+	}
+}
+
+static int add_frontend(struct lb_k8s *k, struct k8s_svc *s, struct fe_list *fl,
+			struct json_object *port, const struct lb_addr *ip, uint16_t fport,
+			uint8_t type, bool local)
+{
+	struct json_object *spec = path(s->svc, "spec", NULL);
+	const char *pname = str(port, "name");
+	uint8_t proto = proto_of(str(port, "protocol"));
+	struct lb_svc *sv = calloc(1, sizeof(*sv));
+	if (!sv)
+		return -ENOMEM;
+	sv->addr = *ip;
+	sv->port = fport;
+	sv->proto = proto;
+	sv->type = type;
+	sv->source = LB_SRC_K8S;
+	const char *aff = str(spec, "sessionAffinity");
+	sv->affinity = aff && !strcmp(aff, "ClientIP");
+	struct json_object *to = path(path(spec, "sessionAffinityConfig", "clientIP"), "timeoutSeconds", NULL);
+	sv->affinity_timeout = to && json_object_is_type(to, json_type_int) &&
+					       json_object_get_int64(to) > 0 &&
+					       json_object_get_int64(to) <= LB_AFFINITY_TIMEOUT_MAX
+				       ? (uint32_t)json_object_get_int64(to)
+				       : LB_AFFINITY_TIMEOUT_DEFAULT;
+	const char *etp = str(spec, "externalTrafficPolicy"), *itp = str(spec, "internalTrafficPolicy");
+	sv->ext_local = etp && !strcmp(etp, "Local");
+	sv->int_local = itp && !strcmp(itp, "Local");
+	snprintf(sv->name, sizeof(sv->name), "%.190s%s%.63s", s->key, pname && *pname ? ":" : "",
+		 pname ? pname : "");
+	int rc = backends_for(k, s, pname ? pname : "", proto, lb_addr_is_v4(ip), local, sv);
+	char err[512];
+	uint16_t id;
+	if (!rc)
+		rc = lb_upsert(k->lb, &sv, &id, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "out of memory");
+	lb_svc_free(sv);
+	if (rc < 0) {
+		k->skipped++;
+		fibril_warn(k->m, "service %s: frontend skipped: %s", s->key, err);
+		return 0;
+	}
+	struct fe_key *nv = realloc(fl->v, (fl->n + 1) * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	fl->v = nv;
+	nv[fl->n++] = (struct fe_key){.addr = *ip, .port = fport, .proto = proto};
+	return 0;
+}
+
+/* checks a Service's ports and addresses; a one-line reason when bad */
+static bool svc_valid(struct json_object *spec, char *why, size_t len)
+{
+	struct json_object *ports = path(spec, "ports", NULL);
+	if (!ports || !json_object_is_type(ports, json_type_array)) {
+		snprintf(why, len, "spec.ports is missing");
+		return false;
+	}
+	for (size_t i = 0; i < json_object_array_length(ports); i++) {
+		struct json_object *p = json_object_array_get_idx(ports, i), *pn = path(p, "port", NULL);
+		int64_t v = pn && json_object_is_type(pn, json_type_int) ? json_object_get_int64(pn) : 0;
+		if (v < 1 || v > 65535) {
+			snprintf(why, len, "spec.ports[%zu].port is not 1-65535", i);
+			return false;
+		}
+		if (!proto_of(str(p, "protocol"))) {
+			snprintf(why, len, "spec.ports[%zu].protocol is not TCP, UDP or SCTP", i);
+			return false;
+		}
+	}
+	const char *lists[] = {"clusterIPs", "externalIPs"};
+	for (size_t l = 0; l < 2; l++) {
+		struct json_object *ips = path(spec, lists[l], NULL);
+		for (size_t i = 0; ips && json_object_is_type(ips, json_type_array) &&
+				   i < json_object_array_length(ips);
+		     i++) {
+			const char *ip = json_object_get_string(json_object_array_get_idx(ips, i));
+			struct lb_addr a;
+			if (ip && !strcmp(ip, "None"))
+				continue;
+			if (!ip_of(ip, &a)) {
+				snprintf(why, len, "spec.%s[%zu] '%.60s' is not an IP address", lists[l], i,
+					 ip ? ip : "");
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
+{
+	struct fe_list fl = {0};
+	if (!s->svc) {
+		remove_gone(k, s, NULL);
+		free(s->fes);
+		s->fes = NULL;
+		s->nfes = 0;
+		return;
+	}
+	struct json_object *spec = path(s->svc, "spec", NULL);
+	char why[200];
+	if (!svc_valid(spec, why, sizeof(why))) {
+		k->skipped++;
+		fibril_warn(k->m, "service %s skipped: %s (its frontends are left as they were)",
+			    s->key, why);
+		return;
+	}
+	const char *type = str(spec, "type");
+	bool nodeport = type && (!strcmp(type, "NodePort") || !strcmp(type, "LoadBalancer"));
+	bool lbtype = type && !strcmp(type, "LoadBalancer");
+	bool itp_local = false, etp_local = false;
+	const char *itp = str(spec, "internalTrafficPolicy"), *etp = str(spec, "externalTrafficPolicy");
+	itp_local = itp && !strcmp(itp, "Local");
+	etp_local = etp && !strcmp(etp, "Local");
+	struct json_object *ports = path(spec, "ports", NULL);
+	struct json_object *cips = path(spec, "clusterIPs", NULL);
+	struct json_object *eips = path(spec, "externalIPs", NULL);
+	struct json_object *ingress = path(path(s->svc, "status", "loadBalancer"), "ingress", NULL);
+	if (!cips) { /* older objects: clusterIP only */
+		const char *cip = str(spec, "clusterIP");
+		cips = json_object_new_array();
+		if (cip)
+			json_object_array_add(cips, json_object_new_string(cip));
+		json_object_object_add(spec, "clusterIPs", cips);
+	}
+	for (size_t p = 0; p < json_object_array_length(ports); p++) {
+		struct json_object *port = json_object_array_get_idx(ports, p);
+		uint16_t pnum = (uint16_t)json_object_get_int64(path(port, "port", NULL));
+		struct lb_addr a;
+		for (size_t i = 0; json_object_is_type(cips, json_type_array) &&
+				   i < json_object_array_length(cips);
+		     i++)
+			if (ip_of(json_object_get_string(json_object_array_get_idx(cips, i)), &a))
+				add_frontend(k, s, &fl, port, &a, pnum, LB_SVC_CLUSTER_IP, itp_local);
+		for (size_t i = 0; eips && json_object_is_type(eips, json_type_array) &&
+				   i < json_object_array_length(eips);
+		     i++)
+			if (ip_of(json_object_get_string(json_object_array_get_idx(eips, i)), &a))
+				add_frontend(k, s, &fl, port, &a, pnum, LB_SVC_EXTERNAL_IP, etp_local);
+		for (size_t i = 0; lbtype && ingress && json_object_is_type(ingress, json_type_array) &&
+				   i < json_object_array_length(ingress);
+		     i++)
+			if (ip_of(str(json_object_array_get_idx(ingress, i), "ip"), &a))
+				add_frontend(k, s, &fl, port, &a, pnum, LB_SVC_LOAD_BALANCER, etp_local);
+		struct json_object *np = path(port, "nodePort", NULL);
+		int64_t npv = np && json_object_is_type(np, json_type_int) ? json_object_get_int64(np) : 0;
+		if (nodeport && npv > 0 && npv <= 65535)
+			for (size_t i = 0; i < k->nnode_addrs; i++)
+				add_frontend(k, s, &fl, port, &k->node_addrs[i], (uint16_t)npv,
+					     LB_SVC_NODE_PORT, etp_local);
+	}
+	remove_gone(k, s, &fl);
+	free(s->fes);
+	s->fes = fl.v;
+	s->nfes = fl.n;
+}
+
+static char *key_of(const char *ns, const char *name)
+{
+	size_t n = strlen(ns) + strlen(name) + 2;
+	char *key = malloc(n);
+	if (key)
+		snprintf(key, n, "%s/%s", ns, name);
+	return key;
+}
+
+/* A Service added/updated (json) or deleted (json NULL). */
+static void apply_service(struct lb_k8s *k, const char *ns, const char *name, const char *json)
+{
+	char *key = key_of(ns ? ns : "", name ? name : "");
+	struct k8s_svc *s = key ? find(k, key, json != NULL) : NULL;
+	free(key);
+	if (!s)
+		return;
+	json_object_put(s->svc);
+	s->svc = NULL;
+	if (json) {
+		s->svc = json_tokener_parse(json);
+		if (!s->svc || !path(s->svc, "spec", NULL)) {
+			k->skipped++;
+			fibril_warn(k->m, "service %s skipped: the object has no spec", s->key);
+			json_object_put(s->svc);
+			s->svc = NULL;
+			return;
+		}
+	}
+	sync_service(k, s);
+}
+
+static void apply_slice(struct lb_k8s *k, const char *ns, const char *name, const char *json,
+			bool deleted)
+{
+	struct json_object *o = json ? json_tokener_parse(json) : NULL;
+	struct json_object *lbl = path(o, "metadata", "labels");
+	const char *svcname = str(lbl, "kubernetes.io/service-name");
+	if (!svcname) {
+		k->skipped++;
+		fibril_info(k->m, "endpointslice %s/%s skipped: no kubernetes.io/service-name label",
+			    ns ? ns : "", name ? name : "");
+		json_object_put(o);
+		return;
+	}
+	char *key = key_of(ns ? ns : "", svcname);
+	struct k8s_svc *s = key ? find(k, key, !deleted) : NULL;
+	free(key);
+	if (!s) {
+		json_object_put(o);
+		return;
+	}
+	if (deleted) {
+		json_object_object_del(s->slices, name ? name : "");
+		json_object_put(o);
+	} else {
+		json_object_object_add(s->slices, name ? name : "", o);
+	}
+	if (!s->svc) {
+		k->skipped++;
+		fibril_info(k->m, "endpointslice %s/%s skipped: service %s is unknown (kept until it "
+				  "appears)", ns ? ns : "", name ? name : "", s->key);
+		return;
+	}
+	sync_service(k, s);
+}
+
+static int on_service(const struct fibril_event *ev, void *ud)
+{
+	struct lb_k8s *k = ud;
+	const struct fibril_k8s_event *e = ev->payload;
+	if (ev->payload_len < sizeof(*e) || !k->ops || !lb_table_of(k->lb))
+		return 0;
+	apply_service(k, FIBRIL_K8S_STR(e, namespace_), FIBRIL_K8S_STR(e, name),
+		      e->type == FIBRIL_K8S_DELETED ? NULL : FIBRIL_K8S_STR(e, object));
+	return 0;
+}
+
+static int on_slice(const struct fibril_event *ev, void *ud)
+{
+	struct lb_k8s *k = ud;
+	const struct fibril_k8s_event *e = ev->payload;
+	if (ev->payload_len < sizeof(*e) || !k->ops || !lb_table_of(k->lb))
+		return 0;
+	apply_slice(k, FIBRIL_K8S_STR(e, namespace_), FIBRIL_K8S_STR(e, name),
+		    FIBRIL_K8S_STR(e, object), e->type == FIBRIL_K8S_DELETED);
+	return 0;
+}
+
+/* what the k8s module's caches already hold at our start (events published
+ * before it were not ours to program) */
+struct cached {
+	struct lb_k8s *k;
+	bool slices;
+};
+
+static int on_cached(const char *json, void *ud)
+{
+	struct cached *c = ud;
+	struct json_object *o = json_tokener_parse(json);
+	const char *ns = str(path(o, "metadata", NULL), "namespace");
+	const char *name = str(path(o, "metadata", NULL), "name");
+	if (name) {
+		if (c->slices)
+			apply_slice(c->k, ns, name, json, false);
+		else
+			apply_service(c->k, ns, name, json);
+	}
+	json_object_put(o);
+	return 0;
+}
+
+int lb_k8s_init(struct lb *lb, struct lb_k8s **out)
+{
+	struct fibril_module *m = lb_module_of(lb);
+	struct lb_k8s *k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->lb = lb;
+	k->m = m;
+	*out = k;
+	if (!fibril_bus_subscribe(m, FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_SERVICES, 1, on_service, k) ||
+	    !fibril_bus_subscribe(m, FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_ENDPOINTSLICES, 1, on_slice, k)) {
+		fibril_module_set_error(m, "cannot subscribe to the k8s topics");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int lb_k8s_start(struct lb_k8s *k, const char *node_addrs)
+{
+	k->nnode_addrs = 0;
+	char buf[1024];
+	snprintf(buf, sizeof(buf), "%s", node_addrs ? node_addrs : "");
+	for (char *save = NULL, *w = strtok_r(buf, ", ", &save); w; w = strtok_r(NULL, ", ", &save))
+		if (k->nnode_addrs < 16 && ip_of(w, &k->node_addrs[k->nnode_addrs]))
+			k->nnode_addrs++;
+	errno = 0;
+	k->ops = (const struct fibril_k8s_ops *)fibril_service_lookup(k->m, FIBRIL_K8S_CAPABILITY, 1,
+								       &k->ctx);
+	if (!k->ops)
+		return 0; /* no Kubernetes: services come from the API only */
+	snprintf(k->node, sizeof(k->node), "%s", k->ops->node_name(k->ctx));
+	int rc;
+	if ((rc = k->ops->watch_resource(k->ctx, FIBRIL_K8S_SERVICES)) < 0 ||
+	    (rc = k->ops->watch_resource(k->ctx, FIBRIL_K8S_ENDPOINTSLICES)) < 0) {
+		fibril_module_set_error(k->m, "cannot watch services and endpointslices: %s",
+					strerror(-rc));
+		return rc;
+	}
+	struct cached c = {.k = k, .slices = true};
+	if (k->ops->list) {
+		k->ops->list(k->ctx, FIBRIL_K8S_ENDPOINTSLICES, on_cached, &c);
+		c.slices = false;
+		k->ops->list(k->ctx, FIBRIL_K8S_SERVICES, on_cached, &c);
+	}
+	fibril_info(k->m, "following Services and EndpointSlices of node %s (%zu known)", k->node,
+		    k->n);
+	return 0;
+}
+
+void lb_k8s_stop(struct lb_k8s *k)
+{
+	if (!k)
+		return;
+	for (size_t i = 0; i < k->n; i++) {
+		json_object_put(k->svcs[i].svc);
+		json_object_put(k->svcs[i].slices);
+		free(k->svcs[i].fes);
+	}
+	free(k->svcs);
+	k->svcs = NULL;
+	k->n = k->cap = 0;
+	k->ops = NULL;
+}
+
+void lb_k8s_free(struct lb_k8s *k)
+{
+	lb_k8s_stop(k);
+	free(k);
+}
+
+uint64_t lb_k8s_skipped(const struct lb_k8s *k)
+{
+	return k ? k->skipped : 0;
+}

@@ -1,0 +1,613 @@
+/* modules/nodes/ipcache.c - the ipcache through the kvstore (Cilium's
+ * state/ip/v1/default/<ip>): every local endpoint's address is published
+ * with its identity, this node's IP (HostIP) and name, held by the node
+ * registry's lease (so the entries of a node whose agent is gone expire with
+ * its registry key); every node reads the prefix whole once the registry is
+ * read, then watches it, and writes each remote endpoint into the
+ * datapath's LPM ipcache (address/32 or /128 -> identity). An entry is
+ * programmed only while its node is known: a node that is gone takes its
+ * entries out of the datapath (nodes_ipcache_node_gone), one that comes
+ * back puts them again. This node's IP is `host` in the ipcache (route.c
+ * makes the others' `remote-node` and their pod CIDRs `world`). Remote
+ * entries are kept in a hash table by address (100,000 endpoints per
+ * cluster is the scale this is measured at). GET /v1/ipcache lists them. */
+#include "nodes_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json.h>
+
+struct nodes_ip {
+	struct nodes_ip_record r;
+	bool programmed;      /* in the datapath's ipcache */
+	bool mark;            /* seen in the current full read */
+	bool local;           /* one of ours, published */
+	bool published;       /* ours: the put succeeded under the current lease */
+	struct nodes_ip *next; /* hash chain */
+};
+
+/* ---- the table ------------------------------------------------------------------------------ */
+
+static uint32_t ip_hash(uint8_t family, const uint8_t *addr)
+{
+	uint32_t h = 2166136261u ^ family;
+	unsigned n = family == 4 ? 4 : 16;
+	for (unsigned i = 0; i < n; i++)
+		h = (h ^ addr[i]) * 16777619u;
+	return h;
+}
+
+static struct nodes_ip **slot(struct nodes_ipcache *c, uint8_t family, const uint8_t *addr)
+{
+	struct nodes_ip **p = &c->buckets[ip_hash(family, addr) & (c->nbuckets - 1)];
+	for (; *p; p = &(*p)->next)
+		if ((*p)->r.family == family && !memcmp((*p)->r.addr, addr, 16))
+			break;
+	return p;
+}
+
+static int grow(struct nodes_ipcache *c)
+{
+	size_t n = c->nbuckets ? c->nbuckets * 2 : 1024;
+	struct nodes_ip **b = calloc(n, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		for (struct nodes_ip *e = c->buckets[i], *next; e; e = next) {
+			next = e->next;
+			struct nodes_ip **p = &b[ip_hash(e->r.family, e->r.addr) & (n - 1)];
+			e->next = *p;
+			*p = e;
+		}
+	}
+	free(c->buckets);
+	c->buckets = b;
+	c->nbuckets = n;
+	return 0;
+}
+
+static struct nodes_ip *lookup(struct nodes_ipcache *c, uint8_t family, const uint8_t *addr)
+{
+	return c->nbuckets ? *slot(c, family, addr) : NULL;
+}
+
+static struct nodes_ip *insert(struct nodes_ipcache *c, const struct nodes_ip_record *r)
+{
+	if ((c->count + 1 > c->nbuckets) && grow(c))
+		return NULL;
+	struct nodes_ip **p = slot(c, r->family, r->addr);
+	if (*p)
+		return *p;
+	struct nodes_ip *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->r = *r;
+	*p = e;
+	c->count++;
+	return e;
+}
+
+static void unlink_entry(struct nodes_ipcache *c, struct nodes_ip *e)
+{
+	struct nodes_ip **p = slot(c, e->r.family, e->r.addr);
+	if (*p == e) {
+		*p = e->next;
+		c->count--;
+	}
+}
+
+/* ---- the datapath ----------------------------------------------------------------------------- */
+
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+/* The known node of that name: a table by name hash, rebuilt after the
+ * nodes changed (nodes_ipcache_node_changed), so a read of 100,000 entries
+ * of 1,000 nodes does not walk the node list for each. */
+static struct node_entry *node_of(struct nodes *s, const char *name)
+{
+	struct nodes_ipcache *c = &s->ipc;
+	if (!c->node_table_valid) {
+		size_t want = 16;
+		while (want < s->n_nodes * 2 + 2)
+			want *= 2;
+		if (want != c->node_slots) {
+			struct node_entry **t = calloc(want, sizeof(*t));
+			if (!t)
+				goto walk;
+			free(c->node_table);
+			c->node_table = t;
+			c->node_slots = want;
+		} else {
+			memset(c->node_table, 0, want * sizeof(*c->node_table));
+		}
+		for (struct node_entry *n = s->nodes; n; n = n->next) {
+			size_t i = name_hash(n->n.name) & (c->node_slots - 1);
+			while (c->node_table[i])
+				i = (i + 1) & (c->node_slots - 1);
+			c->node_table[i] = n;
+		}
+		c->node_table_valid = true;
+	}
+	for (size_t i = name_hash(name) & (c->node_slots - 1); c->node_table[i];
+	     i = (i + 1) & (c->node_slots - 1))
+		if (!strcmp(c->node_table[i]->n.name, name))
+			return c->node_table[i];
+	return NULL;
+walk:
+	for (struct node_entry *n = s->nodes; n; n = n->next)
+		if (!strcmp(n->n.name, name))
+			return n;
+	return NULL;
+}
+
+static void dp_put(struct nodes *s, struct nodes_ip *e)
+{
+	if (!s->dp) {
+		e->programmed = true; /* nothing to program: known is all there is */
+		return;
+	}
+	/* the host IP goes with it: tunnel mode's endpoint for this pod (a /32
+	 * without one would shadow its node CIDR's entry and leave the tunnel) */
+	int rc = nodes_dp_ipcache_put(s, e->r.family, e->r.addr, e->r.family == 4 ? 32 : 128,
+				      e->r.identity, e->r.host_family, e->r.host);
+	if (rc) {
+		s->ipc.stats.errors++;
+		return;
+	}
+	e->programmed = true;
+	s->ipc.stats.programmed++;
+}
+
+static void dp_del(struct nodes *s, struct nodes_ip *e)
+{
+	char err[256] = "", a[INET6_ADDRSTRLEN];
+	if (!e->programmed)
+		return;
+	e->programmed = false;
+	if (!s->dp)
+		return;
+	int rc = s->dp->ipcache_remove(s->dpctx, e->r.family, e->r.addr, e->r.family == 4 ? 32 : 128,
+				       err, sizeof(err));
+	if (rc && rc != -ENOENT) {
+		s->ipc.stats.errors++;
+		fibril_warn(s->m, "ipcache %s: %s", nodes_ip_text(e->r.family, e->r.addr, a, sizeof(a)),
+			    err[0] ? err : strerror(-rc));
+		return;
+	}
+	s->ipc.stats.removed++;
+}
+
+/* program it when its node is known, else keep it out of the datapath */
+static void settle(struct nodes *s, struct nodes_ip *e)
+{
+	if (e->local)
+		return;
+	if (node_of(s, e->r.node))
+		dp_put(s, e);
+	else
+		dp_del(s, e);
+}
+
+static void drop(struct nodes *s, struct nodes_ip *e)
+{
+	dp_del(s, e);
+	unlink_entry(&s->ipc, e);
+	free(e);
+}
+
+/* ---- remote entries: read and watch ---------------------------------------------------------- */
+
+/* one key read or watched: a remote endpoint (ours are skipped) */
+static void apply_put(struct nodes *s, const struct fibril_kv *kv)
+{
+	const char *ip = kv->key + strlen(NODES_IP_PREFIX);
+	struct nodes_ip_record r = {0};
+	char why[NODES_WHY_LEN];
+	if (strncmp(kv->key, NODES_IP_PREFIX, strlen(NODES_IP_PREFIX)) ||
+	    nodes_ip_record_decode(kv->value, kv->value_len, ip, &r, why, sizeof(why))) {
+		if (strncmp(kv->key, NODES_IP_PREFIX, strlen(NODES_IP_PREFIX)))
+			snprintf(why, sizeof(why), "not under %s", NODES_IP_PREFIX);
+		s->ipc.stats.bad_records++;
+		fibril_warn(s->m, "ipcache key %s (revision %lld): %s; ignored", kv->key,
+			    (long long)kv->mod_revision, why);
+		struct nodes_ip *stale = lookup(&s->ipc, r.family, r.addr);
+		if (stale && r.family)
+			stale->mark = true; /* keep what was known rather than drop it */
+		return;
+	}
+	struct nodes_ip *e = lookup(&s->ipc, r.family, r.addr);
+	if (!strcmp(r.node, s->self.name)) {
+		if (e)
+			e->mark = true;
+		return; /* ours: the endpoint module put it in the datapath */
+	}
+	if (e && e->local)
+		return; /* a remote record for one of our addresses: ours wins here */
+	if (!e) {
+		if (!(e = insert(&s->ipc, &r)))
+			return;
+		s->ipc.stats.added++;
+	} else if (e->r.identity != r.identity || strcmp(e->r.node, r.node) ||
+		   e->r.host_family != r.host_family || memcmp(e->r.host, r.host, 16)) {
+		e->r = r; /* settle's upsert replaces the datapath's entry */
+		s->ipc.stats.updated++;
+	} else {
+		e->mark = true;
+		if (!e->programmed)
+			settle(s, e);
+		return;
+	}
+	e->mark = true;
+	settle(s, e);
+}
+
+static void apply_delete(struct nodes *s, const struct fibril_kv *kv)
+{
+	const char *ip = kv->key + strlen(NODES_IP_PREFIX);
+	uint8_t addr[16] = {0}, family = 0;
+	if (strncmp(kv->key, NODES_IP_PREFIX, strlen(NODES_IP_PREFIX)))
+		return;
+	if (inet_pton(AF_INET, ip, addr) == 1)
+		family = 4;
+	else if (inet_pton(AF_INET6, ip, addr) == 1)
+		family = 6;
+	else
+		return;
+	struct nodes_ip *e = lookup(&s->ipc, family, addr);
+	if (!e)
+		return;
+	if (e->local) {
+		/* ours went (by hand, or the lease): put it back */
+		e->published = false;
+		nodes_ipcache_publish(s);
+		return;
+	}
+	s->ipc.stats.deleted++;
+	drop(s, e);
+}
+
+static void ipc_read(struct nodes *s);
+
+static void on_watch(void *ud, int err, enum fibril_kv_event_type type, const struct fibril_kv *kv,
+		     int64_t revision)
+{
+	struct nodes *s = ud;
+	(void)revision;
+	if (s->stopping)
+		return;
+	if (err) {
+		if (err == -ERANGE) {
+			s->ipc.stats.resyncs++;
+			ipc_read(s);
+		}
+		return;
+	}
+	if (type == FIBRIL_KV_EVENT_PUT)
+		apply_put(s, kv);
+	else
+		apply_delete(s, kv);
+}
+
+static void on_retry(struct fibril_timer *t, void *ud)
+{
+	struct nodes *s = ud;
+	(void)t;
+	s->ipc.retry = NULL;
+	if (!s->stopping && !s->ipc.synced)
+		ipc_read(s);
+}
+
+static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int64_t revision)
+{
+	struct nodes *s = ud;
+	s->ipc.reading = false;
+	if (s->stopping)
+		return;
+	if (err) {
+		fibril_warn(s->m, "reading the ipcache (%s): %s; retrying", NODES_IP_PREFIX,
+			    strerror(-err));
+		if (!s->ipc.retry)
+			s->ipc.retry = fibril_timer_add(
+				s->m, (uint64_t)fibril_config_duration_ms(s->m, "retry"), 0, on_retry, s);
+		return;
+	}
+	for (size_t b = 0; b < s->ipc.nbuckets; b++)
+		for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next)
+			e->mark = e->local;
+	for (size_t i = 0; i < n; i++)
+		apply_put(s, &kvs[i]);
+	for (size_t b = 0; b < s->ipc.nbuckets; b++) {
+		for (struct nodes_ip *e = s->ipc.buckets[b], *next; e; e = next) {
+			next = e->next;
+			if (!e->mark) {
+				s->ipc.stats.deleted++;
+				drop(s, e);
+			}
+		}
+	}
+	s->ipc.synced = true;
+	if (!s->ipc.watch)
+		s->ipc.watch = s->kv->watch(s->kvctx, NODES_IP_PREFIX, revision + 1, on_watch, s);
+	fibril_info(s->m, "ipcache read at revision %lld: %zu entries", (long long)revision,
+		    s->ipc.count);
+}
+
+static void ipc_read(struct nodes *s)
+{
+	if (s->ipc.reading || s->stopping)
+		return;
+	s->ipc.reading = true;
+	if (s->kv->get(s->kvctx, NODES_IP_PREFIX, true, on_get, s)) {
+		s->ipc.reading = false;
+		if (!s->ipc.retry)
+			s->ipc.retry = fibril_timer_add(
+				s->m, (uint64_t)fibril_config_duration_ms(s->m, "retry"), 0, on_retry, s);
+	}
+}
+
+void nodes_ipcache_start(struct nodes *s)
+{
+	if (s->self.has_ipv4)
+		nodes_ipcache_host(s, 4, &s->self.ipv4);
+	if (s->self.has_ipv6)
+		nodes_ipcache_host(s, 6, &s->self.ipv6);
+	ipc_read(s);
+}
+
+void nodes_ipcache_host(struct nodes *s, int family, const void *addr)
+{
+	char err[256] = "";
+	if (s->dp && s->dp->ipcache_upsert(s->dpctx, family, addr, family == 4 ? 32 : 128,
+					   FIBRIL_IDENTITY_HOST, err, sizeof(err)))
+		fibril_warn(s->m, "ipcache: this node's IP as host: %s", err);
+}
+
+void nodes_ipcache_node_changed(struct nodes *s, const char *name)
+{
+	s->ipc.node_table_valid = false;
+	for (size_t b = 0; b < s->ipc.nbuckets; b++)
+		for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next)
+			if (!e->local && !strcmp(e->r.node, name))
+				settle(s, e);
+}
+
+/* ---- local endpoints: publish ------------------------------------------------------------------ */
+
+static void on_published(void *ud, int err, int64_t revision)
+{
+	struct nodes *s = ud;
+	(void)revision;
+	if (s->ipc.puts_inflight)
+		s->ipc.puts_inflight--;
+	if (err && !s->stopping) {
+		s->ipc.stats.errors++;
+		s->ipc.publish_failed = true;
+	}
+}
+
+static void publish_one(struct nodes *s, struct nodes_ip *e)
+{
+	char key[sizeof(NODES_IP_PREFIX) + INET6_ADDRSTRLEN], a[INET6_ADDRSTRLEN];
+	snprintf(key, sizeof(key), NODES_IP_PREFIX "%s",
+		 nodes_ip_text(e->r.family, e->r.addr, a, sizeof(a)));
+	char *json = nodes_ip_record_encode(&e->r);
+	if (!json)
+		return;
+	if (s->kv->put(s->kvctx, key, json, strlen(json), s->lease, on_published, s) == 0) {
+		s->ipc.puts_inflight++;
+		e->published = true;
+		s->ipc.stats.published++;
+	}
+	free(json);
+}
+
+void nodes_ipcache_publish(struct nodes *s)
+{
+	if (!s->lease || s->stopping)
+		return;
+	if (s->ipc.publish_failed || s->ipc.lease_published != s->lease) {
+		/* a new lease, or a put failed: everything of ours again */
+		s->ipc.publish_failed = false;
+		s->ipc.lease_published = s->lease;
+		for (size_t b = 0; b < s->ipc.nbuckets; b++)
+			for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next)
+				if (e->local)
+					e->published = false;
+	}
+	for (size_t b = 0; b < s->ipc.nbuckets; b++)
+		for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next)
+			if (e->local && !e->published)
+				publish_one(s, e);
+}
+
+static void local_put(struct nodes *s, const struct fibril_endpoint_event *ev, uint8_t family,
+		      const void *addr)
+{
+	struct nodes_ip_record r = {.family = family, .identity = ev->identity};
+	memcpy(r.addr, addr, family == 4 ? 4 : 16);
+	if (s->self.has_ipv4) {
+		r.host_family = 4;
+		memcpy(r.host, &s->self.ipv4, 4);
+	} else if (s->self.has_ipv6) {
+		r.host_family = 6;
+		memcpy(r.host, &s->self.ipv6, 16);
+	}
+	snprintf(r.node, sizeof(r.node), "%s", s->self.name);
+	snprintf(r.pod_namespace, sizeof(r.pod_namespace), "%s", ev->pod_namespace);
+	snprintf(r.pod_name, sizeof(r.pod_name), "%s", ev->pod_name);
+	struct nodes_ip *e = lookup(&s->ipc, family, r.addr);
+	if (e && !e->local) {
+		drop(s, e); /* a remote record for an address now ours */
+		e = NULL;
+	}
+	if (!e && !(e = insert(&s->ipc, &r)))
+		return;
+	if (e->local && e->r.identity == r.identity && e->published)
+		return;
+	e->r = r;
+	e->local = true;
+	e->published = false;
+	nodes_ipcache_publish(s);
+}
+
+static void local_delete(struct nodes *s, uint8_t family, const void *addr)
+{
+	uint8_t a16[16] = {0};
+	char key[sizeof(NODES_IP_PREFIX) + INET6_ADDRSTRLEN], a[INET6_ADDRSTRLEN];
+	memcpy(a16, addr, family == 4 ? 4 : 16);
+	struct nodes_ip *e = lookup(&s->ipc, family, a16);
+	if (!e || !e->local)
+		return;
+	unlink_entry(&s->ipc, e);
+	free(e);
+	if (!s->lease)
+		return; /* it goes with the old lease */
+	snprintf(key, sizeof(key), NODES_IP_PREFIX "%s", nodes_ip_text(family, a16, a, sizeof(a)));
+	if (s->kv->del(s->kvctx, key, false, on_published, s) == 0)
+		s->ipc.puts_inflight++;
+	s->ipc.stats.unpublished++;
+}
+
+int nodes_ipcache_on_endpoint(const struct fibril_event *ev, void *ud)
+{
+	struct nodes *s = ud;
+	const struct fibril_endpoint_event *e = ev->payload;
+	if (!s->kv || s->stopping || ev->payload_len < sizeof(*e) || e->sz < sizeof(*e))
+		return 0;
+	bool deleted = !strcmp(ev->topic, FIBRIL_ENDPOINT_TOPIC_DELETED);
+	if (e->has_ipv4) {
+		if (deleted)
+			local_delete(s, 4, &e->ipv4);
+		else
+			local_put(s, e, 4, &e->ipv4);
+	}
+	if (e->has_ipv6) {
+		if (deleted)
+			local_delete(s, 6, &e->ipv6);
+		else
+			local_put(s, e, 6, &e->ipv6);
+	}
+	return 0;
+}
+
+/* ---- lifecycle, API -------------------------------------------------------------------------- */
+
+void nodes_ipcache_stop(struct nodes *s)
+{
+	/* entries stay in the datapath and the kvstore: a restart adopts them */
+	if (s->ipc.watch && s->kv)
+		s->kv->unwatch(s->kvctx, s->ipc.watch);
+	s->ipc.watch = NULL;
+	fibril_timer_cancel(s->ipc.retry);
+	s->ipc.retry = NULL;
+}
+
+void nodes_ipcache_free(struct nodes *s)
+{
+	fibril_timer_cancel(s->ipc.retry);
+	s->ipc.retry = NULL;
+	for (size_t b = 0; b < s->ipc.nbuckets; b++) {
+		for (struct nodes_ip *e = s->ipc.buckets[b], *next; e; e = next) {
+			next = e->next;
+			free(e);
+		}
+	}
+	free(s->ipc.buckets);
+	s->ipc.buckets = NULL;
+	free(s->ipc.node_table);
+	s->ipc.node_table = NULL;
+	s->ipc.node_slots = 0;
+	s->ipc.node_table_valid = false;
+	s->ipc.nbuckets = s->ipc.count = 0;
+}
+
+static struct json_object *entry_json(const char *prefix, uint32_t identity, const char *source,
+				      const char *node, const char *host, bool programmed)
+{
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "prefix", json_object_new_string(prefix));
+	json_object_object_add(o, "identity", json_object_new_int64(identity));
+	json_object_object_add(o, "source", json_object_new_string(source));
+	json_object_object_add(o, "node", json_object_new_string(node));
+	if (host)
+		json_object_object_add(o, "host-ip", json_object_new_string(host));
+	json_object_object_add(o, "programmed", json_object_new_boolean(programmed));
+	return o;
+}
+
+static void add_node_entries(struct json_object *arr, const struct fibril_node *n, bool self,
+			     bool routed)
+{
+	char a[INET6_ADDRSTRLEN], p[64];
+	uint32_t id = self ? FIBRIL_IDENTITY_HOST : FIBRIL_IDENTITY_REMOTE_NODE;
+	if (n->has_ipv4) {
+		snprintf(p, sizeof(p), "%s/32", inet_ntop(AF_INET, &n->ipv4, a, sizeof(a)));
+		json_object_array_add(arr, entry_json(p, id, "node", n->name, NULL, self || routed));
+	}
+	if (n->has_ipv6) {
+		snprintf(p, sizeof(p), "%s/128", inet_ntop(AF_INET6, &n->ipv6, a, sizeof(a)));
+		json_object_array_add(arr, entry_json(p, id, "node", n->name, NULL, self || routed));
+	}
+	for (uint32_t i = 0; !self && i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++)
+		json_object_array_add(arr, entry_json(nodes_cidr_text(&n->cidrs[i], p, sizeof(p)),
+						      FIBRIL_IDENTITY_WORLD, "node", n->name, NULL,
+						      routed));
+}
+
+void nodes_ipcache_get(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct nodes *s = ud;
+	(void)req;
+	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	json_object_object_add(o, "synced", json_object_new_boolean(s->ipc.synced));
+	add_node_entries(arr, &s->self, true, true);
+	for (struct node_entry *n = s->nodes; n; n = n->next)
+		add_node_entries(arr, &n->n, false, n->routed);
+	for (size_t b = 0; b < s->ipc.nbuckets; b++) {
+		for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next) {
+			char a[INET6_ADDRSTRLEN], p[64], h[INET6_ADDRSTRLEN];
+			snprintf(p, sizeof(p), "%s/%u", nodes_ip_text(e->r.family, e->r.addr, a, sizeof(a)),
+				 e->r.family == 4 ? 32 : 128);
+			struct json_object *j = entry_json(
+				p, e->r.identity, e->local ? "local" : "kvstore", e->r.node,
+				e->r.host_family ? nodes_ip_text(e->r.host_family, e->r.host, h, sizeof(h))
+						 : NULL,
+				e->local ? true : e->programmed);
+			if (e->r.pod_name[0]) {
+				char pod[320];
+				snprintf(pod, sizeof(pod), "%s/%s", e->r.pod_namespace, e->r.pod_name);
+				json_object_object_add(j, "pod", json_object_new_string(pod));
+			}
+			if (e->local)
+				json_object_object_add(j, "published", json_object_new_boolean(e->published));
+			json_object_array_add(arr, j);
+		}
+	}
+	json_object_object_add(o, "entries", arr);
+	struct json_object *m = json_object_new_object();
+#define STAT(k, v) json_object_object_add(m, k, json_object_new_int64((int64_t)s->ipc.stats.v))
+	STAT("added", added);
+	STAT("updated", updated);
+	STAT("deleted", deleted);
+	STAT("programmed", programmed);
+	STAT("removed", removed);
+	STAT("published", published);
+	STAT("unpublished", unpublished);
+	STAT("bad-records", bad_records);
+	STAT("errors", errors);
+	STAT("resyncs", resyncs);
+#undef STAT
+	json_object_object_add(o, "metrics", m);
+	fibril_resp_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+}

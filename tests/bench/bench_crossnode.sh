@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# tests/bench/bench_crossnode.sh - cross-node pod-to-pod cost, measured (as
+# root, by hand or from `make bench`; never by make check). Two nodes
+# (network namespaces on an underlay bridge, tests/lib/multinode.sh, one
+# etcd) run fibril; two more nodes on the same bridge run no fibril at all.
+# A pod on each node; four setups, each between a pod of the first node
+# and a pod of the second:
+#   native       fibril, routing-mode native (a route per remote pod CIDR,
+#                the tc programs on the pods' veths)
+#   plain        no fibril: the kernel forwards between veths with /32
+#                routes and a route per remote pod CIDR via the other node
+#   tunnel       fibril, routing-mode tunnel (the same agents restarted: the
+#                program encapsulates into the external VXLAN device, the
+#                overlay program delivers)
+#   plain-vxlan  no fibril: a kernel VXLAN device per node (VNI 42, the other
+#                node as its remote), the remote pod CIDR routed into it
+# Figures: TCP request/response rate (1-byte ping-pong, bench_dp_rr) and bulk
+# TCP throughput (iperf3), each the median of REPEAT runs of SECS seconds,
+# alternating a fibril setup with its reference; printed side by side with
+# the ratio (goal: within 5%). Nothing is asserted.
+# Environment: top_srcdir, top_builddir (as make sets them); optional
+# REPEAT (3), SECS (5), PIN_CPU (default the last CPU: both ends run there,
+# so the figures measure the path, not the scheduler), CC.
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
+set -euo pipefail
+. "$top_srcdir/tests/lib/common.sh"
+MN_UNDERLAY_MTU=9000 # room for VXLAN's 50 bytes around 1500-byte pod frames
+. "$top_srcdir/tests/lib/multinode.sh"
+
+REPEAT=${REPEAT:-3}
+SECS=${SECS:-5}
+PIN_CPU=${PIN_CPU:-$(($(nproc) - 1))}
+PIN=(taskset -c "$PIN_CPU")
+die() { echo "bench_crossnode: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "run as root (network namespaces, BPF)"
+for tool in ip nsenter iperf3 python3 curl etcd taskset; do
+	command -v "$tool" >/dev/null || die "$tool is not installed"
+done
+MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
+for so in $MODS; do [ -f "$top_builddir/.libs/$so.so" ] || die "$so.so is not built"; done
+[ -x "$top_builddir/fibril-cni" ] || die "fibril-cni is not built"
+RR=$top_builddir/tests/bench/bench_dp_rr
+if [ ! -x "$RR" ]; then
+	RR=$WORK/bench_dp_rr
+	${CC:-cc} -std=gnu11 -O2 -Wall -Wextra -o "$RR" "$top_srcdir/tests/bench/bench_dp_rr.c"
+fi
+# shellcheck disable=SC2086
+mn_modules "$WORK/mods" $MODS
+
+# ---- fibril nodes f1, f2 ----------------------------------------------------------------------
+mn_underlay_up
+mn_etcd_start || die "etcd does not start"
+mn_node_add f1 1
+mn_node_add f2 2
+AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.204.0.0/16 --set nodes.retry=300ms)
+start_mode() { # MODE : both agents (again) in that routing mode
+	local n
+	for n in f1 f2; do
+		mn_agent_kill "$n" TERM
+		mn_agent_start "$n" "$WORK/mods" "${AGENT_ARGS[@]}" --set "nodes.routing-mode=$1" ||
+			die "the agent of $n does not start in routing-mode $1"
+	done
+	local _
+	for _ in $(seq 1 100); do
+		for n in f1 f2; do
+			mn_api "$n" http://x/v1/nodes | grep -q '"routed":true' || continue 2
+		done
+		return 0
+	done
+	die "the nodes do not see each other in routing-mode $1"
+}
+start_mode native
+mn_pod_add f1 fa || die "a pod on f1"
+mn_pod_add f2 fb || die "a pod on f2"
+
+# ---- plain nodes p1, p2 (no fibril) -------------------------------------------------------------
+mn_node_add p1 5
+mn_node_add p2 6
+GW=10.249.0.1 # each plain node's pod gateway (on lo, as fibril's host device holds it)
+# plain_pod NODE POD ADDR : a pod wired as fibril-cni does, routed with a /32
+plain_pod() {
+	local node=$1 pod=$2 addr=$3 n p
+	n=$(mn_ns "$node") p=$(mn_pod_ns "$pod")
+	_mn_netns_add "$p"
+	ip -n "$n" link add "lxc$pod" type veth peer name eth0 netns "$p"
+	ip -n "$p" link set eth0 up
+	ip -n "$n" link set "lxc$pod" up
+	ip -n "$p" addr add "$addr/32" dev eth0
+	ip -n "$p" route add "$GW" dev eth0 scope link
+	ip -n "$p" route add default via "$GW"
+	ip -n "$n" route add "$addr/32" dev "lxc$pod" scope link src "$GW"
+	MN_POD_IP[$pod]=$addr
+}
+for i in 1 2; do
+	n=$(mn_ns "p$i")
+	ip -n "$n" addr add "$GW/32" dev lo
+	plain_pod "p$i" "na$i" "10.240.$i.10"  # the native reference
+	plain_pod "p$i" "va$i" "10.241.$i.10"  # the VXLAN reference
+	o=$((3 - i))
+	ip -n "$n" route add "10.240.$o.0/24" via "${MN_IP[p$o]}"
+	ip -n "$n" link add vx0 mtu 1500 type vxlan id 42 local "${MN_IP[p$i]}" remote "${MN_IP[p$o]}" dstport 8472
+	ip -n "$n" addr add "10.250.0.$i/24" dev vx0
+	ip -n "$n" link set vx0 up
+	ip -n "$n" route add "10.241.$o.0/24" via "10.250.0.$o" dev vx0
+done
+
+# ---- measurements -------------------------------------------------------------------------------
+free_port() { ip netns exec "$1" python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
+declare -A RRPORT IPERF_PORT
+SERVERS=()
+mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
+serve() { # POD
+	local ns
+	ns=$(mn_pod_ns "$1")
+	rm -f "$WORK/rrport.$1"
+	ip netns exec "$ns" "${PIN[@]}" "$RR" server "$WORK/rrport.$1" &
+	SERVERS+=($!)
+	for _ in $(seq 1 100); do [ -s "$WORK/rrport.$1" ] && break; sleep 0.05; done
+	RRPORT[$1]=$(cat "$WORK/rrport.$1")
+	IPERF_PORT[$1]=$(free_port "$ns")
+	ip netns exec "$ns" "${PIN[@]}" iperf3 -s -p "${IPERF_PORT[$1]}" >/dev/null 2>&1 &
+	SERVERS+=($!)
+}
+rr_once() { # CLIENT SERVER -> transactions per second
+	ip netns exec "$(mn_pod_ns "$1")" "${PIN[@]}" "$RR" client "${MN_POD_IP[$2]}" "${RRPORT[$2]}" "$SECS" |
+		sed -n 's/.*rate=\([0-9.]*\).*/\1/p'
+}
+bulk_once() { # CLIENT SERVER -> Gbit/s received
+	ip netns exec "$(mn_pod_ns "$1")" "${PIN[@]}" iperf3 -c "${MN_POD_IP[$2]}" -p "${IPERF_PORT[$2]}" -t "$SECS" -J |
+		python3 -c 'import json, sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))'
+}
+for p in fb na2 va2; do serve "$p"; done
+sleep 0.3
+declare -A CLIENT=([native]=fa [tunnel]=fa [plain]=na1 [plain-vxlan]=va1)
+declare -A SERVER=([native]=fb [tunnel]=fb [plain]=na2 [plain-vxlan]=va2)
+declare -A RRS BULKS
+warm() { ip netns exec "$(mn_pod_ns "${CLIENT[$1]}")" ping -c 2 -i 0.2 -W 1 "${MN_POD_IP[${SERVER[$1]}]}" >/dev/null || die "$1: no path from ${CLIENT[$1]} to ${SERVER[$1]}"; }
+measure() { # SETUP...
+	local r s v
+	for s in "$@"; do warm "$s"; done
+	for r in $(seq 1 "$REPEAT"); do
+		for s in "$@"; do
+			v=$(rr_once "${CLIENT[$s]}" "${SERVER[$s]}")
+			RRS[$s]="${RRS[$s]:-} $v"
+			echo "  run $r $s: TCP_RR $v/s"
+		done
+		for s in "$@"; do
+			v=$(bulk_once "${CLIENT[$s]}" "${SERVER[$s]}")
+			BULKS[$s]="${BULKS[$s]:-} $v"
+			echo "  run $r $s: bulk $v Gbit/s"
+		done
+	done
+}
+echo "bench_crossnode: $REPEAT x ${SECS}s per figure and setup, alternating; both ends on CPU $PIN_CPU; kernel $(uname -r), $(nproc) CPUs"
+measure native plain
+start_mode tunnel
+tun=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.load(sys.stdin)["tunnel"]["mode"])')
+[ "$tun" = vxlan ] || die "f1 is not in tunnel mode after the restart ($tun)"
+measure tunnel plain-vxlan
+enc=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.load(sys.stdin)["packets-from-endpoints"]["to-tunnel"])')
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'; }
+med() { printf '%s\n' $1 | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
+goal() { awk -v r="$1" 'BEGIN { print (r >= 0.95 ? "met" : "NOT met") }'; }
+row() { # LABEL FMT FIBRIL REF
+	printf "%-34s %12$2 %12$2 %8s  %s\n" "$1" "$3" "$4" "$(ratio "$3" "$4")" "$(goal "$(ratio "$3" "$4")")"
+}
+echo
+printf '%-34s %12s %12s %8s  %s\n' "median of $REPEAT" "fibril" "reference" "ratio" "goal >= 0.95"
+row "native TCP_RR (/s) vs plain" .0f "$(med "${RRS[native]}")" "$(med "${RRS[plain]}")"
+row "native bulk (Gbit/s) vs plain" .2f "$(med "${BULKS[native]}")" "$(med "${BULKS[plain]}")"
+row "tunnel TCP_RR (/s) vs kernel VXLAN" .0f "$(med "${RRS[tunnel]}")" "$(med "${RRS[plain-vxlan]}")"
+row "tunnel bulk (Gbit/s) vs kernel VXLAN" .2f "$(med "${BULKS[tunnel]}")" "$(med "${BULKS[plain-vxlan]}")"
+echo "packets f1's program encapsulated (to-tunnel): $enc"

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# tests/bench/bench_flows.sh - hubble-lite's figures (as root, by hand or
+# from `make bench`; never by make check):
+#   1. decoding and enrichment rate on one core (tests/bench/bench_flows),
+#      beside copying each event into a ring slot (same run);
+#   2. the agent (ipam, endpoint, datapath, policy, hubble-lite) in a node
+#      namespace, pod a sending UDP to pod b at RATE packets/s (iperf3, 64
+#      byte datagrams) for SECS seconds with a trace event per packet:
+#      events that became flows, events lost (the BPF ring had no room:
+#      dp_metrics event-lost; the bus: hubble's lost counter), the agent's
+#      CPU; the reference is the same traffic with trace events off;
+#   3. the same with 10 websocket followers of /v1/flows/stream
+#      (tests/bench/bench_ws_follow: the CLI's client counting lines): what
+#      each got and lost;
+#   4. the agent's RSS with the default ring of 4095, before any flow and
+#      with the ring full.
+# Nothing is asserted. Environment: top_srcdir, top_builddir; optional
+# RATE (100000), SECS (5), FOLLOWERS (10).
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
+set -euo pipefail
+. "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/cni/lib.sh"
+. "$top_srcdir/tests/lib/flowpods.sh"
+RATE=${RATE:-100000}
+SECS=${SECS:-5}
+FOLLOWERS=${FOLLOWERS:-10}
+for tool in iperf3 python3; do
+	command -v "$tool" >/dev/null || { echo "bench_flows: $tool is not installed" >&2; exit 1; }
+done
+say() { printf '%s\n' "$*"; }
+field() { sed -n "s/^$1=//p" "$2"; }
+goal() { awk -v v="$1" -v l="$3" -v op="$2" 'BEGIN {
+	ok = (op == "<") ? (v + 0 < l + 0) : (op == "=") ? (v + 0 == l + 0) : (v + 0 > l + 0); print (ok ? "met" : "NOT met") }'; }
+
+say "hubble-lite: flows (tests/bench/bench_flows.sh)"
+# ---- 1. decoding on one core ----------------------------------------------------------------------
+"$top_builddir/tests/bench/bench_flows" 5000000 >"$WORK/decode.out"
+dec=$(field decode_per_s "$WORK/decode.out")
+printf '   %-58s %14s\n' "decode + enrich into the ring (module code), events/s" "$dec"
+printf '   %-58s %14s\n' "reference: copy each event into a ring slot, events/s" "$(field copy_per_s "$WORK/decode.out")"
+printf '   %-58s %14s\n' "JSON of a flow for the stream ($(field json_bytes "$WORK/decode.out") bytes), flows/s" "$(field json_per_s "$WORK/decode.out")"
+say "   goal >= 1,000,000 events/s on one core: $(goal "$dec" '>' 999999)"
+
+# ---- the agent under traffic ------------------------------------------------------------------------
+ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT_PID/stat"; }
+rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$AGENT_PID/status"; }
+metric_sum() { api http://x/metrics | awk -v re="$1" '$0 ~ re { s += $NF } END { printf "%.0f\n", s }'; }
+seen() { api "http://x/v1/flows?last=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["seen"])'; }
+iperf_server() {
+	ip netns exec "${NS[b]}" iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+	BG+=($!)
+	sleep 0.5
+}
+# run_traffic NAME : SECS of UDP a -> b at RATE packets/s; key=value lines in $WORK/NAME
+run_traffic() {
+	local name=$1 t0 t1 s0 s1 l0 l1 h0 h1 w0 w1 u0 u1
+	iperf_server
+	s0=$(seen) l0=$(metric_sum '^fibril_datapath_packets_total.*reason="event-lost"') h0=$(metric_sum '^fibril_hubble_lost_events_total')
+	u0=$(metric_sum '^fibril_hubble_flows_total.*protocol="UDP"')
+	t0=$(ticks) w0=$(date +%s.%N)
+	ip netns exec "${NS[a]}" iperf3 -c "$B" -p 5201 -u -l 64 -b "$((RATE * 64 * 8))" -t "$SECS" -J \
+		>"$WORK/$name.iperf" 2>&1 || true
+	sleep 1 # the last events
+	t1=$(ticks) w1=$(date +%s.%N)
+	s1=$(seen) l1=$(metric_sum '^fibril_datapath_packets_total.*reason="event-lost"') h1=$(metric_sum '^fibril_hubble_lost_events_total')
+	u1=$(metric_sum '^fibril_hubble_flows_total.*protocol="UDP"')
+	python3 - "$WORK/$name.iperf" "$SECS" >"$WORK/$name" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+    p = j["end"]["sum"]["packets"]
+except Exception:
+    p = 0
+print("packets=%d" % p)
+print("pps=%.0f" % (p / float(sys.argv[2])))
+PY
+	{
+		echo "flows=$((s1 - s0))"
+		echo "udp_flows=$((u1 - u0))"
+		echo "dp_lost=$((l1 - l0))"
+		echo "bus_lost=$((h1 - h0))"
+		echo "cpu_pct=$(awk -v t="$((t1 - t0))" -v w0="$w0" -v w1="$w1" -v hz="$(getconf CLK_TCK)" \
+			'BEGIN { printf "%.1f", 100 * t / hz / (w1 - w0) }')"
+	} >>"$WORK/$name"
+}
+
+flowpods_start --set datapath.trace-events=false >"$WORK/setup.log" 2>&1 ||
+	{ cat "$WORK/setup.log"; exit 1; }
+run_traffic off
+kill -TERM "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.12.0/24 \
+	--set datapath.trace-events=true --set agent.api-tcp-listen="127.0.0.1:$TCP_PORT" \
+	>>"$WORK/setup.log" 2>&1 || { cat "$WORK/setup.log"; exit 1; }
+sleep 1
+rss0=$(rss_kb)
+run_traffic on
+rss1=$(rss_kb)
+# ---- 3. fan-out ----------------------------------------------------------------------------------------
+pids=()
+for i in $(seq 1 "$FOLLOWERS"); do
+	"$top_builddir/tests/bench/bench_ws_follow" "$SOCK" "/v1/flows/stream?from-pod=team/a&protocol=udp" \
+		"$WORK/follower$i.ready" $((SECS + 3)) >"$WORK/follower$i.json" &
+	pids+=($!)
+	BG+=($!)
+done
+for i in $(seq 1 "$FOLLOWERS"); do
+	for _ in $(seq 1 100); do [ -e "$WORK/follower$i.ready" ] && break; sleep 0.05; done
+done
+run_traffic fanout
+for p in "${pids[@]}"; do wait "$p" || true; done
+fan=$(python3 - "$WORK" "$FOLLOWERS" "$(field udp_flows "$WORK/fanout")" <<'PY'
+import json, sys
+work, n, flows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+got = [json.load(open("%s/follower%d.json" % (work, i + 1))) for i in range(n)]
+full = sum(1 for g in got if g["flows"] >= flows and g["lost"] == 0)
+print("min_got=%d max_lost=%d full=%d" % (min(g["flows"] for g in got), max(g["lost"] for g in got), full))
+PY
+)
+
+say ""
+say "   agent under UDP pod a -> pod b, 64-byte datagrams for ${SECS} s (iperf3 at $RATE/s)"
+printf '   %-40s %10s %10s %10s %10s %10s\n' "case" "pkts/s" "flows" "bpf lost" "bus lost" "agent CPU%"
+row() { printf '   %-40s %10s %10s %10s %10s %10s\n' "$1" "$(field pps "$WORK/$2")" "$(field flows "$WORK/$2")" \
+	"$(field dp_lost "$WORK/$2")" "$(field bus_lost "$WORK/$2")" "$(field cpu_pct "$WORK/$2")"; }
+row "reference: trace events off" off
+row "a trace event per packet" on
+row "... and $FOLLOWERS websocket followers" fanout
+lost=$(($(field dp_lost "$WORK/on") + $(field bus_lost "$WORK/on")))
+say "   goal no event lost at $RATE/s: $lost lost, $(goal "$lost" '=' 0); goal agent CPU < 10% of a core: $(field cpu_pct "$WORK/on")% $(goal "$(field cpu_pct "$WORK/on")" '<' 10)"
+say "   followers (from-pod=team/a&protocol=udp): $fan (each of $FOLLOWERS should get all $(field udp_flows "$WORK/fanout") UDP flows, lose 0)"
+say "   agent RSS with the default ring (4095): $((rss0 / 1024)) MB before any flow, $((rss1 / 1024)) MB with the ring full"

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# tests/integration/flows_stream.sh - the flow stream (/v1/flows/stream,
+# websocket) end to end: an agent with ipam, endpoint, datapath (trace
+# events on), policy and hubble-lite in a node namespace; pods a and b
+# through fibril-cni, a under a policy that lets b in on UDP 7000 only.
+# Traffic of known shape - b -> a UDP 7000 (allowed), b -> a UDP 7001
+# (dropped by policy), a -> b TCP 82 (nobody listens: SYN, then RST) -
+# comes over the websocket as exactly the expected flows (verdicts,
+# reason, TCP flags), to each follower as its filter says, and to
+# `fibril observe -f`; a bad filter is refused in the stream; a reader
+# that stalls loses its own flows and is told how many while a fast one
+# gets every flow of a burst; the lost counters and the ring's overwritten
+# counter move; the stream is served on the TCP listener too.
+. "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/cni/lib.sh"
+. "$top_srcdir/tests/lib/flowpods.sh"
+
+flowpods_start --set hubble-lite.ring-size=1000 --set hubble-lite.follow-queue=512
+WS=$top_srcdir/tests/lib/wsflows.py
+fib() { "$CLI" --socket "$SOCK" "$@"; }
+
+# follow NAME QUERY [wsflows args] : a follower in the background
+follow() {
+	local name=$1 query=$2
+	shift 2
+	rm -f "$WORK/$name.ready"
+	python3 "$WS" "$SOCK" "/v1/flows/stream?$query" "$WORK/$name.out" --ready "$WORK/$name.ready" "$@" \
+		2>"$WORK/$name.err" &
+	BG+=($!)
+	eval "PID_$name=$!"
+	local _
+	for _ in $(seq 1 100); do [ -e "$WORK/$name.ready" ] && return 0; sleep 0.05; done
+	return 1
+}
+# summary FILE : one line per flow: verdict reason proto src>dst:dport flags
+summary() {
+	python3 - "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line:
+        continue
+    f = json.loads(line)
+    if "lost_events" in f or "error" in f:
+        print(json.dumps(f, sort_keys=True)); continue
+    l4 = f.get("l4", {})
+    print(f["verdict"], f.get("drop_reason_desc") or f.get("trace_reason"), l4.get("protocol"),
+          "%s>%s:%s" % (f["source"].get("pod_name", "?"), f["destination"].get("pod_name", "?"),
+                        l4.get("destination_port")), l4.get("flags") or "-")
+PY
+}
+
+# ---- traffic of known shape -> exactly the expected flows ----------------------------------
+follow all "ip=$A&ip=$B" --idle 8 --timeout 40 || fail "follower 'all' connects"
+follow dropped "verdict=DROPPED&namespace=team" --idle 8 --timeout 40 || fail "follower 'dropped' connects"
+follow tcp "protocol=tcp&from-pod=team/a" --idle 8 --timeout 40 || fail "follower 'tcp' connects"
+"$CLI" --socket "$SOCK" observe -f --to-pod team/a --protocol udp >"$WORK/observe.out" 2>"$WORK/observe.err" &
+OBS=$!
+BG+=($OBS)
+sleep 0.5
+udp b a 7000
+udp b a 7001
+check "a -> b TCP 82 is refused (nobody listens)" test "$(tcp_dead a b 82)" = refused
+wait "$PID_all" "$PID_dropped" "$PID_tcp"
+EXPECT_ALL="FORWARDED forwarded UDP b>a:7000 -
+DROPPED policy-denied UDP b>a:7001 -
+FORWARDED forwarded TCP a>b:82 SYN
+FORWARDED forwarded TCP b>a:40082 RST,ACK"
+got=$(summary "$WORK/all.out" | sed "s/b>a:[0-9]* RST/b>a:40082 RST/")
+check "follower ip=a|b: exactly the 4 expected flows" test "$got" = "$EXPECT_ALL"
+[ "$got" = "$EXPECT_ALL" ] || printf '  got:\n%s\n' "$got"
+check "follower verdict=DROPPED: exactly the policy drop" \
+	test "$(summary "$WORK/dropped.out")" = "DROPPED policy-denied UDP b>a:7001 -"
+check "follower protocol=tcp&from-pod=team/a: exactly the SYN" \
+	test "$(summary "$WORK/tcp.out")" = "FORWARDED forwarded TCP a>b:82 SYN"
+check "the flows carry pods, namespaces, labels and the node" python3 - "$WORK/all.out" <<'PY'
+import json, sys
+f = json.loads(open(sys.argv[1]).readline())
+assert f["source"]["namespace"] == "team" and f["source"]["pod_name"] == "b", f
+assert "k8s:app=b" in f["source"]["labels"] and f["destination"]["pod_name"] == "a", f
+assert f["traffic_direction"] == "egress" and f["node_name"], f
+PY
+sleep 0.5
+kill "$OBS" 2>/dev/null || true
+wait "$OBS" 2>/dev/null || true
+OUT=$(cat "$WORK/observe.out")
+check "fibril observe -f --to-pod team/a --protocol udp: the two UDP flows as they came" \
+	test "$(grep -c 'team/b:40000 (ID:[0-9]*) -> team/a:7000 (ID:[0-9]*) from-endpoint FORWARDED (UDP)' <<<"$OUT")" = 1 -a \
+	"$(grep -c 'team/b:40001 (ID:[0-9]*) -> team/a:7001 (ID:[0-9]*) from-endpoint DROPPED (UDP, reason: policy-denied)' <<<"$OUT")" = 1 -a \
+	"$(wc -l <"$WORK/observe.out")" = 2
+check "fibril observe -f --port http: exit 1 naming the filter" \
+	sh -c '! "$1" --socket "$2" observe -f --port http 2>"$3" && grep -q "query .port." "$3"' _ "$CLI" "$SOCK" "$WORK/err"
+# --last N with -f: the ring's last matches first
+OUT=$(timeout 3 "$CLI" --socket "$SOCK" observe -f --last 1 --verdict DROPPED -o json || true)
+check "fibril observe -f --last 1: the last matching flow first (JSON lines)" \
+	test "$(python3 -c 'import json,sys; f = json.loads(sys.argv[1]); print(f["l4"]["destination_port"])' "$OUT")" = 7001
+python3 "$WS" "$SOCK" "/v1/flows/stream?verdict=MAYBE" "$WORK/bad.out" --timeout 5 2>"$WORK/bad.err" || true
+check "a bad filter: the stream says why and closes" \
+	grep -q '"error":"query .verdict.*","code":400' "$WORK/bad.out"
+ip netns exec "$NODE_NS" python3 "$WS" "127.0.0.1:$TCP_PORT" "/v1/flows/stream?last=1&verdict=DROPPED" \
+	"$WORK/tcpl.out" --count 1 --timeout 5 2>"$WORK/tcpl.err" || true
+check "the stream is served on the TCP listener" test "$(summary "$WORK/tcpl.out")" = "DROPPED policy-denied UDP b>a:7001 -"
+ip netns exec "$NODE_NS" python3 "$WS" "127.0.0.1:$TCP_PORT" "/v1/flows/stream" "$WORK/evil.out" \
+	--origin http://evil.example --timeout 5 2>"$WORK/evil.err" || true
+check "TCP: a websocket from another site's page (Origin) is refused" grep -q 'upgrade refused\|closed the connection' "$WORK/evil.err"
+ip netns exec "$NODE_NS" python3 "$WS" "127.0.0.1:$TCP_PORT" "/v1/flows/stream?last=1" "$WORK/same.out" \
+	--origin "http://127.0.0.1:$TCP_PORT" --count 1 --timeout 5 2>"$WORK/same.err" || true
+check "TCP: the page's own origin is taken" test "$(grep -c '"verdict"' "$WORK/same.out")" = 1
+tcpcode() { ip netns exec "$NODE_NS" curl -sS -o /dev/null -w '%{http_code}' "$@"; }
+check "TCP: GET /v1/flows under a host name is 421 (DNS rebinding), under the address 200" \
+	test "$(tcpcode -H "Host: evil.example:$TCP_PORT" "http://127.0.0.1:$TCP_PORT/v1/flows?last=1")" = 421 -a \
+	"$(tcpcode "http://127.0.0.1:$TCP_PORT/v1/flows?last=1")" = 200 -a \
+	"$(tcpcode -H "Host: localhost:$TCP_PORT" "http://127.0.0.1:$TCP_PORT/flows")" = 200
+check "TCP: /metrics still answers under a host name (scrapers)" \
+	test "$(tcpcode -H "Host: node1.example:$TCP_PORT" "http://127.0.0.1:$TCP_PORT/metrics")" = 200
+
+# ---- a slow reader loses its own flows, a fast one gets them all -----------------------------
+N=6000
+follow fast "from-pod=team/b&to-port=7000" --count "$N" --idle 10 --timeout 60 || fail "the fast follower connects"
+follow slow "from-pod=team/b&to-port=7000" --slow --stall 6 --idle 4 --timeout 60 || fail "the slow follower connects"
+sleep 0.3
+t0=$(date +%s.%N)
+udp b a 7000 "$N" 3000
+wait "$PID_fast"
+t1=$(date +%s.%N)
+check "the fast follower got all $N flows of the burst (in $(python3 -c "print(round($t1 - $t0, 1))") s, the slow one stalled)" \
+	test "$(grep -c '"destination_port":7000' "$WORK/fast.out")" = "$N"
+wait "$PID_slow"
+check "the slow follower was told what it lost, and got the rest" python3 - "$WORK/slow.out" "$N" <<'PY'
+import json, sys
+lost = got = 0
+for line in open(sys.argv[1]):
+    f = json.loads(line)
+    if "lost_events" in f:
+        assert f["lost_events"]["source"] == "SLOW_READER", f
+        lost += f["lost_events"]["num_events_lost"]
+    else:
+        got += 1
+n = int(sys.argv[2])
+assert lost > 0 and got + lost == n, (got, lost, n)
+print("  slow follower: %d flows, %d lost" % (got, lost))
+PY
+PROM=$(api http://x/metrics)
+check "/metrics: fibril_hubble_follower_lost_flows_total moved" \
+	grep -q '^fibril_hubble_follower_lost_flows_total [1-9]' <<<"$PROM"
+check "/metrics: no follower left" grep -q '^fibril_hubble_followers 0' <<<"$PROM"
+check "/metrics: the ring (1000) overwrote flows" \
+	grep -q '^fibril_hubble_ring_overwritten_total [1-9]' <<<"$PROM"
+check "GET /v1/flows: the ring holds 1000 flows, overwritten counted" \
+	test "$(api "http://x/v1/flows" | python3 -c 'import json,sys; j = json.load(sys.stdin); print(len(j["flows"]), j["overwritten"] > 0)')" = "1000 True"
+check "the agent is still healthy" test "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200
+finish

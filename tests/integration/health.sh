@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# tests/integration/health.sh - the health module on three nodes
+# (tests/lib/multinode.sh: a network namespace per node with its own agent,
+# one etcd on the underlay bridge), probing every 1 s: each node sees every
+# node (itself too) reachable over ICMP and HTTP, at its node address and
+# at its health endpoint (the last address of its pod CIDR, on the node's
+# loopback), with latencies and the connectivity matrix (rows from the
+# peers); `fibril health status` and /metrics show it. Then n3's agent is
+# stopped (SIGSTOP: the kernel still answers ICMP, its responder does not)
+# -> n1 and n2 show n3's HTTP targets unreachable within two intervals,
+# their health turns Degraded naming n3, and all is well again within two
+# intervals of SIGCONT; n3 ignoring echo requests (its namespace's
+# icmp_echo_ignore_all) -> the ICMP targets fail the same way. A stopped
+# agent takes its endpoint address off its loopback.
+. "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/multinode.sh"
+
+MODS="kvstore-etcd ipam-cluster-pool ipam-api nodes health"
+# shellcheck disable=SC2086
+mn_require $MODS
+# shellcheck disable=SC2086
+mn_modules "$WORK/mods" $MODS
+mn_underlay_up
+mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+INTERVAL_MS=1000
+HPORT=$((20000 + ($$ + 11) % 20000))
+for i in 1 2 3; do mn_node_add "n$i" "$i"; done
+start() {
+	mn_agent_start "$1" "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.202.0.0/16 \
+		--set nodes.retry=300ms --set nodes.lease-ttl=30s --set "health.interval=${INTERVAL_MS}ms" \
+		--set "health.port=$HPORT"
+}
+for n in n1 n2 n3; do start $n || { fail "the agent of $n starts"; finish; }; done
+
+health_json() { mn_api "$1" http://x/v1/health; }
+# health_is NODE PYTHON-EXPR : EXPR over j = the node's GET /v1/health, with
+# peer(name) and tgt(name, target) as shortcuts
+health_is() {
+	local doc
+	doc=$(health_json "$1") || true
+	python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+def peer(n): return next(p for p in j["peers"] if p["name"] == n)
+def tgt(n, t): return peer(n)["targets"][t]
+sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' "$doc" "$2" 2>/dev/null && return 0
+	[ -z "${QUIET:-}" ] && echo "  $1: ${doc:0:600}"
+	return 1
+}
+# elapsed_until SECONDS CMD... : poll CMD; prints the seconds it took
+elapsed_until() {
+	local limit=$1 t0 now
+	shift
+	t0=$(date +%s.%N)
+	while ! QUIET=1 "$@"; do
+		now=$(date +%s.%N)
+		if python3 -c "import sys; sys.exit(0 if $now - $t0 > $limit else 1)"; then
+			echo "timeout"
+			return 1
+		fi
+		sleep 0.05
+	done
+	python3 -c "print('%.2f' % ($(date +%s.%N) - $t0))"
+}
+ALL_T="['node-icmp', 'node-http', 'endpoint-icmp', 'endpoint-http']"
+all_ok() { QUIET=1 health_is "$1" "len(j['peers']) == 3 and all(tgt(p, t)['reachable'] for p in ['n1', 'n2', 'n3'] for t in $ALL_T) and not j['unreachable']"; }
+
+for n in n1 n2 n3; do
+	check "$n sees the three nodes reachable on all four targets" wait_for 30 all_ok $n ||
+		{ health_is $n False; finish; }
+done
+EP3=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["endpoint_ip"])' "$(health_json n3)")
+check "n3's health endpoint $EP3 is the last address of its pod CIDR, on its loopback" \
+	grep -q "inet $EP3/32" <<<"$(ip -n "$(mn_ns n3)" addr show dev lo)"
+check "n1 knows n3's endpoint address and node address" \
+	health_is n1 "peer('n3')['endpoint_ip'] == '$EP3' and peer('n3')['node_ip'] == '${MN_IP[n3]}'"
+check "latency: last, p50 and p99 per target, p50 <= p99" \
+	health_is n1 "all(0 < tgt('n2', t)['p50_ms'] <= tgt('n2', t)['p99_ms'] and tgt('n2', t)['last_ms'] > 0 for t in $ALL_T)"
+check "the matrix on n1 has the rows n2 and n3 reported, all reachable" \
+	wait_for 5 health_is n1 "all(j['matrix']['rows'][f] == {'n1': True, 'n2': True, 'n3': True} for f in ['n1', 'n2', 'n3'])"
+rc=0; out=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health status) || rc=$?
+check "fibril health status exits 0 and lists n3 with its addresses" \
+	eval '[ $rc = 0 ] && grep -Eq "^n3 +${MN_IP[n3]} +ok [0-9.]+/[0-9.]+/[0-9.]+ +ok .* $EP3 +ok" <<<"$out"'
+check "  and prints the matrix" grep -Eq "^n2 +ok +ok +ok$" <<<"$out"
+check "fibril health still prints ok" test "$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health)" = ok
+rc=0; err=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health frob 2>&1) || rc=$?
+check "fibril health frob: a usage error naming it" eval '[ $rc = 2 ] && grep -q "unknown subcommand .frob." <<<"$err"'
+mn_api n1 http://x/metrics >"$WORK/metrics.txt"
+check "/metrics: n3's targets reachable, probes counted, RTT histogram" \
+	eval 'grep -q "^fibril_health_node_reachable{peer=\"n3\",target=\"node-http\"} 1$" "$WORK/metrics.txt" &&
+	grep -Eq "^fibril_health_probes_total\{target=\"endpoint-icmp\",result=\"ok\"\} [1-9]" "$WORK/metrics.txt" &&
+	grep -Eq "^fibril_health_probe_rtt_seconds_count\{target=\"node-http\"\} [1-9]" "$WORK/metrics.txt" &&
+	grep -q "^fibril_health_nodes{state=\"reachable\"} 3$" "$WORK/metrics.txt"'
+
+# ---- n3's responder stops answering --------------------------------------------------------
+kill -STOP "${MN_PID[n3]}"
+n3_http_down() { health_is "$1" "not tgt('n3', 'node-http')['reachable'] and not tgt('n3', 'endpoint-http')['reachable'] and j['unreachable'] == ['n3']"; }
+LIMIT=$(python3 -c "print(2 * $INTERVAL_MS / 1000 + 1)") # two intervals, and a second of polling on a busy machine
+r1=0; t1=$(elapsed_until "$LIMIT" n3_http_down n1) || r1=$?
+r2=0; t2=$(elapsed_until "$LIMIT" n3_http_down n2) || r2=$?
+check "n1 shows n3's HTTP targets unreachable within two intervals (${t1}s)" test $r1 = 0
+check "n2 too (${t2}s from n1's)" test $r2 = 0
+check "  ICMP to n3's stack still answers (the kernel does)" \
+	health_is n1 "tgt('n3', 'node-icmp')['reachable'] and tgt('n3', 'endpoint-icmp')['reachable'] and 'HTTP' in tgt('n3', 'node-http')['error']"
+check "  n1 and n2 still reach each other" health_is n1 "peer('n2')['reachable']"
+hz=$(mn_api n1 -w ' %{http_code}' http://x/v1/healthz)
+check "n1's healthz is 503 naming n3 (health: Degraded)" \
+	eval 'grep -q " 503$" <<<"$hz" && grep -q "health (degraded: 1 of 3 nodes unreachable: n3 (node-http, endpoint-http))" <<<"$hz"'
+rc=0; out=$("$CLI" -s "${MN_DIR[n2]}/fibril.sock" health status) || rc=$?
+check "fibril health status on n2 exits 1 and says n3 is unreachable" \
+	eval '[ $rc = 1 ] && grep -q "^Unreachable: n3$" <<<"$out" && grep -Eq "^n3 .*FAIL: no HTTP answer" <<<"$out"'
+check "  the matrix row of n2 says FAIL for n3" grep -Eq "^n2 +ok +ok +FAIL$" <<<"$out"
+check "  and n3's row is unknown while it does not answer" grep -Eq "^n3 +- +- +-$" <<<"$out"
+sed 's/^/    | /' <<<"$out" # the view, for the log
+mn_api n1 http://x/metrics >"$WORK/metrics.txt"
+check "/metrics: n3's node-http is 0, one node unreachable" \
+	eval 'grep -q "^fibril_health_node_reachable{peer=\"n3\",target=\"node-http\"} 0$" "$WORK/metrics.txt" &&
+	grep -q "^fibril_health_nodes{state=\"unreachable\"} 1$" "$WORK/metrics.txt"'
+check "n1's log names n3 unreachable" grep -q 'unreachable: n3 (node-http, endpoint-http)' "${MN_DIR[n1]}/agent.log"
+kill -CONT "${MN_PID[n3]}"
+back() { QUIET=1 all_ok "$1"; }
+r1=0; t1=$(elapsed_until "$LIMIT" back n1) || r1=$?
+check "n1 shows n3 reachable again within two intervals of SIGCONT (${t1}s)" test $r1 = 0
+check "  and its healthz is 200 again" test "$(mn_api n1 -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200
+check "  n2 too" wait_for 3 back n2
+
+# ---- n3's kernel stops answering echo requests -----------------------------------------------------
+ip netns exec "$(mn_ns n3)" sysctl -qw net.ipv4.icmp_echo_ignore_all=1
+n3_icmp_down() { health_is "$1" "not tgt('n3', 'node-icmp')['reachable'] and not tgt('n3', 'endpoint-icmp')['reachable'] and tgt('n3', 'node-http')['reachable']"; }
+r1=0; t1=$(elapsed_until "$LIMIT" n3_icmp_down n1) || r1=$?
+check "n3 ignoring echo requests: n1 shows its ICMP targets unreachable within two intervals (${t1}s)" test $r1 = 0
+check "  with the reason" health_is n1 "tgt('n3', 'node-icmp')['error'] == 'no echo reply within the interval'"
+ip netns exec "$(mn_ns n3)" sysctl -qw net.ipv4.icmp_echo_ignore_all=0
+check "  and reachable again after" wait_for 5 back n1
+
+# ---- a node leaves ---------------------------------------------------------------------------------
+mn_agent_kill n3 TERM
+check "n3's agent stopped cleanly (no sanitizer report in its log)" eval '! grep -q "Sanitizer" "${MN_DIR[n3]}/agent.log"'
+check "a stopped agent takes its health endpoint address off its loopback" \
+	eval '! grep -q "inet $EP3/32" <<<"$(ip -n "$(mn_ns n3)" addr show dev lo)"'
+
+finish

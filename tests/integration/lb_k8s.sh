@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# tests/integration/lb_k8s.sh - the lb module's services from Kubernetes (as
+# root): the fake kube-apiserver (tests/k8s), an agent with the k8s and lb
+# modules, three backend pods and a client pod (tests/lib/lbtopo.sh; the
+# client runs in the test's own cgroup). A Service whose targetPort is a
+# name, with an EndpointSlice (b0 ready on this node, b1 ready on another
+# node, b2 serving and terminating): connections to its clusterIP reach b0
+# and b1 only; all ready ones gone -> b2 (terminating) serves; kubectl
+# patch internalTrafficPolicy=Local -> only this node's b0; kubectl patch
+# of the port -> the frontend moves (new port served, old one gone, same
+# service ID kept for the frontend that stays); a NodePort Service with
+# externalTrafficPolicy Local reached on the node address gets only this
+# node's endpoint while its clusterIP gets all; a restart with the objects
+# in place keeps the IDs and goes on following them; an EndpointSlice of an
+# unknown Service is a logged skip, used once the Service arrives; a
+# Service with an invalid externalIP is a logged skip that leaves the other
+# services alone; deleting the Service removes its frontends.
+. "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/k8s/apiserver.sh"
+
+[ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF, cgroups)"
+for tool in ip nsenter python3 curl; do
+	command -v "$tool" >/dev/null || skip_or_fail "$tool is not installed"
+done
+k8s_require
+[ -f "$top_builddir/.libs/k8s.so" ] || { echo "FAIL: k8s.so is not built"; exit 1; }
+LB_BACKENDS=3
+. "$top_srcdir/tests/lib/lbtopo.sh"
+install -m 0644 "$top_builddir/.libs/k8s.so" "$mods/"
+
+k8s_start --service-cidr 10.96.0.0/16 || { fail "the fake apiserver starts"; finish; }
+NODE_NAME=lbnode$$
+# the agent in the root netns (it reaches the apiserver on 127.0.0.1); the
+# socket hooks act on the client pod's sockets through the cgroup wherever
+# the agent runs
+# 192.0.2.10 (TEST-NET-1) is "the node's address" for NodePorts: the socket
+# hooks translate it before anything is routed
+start_agent "$mods" --set "lb.cgroup=$CG" --set "k8s.kubeconfig=$K8S_KUBECONFIG" \
+	--set "k8s.node-name=$NODE_NAME" --set k8s.sync-timeout=20s --set lb.node-addresses=192.0.2.10 ||
+	{ fail "the agent starts"; finish; }
+
+slice() { # slice NAME SERVICE ENDPOINTS_JSON
+	cat <<EOF2
+{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+ "metadata":{"name":"$1","namespace":"default","labels":{"kubernetes.io/service-name":"$2"}},
+ "addressType":"IPv4","ports":[{"name":"http","port":8080,"protocol":"TCP"}],
+ "endpoints":$3}
+EOF2
+}
+ep() { # ep INDEX NODE ready serving terminating
+	printf '{"addresses":["10.212.0.%d"],"nodeName":"%s","conditions":{"ready":%s,"serving":%s,"terminating":%s}}' \
+		$((10 + $1)) "$2" "$3" "$4" "$5"
+}
+svc_id() { # svc_id FRONTEND -> the service ID, or ""
+	api http://x/v1/service | python3 -c '
+import json, sys
+print("".join(str(s["id"]) for s in json.load(sys.stdin)["services"] if s["frontend"] == sys.argv[1]))' "$1"
+}
+wait_for() { # wait_for SECONDS CMD...
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.2
+	done
+}
+backends_seen() { jq_ "$(client tcp "$1" "$2" "${3:-60}")" 'sorted(j["backends"]) if not j["errors"] else j'; }
+
+# ---- an EndpointSlice before its Service: a logged skip, kept -------------------------------
+slice web-1 web "[$(ep 0 "$NODE_NAME" true true false),$(ep 1 other-node true true false),$(ep 2 "$NODE_NAME" false true true)]" >"$WORK/slice.json"
+kc apply -f "$WORK/slice.json" >/dev/null || fail "kubectl apply the EndpointSlice"
+check "an EndpointSlice of an unknown Service is a logged skip" \
+	wait_for 10 grep -q "endpointslice default/web-1 skipped: service default/web is unknown" "$WORK/agent.log"
+
+# ---- the Service (targetPort by name) -----------------------------------------------------------
+cat >"$WORK/svc.json" <<'EOF2'
+{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"},
+ "spec":{"type":"ClusterIP","selector":{"app":"web"},
+         "ports":[{"name":"http","port":80,"protocol":"TCP","targetPort":"web-port"}]}}
+EOF2
+kc apply -f "$WORK/svc.json" >/dev/null || fail "kubectl apply the Service"
+CIP=$(kc get svc web -o jsonpath='{.spec.clusterIP}')
+check "the Service got a clusterIP" test -n "$CIP"
+check "its frontend is programmed" wait_for 10 test -n "$(svc_id "$CIP:80")"
+ID=$(svc_id "$CIP:80")
+check "the ready backends (b0 on this node, b1 elsewhere) serve; terminating b2 does not" \
+	test "$(backends_seen "$CIP" 80)" = "['b0', 'b1']"
+list=$(fib service list)
+check "service list names it default/web:http, source k8s" grep -q "default/web:http" <<<"$list" || echo "$list"
+check "... with b2 terminating" grep -q "10.212.0.12:8080 (terminating)" <<<"$list"
+
+# ---- no ready endpoint left: the terminating one serves ------------------------------------------
+slice web-1 web "[$(ep 0 "$NODE_NAME" false false true),$(ep 2 "$NODE_NAME" false true true)]" >"$WORK/slice.json"
+kc apply -f "$WORK/slice.json" >/dev/null
+check "only terminating endpoints: b2 serves" wait_for 10 test "$(backends_seen "$CIP" 80 10)" = "['b2']"
+
+# ---- internalTrafficPolicy Local: only this node's endpoints ----------------------------------------
+slice web-1 web "[$(ep 0 "$NODE_NAME" true true false),$(ep 1 other-node true true false)]" >"$WORK/slice.json"
+kc apply -f "$WORK/slice.json" >/dev/null
+wait_for 10 test "$(backends_seen "$CIP" 80 20)" = "['b0', 'b1']" || fail "b0 and b1 ready again"
+kc patch svc web --type merge -p '{"spec":{"internalTrafficPolicy":"Local"}}' >/dev/null
+check "internalTrafficPolicy Local: only b0 (this node)" wait_for 10 test "$(backends_seen "$CIP" 80 20)" = "['b0']"  || { backends_seen "$CIP" 80 20; fib service list; grep lb: "$WORK/agent.log" | tail -5; }
+check "the frontend kept its ID" test "$(svc_id "$CIP:80")" = "$ID" || { echo "  $ID -> $(svc_id "$CIP:80")"; grep "lb:" "$WORK/agent.log"; }
+
+# ---- kubectl changes the port: reprogrammed ----------------------------------------------------------
+kc patch svc web --type json -p '[{"op":"replace","path":"/spec/ports/0/port","value":81}]' >/dev/null
+check "the port change is reprogrammed: :81 served" wait_for 10 test "$(backends_seen "$CIP" 81 10)" = "['b0']"
+check "... and :80 is gone" test -z "$(svc_id "$CIP:80")"
+ID81=$(svc_id "$CIP:81")
+
+# ---- a bad Service is a logged skip; the others stay -------------------------------------------------
+cat >"$WORK/bad.json" <<'EOF2'
+{"apiVersion":"v1","kind":"Service","metadata":{"name":"bad","namespace":"default"},
+ "spec":{"ports":[{"name":"http","port":80}],"externalIPs":["300.1.2.3"]}}
+EOF2
+kc apply -f "$WORK/bad.json" >/dev/null
+check "an invalid externalIP is a logged skip naming it" \
+	wait_for 10 grep -q "service default/bad skipped: spec.externalIPs\[0\] '300.1.2.3' is not an IP address" "$WORK/agent.log"
+check "the other Service still serves" test "$(backends_seen "$CIP" 81 10)" = "['b0']"
+
+# ---- NodePort with externalTrafficPolicy Local ---------------------------------------------------
+cat >"$WORK/np.json" <<'EOF2'
+{"apiVersion":"v1","kind":"Service","metadata":{"name":"np","namespace":"default"},
+ "spec":{"type":"NodePort","externalTrafficPolicy":"Local",
+         "ports":[{"name":"http","port":8000,"protocol":"TCP","targetPort":8080}]}}
+EOF2
+kc apply -f "$WORK/np.json" >/dev/null
+slice np-1 np "[$(ep 0 "$NODE_NAME" true true false),$(ep 1 other-node true true false)]" >"$WORK/np-slice.json"
+kc apply -f "$WORK/np-slice.json" >/dev/null
+NP=$(kc get svc np -o jsonpath='{.spec.ports[0].nodePort}')
+NPCIP=$(kc get svc np -o jsonpath='{.spec.clusterIP}')
+check "the NodePort Service got a nodePort" test -n "$NP"
+check "NodePort on the node address, externalTrafficPolicy Local: only this node's b0" \
+	wait_for 10 test "$(backends_seen 192.0.2.10 "$NP" 20)" = "['b0']"
+check "... while its clusterIP (internalTrafficPolicy Cluster) uses b0 and b1" \
+	test "$(backends_seen "$NPCIP" 8000 30)" = "['b0', 'b1']"
+check "service list shows the NodePort frontend" grep -q "192.0.2.10:$NP/TCP  *NodePort" <<<"$(fib service list)"
+
+# ---- a restart with the objects in place: same ID, still followed -------------------------------
+AGENT_ARGS=(--set "lb.cgroup=$CG" --set "k8s.kubeconfig=$K8S_KUBECONFIG"
+	--set "k8s.node-name=$NODE_NAME" --set k8s.sync-timeout=20s --set lb.node-addresses=192.0.2.10)
+check "the agent stops" stop_agent
+start_agent "$mods" "${AGENT_ARGS[@]}" --set k8s.resources=services,endpointslices ||
+	{ fail "the agent restarts"; finish; }
+check "after a restart: the frontend keeps its ID" wait_for 10 test "$(svc_id "$CIP:81")" = "$ID81"
+check "... and still serves" test "$(backends_seen "$CIP" 81 10)" = "['b0']"
+kc patch svc web --type merge -p '{"spec":{"internalTrafficPolicy":"Cluster"}}' >/dev/null
+check "... and is still followed (policy back to Cluster: b0 and b1)" \
+	wait_for 10 test "$(backends_seen "$CIP" 81 30)" = "['b0', 'b1']"
+
+# ---- delete -------------------------------------------------------------------------------------------
+kc delete svc web >/dev/null
+check "deleting the Service removes its frontends" wait_for 10 test -z "$(svc_id "$CIP:81")"
+check "k8s skips are counted" test "$(jq_ "$(api http://x/v1/service)" 'j["k8s-skipped"] >= 2')" = True
+check "the agent stops cleanly" stop_agent
+finish

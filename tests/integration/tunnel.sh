@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# tests/integration/tunnel.sh - three nodes in routing-mode tunnel
+# (tests/lib/multinode.sh: a network namespace per node with its own agent,
+# state, run and bpffs dirs, joined by an underlay bridge; one etcd):
+# every node creates the VXLAN device (external / collect-metadata, port
+# 8472) through the datapath and attaches the overlay program to it; no
+# pod CIDR route, the remote CIDRs are in the ipcache with their node as
+# tunnel endpoint; a pod on each node pings and connects over TCP to the
+# pods on both other nodes, while a capture in the underlay namespace
+# (tests/lib/vxlan_capture.py) checks that every pod-to-pod packet crossed
+# it VXLAN-encapsulated between the right nodes with the sender pod's
+# identity as its VNI, and none crossed it in the clear; an agent restart
+# adopts the device (counted, nothing created); kill -9 of one agent while
+# a stream crosses the tunnel: the stream is never reset, the tunnel stays.
+. "$top_srcdir/tests/lib/common.sh"
+MN_UNDERLAY_MTU=9000 # room for the 50 bytes of VXLAN around 1500-byte pod frames
+. "$top_srcdir/tests/lib/multinode.sh"
+
+MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
+# shellcheck disable=SC2086
+mn_require $MODS
+command -v ping >/dev/null || skip_or_fail "ping is not installed (iputils-ping)"
+# shellcheck disable=SC2086
+mn_modules "$WORK/mods" $MODS
+mn_underlay_up
+mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+NODES=(n1 n2 n3)
+for i in 1 2 3; do mn_node_add "n$i" "$i"; done
+PORT=$((20000 + RANDOM % 20000))
+AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.202.0.0/16
+	--set nodes.retry=300ms --set nodes.routing-mode=tunnel --set nodes.lease-ttl=30s)
+start() { mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}"; }
+
+nodes_json() { mn_api "$1" http://x/v1/nodes; }
+dp_json() { mn_api "$1" http://x/v1/datapath; }
+knows_all() {
+	QUIET_JSON=1 json_is "$(nodes_json "$1")" "sorted(n['name'] for n in j['nodes']) == ['n1', 'n2', 'n3'] and all(n.get('routed', True) for n in j['nodes'])"
+}
+ipcache() { "$CLI" -s "${MN_DIR[$1]}/fibril.sock" map dump dp_ipcache 2>&1; }
+vxlan_link() { ip -n "$(mn_ns "$1")" -d link show fibril_vxlan 2>&1; }
+probe() { # probe POD TARGET... : ping and TCP from POD's namespace
+	local pod=$1
+	shift
+	ip netns exec "$(mn_pod_ns "$pod")" python3 "$top_srcdir/tests/cni/nettest.py" probe "$PORT" "$@" \
+		>"$WORK/probe.out" 2>&1 || { sed 's/^/  /' "$WORK/probe.out"; return 1; }
+}
+
+for n in "${NODES[@]}"; do start "$n" || { fail "the agent of $n starts"; finish; }; done
+for n in "${NODES[@]}"; do check "$n learns the other two nodes" wait_for 15 knows_all "$n"; done
+declare -A CIDR
+for n in "${NODES[@]}"; do
+	CIDR[$n]=$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print([n for n in j["nodes"] if n["name"]==sys.argv[2]][0]["pod-cidrs"][0])' \
+		"$(nodes_json "$n")" "$n")
+done
+
+# ---- the device, no routes, the ipcache -------------------------------------------------
+for n in "${NODES[@]}"; do
+	check "$n: fibril_vxlan is a VXLAN device in external mode on port 8472, up" \
+		bash -c '[[ $1 == *"<"*UP*">"* && $1 == *"vxlan external"* && $1 == *"dstport 8472"* ]]' _ "$(vxlan_link "$n")"
+	check "$n: the overlay program is attached to it" \
+		json_is "$(dp_json "$n")" "j['tunnel']['mode'] == 'vxlan' and j['tunnel']['attached-program'] == j['tunnel']['program-id'] > 0 and j['tunnel']['created'] == 1"
+	check "$n: no route for a pod CIDR (proto 242)" test -z "$(ip -n "$(mn_ns "$n")" route show proto 242)"
+done
+check "n1's ipcache: n2's CIDR with n2 as tunnel endpoint" \
+	grep -Eq "^${CIDR[n2]} +identity=2 \(world\) tunnel-endpoint=${MN_IP[n2]}\$" <<<"$(ipcache n1)"
+check "n1's ipcache: n3's CIDR with n3 as tunnel endpoint" \
+	grep -Eq "^${CIDR[n3]} +identity=2 \(world\) tunnel-endpoint=${MN_IP[n3]}\$" <<<"$(ipcache n1)"
+check "GET /v1/nodes says routing-mode tunnel" json_is "$(nodes_json n2)" "j['routing-mode'] == 'tunnel'"
+
+# ---- pods on every node, traffic across every pair, a capture in the underlay -----------------
+declare -A POD_OF=([n1]=pa [n2]=pb [n3]=pc)
+PODS=(pa pb pc)
+label() { # label NODE POD : app=POD
+	local code
+	code=$(mn_api "$1" -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
+		-d '{"labels":["k8s:app='"$2"'"]}' "http://x/v1/endpoint/container-id:$MN_TAG$2")
+	[ "$code" = 200 ] || { fail "pod $2 is labelled app=$2"; cat "$WORK/patch.out"; }
+}
+# three identities, so the VNI names its sender: labels of their own, and
+# (while identities are node-local) pods labelled before them on n2 and n3
+# (with cluster-wide identities the PATCH waits for the new labels' number)
+# so the numbers differ too
+mn_pod_add n2 f1 && label n2 f1
+mn_pod_add n3 f2 && label n3 f2
+mn_pod_add n3 f3 && label n3 f3
+for n in "${NODES[@]}"; do
+	mn_pod_add "$n" "${POD_OF[$n]}" || fail "a pod on $n"
+	label "$n" "${POD_OF[$n]}"
+done
+SERVERS=()
+CAPTURE=""
+mn_test_cleanup() {
+	local p
+	for p in "${SERVERS[@]}" $CAPTURE; do kill "$p" 2>/dev/null; done
+}
+for p in "${PODS[@]}"; do
+	ip netns exec "$(mn_pod_ns $p)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
+	SERVERS+=($!)
+done
+for p in "${PODS[@]}"; do mn_listening "$p" "$PORT"; done
+declare -A IDENT
+for p in "${PODS[@]}"; do
+	IDENT[$p]=$(ipcache "${MN_POD_NODE[$p]}" | awk -v ip="${MN_POD_IP[$p]}/32" '$1 == ip { sub("identity=", "", $2); print $2 }')
+done
+echo "  pods: pa ${MN_POD_IP[pa]} (identity ${IDENT[pa]}), pb ${MN_POD_IP[pb]} (${IDENT[pb]}), pc ${MN_POD_IP[pc]} (${IDENT[pc]})"
+check "the three pods have three identities" test "$(printf '%s\n' "${IDENT[@]}" | sort -u | wc -l)" = 3
+
+ip netns exec "$MN_UNDERLAY_NS" python3 "$top_srcdir/tests/lib/vxlan_capture.py" "$WORK/cap.json" "$WORK/cap.stop" &
+CAPTURE=$!
+wait_for 10 test -e "$WORK/cap.stop.ready" || fail "the underlay capture starts"
+check "pa (n1) pings and connects to pb (n2) and pc (n3)" probe pa "${MN_POD_IP[pb]}" "${MN_POD_IP[pc]}"
+check "pb (n2) pings and connects to pa (n1) and pc (n3)" probe pb "${MN_POD_IP[pa]}" "${MN_POD_IP[pc]}"
+check "pc (n3) pings and connects to pa (n1) and pb (n2)" probe pc "${MN_POD_IP[pa]}" "${MN_POD_IP[pb]}"
+touch "$WORK/cap.stop"
+wait "$CAPTURE" 2>/dev/null
+CAPTURE=""
+CAP=$(cat "$WORK/cap.json" 2>/dev/null || echo '{"vxlan": [], "plain": []}')
+for a in "${PODS[@]}"; do
+	for b in "${PODS[@]}"; do
+		[ "$a" = "$b" ] && continue
+		na=${MN_POD_NODE[$a]} nb=${MN_POD_NODE[$b]}
+		check "$a -> $b crossed the underlay in VXLAN from $na to $nb, VNI = $a's identity ${IDENT[$a]} (ICMP and TCP)" \
+			json_is "$CAP" "{r[5] for r in j['vxlan'] if r[:5] == ['${MN_IP[$na]}', '${MN_IP[$nb]}', ${IDENT[$a]:-0}, '${MN_POD_IP[$a]}', '${MN_POD_IP[$b]}']} == {1, 6}"
+	done
+done
+check "no pod-to-pod packet crossed the underlay unencapsulated" \
+	json_is "$CAP" "not [r for r in j['plain'] if r[0].startswith('10.202.') or r[1].startswith('10.202.')]"
+check "every VXLAN packet carried a pod's identity" \
+	json_is "$CAP" "j['vxlan'] and all(r[2] in (${IDENT[pa]:-0}, ${IDENT[pb]:-0}, ${IDENT[pc]:-0}) for r in j['vxlan'])"
+check "n2 counted encapsulated packets (to-tunnel) and decapsulated ones (from-overlay)" \
+	json_is "$(dp_json n2)" "j['packets-from-endpoints']['to-tunnel'] > 0 and j['packets-from-overlay']['forwarded'] > 0"
+
+# ---- restart: the device is adopted ----------------------------------------------------------
+mn_agent_kill n1 TERM
+check "with n1's agent stopped, pa still reaches pb and pc" probe pa "${MN_POD_IP[pb]}" "${MN_POD_IP[pc]}"
+IFX=$(ip -n "$(mn_ns n1)" -o link show fibril_vxlan | cut -d: -f1)
+start n1 || fail "the agent of n1 restarts"
+check "after the restart n1 adopted fibril_vxlan (adopted 1, created 0, same ifindex $IFX)" \
+	json_is "$(dp_json n1)" "j['tunnel']['adopted'] == 1 and j['tunnel']['created'] == 0 and j['tunnel']['replaced'] == 0 and j['tunnel']['ifindex'] == ${IFX:-0}"
+check "  and its new overlay program is the one attached" \
+	json_is "$(dp_json n1)" "j['tunnel']['attached-program'] == j['tunnel']['program-id'] > 0"
+check "pa reaches pb and pc after n1's restart" probe pa "${MN_POD_IP[pb]}" "${MN_POD_IP[pc]}"
+
+# ---- kill -9 during a stream across the tunnel -----------------------------------------------
+mn_stream_start pa pb $((PORT + 1)) || fail "a stream from pa to pb is up"
+mn_agent_kill n2 KILL
+mn_agent_kill n1 KILL
+check "with the agents of n1 and n2 killed, pa still reaches pb" probe pa "${MN_POD_IP[pb]}"
+sleep 1
+mn_stream_stop
+check "the stream from pa to pb through the tunnel was never reset" grep -q 'reset=0 error=$' "$WORK/send.status"
+check "  and carried data" grep -Eq 'bytes=[1-9]' "$WORK/recv.status"
+cat "$WORK/send.status" "$WORK/recv.status" 2>/dev/null | sed 's/^/  /'
+start n2 || fail "the agent of n2 restarts"
+check "n2 adopted its device after kill -9" json_is "$(dp_json n2)" "j['tunnel']['adopted'] == 1 and j['tunnel']['created'] == 0"
+check "pb reaches pa and pc again" probe pb "${MN_POD_IP[pa]}" "${MN_POD_IP[pc]}"
+finish
