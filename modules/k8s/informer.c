@@ -8,7 +8,9 @@
  * list backs off the same way (client-go's reflector backoff). A watch that
  * delivers no byte for watch-idle-timeout (a dead peer, a stalled proxy) is
  * restarted from the last resourceVersion; a line that is not a valid event
- * is logged, counted and dropped without touching the cache. The cache maps namespace/name to the object's JSON and
+ * is logged, counted and dropped without touching the cache. A list
+ * answered 404 (a CRD that is not installed) makes the resource
+ * "unavailable": synced and empty, said once, listed again every minute. The cache maps namespace/name to the object's JSON and
  * resourceVersion; a relist is diffed against it so each change is
  * published on "k8s.<resource>" exactly once. */
 #include <errno.h>
@@ -334,6 +336,33 @@ static void apply_list(struct k8s_res *r)
 
 static void send_list_page(struct k8s_res *r);
 
+/* The API server does not serve the resource (404 on the list: its CRD is
+ * not installed): an empty, synced cache (what it held is deleted), said
+ * once in the log, listed again every K8S_UNAVAILABLE_RETRY_MS; health
+ * stays OK. */
+static void unavailable(struct k8s_res *r)
+{
+	struct k8s *k = r->k;
+	cache_clear(&r->next);
+	free(r->cont);
+	r->cont = NULL;
+	free(r->rv);
+	r->rv = NULL;
+	if (!r->unavailable)
+		fibril_warn(k->m, "%s: not served by the API server (HTTP 404: is its CRD installed?); "
+				  "none until it is, listing again every %us",
+			    r->def->name, K8S_UNAVAILABLE_RETRY_MS / 1000);
+	r->unavailable = true;
+	r->failures = 0;
+	r->error[0] = '\0';
+	apply_list(r);
+	r->phase = PH_UNAVAILABLE;
+	r->retry_ms = K8S_UNAVAILABLE_RETRY_MS;
+	if (k->running)
+		r->timer = fibril_timer_add(k->m, K8S_UNAVAILABLE_RETRY_MS, 0, on_retry, r);
+	k8s_health_update(r);
+}
+
 static void on_list_done(struct k8s_req *q, int err)
 {
 	struct k8s_res *r = q->ud;
@@ -345,6 +374,10 @@ static void on_list_done(struct k8s_req *q, int err)
 			fibril_info(r->k->m, "list %s: continue token expired; listing again",
 				    r->def->name);
 			begin_list(r);
+			return;
+		}
+		if (q->status == 404) {
+			unavailable(r);
 			return;
 		}
 		fail(r, q->errbuf, true);
@@ -381,6 +414,10 @@ static void on_list_done(struct k8s_req *q, int err)
 		return;
 	}
 	r->failures = 0;
+	if (r->unavailable) {
+		r->unavailable = false;
+		fibril_info(r->k->m, "%s: now served by the API server", r->def->name);
+	}
 	apply_list(r);
 	r->watch_after_list = true;
 	start_watch(r);

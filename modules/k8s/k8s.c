@@ -113,7 +113,12 @@ void k8s_health_update(struct k8s_res *r)
 	snprintf(comp, sizeof(comp), "watch:%s", r->def->name);
 	if (!r->k->running)
 		return;
-	if (r->phase == PH_BACKOFF) /* the same figure as the log line's */
+	if (r->unavailable) /* not an error: the cluster has no such kind */
+		fibril_health_report(r->k->m, comp, FIBRIL_HEALTH_OK,
+				     "watch %s: not served by the API server (404): none; listing again "
+				     "every %us",
+				     r->def->name, K8S_UNAVAILABLE_RETRY_MS / 1000);
+	else if (r->phase == PH_BACKOFF) /* the same figure as the log line's */
 		fibril_health_report(r->k->m, comp, FIBRIL_HEALTH_DEGRADED,
 				     "watch %s: %s; retrying in %.1fs", r->def->name, r->error,
 				     (double)r->retry_ms / 1000);
@@ -332,7 +337,7 @@ static struct json_object *res_json(struct k8s_res *r)
 	json_object_object_add(o, "last_event", r->last_event ? json_object_new_string(ts) : NULL);
 	json_object_object_add(o, "relists", json_object_new_int64((int64_t)r->relists));
 	json_object_object_add(o, "watching", json_object_new_boolean(r->phase == PH_WATCHING));
-	static const char *const phases[] = {"idle", "listing", "watching", "backoff"};
+	static const char *const phases[] = {"idle", "listing", "watching", "backoff", "unavailable"};
 	json_object_object_add(o, "phase", json_object_new_string(phases[r->phase]));
 	json_object_object_add(o, "resource_version", r->rv ? json_object_new_string(r->rv) : NULL);
 	json_object_object_add(o, "watches", json_object_new_int64((int64_t)r->watches));

@@ -72,12 +72,16 @@ struct k8s_resdef {
 	int selector;     /* 0 none, 1 metadata.name=NODE, 2 spec.nodeName=NODE */
 };
 
-enum k8s_phase { PH_IDLE, PH_LISTING, PH_WATCHING, PH_BACKOFF };
+enum k8s_phase { PH_IDLE, PH_LISTING, PH_WATCHING, PH_BACKOFF, PH_UNAVAILABLE };
+/* a resource the API server does not serve (404 on the list: a CRD not
+ * installed) is listed again this often */
+#define K8S_UNAVAILABLE_RETRY_MS 60000u
 
 struct k8s_res {
 	struct k8s *k;
 	const struct k8s_resdef *def;
 	bool wanted, started, synced;
+	bool unavailable; /* the last list was a 404: not served, empty */
 	enum k8s_phase phase;
 	struct k8s_cache cache;
 	struct k8s_cache next; /* the list being read */

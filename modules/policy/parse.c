@@ -79,7 +79,7 @@ static struct json_object *get(struct json_object *o, const char *k)
 
 /* ---- selectors ------------------------------------------------------------------- */
 
-static void selector_free(struct pol_selector *s)
+void pol_selector_free(struct pol_selector *s)
 {
 	for (size_t i = 0; i < s->nexprs; i++) {
 		free(s->exprs[i].key);
@@ -528,7 +528,7 @@ static bool parse_to_ports(struct pctx *c, struct pol_peer *p, struct json_objec
 static void peer_free(struct pol_peer *p)
 {
 	for (size_t i = 0; i < p->nendpoints; i++)
-		selector_free(&p->endpoints[i]);
+		pol_selector_free(&p->endpoints[i]);
 	free(p->endpoints);
 	for (size_t i = 0; i < p->ncidrs; i++)
 		free(p->cidrs[i].except);
@@ -742,7 +742,7 @@ static bool knp_peer(struct pctx *c, struct json_object *o, const char *path, st
 		snprintf(sub, sizeof(sub), "%.300s.namespaceSelector", path);
 		bool ok = parse_selector(c, ns, sub, &nsel) &&
 			  ns_selector_merge(c, &p->endpoints[0], &nsel, sub);
-		selector_free(&nsel);
+		pol_selector_free(&nsel);
 		if (!ok)
 			return false;
 	}
@@ -840,7 +840,7 @@ static bool parse_knp_spec(struct pctx *c, struct json_object *spec, struct pol_
 
 static void rule_free(struct pol_rule *r)
 {
-	selector_free(&r->subject);
+	pol_selector_free(&r->subject);
 	for (size_t i = 0; i < r->npeers; i++)
 		peer_free(&r->peers[i]);
 	free(r->peers);

@@ -8,12 +8,17 @@
  * identities in the ipcache, and each endpoint's resolved L3/L4 policy
  * programmed into the datapath's policy map (<fibril/datapath.h> v2).
  *
- * Every change (a policy added, replaced or deleted, an endpoint created,
- * relabelled or deleted) bumps nothing but recomputes the resolved entries
- * in memory and writes to the map only the difference with what is in
- * place: entries that appear are written before enforcement is switched on,
- * entries that go are removed after, so no window opens more than either
- * the old or the new policy allows.
+ * A selector cache holds each distinct label selector (subjects and peers
+ * of every rule) with the identities it selects now, updated incrementally
+ * as endpoints appear, change or go. A change re-resolves only the
+ * endpoints it can affect: those a changed policy's old or new version
+ * selects, the endpoint that changed, and those selected by a rule whose
+ * peer selectors gained or lost an identity (a new or released CIDR
+ * identity, or the module's start, resolves every endpoint). Each
+ * re-resolved endpoint's entries are compared with what is in place and
+ * only the difference is written: entries that appear are written before
+ * enforcement is switched on, entries that go are removed after, so no
+ * window opens more than either the old or the new policy allows.
  *
  *   GET    /v1/policy              revision, policies, endpoints, counters
  *   PUT    /v1/policy              import (a CNP, a list, or {"items": []})
@@ -28,6 +33,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +80,24 @@ struct pol_ep {
 	uint32_t revision;
 	struct pol_entry *entries; /* in the datapath, sorted */
 	size_t nentries;
+	bool dirty; /* to be resolved again at the next update */
+};
+
+/* One distinct selector of the cache and the identities it selects (with
+ * how many local endpoints of each it matches). */
+struct sel_id {
+	uint32_t identity;
+	uint32_t endpoints;
+};
+
+struct sel_entry {
+	char *key; /* selector_text(): kubectl's form and the namespace it is limited to */
+	struct pol_selector sel; /* a copy (the users' may go first) */
+	char ns[POL_NS_MAX];
+	size_t users; /* rule subjects and peers that use it */
+	struct sel_id *ids;
+	size_t nids, cap;
+	uint64_t changed; /* the update generation its identity set last changed in */
 };
 
 /* An identity of the cluster that other nodes' pods may hold (from the
@@ -108,11 +132,19 @@ struct pol_state {
 	struct pol_ep **eps; /* by ID */
 	struct pol_rid *rids; /* the cluster's identities, sorted by number */
 	size_t nrids, rids_cap;
+	size_t ep_hi; /* above the highest ID seen (the loops over eps stop there) */
 	struct pol_cidr_id *cidrs;
 	size_t ncidrs;
 	uint32_t next_cidr_id;
+	struct sel_entry **sels; /* the selector cache */
+	size_t nsels;
+	uint64_t sel_gen;
+	bool full; /* the next update resolves every endpoint */
 	/* counters */
 	uint64_t imports, refused, deletes, recomputes, map_writes, map_removes, map_errors;
+	uint64_t incrementals, resolutions;
+	uint64_t last_update_us; /* how long the last update took, resolving last_update_eps */
+	uint64_t last_update_eps;
 	uint64_t k8s_applied, k8s_invalid, k8s_deleted, k8s_missed;
 	struct fibril_metric *m_k8s_invalid;
 	char last_error[256];
@@ -207,18 +239,18 @@ static bool cidr_within(const struct pol_cidr *inner, const struct pol_cidr *out
 }
 
 /* Mark (or allocate, writing the ipcache) the identity of one prefix. */
-static void cidr_use(struct pol_state *st, const struct pol_cidr *c)
+static bool cidr_use(struct pol_state *st, const struct pol_cidr *c)
 {
 	if (c->plen == 0)
-		return; /* 0.0.0.0/0 and ::/0 are world already */
+		return false; /* 0.0.0.0/0 and ::/0 are world already */
 	for (size_t i = 0; i < st->ncidrs; i++)
 		if (cidr_eq(&st->cidrs[i].cidr, c)) {
 			st->cidrs[i].used = true;
-			return;
+			return false;
 		}
 	struct pol_cidr_id *n = realloc(st->cidrs, (st->ncidrs + 1) * sizeof(*n));
 	if (!n)
-		return;
+		return false;
 	st->cidrs = n;
 	struct pol_cidr_id *e = &st->cidrs[st->ncidrs++];
 	e->cidr = *c;
@@ -230,10 +262,14 @@ static void cidr_use(struct pol_state *st, const struct pol_cidr *c)
 		st->map_errors++;
 		fibril_warn(st->m, "ipcache: %s", err);
 	}
+	return true;
 }
 
-static void cidrs_collect(struct pol_state *st)
+/* Mark the prefixes the policies name; true when the set of CIDR
+ * identities changes (one allocated now, or one no longer used). */
+static bool cidrs_collect(struct pol_state *st)
 {
+	bool changed = false;
 	for (size_t i = 0; i < st->ncidrs; i++)
 		st->cidrs[i].used = false;
 	for (size_t p = 0; p < st->npols; p++)
@@ -242,11 +278,14 @@ static void cidrs_collect(struct pol_state *st)
 			for (size_t k = 0; k < rule->npeers; k++)
 				for (size_t c = 0; c < rule->peers[k].ncidrs; c++) {
 					const struct pol_cidr_rule *cr = &rule->peers[k].cidrs[c];
-					cidr_use(st, &cr->cidr);
+					changed |= cidr_use(st, &cr->cidr);
 					for (size_t e = 0; e < cr->nexcept; e++)
-						cidr_use(st, &cr->except[e]);
+						changed |= cidr_use(st, &cr->except[e]);
 				}
 		}
+	for (size_t i = 0; i < st->ncidrs; i++)
+		changed = changed || !st->cidrs[i].used;
+	return changed;
 }
 
 /* After the entries are in place: forget the prefixes no policy names. */
@@ -318,12 +357,12 @@ static bool ipblock_holds(const struct pol_cidr_rule *cr, const struct pol_ep *e
  * taken only when every local pod sharing it is inside the block). */
 static void ipblock_pods(struct pol_state *st, const struct pol_cidr_rule *cr, struct ids *out)
 {
-	for (size_t i = 1; i < POL_EP_MAX; i++) {
+	for (size_t i = 1; i < st->ep_hi; i++) {
 		const struct pol_ep *ep = st->eps[i];
 		if (!ep || !ipblock_holds(cr, ep))
 			continue;
 		bool all = true;
-		for (size_t j = 1; j < POL_EP_MAX && all; j++)
+		for (size_t j = 1; j < st->ep_hi && all; j++)
 			if (st->eps[j] && st->eps[j]->identity == ep->identity)
 				all = ipblock_holds(cr, st->eps[j]);
 		if (all)
@@ -344,7 +383,10 @@ static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 		return;
 	}
 	for (size_t s = 0; s < peer->nendpoints; s++) {
-		for (size_t i = 1; i < POL_EP_MAX; i++) {
+		const struct sel_entry *c = peer->endpoints[s].cached;
+		for (size_t i = 0; c && i < c->nids; i++)
+			ids_add(out, c->ids[i].identity);
+		for (size_t i = 1; !c && i < st->ep_hi; i++) {
 			const struct pol_ep *ep = st->eps[i];
 			if (ep && pol_selector_match(&peer->endpoints[s], ep->match_labels, pol->ns))
 				ids_add(out, ep->identity);
@@ -395,7 +437,7 @@ static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 	if (en & (POL_ENT_KUBE_APISERVER | POL_ENT_CLUSTER))
 		ids_add(out, FIBRIL_IDENTITY_KUBE_APISERVER);
 	if (en & POL_ENT_CLUSTER) {
-		for (size_t i = 1; i < POL_EP_MAX; i++)
+		for (size_t i = 1; i < st->ep_hi; i++)
 			if (st->eps[i])
 				ids_add(out, st->eps[i]->identity);
 		for (size_t i = 0; i < st->nrids; i++)
@@ -440,7 +482,7 @@ static void named_entries(struct pol_state *st, const struct pol_ep *subject,
 		return;
 	}
 	uint32_t id = t.identity;
-	for (size_t i = 1; i < POL_EP_MAX; i++) {
+	for (size_t i = 1; i < st->ep_hi; i++) {
 		const struct pol_ep *ep = st->eps[i];
 		if (!ep || (id && ep->identity != id) || !(t.port = named_port(ep, pp->name, pp->proto)))
 			continue;
@@ -635,17 +677,263 @@ static void apply(struct pol_state *st, struct pol_ep *ep, struct entry_vec *vec
 	vec->n = vec->cap = 0;
 }
 
-/* Recompute every endpoint and write the differences. */
+/* ---- the selector cache ------------------------------------------------------------- */
+
+static size_t selector_text(const struct pol_selector *sel, const char *ns, char *out, size_t len);
+
+static char *sel_key(const struct pol_selector *sel, const char *ns)
+{
+	char small[256];
+	size_t n = selector_text(sel, ns, small, sizeof(small));
+	char *k = malloc(n + 1);
+	if (k)
+		selector_text(sel, ns, k, n + 1);
+	return k;
+}
+
+static bool sel_copy(struct pol_selector *d, const struct pol_selector *s)
+{
+	memset(d, 0, sizeof(*d));
+	d->any_namespace = s->any_namespace;
+	if (!s->nexprs)
+		return true;
+	if (!(d->exprs = calloc(s->nexprs, sizeof(*d->exprs))))
+		return false;
+	for (size_t i = 0; i < s->nexprs; i++, d->nexprs++) {
+		struct pol_expr *de = &d->exprs[i];
+		const struct pol_expr *se = &s->exprs[i];
+		de->op = se->op;
+		if (!(de->key = strdup(se->key)) ||
+		    (se->nvalues && !(de->values = calloc(se->nvalues, sizeof(char *))))) {
+			d->nexprs++;
+			pol_selector_free(d);
+			return false;
+		}
+		for (size_t j = 0; j < se->nvalues; j++, de->nvalues++)
+			if (!(de->values[j] = strdup(se->values[j]))) {
+				d->nexprs++;
+				pol_selector_free(d);
+				return false;
+			}
+	}
+	return true;
+}
+
+static void sel_entry_free(struct sel_entry *e)
+{
+	if (!e)
+		return;
+	free(e->key);
+	pol_selector_free(&e->sel);
+	free(e->ids);
+	free(e);
+}
+
+/* One more (delta 1) or one fewer (-1) local endpoint of identity id
+ * matches e; its identity set changes when the first comes or the last goes. */
+static void sel_ids_adjust(struct pol_state *st, struct sel_entry *e, uint32_t id, int delta)
+{
+	size_t lo = 0, hi = e->nids;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (e->ids[mid].identity < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	bool found = lo < e->nids && e->ids[lo].identity == id;
+	if (delta > 0) {
+		if (found) {
+			e->ids[lo].endpoints++;
+			return;
+		}
+		if (e->nids == e->cap) {
+			size_t cap = e->cap ? e->cap * 2 : 4;
+			struct sel_id *n = realloc(e->ids, cap * sizeof(*n));
+			if (!n)
+				return;
+			e->ids = n;
+			e->cap = cap;
+		}
+		memmove(&e->ids[lo + 1], &e->ids[lo], (e->nids - lo) * sizeof(*e->ids));
+		e->ids[lo] = (struct sel_id){.identity = id, .endpoints = 1};
+		e->nids++;
+		e->changed = st->sel_gen;
+	} else if (found && --e->ids[lo].endpoints == 0) {
+		memmove(&e->ids[lo], &e->ids[lo + 1], (e->nids - lo - 1) * sizeof(*e->ids));
+		e->nids--;
+		e->changed = st->sel_gen;
+	}
+}
+
+/* An endpoint joins (delta 1) or leaves (-1) the cache, with its current
+ * labels and identity. */
+static void sel_cache_ep(struct pol_state *st, const struct pol_ep *ep, int delta)
+{
+	if (!ep->match_labels)
+		return;
+	for (size_t i = 0; i < st->nsels; i++)
+		if (pol_selector_match(&st->sels[i]->sel, ep->match_labels, st->sels[i]->ns))
+			sel_ids_adjust(st, st->sels[i], ep->identity, delta);
+}
+
+static void sel_register(struct pol_state *st, struct pol_selector *s, const char *ns)
+{
+	char *key = sel_key(s, ns);
+	if (!key)
+		return;
+	for (size_t i = 0; i < st->nsels; i++)
+		if (!strcmp(st->sels[i]->key, key)) {
+			free(key);
+			st->sels[i]->users++;
+			s->cached = st->sels[i];
+			return;
+		}
+	struct sel_entry *e = calloc(1, sizeof(*e));
+	struct sel_entry **v = realloc(st->sels, (st->nsels + 1) * sizeof(*v));
+	if (v)
+		st->sels = v;
+	if (!e || !v || !sel_copy(&e->sel, s)) {
+		free(key);
+		free(e);
+		return; /* this selector is matched at each resolution instead */
+	}
+	e->key = key;
+	snprintf(e->ns, sizeof(e->ns), "%s", ns);
+	e->users = 1;
+	for (size_t i = 1; i < st->ep_hi; i++)
+		if (st->eps[i] && st->eps[i]->match_labels &&
+		    pol_selector_match(&e->sel, st->eps[i]->match_labels, e->ns))
+			sel_ids_adjust(st, e, st->eps[i]->identity, 1);
+	st->sels[st->nsels++] = e;
+	s->cached = e;
+}
+
+static void sel_unregister(struct pol_state *st, struct pol_selector *s)
+{
+	struct sel_entry *e = s->cached;
+	s->cached = NULL;
+	if (!e || --e->users)
+		return;
+	for (size_t i = 0; i < st->nsels; i++)
+		if (st->sels[i] == e) {
+			st->sels[i] = st->sels[--st->nsels];
+			break;
+		}
+	sel_entry_free(e);
+}
+
+static void sel_cache_clear(struct pol_state *st)
+{
+	for (size_t i = 0; i < st->nsels; i++)
+		sel_entry_free(st->sels[i]);
+	free(st->sels);
+	st->sels = NULL;
+	st->nsels = 0;
+}
+
+/* Whether a rule selects an endpoint. */
+static bool rule_selects(const struct pol_policy *pol, const struct pol_rule *rule,
+			 const struct pol_ep *ep)
+{
+	return ep->match_labels && pol_selector_match(&rule->subject, ep->match_labels, pol->ns);
+}
+
+static void mark_subjects(struct pol_state *st, const struct pol_policy *pol, const struct pol_rule *rule)
+{
+	for (size_t i = 1; i < st->ep_hi; i++)
+		if (st->eps[i] && !st->eps[i]->dirty && rule_selects(pol, rule, st->eps[i]))
+			st->eps[i]->dirty = true;
+}
+
+/* A policy enters the repository: its selectors join the cache, the
+ * endpoints it selects are resolved again. */
+static void pol_admit(struct pol_state *st, struct pol_policy *pol)
+{
+	for (size_t r = 0; r < pol->nrules; r++) {
+		struct pol_rule *rule = &pol->rules[r];
+		sel_register(st, &rule->subject, pol->ns);
+		for (size_t k = 0; k < rule->npeers; k++)
+			for (size_t e = 0; e < rule->peers[k].nendpoints; e++)
+				sel_register(st, &rule->peers[k].endpoints[e], pol->ns);
+		mark_subjects(st, pol, rule);
+	}
+	pol->admitted = true;
+}
+
+/* A policy leaves the repository (replaced or deleted): the endpoints it
+ * selected are resolved again, its selectors leave the cache; freed. */
+static void pol_retire(struct pol_state *st, struct pol_policy *pol)
+{
+	for (size_t r = 0; pol->admitted && r < pol->nrules; r++) {
+		struct pol_rule *rule = &pol->rules[r];
+		mark_subjects(st, pol, rule);
+		sel_unregister(st, &rule->subject);
+		for (size_t k = 0; k < rule->npeers; k++)
+			for (size_t e = 0; e < rule->peers[k].nendpoints; e++)
+				sel_unregister(st, &rule->peers[k].endpoints[e]);
+	}
+	pol_policy_free(pol);
+}
+
+/* After endpoints joined or left the cache (generation st->sel_gen): the
+ * endpoints selected by a rule whose peers changed are resolved again.
+ * Peers that look at the endpoints themselves rather than through a
+ * selector (a NetworkPolicy ipBlock's pods, the cluster entity, a named
+ * port on egress) count as changed whenever an endpoint did. */
+static void mark_dependents(struct pol_state *st)
+{
+	for (size_t p = 0; p < st->npols; p++) {
+		const struct pol_policy *pol = st->pols[p];
+		for (size_t r = 0; pol->admitted && r < pol->nrules; r++) {
+			const struct pol_rule *rule = &pol->rules[r];
+			bool affected = false;
+			for (size_t k = 0; k < rule->npeers && !affected; k++) {
+				const struct pol_peer *peer = &rule->peers[k];
+				affected = (pol->kind == POL_KIND_KNP && peer->ncidrs) ||
+					   (peer->entities & POL_ENT_CLUSTER);
+				for (size_t e = 0; e < peer->nendpoints && !affected; e++) {
+					const struct sel_entry *c = peer->endpoints[e].cached;
+					affected = !c || c->changed == st->sel_gen;
+				}
+				for (size_t q = 0; q < peer->nports && !affected; q++)
+					affected = !peer->ingress && peer->ports[q].name;
+			}
+			if (affected)
+				mark_subjects(st, pol, rule);
+		}
+	}
+}
+
+/* Resolve again the endpoints a change affects (every one after a start or
+ * when the CIDR identities change) and write the differences. The others
+ * enforce the new revision already: their policy is the same. */
 static void recompute(struct pol_state *st)
 {
 	if (!st->started || !st->dp)
 		return;
-	st->recomputes++;
-	cidrs_collect(st);
-	for (size_t i = 1; i < POL_EP_MAX; i++) {
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (size_t p = 0; p < st->npols; p++)
+		if (!st->pols[p]->admitted)
+			pol_admit(st, st->pols[p]);
+	uint64_t resolved = st->resolutions;
+	bool full = cidrs_collect(st) || st->full;
+	if (full)
+		st->recomputes++;
+	else
+		st->incrementals++;
+	st->full = false;
+	for (size_t i = 1; i < st->ep_hi; i++) {
 		struct pol_ep *ep = st->eps[i];
 		if (!ep)
 			continue;
+		if (!full && !ep->dirty) {
+			ep->revision = (uint32_t)st->revision;
+			continue;
+		}
+		ep->dirty = false;
+		st->resolutions++;
 		struct entry_vec vec = {0};
 		bool ingress, egress;
 		resolve(st, ep, &vec, &ingress, &egress);
@@ -658,6 +946,12 @@ static void recompute(struct pol_state *st)
 		free(vec.v);
 	}
 	cidrs_release(st);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	st->last_update_us = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
+	st->last_update_eps = st->resolutions - resolved;
+	if (full)
+		fibril_info(st->m, "resolved %llu endpoints against %zu policies in %.1f ms",
+			    (unsigned long long)st->last_update_eps, st->npols, st->last_update_us / 1e3);
 }
 
 /* ---- endpoints ------------------------------------------------------------------------ */
@@ -803,6 +1097,7 @@ static void ep_forget(struct pol_state *st, uint16_t id)
 	struct pol_ep *ep = st->eps[id];
 	if (!ep)
 		return;
+	sel_cache_ep(st, ep, -1);
 	if (st->dp) {
 		dp_enforce(st, ep, false, false);
 		for (size_t i = 0; i < ep->nentries; i++)
@@ -827,10 +1122,15 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 			return 0;
 		ep->id = ev->id;
 		st->eps[ev->id] = ep;
-	}
+		if ((size_t)ev->id + 1 > st->ep_hi)
+			st->ep_hi = (size_t)ev->id + 1;
+	} else
+		sel_cache_ep(st, ep, -1);
 	char *l = strdup(labels);
-	if (!l)
+	if (!l) {
+		sel_cache_ep(st, ep, 1);
 		return 0;
+	}
 	free(ep->labels);
 	ep->labels = l;
 	ep->identity = ev->identity;
@@ -840,6 +1140,8 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 		 ev->pod_namespace);
 	snprintf(ep->pod_name, sizeof(ep->pod_name), "%.*s", (int)sizeof(ev->pod_name), ev->pod_name);
 	ep_refresh(st, ep);
+	sel_cache_ep(st, ep, 1);
+	ep->dirty = true;
 	return 0;
 }
 
@@ -851,10 +1153,12 @@ static int on_endpoint_event(const struct fibril_event *ev, void *ud)
 							       sizeof(e->labels) ||
 	    e->sz > ev->payload_len || (e->labels && e->labels >= ev->payload_len))
 		return -EINVAL;
+	st->sel_gen++;
 	if (!strcmp(ev->topic, FIBRIL_ENDPOINT_TOPIC_DELETED))
 		ep_forget(st, e->id);
 	else
 		ep_seen(e, st);
+	mark_dependents(st);
 	recompute(st);
 	return 0;
 }
@@ -947,8 +1251,13 @@ static int on_identity_event(const struct fibril_event *ev, void *ud)
 			   memchr((const char *)e + e->labels, '\0', ev->payload_len - e->labels) == NULL)))
 		return -EINVAL;
 	bool added = !strcmp(ev->topic, FIBRIL_ENDPOINT_TOPIC_IDENTITY_ADDED);
-	if (rid_set(st, e->identity, added ? FIBRIL_IDENTITY_LABELS(e) : NULL))
+	if (rid_set(st, e->identity, added ? FIBRIL_IDENTITY_LABELS(e) : NULL)) {
+		/* the selector cache follows local endpoints only: a remote
+		 * identity that comes or goes resolves every endpoint again (only
+		 * the differences reach the map) */
+		st->full = true;
 		recompute(st);
+	}
 	return 0;
 }
 
@@ -981,24 +1290,40 @@ static int state_open(struct pol_state *st, char *why, size_t len)
 	return 0;
 }
 
-/* {"revision": N, "policies": [...]}, atomically; 0 or a negative errno. */
+/* {"revision": N, "policies": [...], "k8s_policies": [...]}, atomically; 0
+ * or a negative errno. Each policy's text is JSON already: it is copied,
+ * not parsed again (a change with 1,000 policies loaded stays cheap). */
 static int state_save(struct pol_state *st, struct pol_policy **pols, size_t n, uint64_t revision)
 {
 	if (st->dirfd < 0)
 		return 0;
-	struct json_object *o = json_object_new_object(), *arr = json_object_new_array(),
-			   *k8s = json_object_new_array();
-	json_object_object_add(o, "revision", json_object_new_int64((int64_t)revision));
+	size_t len = 96;
 	for (size_t i = 0; i < n; i++)
-		json_object_array_add(pols[i]->from_k8s ? k8s : arr, json_tokener_parse(pols[i]->text));
-	json_object_object_add(o, "policies", arr);
+		len += strlen(pols[i]->text) + 1;
+	char *t = malloc(len), *w = t;
+	if (!t)
+		return -ENOMEM;
+	w += sprintf(w, "{\"revision\":%llu,\"policies\":[", (unsigned long long)revision);
 	/* the last state of the k8s ones: enforced from the start, until the
 	 * informers' first list says what is gone */
-	json_object_object_add(o, "k8s_policies", k8s);
-	const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-							      JSON_C_TO_STRING_NOSLASHESCAPE);
-	int rc = fibril_state_write_atomic(st->dirfd, POL_STATE_FILE, t, strlen(t), 0600);
-	json_object_put(o);
+	for (int k8s = 0; k8s < 2; k8s++) {
+		bool first = true;
+		if (k8s)
+			w += sprintf(w, "],\"k8s_policies\":[");
+		for (size_t i = 0; i < n; i++) {
+			if (pols[i]->from_k8s != k8s)
+				continue;
+			size_t l = strlen(pols[i]->text);
+			if (!first)
+				*w++ = ',';
+			memcpy(w, pols[i]->text, l);
+			w += l;
+			first = false;
+		}
+	}
+	w += sprintf(w, "]}");
+	int rc = fibril_state_write_atomic(st->dirfd, POL_STATE_FILE, t, (size_t)(w - t), 0600);
+	free(t);
 	return rc;
 }
 
@@ -1099,7 +1424,7 @@ static void adopt_map(struct pol_state *st)
 	struct adopt_ctx a = {.st = st};
 	if (st->dp->policy_list(st->dp_ctx, adopt_entry, &a) < 0)
 		fibril_warn(st->m, "cannot read the policy map in place");
-	for (size_t i = 1; i < POL_EP_MAX; i++)
+	for (size_t i = 1; i < st->ep_hi; i++)
 		if (st->eps[i] && st->eps[i]->nentries)
 			qsort(st->eps[i]->entries, st->eps[i]->nentries, sizeof(struct pol_entry),
 			      entry_cmp);
@@ -1127,7 +1452,7 @@ static ssize_t pol_find(struct pol_state *st, bool from_k8s, bool knp, const cha
 
 static void pol_remove_at(struct pol_state *st, size_t at)
 {
-	pol_policy_free(st->pols[at]);
+	pol_retire(st, st->pols[at]);
 	memmove(&st->pols[at], &st->pols[at + 1], (st->npols - at - 1) * sizeof(*st->pols));
 	st->npols--;
 }
@@ -1159,7 +1484,7 @@ static struct json_object *state_json(struct pol_state *st)
 		json_object_array_add(pols, p);
 	}
 	json_object_object_add(o, "policies", pols);
-	for (size_t i = 1; i < POL_EP_MAX; i++) {
+	for (size_t i = 1; i < st->ep_hi; i++) {
 		const struct pol_ep *ep = st->eps[i];
 		if (!ep)
 			continue;
@@ -1180,6 +1505,11 @@ static struct json_object *state_json(struct pol_state *st)
 	STAT("refused", st->refused);
 	STAT("deletes", st->deletes);
 	STAT("recomputes", st->recomputes);
+	STAT("incremental_updates", st->incrementals);
+	STAT("endpoint_resolutions", st->resolutions);
+	STAT("selectors", st->nsels);
+	STAT("last_update_us", st->last_update_us);
+	STAT("last_update_endpoints", st->last_update_eps);
 	STAT("map_writes", st->map_writes);
 	STAT("map_removes", st->map_removes);
 	STAT("map_errors", st->map_errors);
@@ -1234,7 +1564,7 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 		snprintf(full, sizeof(full), "%s%s%s", v[i]->ns, v[i]->ns[0] ? "/" : "", v[i]->name);
 		json_object_array_add(names, json_object_new_string(full));
 		if (at >= 0) {
-			pol_policy_free(st->pols[at]);
+			pol_retire(st, st->pols[at]);
 			st->pols[at] = v[i];
 		} else
 			st->pols[st->npols++] = v[i];
@@ -1303,7 +1633,7 @@ static void delete_all(struct fibril_request *req, struct fibril_response *resp,
 
 /* kubectl's form: "k=v", "k in (a,b)", "k notin (a)", "k", "!k"; "{}" when empty,
  * then the namespace the policy limits it to. */
-static void selector_text(const struct pol_selector *sel, const char *ns, char *out, size_t len)
+static size_t selector_text(const struct pol_selector *sel, const char *ns, char *out, size_t len)
 {
 	size_t n = 0;
 	out[0] = '\0';
@@ -1335,6 +1665,7 @@ static void selector_text(const struct pol_selector *sel, const char *ns, char *
 #undef PUT
 	if (n >= len && len > 4)
 		memcpy(out + len - 4, "...", 4);
+	return n;
 }
 
 static void selector_add(struct pol_state *st, struct json_object *arr, const struct pol_selector *sel,
@@ -1357,7 +1688,10 @@ static void selector_add(struct pol_state *st, struct json_object *arr, const st
 	}
 	struct json_object *o = json_object_new_object(), *users = json_object_new_array();
 	struct ids ids = {0};
-	for (size_t i = 1; i < POL_EP_MAX; i++)
+	const struct sel_entry *c = sel->cached;
+	for (size_t i = 0; c && i < c->nids; i++)
+		ids_add(&ids, c->ids[i].identity);
+	for (size_t i = 1; !c && i < st->ep_hi; i++)
 		if (st->eps[i] && pol_selector_match(sel, st->eps[i]->match_labels, ns))
 			ids_add(&ids, st->eps[i]->identity);
 	for (size_t i = 0; i < st->nrids; i++)
@@ -1455,7 +1789,7 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 		return false;
 	}
 	if (inet_pton(AF_INET, spec, &a) == 1) {
-		for (size_t i = 1; i < POL_EP_MAX; i++)
+		for (size_t i = 1; i < st->ep_hi; i++)
 			if (st->eps[i] && st->eps[i]->has_ipv4 && st->eps[i]->ipv4.s_addr == a.s_addr) {
 				end_of_ep(out, st->eps[i]);
 				return true;
@@ -1474,7 +1808,7 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 	}
 	const char *slash = strchr(spec, '/');
 	if (slash)
-		for (size_t i = 1; i < POL_EP_MAX; i++) {
+		for (size_t i = 1; i < st->ep_hi; i++) {
 			const struct pol_ep *ep = st->eps[i];
 			if (ep && strlen(ep->pod_ns) == (size_t)(slash - spec) &&
 			    !strncmp(ep->pod_ns, spec, (size_t)(slash - spec)) && !strcmp(ep->pod_name, slash + 1)) {
@@ -1698,7 +2032,7 @@ static void k8s_apply(struct pol_state *st, const char *res, const char *ns, con
 		return;
 	}
 	if (at >= 0) {
-		pol_policy_free(st->pols[at]);
+		pol_retire(st, st->pols[at]);
 		st->pols[at] = p;
 	} else {
 		struct pol_policy **grown = realloc(st->pols, (st->npols + 1) * sizeof(*grown));
@@ -1796,20 +2130,28 @@ static int on_k8s_scope(const struct fibril_event *ev, void *ud)
 		return 0;
 	const char *res = k.res, *ns = k.ns, *name = k.name;
 	bool namespaces = !strcmp(res, FIBRIL_K8S_NAMESPACES), changed = false;
-	for (size_t i = 1; i < POL_EP_MAX; i++) {
+	st->sel_gen++;
+	for (size_t i = 1; i < st->ep_hi; i++) {
 		struct pol_ep *ep = st->eps[i];
 		if (!ep || (namespaces ? strcmp(ep->pod_ns, name)
 				       : (!ns || strcmp(ep->pod_ns, ns) || strcmp(ep->pod_name, name))))
 			continue;
-		changed |= ep_refresh(st, ep);
+		sel_cache_ep(st, ep, -1);
+		if (ep_refresh(st, ep))
+			changed = ep->dirty = true;
+		sel_cache_ep(st, ep, 1);
 	}
+	/* a remote identity relabelled with its namespace: every endpoint again */
 	for (size_t i = 0; namespaces && i < st->nrids; i++) {
 		char rns[POL_NS_MAX];
-		if (!strcmp(labels_namespace(st->rids[i].labels, rns, sizeof(rns)), name))
-			changed |= rid_refresh(st, &st->rids[i]);
+		if (!strcmp(labels_namespace(st->rids[i].labels, rns, sizeof(rns)), name) &&
+		    rid_refresh(st, &st->rids[i]))
+			changed = st->full = true;
 	}
-	if (changed)
+	if (changed) {
+		mark_dependents(st);
 		recompute(st);
+	}
 	return 0;
 }
 
@@ -1955,6 +2297,7 @@ static int policy_start(struct fibril_module *m)
 	if (st->epops && st->epops->foreach)
 		st->epops->foreach(st->ep_ctx, ep_seen, st);
 	adopt_map(st);
+	st->full = true;
 	recompute(st);
 	fibril_info(m, "policy enforcement on; %s", st->epops ? "endpoints followed"
 							      : "no endpoint module");
@@ -1976,6 +2319,7 @@ static void policy_stop(struct fibril_module *m)
 	pol_policies_free(st->pols, st->npols);
 	st->pols = NULL;
 	st->npols = 0;
+	sel_cache_clear(st);
 	for (size_t i = 0; i < POL_EP_MAX; i++) {
 		ep_free(st->eps[i]);
 		st->eps[i] = NULL;
@@ -1995,6 +2339,7 @@ static void policy_fini(struct fibril_module *m)
 	free(st->eps);
 	rids_free(st);
 	pol_policies_free(st->pols, st->npols);
+	sel_cache_clear(st);
 	free(st->cidrs);
 	if (st->dirfd >= 0)
 		close(st->dirfd);
@@ -2006,7 +2351,7 @@ static int policy_summary(struct fibril_module *m, char *buf, size_t len)
 {
 	struct pol_state *st = fibril_module_data(m);
 	size_t n = 0;
-	for (size_t i = 1; i < POL_EP_MAX; i++)
+	for (size_t i = 1; i < st->ep_hi; i++)
 		n += st->eps[i] && (st->eps[i]->ingress || st->eps[i]->egress);
 	return snprintf(buf, len, "%zu policies, revision %llu, %zu endpoints enforced", st->npols,
 			(unsigned long long)st->revision, n);

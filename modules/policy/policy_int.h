@@ -31,6 +31,9 @@ struct pol_selector {
 	 * policy's namespace (its namespace expressions test the
 	 * POL_NS_LABELS_PREFIX labels) */
 	bool any_namespace;
+	/* the policy module's selector cache entry (policy.c), NULL until
+	 * the policy is admitted */
+	void *cached;
 };
 
 /* The labels of an endpoint's namespace, as the policy module adds them to
@@ -100,6 +103,7 @@ struct pol_policy {
 	struct pol_rule *rules;
 	size_t nrules;
 	char *text; /* the policy as imported (JSON), for GET */
+	bool admitted; /* its selectors are in the module's selector cache */
 };
 
 /* Parse CiliumNetworkPolicies, CiliumClusterwideNetworkPolicies and
@@ -122,6 +126,8 @@ struct json_object *pol_yaml_to_json(const char *text, size_t len, char *err, si
  * 0-9 and '-', at least one letter, no leading/trailing/double '-'). */
 bool pol_port_name_ok(const char *s);
 void pol_policies_free(struct pol_policy **v, size_t n);
+/* Free a selector's expressions (the selector itself is the caller's). */
+void pol_selector_free(struct pol_selector *s);
 
 /* Whether a label set ('\n'-separated "source:key=value") matches sel. A
  * selector key "k" matches a label of any source; "src:k" that source

@@ -283,3 +283,9 @@ for b in bench_cni.sh bench_endpoints.sh bench_datapath.sh bench_crossnode.sh be
 	helper "$WORK/$b.out" bash "$top_srcdir/tests/bench/$b" || die "$b failed: $(tail -n 5 "$WORK/$b.out")"
 	cat "$WORK/$b.out"
 done
+# ---- 10. network policy (1,000 endpoints and policies; root) -----------------
+"$MAKE" -s -C "$top_builddir" policy.la >/dev/null || die "cannot build the policy module"
+say ""
+helper "$WORK/bench_policy.out" bash "$top_srcdir/tests/bench/bench_policy.sh" ||
+	die "bench_policy.sh failed: $(tail -n 5 "$WORK/bench_policy.out")"
+cat "$WORK/bench_policy.out"

@@ -130,9 +130,20 @@ has "$out" "POLICY-INGRESS +enforced" && has "$out" "POLICY-EGRESS +open" &&
 check "endpoint get: a enforces ingress at revision 1" test "$ok" = yes || echo "$out"
 
 # ---- relabel c to app=b: it is let in ------------------------------------------------------------
+# stats: "endpoint_resolutions recomputes incremental_updates" (the selector cache's figures)
+stats() { api http://x/v1/policy | python3 -c '
+import json,sys
+s = json.load(sys.stdin)["stats"]
+print(s["endpoint_resolutions"], s["recomputes"], s["incremental_updates"])'; }
+read -r res0 full0 inc0 <<<"$(stats)"
 api -o /dev/null -X PATCH -H 'Content-Type: application/json' -d '{"labels":["k8s:app=b"]}' \
 	"http://x/v1/endpoint/container-id:fpol$$c"
 expect c a 80 ok
+read -r res1 full1 inc1 <<<"$(stats)"
+# c takes b's identity (same labels): the selector app=b gains no identity, so
+# only c itself is resolved again (a's entries allow that identity already)
+check "relabelling c resolves only c again, incrementally (resolutions $res0 -> $res1)" \
+	test "$((res1 - res0))" = 1 -a "$full1" = "$full0" -a "$inc1" -gt "$inc0"
 
 # ---- a deny overrides the allow --------------------------------------------------------------------
 cat >"$WORK/deny.json" <<'EOF2'
@@ -145,6 +156,18 @@ EOF2
 fib policy import "$WORK/deny.json" >/dev/null
 expect b a 80 fail
 check "the revision went to 2" test "$(revision)" = 2
+read -r res2 full2 inc2 <<<"$(stats)"
+check "a policy selecting a resolves only a again (resolutions $res1 -> $res2, full recomputes $full1 -> $full2)" \
+	test "$((res2 - res1))" = 1 -a "$full2" = "$full1" -a "$((inc2 - inc1))" = 1
+check "every endpoint reports the new revision" test "$(api http://x/v1/policy | python3 -c '
+import json,sys
+print(sum(1 for e in json.load(sys.stdin)["endpoints"] if e["revision"] != 2))')" = 0
+out=$(fib policy selectors 2>&1)
+check "policy selectors: one cache entry app=b (matchLabels and In [b]) for both policies, with the one identity of b and c" \
+	test "$(api http://x/v1/policy/selectors | python3 -c '
+import json,sys
+s = [x for x in json.load(sys.stdin)["selectors"] if x["selector"] == "app=b"]
+print(len(s), len(s[0]["identities"]) if s else -1, sorted(s[0]["users"]) if s else [])')" = "1 1 ['CiliumNetworkPolicy a-deny-b', 'CiliumNetworkPolicy a-from-b']" || echo "$out"
 
 # ---- an L7 rule is refused, naming the field; nothing changes --------------------------------------
 cat >"$WORK/l7.json" <<'EOF2'

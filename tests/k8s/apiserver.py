@@ -443,6 +443,7 @@ class State:
             "max_page": 0,                # cap every LIST page (0: no cap); forces continue tokens
             "list_delay": 0.0,            # seconds to sleep before answering a LIST
             "lenient_status": args.lenient_status,
+            "no_cilium": args.no_cilium,  # the cilium.io CRDs are not installed: 404
             "pod_grace_seconds": args.pod_grace_seconds,  # 0: pods go at once on delete
             "gzip": True,                 # gzip answers > 128 KiB to clients accepting gzip
             "hold_watches": False,        # open watches queue their events until set back
@@ -1206,7 +1207,7 @@ class Handler(BaseHTTPRequestHandler):
                 group, version, rest = parts[1], parts[2], parts[3:]
             else:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            if (group, version) not in BY_GV:
+            if (group, version) not in BY_GV or (group == "cilium.io" and STATE.config["no_cilium"]):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             if not rest:
                 return self.send_json(200, api_resource_list(group, version))
@@ -1884,6 +1885,8 @@ def main():
     ap.add_argument("--namespaces", default="default,kube-system",
                     help="namespaces that exist from the start (comma separated)")
     ap.add_argument("--no-default-namespaces", action="store_true")
+    ap.add_argument("--no-cilium", action="store_true",
+                    help="as a cluster without the cilium.io CRDs: their paths answer 404")
     ap.add_argument("--lenient-status", action="store_true",
                     help="keep .status given on create (real servers drop it for pods etc.)")
     ap.add_argument("--pod-grace-seconds", type=float, default=0.0,
