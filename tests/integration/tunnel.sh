@@ -17,11 +17,13 @@
 # device (counted, nothing created) and its routes; kill -9 of one agent
 # while a stream crosses the tunnel: the stream is never reset, the tunnel
 # stays; a node stopped and its record deleted: its CIDR's route goes.
+# The health module runs on every node: every node and health endpoint
+# (behind the tunnel) is reachable.
 . "$top_srcdir/tests/lib/common.sh"
 MN_UNDERLAY_MTU=9000 # room for the 50 bytes of VXLAN around 1500-byte pod frames
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
+MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes health"
 # shellcheck disable=SC2086
 mn_require $MODS
 command -v ping >/dev/null || skip_or_fail "ping is not installed (iputils-ping)"
@@ -33,7 +35,8 @@ NODES=(n1 n2 n3)
 for i in 1 2 3; do mn_node_add "n$i" "$i"; done
 PORT=$((20000 + RANDOM % 20000))
 AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.202.0.0/16
-	--set nodes.retry=300ms --set nodes.routing-mode=tunnel --set nodes.lease-ttl=30s)
+	--set nodes.retry=300ms --set nodes.routing-mode=tunnel --set nodes.lease-ttl=30s
+	--set health.interval=1s --set "health.port=$((20000 + ($$ + 11) % 20000))")
 start() { mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}"; }
 
 nodes_json() { mn_api "$1" http://x/v1/nodes; }
@@ -57,6 +60,15 @@ probe_from() { # probe_from NETNS TARGET...
 
 for n in "${NODES[@]}"; do start "$n" || { fail "the agent of $n starts"; finish; }; done
 for n in "${NODES[@]}"; do check "$n learns the other two nodes" wait_for 15 knows_all "$n"; done
+# the health module probes every node's IP and its health endpoint (an
+# address of that node's pod CIDR on its loopback: through the tunnel)
+health_ok() {
+	QUIET_JSON=1 json_is "$(mn_api "$1" http://x/v1/health)" "len(j['peers']) == 3 and not j['unreachable'] and all(t['reachable'] for p in j['peers'] for t in p['targets'].values())"
+}
+for n in "${NODES[@]}"; do
+	check "$n: health sees every node and health endpoint reachable (ICMP and HTTP)" wait_for 30 health_ok "$n" ||
+		echo "  $(mn_api "$n" http://x/v1/health | head -c 600)"
+done
 declare -A CIDR
 for n in "${NODES[@]}"; do
 	CIDR[$n]=$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print([n for n in j["nodes"] if n["name"]==sys.argv[2]][0]["pod-cidrs"][0])' \
@@ -193,7 +205,11 @@ mn_stream_stop
 check "the stream from pa to pb through the tunnel was never reset" grep -q 'reset=0 error=$' "$WORK/send.status"
 check "  and carried data" grep -Eq 'bytes=[1-9]' "$WORK/recv.status"
 cat "$WORK/send.status" "$WORK/recv.status" 2>/dev/null | sed 's/^/  /'
+# n1's agent back too: n2's health (all nodes reachable) needs n1's responder
+MN_START_NOWAIT=1 start n1
 start n2 || fail "the agent of n2 restarts"
+healthz() { [ "$(mn_api "$1" -o /dev/null -w '%{http_code}' http://x/v1/healthz 2>/dev/null)" = 200 ]; }
+check "the agent of n1 restarts" wait_for 20 healthz n1
 check "n2 adopted its device after kill -9" json_is "$(dp_json n2)" "j['tunnel']['adopted'] == 1 and j['tunnel']['created'] == 0"
 check "pb reaches pa and pc again" probe pb "${MN_POD_IP[pa]}" "${MN_POD_IP[pc]}"
 
