@@ -247,7 +247,7 @@ static int scan_one(struct nl_msg *msg, void *arg)
 		return NL_OK;
 	struct nodes_old_route *grown = realloc(s->old, (s->n_old + 1) * sizeof(*grown));
 	if (!grown)
-		return NL_STOP;
+		return NL_OK; /* out of memory: not adopted (re-added) nor swept */
 	s->old = grown;
 	struct nodes_old_route *x = &s->old[s->n_old++];
 	memset(x, 0, sizeof(*x));
