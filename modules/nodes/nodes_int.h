@@ -46,6 +46,7 @@ struct nodes_old_route {
 	uint8_t via[16];       /* the gateway; all zero: a tunnel mode route */
 	int tep_family;        /* tunnel mode: its encapsulation's destination, */
 	uint8_t tep[16];       /* when its VNI is remote-node */
+	uint8_t src[16];       /* its preferred source, all zero: none */
 	bool wanted;
 };
 

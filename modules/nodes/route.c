@@ -135,6 +135,13 @@ static int route_add(struct nodes *s, const struct fibril_node_cidr *c, const vo
 	return 0;
 }
 
+static const void *node_ip(const struct fibril_node *n, int family)
+{
+	if (family == 4)
+		return n->has_ipv4 ? (const void *)&n->ipv4 : NULL;
+	return n->has_ipv6 ? (const void *)&n->ipv6 : NULL;
+}
+
 /* Routing-mode tunnel: the CIDR through the VXLAN device, encapsulated
  * towards tep with the VNI remote-node (the receiver's policy sees this
  * node as remote-node), from this node's IP of the CIDR's family. libnl
@@ -151,8 +158,7 @@ static int route_add_tunnel(struct nodes *s, const struct fibril_node_cidr *c, i
 		.rtm_scope = RT_SCOPE_LINK,
 		.rtm_type = RTN_UNICAST,
 	};
-	const void *src = c->family == 4 ? (s->self.has_ipv4 ? (const void *)&s->self.ipv4 : NULL)
-					 : (s->self.has_ipv6 ? (const void *)&s->self.ipv6 : NULL);
+	const void *src = node_ip(&s->self, c->family);
 	struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE);
 	if (!msg)
 		return -ENOMEM;
@@ -257,6 +263,8 @@ static int scan_one(struct nl_msg *msg, void *arg)
 	memcpy(x->dst.addr, nla_data(tb[RTA_DST]), (size_t)alen(family));
 	if (tb[RTA_GATEWAY])
 		memcpy(x->via, nla_data(tb[RTA_GATEWAY]), (size_t)alen(family));
+	if (tb[RTA_PREFSRC] && nla_len(tb[RTA_PREFSRC]) == alen(family))
+		memcpy(x->src, nla_data(tb[RTA_PREFSRC]), (size_t)alen(family));
 	/* tunnel mode: the outer destination and the VNI of the encapsulation */
 	if (tb[RTA_ENCAP] && tb[RTA_ENCAP_TYPE]) {
 		uint16_t type = nla_get_u16(tb[RTA_ENCAP_TYPE]);
@@ -414,13 +422,6 @@ static void ipcache_del(struct nodes *s, int family, const void *addr, unsigned 
 		fibril_warn(s->m, "ipcache: %s", err[0] ? err : strerror(-rc));
 }
 
-static const void *node_ip(const struct fibril_node *n, int family)
-{
-	if (family == 4)
-		return n->has_ipv4 ? (const void *)&n->ipv4 : NULL;
-	return n->has_ipv6 ? (const void *)&n->ipv6 : NULL;
-}
-
 static bool has_cidr(const struct fibril_node *n, const struct fibril_node_cidr *c)
 {
 	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++)
@@ -487,8 +488,13 @@ int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibri
 			 * other (a native run's, another endpoint) is replaced
 			 * in place (NLM_F_REPLACE) */
 			struct nodes_old_route *x = old_find(s, c);
+			const void *src = node_ip(&s->self, c->family);
+			uint8_t want_src[16] = {0};
+			if (src)
+				memcpy(want_src, src, (size_t)alen(c->family));
 			if (x && nodes_via_none(x) && x->tep_family == tep_family &&
-			    !memcmp(x->tep, tep, (size_t)alen(tep_family))) {
+			    !memcmp(x->tep, tep, (size_t)alen(tep_family)) &&
+			    !memcmp(x->src, want_src, sizeof(want_src))) {
 				if (!x->wanted)
 					s->stats.routes_adopted++;
 				x->wanted = true;
