@@ -74,11 +74,10 @@ for t in ip etcd etcdctl python3 curl nsenter ping; do
 	command -v "$t" >/dev/null || { echo "run-cluster.sh: $t is not installed"; exit 1; }
 done
 MODS=(kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes policy hubble-lite)
-# health: in native mode only. In tunnel mode the node itself has no path
-# to a remote pod CIDR (only pods' packets are encapsulated), so the health
-# endpoint probes fail and the agent's readiness stays 503.
+# health when installed, in both routing modes (in tunnel mode the node's
+# own probes reach the other nodes' health endpoints through fibril_vxlan)
 health=""
-[ -f "$MODDIR/health.so" ] && [ "$routing" = native ] && { health=1; MODS+=(health); }
+[ -f "$MODDIR/health.so" ] && { health=1; MODS+=(health); }
 mods=$(IFS=,; echo "${MODS[*]}")
 
 fibril() { local n=$1; shift; ip netns exec "$(mn_ns "$n")" "$CLI" --socket "${MN_DIR[$n]}/fibril.sock" "$@"; }

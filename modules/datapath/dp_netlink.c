@@ -71,17 +71,23 @@ static int nl_errno(int nlerr)
 
 /* ---- the host device ------------------------------------------------------------------ */
 
-static int link_up(struct nl_sock *sk, struct rtnl_link *link)
+/* Set the flags (IFF_*) the link lacks. */
+static int link_set_flags(struct nl_sock *sk, struct rtnl_link *link, unsigned flags)
 {
-	if (rtnl_link_get_flags(link) & IFF_UP)
+	if ((rtnl_link_get_flags(link) & flags) == flags)
 		return 0;
 	struct rtnl_link *change = rtnl_link_alloc();
 	if (!change)
 		return -NLE_NOMEM;
-	rtnl_link_set_flags(change, IFF_UP);
+	rtnl_link_set_flags(change, flags);
 	int rc = rtnl_link_change(sk, link, change, 0);
 	rtnl_link_put(change);
 	return rc;
+}
+
+static int link_up(struct nl_sock *sk, struct rtnl_link *link)
+{
+	return link_set_flags(sk, link, IFF_UP);
 }
 
 static int create_dummy(struct datapath *dp)
@@ -396,6 +402,11 @@ int dp_route_del(struct datapath *dp, int family, const void *addr, int ifindex,
  * A kernel VXLAN device in external (collect-metadata) mode: it holds no
  * VNI and no remote of its own; the programs set both per packet
  * (bpf_skb_set_tunnel_key) and read them on receive. Cilium's cilium_vxlan.
+ * NOARP: the node's own packets reach it through routes with a tunnel
+ * encapsulation (the nodes module's, "encap ip id 6 dst <node>"), and a
+ * neighbour lookup there could never be answered (an ARP request carries
+ * no tunnel key: the device drops it); the receiving overlay program
+ * delivers by IP, whatever the inner destination MAC.
  * Created here, where the programs that use it are attached; left in place
  * when the agent stops (the attached overlay program keeps decapsulated
  * traffic flowing), adopted by the next run when its settings match. */
@@ -412,7 +423,7 @@ static int vxlan_create(struct datapath *dp)
 	if (rc == 0)
 		rc = rtnl_link_vxlan_set_learning(link, 0);
 	if (rc == 0) {
-		rtnl_link_set_flags(link, IFF_UP);
+		rtnl_link_set_flags(link, IFF_UP | IFF_NOARP);
 		rc = rtnl_link_add(dp->nl, link, NLM_F_CREATE | NLM_F_EXCL);
 	}
 	rtnl_link_put(link);
@@ -447,6 +458,13 @@ int dp_tunnel_device_setup(struct datapath *dp, int *ifindex, int *how, char *er
 			return refuse_kind(link, dp->tunnel_dev, kind, "vxlan",
 					   "rename or remove it", err, len);
 		if (fits) {
+			rc = link_set_flags(dp->nl, link, IFF_NOARP);
+			if (rc < 0) {
+				rtnl_link_put(link);
+				dp_seterr(err, len, "cannot set %s noarp: %s", dp->tunnel_dev,
+					  nl_geterror(rc));
+				return nl_errno(rc);
+			}
 			rc = adopt_up(dp, link, dp->tunnel_dev, false, err, len);
 			if (rc < 0)
 				return rc;

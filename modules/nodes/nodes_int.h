@@ -43,9 +43,11 @@ struct node_entry {
 struct nodes_old_route {
 	struct fibril_node_cidr dst;
 	int family;
-	uint8_t via[16];
+	uint8_t via[16];       /* the gateway; all zero: a tunnel mode route */
+	int tep_family;        /* tunnel mode: its encapsulation's destination, */
+	uint8_t tep[16];       /* when its VNI is remote-node */
+	uint8_t src[16];       /* its preferred source, all zero: none */
 	bool wanted;
-	bool keep_ipcache; /* tunnel mode: the route goes, the CIDR's entry stays */
 };
 
 /* One ipcache record: an endpoint address -> identity, its node. */
@@ -96,6 +98,7 @@ struct nodes {
 	enum nodes_routing routing;
 	int64_t ttl_s;
 	uint16_t tunnel_port;
+	int tunnel_ifindex; /* routing-mode tunnel: the VXLAN device */
 	int64_t lease;
 	int64_t lease_pending; /* a grant in flight */
 	struct fibril_kv_watch *watch;

@@ -3,10 +3,15 @@
  * table, protocol NODES_ROUTE_PROTO, through libnl-route-3; and the
  * datapath's ipcache: the remote pod CIDRs (identity world until endpoints
  * of their own are published) and the node IP (/32, /128: remote-node).
- * routing-mode tunnel: no routes; each remote pod CIDR's ipcache entry
- * names the node's tunnel endpoint, and the datapath (which owns the
- * VXLAN device and its program, see nodes_tunnel_setup) encapsulates
- * towards it.
+ * routing-mode tunnel: each remote pod CIDR's ipcache entry names the
+ * node's tunnel endpoint, and the datapath (which owns the VXLAN device
+ * and its program, see nodes_tunnel_setup) encapsulates the pods' packets
+ * towards it; for the node's own packets (kubelet and health probes, a
+ * ping from the node) a route per remote pod CIDR through the VXLAN
+ * device with a lightweight-tunnel encapsulation (RTA_ENCAP,
+ * LWTUNNEL_ENCAP_IP: the node's tunnel endpoint as the outer destination,
+ * VNI = remote-node), from this node's IP; the same protocol, adopted and
+ * removed like the native ones.
  *
  * Nothing is removed when the agent stops: the routes and the pinned
  * ipcache keep cross-node traffic flowing while it is down. At start the
@@ -18,12 +23,18 @@
 #include "nodes_int.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <net/if.h>
+
+#include <linux/lwtunnel.h>
+#include <linux/rtnetlink.h>
 #include <netlink/netlink.h>
+#include <netlink/msg.h>
 #include <netlink/route/route.h>
 
 int nodes_nl_open(struct nodes *s, char *why, size_t len)
@@ -124,6 +135,85 @@ static int route_add(struct nodes *s, const struct fibril_node_cidr *c, const vo
 	return 0;
 }
 
+static const void *node_ip(const struct fibril_node *n, int family)
+{
+	if (family == 4)
+		return n->has_ipv4 ? (const void *)&n->ipv4 : NULL;
+	return n->has_ipv6 ? (const void *)&n->ipv6 : NULL;
+}
+
+/* Routing-mode tunnel: the CIDR through the VXLAN device, encapsulated
+ * towards tep with the VNI remote-node (the receiver's policy sees this
+ * node as remote-node), from this node's IP of the CIDR's family. libnl
+ * has no helper for an IP encapsulation: the message is built here. */
+static int route_add_tunnel(struct nodes *s, const struct fibril_node_cidr *c, int tep_family,
+			    const void *tep)
+{
+	char t[64], g[INET6_ADDRSTRLEN];
+	struct rtmsg rtm = {
+		.rtm_family = (uint8_t)af(c->family),
+		.rtm_dst_len = c->prefix_len,
+		.rtm_table = RT_TABLE_MAIN,
+		.rtm_protocol = NODES_ROUTE_PROTO,
+		.rtm_scope = RT_SCOPE_LINK,
+		.rtm_type = RTN_UNICAST,
+	};
+	const void *src = node_ip(&s->self, c->family);
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE);
+	if (!msg)
+		return -ENOMEM;
+	struct nlattr *encap = NULL;
+	int rc = nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO);
+	if (rc == 0)
+		rc = nla_put(msg, RTA_DST, alen(c->family), c->addr);
+	if (rc == 0)
+		rc = nla_put_u32(msg, RTA_OIF, (uint32_t)s->tunnel_ifindex);
+	if (rc == 0 && src)
+		rc = nla_put(msg, RTA_PREFSRC, alen(c->family), src);
+	if (rc == 0)
+		rc = nla_put_u16(msg, RTA_ENCAP_TYPE,
+				 tep_family == 4 ? LWTUNNEL_ENCAP_IP : LWTUNNEL_ENCAP_IP6);
+	if (rc == 0 && !(encap = nla_nest_start(msg, RTA_ENCAP)))
+		rc = -NLE_NOMEM;
+	if (rc == 0) {
+		/* the VNI: tunnel ids are 64-bit, big-endian */
+		uint64_t id = htobe64((uint64_t)FIBRIL_IDENTITY_REMOTE_NODE);
+		if (tep_family == 4) {
+			rc = nla_put(msg, LWTUNNEL_IP_ID, sizeof(id), &id);
+			if (rc == 0)
+				rc = nla_put(msg, LWTUNNEL_IP_DST, 4, tep);
+			if (rc == 0)
+				rc = nla_put_u8(msg, LWTUNNEL_IP_TTL, 64);
+		} else {
+			rc = nla_put(msg, LWTUNNEL_IP6_ID, sizeof(id), &id);
+			if (rc == 0)
+				rc = nla_put(msg, LWTUNNEL_IP6_DST, 16, tep);
+			if (rc == 0)
+				rc = nla_put_u8(msg, LWTUNNEL_IP6_HOPLIMIT, 64);
+		}
+	}
+	if (rc == 0) {
+		nla_nest_end(msg, encap);
+		rc = nl_send_auto(s->nl, msg);
+	}
+	if (rc >= 0)
+		rc = nl_wait_for_ack(s->nl);
+	nlmsg_free(msg);
+	if (rc < 0) {
+		s->stats.route_errors++;
+		inet_ntop(af(tep_family), tep, g, sizeof(g));
+		fibril_warn(s->m, "cannot add the route %s through %s to %s: %s",
+			    nodes_cidr_text(c, t, sizeof(t)), FIBRIL_DATAPATH_TUNNEL_DEVICE, g,
+			    nl_geterror(rc));
+		fibril_health_report(s->m, "routes", FIBRIL_HEALTH_DEGRADED,
+				     "cannot add the route %s through %s to %s: %s", t,
+				     FIBRIL_DATAPATH_TUNNEL_DEVICE, g, nl_geterror(rc));
+		return -EIO;
+	}
+	s->stats.routes_installed++;
+	return 0;
+}
+
 static void route_del(struct nodes *s, const struct fibril_node_cidr *c)
 {
 	char t[64];
@@ -144,43 +234,84 @@ static void route_del(struct nodes *s, const struct fibril_node_cidr *c)
 
 /* ---- the previous run's routes ------------------------------------------------------- */
 
+/* One route of the dump: ours (protocol, main table, a single next hop)
+ * is remembered. Parsed here rather than through libnl's route cache, which
+ * refuses a route with an IP tunnel encapsulation (tunnel mode's). */
+static int scan_one(struct nl_msg *msg, void *arg)
+{
+	struct nodes *s = arg;
+	struct nlmsghdr *h = nlmsg_hdr(msg);
+	struct nlattr *tb[RTA_MAX + 1];
+	if (h->nlmsg_type != RTM_NEWROUTE || nlmsg_parse(h, sizeof(struct rtmsg), tb, RTA_MAX, NULL) < 0)
+		return NL_OK;
+	const struct rtmsg *rtm = nlmsg_data(h);
+	uint32_t table = tb[RTA_TABLE] ? nla_get_u32(tb[RTA_TABLE]) : rtm->rtm_table;
+	int family = rtm->rtm_family == AF_INET ? 4 : rtm->rtm_family == AF_INET6 ? 6 : 0;
+	if (!family || rtm->rtm_protocol != NODES_ROUTE_PROTO || table != RT_TABLE_MAIN ||
+	    tb[RTA_MULTIPATH] || !tb[RTA_DST] || nla_len(tb[RTA_DST]) != alen(family) ||
+	    (tb[RTA_GATEWAY] && nla_len(tb[RTA_GATEWAY]) != alen(family)))
+		return NL_OK;
+	struct nodes_old_route *grown = realloc(s->old, (s->n_old + 1) * sizeof(*grown));
+	if (!grown)
+		return NL_OK; /* out of memory: not adopted (re-added) nor swept */
+	s->old = grown;
+	struct nodes_old_route *x = &s->old[s->n_old++];
+	memset(x, 0, sizeof(*x));
+	x->family = family;
+	x->dst.family = (uint8_t)family;
+	x->dst.prefix_len = rtm->rtm_dst_len;
+	memcpy(x->dst.addr, nla_data(tb[RTA_DST]), (size_t)alen(family));
+	if (tb[RTA_GATEWAY])
+		memcpy(x->via, nla_data(tb[RTA_GATEWAY]), (size_t)alen(family));
+	if (tb[RTA_PREFSRC] && nla_len(tb[RTA_PREFSRC]) == alen(family))
+		memcpy(x->src, nla_data(tb[RTA_PREFSRC]), (size_t)alen(family));
+	/* tunnel mode: the outer destination and the VNI of the encapsulation */
+	if (tb[RTA_ENCAP] && tb[RTA_ENCAP_TYPE]) {
+		uint16_t type = nla_get_u16(tb[RTA_ENCAP_TYPE]);
+		struct nlattr *e[LWTUNNEL_IP_MAX + 1];
+		if ((type == LWTUNNEL_ENCAP_IP || type == LWTUNNEL_ENCAP_IP6) &&
+		    nla_parse_nested(e, LWTUNNEL_IP_MAX, tb[RTA_ENCAP], NULL) == 0) {
+			/* LWTUNNEL_IP_ID/DST == LWTUNNEL_IP6_ID/DST */
+			int tf = type == LWTUNNEL_ENCAP_IP ? 4 : 6;
+			uint64_t id = 0;
+			if (e[LWTUNNEL_IP_ID] && nla_len(e[LWTUNNEL_IP_ID]) == sizeof(id))
+				memcpy(&id, nla_data(e[LWTUNNEL_IP_ID]), sizeof(id));
+			if (e[LWTUNNEL_IP_DST] && nla_len(e[LWTUNNEL_IP_DST]) == alen(tf) &&
+			    be64toh(id) == FIBRIL_IDENTITY_REMOTE_NODE) {
+				x->tep_family = tf;
+				memcpy(x->tep, nla_data(e[LWTUNNEL_IP_DST]), (size_t)alen(tf));
+			}
+		}
+	}
+	return NL_OK;
+}
+
 int nodes_routes_scan(struct nodes *s)
 {
-	struct nl_cache *cache = NULL;
-	int rc = rtnl_route_alloc_cache(s->nl, AF_UNSPEC, 0, &cache);
+	struct rtmsg rtm = {.rtm_family = AF_UNSPEC};
+	struct nl_cb *cb = nl_cb_alloc(NL_CB_DEFAULT);
+	if (!cb)
+		return -ENOMEM;
+	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, scan_one, s);
+	int rc = nl_send_simple(s->nl, RTM_GETROUTE, NLM_F_DUMP, &rtm, sizeof(rtm));
+	if (rc >= 0)
+		rc = nl_recvmsgs(s->nl, cb);
+	nl_cb_put(cb);
 	if (rc < 0) {
 		fibril_warn(s->m, "cannot read the routes: %s", nl_geterror(rc));
 		return -EIO;
 	}
-	for (struct nl_object *o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
-		struct rtnl_route *r = (struct rtnl_route *)o;
-		if (rtnl_route_get_protocol(r) != NODES_ROUTE_PROTO ||
-		    rtnl_route_get_table(r) != RT_TABLE_MAIN || rtnl_route_get_nnexthops(r) != 1)
-			continue;
-		struct nl_addr *dst = rtnl_route_get_dst(r);
-		struct rtnl_nexthop *nh = rtnl_route_nexthop_n(r, 0);
-		struct nl_addr *gw = nh ? rtnl_route_nh_get_gateway(nh) : NULL;
-		int family = rtnl_route_get_family(r) == AF_INET ? 4 : 6;
-		if (!dst || !gw || nl_addr_get_len(dst) != (unsigned)alen(family) ||
-		    nl_addr_get_len(gw) != (unsigned)alen(family))
-			continue;
-		struct nodes_old_route *grown = realloc(s->old, (s->n_old + 1) * sizeof(*grown));
-		if (!grown)
-			break;
-		s->old = grown;
-		struct nodes_old_route *x = &s->old[s->n_old++];
-		memset(x, 0, sizeof(*x));
-		x->family = family;
-		x->dst.family = (uint8_t)family;
-		x->dst.prefix_len = (uint8_t)nl_addr_get_prefixlen(dst);
-		memcpy(x->dst.addr, nl_addr_get_binary_addr(dst), (size_t)alen(family));
-		memcpy(x->via, nl_addr_get_binary_addr(gw), (size_t)alen(family));
-	}
-	nl_cache_free(cache);
 	if (s->n_old)
 		fibril_info(s->m, "%zu route(s) of a previous run found; adopting what the "
 			    "registry still wants", s->n_old);
 	return 0;
+}
+
+/* a tunnel mode route: no gateway */
+static bool nodes_via_none(const struct nodes_old_route *x)
+{
+	static const uint8_t zero[16];
+	return !memcmp(x->via, zero, sizeof(zero));
 }
 
 static struct nodes_old_route *old_find(struct nodes *s, const struct fibril_node_cidr *c)
@@ -216,9 +347,19 @@ int nodes_tunnel_setup(struct nodes *s, char *why, size_t len)
 	};
 	char err[256] = "";
 	int rc = s->dp->tunnel_setup(s->dpctx, &t, err, sizeof(err));
-	if (rc)
+	if (rc) {
 		snprintf(why, len, "tunnel: %s", err[0] ? err : strerror(-rc));
-	return rc;
+		return rc;
+	}
+	if (s->routing == NODES_ROUTING_TUNNEL) {
+		s->tunnel_ifindex = (int)if_nametoindex(FIBRIL_DATAPATH_TUNNEL_DEVICE);
+		if (!s->tunnel_ifindex) {
+			snprintf(why, len, "tunnel: the device %s: %s",
+				 FIBRIL_DATAPATH_TUNNEL_DEVICE, strerror(errno));
+			return -ENODEV;
+		}
+	}
+	return 0;
 }
 
 int nodes_dp_ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen,
@@ -281,13 +422,6 @@ static void ipcache_del(struct nodes *s, int family, const void *addr, unsigned 
 		fibril_warn(s->m, "ipcache: %s", err[0] ? err : strerror(-rc));
 }
 
-static const void *node_ip(const struct fibril_node *n, int family)
-{
-	if (family == 4)
-		return n->has_ipv4 ? (const void *)&n->ipv4 : NULL;
-	return n->has_ipv6 ? (const void *)&n->ipv6 : NULL;
-}
-
 static bool has_cidr(const struct fibril_node *n, const struct fibril_node_cidr *c)
 {
 	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++)
@@ -317,7 +451,8 @@ int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibri
 	if (old) {
 		for (uint32_t i = 0; i < old->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++) {
 			const struct fibril_node_cidr *c = &old->cidrs[i];
-			if (has_cidr(n, c) && node_ip(n, c->family))
+			if (has_cidr(n, c) &&
+			    (node_ip(n, c->family) || s->routing == NODES_ROUTING_TUNNEL))
 				continue;
 			if (s->nl)
 				route_del(s, c);
@@ -339,16 +474,36 @@ int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibri
 	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++) {
 		const struct fibril_node_cidr *c = &n->cidrs[i];
 		if (s->routing == NODES_ROUTING_TUNNEL) {
-			/* no route: the datapath encapsulates towards tep */
+			/* the datapath encapsulates the pods' packets towards
+			 * tep; the route carries the node's own */
 			if (!tep_family) {
 				failed++;
 				continue;
 			}
 			nodes_dp_ipcache_put(s, c->family, c->addr, c->prefix_len,
 					     FIBRIL_IDENTITY_WORLD, tep_family, tep);
+			if (!s->nl)
+				continue;
+			/* a previous run's identical route is adopted; any
+			 * other (a native run's, another endpoint) is replaced
+			 * in place (NLM_F_REPLACE) */
 			struct nodes_old_route *x = old_find(s, c);
+			const void *src = node_ip(&s->self, c->family);
+			uint8_t want_src[16] = {0};
+			if (src)
+				memcpy(want_src, src, (size_t)alen(c->family));
+			if (x && nodes_via_none(x) && x->tep_family == tep_family &&
+			    !memcmp(x->tep, tep, (size_t)alen(tep_family)) &&
+			    !memcmp(x->src, want_src, sizeof(want_src))) {
+				if (!x->wanted)
+					s->stats.routes_adopted++;
+				x->wanted = true;
+				continue;
+			}
 			if (x)
-				x->keep_ipcache = true; /* a native run's route: it goes */
+				x->wanted = true;
+			if (route_add_tunnel(s, c, tep_family, tep))
+				failed++;
 			continue;
 		}
 		const void *via = node_ip(n, c->family);
@@ -377,7 +532,7 @@ void nodes_node_unprogram(struct nodes *s, const struct fibril_node *n)
 {
 	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++) {
 		const struct fibril_node_cidr *c = &n->cidrs[i];
-		if (s->nl && node_ip(n, c->family) && s->routing != NODES_ROUTING_TUNNEL)
+		if (s->nl && (node_ip(n, c->family) || s->routing == NODES_ROUTING_TUNNEL))
 			route_del(s, c);
 		ipcache_del(s, c->family, c->addr, c->prefix_len);
 	}
@@ -395,13 +550,11 @@ void nodes_routes_sweep_old(struct nodes *s)
 		char t[64];
 		if (x->wanted)
 			continue;
-		fibril_info(s->m, "removing the route %s: %s", nodes_cidr_text(&x->dst, t, sizeof(t)),
-			    x->keep_ipcache ? "tunnel mode routes no pod CIDR" : "its node is gone");
+		fibril_info(s->m, "removing the route %s: its node is gone",
+			    nodes_cidr_text(&x->dst, t, sizeof(t)));
 		route_del(s, &x->dst);
-		if (x->keep_ipcache)
-			continue; /* tunnel mode took the CIDR over */
 		ipcache_del(s, x->family, x->dst.addr, x->dst.prefix_len);
-		if (!ip_in_use(s, x->family, x->via, NULL))
+		if (!nodes_via_none(x) && !ip_in_use(s, x->family, x->via, NULL))
 			ipcache_del(s, x->family, x->via, x->family == 4 ? 32 : 128);
 	}
 	free(s->old);

@@ -17,6 +17,7 @@
 #                                links (a tunnel needs room for its 50 bytes)
 #   mn_modules DIR MODULE...     a root-owned module dir
 #   mn_agent_start NAME MODDIR [agent args...]  the node's agent, healthy
+#                                (MN_START_NOWAIT=1: started, not waited for)
 #   mn_agent_kill NAME [SIGNAL]  stop it (default KILL), wait for it
 #   mn_api NAME CURL-ARGS...     the node's API
 #   mn_pod_add NODE POD [K8S-NS] a pod namespace on NODE through fibril-cni
@@ -168,6 +169,9 @@ mn_agent_start() {
 		--set "agent.node-name=$name" --set "kvstore-etcd.endpoints=$MN_ETCD_ENDPOINT" \
 		"$@" >>"$dir/agent.log" 2>&1 &
 	MN_PID[$name]=$!
+	# MN_START_NOWAIT=1: return once started (two agents whose health
+	# needs each other)
+	[ -n "${MN_START_NOWAIT:-}" ] && return 0
 	local _
 	for _ in $(seq 1 400); do
 		if [ -S "$dir/fibril.sock" ] &&
