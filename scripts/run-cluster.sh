@@ -114,11 +114,11 @@ say "fibril node list (on n1)"
 fibril n1 node list
 
 # ---- pods on every node -----------------------------------------------------------------
-# on every node a pod app=web; a client pod (app=client) on n2 and another
-# (app=other) on n3, for the policy below
+# on every node a pod app=web; a client pod (app=client) on n1 and another
+# (app=other) on n3, for the policy below (both cross nodes to reach web2)
 declare -A APP=([web1]=web [web2]=web [web3]=web [client]=client [other]=other)
 POD_ORDER=(web1 web2 client web3 other)
-declare -A HOME_NODE=([web1]=n1 [web2]=n2 [client]=n2 [web3]=n3 [other]=n3)
+declare -A HOME_NODE=([web1]=n1 [web2]=n2 [client]=n1 [web3]=n3 [other]=n3)
 PORT=8080
 say "pods through fibril-cni (CNI ADD), labelled app=...; a TCP server on :$PORT in each"
 for p in "${POD_ORDER[@]}"; do
@@ -206,7 +206,7 @@ POLICY
 say "policy web-from-client imported on every node: app=web accepts traffic from app=client only"
 for n in "${NODES[@]}"; do echo "  $n: $(fibril "$n" policy import "$WORK/policy.json" | tr '\n' ' ')"; done
 fibril n2 policy get
-echo "--- client (n2) -> web2 (n2): allowed"
+echo "--- client (n1) -> web2 (n2): allowed (n2 knows app=client's cluster-wide identity from the kvstore)"
 ip netns exec "$(mn_pod_ns client)" python3 tests/cni/nettest.py probe "$PORT" "${MN_POD_IP[web2]}" | sed 's/^/  /' || true
 echo "--- other (n3) -> web2 (n2): dropped by n2's datapath (the sender's identity: $( [ "$routing" = tunnel ] && echo "from the VXLAN VNI" || echo "from the ipcache"))"
 ip netns exec "$(mn_pod_ns other)" python3 tests/cni/nettest.py probe "$PORT" "${MN_POD_IP[web2]}" | sed 's/^/  /' || true
