@@ -24,7 +24,9 @@
 # agent and purges every package this script installed. It refuses to run
 # when a fibril package is installed already (it could not put it back);
 # an /etc/fibril, /var/lib/fibril or /run/fibril found here is moved aside
-# for the test and put back at the end.
+# for the test and put back at the end, and so is a `make install` under
+# /usr/local (scripts/run.sh's): its libfibril.so.1 and fibril-sdk.pc come
+# first in ld.so's and pkg-config's search and would shadow the packages'.
 set -euo pipefail
 debs=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
@@ -57,6 +59,13 @@ for d in /etc/fibril /var/lib/fibril /run/fibril; do
 		echo "deb-install-test: $d exists: set aside until the end"
 	fi
 done
+while IFS= read -r d; do
+	mkdir -p "$work/saved$(dirname "$d")"
+	mv "$d" "$work/saved$d"
+	saved+=("$d")
+	echo "deb-install-test: $d (a make install) shadows the packages: set aside until the end"
+done < <(find /usr/local -name '*fibril*' -prune -print 2>/dev/null)
+ldconfig
 cleanup() {
 	local rc=$?
 	set +e
@@ -70,7 +79,8 @@ cleanup() {
 	fi
 	rm -rf /etc/fibril /var/lib/fibril /run/fibril
 	local d
-	for d in "${saved[@]}"; do mv "$work/saved$d" "$d"; done
+	for d in "${saved[@]}"; do mkdir -p "$(dirname "$d")" && mv "$work/saved$d" "$d"; done
+	ldconfig
 	rm -rf "$work"
 	exit "$rc"
 }
