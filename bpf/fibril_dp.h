@@ -34,7 +34,8 @@
 #define DP_FRAGS_MAX 8192
 #define DP_IPV6_MAX_EXTHDRS 8   /* extension headers walked before L4 (Cilium: 4) */
 #define DP_METRICS_MAX 1024
-#define DP_EVENTS_BYTES (1u << 20) /* ring buffer: power of 2, page multiple */
+#define DP_EVENTS_BYTES (8u << 20) /* ring buffer: power of 2, page multiple; the
+				    * default, [datapath] events-ring-bytes sets it */
 /* The reader is woken once this much is waiting (about 800 records), not
  * per record; it also reads every DP_EVENTS_POLL_MS (the datapath module's
  * timer), so a lone event waits at most that long. */

@@ -3,10 +3,14 @@
  * of text messages, written as its connection can take them. A broadcast
  * (fibril_stream_send) queues for every client; a stream with ops
  * (fibril_api_stream_ops, ABI 1.6) knows each client from its open with its
- * own query and sends to each on its own. A full queue drops that client's
- * new messages and counts them: the sender never waits and the other
- * clients never notice; once the queue has room again the module's lost
- * callback tells how many went. */
+ * own query and sends to each on its own. A message is written once and
+ * shared (fibril_stream_msg, ABI 1.7): a client's queue holds references,
+ * not copies, and a FIBRIL_STREAM_LINES stream gathers what a client has
+ * queued into one frame (up to STREAM_FRAME_MAX) each time its connection
+ * is writeable - a frame per wake-up, not per message. A full queue drops
+ * that client's new messages and counts them: the sender never waits and
+ * the other clients never notice; once the queue has room again the
+ * module's lost callback tells how many went. */
 #include "api_internal.h"
 #include <fibril/compat.h>
 
@@ -16,21 +20,28 @@
 #include <string.h>
 
 #define STREAM_QUEUE_MAX 4096
-#define STREAM_FRAME_MAX 65536 /* FIBRIL_STREAM_LINES: a frame joins lines up to this */
-#define STREAM_FRAME_MIN 16384 /* ... and starts with room for this much */
+#define STREAM_QUEUE_START 64  /* a client's queue of references grows from this */
+#define STREAM_FRAME_MAX 131072 /* FIBRIL_STREAM_LINES: a frame joins lines up to this */
 
-struct stream_msg {
-	struct stream_msg *next;
-	size_t len, cap;
-	size_t lines; /* messages joined in it */
-	unsigned char buf[]; /* LWS_PRE + cap */
+/* One message, shared by every client it is queued for: written once by
+ * the module, referenced by each queue, freed with its last reference. */
+struct fibril_stream_msg {
+	uint32_t refs;
+	size_t len;
+	char text[];
 };
 
 struct fibril_stream_client {
 	struct lws *wsi;
 	struct fibril_stream *stream;
-	struct stream_msg *head, *tail;
-	size_t queued;          /* messages (lines) queued */
+	/* the queue: a ring of references to shared messages */
+	struct fibril_stream_msg **q;
+	size_t qcap, qhead, queued;
+	/* the frame being written: LWS_PRE bytes, then the joined lines;
+	 * kept between frames so a frame is one gather, not a malloc */
+	unsigned char *frame;
+	size_t frame_cap;
+	uint64_t frames;        /* written, in all */
 	uint64_t dropped;       /* in all */
 	uint64_t lost_untold;   /* dropped since the last lost callback */
 	bool closing;           /* close once the queue is written (open refused) */
@@ -110,9 +121,51 @@ int fibril_stream_clients(const struct fibril_stream *s)
 	return s ? s->nclients : 0;
 }
 
-int fibril_stream_client_send(struct fibril_stream_client *c, const char *msg, size_t len)
+/* ---- shared messages (ABI 1.7) ----------------------------------------------------------- */
+
+struct fibril_stream_msg *fibril_stream_msg_new(const char *text, size_t len)
 {
-	if (!c || !c->stream || c->closing)
+	if (!text && len) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct fibril_stream_msg *msg = malloc(sizeof(*msg) + len + 1);
+	if (!msg)
+		return NULL;
+	msg->refs = 1;
+	msg->len = len;
+	if (len)
+		memcpy(msg->text, text, len);
+	msg->text[len] = '\0';
+	return msg;
+}
+
+void fibril_stream_msg_put(struct fibril_stream_msg *msg)
+{
+	if (msg && --msg->refs == 0)
+		free(msg);
+}
+
+static bool queue_grow(struct fibril_stream_client *c, size_t max)
+{
+	size_t cap = c->qcap ? c->qcap * 2 : STREAM_QUEUE_START;
+	if (cap > max)
+		cap = max;
+	struct fibril_stream_msg **q = malloc(cap * sizeof(*q));
+	if (!q)
+		return false;
+	for (size_t i = 0; i < c->queued; i++)
+		q[i] = c->q[(c->qhead + i) % c->qcap];
+	free(c->q);
+	c->q = q;
+	c->qcap = cap;
+	c->qhead = 0;
+	return true;
+}
+
+int fibril_stream_client_send_msg(struct fibril_stream_client *c, struct fibril_stream_msg *msg)
+{
+	if (!c || !c->stream || c->closing || !msg)
 		return -EINVAL;
 	struct fibril_stream *st = c->stream;
 	if (c->queued >= st->max_queue) {
@@ -120,58 +173,49 @@ int fibril_stream_client_send(struct fibril_stream_client *c, const char *msg, s
 		c->lost_untold++;
 		return -ENOBUFS;
 	}
-	struct stream_msg *t = c->tail;
-	if ((st->ops.flags & FIBRIL_STREAM_LINES) && t &&
-	    t->len + 1 + len <= STREAM_FRAME_MAX) {
-		if (t->len + 1 + len > t->cap) {
-			size_t cap = t->cap * 2;
-			while (cap < t->len + 1 + len)
-				cap *= 2;
-			struct stream_msg *g = realloc(t, sizeof(*g) + LWS_PRE + cap);
-			if (!g)
-				return -ENOMEM;
-			g->cap = cap;
-			if (c->head == t)
-				c->head = g;
-			for (struct stream_msg *p = c->head; p && p != g; p = p->next)
-				if (p->next == t)
-					p->next = g;
-			c->tail = t = g;
-		}
-		t->buf[LWS_PRE + t->len] = '\n';
-		memcpy(t->buf + LWS_PRE + t->len + 1, msg, len);
-		t->len += 1 + len;
-		t->lines++;
-		c->queued++;
-		return 0;
+	if (c->queued == c->qcap && !queue_grow(c, st->max_queue))
+		return -ENOMEM;
+	msg->refs++;
+	c->q[(c->qhead + c->queued) % c->qcap] = msg;
+	/* the writeable callback comes once the loop is back from the event
+	 * that sent this (a batch of flows, say): a frame per wake-up */
+	if (c->queued++ == 0)
+		lws_callback_on_writable(c->wsi);
+	return 0;
+}
+
+int fibril_stream_client_send(struct fibril_stream_client *c, const char *msg, size_t len)
+{
+	if (!c || !c->stream || c->closing)
+		return -EINVAL;
+	if (c->queued >= c->stream->max_queue) {
+		c->dropped++;
+		c->lost_untold++;
+		return -ENOBUFS;
 	}
-	size_t cap = (st->ops.flags & FIBRIL_STREAM_LINES) && len < STREAM_FRAME_MIN ? STREAM_FRAME_MIN : len;
-	struct stream_msg *m = malloc(sizeof(*m) + LWS_PRE + cap);
+	struct fibril_stream_msg *m = fibril_stream_msg_new(msg, len);
 	if (!m)
 		return -ENOMEM;
-	m->next = NULL;
-	m->len = len;
-	m->cap = cap;
-	m->lines = 1;
-	memcpy(m->buf + LWS_PRE, msg, len);
-	if (c->tail)
-		c->tail->next = m;
-	else
-		c->head = m;
-	c->tail = m;
-	c->queued++;
-	lws_callback_on_writable(c->wsi);
-	return 0;
+	int rc = fibril_stream_client_send_msg(c, m);
+	fibril_stream_msg_put(m);
+	return rc;
 }
 
 int fibril_stream_send(struct fibril_stream *s, const char *msg, size_t len)
 {
 	if (!s)
 		return -EINVAL;
+	if (!s->clients)
+		return 0;
+	struct fibril_stream_msg *m = fibril_stream_msg_new(msg, len);
+	if (!m)
+		return -ENOMEM;
+	int rc = s->nclients;
 	for (struct fibril_stream_client *c = s->clients; c; c = c->next)
-		if (fibril_stream_client_send(c, msg, len) == -ENOMEM)
-			return -ENOMEM;
-	return s->nclients;
+		if (fibril_stream_client_send_msg(c, m) == -ENOMEM)
+			rc = -ENOMEM;
+	fibril_stream_msg_put(m);
+	return rc;
 }
 
 void fibril_stream_client_set_data(struct fibril_stream_client *c, void *data)
@@ -192,13 +236,14 @@ uint64_t fibril_stream_client_dropped(const struct fibril_stream_client *c)
 
 static void client_free_queue(struct fibril_stream_client *c)
 {
-	while (c->head) {
-		struct stream_msg *m = c->head;
-		c->head = m->next;
-		free(m);
-	}
-	c->tail = NULL;
-	c->queued = 0;
+	for (size_t i = 0; i < c->queued; i++)
+		fibril_stream_msg_put(c->q[(c->qhead + i) % c->qcap]);
+	free(c->q);
+	c->q = NULL;
+	c->qcap = c->qhead = c->queued = 0;
+	free(c->frame);
+	c->frame = NULL;
+	c->frame_cap = 0;
 }
 
 static void client_detach(struct fibril_stream_client *c)
@@ -271,12 +316,50 @@ int api_stream_established(struct lws *wsi, struct session *s, bool tcp)
 	return 0;
 }
 
+/* The next frame of c in c->frame (after LWS_PRE): its first message, and
+ * on a FIBRIL_STREAM_LINES stream the next ones joined by '\n' up to
+ * STREAM_FRAME_MAX. *lines: the messages in it. NULL: out of memory. */
+static unsigned char *frame_gather(struct fibril_stream_client *c, size_t *len, size_t *lines)
+{
+	bool join = c->stream && (c->stream->ops.flags & FIBRIL_STREAM_LINES);
+	size_t n = 0, bytes = 0;
+	while (n < c->queued) {
+		const struct fibril_stream_msg *m = c->q[(c->qhead + n) % c->qcap];
+		size_t more = m->len + (n ? 1 : 0);
+		if (n && (!join || bytes + more > STREAM_FRAME_MAX))
+			break;
+		bytes += more;
+		n++;
+	}
+	if (LWS_PRE + bytes > c->frame_cap) {
+		size_t cap = c->frame_cap ? c->frame_cap : 4096;
+		while (cap < LWS_PRE + bytes)
+			cap *= 2;
+		unsigned char *f = realloc(c->frame, cap);
+		if (!f)
+			return NULL;
+		c->frame = f;
+		c->frame_cap = cap;
+	}
+	unsigned char *p = c->frame + LWS_PRE;
+	for (size_t i = 0; i < n; i++) {
+		const struct fibril_stream_msg *m = c->q[(c->qhead + i) % c->qcap];
+		if (i)
+			*p++ = '\n';
+		memcpy(p, m->text, m->len);
+		p += m->len;
+	}
+	*len = bytes;
+	*lines = n;
+	return c->frame + LWS_PRE;
+}
+
 int api_stream_writeable(struct lws *wsi, struct session *s)
 {
 	struct fibril_stream_client *c = s->client;
 	if (!c)
 		return 0;
-	if (!c->head) {
+	if (!c->queued) {
 		if (c->closing) {
 			lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
 					 (unsigned char *)"refused", 7);
@@ -284,15 +367,16 @@ int api_stream_writeable(struct lws *wsi, struct session *s)
 		}
 		return 0;
 	}
-	struct stream_msg *m = c->head;
-	if (lws_write(wsi, m->buf + LWS_PRE, m->len, LWS_WRITE_TEXT) < (int)m->len)
+	size_t len = 0, lines = 0;
+	unsigned char *frame = frame_gather(c, &len, &lines);
+	if (!frame || lws_write(wsi, frame, len, LWS_WRITE_TEXT) < (int)len)
 		return -1;
+	c->frames++;
+	for (size_t i = 0; i < lines; i++)
+		fibril_stream_msg_put(c->q[(c->qhead + i) % c->qcap]);
+	c->qhead = (c->qhead + lines) % c->qcap;
+	c->queued -= lines;
 	struct fibril_stream *st = c->stream;
-	c->head = m->next;
-	if (!c->head)
-		c->tail = NULL;
-	c->queued -= m->lines <= c->queued ? m->lines : c->queued;
-	free(m);
 	if (st && c->lost_untold && st->ops.lost && c->queued < st->max_queue / 2) {
 		uint64_t n = c->lost_untold;
 		c->lost_untold = 0;
@@ -301,7 +385,7 @@ int api_stream_writeable(struct lws *wsi, struct session *s)
 		st->ops.lost(c, n, st->ud);
 		crash_leave(&cc);
 	}
-	if (c->head || c->closing)
+	if (c->queued || c->closing)
 		lws_callback_on_writable(wsi);
 	return 0;
 }

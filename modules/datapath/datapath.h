@@ -53,6 +53,7 @@ struct datapath {
 	char host_dev_type[16]; /* auto, dummy, veth */
 	uint64_t ct_tcp_ms, ct_closing_ms, ct_other_ms, gc_interval_ms;
 	uint32_t ct_max_tcp, ct_max_other, ct_refresh_s;
+	uint32_t events_bytes; /* dp_events ring buffer size ([datapath] events-ring-bytes) */
 	uint32_t event_rate, event_burst;
 	bool trace;
 	/* ipam, for the gateways */

@@ -314,6 +314,8 @@ int dp_maps_open(struct datapath *dp, char *err, size_t len)
 			spec.max_entries = dp->ct_max_tcp;
 		else if (i == DPM_CT_ANY)
 			spec.max_entries = dp->ct_max_other;
+		else if (i == DPM_EVENTS)
+			spec.max_entries = dp->events_bytes;
 		int rc = fibril_map_open(dp->m, &spec, &dp->maps[i]);
 		if (rc < 0) {
 			dp_seterr(err, len, "cannot open the pinned map %s: %s", dp_specs[i].name,

@@ -72,7 +72,7 @@ static const struct fibril_config_key hl_config_keys[] = {
 	 .help = "Flows kept in memory (the oldest is overwritten)", .min = 1, .max = 1 << 20},
 	{.name = "node-name", .type = FIBRIL_CONFIG_STRING, .default_value = "",
 	 .help = "Node name put on every flow (empty: the host name)"},
-	{.name = "follow-queue", .type = FIBRIL_CONFIG_INT, .default_value = "8192",
+	{.name = "follow-queue", .type = FIBRIL_CONFIG_INT, .default_value = "32768",
 	 .help = "Flows queued per websocket follower before it loses them", .min = 16,
 	 .max = 1 << 20},
 	{0},
@@ -338,17 +338,33 @@ static const char *flow_text(struct hubble *h, const struct hl_flow *f, size_t *
 	return h->line.failed ? NULL : h->line.p;
 }
 
+static void send_msg(struct hl_follower *fw, struct fibril_stream_msg *msg)
+{
+	int rc = fibril_stream_client_send_msg(fw->c, msg);
+	if (rc == 0)
+		fw->sent++;
+	else if (rc == -ENOBUFS)
+		fibril_series_inc(fw->h->s_follower_lost);
+}
+
+/* The flow goes to every follower whose filter matches it: its JSON is
+ * written once, on the first match, and shared by reference (the host
+ * copies it into no queue). */
 static void follow_flow(struct hubble *h, const struct hl_flow *f)
 {
-	const char *text = NULL;
-	size_t len = 0;
+	struct fibril_stream_msg *msg = NULL;
 	for (struct hl_follower *fw = h->followers; fw; fw = fw->next) {
 		if (!hl_filter_match(&fw->filter, f))
 			continue;
-		if (!text && !(text = flow_text(h, f, &len)))
-			return; /* out of memory */
-		send_text(fw, text, len);
+		if (!msg) {
+			size_t len;
+			const char *text = flow_text(h, f, &len);
+			if (!text || !(msg = fibril_stream_msg_new(text, len)))
+				return; /* out of memory */
+		}
+		send_msg(fw, msg);
 	}
+	fibril_stream_msg_put(msg);
 }
 
 static void lost_text(char *buf, size_t len, const char *source, uint64_t n)
@@ -361,8 +377,10 @@ static void follow_lost(struct hubble *h, const char *source, uint64_t n)
 {
 	char buf[128];
 	lost_text(buf, sizeof(buf), source, n);
-	for (struct hl_follower *fw = h->followers; fw; fw = fw->next)
-		send_text(fw, buf, strlen(buf));
+	struct fibril_stream_msg *msg = h->followers ? fibril_stream_msg_new(buf, strlen(buf)) : NULL;
+	for (struct hl_follower *fw = h->followers; msg && fw; fw = fw->next)
+		send_msg(fw, msg);
+	fibril_stream_msg_put(msg);
 }
 
 static int stream_open(struct fibril_stream_client *c, const struct fibril_request *req, void *ud,

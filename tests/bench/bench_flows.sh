@@ -11,7 +11,9 @@
 #      CPU; the reference is the same traffic with trace events off;
 #   3. the same with 10 websocket followers of /v1/flows/stream
 #      (tests/bench/bench_ws_follow: the CLI's client counting lines): what
-#      each got and lost;
+#      each got and lost, frames per second, and the CPU per flow: the
+#      agent making it, the agent serving it to each follower, a follower
+#      reading it;
 #   4. the agent's RSS with the default ring of 4095, before any flow and
 #      with the ring full.
 # Nothing is asserted. Environment: top_srcdir, top_builddir; optional
@@ -81,6 +83,7 @@ PY
 		echo "bus_lost=$((h1 - h0))"
 		echo "cpu_pct=$(awk -v t="$((t1 - t0))" -v w0="$w0" -v w1="$w1" -v hz="$(getconf CLK_TCK)" \
 			'BEGIN { printf "%.1f", 100 * t / hz / (w1 - w0) }')"
+		echo "cpu_s=$(awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f", t / hz }')"
 	} >>"$WORK/$name"
 }
 
@@ -109,12 +112,29 @@ for i in $(seq 1 "$FOLLOWERS"); do
 done
 run_traffic fanout
 for p in "${pids[@]}"; do wait "$p" || true; done
-fan=$(python3 - "$WORK" "$FOLLOWERS" "$(field udp_flows "$WORK/fanout")" <<'PY'
+fan=$(python3 - "$WORK" "$FOLLOWERS" "$(field udp_flows "$WORK/fanout")" "$SECS" <<'PY'
 import json, sys
-work, n, flows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+work, n, flows, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 got = [json.load(open("%s/follower%d.json" % (work, i + 1))) for i in range(n)]
 full = sum(1 for g in got if g["flows"] >= flows and g["lost"] == 0)
-print("min_got=%d max_lost=%d full=%d" % (min(g["flows"] for g in got), max(g["lost"] for g in got), full))
+share = sorted(100.0 * g["flows"] / max(flows, 1) for g in got)
+ns = sorted(g["cpu_ns"] / max(g["flows"], 1) for g in got)
+print("min_got=%d max_lost=%d full=%d share_min=%.1f share_median=%.1f frames_per_s=%.0f "
+      "reader_ns_per_flow=%.0f delivered=%d" % (
+      min(g["flows"] for g in got), max(g["lost"] for g in got), full, share[0], share[n // 2],
+      sorted(g["frames"] for g in got)[n // 2] / secs, ns[n // 2], sum(g["flows"] for g in got)))
+PY
+)
+# the agent's CPU per flow: making it (trace events, no follower) and, on
+# top of that, serving it to each follower (the fan-out run's extra CPU over
+# the flows the followers got)
+per_flow=$(python3 - "$(field cpu_s "$WORK/on")" "$(field flows "$WORK/on")" "$(field cpu_s "$WORK/fanout")" \
+	"$(field flows "$WORK/fanout")" "$(echo "$fan" | sed -n 's/.*delivered=\([0-9]*\).*/\1/p')" <<'PY'
+import sys
+cpu_on, flows_on, cpu_fan, flows_fan, delivered = (float(x or 0) for x in sys.argv[1:])
+make = 1e9 * cpu_on / max(flows_on, 1)
+serve = 1e9 * (cpu_fan - make * flows_fan / 1e9) / max(delivered, 1)
+print("make_ns=%.0f serve_ns=%.0f" % (make, serve))
 PY
 )
 
@@ -129,4 +149,8 @@ row "... and $FOLLOWERS websocket followers" fanout
 lost=$(($(field dp_lost "$WORK/on") + $(field bus_lost "$WORK/on")))
 say "   goal no event lost at $RATE/s: $lost lost, $(goal "$lost" '=' 0); goal agent CPU < 10% of a core: $(field cpu_pct "$WORK/on")% $(goal "$(field cpu_pct "$WORK/on")" '<' 10)"
 say "   followers (from-pod=team/a&protocol=udp): $fan (each of $FOLLOWERS should get all $(field udp_flows "$WORK/fanout") UDP flows, lose 0)"
+get() { echo "$2" | sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p"; }
+say "   each follower's share: min $(get share_min "$fan")%, median $(get share_median "$fan")%, $(get frames_per_s "$fan") frames/s (median); goal each keeping up: $(goal "$(get full "$fan")" '=' "$FOLLOWERS")"
+say "   CPU per flow: the agent making it (trace event -> flow) $(get make_ns "$per_flow") ns; the agent serving it, per follower (filter, queue, frame, write) $(get serve_ns "$per_flow") ns; a follower reading it (bench_ws_follow) $(get reader_ns_per_flow "$fan") ns"
+say "   load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 say "   agent RSS with the default ring (4095): $((rss0 / 1024)) MB before any flow, $((rss1 / 1024)) MB with the ring full"

@@ -5,10 +5,13 @@
  * after IDLE seconds without a message (SO_RCVTIMEO) or at the close.
  *
  *   bench_ws_follow SOCKET PATH?QUERY READY_FILE IDLE_SECONDS
- * Output: one JSON object {"flows": N, "lost": M}. */
+ * Output: one JSON object {"flows": N, "lost": M, "frames": F, "cpu_ns": C}
+ * (C: this process's user and system CPU time, to put the reader's cost
+ * per flow beside the agent's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -17,13 +20,14 @@
 struct cli_options opt;
 
 struct counts {
-	unsigned long long flows, lost;
+	unsigned long long flows, lost, frames;
 };
 
 static int on_message(const char *text, size_t len, void *ud)
 {
 	struct counts *c = ud;
 	const char *p = text, *end = text + len;
+	c->frames++;
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
@@ -55,6 +59,12 @@ int main(int argc, char **argv)
 	if (ready)
 		fclose(ready);
 	int rc = ws_read(fd, argv[2], on_message, &c);
-	printf("{\"flows\": %llu, \"lost\": %llu}\n", c.flows, c.lost);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	unsigned long long cpu_ns =
+		((unsigned long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ULL +
+		 (unsigned long long)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec)) * 1000ULL;
+	printf("{\"flows\": %llu, \"lost\": %llu, \"frames\": %llu, \"cpu_ns\": %llu}\n", c.flows,
+	       c.lost, c.frames, cpu_ns);
 	return rc < 0 ? 1 : 0;
 }

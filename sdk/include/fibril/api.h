@@ -80,7 +80,7 @@ struct fibril_request;
 #define FIBRIL_STREAM_TCP 1u   /* also served on the TCP listener */
 #define FIBRIL_STREAM_LINES 2u /* messages queued while the client is busy go out
 				* together, joined by '\n', in one frame of at
-				* most 64 KiB: send each message as one line */
+				* most 128 KiB: send each message as one line */
 
 struct fibril_stream_ops {
 	size_t sz; /* sizeof(struct fibril_stream_ops) */
@@ -112,6 +112,17 @@ void fibril_stream_client_set_data(struct fibril_stream_client *c, void *data);
 void *fibril_stream_client_data(const struct fibril_stream_client *c);
 /* Messages dropped for this client so far, in all. */
 uint64_t fibril_stream_client_dropped(const struct fibril_stream_client *c);
+
+/* Shared messages (ABI 1.7): a message written once and queued for many
+ * clients by reference - the bytes are not copied per client. new: a
+ * message holding a copy of text (one reference, the caller's; NULL when
+ * out of memory). send_msg: queue it for one client (the queue takes its
+ * own reference), the same answers as fibril_stream_client_send. put:
+ * drop the caller's reference (the message goes with its last one). */
+struct fibril_stream_msg;
+struct fibril_stream_msg *fibril_stream_msg_new(const char *text, size_t len);
+int fibril_stream_client_send_msg(struct fibril_stream_client *c, struct fibril_stream_msg *msg);
+void fibril_stream_msg_put(struct fibril_stream_msg *msg);
 
 #ifdef __cplusplus
 }

@@ -32,7 +32,7 @@
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
-#define FIBRIL_ABI_MINOR 6
+#define FIBRIL_ABI_MINOR 7
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
