@@ -169,9 +169,9 @@ static void fill_peer(struct hubble *h, struct hl_peer *p, uint16_t ep_id, uint3
 	p->ep_id = e->id;
 	if (!p->identity)
 		p->identity = e->identity;
-	snprintf(p->ns, sizeof(p->ns), "%s", e->ns);
-	snprintf(p->pod, sizeof(p->pod), "%s", e->pod);
-	snprintf(p->labels, sizeof(p->labels), "%s", e->labels);
+	copy_str(p->ns, sizeof(p->ns), e->ns, sizeof(e->ns));
+	copy_str(p->pod, sizeof(p->pod), e->pod, sizeof(e->pod));
+	copy_str(p->labels, sizeof(p->labels), e->labels, sizeof(e->labels));
 }
 
 static int on_datapath_event(const struct fibril_event *ev, void *ud)

@@ -1,0 +1,93 @@
+/* tests/unit/test_flow_json.c - unit tests of hubble-lite's JSON plumbing
+ * (modules/hubble-lite/flow_json.c): hl_buf_printf's own formatter writes
+ * exactly what vsnprintf would for the formats it takes (strings, integers
+ * of every length with a zero-padded width, %%) and hands the others to
+ * vsnprintf; a flow's addresses read as inet_ntop writes them, and the
+ * whole JSON of a flow parses with json-c. */
+#include "cunit_main.h"
+#include "hubble.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SAME(fmt, ...)                                                                   \
+	do {                                                                             \
+		struct hl_buf b = {0};                                                   \
+		char want[512];                                                          \
+		hl_buf_printf(&b, fmt, __VA_ARGS__);                                     \
+		snprintf(want, sizeof(want), fmt, __VA_ARGS__);                          \
+		CU_ASSERT_PTR_NOT_NULL_FATAL(b.p);                                       \
+		if (strcmp(b.p, want))                                                   \
+			fprintf(stderr, "'%s': got '%s', want '%s'\n", fmt, b.p, want);  \
+		CU_ASSERT_STRING_EQUAL(b.p, want);                                       \
+		CU_ASSERT_EQUAL(b.len, strlen(want));                                    \
+		free(b.p);                                                               \
+	} while (0)
+
+static void test_printf_like_vsnprintf(void)
+{
+	SAME("%s", "plain");
+	SAME("a%sb%sc", "", "x\"y");
+	SAME("%u/%d/%i", 0u, -1, 2147483647);
+	SAME("%d", (int)-2147483647 - 1);
+	SAME("%lu %ld %llu %lld", 18446744073709551615UL, -9223372036854775807L - 1,
+	     12345678901234567890ULL, -5LL);
+	SAME("%" PRIu64 ",%" PRIu32 ",%" PRIu16, (uint64_t)1 << 63, (uint32_t)4000000000u,
+	     (uint16_t)65535);
+	SAME("%zu %hu", (size_t)42, (unsigned short)7);
+	SAME("\"%s.%09lluZ\"", "2026-11-25T07:40:01", 1234ULL);
+	SAME("%09llu|%3u|%05d", 999999999ULL, 7u, -42);
+	SAME("100%% %s", "sure");
+	SAME("no directive at all%s", "");
+	/* not its own: through vsnprintf */
+	SAME("%x %.2f %c %-4s|", 255u, 1.5, 'z', "ab");
+}
+
+static void test_flow_addresses(void)
+{
+	static const uint8_t v4[][4] = {{0, 0, 0, 0}, {10, 244, 12, 9}, {100, 99, 1, 255},
+					{255, 255, 255, 255}, {192, 168, 0, 10}};
+	for (size_t i = 0; i < sizeof(v4) / sizeof(v4[0]); i++) {
+		struct hl_flow f = {.seq = 1, .type = HL_TYPE_TRACE, .verdict = HL_FORWARDED,
+				    .family = 4, .proto = 17, .len = 64};
+		memcpy(f.src.addr, v4[i], 4);
+		memcpy(f.dst.addr, v4[(i + 1) % 5], 4);
+		f.src.port = 1234;
+		f.dst.port = 7000;
+		struct hl_buf b = {0};
+		hl_flow_json(&b, &f, "node-1");
+		CU_ASSERT_FALSE_FATAL(b.failed);
+		struct json_object *o = json_tokener_parse(b.p);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+		struct json_object *ip, *src, *dst, *l4, *port;
+		CU_ASSERT_TRUE_FATAL(json_object_object_get_ex(o, "IP", &ip));
+		CU_ASSERT_TRUE_FATAL(json_object_object_get_ex(ip, "source", &src));
+		CU_ASSERT_TRUE_FATAL(json_object_object_get_ex(ip, "destination", &dst));
+		char want[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, f.src.addr, want, sizeof(want));
+		CU_ASSERT_STRING_EQUAL(json_object_get_string(src), want);
+		inet_ntop(AF_INET, f.dst.addr, want, sizeof(want));
+		CU_ASSERT_STRING_EQUAL(json_object_get_string(dst), want);
+		CU_ASSERT_TRUE_FATAL(json_object_object_get_ex(o, "l4", &l4));
+		CU_ASSERT_TRUE_FATAL(json_object_object_get_ex(l4, "destination_port", &port));
+		CU_ASSERT_EQUAL(json_object_get_int(port), 7000);
+		json_object_put(o);
+		free(b.p);
+	}
+	/* IPv6 still through inet_ntop */
+	struct hl_flow f = {.seq = 2, .type = HL_TYPE_DROP, .verdict = HL_DROPPED, .family = 6,
+			    .proto = 58};
+	inet_pton(AF_INET6, "fd00::1", f.src.addr);
+	inet_pton(AF_INET6, "fd00::2:0:0:3", f.dst.addr);
+	struct hl_buf b = {0};
+	hl_flow_json(&b, &f, "node-1");
+	CU_ASSERT_PTR_NOT_NULL(strstr(b.p, "\"source\":\"fd00::1\",\"destination\":\"fd00::2:0:0:3\""));
+	free(b.p);
+}
+
+FIBRIL_TEST_MAIN("flow_json", NULL, NULL, {"printf as vsnprintf", test_printf_like_vsnprintf},
+		 {"flow addresses", test_flow_addresses})
