@@ -10,14 +10,19 @@
 # `fibril observe -f`; a bad filter is refused in the stream; a reader
 # that stalls loses its own flows and is told how many while a fast one
 # gets every flow of a burst; the lost counters and the ring's overwritten
-# counter move; the stream is served on the TCP listener too.
+# counter move; the stream is served on the TCP listener too; the
+# datapath's event ring buffer has the size the config gives.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 . "$top_srcdir/tests/lib/flowpods.sh"
 
-flowpods_start --set hubble-lite.ring-size=1000 --set hubble-lite.follow-queue=512
+flowpods_start --set hubble-lite.ring-size=1000 --set hubble-lite.follow-queue=512 \
+	--set datapath.events-ring-bytes=2097152
 WS=$top_srcdir/tests/lib/wsflows.py
 fib() { "$CLI" --socket "$SOCK" "$@"; }
+check "the dp_events ring buffer has the configured size ([datapath] events-ring-bytes)" \
+	test "$(api http://x/v1/map | python3 -c 'import json,sys
+print([m["max_entries"] for m in json.load(sys.stdin)["maps"] if m["name"] == "dp_events"])')" = "[2097152]"
 
 # follow NAME QUERY [wsflows args] : a follower in the background
 follow() {
