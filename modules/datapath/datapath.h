@@ -54,6 +54,7 @@ struct datapath {
 	uint64_t ct_tcp_ms, ct_closing_ms, ct_other_ms, gc_interval_ms;
 	uint32_t ct_max_tcp, ct_max_other, ct_refresh_s;
 	uint32_t events_bytes; /* dp_events ring buffer size ([datapath] events-ring-bytes) */
+	int64_t events_mono_ns, events_real_ns; /* the clocks at the batch being read */
 	uint32_t event_rate, event_burst;
 	bool trace;
 	/* ipam, for the gateways */
@@ -195,6 +196,7 @@ int dp_gc_start(struct datapath *dp);
 int dp_gc_kick(struct datapath *dp);
 int dp_events_start(struct datapath *dp, char *err, size_t len);
 void dp_events_stop(struct datapath *dp);
+void dp_events_consume(struct datapath *dp); /* read what waits in dp_events */
 
 /* ---- API (dp_api.c) ---- */
 /* The routes and the metrics (fibril_datapath_* in /metrics). */

@@ -217,8 +217,7 @@ static void route_events(struct fibril_request *req, struct fibril_response *res
 		return;
 	}
 	/* pick up what is waiting before answering */
-	if (dp->rb)
-		ring_buffer__consume(dp->rb);
+	dp_events_consume(dp);
 	struct json_object *arr = json_object_new_array();
 	unsigned start = (dp->ring_head + DP_EVENT_RING - dp->ring_count) % DP_EVENT_RING;
 	for (unsigned i = 0; i < dp->ring_count; i++) {

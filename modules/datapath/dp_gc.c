@@ -140,14 +140,15 @@ static void dp_event_publish(struct datapath *dp, const struct dp_event *e)
 	ev.ifindex = e->ifindex;
 	ev.len = e->len;
 	ev.mono_ns = e->ts_ns;
-	struct timespec mono, real;
-	clock_gettime(CLOCK_MONOTONIC, &mono);
-	clock_gettime(CLOCK_REALTIME, &real);
-	int64_t age = (int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec - (int64_t)e->ts_ns;
-	ev.time_ns = (uint64_t)((int64_t)real.tv_sec * 1000000000 + real.tv_nsec - (age > 0 ? age : 0));
+	/* the event's monotonic stamp in wall-clock time: the clocks' offset
+	 * is read once per batch (dp_events_consume), not per event */
+	ev.time_ns = (uint64_t)((int64_t)e->ts_ns + dp->events_real_ns - dp->events_mono_ns);
 	memcpy(ev.saddr, e->saddr, sizeof(ev.saddr));
 	memcpy(ev.daddr, e->daddr, sizeof(ev.daddr));
-	snprintf(ev.reason_name, sizeof(ev.reason_name), "%s", dp_reason_name(e->reason));
+	const char *rn = dp_reason_name(e->reason);
+	size_t rl = strnlen(rn, sizeof(ev.reason_name) - 1);
+	memcpy(ev.reason_name, rn, rl);
+	ev.reason_name[rl] = '\0';
 	ev.lost_before = dp->events_unpublished;
 	if (fibril_bus_try_publish(dp->m, FIBRIL_DATAPATH_TOPIC_EVENT, FIBRIL_DATAPATH_EVENT_VERSION,
 				   &ev, sizeof(ev)) == 0)
@@ -184,20 +185,33 @@ static int on_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/* Read every record waiting in dp_events, the clocks read once for all. */
+void dp_events_consume(struct datapath *dp)
+{
+	if (!dp->rb)
+		return;
+	struct timespec mono, real;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &real);
+	dp->events_mono_ns = (int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec;
+	dp->events_real_ns = (int64_t)real.tv_sec * 1000000000 + real.tv_nsec;
+	ring_buffer__consume(dp->rb);
+}
+
 static void on_ring_ready(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 {
 	(void)io;
 	(void)fd;
 	(void)revents;
 	struct datapath *dp = ud;
-	ring_buffer__consume(dp->rb);
+	dp_events_consume(dp);
 }
 
 static void on_ring_poll(struct fibril_timer *t, void *ud)
 {
 	(void)t;
 	struct datapath *dp = ud;
-	ring_buffer__consume(dp->rb);
+	dp_events_consume(dp);
 }
 
 int dp_events_start(struct datapath *dp, char *err, size_t len)
@@ -225,7 +239,7 @@ int dp_events_start(struct datapath *dp, char *err, size_t len)
 		return -ENOMEM;
 	}
 	/* what the program wrote while no agent was reading */
-	ring_buffer__consume(dp->rb);
+	dp_events_consume(dp);
 	return 0;
 }
 
