@@ -55,6 +55,8 @@ struct datapath {
 	uint32_t ct_max_tcp, ct_max_other, ct_refresh_s;
 	uint32_t events_bytes; /* dp_events ring buffer size ([datapath] events-ring-bytes) */
 	int64_t events_mono_ns, events_real_ns; /* the clocks at the batch being read */
+	struct dp_event events_pending; /* read, refused by a full bus: published first next time */
+	bool events_has_pending;
 	uint32_t event_rate, event_burst;
 	bool trace;
 	/* ipam, for the gateways */

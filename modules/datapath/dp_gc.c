@@ -121,8 +121,11 @@ int dp_gc_start(struct datapath *dp)
 /* ---- events -------------------------------------------------------------------------------- */
 
 /* Every record on the bus (hubble-lite turns them into flows). Never waits:
- * a full queue counts the event as lost, reported in the next one. */
-static void dp_event_publish(struct datapath *dp, const struct dp_event *e)
+ * a full bus queue (-EAGAIN) leaves the record to the caller, which stops
+ * reading so the rest waits in dp_events (sized for that) until the loop
+ * has delivered the queue; any other failure counts the event as lost,
+ * reported in the next one. */
+static int dp_event_publish(struct datapath *dp, const struct dp_event *e)
 {
 	struct fibril_datapath_event ev = {.sz = sizeof(ev)};
 	ev.type = e->type;
@@ -150,11 +153,13 @@ static void dp_event_publish(struct datapath *dp, const struct dp_event *e)
 	memcpy(ev.reason_name, rn, rl);
 	ev.reason_name[rl] = '\0';
 	ev.lost_before = dp->events_unpublished;
-	if (fibril_bus_try_publish(dp->m, FIBRIL_DATAPATH_TOPIC_EVENT, FIBRIL_DATAPATH_EVENT_VERSION,
-				   &ev, sizeof(ev)) == 0)
+	int rc = fibril_bus_try_publish(dp->m, FIBRIL_DATAPATH_TOPIC_EVENT,
+					FIBRIL_DATAPATH_EVENT_VERSION, &ev, sizeof(ev));
+	if (rc == 0)
 		dp->events_unpublished = 0;
-	else
+	else if (rc != -EAGAIN)
 		dp->events_unpublished++, fibril_series_inc(dp->m_events_lost);
+	return rc == -EAGAIN ? rc : 0;
 }
 
 static int on_event(void *ctx, void *data, size_t size)
@@ -177,12 +182,17 @@ static int on_event(void *ctx, void *data, size_t size)
 		fibril_series_inc(dp->m_events[2]);
 		return 0;
 	}
-	dp_event_publish(dp, e);
+	/* libbpf has moved past this record already: kept for the next read */
+	int rc = dp_event_publish(dp, e);
+	if (rc < 0) {
+		dp->events_pending = *e;
+		dp->events_has_pending = true;
+	}
 	dp->ring[dp->ring_head] = *e;
 	dp->ring_head = (dp->ring_head + 1) % DP_EVENT_RING;
 	if (dp->ring_count < DP_EVENT_RING)
 		dp->ring_count++;
-	return 0;
+	return rc; /* < 0: stop reading, the bus is full */
 }
 
 /* Read every record waiting in dp_events, the clocks read once for all. */
@@ -195,6 +205,14 @@ void dp_events_consume(struct datapath *dp)
 	clock_gettime(CLOCK_REALTIME, &real);
 	dp->events_mono_ns = (int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec;
 	dp->events_real_ns = (int64_t)real.tv_sec * 1000000000 + real.tv_nsec;
+	/* the record the full bus refused last time goes first; while the bus
+	 * is still full the records stay in dp_events (the loop delivers the
+	 * bus's queue right after this callback, so this is brief) */
+	if (dp->events_has_pending) {
+		if (dp_event_publish(dp, &dp->events_pending) < 0)
+			return;
+		dp->events_has_pending = false;
+	}
 	ring_buffer__consume(dp->rb);
 }
 
