@@ -2,7 +2,7 @@
  * operations: the map is read MODCOMMON_GC_CHUNK entries per
  * bpf_map_lookup_batch call, and the keys of each chunk the verdict
  * removes go in one bpf_map_delete_batch call (those it rewrites in one
- * bpf_map_update_batch with BPF_EXIST), so a pass over N entries costs
+ * bpf_map_update_batch), so a pass over N entries costs
  * about 2 * N / MODCOMMON_GC_CHUNK system calls instead of the 2 * N of a
  * get_next_key + lookup walk. Deleting while walking is safe: the batch
  * cursor is a hash bucket, the deleted keys lie behind it. */
@@ -21,7 +21,9 @@
 static int batch_apply(int fd, bool del, uint8_t *keys, uint8_t *vals, size_t key_size,
 		       size_t value_size, uint32_t n, size_t *done, uint64_t *syscalls)
 {
-	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = del ? 0 : BPF_EXIST);
+	/* (the update batch takes no BPF_EXIST: an entry removed meanwhile comes
+	 * back with the verdict's value, and goes at a later pass) */
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 	for (uint32_t off = 0; off < n;) {
 		uint32_t cnt = n - off;
 		int r = del ? bpf_map_delete_batch(fd, keys + (size_t)off * key_size, &cnt, &opts)

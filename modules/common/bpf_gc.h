@@ -15,7 +15,7 @@
 enum modcommon_gc_verdict {
 	MODCOMMON_GC_KEEP = 0,
 	MODCOMMON_GC_DELETE = 1,
-	MODCOMMON_GC_UPDATE = 2, /* the verdict changed *value: write it back (if still there) */
+	MODCOMMON_GC_UPDATE = 2, /* the verdict changed *value: write it back */
 };
 
 /* Called for each entry; may change *value and answer MODCOMMON_GC_UPDATE. */
