@@ -33,6 +33,8 @@ upsert '{"frontend":"192.168.212.1:30080","type":"NodePort","backends":'"$(be_js
 check "a NodePort service" test "$URC" = 0 || echo "  $UOUT"
 upsert '{"frontend":"[fd00:213::1]:30080","type":"NodePort","backends":[{"address":"[fd00:212::10]:8080"}]}'
 check "an IPv6 NodePort service" test "$URC" = 0 || echo "  $UOUT"
+upsert '{"frontend":"192.168.212.1:30053","type":"NodePort","protocol":"UDP","backends":'"$(be_json active 1)"'}'
+check "a UDP NodePort service" test "$URC" = 0 || echo "  $UOUT"
 
 # a long connection that keeps talking, started first
 : >"$WORK/hold"
@@ -49,7 +51,8 @@ check "10 finished TCP connections over the NodePort" \
 	test "$(jq_ "$out" 'sum(j["backends"].values())')" = 10 || echo "  $out"
 out=$(outside tcp fd00:213::1 30080 5)
 check "5 over the IPv6 NodePort" test "$(jq_ "$out" 'sum(j["backends"].values())')" = 5 || echo "  $out"
-out=$(outside udp 192.168.212.1 30080 3)
+out=$(outside udp 192.168.212.1 30053 3)
+check "3 UDP requests answered" test "$(jq_ "$out" 'sum(j["backends"].values())')" = 3 || echo "  $out"
 n=$(ct_count "ingress")
 check "lb_ct holds the flows ($n ingress entries: 10 + 5 + 1 TCP + 1 UDP)" test "$n" -ge 17
 check "a finished flow's entries are marked closing" contains "$(ct)" " closing"
