@@ -40,26 +40,11 @@
 
 #include "fibril_dp.h"
 #include "fibril_dp.skel.h"
+#include "prog_check.h"
 
-static int g_passed, g_failed;
 static bool g_ci;
 static struct fibril_dp *g_skel;
 static int g_from, g_to, g_overlay; /* program fds */
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	printf("%s: ", ok ? "PASS" : "FAIL");
-	vprintf(fmt, ap);
-	printf("\n");
-	va_end(ap);
-	if (ok)
-		g_passed++;
-	else
-		g_failed++;
-}
 
 /* ---- the test's world ----------------------------------------------------------------- */
 

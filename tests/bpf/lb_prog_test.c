@@ -36,27 +36,12 @@
 
 #include "fibril_lb.h"
 #include "fibril_lb.skel.h"
+#include "prog_check.h"
 
-static int g_passed, g_failed;
 static bool g_ci;
 static struct fibril_lb *g_skel;
 static int g_from, g_to;
 static int g_dev, g_local; /* ifindex of the nodeport device, of a "pod" device */
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	printf("%s: ", ok ? "PASS" : "FAIL");
-	vprintf(fmt, ap);
-	printf("\n");
-	va_end(ap);
-	if (ok)
-		g_passed++;
-	else
-		g_failed++;
-}
 
 /* ---- addresses, the maps ------------------------------------------------------------- */
 static void addr_of(const char *s, uint8_t out[16])
