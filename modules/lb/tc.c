@@ -6,7 +6,8 @@
  * backend on another node through the tunnel is SNATed there; lb_devices
  * (ifindex -> flags and the device's address per family, the SNAT source;
  * none with [lb] nodeport-snat off); a check every second re-attaches to a
- * device that appeared or was recreated and follows address changes; and
+ * device that appeared or was recreated (or lost our filter) and follows
+ * address changes; and
  * lb_ct's GC: a timer every [lb] ct-gc-interval has the worker pool walk
  * lb_ct with batch operations (ctgc.c) and remove the flows idle past their
  * timeout. Metrics: fibril_lb_ct_gc_runs_total, fibril_lb_ct_gc_removed_total,
@@ -141,6 +142,19 @@ static int attach(struct lb_tc *t, struct lb_tc_dev *d, char *err, size_t len)
 	return 0;
 }
 
+/* Is our egress program still on the device (a qdisc removed and added
+ * back by someone else takes our filters with it)? */
+static bool attached(const struct lb_tc_dev *d, int ifindex)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = LB_TC_HANDLE, .priority = LB_TC_PRIORITY);
+	(void)d;
+	libbpf_print_fn_t old = modcommon_libbpf_quiet_begin();
+	int rc = bpf_tc_query(&hook, &opts);
+	modcommon_libbpf_log_end(old);
+	return rc == 0; /* ENOENT: no such filter; EINVAL: no clsact any more */
+}
+
 /* Bring every device's attachment and lb_devices entry up to date. With
  * strict, a nodeport device missing or an attach failing is an error. */
 static int devices_sync(struct lb_tc *t, bool strict, char *err, size_t len)
@@ -163,7 +177,7 @@ static int devices_sync(struct lb_tc *t, bool strict, char *err, size_t len)
 		struct lb_device v = {.flags = d->tunnel ? LB_DEV_TUNNEL : LB_DEV_NODEPORT};
 		if (t->snat && !d->tunnel)
 			device_addrs(d->name, &v);
-		if (ifindex != d->ifindex) {
+		if (ifindex != d->ifindex || !attached(d, ifindex)) {
 			char why[256];
 			int old = d->ifindex;
 			d->ifindex = ifindex;
