@@ -8,7 +8,8 @@
 # spread (each of 4 backends gets 25% +- 12 points of 400 connections) and
 # getpeername() shows the frontend; the same over IPv6 (TCP and UDP);
 # NodePort from a client outside the node (per-packet DNAT at tc, TCP and
-# UDP); UDP request/response through a
+# UDP, IPv4 and IPv6, with the refusal - RST, ICMPv6 port unreachable -
+# when the service has no backend); UDP request/response through a
 # frontend, recvfrom() reporting the frontend; a service without backends
 # refuses at once (ECONNREFUSED, < 0.5 s); bad input (an invalid address,
 # port, a duplicate frontend for another ID) is one line and changes
