@@ -38,7 +38,6 @@
 #include "fibril_lb.skel.h"
 #include "prog_check.h"
 
-static bool g_ci;
 static struct fibril_lb *g_skel;
 static int g_from, g_to;
 static int g_dev, g_local; /* ifindex of the nodeport device, of a "pod" device */
@@ -383,12 +382,9 @@ static int sh(const char *cmd)
 
 int main(void)
 {
-	g_ci = getenv("CI") && !strcmp(getenv("CI"), "true");
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (geteuid() != 0 || unshare(CLONE_NEWNET) != 0) {
-		printf("%s: needs root (a network namespace and BPF)\n", g_ci ? "FAIL" : "SKIP");
-		return g_ci ? 1 : 77;
-	}
+	int rc = prog_test_netns();
+	if (rc)
+		return rc;
 	/* the node: a nodeport device with a route to "another node"'s pods, a
 	 * device for this node's pods */
 	if (sh("ip link set lo up && ip link add lbt0 type veth peer name lbt0p && ip link set lbt0p up && ip link set lbt0 up && "
