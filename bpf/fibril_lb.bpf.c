@@ -18,15 +18,23 @@
  *     backend address the kernel reports.
  *
  * fibril_lb_from_netdev / fibril_lb_to_netdev (tc, on [lb]
- * nodeport-devices, ingress / egress): per-packet DNAT for what the socket
- * hooks cannot see - a packet from outside the node to a frontend
- * (NodePort on the node's address, an external or load-balancer IP) - with
- * reverse NAT of the replies through lb_ct (IPv4, TCP and UDP).
+ * nodeport-devices, ingress / egress; the egress one on the tunnel device
+ * too): per-packet DNAT for what the socket hooks cannot see - a packet
+ * from outside the node to a frontend (NodePort on the node's address, an
+ * external or load-balancer IP) - with reverse NAT of the replies through
+ * lb_ct (IPv4 and IPv6, TCP and UDP). A backend on another node (the route
+ * to it leaves through one of our devices) also gets SNAT: the arrival
+ * device's address and a port of LB_SNAT_PORT_MIN..MAX as the source, so
+ * its reply comes back here (Cilium's default NodePort mode);
+ * externalTrafficPolicy Local keeps the client's address. Every lb_ct
+ * entry carries the second of its flow's last packet and its TCP state,
+ * for the module's GC.
  * Layouts in fibril_lb.h. Only uapi headers and libbpf's helpers. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/pkt_cls.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
@@ -360,102 +368,312 @@ struct {
 	__type(value, struct lb_ct_val);
 } lb_ct SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_device);
+} lb_devices SEC(".maps");
+
+#define AF_INET 2
+#define AF_INET6 10
+#define TCP_FL_FIN 0x01
+#define TCP_FL_SYN 0x02
+#define TCP_FL_RST 0x04
+#define TCP_FL_ACK 0x10
 #define IP_CSUM_OFF (ETH_HLEN + offsetof(struct iphdr, check))
 #define IP_SRC_OFF (ETH_HLEN + offsetof(struct iphdr, saddr))
 #define IP_DST_OFF (ETH_HLEN + offsetof(struct iphdr, daddr))
-#define L4_OFF (ETH_HLEN + sizeof(struct iphdr))
+#define IP6_SRC_OFF (ETH_HLEN + offsetof(struct ipv6hdr, saddr))
+#define IP6_DST_OFF (ETH_HLEN + offsetof(struct ipv6hdr, daddr))
+/* Ethernet + IPv6 + the TCP header up to its flags */
+#define TC_PULL_LEN (ETH_HLEN + sizeof(struct ipv6hdr) + 14)
 
 struct tc_pkt {
-	__u32 saddr, daddr;
-	__u16 sport, dport;
+	__u8 saddr[16], daddr[16]; /* IPv4 mapped */
+	__u16 sport, dport;        /* network order */
 	__u8 proto;
+	__u8 v6;
+	__u8 tcp_flags;
+	__u32 l4_off;
 };
 
-/* IPv4 without options, first fragment or unfragmented, TCP or UDP */
+/* IPv4 without options (first fragment or unfragmented) or IPv6 whose next
+ * header is the L4 one, TCP or UDP; anything else passes untouched. */
 static __always_inline int tc_parse(struct __sk_buff *skb, struct tc_pkt *p)
 {
+	if (skb->data_end - skb->data < TC_PULL_LEN && skb->len > skb->data_end - skb->data)
+		bpf_skb_pull_data(skb, skb->len < TC_PULL_LEN ? skb->len : TC_PULL_LEN);
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+	__u8 *l4;
+	if ((void *)(eth + 1) > end)
 		return 0;
-	struct iphdr *ip = (void *)(eth + 1);
-	if ((void *)(ip + 1) > end || ip->ihl != 5 || (ip->frag_off & bpf_htons(0x3fff)))
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > end || ip->ihl != 5 || (ip->frag_off & bpf_htons(0x3fff)))
+			return 0;
+		p->proto = ip->protocol;
+		v4_to_addr(ip->saddr, p->saddr);
+		v4_to_addr(ip->daddr, p->daddr);
+		p->v6 = 0;
+		p->l4_off = ETH_HLEN + sizeof(struct iphdr);
+		l4 = (void *)(ip + 1);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > end)
+			return 0;
+		p->proto = ip6->nexthdr;
+		__builtin_memcpy(p->saddr, &ip6->saddr, 16);
+		__builtin_memcpy(p->daddr, &ip6->daddr, 16);
+		p->v6 = 1;
+		p->l4_off = ETH_HLEN + sizeof(struct ipv6hdr);
+		l4 = (void *)(ip6 + 1);
+	} else {
 		return 0;
-	if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
+	}
+	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
 		return 0;
-	__u16 *ports = (void *)(ip + 1);
-	if ((void *)(ports + 2) > end)
+	if ((void *)(l4 + 4) > end)
 		return 0;
-	p->saddr = ip->saddr;
-	p->daddr = ip->daddr;
-	p->sport = ports[0];
-	p->dport = ports[1];
-	p->proto = ip->protocol;
+	p->sport = *(__u16 *)l4;
+	p->dport = *(__u16 *)(l4 + 2);
+	p->tcp_flags = 0;
+	if (p->proto == IPPROTO_TCP) {
+		if ((void *)(l4 + 14) > end)
+			return 0;
+		p->tcp_flags = l4[13];
+	}
 	return 1;
 }
 
-/* Rewrite the source (src = 1) or destination address and port. */
+/* Rewrite the source (src = 1) or destination address and port, with the
+ * L4 checksum (pseudo header) and, for IPv4, the header checksum. */
 static __always_inline void tc_rewrite(struct __sk_buff *skb, const struct tc_pkt *p, int src,
-				       __u32 addr, __u16 port)
+				       const __u8 addr[16], __u16 port)
 {
-	__u32 l4_csum = L4_OFF + (p->proto == IPPROTO_TCP ? offsetof(struct tcphdr, check)
-							  : offsetof(struct udphdr, check));
+	__u32 l4_csum = p->l4_off + (p->proto == IPPROTO_TCP ? offsetof(struct tcphdr, check)
+							     : offsetof(struct udphdr, check));
 	__u64 mangled = p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
-	__u32 old_addr = src ? p->saddr : p->daddr;
+	__u8 old[16], new[16];
+	__builtin_memcpy(old, src ? p->saddr : p->daddr, 16);
+	__builtin_memcpy(new, addr, 16);
 	__u16 old_port = src ? p->sport : p->dport;
-	bpf_l4_csum_replace(skb, l4_csum, old_addr, addr, BPF_F_PSEUDO_HDR | mangled | sizeof(addr));
+	if (p->v6) {
+		__s64 diff = bpf_csum_diff((__be32 *)old, 16, (__be32 *)new, 16, 0);
+		bpf_l4_csum_replace(skb, l4_csum, 0, (__u64)diff, BPF_F_PSEUDO_HDR | mangled);
+		bpf_skb_store_bytes(skb, src ? IP6_SRC_OFF : IP6_DST_OFF, new, 16, 0);
+	} else {
+		__u32 o, n;
+		__builtin_memcpy(&o, old + 12, 4);
+		__builtin_memcpy(&n, new + 12, 4);
+		bpf_l4_csum_replace(skb, l4_csum, o, n, BPF_F_PSEUDO_HDR | mangled | sizeof(n));
+		bpf_l3_csum_replace(skb, IP_CSUM_OFF, o, n, sizeof(n));
+		bpf_skb_store_bytes(skb, src ? IP_SRC_OFF : IP_DST_OFF, &n, sizeof(n), 0);
+	}
 	bpf_l4_csum_replace(skb, l4_csum, old_port, port, mangled | sizeof(port));
-	bpf_l3_csum_replace(skb, IP_CSUM_OFF, old_addr, addr, sizeof(addr));
-	bpf_skb_store_bytes(skb, src ? IP_SRC_OFF : IP_DST_OFF, &addr, sizeof(addr), 0);
-	bpf_skb_store_bytes(skb, L4_OFF + (src ? 0 : 2), &port, sizeof(port), 0);
+	bpf_skb_store_bytes(skb, p->l4_off + (src ? 0 : 2), &port, sizeof(port), 0);
+}
+
+/* The flow's `seen` after this packet: the second (never 0, which marks an
+ * older program's entry) and the TCP state - FIN or RST: closing; a SYN
+ * alone: a (new) handshake; the handshake's last ACK or data: open. */
+static __always_inline __u32 ct_seen(__u32 old, const struct tc_pkt *p)
+{
+	__u32 f = old & (LB_CT_F_SYN | LB_CT_F_CLOSING);
+	if (p->proto == IPPROTO_TCP) {
+		__u8 fl = p->tcp_flags;
+		if (fl & (TCP_FL_FIN | TCP_FL_RST))
+			f = LB_CT_F_CLOSING;
+		else if ((fl & TCP_FL_SYN) && !(fl & TCP_FL_ACK))
+			f = LB_CT_F_SYN;
+		else if (!(fl & TCP_FL_SYN) && !(f & LB_CT_F_CLOSING))
+			f = 0;
+	}
+	__u32 t = (__u32)(bpf_ktime_get_ns() / 1000000000ULL) & LB_CT_SEEN_MASK;
+	return (t ? t : 1) | f;
+}
+
+/* A packet matched (k, v): stamp it and, when that changed anything, its
+ * partner (see fibril_lb.h), so both directions of a flow age together. */
+static __always_inline void ct_touch(const struct lb_ct_key *k, struct lb_ct_val *v,
+				     const struct tc_pkt *p)
+{
+	__u32 seen = ct_seen(v->seen, p);
+	if (seen == v->seen)
+		return;
+	v->seen = seen;
+	struct lb_ct_key pk = {.proto = k->proto};
+	if (k->dir == LB_CT_INGRESS) {
+		__builtin_memcpy(pk.saddr, v->addr, 16);
+		__builtin_memcpy(pk.daddr, k->saddr, 16);
+		pk.sport = v->port;
+		pk.dport = k->sport;
+		pk.dir = LB_CT_EGRESS;
+	} else {
+		__builtin_memcpy(pk.saddr, k->daddr, 16);
+		__builtin_memcpy(pk.daddr, v->addr, 16);
+		pk.sport = k->dport;
+		pk.dport = v->port;
+		pk.dir = LB_CT_INGRESS;
+	}
+	struct lb_ct_val *pv = bpf_map_lookup_elem(&lb_ct, &pk);
+	if (pv)
+		pv->seen = seen;
+}
+
+static __always_inline int addr_zero(const __u8 a[16])
+{
+	__u64 w[2];
+	__builtin_memcpy(w, a, 16);
+	return !(w[0] | w[1]);
+}
+
+/* Whether a new flow from the client in p to backend be needs SNAT: the
+ * route to the backend leaves through a device of ours (a nodeport device
+ * or the tunnel: the backend is on another node, whose reply would not
+ * come back here). Then out = the address of the arrival device. */
+static __always_inline int snat_needed(struct __sk_buff *skb, const struct tc_pkt *p,
+				       const struct lb_backend *be, __u8 out[16])
+{
+	__u32 in = skb->ingress_ifindex;
+	const struct lb_device *dev = bpf_map_lookup_elem(&lb_devices, &in);
+	if (!dev || !(dev->flags & LB_DEV_NODEPORT))
+		return 0;
+	const __u8 *a = p->v6 ? dev->addr6 : dev->addr4;
+	if (addr_zero(a))
+		return 0;
+	struct bpf_fib_lookup fib = {};
+	fib.ifindex = in;
+	fib.l4_protocol = p->proto;
+	fib.sport = p->sport;
+	fib.dport = be->port;
+	if (p->v6) {
+		fib.family = AF_INET6;
+		__builtin_memcpy(fib.ipv6_src, p->saddr, 16);
+		__builtin_memcpy(fib.ipv6_dst, be->addr, 16);
+	} else {
+		fib.family = AF_INET;
+		__builtin_memcpy(&fib.ipv4_src, p->saddr + 12, 4);
+		__builtin_memcpy(&fib.ipv4_dst, be->addr + 12, 4);
+	}
+	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	int remote = 0;
+	if (rc == BPF_FIB_LKUP_RET_UNSUPP_LWT) {
+		remote = 1; /* an encapsulating route: the tunnel to another node */
+	} else if (rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH ||
+		   rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
+		__u32 o = fib.ifindex;
+		remote = bpf_map_lookup_elem(&lb_devices, &o) != 0;
+	}
+	if (!remote)
+		return 0;
+	__builtin_memcpy(out, a, 16);
+	return 1;
+}
+
+/* Claim a free SNAT port for (backend, snat address): the ingress entry
+ * (backend -> snat:port) -> client goes in with BPF_NOEXIST. Returns the
+ * port (network order) or 0. */
+static __always_inline __u16 snat_claim(const struct tc_pkt *p, const struct lb_backend *be,
+					const __u8 snat[16], __u16 rev_nat_id, __u32 seen)
+{
+	struct lb_ct_key k = {.sport = be->port, .proto = p->proto, .dir = LB_CT_INGRESS};
+	struct lb_ct_val v = {.port = p->sport, .rev_nat_id = rev_nat_id, .seen = seen};
+	__builtin_memcpy(k.saddr, be->addr, 16);
+	__builtin_memcpy(k.daddr, snat, 16);
+	__builtin_memcpy(v.addr, p->saddr, 16);
+	__u32 range = LB_SNAT_PORT_MAX - LB_SNAT_PORT_MIN + 1;
+	__u16 port = bpf_ntohs(p->sport); /* the client's own port first */
+	for (int i = 0; i < LB_SNAT_RETRIES; i++) {
+		if (port < LB_SNAT_PORT_MIN)
+			port = (__u16)(LB_SNAT_PORT_MIN + bpf_get_prandom_u32() % range);
+		k.dport = bpf_htons(port);
+		if (bpf_map_update_elem(&lb_ct, &k, &v, BPF_NOEXIST) == 0)
+			return k.dport;
+		port = 0;
+	}
+	return 0;
 }
 
 SEC("tc")
 int fibril_lb_from_netdev(struct __sk_buff *skb)
 {
-	struct tc_pkt p;
+	struct tc_pkt p = {};
 	if (!tc_parse(skb, &p))
 		return TC_ACT_OK;
-	struct lb_ct_key ck = {.sport = p.sport, .dport = p.dport, .proto = p.proto};
-	v4_to_addr(p.saddr, ck.saddr);
-	v4_to_addr(p.daddr, ck.daddr);
+	struct lb_ct_key ck = {.sport = p.sport, .dport = p.dport, .proto = p.proto,
+			       .dir = LB_CT_INGRESS};
+	__builtin_memcpy(ck.saddr, p.saddr, 16);
+	__builtin_memcpy(ck.daddr, p.daddr, 16);
 	struct lb_ct_val *cv = bpf_map_lookup_elem(&lb_ct, &ck);
-	struct lb_ct_val nv = {};
-	if (!cv) {
-		struct lb_svc_key key = {.port = p.dport, .proto = p.proto};
-		__builtin_memcpy(key.addr, ck.daddr, 16);
-		const struct lb_svc_val *svc = bpf_map_lookup_elem(&lb_services, &key);
-		if (!svc)
-			return TC_ACT_OK;
-		__u32 id = 0;
-		const struct lb_backend *be = 0;
-		if (svc->count)
-			be = select_backend(&key, svc, (__u64)p.saddr,
-					    ((__u64)p.saddr << 32 | p.daddr) ^
-						    ((__u64)p.sport << 24 | (__u64)p.dport << 8 | p.proto),
-					    &id);
-		if (!be) {
-			/* to the node's own stack: nothing listens on the frontend's
-			 * port there, so the client gets a RST (TCP) or an ICMP port
-			 * unreachable (UDP) at once, not a timeout */
-			count(LB_M_TC_NO_BACKEND);
-			return TC_ACT_OK;
-		}
-		__builtin_memcpy(nv.addr, be->addr, 16);
-		nv.port = be->port;
-		nv.rev_nat_id = svc->rev_nat_id;
-		bpf_map_update_elem(&lb_ct, &ck, &nv, BPF_ANY);
-		struct lb_ct_key rk = {.sport = be->port, .dport = p.sport, .proto = p.proto, .dir = 1};
-		struct lb_ct_val rv = {.port = p.dport, .rev_nat_id = svc->rev_nat_id};
-		__builtin_memcpy(rk.saddr, be->addr, 16);
-		__builtin_memcpy(rk.daddr, ck.saddr, 16);
-		__builtin_memcpy(rv.addr, ck.daddr, 16);
-		bpf_map_update_elem(&lb_ct, &rk, &rv, BPF_ANY);
-		cv = &nv;
+	if (cv) {
+		ct_touch(&ck, cv, &p);
+		tc_rewrite(skb, &p, 0, cv->addr, cv->port);
+		count(LB_M_TC_DNAT);
+		return TC_ACT_OK;
 	}
-	__u32 addr;
-	__builtin_memcpy(&addr, cv->addr + 12, 4);
-	tc_rewrite(skb, &p, 0, addr, cv->port);
+	struct lb_svc_key key = {.port = p.dport, .proto = p.proto};
+	__builtin_memcpy(key.addr, p.daddr, 16);
+	const struct lb_svc_val *svc = bpf_map_lookup_elem(&lb_services, &key);
+	if (!svc)
+		return TC_ACT_OK;
+	__u32 id = 0, s4, d4;
+	__builtin_memcpy(&s4, p.saddr + 12, 4);
+	__builtin_memcpy(&d4, p.daddr + 12, 4);
+	if (p.v6) { /* fold the addresses' other words in too */
+		__u64 w[4];
+		__builtin_memcpy(w, p.saddr, 16);
+		__builtin_memcpy(w + 2, p.daddr, 16);
+		s4 ^= (__u32)(w[0] ^ (w[0] >> 32) ^ w[1]);
+		d4 ^= (__u32)(w[2] ^ (w[2] >> 32) ^ w[3]);
+	}
+	const struct lb_backend *be = 0;
+	if (svc->count)
+		be = select_backend(&key, svc, (__u64)s4,
+				    ((__u64)s4 << 32 | d4) ^
+					    ((__u64)p.sport << 24 | (__u64)p.dport << 8 | p.proto),
+				    &id);
+	if (!be) {
+		/* to the node's own stack: nothing listens on the frontend's
+		 * port there, so the client gets a RST (TCP) or an ICMP / ICMPv6
+		 * port unreachable (UDP) at once, not a timeout */
+		count(LB_M_TC_NO_BACKEND);
+		return TC_ACT_OK;
+	}
+	__u16 rev_nat_id = svc->rev_nat_id;
+	__u32 seen = ct_seen(0, &p);
+	__u8 snat[16];
+	__u16 snat_port = 0;
+	if (!(svc->flags & LB_F_EXT_LOCAL) && snat_needed(skb, &p, be, snat)) {
+		snat_port = snat_claim(&p, be, snat, rev_nat_id, seen);
+		if (!snat_port) {
+			count(LB_M_TC_SNAT_NO_PORT);
+			return TC_ACT_SHOT; /* the client retransmits */
+		}
+	}
+	struct lb_ct_val nv = {.port = be->port, .rev_nat_id = rev_nat_id, .seen = seen};
+	__builtin_memcpy(nv.addr, be->addr, 16);
+	bpf_map_update_elem(&lb_ct, &ck, &nv, BPF_ANY);
+	struct lb_ct_key rk = {.sport = be->port, .dport = p.sport, .proto = p.proto,
+			       .dir = LB_CT_EGRESS};
+	struct lb_ct_val rv = {.port = p.dport, .rev_nat_id = rev_nat_id, .seen = seen};
+	__builtin_memcpy(rk.saddr, be->addr, 16);
+	__builtin_memcpy(rk.daddr, p.saddr, 16);
+	__builtin_memcpy(rv.addr, p.daddr, 16);
+	bpf_map_update_elem(&lb_ct, &rk, &rv, BPF_ANY);
+	if (snat_port) {
+		/* what leaves towards the backend gets the node's address */
+		struct lb_ct_key sk = {.sport = p.sport, .dport = be->port, .proto = p.proto,
+				       .dir = LB_CT_EGRESS};
+		struct lb_ct_val sv = {.port = snat_port, .rev_nat_id = rev_nat_id, .seen = seen};
+		__builtin_memcpy(sk.saddr, p.saddr, 16);
+		__builtin_memcpy(sk.daddr, be->addr, 16);
+		__builtin_memcpy(sv.addr, snat, 16);
+		bpf_map_update_elem(&lb_ct, &sk, &sv, BPF_ANY);
+		count(LB_M_TC_SNAT);
+	}
+	tc_rewrite(skb, &p, 0, nv.addr, nv.port);
 	count(LB_M_TC_DNAT);
 	return TC_ACT_OK;
 }
@@ -463,18 +681,18 @@ int fibril_lb_from_netdev(struct __sk_buff *skb)
 SEC("tc")
 int fibril_lb_to_netdev(struct __sk_buff *skb)
 {
-	struct tc_pkt p;
+	struct tc_pkt p = {};
 	if (!tc_parse(skb, &p))
 		return TC_ACT_OK;
-	struct lb_ct_key rk = {.sport = p.sport, .dport = p.dport, .proto = p.proto, .dir = 1};
-	v4_to_addr(p.saddr, rk.saddr);
-	v4_to_addr(p.daddr, rk.daddr);
+	struct lb_ct_key rk = {.sport = p.sport, .dport = p.dport, .proto = p.proto,
+			       .dir = LB_CT_EGRESS};
+	__builtin_memcpy(rk.saddr, p.saddr, 16);
+	__builtin_memcpy(rk.daddr, p.daddr, 16);
 	struct lb_ct_val *rv = bpf_map_lookup_elem(&lb_ct, &rk);
 	if (!rv)
 		return TC_ACT_OK;
-	__u32 addr;
-	__builtin_memcpy(&addr, rv->addr + 12, 4);
-	tc_rewrite(skb, &p, 1, addr, rv->port);
+	ct_touch(&rk, rv, &p);
+	tc_rewrite(skb, &p, 1, rv->addr, rv->port);
 	count(LB_M_TC_REVNAT);
 	return TC_ACT_OK;
 }

@@ -30,6 +30,7 @@
 #define LB_MAP_SK_REVNAT "lb_sk_revnat"
 #define LB_MAP_METRICS "lb_metrics"
 #define LB_MAP_CT "lb_ct"
+#define LB_MAP_DEVICES "lb_devices"
 
 /* Cilium's default Maglev table size; [lb] maglev-table-size must be a
  * prime no larger than LB_MAGLEV_MAX. */
@@ -133,22 +134,61 @@ struct lb_sk_revnat_val {
 	__u16 rev_nat_id;
 };
 
-/* ---- lb_ct: LRU_HASH, the per-packet NAT's flows (tc, IPv4) -------------
- * dir 0: (client, frontend) -> the backend chosen; dir 1: (backend,
- * client) -> the frontend, for the reply. */
+/* ---- lb_ct: LRU_HASH, the per-packet NAT's flows (tc, IPv4 and IPv6) -----
+ * dir 0 (LB_CT_INGRESS): a packet arriving on a nodeport device whose
+ * (source, destination) is the key gets its destination rewritten to the
+ * value; dir 1 (LB_CT_EGRESS): a packet leaving through a nodeport (or the
+ * tunnel) device gets its source rewritten. A flow from client C to
+ * frontend F sent to backend B has two entries:
+ *   ingress (C, F) -> B        egress (B, C) -> F
+ * and, when B is on another node and the node's address S (port s) is put
+ * in as the source (SNAT, Cilium's default NodePort mode), two more:
+ *   egress (C, B) -> S:s       ingress (B, S:s) -> C
+ * so the reply comes back through this node and both addresses are
+ * restored. Entries go in pairs, each one's partner named by its key and
+ * value: an ingress entry's partner is egress (value, key.saddr), an egress
+ * entry's is ingress (key.daddr, value). A packet refreshes the entry it
+ * matched and, when its second changed, the partner: so each entry of a
+ * flow lives as long as traffic in either direction.
+ *
+ * `seen` (the value's last word, 0 in entries of older programs) holds the
+ * CLOCK_MONOTONIC second of the flow's last packet modulo 2^30 and the
+ * flow's TCP state: the lb module's GC (modules/lb/ctgc.c) removes an entry
+ * idle longer than its state's timeout ([lb] ct-timeout-*). */
+#define LB_CT_INGRESS 0
+#define LB_CT_EGRESS 1
 struct lb_ct_key {
 	__u8 saddr[16];
 	__u8 daddr[16];
 	__u16 sport;  /* network order */
 	__u16 dport;
 	__u8 proto;
-	__u8 dir;     /* 0: to a frontend, 1: a reply from a backend */
+	__u8 dir;     /* LB_CT_INGRESS / LB_CT_EGRESS */
 	__u8 pad[2];
 };
 struct lb_ct_val {
-	__u8 addr[16]; /* dir 0: the backend; dir 1: the frontend */
+	__u8 addr[16]; /* the new destination (ingress) or source (egress) */
 	__u16 port;
 	__u16 rev_nat_id;
+	__u32 seen;    /* LB_CT_SEEN_MASK: second; LB_CT_F_*: TCP state */
+};
+#define LB_CT_SEEN_MASK 0x3fffffffu
+#define LB_CT_F_SYN 0x40000000u     /* TCP: only the handshake so far */
+#define LB_CT_F_CLOSING 0x80000000u /* TCP: a FIN or RST was seen */
+
+/* NodePort SNAT source ports: above Linux's default ephemeral range
+ * (32768-60999), so that a port is never one the node's own sockets use */
+#define LB_SNAT_PORT_MIN 61000
+#define LB_SNAT_PORT_MAX 65535
+#define LB_SNAT_RETRIES 16
+
+/* ---- lb_devices: HASH, ifindex -> a device the tc programs are on ------- */
+#define LB_DEV_NODEPORT 0x1 /* [lb] nodeport-devices: traffic from outside */
+#define LB_DEV_TUNNEL 0x2   /* the VXLAN device (egress only: SNAT) */
+struct lb_device {
+	__u8 addr4[16]; /* the SNAT address of each family (the device's first */
+	__u8 addr6[16]; /* global address); all zero: no SNAT that family */
+	__u32 flags;    /* LB_DEV_* */
 	__u32 pad;
 };
 
@@ -162,6 +202,8 @@ enum lb_metric {
 	LB_M_TC_DNAT,          /* tc: a packet to a frontend sent to a backend */
 	LB_M_TC_REVNAT,        /* tc: a backend's reply rewritten to the frontend */
 	LB_M_TC_NO_BACKEND,    /* tc: dropped, the service has no backend */
+	LB_M_TC_SNAT,          /* tc: a new flow to another node's backend, SNATed */
+	LB_M_TC_SNAT_NO_PORT,  /* tc: no free SNAT port: sent without SNAT */
 	LB_M_COUNT,
 };
 

@@ -1,6 +1,6 @@
 /* modules/datapath/dp_ctgc.h - one conntrack GC pass over a dp_conntrack /
  * dp_ct_any map with BPF batch operations (bpf_map_lookup_batch, then
- * bpf_map_delete_batch of what expired), free of the agent's loop and
+ * bpf_map_delete_batch of what expired: modules/common/bpf_gc.c), free of the agent's loop and
  * state so that it runs on the worker pool and in tests/bench/bench_ct_gc. */
 #ifndef FIBRIL_DP_CTGC_H
 #define FIBRIL_DP_CTGC_H
@@ -11,7 +11,6 @@
 
 #include "fibril_dp.h"
 
-#define DP_CTGC_CHUNK 4096 /* entries per bpf_map_lookup_batch call */
 
 struct dp_ctgc_params {
 	uint32_t now_s;        /* CLOCK_MONOTONIC seconds */

@@ -7,8 +7,7 @@
  * BPF links (<bpffs-dir>/lb_link_*): a restarted agent swaps the new
  * programs into the same links (bpf_link_update), so a kill -9 or a
  * restart never leaves the cgroup without them. The tc programs for traffic
- * from outside the node (NodePort) go on [lb] nodeport-devices (clsact,
- * fixed handle, replaced in place at a restart). Services come from
+ * from outside the node (NodePort) and lb_ct's GC are tc.c's. Services come from
  * PUT/DELETE /v1/service (`fibril service upsert|delete`) and from the k8s
  * module (k8s.c). Metrics: fibril_lb_*. */
 #include <errno.h>
@@ -32,6 +31,7 @@
 
 #include "libbpf_log.h"
 #include "lb_mod.h"
+#include "lb_tc.h"
 #include "fibril_lb.skel.h"
 
 /* ---- config -------------------------------------------------------------------- */
@@ -83,10 +83,28 @@ static const struct fibril_config_key lb_config_keys[] = {
 	 .min = 16, .max = 16777216},
 	{.name = "nodeport-devices", .type = FIBRIL_CONFIG_LIST, .default_value = "",
 	 .help = "Devices (in the agent's netns) whose traffic from outside the node is "
-		 "load-balanced per packet at tc: NodePort, external and load-balancer IPs (IPv4)"},
+		 "load-balanced per packet at tc: NodePort, external and load-balancer IPs "
+		 "(IPv4 and IPv6)"},
 	{.name = "ct-map-max", .type = FIBRIL_CONFIG_INT, .default_value = "131072",
-	 .help = "Entries of lb_ct, the per-packet NAT's flows (two per flow)",
+	 .help = "Entries of lb_ct, the per-packet NAT's flows (two per flow, four with SNAT)",
 	 .min = 16, .max = 16777216},
+	{.name = "nodeport-snat", .type = FIBRIL_CONFIG_BOOL, .default_value = "true",
+	 .help = "SNAT traffic from outside to a backend on another node to the arrival "
+		 "device's address, so the reply comes back through this node (Cilium's SNAT "
+		 "mode; externalTrafficPolicy Local never does); false: DNAT only"},
+	{.name = "ct-timeout-tcp", .type = FIBRIL_CONFIG_DURATION, .default_value = "6h",
+	 .help = "Idle time after which an open TCP flow leaves lb_ct", .min = 1000,
+	 .max = 604800000},
+	{.name = "ct-timeout-tcp-syn", .type = FIBRIL_CONFIG_DURATION, .default_value = "60s",
+	 .help = "Idle time after which a TCP flow whose handshake did not complete leaves lb_ct",
+	 .min = 1000, .max = 604800000},
+	{.name = "ct-timeout-tcp-closing", .type = FIBRIL_CONFIG_DURATION, .default_value = "10s",
+	 .help = "Idle time after which a TCP flow that saw FIN or RST leaves lb_ct",
+	 .min = 1000, .max = 604800000},
+	{.name = "ct-timeout-other", .type = FIBRIL_CONFIG_DURATION, .default_value = "60s",
+	 .help = "Idle time after which a UDP flow leaves lb_ct", .min = 1000, .max = 604800000},
+	{.name = "ct-gc-interval", .type = FIBRIL_CONFIG_DURATION, .default_value = "30s",
+	 .help = "How often the lb_ct garbage collector runs", .min = 100, .max = 3600000},
 	{.name = "node-addresses", .type = FIBRIL_CONFIG_LIST, .default_value = "",
 	 .help = "This node's addresses: the frontends of a Kubernetes Service's NodePorts"},
 	{.name = "sock-revnat-map-max", .type = FIBRIL_CONFIG_INT, .default_value = "262144",
@@ -98,7 +116,7 @@ static const struct fibril_config_key lb_config_keys[] = {
 /* ---- maps ------------------------------------------------------------------------- */
 enum {
 	M_SERVICES, M_BACKENDS, M_REVNAT, M_MAGLEV, M_AFFINITY, M_AFF_MATCH, M_SK_REVNAT,
-	M_METRICS, M_CT, M_COUNT
+	M_METRICS, M_CT, M_DEVICES, M_COUNT
 };
 
 static const char *const hook_names[] = {
@@ -124,6 +142,7 @@ struct lb {
 	int tc_devices;
 	size_t restored, restore_skipped;
 	struct lb_k8s *k8s;
+	struct lb_tc *tc;
 	/* metrics */
 	struct fibril_metric *m_services, *m_backends, *m_ops, *m_dp, *m_prog_secs;
 	struct fibril_series *s_services, *s_backends, *s_prog;
@@ -256,6 +275,7 @@ static const char *const metric_names[LB_M_COUNT] = {
 	[LB_M_AFFINITY_HIT] = "affinity-hit", [LB_M_REVNAT] = "reverse-nat",
 	[LB_M_BACKEND_MISSING] = "backend-missing", [LB_M_TC_DNAT] = "tc-dnat",
 	[LB_M_TC_REVNAT] = "tc-reverse-nat", [LB_M_TC_NO_BACKEND] = "tc-no-backend",
+	[LB_M_TC_SNAT] = "tc-snat", [LB_M_TC_SNAT_NO_PORT] = "tc-snat-no-port",
 };
 
 static int fmt_metrics(const void *key, const void *value, char *ko, size_t kl, char *vo,
@@ -285,9 +305,33 @@ static int fmt_ct(const void *key, const void *value, char *ko, size_t kl, char 
 	fmt_proto_addr(k->saddr, k->sport, s, sizeof(s));
 	fmt_proto_addr(k->daddr, k->dport, d, sizeof(d));
 	fmt_proto_addr(v->addr, v->port, a, sizeof(a));
-	snprintf(ko, kl, "%s %s -> %s", lb_proto_name(k->proto), s, d);
-	snprintf(vo, vl, "%s=%s service=%u", k->dir ? "reply-from-frontend" : "backend", a,
-		 v->rev_nat_id);
+	snprintf(ko, kl, "%s %s -> %s %s", lb_proto_name(k->proto), s, d,
+		 k->dir == LB_CT_EGRESS ? "egress" : "ingress");
+	struct lb_ctgc_params now = {.now_s = lb_ctgc_now_s()};
+	char idle[32] = "?";
+	if (v->seen)
+		snprintf(idle, sizeof(idle), "%us", lb_ctgc_idle(&now, v->seen));
+	snprintf(vo, vl, "%s=%s service=%u idle=%s%s%s",
+		 k->dir == LB_CT_EGRESS ? "source" : "destination", a, v->rev_nat_id, idle,
+		 v->seen & LB_CT_F_SYN ? " syn" : "", v->seen & LB_CT_F_CLOSING ? " closing" : "");
+	return 0;
+}
+
+static int fmt_devices(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		       size_t vl, void *ud)
+{
+	(void)ud;
+	const struct lb_device *d = value;
+	char name[IF_NAMESIZE] = "?", a4[80], a6[80];
+	struct lb_addr a;
+	if_indextoname(*(const uint32_t *)key, name);
+	memcpy(a.a, d->addr4, 16);
+	lb_format_addr(&a, a4, sizeof(a4));
+	memcpy(a.a, d->addr6, 16);
+	lb_format_addr(&a, a6, sizeof(a6));
+	snprintf(ko, kl, "%u (%s)", *(const uint32_t *)key, name);
+	snprintf(vo, vl, "%s snat4=%s snat6=%s", d->flags & LB_DEV_TUNNEL ? "tunnel" : "nodeport", a4,
+		 a6);
 	return 0;
 }
 
@@ -328,10 +372,13 @@ static int open_maps(struct lb *lb, char *err, size_t len)
 		[M_CT] = {.name = LB_MAP_CT, .type = BPF_MAP_TYPE_LRU_HASH,
 			  .key_size = sizeof(struct lb_ct_key), .value_size = sizeof(struct lb_ct_val),
 			  .max_entries = (uint32_t)fibril_config_int(m, "ct-map-max")},
+		[M_DEVICES] = {.name = LB_MAP_DEVICES, .type = BPF_MAP_TYPE_HASH,
+			       .key_size = sizeof(uint32_t), .value_size = sizeof(struct lb_device),
+			       .max_entries = 64},
 	};
 	static const fibril_map_format_fn fmts[M_COUNT] = {
 		fmt_services, fmt_backends, fmt_revnat, fmt_maglev, fmt_affinity, fmt_aff_match,
-		fmt_sk_revnat, fmt_metrics, fmt_ct,
+		fmt_sk_revnat, fmt_metrics, fmt_ct, fmt_devices,
 	};
 	for (int i = 0; i < M_COUNT; i++) {
 		struct fibril_map_spec s = specs[i];
@@ -376,6 +423,7 @@ static int load_programs(struct lb *lb, char *err, size_t len)
 		{skel->maps.lb_maglev, M_MAGLEV},     {skel->maps.lb_affinity, M_AFFINITY},
 		{skel->maps.lb_aff_match, M_AFF_MATCH}, {skel->maps.lb_sk_revnat, M_SK_REVNAT},
 		{skel->maps.lb_metrics, M_METRICS}, {skel->maps.lb_ct, M_CT},
+		{skel->maps.lb_devices, M_DEVICES},
 	};
 	for (size_t i = 0; i < sizeof(reuse) / sizeof(reuse[0]); i++)
 		if ((rc = bpf_map__reuse_fd(reuse[i].map, fibril_map_fd(lb->maps[reuse[i].id]))) < 0) {
@@ -497,49 +545,6 @@ static int attach_hooks(struct lb *lb, bool enable, char *err, size_t len)
 	if (cgfd >= 0)
 		close(cgfd);
 	return rc;
-}
-
-/* ---- per-packet NAT: the tc programs on [lb] nodeport-devices ----------------------- */
-#define LB_TC_HANDLE 0xf1b2
-#define LB_TC_PRIORITY 1
-
-static int attach_tc(struct lb *lb, char *err, size_t len)
-{
-	const char *list = fibril_config_string(lb->m, "nodeport-devices");
-	char buf[1024];
-	snprintf(buf, sizeof(buf), "%s", list ? list : "");
-	lb->tc_devices = 0;
-	for (char *save = NULL, *dev = strtok_r(buf, ", ", &save); dev;
-	     dev = strtok_r(NULL, ", ", &save)) {
-		int ifindex = (int)if_nametoindex(dev);
-		if (!ifindex) {
-			snprintf(err, len, "[lb] nodeport-devices: no device '%.64s' here", dev);
-			return -ENODEV;
-		}
-		for (int h = 0; h < 2; h++) {
-			LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-				    .attach_point = h ? BPF_TC_EGRESS : BPF_TC_INGRESS);
-			libbpf_print_fn_t old = modcommon_libbpf_quiet_begin();
-			int rc = bpf_tc_hook_create(&hook);
-			modcommon_libbpf_log_end(old);
-			if (rc < 0 && rc != -EEXIST) {
-				snprintf(err, len, "cannot add the clsact qdisc to %.64s: %s", dev,
-					 strerror(-rc));
-				return rc;
-			}
-			LIBBPF_OPTS(bpf_tc_opts, opts, .handle = LB_TC_HANDLE, .priority = LB_TC_PRIORITY,
-				    .flags = BPF_TC_F_REPLACE,
-				    .prog_fd = bpf_program__fd(h ? lb->skel->progs.fibril_lb_to_netdev
-								 : lb->skel->progs.fibril_lb_from_netdev));
-			if ((rc = bpf_tc_attach(&hook, &opts)) < 0) {
-				snprintf(err, len, "cannot attach the NodePort program to %.64s %s: %s",
-					 dev, h ? "egress" : "ingress", strerror(-rc));
-				return rc;
-			}
-		}
-		lb->tc_devices++;
-	}
-	return 0;
 }
 
 /* ---- operations shared by the API and k8s -------------------------------------------- */
@@ -790,7 +795,7 @@ static int lb_init(struct fibril_module *m)
 					strerror(-rc));
 		return rc;
 	}
-	if ((rc = register_metrics(lb)) < 0) {
+	if ((rc = register_metrics(lb)) < 0 || (rc = lb_tc_init(m, &lb->tc)) < 0) {
 		fibril_module_set_error(m, "cannot register the lb metrics: %s", strerror(-rc));
 		return rc;
 	}
@@ -849,10 +854,14 @@ static int lb_start(struct fibril_module *m)
 		fibril_module_set_error(m, "%s", err);
 		return rc;
 	}
-	if ((rc = attach_tc(lb, err, sizeof(err))) < 0) {
+	if ((rc = lb_tc_start(lb->tc, bpf_program__fd(lb->skel->progs.fibril_lb_from_netdev),
+			      bpf_program__fd(lb->skel->progs.fibril_lb_to_netdev),
+			      fibril_map_fd(lb->maps[M_CT]), fibril_map_fd(lb->maps[M_DEVICES]), err,
+			      sizeof(err))) < 0) {
 		fibril_module_set_error(m, "%s", err);
 		return rc;
 	}
+	lb->tc_devices = lb_tc_devices(lb->tc);
 	if (enable)
 		fibril_health_report(m, "socket-lb", FIBRIL_HEALTH_OK, "%d hooks on %s",
 				     lb->hooks_attached, lb->cgroup);
@@ -867,6 +876,7 @@ static void lb_stop(struct fibril_module *m)
 {
 	struct lb *lb = fibril_module_data(m);
 	lb_k8s_stop(lb->k8s);
+	lb_tc_stop(lb->tc);
 	/* the links stay pinned and hold the programs: sockets keep being
 	 * balanced while the agent is down */
 	fibril_lb__destroy(lb->skel);
@@ -882,6 +892,7 @@ static void lb_fini(struct fibril_module *m)
 	if (!lb)
 		return;
 	lb_k8s_free(lb->k8s);
+	lb_tc_free(lb->tc);
 	fibril_lb__destroy(lb->skel);
 	if (lb->table_ready)
 		lb_table_free(&lb->t);

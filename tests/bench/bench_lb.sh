@@ -2,6 +2,8 @@
 # tests/bench/bench_lb.sh - the lb module's figures beside kube-proxy's
 # layouts built here (run by tests/bench/run.sh, or by hand as root with
 # top_srcdir/top_builddir set):
+#   - tests/bench/bench_lb_ct_gc: the lb_ct GC's batch pass beside a
+#     per-entry walk, interleaved rounds;
 #   - tests/bench/bench_lb: Maglev build (100 backends, M=16381), flows moved
 #     10 -> 9 backends, programming 10,000 services from cold, one update;
 #   - the reference in the same run: kube-proxy's iptables layout for the
@@ -43,6 +45,7 @@ trap bench_lb_cleanup EXIT INT TERM
 field() { local name=$1; shift; printf '%s\n' "$*" | tr ' ' '\n' | sed -n "s/^$name=//p" | head -n 1; }
 
 "$top_builddir/tests/bench/bench_lb" "$N" >"$WORK/core.out" || bench_die "bench_lb failed"
+"$top_builddir/tests/bench/bench_lb_ct_gc" 100000 5 >"$WORK/ctgc.out" || bench_die "bench_lb_ct_gc failed"
 core=$(cat "$WORK/core.out")
 say() { printf '%s\n' "$*"; }
 say "11. service load balancing (module lb; tests/bench/bench_lb.sh)"
@@ -50,6 +53,7 @@ say "   Maglev table build, 100 backends, M=16381: p50 $(field maglev_build_p50_
 say "   Maglev 10 -> 9 backends: $(field maglev_moved "$core") of the flows moved (ideal 0.10), $(field maglev_moved_others "$core") of flows on the remaining ones (ideal 0); slots per backend $(field slots_min "$core")-$(field slots_max "$core")"
 say "   program $N services x 2 backends from cold (module table + map writes): $(field program_cold_ms "$core") ms (goal < 1000 ms)"
 say "   one service update at $(field at "$core"): p50 $(field update_p50_us "$core") us, p99 $(field update_p99_us "$core") us (goal < 1000 us)"
+say "   lb_ct GC, 100k NodePort NAT entries (10% expired), batch pass vs a per-entry walk: $(cat "$WORK/ctgc.out")"
 
 # ---- the references: kube-proxy's layouts for the same N services ----------------------------
 ip netns add "$NS"

@@ -40,26 +40,10 @@
 
 #include "fibril_dp.h"
 #include "fibril_dp.skel.h"
+#include "prog_check.h"
 
-static int g_passed, g_failed;
-static bool g_ci;
 static struct fibril_dp *g_skel;
 static int g_from, g_to, g_overlay; /* program fds */
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	printf("%s: ", ok ? "PASS" : "FAIL");
-	vprintf(fmt, ap);
-	printf("\n");
-	va_end(ap);
-	if (ok)
-		g_passed++;
-	else
-		g_failed++;
-}
 
 /* ---- the test's world ----------------------------------------------------------------- */
 
@@ -1021,12 +1005,9 @@ static void test_identity_from_overlay(void)
 
 int main(void)
 {
-	g_ci = getenv("CI") && !strcmp(getenv("CI"), "true");
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (geteuid() != 0 || unshare(CLONE_NEWNET) != 0) {
-		printf("%s: needs root (a network namespace and BPF)\n", g_ci ? "FAIL" : "SKIP");
-		return g_ci ? 1 : 77;
-	}
+	int rc = prog_test_netns();
+	if (rc)
+		return rc;
 	g_skel = fibril_dp__open_and_load();
 	if (!g_skel) {
 		printf("%s: cannot load the datapath programs: %s\n", g_ci ? "FAIL" : "SKIP",

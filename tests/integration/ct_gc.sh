@@ -27,7 +27,8 @@ done
 # own conntrack layout
 # shellcheck disable=SC2046,SC2086
 $CC -std=gnu11 -O2 -D_GNU_SOURCE ${SAN_CFLAGS:-} -I"$top_srcdir/bpf" -I"$top_srcdir/modules/datapath" \
-	-o "$WORK/fill" "$top_srcdir/tests/bench/bench_ct_gc.c" "$top_srcdir/modules/datapath/dp_ctgc.c" \
+	-I"$top_srcdir/modules/common" -o "$WORK/fill" "$top_srcdir/tests/bench/bench_ct_gc.c" \
+	"$top_srcdir/modules/datapath/dp_ctgc.c" "$top_srcdir/modules/common/bpf_gc.c" \
 	$(pkg-config --cflags --libs libbpf) || skip_or_fail "cannot build the conntrack filler (libbpf-dev?)"
 
 NODE=fctgc-$$

@@ -8,7 +8,8 @@
 # spread (each of 4 backends gets 25% +- 12 points of 400 connections) and
 # getpeername() shows the frontend; the same over IPv6 (TCP and UDP);
 # NodePort from a client outside the node (per-packet DNAT at tc, TCP and
-# UDP); UDP request/response through a
+# UDP, IPv4 and IPv6, with the refusal - RST, ICMPv6 port unreachable -
+# when the service has no backend); UDP request/response through a
 # frontend, recvfrom() reporting the frontend; a service without backends
 # refuses at once (ECONNREFUSED, < 0.5 s); bad input (an invalid address,
 # port, a duplicate frontend for another ID) is one line and changes
@@ -91,7 +92,8 @@ out=$(outside udp 192.168.212.1 30053 10)
 check "NodePort UDP from outside: answered by b2, from the frontend" \
 	test "$(jq_ "$out" 'j["backends"] == {"b2": 10} and j["peers"] == ["192.168.212.1:30053"]')" = True ||
 	echo "  $out"
-check "lb_ct holds the flows" contains "$(fib map dump lb_ct)" "reply-from-frontend=192.168.212.1:30080"
+check "lb_ct holds the flows" contains "$(fib map dump lb_ct)" "source=192.168.212.1:30080"
+
 upsert '{"frontend":"192.168.212.1:30081","type":"NodePort","backends":[]}'
 out=$(outside tcp 192.168.212.1 30081 3)
 check "NodePort without backends from outside: refused at once (RST from the node)" \
@@ -246,6 +248,39 @@ check "M=8191: the Maglev table is rebuilt with its 9 backends" \
 	test "$(sed 's/.*M=8191//' <<<"$mg" | wc -w)" = 9 || echo "  $mg"
 out=$(client tcp 10.96.10.6 80 200)
 check "M=8191: the 9 backends reached" test "$(jq_ "$out" 'len(j["backends"])')" = 9 || echo "  $out"
+
+# ---- NodePort over IPv6 from outside: DNAT to IPv6 backends, reverse NAT, checksums -------
+be6() { local out="" i; for i in "$@"; do out="$out${out:+,}{\"address\":\"[fd00:212::$((10 + i))]:8080\"}"; done; printf '[%s]' "$out"; }
+upsert '{"frontend":"[fd00:213::1]:30080","type":"NodePort","backends":'"$(be6 0 1)"'}'
+check "an IPv6 NodePort service" test "$URC" = 0 || echo "  $UOUT"
+out=$(outside tcp fd00:213::1 30080 40)
+check "IPv6 NodePort from outside: 40 TCP connections over both backends, from the frontend" \
+	test "$(jq_ "$out" 'sorted(j["backends"]) == ["b0", "b1"] and sum(j["backends"].values()) == 40 and j["peers"] == ["[fd00:213::1]:30080"]')" = True ||
+	echo "  $out"
+upsert '{"frontend":"[fd00:213::1]:30053","type":"NodePort","protocol":"UDP","backends":'"$(be6 2)"'}'
+out=$(outside udp fd00:213::1 30053 10)
+check "IPv6 NodePort UDP from outside: answered by b2, from the frontend (UDP checksum right)" \
+	test "$(jq_ "$out" 'j["backends"] == {"b2": 10} and j["peers"] == ["[fd00:213::1]:30053"]')" = True ||
+	echo "  $out"
+check "lb_ct holds the IPv6 flows" contains "$(fib map dump lb_ct)" "source=[fd00:213::1]:30080"
+upsert '{"frontend":"[fd00:213::1]:30081","type":"NodePort","backends":[]}'
+out=$(outside tcp fd00:213::1 30081 3)
+check "IPv6 NodePort without backends: refused at once (RST from the node)" \
+	test "$(jq_ "$out" 'j["errors"] == {"ECONNREFUSED": 3} and j["max_s"] < 0.5')" = True || echo "  $out"
+upsert '{"frontend":"[fd00:213::1]:30082","type":"NodePort","protocol":"UDP","backends":[]}'
+out=$(nsenter --net="/run/netns/$OUTSIDE" python3 -c '
+import socket, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.settimeout(2); s.connect(("fd00:213::1", 30082))
+t = time.monotonic(); s.send(b"q")
+try: s.recv(100); print("answered")
+except ConnectionRefusedError: print("refused %.2f" % (time.monotonic() - t))
+except OSError as e: print(e)')
+check "IPv6 UDP NodePort without backends: ICMPv6 port unreachable at once ($out)" \
+	python3 -c 'import sys; w = sys.argv[1].split(); sys.exit(not (w[0] == "refused" and float(w[1]) < 0.5))' "$out"
+for fe in "[fd00:213::1]:30080" "[fd00:213::1]:30053" "[fd00:213::1]:30081" "[fd00:213::1]:30082"; do
+	id=$(api http://x/v1/service | python3 -c 'import json, sys; print([s["id"] for s in json.load(sys.stdin)["services"] if s["frontend"] == sys.argv[1]][0])' "$fe")
+	fib service delete "$id" >/dev/null || fail "delete the IPv6 NodePort $fe"
+done
 
 # ---- delete, metrics -------------------------------------------------------------------------------
 check "service delete" fib service delete 12

@@ -17,7 +17,13 @@
 # goes on; in tunnel mode the service traffic crossed the VXLAN device
 # (n1's to-tunnel counter), and the only routes to pod CIDRs are the node's
 # own encapsulating ones through fibril_vxlan (none via the underlay), so the
-# pods' translated traffic is delivered through the ipcache.
+# pods' translated traffic is delivered through the ipcache. NodePort from a
+# client outside the nodes (a namespace on the underlay) to n1's address,
+# whose backends are only on n2 and n3: per-packet DNAT at n1's tc with SNAT
+# to n1's address (the backends see n1 as the source, their replies come
+# back through n1, which restores both addresses: the client sees the
+# frontend), through the underlay (native) or the tunnel device (tunnel);
+# externalTrafficPolicy Local keeps the client's address.
 if [ -z "${LBMN_MODE:-}" ]; then
 	rc_native=0 rc_tunnel=0
 	LBMN_MODE=native bash "$0" "$@" || rc_native=$?
@@ -69,7 +75,8 @@ NODES=(n1 n2 n3)
 for i in 1 2 3; do mn_node_add "n$i" "$i"; done
 AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.203.0.0/16
 	--set nodes.retry=300ms --set "nodes.routing-mode=$LBMN_MODE" --set nodes.lease-ttl=30s)
-start() { mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}" --set "lb.cgroup=$CG_BASE-$1"; }
+start() { mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}" --set "lb.cgroup=$CG_BASE-$1" \
+	--set lb.nodeport-devices=eth0; }
 knows_all() {
 	QUIET_JSON=1 json_is "$(mn_api "$1" http://x/v1/nodes)" "sorted(n['name'] for n in j['nodes']) == ['n1', 'n2', 'n3'] and all(n.get('routed', True) for n in j['nodes'])"
 }
@@ -165,4 +172,40 @@ check "new connections to that service go to its new backend b1" \
 	test "$(jq_ "$out" 'j["backends"]')" = "{'b1': 10}" || echo "  $out"
 check "n1's socket LB translated them (metrics)" \
 	grep -Eq '^fibril_lb_socket_events_total\{event="translated"\} [1-9]' <<<"$(mn_api n1 http://x/metrics)"
+
+# ---- NodePort from outside the nodes to backends on other nodes: SNAT ------------------------
+OUT_NS="$MN_TAG-out"
+OUT_IP="$MN_UNDERLAY_PREFIX.100"
+_mn_netns_add "$OUT_NS"
+ip -n "$OUT_NS" link add eth0 mtu "$MN_UNDERLAY_MTU" type veth peer name uout mtu "$MN_UNDERLAY_MTU" \
+	netns "$MN_UNDERLAY_NS"
+ip -n "$MN_UNDERLAY_NS" link set uout master br0 up
+ip -n "$OUT_NS" addr add "$OUT_IP/24" dev eth0
+ip -n "$OUT_NS" link set eth0 up
+outside() { ip netns exec "$OUT_NS" python3 "$top_srcdir/tests/lib/lbnet.py" "$@"; }
+N1=${MN_IP[n1]}
+upsert '{"frontend":"'"$N1"':30090","type":"NodePort","name":"default/np","backends":'"$(be_json 8080 b1 b3)"'}'
+check "a NodePort on n1's address whose backends are on n2 and n3" test "$URC" = 0 || echo "  $UOUT"
+out=$(outside tcpsrc "$N1" 30090 30)
+check "NodePort from outside: 30 connections reach b1 (n2) and b3 (n3)" \
+	test "$(jq_ "$out" 'sorted(j["backends"]) == ["b1", "b3"] and sum(j["backends"].values()) == 30')" = True ||
+	echo "  $out"
+check "... the backends see n1's address ($N1) as the source (SNAT)" \
+	test "$(jq_ "$out" 'j["sources"]')" = "{'$N1': 30}" || echo "  $out"
+check "... and the client sees the frontend answer" test "$(jq_ "$out" 'j["peers"]')" = "['$N1:30090']" ||
+	echo "  $out"
+check "n1 counted the SNATed flows (tc-snat)" \
+	grep -Eq '^fibril_lb_socket_events_total\{event="tc-snat"\} [1-9]' <<<"$(mn_api n1 http://x/metrics)"
+ctd=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" map dump lb_ct 2>&1)
+check "lb_ct on n1 holds the four entries of a SNATed flow (source=$N1:6xxxx towards the backend)" \
+	grep -Eq "egress +source=$N1:(6[1-5][0-9]{3})" <<<"$ctd" || echo "$ctd" | head -8
+if [ "$LBMN_MODE" = tunnel ]; then
+	check "tunnel: n1's egress program is on fibril_vxlan too" \
+		contains "$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" map dump lb_devices 2>&1)" "tunnel"
+fi
+upsert '{"frontend":"'"$N1"':30091","type":"NodePort","external-traffic-policy":"Local","name":"default/np-local","backends":'"$(be_json 8080 b0)"'}'
+out=$(outside tcpsrc "$N1" 30091 10)
+check "externalTrafficPolicy Local: b0 (on n1) sees the client's own address ($OUT_IP)" \
+	test "$(jq_ "$out" 'j["backends"] == {"b0": 10} and j["sources"] == {"'"$OUT_IP"'": 10} and j["peers"] == ["'"$N1"':30091"]')" = True ||
+	echo "  $out"
 finish

@@ -11,6 +11,9 @@ service address and report which backend answered.
   udp ADDR PORT N            N requests from one unconnected socket
                              (sendto/recvfrom); same JSON, "peers" are the
                              addresses recvfrom reported
+  tcpsrc ADDR PORT N         as tcp, but asks each backend which source
+                             address it sees ("src?"); JSON adds
+                             "sources": {address: count}
   hold ADDR PORT FILE        one long connection: a line every 0.1 s,
                              appends "ok NAME" / "error WHY" to FILE until
                              killed or the connection fails
@@ -28,10 +31,13 @@ def serve(name, port):
 
     def tcp_conn(c):
         with c:
+            peer = c.getpeername()[0]
+            if peer.startswith("::ffff:"):
+                peer = peer[7:]
             f = c.makefile("rb")
-            for _ in f:
+            for line in f:
                 try:
-                    c.sendall(reply)
+                    c.sendall(("%s %s\n" % (name, peer)).encode() if line.strip() == b"src?" else reply)
                 except OSError:
                     return
 
@@ -65,8 +71,10 @@ def add(d, k):
     d[k] = d.get(k, 0) + 1
 
 
-def tcp(addr, port, n):
+def tcp(addr, port, n, src=False):
     out = {"backends": {}, "peers": [], "errors": {}, "max_s": 0.0}
+    if src:
+        out["sources"] = {}
     for _ in range(n):
         t0 = time.monotonic()
         try:
@@ -74,8 +82,11 @@ def tcp(addr, port, n):
                 peer = fmt(c.getpeername())
                 if peer not in out["peers"]:
                     out["peers"].append(peer)
-                c.sendall(b"hi\n")
+                c.sendall(b"src?\n" if src else b"hi\n")
                 name = c.makefile("rb").readline().decode().strip()
+                if src:
+                    name, _, seen = name.partition(" ")
+                    add(out["sources"], seen or "?")
                 add(out["backends"], name or "?")
         except OSError as e:
             add(out["errors"], errno.errorcode.get(e.errno, str(e)) if e.errno else type(e).__name__)
@@ -123,6 +134,8 @@ if __name__ == "__main__":
         serve(sys.argv[2], int(sys.argv[3]))
     elif cmd == "tcp":
         tcp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif cmd == "tcpsrc":
+        tcp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), src=True)
     elif cmd == "udp":
         udp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif cmd == "hold":

@@ -1,7 +1,7 @@
 # tests/lib/lbtopo.sh - the topology of the lb module's tests (sourced after
 # tests/lib/common.sh, as root): a node netns with a bridge (10.212.0.1/24)
-# and a device ext0 (192.168.212.1/24) to an "outside" netns
-# (192.168.212.2, $OUTSIDE: a client outside the node, for NodePort); the
+# and a device ext0 (192.168.212.1/24, fd00:213::1/64) to an "outside" netns
+# (192.168.212.2, fd00:213::2: a client outside the node, for NodePort); the
 # pods also have fd00:212::<n>/64 on the bridge,
 # LB_BACKENDS backend pods (10.212.0.10+i, each running tests/lib/lbnet.py
 # serve "b<i>" 8080 for TCP and UDP) and a client pod (10.212.0.100), and a
@@ -67,12 +67,15 @@ ip -n "$NODE" addr add 10.212.0.1/24 dev br0
 ip -n "$NODE" addr add fd00:212::1/64 dev br0 nodad
 ip -n "$NODE" link set br0 up
 ip netns exec "$NODE" sysctl -qw net.ipv4.ip_forward=1
+ip netns exec "$NODE" sysctl -qw net.ipv6.conf.all.forwarding=1
 ip netns add "$OUTSIDE"
 ip -n "$NODE" link add ext0 type veth peer name eth0 netns "$OUTSIDE"
 ip -n "$NODE" addr add 192.168.212.1/24 dev ext0
+ip -n "$NODE" addr add fd00:213::1/64 dev ext0 nodad
 ip -n "$NODE" link set ext0 up
 ip -n "$OUTSIDE" link set lo up
 ip -n "$OUTSIDE" addr add 192.168.212.2/24 dev eth0
+ip -n "$OUTSIDE" addr add fd00:213::2/64 dev eth0 nodad
 ip -n "$OUTSIDE" link set eth0 up
 declare -A ADDR
 pod() { # pod NS ADDR
@@ -84,6 +87,7 @@ pod() { # pod NS ADDR
 	ip -n "$1" addr add "fd00:212::$2/64" dev eth0 nodad
 	ip -n "$1" link set eth0 up
 	ip -n "$1" route add default via 10.212.0.1
+	ip -n "$1" -6 route add default via fd00:212::1
 	ADDR[$1]=10.212.0.$2
 }
 pod "$CLIENT" 100

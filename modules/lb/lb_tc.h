@@ -1,0 +1,48 @@
+/* modules/lb/lb_tc.h - the lb module's per-packet side: the lb_ct GC's
+ * verdict (ctgc.c, free of host functions so that tests and benchmarks
+ * link it alone) and the tc programs' devices and GC job (tc.c). */
+#ifndef FIBRIL_LB_TC_H
+#define FIBRIL_LB_TC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fibril_lb.h"
+
+/* ---- ctgc.c ---------------------------------------------------------------- */
+struct lb_ctgc_params {
+	uint32_t now_s;     /* CLOCK_MONOTONIC seconds (the programs' clock) */
+	uint32_t tcp_s;     /* [lb] ct-timeout-tcp: an open TCP flow */
+	uint32_t syn_s;     /* ct-timeout-tcp-syn: a handshake not completed */
+	uint32_t closing_s; /* ct-timeout-tcp-closing: after FIN or RST */
+	uint32_t other_s;   /* ct-timeout-other: UDP (and the rest) */
+};
+
+/* Seconds the entry has been idle (0 when it was stamped after now_s). */
+uint32_t lb_ctgc_idle(const struct lb_ctgc_params *p, uint32_t seen);
+/* Its state's timeout. */
+uint32_t lb_ctgc_timeout(const struct lb_ctgc_params *p, const struct lb_ct_key *k,
+			 const struct lb_ct_val *v);
+/* One GC pass over lb_ct: entries idle longer than their timeout are
+ * removed; entries of older programs (seen = 0) are stamped now, so they
+ * expire like the others. 0 or a negative errno; counts added to *removed,
+ * *stamped, *seen, *syscalls. */
+int lb_ctgc_pass(int fd, const struct lb_ctgc_params *p, size_t *seen, size_t *removed,
+		 size_t *stamped, uint64_t *syscalls);
+uint32_t lb_ctgc_now_s(void);
+
+/* ---- tc.c ------------------------------------------------------------------ */
+struct fibril_module;
+struct lb_tc;
+
+/* init: metrics */
+int lb_tc_init(struct fibril_module *m, struct lb_tc **out);
+/* start: the devices ([lb] nodeport-devices and the tunnel device when it
+ * exists, watched every second), lb_devices, and the GC timer. */
+int lb_tc_start(struct lb_tc *t, int prog_from, int prog_to, int ct_fd, int devices_fd,
+		char *err, size_t len);
+void lb_tc_stop(struct lb_tc *t);
+void lb_tc_free(struct lb_tc *t);
+int lb_tc_devices(const struct lb_tc *t); /* nodeport devices attached */
+
+#endif
