@@ -29,10 +29,13 @@
  *       also served on the TCP listener; the kvstore's paged prefix read
  *       (get_paged, interface 3), the endpoint module's cluster identity
  *       events.
+ *   7 - deleting metric series (fibril_metric_delete,
+ *       fibril_metric_delete_matching); the health module's bus topic
+ *       "health.node" (<fibril/health.h>).
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
-#define FIBRIL_ABI_MINOR 6
+#define FIBRIL_ABI_MINOR 7
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
