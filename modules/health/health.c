@@ -39,6 +39,9 @@ static const struct fibril_config_key health_config_keys[] = {
 	 .min = 100, .max = 3600 * 1000},
 	{.name = "listen-address", .type = FIBRIL_CONFIG_STRING, .default_value = "",
 	 .help = "IPv4 address the responder listens on (empty: the node address)"},
+	{.name = "ipv6", .type = FIBRIL_CONFIG_BOOL, .default_value = "true",
+	 .help = "On dual-stack nodes also answer and probe over IPv6 (the node's IPv6 address and "
+		 "the health endpoint of its IPv6 pod CIDR)"},
 	{.name = "endpoint", .type = FIBRIL_CONFIG_BOOL, .default_value = "true",
 	 .help = "Serve and probe a health endpoint per node (the last address of its pod CIDR)"},
 	{.name = "matrix-max-nodes", .type = FIBRIL_CONFIG_INT, .default_value = "128",
@@ -117,6 +120,48 @@ static void report_health(struct health *h)
 	}
 }
 
+/* ---- the bus: health.node (<fibril/health.h>) --------------------------------------------- */
+
+static uint8_t reach_of(const struct health_peer *p, int family /* 0 both, 4, 6 */)
+{
+	bool probed = false, ok = true;
+	for (int t = 0; t < HT_COUNT; t++) {
+		if (!p->st[t].probed || (family == 4 && health_target_v6(t)) ||
+		    (family == 6 && !health_target_v6(t)))
+			continue;
+		probed = true;
+		ok = ok && p->st[t].reachable;
+	}
+	return !probed ? FIBRIL_REACH_UNKNOWN : ok ? FIBRIL_REACH_OK : FIBRIL_REACH_FAILED;
+}
+
+/* Publish p's reachability when it changed (or removed). */
+static void publish_peer(struct health *h, struct health_peer *p, bool removed)
+{
+	struct fibril_health_node_event e = {.sz = sizeof(e), .removed = removed};
+	snprintf(e.name, sizeof(e.name), "%s", p->name);
+	if (!removed) {
+		e.reachable = reach_of(p, 0);
+		e.ipv4 = reach_of(p, 4);
+		e.ipv6 = reach_of(p, 6);
+		if (p->ever_published && e.reachable == p->published[0] && e.ipv4 == p->published[1] &&
+		    e.ipv6 == p->published[2])
+			return;
+		const struct health_probe_stat *st =
+			p->st[HT_NODE_ICMP].n_rtt ? &p->st[HT_NODE_ICMP] : &p->st[HT_NODE_ICMP6];
+		e.node_rtt_us = st->last_rtt_us > UINT32_MAX ? UINT32_MAX : (uint32_t)st->last_rtt_us;
+	} else if (!p->ever_published) {
+		return;
+	}
+	p->published[0] = e.reachable;
+	p->published[1] = e.ipv4;
+	p->published[2] = e.ipv6;
+	p->ever_published = !removed;
+	int rc = fibril_bus_publish(h->m, FIBRIL_HEALTH_NODE_TOPIC, FIBRIL_HEALTH_NODE_VERSION, &e, sizeof(e));
+	if (rc < 0)
+		fibril_log(h->m, FIBRIL_LOG_WARN, "cannot publish %s's reachability: %s", p->name, strerror(-rc));
+}
+
 void health_probe_done(struct health *h, struct health_peer *p, enum health_target t, bool ok,
 		       uint64_t rtt_us, const char *error)
 {
@@ -144,8 +189,10 @@ void health_probe_done(struct health *h, struct health_peer *p, enum health_targ
 		s->failed++;
 		snprintf(s->error, sizeof(s->error), "%s", error ? error : "failed");
 	}
-	if (changed && h->running)
+	if (changed && h->running) {
 		report_health(h);
+		publish_peer(h, p, false);
+	}
 	if (h->round_open && !h->round_pending) {
 		h->round_open = false;
 		h->last_round_us = health_mono_us() - h->round_start_us;
@@ -208,11 +255,11 @@ static void peer_upsert(struct health *h, const struct fibril_node *n)
 	if (has_ep)
 		p->ep_ip = ep;
 	struct in6_addr ep6;
-	bool has_ep6 = h->ep_wanted && health_ep_addr6_of(n, &ep6);
-	if ((p->has_node_ip6 && (!n->has_ipv6 || memcmp(&p->node_ip6, &n->ipv6, sizeof(ep6)))) ||
+	bool has_ep6 = h->ipv6 && h->ep_wanted && health_ep_addr6_of(n, &ep6);
+	if ((p->has_node_ip6 && (!h->ipv6 || !n->has_ipv6 || memcmp(&p->node_ip6, &n->ipv6, sizeof(ep6)))) ||
 	    (p->has_ep_ip6 && (!has_ep6 || memcmp(&p->ep_ip6, &ep6, sizeof(ep6)))))
 		peer_conclude(h, p, "the node's address changed");
-	p->has_node_ip6 = n->has_ipv6;
+	p->has_node_ip6 = h->ipv6 && n->has_ipv6;
 	p->node_ip6 = n->ipv6;
 	p->has_ep_ip6 = has_ep6;
 	if (has_ep6)
@@ -229,6 +276,7 @@ static void peer_remove(struct health *h, const char *name)
 		h->running = false; /* no health report per target: one below */
 		peer_conclude(h, p, "the node left");
 		h->running = was_running;
+		publish_peer(h, p, true);
 		if (h->queue_cursor == p)
 			h->queue_cursor = p->next;
 		for (size_t i = 0; i < 65536; i++)
@@ -528,6 +576,7 @@ static int health_init(struct fibril_module *m)
 	h->max_inflight = (unsigned)fibril_config_int(m, "max-inflight");
 	h->matrix_max = (size_t)fibril_config_int(m, "matrix-max-nodes");
 	h->ep_wanted = fibril_config_bool(m, "endpoint");
+	h->ipv6 = fibril_config_bool(m, "ipv6");
 	const char *la = fibril_config_string(m, "listen-address");
 	struct in_addr tmp;
 	if (la && *la && inet_pton(AF_INET, la, &tmp) != 1) {
@@ -595,7 +644,7 @@ static void endpoint_up(struct health *h, const struct fibril_node *self)
 		struct health_addr ep = {.family = AF_INET, .v4 = h->ep_ip};
 		h->ep_added = endpoint_addr_up(h, ep, "endpoint", &h->ep_reserved);
 	}
-	if (health_ep_addr6_of(self, &h->ep_ip6)) {
+	if (h->ipv6 && health_ep_addr6_of(self, &h->ep_ip6)) {
 		struct health_addr ep = {.family = AF_INET6, .v6 = h->ep_ip6};
 		h->ep6_added = endpoint_addr_up(h, ep, "endpoint-ipv6", &h->ep6_reserved);
 	}
@@ -627,7 +676,7 @@ static int health_start(struct fibril_module *m)
 		return -EINVAL;
 	}
 	rc = health_responder_open(h, listen, why, sizeof(why));
-	if (rc >= 0 && self.has_ipv6) { /* dual stack: answer on the IPv6 node address too */
+	if (rc >= 0 && h->ipv6 && self.has_ipv6) { /* dual stack: answer on the IPv6 node address too */
 		struct health_addr l6 = {.family = AF_INET6, .v6 = self.ipv6};
 		rc = health_responder_open(h, l6, why, sizeof(why));
 	}
@@ -657,8 +706,10 @@ static void health_stop(struct fibril_module *m)
 	if (h->timer)
 		fibril_timer_cancel(h->timer);
 	h->timer = NULL;
-	for (struct health_peer *p = h->peers; p; p = p->next)
+	for (struct health_peer *p = h->peers; p; p = p->next) {
 		peer_conclude(h, p, "stopping");
+		publish_peer(h, p, true);
+	}
 	health_icmp_close(h);
 	health_responder_close_all(h);
 	if (h->ep_added)

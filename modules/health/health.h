@@ -100,6 +100,8 @@ struct health_peer {
 	struct health_probe_stat st[HT_COUNT];
 	struct health_http_conn *http[HT_COUNT]; /* the in-flight HTTP probes */
 	bool queued[HT_COUNT];                   /* waiting for a free HTTP slot */
+	uint8_t published[3];  /* reachable, ipv4, ipv6 last put on the bus */
+	bool ever_published;
 	/* the peer's own row of the matrix, from its last GET /row answer */
 	struct health_row_entry *row;
 	size_t n_row;
@@ -167,6 +169,7 @@ struct health {
 	unsigned max_inflight, inflight;
 	size_t matrix_max;     /* peers' rows are fetched only up to this many nodes */
 	bool running;
+	bool ipv6;             /* [health] ipv6: answer and probe over IPv6 too */
 	/* the health endpoint */
 	bool ep_wanted, ep_added, ep_reserved, ep6_added, ep6_reserved;
 	struct in_addr ep_ip;
