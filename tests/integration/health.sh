@@ -89,7 +89,7 @@ nodelist() { "$CLI" -s "${MN_DIR[$1]}/fibril.sock" node list; }
 reach_col() { nodelist "$1" | awk -v n="$2" '$1 == n { print $NF }'; }
 node_reach_is() { [ "$(reach_col "$1" "$2")" = "$3" ]; }
 check "fibril node list on n1: REACHABLE yes for n1, n2 and n3" \
-	eval 'wait_for 5 node_reach_is n1 n1 yes && node_reach_is n1 n2 yes && node_reach_is n1 n3 yes && nodelist n1 | grep -q "REACHABLE$"' ||
+	eval 'wait_for 5 node_reach_is n1 n1 yes && node_reach_is n1 n2 yes && node_reach_is n1 n3 yes && grep -q "REACHABLE$" <<<"$(nodelist n1)"' ||
 	nodelist n1
 check "  GET /v1/nodes has n3's health" eval '[ "$(mn_json n1 /v1/nodes "[n[\"health\"][\"reachable\"] for n in j[\"nodes\"] if n[\"name\"] == \"n3\"]")" = "[True]" ]'
 check "fibril health still prints ok" test "$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health)" = ok
@@ -175,7 +175,7 @@ check "n3 stopped but its record still held (lease TTL 30 s): n1 still has n3's 
 	eval '[ "$before" -ge 8 ] 2>/dev/null'
 # delete n3's record as an operator would (or its lease would expire)
 mn_etcdctl del /fibril/state/nodes/v1/n3 >/dev/null
-check "n1's node list no longer has n3" wait_for 10 eval '! nodelist n1 | grep -q "^n3 "'
+check "n1's node list no longer has n3" wait_for 10 eval '! grep -q "^n3 " <<<"$(nodelist n1)"'
 check "n1's /metrics has no series of n3 left" wait_for 5 n3_gone n1
 check "  n2's neither" wait_for 5 n3_gone n2
 check "  n1's series of n2 stay" eval '[ "$(grep -c "peer=\"n2\"" "$WORK/m-n1.txt")" -ge 4 ]'
