@@ -171,8 +171,9 @@ PY
 }
 n3_gone() { [ "$(n3_series "$1")" = 0 ]; }
 before=$(n3_series n1) || before=error
-check "n3 stopped but its record still held (lease TTL 30 s): n1 still has n3's series ($before)" \
-	eval '[ "$before" -ge 8 ] 2>/dev/null'
+before2=$(n3_series n2) || before2=error
+check "n3 stopped but its record still held (lease TTL 30 s): n1 and n2 still have n3's series ($before, $before2)" \
+	eval '[ "$before" -ge 8 ] && [ "$before2" -ge 8 ]'
 # delete n3's record as an operator would (or its lease would expire)
 mn_etcdctl del /fibril/state/nodes/v1/n3 >/dev/null
 check "n1's node list no longer has n3" wait_for 10 eval '! grep -q "^n3 " <<<"$(nodelist n1)"'
