@@ -79,8 +79,9 @@ check "  n1's healthz is 503 naming n2's IPv6 targets" \
 	echo "$hz"
 rc=0; out=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health status) || rc=$?
 check "  fibril health status exits 1: the IPv4 row ok, the IPv6 row FAIL" \
-	eval '[ $rc = 1 ] && grep -Eq "^n2 +${MN_IP[n2]} +ok " <<<"$out" && grep -Eq "^n2 +${MN_IP6[n2]} +FAIL" <<<"$out"' ||
-	echo "$out"
+	eval '[ $rc = 1 ] && grep -Eq "^n2 +${MN_IP[n2]} +ok " <<<"$out" && grep -Eq "^n2 +${MN_IP6[n2]} +FAIL" <<<"$out"'
+sed 's/^/    | /' <<<"$out" # the view, for the log
+"$CLI" -s "${MN_DIR[n1]}/fibril.sock" node list | sed 's/^/    | /'
 check "  fibril node list on n1 says \"no (ipv6)\" for n2" \
 	wait_for 3 eval 'grep -Eq "^n2 .* no \(ipv6\)$" <<<"$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" node list)"'
 ip -n "$(mn_ns n2)" addr add "${MN_IP6[n2]}/64" dev eth0 nodad
