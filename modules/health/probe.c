@@ -98,9 +98,13 @@ static void echo_reply(struct health *h, uint16_t seq, const struct sockaddr_sto
 	health_probe_done(h, p, t, true, health_mono_us() - p->st[t].sent_us, NULL);
 }
 
+/* Echo replies on either ICMP socket. A raw IPv4 socket hands the IP
+ * header too; no ICMPv6 socket does. */
 static void icmp_readable(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 {
 	struct health *h = ud;
+	bool v6 = fd == h->icmp6_fd;
+	bool raw = v6 ? h->icmp6_raw : h->icmp_raw;
 	uint8_t buf[512];
 	for (int n = 0; n < 4096; n++) {
 		struct sockaddr_storage from;
@@ -110,7 +114,7 @@ static void icmp_readable(struct fibril_io *io, int fd, uint32_t revents, void *
 			return; /* EAGAIN, or an error queued on the socket: nothing to match */
 		const uint8_t *icmp = buf;
 		size_t len = (size_t)r;
-		if (h->icmp_raw) { /* a raw socket hands the IP header too */
+		if (raw && !v6) {
 			if (len < sizeof(struct iphdr))
 				continue;
 			size_t ihl = (size_t)(buf[0] & 0x0f) * 4;
@@ -119,34 +123,15 @@ static void icmp_readable(struct fibril_io *io, int fd, uint32_t revents, void *
 			icmp += ihl;
 			len -= ihl;
 		}
+		/* an ICMP and an ICMPv6 echo header have the same 8 bytes */
 		if (len < sizeof(struct icmphdr))
 			continue;
 		struct icmphdr ih;
 		memcpy(&ih, icmp, sizeof(ih));
-		if (ih.type != ICMP_ECHOREPLY || (h->icmp_raw && ntohs(ih.un.echo.id) != h->echo_id))
+		if (ih.type != (v6 ? ICMP6_ECHO_REPLY : ICMP_ECHOREPLY) ||
+		    (raw && ntohs(ih.un.echo.id) != h->echo_id))
 			continue;
-		echo_reply(h, ntohs(ih.un.echo.sequence), &from, false);
-	}
-}
-
-/* ICMPv6: neither socket kind hands the IPv6 header. */
-static void icmp6_readable(struct fibril_io *io, int fd, uint32_t revents, void *ud)
-{
-	struct health *h = ud;
-	uint8_t buf[512];
-	for (int n = 0; n < 4096; n++) {
-		struct sockaddr_storage from;
-		socklen_t fl = sizeof(from);
-		ssize_t r = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
-		if (r < 0)
-			return;
-		if ((size_t)r < sizeof(struct icmp6_hdr))
-			continue;
-		struct icmp6_hdr ih;
-		memcpy(&ih, buf, sizeof(ih));
-		if (ih.icmp6_type != ICMP6_ECHO_REPLY || (h->icmp6_raw && ntohs(ih.icmp6_id) != h->echo_id))
-			continue;
-		echo_reply(h, ntohs(ih.icmp6_seq), &from, true);
+		echo_reply(h, ntohs(ih.un.echo.sequence), &from, v6);
 	}
 }
 
@@ -176,8 +161,9 @@ static int icmp_socket(struct health *h, int family, bool *raw, struct fibril_io
 	}
 	int rcv = 1 << 20;
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-	*io = fibril_io_watch(h->m, fd, FIBRIL_IO_READ,
-			      family == AF_INET6 ? icmp6_readable : icmp_readable, h);
+	if (family == AF_INET6)
+		h->icmp6_fd = fd; /* before the first callback: it tells the family by fd */
+	*io = fibril_io_watch(h->m, fd, FIBRIL_IO_READ, icmp_readable, h);
 	if (!*io) {
 		snprintf(why, len, "cannot watch the ICMP socket");
 		close(fd);

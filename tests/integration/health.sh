@@ -17,10 +17,12 @@
 # /metrics (parsed with prometheus_client) has no series of n3 left.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
+. "$top_srcdir/tests/lib/health_view.sh"
 
 MODS="kvstore-etcd ipam-cluster-pool ipam-api nodes health"
 # shellcheck disable=SC2086
 mn_require $MODS
+prometheus_python
 # shellcheck disable=SC2086
 mn_modules "$WORK/mods" $MODS
 mn_underlay_up
@@ -36,20 +38,6 @@ start() {
 for n in n1 n2 n3; do start $n || { fail "the agent of $n starts"; finish; }; done
 
 health_json() { mn_api "$1" http://x/v1/health; }
-# health_is NODE PYTHON-EXPR : EXPR over j = the node's GET /v1/health, with
-# peer(name) and tgt(name, target) as shortcuts
-health_is() {
-	local doc
-	doc=$(health_json "$1") || true
-	python3 -c '
-import json, sys
-j = json.loads(sys.argv[1])
-def peer(n): return next(p for p in j["peers"] if p["name"] == n)
-def tgt(n, t): return peer(n)["targets"][t]
-sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' "$doc" "$2" 2>/dev/null && return 0
-	[ -z "${QUIET:-}" ] && echo "  $1: ${doc:0:600}"
-	return 1
-}
 # elapsed_until SECONDS CMD... : poll CMD; prints the seconds it took
 elapsed_until() {
 	local limit=$1 t0 now
@@ -151,12 +139,6 @@ mn_agent_kill n3 TERM
 check "n3's agent stopped cleanly (no sanitizer report in its log)" eval '! grep -q "Sanitizer" "${MN_DIR[n3]}/agent.log"'
 check "a stopped agent takes its health endpoint address off its loopback" \
 	eval '! grep -q "inet $EP3/32" <<<"$(ip -n "$(mn_ns n3)" addr show dev lo)"'
-PY=python3
-for p in python3 /usr/bin/python3; do
-	if "$p" -c 'import prometheus_client.parser' 2>/dev/null; then PY=$p; break; fi
-done
-"$PY" -c 'import prometheus_client.parser' 2>/dev/null ||
-	skip_or_fail "python3-prometheus-client is missing (scripts/deps.sh installs it)"
 # n3_series NODE: how many samples of the node's /metrics name peer n3 (the
 # exposition parsed by prometheus_client)
 n3_series() {

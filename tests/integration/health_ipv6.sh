@@ -14,6 +14,7 @@
 . "$top_srcdir/tests/lib/common.sh"
 MN_UNDERLAY_PREFIX6=fd31:$(printf '%x' $(($$ % 65536)))::
 . "$top_srcdir/tests/lib/multinode.sh"
+. "$top_srcdir/tests/lib/health_view.sh"
 
 MODS="kvstore-etcd ipam-cluster-pool ipam-api nodes health"
 # shellcheck disable=SC2086
@@ -28,18 +29,6 @@ for n in n1 n2; do
 		--set "health.port=$HPORT" || { fail "the agent of $n starts"; finish; }
 done
 
-health_is() { # NODE PYTHON-EXPR over j = GET /v1/health, peer(name), tgt(name, target)
-	local doc
-	doc=$(mn_api "$1" http://x/v1/health) || true
-	python3 -c '
-import json, sys
-j = json.loads(sys.argv[1])
-def peer(n): return next(p for p in j["peers"] if p["name"] == n)
-def tgt(n, t): return peer(n)["targets"][t]
-sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' "$doc" "$2" 2>/dev/null && return 0
-	[ -z "${QUIET:-}" ] && echo "  $1: ${doc:0:900}"
-	return 1
-}
 V4="['node-icmp', 'node-http', 'endpoint-icmp', 'endpoint-http']"
 V6="['node-icmp6', 'node-http6', 'endpoint-icmp6', 'endpoint-http6']"
 all_ok() { QUIET=1 health_is "$1" "all(tgt(p, t)['reachable'] for p in ['n1', 'n2'] for t in $V4 + $V6) and not j['unreachable']"; }
