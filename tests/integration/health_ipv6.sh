@@ -5,7 +5,8 @@
 # CIDR of each family and a health endpoint in each), probing every 1 s:
 # each node reaches each node over both families on all eight targets
 # (ICMP and HTTP to the node address and to the health endpoint, IPv4 and
-# IPv6), the responder listens on the IPv6 addresses, /v1/health and
+# IPv6; n1 over unprivileged ICMP datagram sockets, n2 over raw ones), the
+# responder listens on the IPv6 addresses, /v1/health and
 # `fibril health status` show the IPv6 addresses and the result per family.
 # Then n2's IPv6 node address is removed from its underlay link -> n1
 # shows n2's IPv6 targets unreachable within two intervals while its IPv4
@@ -19,6 +20,9 @@ MN_UNDERLAY_PREFIX6=fd31:$(printf '%x' $(($$ % 65536)))::
 MODS="kvstore-etcd ipam-cluster-pool ipam-api nodes health"
 # shellcheck disable=SC2086
 mn_cluster_up 2 $MODS
+# n1 probes over unprivileged ICMP datagram sockets (root's group may open
+# them there), n2 over raw sockets: both kinds, both families
+ip netns exec "$(mn_ns n1)" sysctl -qw net.ipv4.ping_group_range="0 0"
 INTERVAL_MS=1000
 HPORT=$((20000 + ($$ + 13) % 20000))
 for n in n1 n2; do
@@ -38,6 +42,8 @@ for n in n1 n2; do
 		{ health_is $n False; finish; }
 done
 EP6=$(mn_json n2 /v1/health "j['endpoint_ip6']")
+check "n1 probes over datagram ICMP sockets, n2 over raw ones" \
+	eval '[ "$(mn_json n1 /v1/health "j[\"icmp_socket\"]")" = datagram ] && [ "$(mn_json n2 /v1/health "j[\"icmp_socket\"]")" = raw ]'
 check "n2's IPv6 health endpoint $EP6 is in its IPv6 pod CIDR, on its loopback" \
 	eval '[[ $EP6 == fd10:203::* ]] && grep -q "inet6 $EP6/128" <<<"$(ip -n "$(mn_ns n2)" -6 addr show dev lo)"' ||
 	ip -n "$(mn_ns n2)" -6 addr show dev lo
