@@ -2,7 +2,7 @@
  * ready (GET /v1/healthz answers 200), else why not and exit 1.
  * `fibril health status`: the health module's connectivity view (GET
  * /v1/health, as `cilium-health status`): every node with its node and
- * health endpoint addresses, each probe's result and latency (last, p50,
+ * health endpoint addresses (a second row for IPv6 on a dual-stack node), each probe's result and latency (last, p50,
  * p99 in ms), the connectivity matrix; exit 1 when a node is unreachable. */
 
 #include <stdio.h>
@@ -91,13 +91,25 @@ static int render_health_status(struct json_object *reply)
 		struct json_object *local = jget(p, "local", json_type_boolean);
 		char *name = xasprintf("%s%s", jstr(p, "name") ? jstr(p, "name") : "?",
 				       local && json_object_get_boolean(local) ? " (local)" : "");
-		char *c[4];
-		static const char *const names[4] = {"node-icmp", "node-http", "endpoint-icmp", "endpoint-http"};
-		for (int k = 0; k < 4; k++)
-			c[k] = target_cell(tg, names[k]);
-		table_row(&t, name, jstr(p, "node_ip"), c[0], c[1], jstr(p, "endpoint_ip"), c[2], c[3]);
-		for (int k = 0; k < 4; k++)
-			free(c[k]);
+		static const char *const names[2][4] = {
+			{"node-icmp", "node-http", "endpoint-icmp", "endpoint-http"},
+			{"node-icmp6", "node-http6", "endpoint-icmp6", "endpoint-http6"}};
+		static const char *const ip_keys[2][2] = {{"node_ip", "endpoint_ip"},
+							  {"node_ip6", "endpoint_ip6"}};
+		for (int f = 0; f < 2; f++) {
+			bool any = f == 0 || jstr(p, ip_keys[f][0]) || jstr(p, ip_keys[f][1]);
+			for (int k = 0; k < 4 && !any; k++)
+				any = jget(tg, names[f][k], json_type_object) != NULL;
+			if (!any)
+				continue; /* no IPv6 row for an IPv4-only node */
+			char *c[4];
+			for (int k = 0; k < 4; k++)
+				c[k] = target_cell(tg, names[f][k]);
+			table_row(&t, name, jstr(p, ip_keys[f][0]), c[0], c[1], jstr(p, ip_keys[f][1]), c[2],
+				  c[3]);
+			for (int k = 0; k < 4; k++)
+				free(c[k]);
+		}
 		free(name);
 	}
 	table_print(&t);

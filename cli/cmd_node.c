@@ -1,6 +1,7 @@
 /* cli/cmd_node.c - `fibril node list`: the nodes the agent knows (GET
  * /v1/nodes): name, node IPs, pod CIDRs, where it was learned, when it was
- * last seen, whether its routes are in place. */
+ * last seen, whether its routes are in place, and whether the health
+ * module reaches it (per family when one of them fails). */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,23 @@ static char *seen_text(struct json_object *n)
 	return xasprintf("%.0fs ago", ago < 0 ? 0 : ago);
 }
 
+/* "yes", "no", "no (ipv6)" (dual stack, only that family fails), "-" (not probed) */
+static char *reach_text(struct json_object *n)
+{
+	struct json_object *h = jget(n, "health", json_type_object);
+	struct json_object *all = h ? jget(h, "reachable", json_type_boolean) : NULL;
+	if (!all)
+		return xasprintf("-");
+	if (json_object_get_boolean(all))
+		return xasprintf("yes");
+	struct json_object *v4 = jget(h, "ipv4", json_type_boolean);
+	struct json_object *v6 = jget(h, "ipv6", json_type_boolean);
+	/* dual stack with one family failing: name it */
+	if (v4 && v6 && json_object_get_boolean(v4) != json_object_get_boolean(v6))
+		return xasprintf("no (%s)", json_object_get_boolean(v4) ? "ipv6" : "ipv4");
+	return xasprintf("no");
+}
+
 static int render_node_list(struct json_object *reply)
 {
 	struct json_object *nodes = jarray_of_objects(reply, "nodes");
@@ -27,16 +45,17 @@ static int render_node_list(struct json_object *reply)
 
 	if (!nodes)
 		return EXIT_FAIL;
-	table_init(&t, 6);
-	table_row(&t, "NAME", "IPS", "POD CIDRS", "SOURCE", "LAST SEEN", "ROUTED");
+	table_init(&t, 7);
+	table_row(&t, "NAME", "IPS", "POD CIDRS", "SOURCE", "LAST SEEN", "ROUTED", "REACHABLE");
 	for (size_t i = 0; i < json_object_array_length(nodes); i++) {
 		struct json_object *n = json_object_array_get_idx(nodes, i);
 		struct json_object *routed = jget(n, "routed", json_type_boolean);
 		char *ips = join_list(n, "ips"), *cidrs = join_list(n, "pod-cidrs");
-		char *seen = seen_text(n);
+		char *seen = seen_text(n), *reach = reach_text(n);
 
 		table_row(&t, jstr(n, "name"), ips, cidrs, jstr(n, "source"), seen,
-			  routed ? (json_object_get_boolean(routed) ? "yes" : "no") : "-");
+			  routed ? (json_object_get_boolean(routed) ? "yes" : "no") : "-", reach);
+		free(reach);
 		free(ips);
 		free(cidrs);
 		free(seen);

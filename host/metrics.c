@@ -6,10 +6,14 @@
  * latency, the loop's lag, modules by state.
  *
  * Threads: the family list and each family's series list change only under
- * g_lock (register, first use of a series, release, exposition); a series'
- * value, buckets, count and sum are atomics, so updates take no lock. A
- * series is freed only when its owner is released, after its worker jobs
- * were waited for, so no update can race with the free. */
+ * g_lock (register, first use of a series, delete, release, exposition); a
+ * series' value, buckets, count and sum are atomics, so updates take no
+ * lock. A deleted series (SDK 1.7) leaves the exposition for its family's
+ * retired list, where it keeps its memory (a pointer some thread still
+ * holds stays valid; what it adds is seen by nobody) and is taken back,
+ * zeroed, when the same label values are used again. A series is freed
+ * only when its owner is released, after its worker jobs were waited for,
+ * so no update can race with the free. */
 #include "internal.h"
 #include <fibril/compat.h>
 
@@ -40,6 +44,7 @@ struct fibril_metric {
 	double bounds[FIBRIL_METRIC_MAX_BUCKETS];
 	size_t nbounds;
 	struct fibril_series *series, **series_tail;
+	struct fibril_series *retired; /* deleted series, kept for late updaters */
 	struct fibril_metric *next;
 };
 
@@ -122,9 +127,9 @@ static void atomic_add_double(_Atomic uint64_t *a, double v)
 
 /* ---- registration -------------------------------------------------------------------------- */
 
-static void family_free(struct fibril_metric *f)
+static void series_list_free(const struct fibril_metric *f, struct fibril_series *s)
 {
-	for (struct fibril_series *s = f->series, *next; s; s = next) {
+	for (struct fibril_series *next; s; s = next) {
 		next = s->next;
 		for (size_t i = 0; i < f->nlabels; i++)
 			free(s->values[i]);
@@ -132,6 +137,12 @@ static void family_free(struct fibril_metric *f)
 		free(s->buckets);
 		free(s);
 	}
+}
+
+static void family_free(struct fibril_metric *f)
+{
+	series_list_free(f, f->series);
+	series_list_free(f, f->retired);
 	for (size_t i = 0; i < f->nlabels; i++)
 		free(f->labels[i]);
 	free(f->name);
@@ -231,6 +242,25 @@ struct fibril_metric *fibril_metric_register(struct fibril_module *m,
 	return f;
 }
 
+static bool series_is(const struct fibril_metric *f, const struct fibril_series *s,
+		      const char *const *values)
+{
+	for (size_t i = 0; i < f->nlabels; i++)
+		if (strcmp(s->values[i], values[i]) != 0)
+			return false;
+	return true;
+}
+
+static void series_zero(const struct fibril_metric *f, struct fibril_series *s)
+{
+	atomic_store_explicit(&s->value, d2u(0), memory_order_relaxed);
+	atomic_store_explicit(&s->count, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->sum, d2u(0), memory_order_relaxed);
+	if (s->buckets)
+		for (size_t b = 0; b <= f->nbounds; b++)
+			atomic_store_explicit(&s->buckets[b], 0, memory_order_relaxed);
+}
+
 struct fibril_series *fibril_metric_series(struct fibril_metric *f, const char *const *values)
 {
 	if (!f) {
@@ -245,13 +275,23 @@ struct fibril_series *fibril_metric_series(struct fibril_metric *f, const char *
 	}
 	pthread_mutex_lock(&g_lock);
 	for (struct fibril_series *s = f->series; s; s = s->next) {
-		size_t i = 0;
-		while (i < f->nlabels && strcmp(s->values[i], values[i]) == 0)
-			i++;
-		if (i == f->nlabels) {
+		if (series_is(f, s, values)) {
 			pthread_mutex_unlock(&g_lock);
 			return s;
 		}
+	}
+	/* a deleted series of these values comes back from zero */
+	for (struct fibril_series **pp = &f->retired; *pp; pp = &(*pp)->next) {
+		struct fibril_series *s = *pp;
+		if (!series_is(f, s, values))
+			continue;
+		*pp = s->next;
+		series_zero(f, s);
+		s->next = NULL;
+		*f->series_tail = s;
+		f->series_tail = &s->next;
+		pthread_mutex_unlock(&g_lock);
+		return s;
 	}
 	struct fibril_series *s = xcalloc(1, sizeof(*s));
 	s->family = f;
@@ -279,6 +319,78 @@ struct fibril_series *fibril_metric_labels(struct fibril_metric *f, ...)
 		values[i] = va_arg(ap, const char *);
 	va_end(ap);
 	return fibril_metric_series(f, values);
+}
+
+/* ---- deletes (SDK 1.7) ---------------------------------------------------------------------------- */
+
+/* Move every live series of f that match(f, s, arg) says to the retired
+ * list; returns how many. Under g_lock. */
+static int retire_where(struct fibril_metric *f,
+			bool (*match)(const struct fibril_metric *, const struct fibril_series *, const void *),
+			const void *arg)
+{
+	int n = 0;
+	struct fibril_series **pp = &f->series;
+	f->series_tail = &f->series;
+	while (*pp) {
+		struct fibril_series *s = *pp;
+		if (match(f, s, arg)) {
+			*pp = s->next;
+			s->next = f->retired;
+			f->retired = s;
+			n++;
+			continue;
+		}
+		f->series_tail = &s->next;
+		pp = &s->next;
+	}
+	return n;
+}
+
+static bool match_values(const struct fibril_metric *f, const struct fibril_series *s, const void *arg)
+{
+	return series_is(f, s, arg);
+}
+
+struct label_match {
+	size_t label;
+	const char *value;
+};
+
+static bool match_label(const struct fibril_metric *f, const struct fibril_series *s, const void *arg)
+{
+	(void)f;
+	const struct label_match *lm = arg;
+	return strcmp(s->values[lm->label], lm->value) == 0;
+}
+
+int fibril_metric_delete(struct fibril_metric *f, const char *const *values)
+{
+	if (!f)
+		return -EINVAL;
+	for (size_t i = 0; i < f->nlabels; i++)
+		if (!values || !values[i])
+			return -EINVAL;
+	pthread_mutex_lock(&g_lock);
+	int n = retire_where(f, match_values, values);
+	pthread_mutex_unlock(&g_lock);
+	return n;
+}
+
+int fibril_metric_delete_matching(struct fibril_metric *f, const char *label, const char *value)
+{
+	if (!f || !label || !value)
+		return -EINVAL;
+	struct label_match lm = {.label = f->nlabels, .value = value};
+	for (size_t i = 0; i < f->nlabels; i++)
+		if (strcmp(f->labels[i], label) == 0)
+			lm.label = i;
+	if (lm.label == f->nlabels)
+		return -ENOENT;
+	pthread_mutex_lock(&g_lock);
+	int n = retire_where(f, match_label, &lm);
+	pthread_mutex_unlock(&g_lock);
+	return n;
 }
 
 /* ---- updates ---------------------------------------------------------------------------------- */

@@ -1,6 +1,8 @@
-/* modules/health/endpoint_addr.c - the node's health endpoint address: the
- * last usable IPv4 address of the node's first IPv4 pod CIDR (so every
- * peer derives it from the node registry alone), put as a /32 on the
+/* modules/health/endpoint_addr.c - the node's health endpoint addresses:
+ * the last usable IPv4 address of the node's first IPv4 pod CIDR, and on a
+ * dual-stack node the last address but one of its first IPv6 pod CIDR (so
+ * every peer derives them from the node registry alone), put as a /32
+ * (/128) on the
  * loopback device of the agent's network namespace through rtnetlink
  * (libnl), where the responder listens on it too. A probe of it travels
  * the path pod traffic takes: the route to the node's pod CIDR and the
@@ -32,7 +34,24 @@ bool health_ep_addr_of(const struct fibril_node *n, struct in_addr *out)
 	return false;
 }
 
-static int addr_op(struct in_addr a, bool add, char *why, size_t len)
+bool health_ep_addr6_of(const struct fibril_node *n, struct in6_addr *out)
+{
+	for (uint32_t i = 0; i < n->n_cidrs && i < FIBRIL_NODE_MAX_CIDRS; i++) {
+		const struct fibril_node_cidr *c = &n->cidrs[i];
+		if (c->family != 6 || c->prefix_len > 126)
+			continue;
+		uint8_t a[16];
+		memcpy(a, c->addr, 16);
+		for (unsigned bit = c->prefix_len; bit < 128; bit++) /* every host bit set */
+			a[bit / 8] |= (uint8_t)(0x80u >> (bit % 8));
+		a[15] &= 0xfe; /* ...ffff:fffe, as IPv4's broadcast minus one */
+		memcpy(out, a, 16);
+		return true;
+	}
+	return false;
+}
+
+static int addr_op(struct health_addr a, bool add, char *why, size_t len)
 {
 	struct nl_sock *sk = nl_socket_alloc();
 	if (!sk) {
@@ -41,24 +60,27 @@ static int addr_op(struct in_addr a, bool add, char *why, size_t len)
 	}
 	int rc = nl_connect(sk, NETLINK_ROUTE);
 	struct rtnl_addr *ra = rc ? NULL : rtnl_addr_alloc();
-	struct nl_addr *local = ra ? nl_addr_build(AF_INET, &a, 4) : NULL;
+	bool v6 = a.family == AF_INET6;
+	struct nl_addr *local = ra ? nl_addr_build(a.family, &a.v6, v6 ? 16 : 4) : NULL;
 	if (rc || !ra || !local) {
 		snprintf(why, len, "cannot open an rtnetlink socket: %s", rc ? nl_geterror(rc) : "out of memory");
 		rc = -ENOMEM;
 		goto out;
 	}
-	nl_addr_set_prefixlen(local, 32);
+	nl_addr_set_prefixlen(local, v6 ? 128 : 32);
 	rtnl_addr_set_ifindex(ra, (int)if_nametoindex("lo"));
-	rtnl_addr_set_family(ra, AF_INET);
+	rtnl_addr_set_family(ra, a.family);
+	if (v6)
+		rtnl_addr_set_flags(ra, IFA_F_NODAD);
 	rtnl_addr_set_local(ra, local);
 	rtnl_addr_set_scope(ra, RT_SCOPE_UNIVERSE);
 	rc = add ? rtnl_addr_add(sk, ra, NLM_F_REPLACE) : rtnl_addr_delete(sk, ra, 0);
 	if (rc == -NLE_EXIST)
 		rc = 0;
 	if (rc) {
-		char s[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &a, s, sizeof(s));
-		snprintf(why, len, "cannot %s %s/32 %s lo: %s", add ? "add" : "remove", s,
+		char s[INET6_ADDRSTRLEN];
+		inet_ntop(a.family, &a.v6, s, sizeof(s));
+		snprintf(why, len, "cannot %s %s/%d %s lo: %s", add ? "add" : "remove", s, v6 ? 128 : 32,
 			 add ? "to" : "from", nl_geterror(rc));
 		rc = -EIO;
 	}
@@ -71,12 +93,12 @@ out:
 	return rc;
 }
 
-int health_ep_addr_add(struct in_addr a, char *why, size_t len)
+int health_ep_addr_add(struct health_addr a, char *why, size_t len)
 {
 	return addr_op(a, true, why, len);
 }
 
-void health_ep_addr_del(struct in_addr a)
+void health_ep_addr_del(struct health_addr a)
 {
 	char why[128];
 	addr_op(a, false, why, sizeof(why));

@@ -27,8 +27,9 @@
 #define HEALTH_CAPABILITY "health"
 #define HEALTH_EP_OWNER "fibril-health"
 
-const char *const health_target_names[HT_COUNT] = {"node-icmp", "node-http", "endpoint-icmp",
-						   "endpoint-http"};
+const char *const health_target_names[HT_COUNT] = {
+	"node-icmp",  "node-http",  "endpoint-icmp",  "endpoint-http",
+	"node-icmp6", "node-http6", "endpoint-icmp6", "endpoint-http6"};
 
 static const struct fibril_config_key health_config_keys[] = {
 	{.name = "port", .type = FIBRIL_CONFIG_INT, .default_value = "4240",
@@ -38,6 +39,9 @@ static const struct fibril_config_key health_config_keys[] = {
 	 .min = 100, .max = 3600 * 1000},
 	{.name = "listen-address", .type = FIBRIL_CONFIG_STRING, .default_value = "",
 	 .help = "IPv4 address the responder listens on (empty: the node address)"},
+	{.name = "ipv6", .type = FIBRIL_CONFIG_BOOL, .default_value = "true",
+	 .help = "On dual-stack nodes also answer and probe over IPv6 (the node's IPv6 address and "
+		 "the health endpoint of its IPv6 pod CIDR)"},
 	{.name = "endpoint", .type = FIBRIL_CONFIG_BOOL, .default_value = "true",
 	 .help = "Serve and probe a health endpoint per node (the last address of its pod CIDR)"},
 	{.name = "matrix-max-nodes", .type = FIBRIL_CONFIG_INT, .default_value = "128",
@@ -93,7 +97,7 @@ static void report_health(struct health *h)
 	char msg[sizeof(h->unreachable_msg)] = "";
 	size_t off = 0, n = 0;
 	for (struct health_peer *p = h->peers; p; p = p->next) {
-		char what[64];
+		char what[160];
 		if (!peer_unreachable(p, what, sizeof(what)))
 			continue;
 		if (off < sizeof(msg))
@@ -114,6 +118,48 @@ static void report_health(struct health *h)
 		fibril_health_report(h->m, "connectivity", FIBRIL_HEALTH_OK, "%zu nodes reachable", h->n_peers);
 		fibril_log(h->m, FIBRIL_LOG_INFO, "every node is reachable (%zu)", h->n_peers);
 	}
+}
+
+/* ---- the bus: health.node (<fibril/health.h>) --------------------------------------------- */
+
+static uint8_t reach_of(const struct health_peer *p, int family /* 0 both, 4, 6 */)
+{
+	bool probed = false, ok = true;
+	for (int t = 0; t < HT_COUNT; t++) {
+		if (!p->st[t].probed || (family == 4 && health_target_v6(t)) ||
+		    (family == 6 && !health_target_v6(t)))
+			continue;
+		probed = true;
+		ok = ok && p->st[t].reachable;
+	}
+	return !probed ? FIBRIL_REACH_UNKNOWN : ok ? FIBRIL_REACH_OK : FIBRIL_REACH_FAILED;
+}
+
+/* Publish p's reachability when it changed (or removed). */
+static void publish_peer(struct health *h, struct health_peer *p, bool removed)
+{
+	struct fibril_health_node_event e = {.sz = sizeof(e), .removed = removed};
+	snprintf(e.name, sizeof(e.name), "%s", p->name);
+	if (!removed) {
+		e.reachable = reach_of(p, 0);
+		e.ipv4 = reach_of(p, 4);
+		e.ipv6 = reach_of(p, 6);
+		if (p->ever_published && e.reachable == p->published[0] && e.ipv4 == p->published[1] &&
+		    e.ipv6 == p->published[2])
+			return;
+		const struct health_probe_stat *st =
+			p->st[HT_NODE_ICMP].n_rtt ? &p->st[HT_NODE_ICMP] : &p->st[HT_NODE_ICMP6];
+		e.node_rtt_us = st->last_rtt_us > UINT32_MAX ? UINT32_MAX : (uint32_t)st->last_rtt_us;
+	} else if (!p->ever_published) {
+		return;
+	}
+	p->published[0] = e.reachable;
+	p->published[1] = e.ipv4;
+	p->published[2] = e.ipv6;
+	p->ever_published = !removed;
+	int rc = fibril_bus_publish(h->m, FIBRIL_HEALTH_NODE_TOPIC, FIBRIL_HEALTH_NODE_VERSION, &e, sizeof(e));
+	if (rc < 0)
+		fibril_log(h->m, FIBRIL_LOG_WARN, "cannot publish %s's reachability: %s", p->name, strerror(-rc));
 }
 
 void health_probe_done(struct health *h, struct health_peer *p, enum health_target t, bool ok,
@@ -143,8 +189,10 @@ void health_probe_done(struct health *h, struct health_peer *p, enum health_targ
 		s->failed++;
 		snprintf(s->error, sizeof(s->error), "%s", error ? error : "failed");
 	}
-	if (changed && h->running)
+	if (changed && h->running) {
 		report_health(h);
+		publish_peer(h, p, false);
+	}
 	if (h->round_open && !h->round_pending) {
 		h->round_open = false;
 		h->last_round_us = health_mono_us() - h->round_start_us;
@@ -206,6 +254,16 @@ static void peer_upsert(struct health *h, const struct fibril_node *n)
 	p->has_ep_ip = has_ep;
 	if (has_ep)
 		p->ep_ip = ep;
+	struct in6_addr ep6;
+	bool has_ep6 = h->ipv6 && h->ep_wanted && health_ep_addr6_of(n, &ep6);
+	if ((p->has_node_ip6 && (!h->ipv6 || !n->has_ipv6 || memcmp(&p->node_ip6, &n->ipv6, sizeof(ep6)))) ||
+	    (p->has_ep_ip6 && (!has_ep6 || memcmp(&p->ep_ip6, &ep6, sizeof(ep6)))))
+		peer_conclude(h, p, "the node's address changed");
+	p->has_node_ip6 = h->ipv6 && n->has_ipv6;
+	p->node_ip6 = n->ipv6;
+	p->has_ep_ip6 = has_ep6;
+	if (has_ep6)
+		p->ep_ip6 = ep6;
 }
 
 static void peer_remove(struct health *h, const char *name)
@@ -218,6 +276,7 @@ static void peer_remove(struct health *h, const char *name)
 		h->running = false; /* no health report per target: one below */
 		peer_conclude(h, p, "the node left");
 		h->running = was_running;
+		publish_peer(h, p, true);
 		if (h->queue_cursor == p)
 			h->queue_cursor = p->next;
 		for (size_t i = 0; i < 65536; i++)
@@ -225,6 +284,9 @@ static void peer_remove(struct health *h, const char *name)
 				h->seqmap[i].p = NULL;
 		*pp = p->next;
 		h->n_peers--;
+		/* its series leave /metrics with it */
+		fibril_metric_delete_matching(h->m_peer_reach, "peer", p->name);
+		fibril_metric_delete_matching(h->m_peer_rtt, "peer", p->name);
 		free(p->row);
 		free(p);
 		if (h->running)
@@ -266,9 +328,9 @@ static void round_run(struct fibril_timer *t, void *ud)
 			}
 			if (p->st[i].in_flight)
 				health_probe_done(h, p, (enum health_target)i, false, 0,
-						  i == HT_NODE_ICMP || i == HT_EP_ICMP
-							  ? "no echo reply within the interval"
-							  : "no HTTP answer within the interval");
+						  health_target_http(i)
+							  ? "no HTTP answer within the interval"
+							  : "no echo reply within the interval");
 		}
 	if (!health_matrix_on(h))
 		for (struct health_peer *p = h->peers; p; p = p->next) {
@@ -282,16 +344,15 @@ static void round_run(struct fibril_timer *t, void *ud)
 	h->round_start_us = health_mono_us();
 	h->rounds++;
 	h->queue_cursor = NULL;
-	for (struct health_peer *p = h->peers; p; p = p->next) {
-		if (p->has_node_ip) {
-			health_icmp_send(h, p, HT_NODE_ICMP);
-			health_http_start(h, p, HT_NODE_HTTP);
+	for (struct health_peer *p = h->peers; p; p = p->next)
+		for (int i = 0; i < HT_COUNT; i++) {
+			if (!health_target_has(p, (enum health_target)i))
+				continue;
+			if (health_target_http(i))
+				health_http_start(h, p, (enum health_target)i);
+			else
+				health_icmp_send(h, p, (enum health_target)i);
 		}
-		if (p->has_ep_ip) {
-			health_icmp_send(h, p, HT_EP_ICMP);
-			health_http_start(h, p, HT_EP_HTTP);
-		}
-	}
 	if (!h->round_pending)
 		h->round_open = false;
 }
@@ -328,7 +389,7 @@ static void route_health(struct fibril_request *req, struct fibril_response *res
 {
 	struct health *h = ud;
 	uint64_t now = fibril_now_ms();
-	char a[INET_ADDRSTRLEN];
+	char a[INET6_ADDRSTRLEN];
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "node", json_object_new_string(h->self));
 	json_object_object_add(o, "port", json_object_new_int(h->port));
@@ -337,6 +398,9 @@ static void route_health(struct fibril_request *req, struct fibril_response *res
 	if (h->ep_added)
 		json_object_object_add(o, "endpoint_ip",
 				       json_object_new_string(inet_ntop(AF_INET, &h->ep_ip, a, sizeof(a))));
+	if (h->ep6_added)
+		json_object_object_add(o, "endpoint_ip6",
+				       json_object_new_string(inet_ntop(AF_INET6, &h->ep_ip6, a, sizeof(a))));
 	json_object_object_add(o, "rounds", json_object_new_int64((int64_t)h->rounds));
 	json_object_object_add(o, "last_round_ms", ms(h->last_round_us));
 	json_object_object_add(o, "responder_served", json_object_new_int64((int64_t)h->served));
@@ -355,17 +419,42 @@ static void route_health(struct fibril_request *req, struct fibril_response *res
 		if (p->has_ep_ip)
 			json_object_object_add(po, "endpoint_ip", json_object_new_string(
 				inet_ntop(AF_INET, &p->ep_ip, a, sizeof(a))));
-		char what[64];
+		if (p->has_node_ip6)
+			json_object_object_add(po, "node_ip6", json_object_new_string(
+				inet_ntop(AF_INET6, &p->node_ip6, a, sizeof(a))));
+		if (p->has_ep_ip6)
+			json_object_object_add(po, "endpoint_ip6", json_object_new_string(
+				inet_ntop(AF_INET6, &p->ep_ip6, a, sizeof(a))));
+		char what[128];
 		bool bad = peer_unreachable(p, what, sizeof(what));
 		bool probed = false;
 		struct json_object *tg = json_object_new_object();
+		/* per family: reachable when each of its probed targets is */
+		bool fam_probed[2] = {false, false}, fam_ok[2] = {true, true};
 		for (int t = 0; t < HT_COUNT; t++) {
-			if (!(t < HT_EP_ICMP ? p->has_node_ip : p->has_ep_ip) && !p->st[t].probed)
+			if (!health_target_has(p, (enum health_target)t) && !p->st[t].probed)
 				continue;
 			probed = probed || p->st[t].probed;
+			if (p->st[t].probed) {
+				fam_probed[health_target_v6(t)] = true;
+				fam_ok[health_target_v6(t)] = fam_ok[health_target_v6(t)] && p->st[t].reachable;
+			}
 			json_object_object_add(tg, health_target_names[t], target_json(&p->st[t], now));
 		}
 		json_object_object_add(po, "reachable", json_object_new_boolean(probed && !bad));
+		struct json_object *fams = json_object_new_object();
+		for (int f = 0; f < 2; f++) {
+			if (!fam_probed[f])
+				continue;
+			struct json_object *fo = json_object_new_object();
+			json_object_object_add(fo, "reachable", json_object_new_boolean(fam_ok[f]));
+			/* the node address's answered ICMP probe: the latency per family */
+			const struct health_probe_stat *st = &p->st[f ? HT_NODE_ICMP6 : HT_NODE_ICMP];
+			if (st->n_rtt)
+				json_object_object_add(fo, "node_icmp_p50_ms", ms(health_percentile(st, 50)));
+			json_object_object_add(fams, f ? "ipv6" : "ipv4", fo);
+		}
+		json_object_object_add(po, "families", fams);
 		json_object_object_add(po, "targets", tg);
 		json_object_array_add(peers, po);
 		if (bad)
@@ -433,7 +522,7 @@ static int metrics_register(struct health *h)
 #define OPTS(...) (&(struct fibril_metric_opts){.sz = sizeof(struct fibril_metric_opts), __VA_ARGS__})
 	struct fibril_metric *probes = fibril_metric_register(h->m, OPTS(.type = FIBRIL_METRIC_COUNTER,
 		.name = "fibril_health_probes_total", .labels = tr,
-		.help = "Connectivity probes concluded, by target (node-icmp, node-http, endpoint-icmp, endpoint-http) and result."));
+		.help = "Connectivity probes concluded, by target (node-icmp, node-http, endpoint-icmp, endpoint-http; the same with a 6 over IPv6) and result."));
 	struct fibril_metric *rtt = fibril_metric_register(h->m, OPTS(.type = FIBRIL_METRIC_HISTOGRAM,
 		.name = "fibril_health_probe_rtt_seconds", .labels = tg, .buckets = rtt_buckets,
 		.nbuckets = sizeof(rtt_buckets) / sizeof(rtt_buckets[0]),
@@ -477,7 +566,7 @@ static int health_init(struct fibril_module *m)
 	if (!h)
 		return -ENOMEM;
 	h->m = m;
-	h->icmp_fd = -1;
+	h->icmp_fd = h->icmp6_fd = -1;
 	fibril_module_set_data(m, h);
 	h->seqmap = calloc(65536, sizeof(*h->seqmap));
 	if (!h->seqmap)
@@ -487,6 +576,7 @@ static int health_init(struct fibril_module *m)
 	h->max_inflight = (unsigned)fibril_config_int(m, "max-inflight");
 	h->matrix_max = (size_t)fibril_config_int(m, "matrix-max-nodes");
 	h->ep_wanted = fibril_config_bool(m, "endpoint");
+	h->ipv6 = fibril_config_bool(m, "ipv6");
 	const char *la = fibril_config_string(m, "listen-address");
 	struct in_addr tmp;
 	if (la && *la && inet_pton(AF_INET, la, &tmp) != 1) {
@@ -510,18 +600,13 @@ static int health_init(struct fibril_module *m)
 	return 0;
 }
 
-/* The health endpoint: reserve its address in the local IPAM (so no pod
+/* One health endpoint address: reserve it in the local IPAM (so no pod
  * gets it), put it on the loopback, listen on it. */
-static void endpoint_up(struct health *h, const struct fibril_node *self)
+static bool endpoint_addr_up(struct health *h, struct health_addr ep, const char *component,
+			     bool *reserved)
 {
-	char why[256], a[INET_ADDRSTRLEN];
-	if (!h->ep_wanted)
-		return;
-	if (!health_ep_addr_of(self, &h->ep_ip)) {
-		fibril_log(h->m, FIBRIL_LOG_WARN, "no health endpoint: this node has no IPv4 pod CIDR of /30 or wider");
-		return;
-	}
-	inet_ntop(AF_INET, &h->ep_ip, a, sizeof(a));
+	char why[256], a[INET6_ADDRSTRLEN];
+	inet_ntop(ep.family, &ep.v6, a, sizeof(a));
 	void *ctx;
 	const struct fibril_ipam_ops *ipam =
 		(const struct fibril_ipam_ops *)fibril_service_lookup(h->m, FIBRIL_IPAM_CAPABILITY, 1, &ctx);
@@ -529,22 +614,40 @@ static void endpoint_up(struct health *h, const struct fibril_node *self)
 		struct fibril_ipam_result r = {.sz = sizeof(r)};
 		int rc = ipam->allocate_ip(ctx, a, HEALTH_EP_OWNER, &r);
 		if (rc < 0) {
-			fibril_health_report(h->m, "endpoint", FIBRIL_HEALTH_DEGRADED,
+			fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED,
 					     "cannot reserve the health endpoint address %s: %s", a, strerror(-rc));
-			return;
+			return false;
 		}
-		h->ep_reserved = true;
+		*reserved = true;
 	}
-	if (health_ep_addr_add(h->ep_ip, why, sizeof(why)) < 0) {
-		fibril_health_report(h->m, "endpoint", FIBRIL_HEALTH_DEGRADED, "%s", why);
+	if (health_ep_addr_add(ep, why, sizeof(why)) < 0) {
+		fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED, "%s", why);
+		return false;
+	}
+	if (health_responder_open(h, ep, why, sizeof(why)) < 0) {
+		fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED, "%s", why);
+		return true; /* the address is on lo: taken off at stop */
+	}
+	fibril_log(h->m, FIBRIL_LOG_INFO, ep.family == AF_INET6 ? "health endpoint [%s]:%u" : "health endpoint %s:%u",
+		   a, h->port);
+	return true;
+}
+
+/* The health endpoints: per family of the node's pod CIDRs. */
+static void endpoint_up(struct health *h, const struct fibril_node *self)
+{
+	if (!h->ep_wanted)
 		return;
+	if (!health_ep_addr_of(self, &h->ep_ip)) {
+		fibril_log(h->m, FIBRIL_LOG_WARN, "no IPv4 health endpoint: this node has no IPv4 pod CIDR of /30 or wider");
+	} else {
+		struct health_addr ep = {.family = AF_INET, .v4 = h->ep_ip};
+		h->ep_added = endpoint_addr_up(h, ep, "endpoint", &h->ep_reserved);
 	}
-	h->ep_added = true;
-	if (health_responder_open(h, h->ep_ip, why, sizeof(why)) < 0) {
-		fibril_health_report(h->m, "endpoint", FIBRIL_HEALTH_DEGRADED, "%s", why);
-		return;
+	if (h->ipv6 && health_ep_addr6_of(self, &h->ep_ip6)) {
+		struct health_addr ep = {.family = AF_INET6, .v6 = h->ep_ip6};
+		h->ep6_added = endpoint_addr_up(h, ep, "endpoint-ipv6", &h->ep6_reserved);
 	}
-	fibril_log(h->m, FIBRIL_LOG_INFO, "health endpoint %s:%u", a, h->port);
 }
 
 static int health_start(struct fibril_module *m)
@@ -564,15 +667,19 @@ static int health_start(struct fibril_module *m)
 		return rc;
 	}
 	snprintf(h->self, sizeof(h->self), "%s", self.name);
-	struct in_addr listen = self.ipv4;
+	struct health_addr listen = {.family = AF_INET, .v4 = self.ipv4};
 	const char *la = fibril_config_string(m, "listen-address");
 	if (la && *la)
-		inet_pton(AF_INET, la, &listen);
+		inet_pton(AF_INET, la, &listen.v4);
 	else if (!self.has_ipv4) {
 		fibril_module_set_error(m, "this node has no IPv4 address to answer on (set [health] listen-address)");
 		return -EINVAL;
 	}
 	rc = health_responder_open(h, listen, why, sizeof(why));
+	if (rc >= 0 && h->ipv6 && self.has_ipv6) { /* dual stack: answer on the IPv6 node address too */
+		struct health_addr l6 = {.family = AF_INET6, .v6 = self.ipv6};
+		rc = health_responder_open(h, l6, why, sizeof(why));
+	}
 	if (rc < 0 || (rc = health_icmp_open(h, why, sizeof(why))) < 0) {
 		fibril_module_set_error(m, "%s", why);
 		health_responder_close_all(h);
@@ -599,13 +706,17 @@ static void health_stop(struct fibril_module *m)
 	if (h->timer)
 		fibril_timer_cancel(h->timer);
 	h->timer = NULL;
-	for (struct health_peer *p = h->peers; p; p = p->next)
+	for (struct health_peer *p = h->peers; p; p = p->next) {
 		peer_conclude(h, p, "stopping");
+		publish_peer(h, p, true);
+	}
 	health_icmp_close(h);
 	health_responder_close_all(h);
 	if (h->ep_added)
-		health_ep_addr_del(h->ep_ip);
-	h->ep_added = false;
+		health_ep_addr_del((struct health_addr){.family = AF_INET, .v4 = h->ep_ip});
+	if (h->ep6_added)
+		health_ep_addr_del((struct health_addr){.family = AF_INET6, .v6 = h->ep_ip6});
+	h->ep_added = h->ep6_added = false;
 }
 
 static void health_fini(struct fibril_module *m)

@@ -1,5 +1,6 @@
 /* modules/health/health.h - what the health module's files share: a peer
- * (one node of the cluster) and its four probe targets, the round state,
+ * (one node of the cluster) and its probe targets (four per address
+ * family: ICMP and HTTP to the node address and to the health endpoint), the round state,
  * the peer HTTP reply parser (peer_reply.c, also built into a fuzz target),
  * the prober and responder (probe.c, responder.c) and the health endpoint
  * address (endpoint_addr.c). Everything runs on the loop thread. */
@@ -10,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <fibril/nodes.h>
 
@@ -49,9 +51,28 @@ enum health_target {
 	HT_NODE_HTTP,
 	HT_EP_ICMP,
 	HT_EP_HTTP,
+	/* the same over IPv6 (dual-stack nodes) */
+	HT_NODE_ICMP6,
+	HT_NODE_HTTP6,
+	HT_EP_ICMP6,
+	HT_EP_HTTP6,
 	HT_COUNT,
 };
-extern const char *const health_target_names[HT_COUNT]; /* "node-icmp", ... */
+/* "node-icmp", ..., "node-icmp6", ... */
+extern const char *const health_target_names[HT_COUNT];
+
+static inline bool health_target_v6(int t) { return t >= HT_NODE_ICMP6; }
+static inline bool health_target_http(int t) { return t % 2 == 1; }
+static inline bool health_target_node(int t) { return t % 4 < 2; }
+
+/* An address of either family. */
+struct health_addr {
+	int family; /* AF_INET, AF_INET6; 0: none */
+	union {
+		struct in_addr v4;
+		struct in6_addr v6;
+	};
+};
 
 struct health_probe_stat {
 	bool probed;          /* at least one probe concluded */
@@ -74,9 +95,13 @@ struct health_peer {
 	bool local;
 	bool has_node_ip, has_ep_ip;
 	struct in_addr node_ip, ep_ip;
+	bool has_node_ip6, has_ep_ip6;
+	struct in6_addr node_ip6, ep_ip6;
 	struct health_probe_stat st[HT_COUNT];
 	struct health_http_conn *http[HT_COUNT]; /* the in-flight HTTP probes */
 	bool queued[HT_COUNT];                   /* waiting for a free HTTP slot */
+	uint8_t published[3];  /* reachable, ipv4, ipv6 last put on the bus */
+	bool ever_published;
 	/* the peer's own row of the matrix, from its last GET /row answer */
 	struct health_row_entry *row;
 	size_t n_row;
@@ -87,6 +112,10 @@ struct health_peer {
 struct health;
 
 /* probe.c */
+/* Whether p has target t's address, and which (sockaddr of port). */
+bool health_target_has(const struct health_peer *p, enum health_target t);
+socklen_t health_target_sockaddr(const struct health_peer *p, enum health_target t, uint16_t port,
+				 struct sockaddr_storage *out);
 int health_icmp_open(struct health *h, char *why, size_t len);
 void health_icmp_close(struct health *h);
 int health_icmp_send(struct health *h, struct health_peer *p, enum health_target t);
@@ -100,16 +129,20 @@ void health_probe_done(struct health *h, struct health_peer *p, enum health_targ
 uint64_t health_mono_us(void);
 
 /* responder.c */
-int health_responder_open(struct health *h, struct in_addr addr, char *why, size_t len);
+int health_responder_open(struct health *h, struct health_addr addr, char *why, size_t len);
 void health_responder_close_all(struct health *h);
 /* The body of GET /hello (row false) or GET /row (row true); malloc'd. */
 char *health_responder_body(struct health *h, bool row, size_t *len);
 
-/* endpoint_addr.c: the health endpoint address on the loopback */
-int health_ep_addr_add(struct in_addr a, char *why, size_t len);
-void health_ep_addr_del(struct in_addr a);
-/* The last usable IPv4 address of a pod CIDR (false if none: /31, /32, IPv6). */
+/* endpoint_addr.c: the health endpoint addresses on the loopback */
+int health_ep_addr_add(struct health_addr a, char *why, size_t len);
+void health_ep_addr_del(struct health_addr a);
+/* The last usable IPv4 address of the node's first IPv4 pod CIDR (false
+ * if none: /31, /32). */
 bool health_ep_addr_of(const struct fibril_node *n, struct in_addr *out);
+/* The same for IPv6: the last address but one of the first IPv6 pod CIDR
+ * (false if none, or /127, /128). */
+bool health_ep_addr6_of(const struct fibril_node *n, struct in6_addr *out);
 
 /* stats */
 uint32_t health_percentile(const struct health_probe_stat *s, unsigned pct);
@@ -124,7 +157,7 @@ struct fibril_metric;
 struct fibril_series;
 struct health_rconn; /* responder.c */
 
-#define HEALTH_MAX_LISTENERS 4
+#define HEALTH_MAX_LISTENERS 4 /* node and endpoint, per family */
 
 struct health {
 	struct fibril_module *m;
@@ -136,22 +169,24 @@ struct health {
 	unsigned max_inflight, inflight;
 	size_t matrix_max;     /* peers' rows are fetched only up to this many nodes */
 	bool running;
+	bool ipv6;             /* [health] ipv6: answer and probe over IPv6 too */
 	/* the health endpoint */
-	bool ep_wanted, ep_added, ep_reserved;
+	bool ep_wanted, ep_added, ep_reserved, ep6_added, ep6_reserved;
 	struct in_addr ep_ip;
+	struct in6_addr ep_ip6;
 	/* peers, this node first */
 	struct health_peer *peers;
 	size_t n_peers;
 	struct health_peer *queue_cursor; /* where the HTTP queue resumes */
 	struct fibril_timer *timer;
 	/* ICMP */
-	int icmp_fd;
-	bool icmp_raw;
+	int icmp_fd, icmp6_fd;
+	bool icmp_raw, icmp6_raw;
 	uint16_t echo_id, echo_seq;
-	struct fibril_io *icmp_io;
+	struct fibril_io *icmp_io, *icmp6_io;
 	struct health_seq_slot { struct health_peer *p; uint8_t t; } *seqmap; /* [65536] */
 	/* responder */
-	struct { int fd; struct fibril_io *io; struct in_addr addr; } listeners[HEALTH_MAX_LISTENERS];
+	struct { int fd; struct fibril_io *io; struct health_addr addr; } listeners[HEALTH_MAX_LISTENERS];
 	unsigned n_listeners;
 	struct health_rconn *rconns;
 	unsigned n_rconns;

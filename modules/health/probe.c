@@ -1,6 +1,7 @@
-/* modules/health/probe.c - the prober: ICMP echo over one socket (an
- * unprivileged ICMP datagram socket where net.ipv4.ping_group_range allows
- * it, else a raw one) and HTTP GETs to the peers' health responders over
+/* modules/health/probe.c - the prober: ICMP echo over one socket per
+ * family (an unprivileged ICMP / ICMPv6 datagram socket where
+ * net.ipv4.ping_group_range allows it, else a raw one; one sequence space
+ * for both) and HTTP GETs (IPv4 or IPv6) to the peers' health responders over
  * non-blocking TCP sockets, at most max-inflight at a time. Nothing here
  * waits: sockets are watched on the loop and a probe concludes when its
  * answer arrives or when the next round starts without one. */
@@ -9,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/ip.h>
+#include <netinet/icmp6.h>
 #include <netinet/ip_icmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +28,44 @@ uint64_t health_mono_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static struct in_addr target_addr(const struct health_peer *p, enum health_target t)
+bool health_target_has(const struct health_peer *p, enum health_target t)
 {
-	return t == HT_NODE_ICMP || t == HT_NODE_HTTP ? p->node_ip : p->ep_ip;
+	if (health_target_v6(t))
+		return health_target_node(t) ? p->has_node_ip6 : p->has_ep_ip6;
+	return health_target_node(t) ? p->has_node_ip : p->has_ep_ip;
+}
+
+socklen_t health_target_sockaddr(const struct health_peer *p, enum health_target t, uint16_t port,
+				 struct sockaddr_storage *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (health_target_v6(t)) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		s6->sin6_addr = health_target_node(t) ? p->node_ip6 : p->ep_ip6;
+		return sizeof(*s6);
+	}
+	struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+	s4->sin_family = AF_INET;
+	s4->sin_port = htons(port);
+	s4->sin_addr = health_target_node(t) ? p->node_ip : p->ep_ip;
+	return sizeof(*s4);
+}
+
+/* Whether from is target t's address (ICMP replies are matched by it). */
+static bool from_target(const struct health_peer *p, enum health_target t,
+			const struct sockaddr_storage *from)
+{
+	struct sockaddr_storage want;
+	health_target_sockaddr(p, t, 0, &want);
+	if (from->ss_family != want.ss_family)
+		return false;
+	if (want.ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)from)->sin6_addr,
+			       &((struct sockaddr_in6 *)&want)->sin6_addr, sizeof(struct in6_addr));
+	return ((const struct sockaddr_in *)from)->sin_addr.s_addr ==
+	       ((struct sockaddr_in *)&want)->sin_addr.s_addr;
 }
 
 /* ---- ICMP ------------------------------------------------------------------------------------- */
@@ -46,19 +83,38 @@ static uint16_t csum(const void *data, size_t len)
 	return htons((uint16_t)~sum);
 }
 
+/* A reply's sequence matched to its probe, which concludes. */
+static void echo_reply(struct health *h, uint16_t seq, const struct sockaddr_storage *from, bool v6)
+{
+	struct health_seq_slot *slot = &h->seqmap[seq];
+	struct health_peer *p = slot->p;
+	if (!p)
+		return;
+	enum health_target t = (enum health_target)slot->t;
+	if (health_target_v6(t) != v6 || !p->st[t].in_flight || p->st[t].seq != seq ||
+	    !from_target(p, t, from))
+		return;
+	slot->p = NULL;
+	health_probe_done(h, p, t, true, health_mono_us() - p->st[t].sent_us, NULL);
+}
+
+/* Echo replies on either ICMP socket. A raw IPv4 socket hands the IP
+ * header too; no ICMPv6 socket does. */
 static void icmp_readable(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 {
 	struct health *h = ud;
+	bool v6 = fd == h->icmp6_fd;
+	bool raw = v6 ? h->icmp6_raw : h->icmp_raw;
 	uint8_t buf[512];
 	for (int n = 0; n < 4096; n++) {
-		struct sockaddr_in from;
+		struct sockaddr_storage from;
 		socklen_t fl = sizeof(from);
 		ssize_t r = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
 		if (r < 0)
 			return; /* EAGAIN, or an error queued on the socket: nothing to match */
 		const uint8_t *icmp = buf;
 		size_t len = (size_t)r;
-		if (h->icmp_raw) { /* a raw socket hands the IP header too */
+		if (raw && !v6) {
 			if (len < sizeof(struct iphdr))
 				continue;
 			size_t ihl = (size_t)(buf[0] & 0x0f) * 4;
@@ -67,51 +123,68 @@ static void icmp_readable(struct fibril_io *io, int fd, uint32_t revents, void *
 			icmp += ihl;
 			len -= ihl;
 		}
+		/* an ICMP and an ICMPv6 echo header have the same 8 bytes */
 		if (len < sizeof(struct icmphdr))
 			continue;
 		struct icmphdr ih;
 		memcpy(&ih, icmp, sizeof(ih));
-		if (ih.type != ICMP_ECHOREPLY || (h->icmp_raw && ntohs(ih.un.echo.id) != h->echo_id))
+		if (ih.type != (v6 ? ICMP6_ECHO_REPLY : ICMP_ECHOREPLY) ||
+		    (raw && ntohs(ih.un.echo.id) != h->echo_id))
 			continue;
-		uint16_t seq = ntohs(ih.un.echo.sequence);
-		struct health_seq_slot *slot = &h->seqmap[seq];
-		struct health_peer *p = slot->p;
-		if (!p)
-			continue;
-		enum health_target t = (enum health_target)slot->t;
-		if (!p->st[t].in_flight || p->st[t].seq != seq ||
-		    target_addr(p, t).s_addr != from.sin_addr.s_addr)
-			continue;
-		slot->p = NULL;
-		health_probe_done(h, p, t, true, health_mono_us() - p->st[t].sent_us, NULL);
+		echo_reply(h, ntohs(ih.un.echo.sequence), &from, v6);
 	}
+}
+
+/* One ICMP socket of a family: datagram, else raw; watched on the loop. */
+static int icmp_socket(struct health *h, int family, bool *raw, struct fibril_io **io,
+		       char *why, size_t len)
+{
+	int proto = family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP;
+	*raw = false;
+	int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, proto);
+	if (fd < 0) {
+		*raw = true;
+		fd = socket(family, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, proto);
+	}
+	if (fd < 0) {
+		int e = errno;
+		snprintf(why, len, "cannot open an %s socket (neither unprivileged, see "
+			 "net.ipv4.ping_group_range, nor raw, which needs CAP_NET_RAW): %s",
+			 family == AF_INET6 ? "ICMPv6" : "ICMP", strerror(e));
+		return -e;
+	}
+	if (family == AF_INET6 && *raw) { /* only echo replies reach a raw socket */
+		struct icmp6_filter f;
+		ICMP6_FILTER_SETBLOCKALL(&f);
+		ICMP6_FILTER_SETPASS(ICMP6_ECHO_REPLY, &f);
+		setsockopt(fd, IPPROTO_ICMPV6, ICMP6_FILTER, &f, sizeof(f));
+	}
+	int rcv = 1 << 20;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	if (family == AF_INET6)
+		h->icmp6_fd = fd; /* before the first callback: it tells the family by fd */
+	*io = fibril_io_watch(h->m, fd, FIBRIL_IO_READ, icmp_readable, h);
+	if (!*io) {
+		snprintf(why, len, "cannot watch the ICMP socket");
+		close(fd);
+		return -ENOMEM;
+	}
+	return fd;
 }
 
 int health_icmp_open(struct health *h, char *why, size_t len)
 {
-	h->icmp_raw = false;
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_ICMP);
-	if (fd < 0) {
-		h->icmp_raw = true;
-		fd = socket(AF_INET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_ICMP);
-	}
-	if (fd < 0) {
-		snprintf(why, len, "cannot open an ICMP socket (neither unprivileged, see "
-			 "net.ipv4.ping_group_range, nor raw, which needs CAP_NET_RAW): %s",
-			 strerror(errno));
-		return -errno;
-	}
-	int rcv = 1 << 20;
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-	h->icmp_fd = fd;
 	h->echo_id = (uint16_t)(getpid() ^ (uintptr_t)h);
-	h->icmp_io = fibril_io_watch(h->m, fd, FIBRIL_IO_READ, icmp_readable, h);
-	if (!h->icmp_io) {
-		snprintf(why, len, "cannot watch the ICMP socket");
-		close(fd);
-		h->icmp_fd = -1;
-		return -ENOMEM;
-	}
+	int fd = icmp_socket(h, AF_INET, &h->icmp_raw, &h->icmp_io, why, len);
+	if (fd < 0)
+		return fd;
+	h->icmp_fd = fd;
+	/* IPv6 may be off in this kernel: then IPv6 targets fail with the reason */
+	char why6[256];
+	fd = icmp_socket(h, AF_INET6, &h->icmp6_raw, &h->icmp6_io, why6, sizeof(why6));
+	if (fd < 0)
+		fibril_log(h->m, FIBRIL_LOG_WARN, "no ICMPv6 probes: %s", why6);
+	h->icmp6_fd = fd < 0 ? -1 : fd;
 	return 0;
 }
 
@@ -123,6 +196,12 @@ void health_icmp_close(struct health *h)
 	if (h->icmp_fd >= 0)
 		close(h->icmp_fd);
 	h->icmp_fd = -1;
+	if (h->icmp6_io)
+		fibril_io_remove(h->icmp6_io);
+	h->icmp6_io = NULL;
+	if (h->icmp6_fd >= 0)
+		close(h->icmp6_fd);
+	h->icmp6_fd = -1;
 }
 
 int health_icmp_send(struct health *h, struct health_peer *p, enum health_target t)
@@ -137,24 +216,29 @@ int health_icmp_send(struct health *h, struct health_peer *p, enum health_target
 			health_probe_done(h, old, ot, false, 0, "no echo reply");
 	}
 	struct {
-		struct icmphdr h;
+		struct icmphdr h; /* the same 8 bytes as an ICMPv6 echo header */
 		uint8_t payload[16];
 	} pkt;
 	memset(&pkt, 0, sizeof(pkt));
-	pkt.h.type = ICMP_ECHO;
+	bool v6 = health_target_v6(t);
+	pkt.h.type = v6 ? ICMP6_ECHO_REQUEST : ICMP_ECHO;
 	pkt.h.un.echo.id = htons(h->echo_id); /* a datagram socket puts its own */
 	pkt.h.un.echo.sequence = htons(seq);
 	memcpy(pkt.payload, "fibril-health", 13);
-	pkt.h.checksum = csum(&pkt, sizeof(pkt));
-	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = target_addr(p, t)};
+	if (!v6) /* the kernel sums ICMPv6 (it covers the pseudo-header) */
+		pkt.h.checksum = csum(&pkt, sizeof(pkt));
+	struct sockaddr_storage to;
+	socklen_t tolen = health_target_sockaddr(p, t, 0, &to);
 	s->seq = seq;
 	s->in_flight = true;
 	s->sent++;
 	s->sent_us = health_mono_us();
 	h->round_pending++;
-	if (sendto(h->icmp_fd, &pkt, sizeof(pkt), MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) < 0) {
+	int fd = v6 ? h->icmp6_fd : h->icmp_fd;
+	if (fd < 0 || sendto(fd, &pkt, sizeof(pkt), MSG_DONTWAIT, (struct sockaddr *)&to, tolen) < 0) {
 		char e[HEALTH_ERR_LEN];
-		snprintf(e, sizeof(e), "cannot send an echo request: %s", strerror(errno));
+		snprintf(e, sizeof(e), "cannot send an echo request: %s",
+			 fd < 0 ? "no ICMPv6 socket" : strerror(errno));
 		health_probe_done(h, p, t, false, 0, e);
 		return -1;
 	}
@@ -186,7 +270,7 @@ bool health_matrix_on(const struct health *h)
 
 static const char *request_of(const struct health *h, enum health_target t)
 {
-	return t == HT_NODE_HTTP && health_matrix_on(h) ? "GET /row HTTP/1.1\r\nHost: fibril-health\r\nConnection: close\r\n\r\n"
+	return (t == HT_NODE_HTTP || t == HT_NODE_HTTP6) && health_matrix_on(h) ? "GET /row HTTP/1.1\r\nHost: fibril-health\r\nConnection: close\r\n\r\n"
 				 : "GET /hello HTTP/1.1\r\nHost: fibril-health\r\nConnection: close\r\n\r\n";
 }
 
@@ -219,7 +303,7 @@ static void conn_parse(struct health_http_conn *c, bool eof)
 {
 	struct health_reply r = {0};
 	struct health_row_entry *row = NULL;
-	if (c->t == HT_NODE_HTTP && health_matrix_on(c->h)) {
+	if ((c->t == HT_NODE_HTTP || c->t == HT_NODE_HTTP6) && health_matrix_on(c->h)) {
 		row = calloc(HEALTH_ROW_MAX, sizeof(*row));
 		r.row = row;
 		r.max_row = row ? HEALTH_ROW_MAX : 0;
@@ -328,7 +412,9 @@ static void http_connect(struct health *h, struct health_peer *p, enum health_ta
 	c->h = h;
 	c->p = p;
 	c->t = t;
-	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct sockaddr_storage to;
+	socklen_t tolen = health_target_sockaddr(p, t, h->port, &to);
+	c->fd = socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	char e[HEALTH_ERR_LEN];
 	if (c->fd < 0) {
 		snprintf(e, sizeof(e), "socket: %s", strerror(errno));
@@ -336,9 +422,7 @@ static void http_connect(struct health *h, struct health_peer *p, enum health_ta
 		health_probe_done(h, p, t, false, 0, e);
 		return;
 	}
-	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(h->port),
-				 .sin_addr = target_addr(p, t)};
-	if (connect(c->fd, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS) {
+	if (connect(c->fd, (struct sockaddr *)&to, tolen) < 0 && errno != EINPROGRESS) {
 		snprintf(e, sizeof(e), "connect: %s", strerror(errno));
 		close(c->fd);
 		free(c);
@@ -360,17 +444,15 @@ static void pump_queue(struct health *h)
 {
 	while (h->inflight < h->max_inflight && h->queue_cursor) {
 		struct health_peer *p = h->queue_cursor;
-		enum health_target t;
-		if (p->queued[HT_NODE_HTTP])
-			t = HT_NODE_HTTP;
-		else if (p->queued[HT_EP_HTTP])
-			t = HT_EP_HTTP;
-		else {
+		int t = 0;
+		while (t < HT_COUNT && !p->queued[t])
+			t++;
+		if (t == HT_COUNT) {
 			h->queue_cursor = p->next;
 			continue;
 		}
 		p->queued[t] = false;
-		http_connect(h, p, t);
+		http_connect(h, p, (enum health_target)t);
 	}
 }
 

@@ -1,6 +1,6 @@
 /* modules/health/responder.c - the health responder: a small HTTP/1.1
  * server on [health] port of the node address and of the health endpoint
- * address. GET /hello answers {"node": NAME}; GET /row answers this node's
+ * address, per address family the node has. GET /hello answers {"node": NAME}; GET /row answers this node's
  * row of the connectivity matrix as well, {"node": NAME, "peers": {NAME:
  * reachable, ...}}; anything else 404. One request per connection, then
  * close. Sockets are non-blocking and watched on the loop; at most
@@ -182,25 +182,44 @@ static void accept_ready(struct fibril_io *io, int fd, uint32_t revents, void *u
 	}
 }
 
-int health_responder_open(struct health *h, struct in_addr addr, char *why, size_t len)
+int health_responder_open(struct health *h, struct health_addr addr, char *why, size_t len)
 {
 	if (h->n_listeners >= HEALTH_MAX_LISTENERS) {
 		snprintf(why, len, "too many responder addresses");
 		return -ENOSPC;
 	}
-	char a[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &addr, a, sizeof(a));
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	char a[INET6_ADDRSTRLEN];
+	inet_ntop(addr.family, &addr.v6, a, sizeof(a));
+	int fd = socket(addr.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(why, len, "cannot open the responder socket: %s", strerror(errno));
 		return -errno;
 	}
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(h->port), .sin_addr = addr};
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1024) < 0) {
+	struct sockaddr_storage ss = {0};
+	socklen_t sl;
+	if (addr.family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(h->port);
+		s6->sin6_addr = addr.v6;
+		sl = sizeof(*s6);
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		/* an address still in duplicate address detection is not
+		 * bindable yet: bind anyway, it answers once it is usable */
+		setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(h->port);
+		s4->sin_addr = addr.v4;
+		sl = sizeof(*s4);
+	}
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1024) < 0) {
 		int e = errno;
-		snprintf(why, len, "cannot listen on %s:%u: %s", a, h->port, strerror(e));
+		snprintf(why, len, addr.family == AF_INET6 ? "cannot listen on [%s]:%u: %s" : "cannot listen on %s:%u: %s",
+			 a, h->port, strerror(e));
 		close(fd);
 		return -e;
 	}

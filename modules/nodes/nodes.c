@@ -576,7 +576,47 @@ static const char *source_name(uint32_t source)
 	}
 }
 
-static struct json_object *node_json(const struct fibril_node *n, bool routed)
+/* "health": {"reachable": ..., "ipv4": ..., "ipv6": ...} as the health
+ * module last published it (true, false; a family not probed is left out);
+ * nothing without the health module. */
+static void health_json(struct json_object *o, const struct fibril_health_node_event *h)
+{
+	if (!h->sz || h->reachable == FIBRIL_REACH_UNKNOWN)
+		return;
+	struct json_object *r = json_object_new_object();
+	json_object_object_add(r, "reachable", json_object_new_boolean(h->reachable == FIBRIL_REACH_OK));
+	if (h->ipv4 != FIBRIL_REACH_UNKNOWN)
+		json_object_object_add(r, "ipv4", json_object_new_boolean(h->ipv4 == FIBRIL_REACH_OK));
+	if (h->ipv6 != FIBRIL_REACH_UNKNOWN)
+		json_object_object_add(r, "ipv6", json_object_new_boolean(h->ipv6 == FIBRIL_REACH_OK));
+	if (h->node_rtt_us)
+		json_object_object_add(r, "rtt-ms", json_object_new_double(h->node_rtt_us / 1000.0));
+	json_object_object_add(o, "health", r);
+}
+
+static int on_health(const struct fibril_event *ev, void *ud)
+{
+	struct nodes *s = ud;
+	const struct fibril_health_node_event *e = ev->payload;
+	if (ev->payload_len < sizeof(*e) || e->sz < sizeof(*e) || !memchr(e->name, '\0', sizeof(e->name)))
+		return -EINVAL;
+	struct fibril_health_node_event *dst = NULL;
+	if (!strcmp(e->name, s->self.name))
+		dst = &s->self_health;
+	for (struct node_entry *n = s->nodes; n && !dst; n = n->next)
+		if (!strcmp(n->n.name, e->name))
+			dst = &n->health;
+	if (!dst)
+		return 0; /* a node this module no longer knows */
+	if (e->removed)
+		memset(dst, 0, sizeof(*dst));
+	else
+		*dst = *e;
+	return 0;
+}
+
+static struct json_object *node_json(const struct fibril_node *n, bool routed,
+				     const struct fibril_health_node_event *health)
 {
 	struct json_object *o = json_object_new_object();
 	char a[INET6_ADDRSTRLEN], c[64];
@@ -598,6 +638,7 @@ static struct json_object *node_json(const struct fibril_node *n, bool routed)
 	json_object_object_add(o, "last-seen", json_object_new_int64(n->last_seen_unix));
 	if (n->source != FIBRIL_NODE_SOURCE_LOCAL)
 		json_object_object_add(o, "routed", json_object_new_boolean(routed));
+	health_json(o, health);
 	return o;
 }
 
@@ -612,9 +653,9 @@ static void get_nodes(struct fibril_request *req, struct fibril_response *resp, 
 	json_object_object_add(o, "synced", json_object_new_boolean(s->synced));
 	json_object_object_add(o, "lease", json_object_new_int64(s->lease));
 	struct json_object *arr = json_object_new_array();
-	json_object_array_add(arr, node_json(&s->self, true));
+	json_object_array_add(arr, node_json(&s->self, true, &s->self_health));
 	for (struct node_entry *e = s->nodes; e; e = e->next)
-		json_object_array_add(arr, node_json(&e->n, e->routed));
+		json_object_array_add(arr, node_json(&e->n, e->routed, &e->health));
 	json_object_object_add(o, "nodes", arr);
 	struct json_object *m = json_object_new_object();
 #define STAT(k, v) json_object_object_add(m, k, json_object_new_int64((int64_t)s->stats.v))
@@ -704,6 +745,13 @@ static int nodes_init(struct fibril_module *m)
 	for (size_t i = 0; rc == 0 && i < sizeof(ep_topics) / sizeof(ep_topics[0]); i++) {
 		s->ep_subs[i] = fibril_bus_subscribe(m, ep_topics[i], 1, nodes_ipcache_on_endpoint, s);
 		if (!s->ep_subs[i])
+			rc = -ENOMEM;
+	}
+	if (rc == 0) {
+		/* reachability from the health module, when there is one */
+		s->health_sub = fibril_bus_subscribe(m, FIBRIL_HEALTH_NODE_TOPIC, FIBRIL_HEALTH_NODE_VERSION,
+						     on_health, s);
+		if (!s->health_sub)
 			rc = -ENOMEM;
 	}
 	if (rc == 0)
@@ -814,6 +862,9 @@ static void nodes_fini(struct fibril_module *m)
 	for (size_t i = 0; i < sizeof(s->subs) / sizeof(s->subs[0]); i++)
 		if (s->subs[i])
 			fibril_bus_unsubscribe(s->subs[i]);
+	if (s->health_sub)
+		fibril_bus_unsubscribe(s->health_sub);
+	s->health_sub = NULL;
 	for (size_t i = 0; i < sizeof(s->ep_subs) / sizeof(s->ep_subs[0]); i++)
 		if (s->ep_subs[i])
 			fibril_bus_unsubscribe(s->ep_subs[i]);

@@ -35,6 +35,7 @@ struct node_entry {
 	struct fibril_node n;
 	bool mark;   /* seen in the current full read */
 	bool routed; /* its routes and ipcache entries are in place */
+	struct fibril_health_node_event health; /* from the health module; sz 0: none */
 	struct node_entry *next;
 };
 
@@ -103,6 +104,8 @@ struct nodes {
 	int64_t lease_pending; /* a grant in flight */
 	struct fibril_kv_watch *watch;
 	struct fibril_subscription *subs[3];
+	struct fibril_subscription *health_sub; /* health.node: reachability for GET /v1/nodes */
+	struct fibril_health_node_event self_health;
 	struct fibril_timer *retry;
 	struct node_entry *nodes;
 	size_t n_nodes;

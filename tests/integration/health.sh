@@ -10,14 +10,19 @@
 # -> n1 and n2 show n3's HTTP targets unreachable within two intervals,
 # their health turns Degraded naming n3, and all is well again within two
 # intervals of SIGCONT; n3 ignoring echo requests (its namespace's
-# icmp_echo_ignore_all) -> the ICMP targets fail the same way. A stopped
-# agent takes its endpoint address off its loopback.
+# icmp_echo_ignore_all) -> the ICMP targets fail the same way. `fibril
+# node list` shows each node's reachability (the health module's bus topic
+# health.node, read by the nodes module). A stopped agent takes its
+# endpoint address off its loopback; once its node record is gone, n1's
+# /metrics (parsed with prometheus_client) has no series of n3 left.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
+. "$top_srcdir/tests/lib/health_view.sh"
 
 MODS="kvstore-etcd ipam-cluster-pool ipam-api nodes health"
 # shellcheck disable=SC2086
 mn_require $MODS
+prometheus_python
 # shellcheck disable=SC2086
 mn_modules "$WORK/mods" $MODS
 mn_underlay_up
@@ -33,20 +38,6 @@ start() {
 for n in n1 n2 n3; do start $n || { fail "the agent of $n starts"; finish; }; done
 
 health_json() { mn_api "$1" http://x/v1/health; }
-# health_is NODE PYTHON-EXPR : EXPR over j = the node's GET /v1/health, with
-# peer(name) and tgt(name, target) as shortcuts
-health_is() {
-	local doc
-	doc=$(health_json "$1") || true
-	python3 -c '
-import json, sys
-j = json.loads(sys.argv[1])
-def peer(n): return next(p for p in j["peers"] if p["name"] == n)
-def tgt(n, t): return peer(n)["targets"][t]
-sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' "$doc" "$2" 2>/dev/null && return 0
-	[ -z "${QUIET:-}" ] && echo "  $1: ${doc:0:600}"
-	return 1
-}
 # elapsed_until SECONDS CMD... : poll CMD; prints the seconds it took
 elapsed_until() {
 	local limit=$1 t0 now
@@ -82,6 +73,13 @@ rc=0; out=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health status) || rc=$?
 check "fibril health status exits 0 and lists n3 with its addresses" \
 	eval '[ $rc = 0 ] && grep -Eq "^n3 +${MN_IP[n3]} +ok [0-9.]+/[0-9.]+/[0-9.]+ +ok .* $EP3 +ok" <<<"$out"'
 check "  and prints the matrix" grep -Eq "^n2 +ok +ok +ok$" <<<"$out"
+nodelist() { "$CLI" -s "${MN_DIR[$1]}/fibril.sock" node list; }
+reach_col() { nodelist "$1" | awk -v n="$2" '$1 == n { print $NF }'; }
+node_reach_is() { [ "$(reach_col "$1" "$2")" = "$3" ]; }
+check "fibril node list on n1: REACHABLE yes for n1, n2 and n3" \
+	eval 'wait_for 5 node_reach_is n1 n1 yes && node_reach_is n1 n2 yes && node_reach_is n1 n3 yes && grep -q "REACHABLE$" <<<"$(nodelist n1)"' ||
+	nodelist n1
+check "  GET /v1/nodes has n3's health" eval '[ "$(mn_json n1 /v1/nodes "[n[\"health\"][\"reachable\"] for n in j[\"nodes\"] if n[\"name\"] == \"n3\"]")" = "[True]" ]'
 check "fibril health still prints ok" test "$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health)" = ok
 rc=0; err=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health frob 2>&1) || rc=$?
 check "fibril health frob: a usage error naming it" eval '[ $rc = 2 ] && grep -q "unknown subcommand .frob." <<<"$err"'
@@ -116,6 +114,8 @@ mn_api n1 http://x/metrics >"$WORK/metrics.txt"
 check "/metrics: n3's node-http is 0, one node unreachable" \
 	eval 'grep -q "^fibril_health_node_reachable{peer=\"n3\",target=\"node-http\"} 0$" "$WORK/metrics.txt" &&
 	grep -q "^fibril_health_nodes{state=\"unreachable\"} 1$" "$WORK/metrics.txt"'
+check "fibril node list on n1: n3 not reachable, n2 still is" eval 'node_reach_is n1 n3 no && node_reach_is n1 n2 yes' ||
+	nodelist n1
 check "n1's log names n3 unreachable" grep -q 'unreachable: n3 (node-http, endpoint-http)' "${MN_DIR[n1]}/agent.log"
 kill -CONT "${MN_PID[n3]}"
 back() { QUIET=1 all_ok "$1"; }
@@ -123,6 +123,7 @@ r1=0; t1=$(elapsed_until "$LIMIT" back n1) || r1=$?
 check "n1 shows n3 reachable again within two intervals of SIGCONT (${t1}s)" test $r1 = 0
 check "  and its healthz is 200 again" test "$(mn_api n1 -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200
 check "  n2 too" wait_for 3 back n2
+check "  and fibril node list says yes for n3 again" wait_for 3 node_reach_is n1 n3 yes
 
 # ---- n3's kernel stops answering echo requests -----------------------------------------------------
 ip netns exec "$(mn_ns n3)" sysctl -qw net.ipv4.icmp_echo_ignore_all=1
@@ -138,5 +139,28 @@ mn_agent_kill n3 TERM
 check "n3's agent stopped cleanly (no sanitizer report in its log)" eval '! grep -q "Sanitizer" "${MN_DIR[n3]}/agent.log"'
 check "a stopped agent takes its health endpoint address off its loopback" \
 	eval '! grep -q "inet $EP3/32" <<<"$(ip -n "$(mn_ns n3)" addr show dev lo)"'
+# n3_series NODE: how many samples of the node's /metrics name peer n3 (the
+# exposition parsed by prometheus_client)
+n3_series() {
+	mn_api "$1" http://x/metrics >"$WORK/m-$1.txt" || return 1
+	"$PY" - "$WORK/m-$1.txt" <<'PY'
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+fams = list(text_string_to_metric_families(open(sys.argv[1]).read()))
+assert any(f.name == "fibril_health_node_reachable" for f in fams), "no health family"
+print(sum(1 for f in fams for s in f.samples if s.labels.get("peer") == "n3"))
+PY
+}
+n3_gone() { [ "$(n3_series "$1")" = 0 ]; }
+before=$(n3_series n1) || before=error
+before2=$(n3_series n2) || before2=error
+check "n3 stopped but its record still held (lease TTL 30 s): n1 and n2 still have n3's series ($before, $before2)" \
+	eval '[ "$before" -ge 8 ] && [ "$before2" -ge 8 ]'
+# delete n3's record as an operator would (or its lease would expire)
+mn_etcdctl del /fibril/state/nodes/v1/n3 >/dev/null
+check "n1's node list no longer has n3" wait_for 10 eval '! grep -q "^n3 " <<<"$(nodelist n1)"'
+check "n1's /metrics has no series of n3 left" wait_for 5 n3_gone n1
+check "  n2's neither" wait_for 5 n3_gone n2
+check "  n1's series of n2 stay" eval '[ "$(grep -c "peer=\"n2\"" "$WORK/m-n1.txt")" -ge 4 ]'
 
 finish

@@ -18,14 +18,7 @@
 
 [ "$(id -u)" = 0 ] || skip_or_fail "the agent only loads root-owned modules; run as root"
 [ -f "$top_builddir/.libs/ipam-api.so" ] || skip_or_fail "ipam-api is not built (configured without it?)"
-# Debian's python3-prometheus-client lives in the system python (a python3
-# earlier in PATH, e.g. pyenv's, may not see it)
-PY=python3
-for p in python3 /usr/bin/python3; do
-	if "$p" -c 'import prometheus_client.parser' 2>/dev/null; then PY=$p; break; fi
-done
-"$PY" -c 'import prometheus_client.parser' 2>/dev/null ||
-	skip_or_fail "python3-prometheus-client is missing (scripts/deps.sh installs it)"
+prometheus_python
 
 mods=$WORK/mods
 mkdir -p "$mods"

@@ -49,6 +49,18 @@ skip_or_fail() {
 	echo "SKIP: $1"
 	exit 77
 }
+# prometheus_python : PY = a python3 that has prometheus_client's parser
+# (Debian's python3-prometheus-client lives in the system python; a python3
+# earlier in PATH, e.g. pyenv's, may not see it), else skip_or_fail.
+prometheus_python() {
+	local p
+	PY=python3
+	for p in python3 /usr/bin/python3; do
+		if "$p" -c 'import prometheus_client.parser' 2>/dev/null; then PY=$p; break; fi
+	done
+	"$PY" -c 'import prometheus_client.parser' 2>/dev/null ||
+		skip_or_fail "python3-prometheus-client is missing (scripts/deps.sh installs it)"
+}
 # note_or_fail WHY : a check that could not run: a note locally, a failure in CI.
 note_or_fail() {
 	if [ "${CI:-}" = true ]; then fail "$1"; else echo "NOTE: $1"; fi

@@ -15,6 +15,10 @@
 #                                (MN_UNDERLAY_PREFIX.(10+INDEX)), forwarding on;
 #                                MN_UNDERLAY_MTU (default 1500) on the underlay
 #                                links (a tunnel needs room for its 50 bytes)
+#                                MN_UNDERLAY_PREFIX6 (e.g. fd31:250::, default
+#                                empty: IPv4 only) gives the bridge PREFIX6 1/64
+#                                and each node PREFIX6 (10+INDEX)/64 too (no
+#                                DAD), in MN_IP6[NAME], IPv6 forwarding on
 #   mn_modules DIR MODULE...     a root-owned module dir
 #   mn_agent_start NAME MODDIR [agent args...]  the node's agent, healthy
 #                                (MN_START_NOWAIT=1: started, not waited for)
@@ -40,13 +44,14 @@ MN_TAG="fmn$$"
 MN_UNDERLAY_NS="$MN_TAG-u"
 MN_UNDERLAY_PREFIX=${MN_UNDERLAY_PREFIX:-172.31.250}
 MN_UNDERLAY_MTU=${MN_UNDERLAY_MTU:-1500}
+MN_UNDERLAY_PREFIX6=${MN_UNDERLAY_PREFIX6:-}
 MN_ETCD_ENDPOINT=""
 MN_ETCD_PID=""
 MN_NETNS_LIST=()
 MN_NODES=()
 MN_BG_PIDS=() # helpers the lib started (stream ends)
 MN_STREAM_SENDER=""
-declare -A MN_PID MN_DIR MN_IP MN_POD_IP MN_POD_NODE
+declare -A MN_PID MN_DIR MN_IP MN_IP6 MN_POD_IP MN_POD_NODE
 
 _mn_cleanup() {
 	local rc=$?
@@ -99,6 +104,8 @@ mn_underlay_up() {
 	_mn_netns_add "$MN_UNDERLAY_NS"
 	ip -n "$MN_UNDERLAY_NS" link add br0 mtu "$MN_UNDERLAY_MTU" type bridge
 	ip -n "$MN_UNDERLAY_NS" addr add "$MN_UNDERLAY_PREFIX.1/24" dev br0
+	[ -z "$MN_UNDERLAY_PREFIX6" ] ||
+		ip -n "$MN_UNDERLAY_NS" addr add "${MN_UNDERLAY_PREFIX6}1/64" dev br0 nodad
 	ip -n "$MN_UNDERLAY_NS" link set br0 up
 }
 
@@ -140,6 +147,11 @@ mn_node_add() {
 		netns "$MN_UNDERLAY_NS"
 	ip -n "$MN_UNDERLAY_NS" link set "u$idx" master br0 up
 	ip -n "$ns" addr add "${MN_IP[$name]}/24" dev eth0
+	if [ -n "$MN_UNDERLAY_PREFIX6" ]; then
+		MN_IP6[$name]="${MN_UNDERLAY_PREFIX6}$((10 + idx))"
+		ip -n "$ns" addr add "${MN_IP6[$name]}/64" dev eth0 nodad
+		ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.forwarding=1
+	fi
 	ip -n "$ns" link set eth0 up
 	ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
 }

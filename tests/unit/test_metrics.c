@@ -3,7 +3,8 @@
  * text for counters, gauges and histograms (cumulative buckets, +Inf,
  * _sum/_count), label escaping, number formatting, the refusals (names,
  * labels, buckets, duplicates), release by owner, scrape callbacks, the
- * options' size rule, and lock-free updates from several threads. */
+ * options' size rule, lock-free updates from several threads, and deleting
+ * series (SDK 1.7), also while other threads scrape and update. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -306,6 +307,173 @@ static void t_threads(void)
 	free_fake_module(m);
 }
 
+static void t_delete(void)
+{
+	struct fibril_module *m = fake_module("mod");
+	static const char *const labels[] = {"peer", "target", NULL};
+	struct fibril_metric *g = fibril_metric_register(m, OPTS(.type = FIBRIL_METRIC_GAUGE,
+		.name = "fibril_mod_reachable", .labels = labels));
+	struct fibril_metric *h = fibril_metric_register(m, OPTS(.type = FIBRIL_METRIC_HISTOGRAM,
+		.name = "fibril_mod_rtt_seconds", .labels = labels, .buckets = (const double[]){1},
+		.nbuckets = 1));
+	struct fibril_metric *plain = fibril_metric_register(m, OPTS(.type = FIBRIL_METRIC_GAUGE,
+		.name = "fibril_mod_plain"));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plain);
+	struct fibril_series *n1a = fibril_metric_labels(g, "n1", "icmp");
+	fibril_series_set(n1a, 1);
+	fibril_series_set(fibril_metric_labels(g, "n1", "http"), 1);
+	fibril_series_set(fibril_metric_labels(g, "n2", "icmp"), 1);
+	fibril_series_set(fibril_metric_labels(g, "n3", "icmp"), 0);
+	fibril_series_observe(fibril_metric_labels(h, "n1", "icmp"), 0.5);
+	fibril_series_set(fibril_metric_series(plain, NULL), 7);
+
+	/* one series by its values */
+	CU_ASSERT_EQUAL(fibril_metric_delete(g, (const char *const[]){"n3", "icmp"}), 1);
+	CU_ASSERT_EQUAL(fibril_metric_delete(g, (const char *const[]){"n3", "icmp"}), 0);
+	CU_ASSERT_EQUAL(fibril_metric_delete(g, (const char *const[]){"n9", "icmp"}), 0);
+	CU_ASSERT_EQUAL(fibril_metric_delete(g, (const char *const[]){"n1", NULL}), -EINVAL);
+	CU_ASSERT_EQUAL(fibril_metric_delete(NULL, NULL), -EINVAL);
+	char *text = expose();
+	CU_ASSERT_PTR_NULL(strstr(text, "peer=\"n3\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "fibril_mod_reachable{peer=\"n2\",target=\"icmp\"} 1\n"));
+	free(text);
+
+	/* every series of a label value, across label positions */
+	CU_ASSERT_EQUAL(fibril_metric_delete_matching(g, "peer", "n1"), 2);
+	CU_ASSERT_EQUAL(fibril_metric_delete_matching(g, "peer", "n1"), 0);
+	CU_ASSERT_EQUAL(fibril_metric_delete_matching(h, "peer", "n1"), 1);
+	CU_ASSERT_EQUAL(fibril_metric_delete_matching(g, "node", "n1"), -ENOENT);
+	CU_ASSERT_EQUAL(fibril_metric_delete_matching(g, "peer", NULL), -EINVAL);
+	CU_ASSERT_EQUAL(fibril_metric_delete_matching(NULL, "peer", "n1"), -EINVAL);
+	text = expose();
+	CU_ASSERT_PTR_NULL(strstr(text, "peer=\"n1\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "# TYPE fibril_mod_rtt_seconds histogram\n# HELP")); /* no samples */
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "fibril_mod_reachable{peer=\"n2\",target=\"icmp\"} 1\n"));
+	free(text);
+
+	/* a pointer kept past the delete stays valid; its updates are not shown */
+	fibril_series_set(n1a, 5);
+	text = expose();
+	CU_ASSERT_PTR_NULL(strstr(text, "peer=\"n1\""));
+	free(text);
+	/* the same values again: the same series, from zero */
+	struct fibril_series *back = fibril_metric_labels(g, "n1", "icmp");
+	CU_ASSERT_PTR_EQUAL(back, n1a);
+	CU_ASSERT_DOUBLE_EQUAL(fibril_series_value(back), 0, 0);
+	fibril_series_inc(back);
+	struct fibril_series *hb = fibril_metric_labels(h, "n1", "icmp");
+	CU_ASSERT_DOUBLE_EQUAL(fibril_series_value(hb), 0, 0);
+	text = expose();
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "fibril_mod_reachable{peer=\"n1\",target=\"icmp\"} 1\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "fibril_mod_rtt_seconds_bucket{peer=\"n1\",target=\"icmp\",le=\"1\"} 0\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "fibril_mod_rtt_seconds_count{peer=\"n1\",target=\"icmp\"} 0\n"));
+	free(text);
+
+	/* a family without labels: its one series */
+	CU_ASSERT_EQUAL(fibril_metric_delete(plain, NULL), 1);
+	text = expose();
+	CU_ASSERT_PTR_NULL(strstr(text, "\nfibril_mod_plain 7\n"));
+	free(text);
+	/* new series after deletes go to the end (the tail was kept right) */
+	fibril_series_set(fibril_metric_labels(g, "n4", "icmp"), 4);
+	text = expose();
+	char *n2 = strstr(text, "peer=\"n2\""), *n4 = strstr(text, "peer=\"n4\"");
+	CU_ASSERT(n2 && n4 && n2 < n4);
+	free(text);
+	free_fake_module(m); /* frees the retired series too (ASan: no leak) */
+}
+
+/* Deletes racing scrapes and updates (run under TSan by make check-unit). */
+static struct fibril_metric *g_churn_g, *g_churn_h;
+static _Atomic int g_churn_stop;
+static _Atomic long g_churn_updates, g_churn_deletes;
+
+static void *churn_update(void *arg)
+{
+	(void)arg;
+	struct fibril_series *held = fibril_metric_labels(g_churn_g, "held", "x");
+	while (!g_churn_stop) {
+		char peer[16];
+		for (int i = 0; i < 8; i++) {
+			snprintf(peer, sizeof(peer), "n%d", i);
+			fibril_series_inc(fibril_metric_labels(g_churn_g, peer, "icmp"));
+			fibril_series_observe(fibril_metric_labels(g_churn_h, peer, "http"), 0.001 * i);
+		}
+		fibril_series_inc(held); /* deleted now and then under it */
+		g_churn_updates++;
+	}
+	return NULL;
+}
+
+static void *churn_delete(void *arg)
+{
+	(void)arg;
+	while (!g_churn_stop) {
+		char peer[16];
+		for (int i = 0; i < 8; i++) {
+			snprintf(peer, sizeof(peer), "n%d", i);
+			fibril_metric_delete_matching(g_churn_g, "peer", peer);
+			fibril_metric_delete(g_churn_h, (const char *const[]){peer, "http"});
+		}
+		fibril_metric_delete(g_churn_g, (const char *const[]){"held", "x"});
+		g_churn_deletes++;
+	}
+	return NULL;
+}
+
+/* Each churn histogram's _count equals its +Inf bucket in this text. */
+__attribute__((noinline)) static bool histograms_whole(const char *text)
+{
+	static const char count[] = "fibril_mod_churn_seconds_count{";
+	for (const char *c = strstr(text, count); c; c = strstr(c + 1, count)) {
+		const char *labels = c + sizeof(count) - 1, *end = strchr(c, '}');
+		const char *eol = strchr(c, '\n');
+		if (!end || !eol)
+			return false;
+		char key[160];
+		snprintf(key, sizeof(key), "fibril_mod_churn_seconds_bucket{%.*s,le=\"+Inf\"}%.*s\n",
+			 (int)(end - labels), labels, (int)(eol - end - 1), end + 1);
+		if (!strstr(text, key))
+			return false;
+	}
+	return true;
+}
+
+static void t_delete_threads(void)
+{
+	struct fibril_module *m = fake_module("mod");
+	static const char *const labels[] = {"peer", "target", NULL};
+	g_churn_g = fibril_metric_register(m, OPTS(.type = FIBRIL_METRIC_COUNTER,
+		.name = "fibril_mod_churn_total", .labels = labels));
+	g_churn_h = fibril_metric_register(m, OPTS(.type = FIBRIL_METRIC_HISTOGRAM,
+		.name = "fibril_mod_churn_seconds", .labels = labels));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(g_churn_g);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(g_churn_h);
+	g_churn_stop = 0;
+	pthread_t t[4];
+	pthread_create(&t[0], NULL, churn_update, NULL);
+	pthread_create(&t[1], NULL, churn_update, NULL);
+	pthread_create(&t[2], NULL, churn_delete, NULL);
+	pthread_create(&t[3], NULL, churn_delete, NULL);
+	/* this thread scrapes meanwhile; every histogram shown is whole */
+	bool whole = true;
+	g_churn_updates = g_churn_deletes = 0;
+	/* at least 300 scrapes, and as long as it takes the others to go round
+	 * 1000 times each (so they overlap, even on a busy machine) */
+	for (int i = 0; i < 300 || g_churn_updates < 2000 || g_churn_deletes < 2000; i++) {
+		char *text = expose();
+		whole = whole && histograms_whole(text);
+		free(text);
+	}
+	g_churn_stop = 1;
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	CU_ASSERT(whole);
+	free_fake_module(m);
+}
+
 FIBRIL_TEST_MAIN("metrics", NULL, NULL,
 		 FIBRIL_TEST(t_counter_gauge_text),
 		 FIBRIL_TEST(t_histogram_text),
@@ -313,4 +481,6 @@ FIBRIL_TEST_MAIN("metrics", NULL, NULL,
 		 FIBRIL_TEST(t_refusals),
 		 FIBRIL_TEST(t_release_by_owner),
 		 FIBRIL_TEST(t_scrape_callback_and_old_opts),
-		 FIBRIL_TEST(t_threads))
+		 FIBRIL_TEST(t_threads),
+		 FIBRIL_TEST(t_delete),
+		 FIBRIL_TEST(t_delete_threads))

@@ -1,4 +1,5 @@
-/* fibril/metrics.h - Prometheus metrics owned by a module (ABI 1.5).
+/* fibril/metrics.h - Prometheus metrics owned by a module (ABI 1.5;
+ * deleting series: ABI 1.7).
  *
  * A module registers metric families (counter, gauge, histogram with fixed
  * buckets), each with a fixed list of label names, usually in init. Each
@@ -16,6 +17,9 @@
  * "__", and "le" is reserved for histograms. Label values are any UTF-8
  * text (escaped on output). Keep the label values bounded (reasons,
  * directions, pools), never per packet or per request.
+ *
+ * A series whose subject is gone (a node that left, a pool removed) is
+ * taken out of the exposition with fibril_metric_delete (SDK 1.7).
  *
  * Figures the module already keeps elsewhere (a BPF map, a struct) can be
  * mirrored at scrape time: fibril_metrics_on_scrape's callback runs on the
@@ -66,6 +70,27 @@ struct fibril_metric *fibril_metric_register(struct fibril_module *m,
 struct fibril_series *fibril_metric_series(struct fibril_metric *mt, const char *const *values);
 /* The same with the values as arguments (exactly as many as label names). */
 struct fibril_series *fibril_metric_labels(struct fibril_metric *mt, ...);
+
+/* Deleting series (SDK 1.7; check FIBRIL_ABI_MINOR >= 7 at build time and
+ * run on a host of 1.7 or later, which the loader ensures for a module
+ * built against 1.7). Thread-safe, also against a scrape in progress: the
+ * exposition shows a series whole or not at all.
+ *
+ * fibril_metric_delete takes the series of these label values (as for
+ * fibril_metric_series) out of the exposition: 1 when it was there, 0 when
+ * it was not, -EINVAL when mt or a value is missing.
+ * fibril_metric_delete_matching takes out every series of mt whose label
+ * `label` equals `value` (a node's series of every target, say): how many,
+ * -EINVAL when an argument is NULL, -ENOENT when mt has no such label.
+ *
+ * The memory of a deleted series is kept until the module is released, so
+ * a pointer another thread still holds stays valid: its updates are lost
+ * (nobody sees them). Using the same label values again brings the series
+ * back from zero (the same pointer), so the memory kept is bounded by the
+ * label value sets ever used, as without deleting; drop your own pointers
+ * to a deleted series, or they update it once it is back. */
+int fibril_metric_delete(struct fibril_metric *mt, const char *const *values);
+int fibril_metric_delete_matching(struct fibril_metric *mt, const char *label, const char *value);
 
 /* Updates: lock-free, from any thread. A NULL series is ignored. */
 void fibril_series_inc(struct fibril_series *s);             /* counter, gauge: +1 */

@@ -29,6 +29,11 @@
  *       also served on the TCP listener; the kvstore's paged prefix read
  *       (get_paged, interface 3), the endpoint module's cluster identity
  *       events.
+ *   7 - shared stream messages (fibril_stream_msg_new,
+ *       fibril_stream_client_send_msg, fibril_stream_msg_put), the
+ *       dp_events ring size; deleting metric series (fibril_metric_delete,
+ *       fibril_metric_delete_matching); the health module's bus topic
+ *       "health.node" (<fibril/health.h>).
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
