@@ -1,0 +1,233 @@
+/* modules/hubble-lite/services.c - the services flows are annotated with:
+ * a lookup by (address, port, protocol) built from the lb module's
+ * service events (<fibril/lb.h>, topic lb.service), as Hubble keeps a
+ * service cache to name a flow's service. The socket-level LB translates
+ * at connect(), so a pod's packets carry the backend's address: an address
+ * is looked up among the frontends first, then among the backends (a
+ * backend several services share names the one updated last). No SDK
+ * calls, so the fuzz target links it alone. */
+#include "hubble.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fibril/lb.h>
+
+#define KEY_LEN 20 /* addr 16, port 2, proto 1, frontend 1 */
+#define ID_MAX 65535u
+
+struct addr_ent {
+	uint8_t key[KEY_LEN];
+	uint16_t svc_id;
+	struct addr_ent *next;
+};
+
+struct svc_ent {
+	struct hl_service name;
+	size_t nkeys;
+	uint8_t (*keys)[KEY_LEN]; /* the frontend first, then the backends */
+};
+
+struct hl_svcmap {
+	struct svc_ent **by_id; /* ID_MAX + 1 */
+	struct addr_ent **b;
+	size_t nb, n, nsvc;
+};
+
+static uint64_t hash_key(const uint8_t *k)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < KEY_LEN; i++) {
+		h ^= k[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h ^ (h >> 31);
+}
+
+static void make_key(uint8_t key[KEY_LEN], const uint8_t addr[16], uint16_t port, uint8_t proto,
+		     bool frontend)
+{
+	memcpy(key, addr, 16);
+	memcpy(key + 16, &port, 2);
+	key[18] = proto;
+	key[19] = frontend;
+}
+
+struct hl_svcmap *hl_svcmap_new(void)
+{
+	struct hl_svcmap *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->nb = 1024;
+	m->by_id = calloc(ID_MAX + 1, sizeof(*m->by_id));
+	m->b = calloc(m->nb, sizeof(*m->b));
+	if (!m->by_id || !m->b) {
+		hl_svcmap_free(m);
+		return NULL;
+	}
+	return m;
+}
+
+static void unlink_addr(struct hl_svcmap *m, const uint8_t *key, uint16_t id)
+{
+	for (struct addr_ent **pp = &m->b[hash_key(key) & (m->nb - 1)]; *pp; pp = &(*pp)->next) {
+		struct addr_ent *e = *pp;
+		if (e->svc_id == id && !memcmp(e->key, key, KEY_LEN)) {
+			*pp = e->next;
+			free(e);
+			m->n--;
+			return;
+		}
+	}
+}
+
+static void remove_svc(struct hl_svcmap *m, uint16_t id)
+{
+	struct svc_ent *s = m->by_id[id];
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nkeys; i++)
+		unlink_addr(m, s->keys[i], id);
+	free(s->keys);
+	free(s);
+	m->by_id[id] = NULL;
+	m->nsvc--;
+}
+
+static void grow(struct hl_svcmap *m)
+{
+	size_t nb = m->nb * 2;
+	struct addr_ent **b = calloc(nb, sizeof(*b));
+	if (!b)
+		return; /* longer chains, still right */
+	for (size_t i = 0; i < m->nb; i++)
+		for (struct addr_ent *e = m->b[i], *next; e; e = next) {
+			next = e->next;
+			size_t j = hash_key(e->key) & (nb - 1);
+			e->next = b[j];
+			b[j] = e;
+		}
+	free(m->b);
+	m->b = b;
+	m->nb = nb;
+}
+
+static int link_addr(struct hl_svcmap *m, const uint8_t *key, uint16_t id)
+{
+	struct addr_ent *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	if (m->n >= m->nb * 2)
+		grow(m);
+	memcpy(e->key, key, KEY_LEN);
+	e->svc_id = id;
+	size_t i = hash_key(key) & (m->nb - 1);
+	e->next = m->b[i]; /* newest first: a shared backend names the last updated */
+	m->b[i] = e;
+	m->n++;
+	return 0;
+}
+
+/* a fixed-size, maybe unterminated string of the event */
+static void copy_field(char *dst, size_t len, const char *src, size_t srclen)
+{
+	size_t n = strnlen(src, srclen);
+	if (n >= len)
+		n = len - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+int hl_svcmap_apply(struct hl_svcmap *m, const void *payload, size_t len)
+{
+	struct fibril_lb_service_event ev;
+	size_t need = offsetof(struct fibril_lb_service_event, backends) + sizeof(ev.backends);
+	if (len < need)
+		return -EINVAL;
+	memset(&ev, 0, sizeof(ev));
+	memcpy(&ev, payload, len < sizeof(ev) ? len : sizeof(ev));
+	if (ev.sz < need || ev.sz > len || !ev.id ||
+	    (ev.op != FIBRIL_LB_SERVICE_UPSERTED && ev.op != FIBRIL_LB_SERVICE_DELETED))
+		return -EINVAL;
+	if (ev.nbackends && (ev.backends < ev.sz || ev.backends > len ||
+			     ev.nbackends > (len - ev.backends) / sizeof(struct fibril_lb_backend_addr)))
+		return -EINVAL;
+	remove_svc(m, ev.id);
+	if (ev.op == FIBRIL_LB_SERVICE_DELETED || !ev.name[0])
+		return 0; /* a service without a name names no flow */
+	struct svc_ent *s = calloc(1, sizeof(*s));
+	if (!s || !(s->keys = calloc((size_t)ev.nbackends + 1, KEY_LEN))) {
+		free(s);
+		return -ENOMEM;
+	}
+	copy_field(s->name.ns, sizeof(s->name.ns), ev.namespace_, sizeof(ev.namespace_));
+	copy_field(s->name.name, sizeof(s->name.name), ev.name, sizeof(ev.name));
+	m->by_id[ev.id] = s;
+	m->nsvc++;
+	make_key(s->keys[s->nkeys], ev.addr, ev.port, ev.proto, true);
+	if (link_addr(m, s->keys[s->nkeys], ev.id) == 0)
+		s->nkeys++;
+	const uint8_t *be = (const uint8_t *)payload + ev.backends;
+	for (uint32_t i = 0; i < ev.nbackends; i++) {
+		struct fibril_lb_backend_addr b;
+		memcpy(&b, be + (size_t)i * sizeof(b), sizeof(b));
+		make_key(s->keys[s->nkeys], b.addr, b.port, ev.proto, false);
+		bool dup = false;
+		for (size_t j = 0; j < s->nkeys && !dup; j++)
+			dup = !memcmp(s->keys[j], s->keys[s->nkeys], KEY_LEN);
+		if (!dup && link_addr(m, s->keys[s->nkeys], ev.id) == 0)
+			s->nkeys++;
+	}
+	return 0;
+}
+
+const struct hl_service *hl_svcmap_lookup(const struct hl_svcmap *m, uint8_t family,
+					  const uint8_t *addr, uint16_t port, uint8_t proto)
+{
+	static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	uint8_t a[16], key[KEY_LEN];
+	if (!m || !m->nsvc || (family != 4 && family != 6))
+		return NULL;
+	if (family == 4) {
+		memcpy(a, v4_prefix, 12);
+		memcpy(a + 12, addr, 4);
+	} else {
+		memcpy(a, addr, 16);
+	}
+	for (int fe = 1; fe >= 0; fe--) {
+		make_key(key, a, port, proto, fe);
+		for (const struct addr_ent *e = m->b[hash_key(key) & (m->nb - 1)]; e; e = e->next)
+			if (!memcmp(e->key, key, KEY_LEN) && m->by_id[e->svc_id])
+				return &m->by_id[e->svc_id]->name;
+	}
+	return NULL;
+}
+
+size_t hl_svcmap_count(const struct hl_svcmap *m)
+{
+	return m ? m->nsvc : 0;
+}
+
+void hl_svcmap_free(struct hl_svcmap *m)
+{
+	if (!m)
+		return;
+	if (m->by_id)
+		for (size_t id = 0; id <= ID_MAX; id++)
+			if (m->by_id[id]) {
+				free(m->by_id[id]->keys);
+				free(m->by_id[id]);
+			}
+	if (m->b)
+		for (size_t i = 0; i < m->nb; i++)
+			for (struct addr_ent *e = m->b[i], *next; e; e = next) {
+				next = e->next;
+				free(e);
+			}
+	free(m->by_id);
+	free(m->b);
+	free(m);
+}
