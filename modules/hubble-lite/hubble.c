@@ -100,16 +100,6 @@ static struct hl_ep *ep_by_addr(struct hubble *h, uint8_t family, const uint8_t 
 	return NULL;
 }
 
-/* Copy at most srclen bytes of src (up to its NUL), cut to fit dst. */
-static void copy_str(char *dst, size_t len, const char *src, size_t srclen)
-{
-	size_t n = strnlen(src, srclen);
-	if (n >= len)
-		n = len - 1;
-	memcpy(dst, src, n);
-	dst[n] = '\0';
-}
-
 static int on_endpoint(const struct fibril_event *ev, void *ud)
 {
 	struct hubble *h = ud;
@@ -139,9 +129,9 @@ static int on_endpoint(const struct fibril_event *ev, void *ud)
 	}
 	x->id = e->id;
 	x->identity = e->identity;
-	copy_str(x->ns, sizeof(x->ns), e->pod_namespace, sizeof(e->pod_namespace));
-	copy_str(x->pod, sizeof(x->pod), e->pod_name, sizeof(e->pod_name));
-	copy_str(x->labels, sizeof(x->labels), FIBRIL_ENDPOINT_LABELS(e),
+	hl_copy_str(x->ns, sizeof(x->ns), e->pod_namespace, sizeof(e->pod_namespace));
+	hl_copy_str(x->pod, sizeof(x->pod), e->pod_name, sizeof(e->pod_name));
+	hl_copy_str(x->labels, sizeof(x->labels), FIBRIL_ENDPOINT_LABELS(e),
 		 e->labels ? ev->payload_len - e->labels : 1);
 	x->has4 = e->has_ipv4;
 	x->has6 = e->has_ipv6;

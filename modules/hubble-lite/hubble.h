@@ -127,6 +127,9 @@ int hl_svcmap_apply(struct hl_svcmap *m, const void *payload, size_t len);
 const struct hl_service *hl_svcmap_lookup(const struct hl_svcmap *m, uint8_t family,
 					  const uint8_t *addr, uint16_t port, uint8_t proto);
 size_t hl_svcmap_count(const struct hl_svcmap *m);
+/* Copy at most srclen bytes of src (up to its NUL: an event's fixed-size,
+ * maybe unterminated field), cut to fit dst. */
+void hl_copy_str(char *dst, size_t len, const char *src, size_t srclen);
 
 /* web.c: the page at GET /flows (0 or -errno). */
 struct fibril_module;

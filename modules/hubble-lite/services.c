@@ -131,8 +131,7 @@ static int link_addr(struct hl_svcmap *m, const uint8_t *key, uint16_t id)
 	return 0;
 }
 
-/* a fixed-size, maybe unterminated string of the event */
-static void copy_field(char *dst, size_t len, const char *src, size_t srclen)
+void hl_copy_str(char *dst, size_t len, const char *src, size_t srclen)
 {
 	size_t n = strnlen(src, srclen);
 	if (n >= len)
@@ -163,8 +162,8 @@ int hl_svcmap_apply(struct hl_svcmap *m, const void *payload, size_t len)
 		free(s);
 		return -ENOMEM;
 	}
-	copy_field(s->name.ns, sizeof(s->name.ns), ev.namespace_, sizeof(ev.namespace_));
-	copy_field(s->name.name, sizeof(s->name.name), ev.name, sizeof(ev.name));
+	hl_copy_str(s->name.ns, sizeof(s->name.ns), ev.namespace_, sizeof(ev.namespace_));
+	hl_copy_str(s->name.name, sizeof(s->name.name), ev.name, sizeof(ev.name));
 	m->by_id[ev.id] = s;
 	m->nsvc++;
 	make_key(s->keys[s->nkeys], ev.addr, ev.port, ev.proto, true);

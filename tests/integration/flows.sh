@@ -44,14 +44,7 @@ flows_cleanup() {
 }
 trap flows_cleanup EXIT INT TERM
 # the lb module's socket hooks go on a cgroup of the test's own
-CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
-CG2_MOUNTED=""
-if [ -z "$CG2" ]; then # a cgroup v1 host: a cgroup2 hierarchy of the test's own
-	CG2=$WORK/cgroup2
-	mkdir -p "$CG2"
-	mount -t cgroup2 none "$CG2" || skip_or_fail "cannot mount a cgroup v2 file system"
-	CG2_MOUNTED=$CG2
-fi
+find_cgroup2
 CG="$CG2/fibril-flows-test-$$"
 mkdir "$CG"
 
