@@ -16,19 +16,24 @@
 
 #include <fibril/lb.h>
 
-#define KEY_LEN 20 /* addr 16, port 2, proto 1, frontend 1 */
+#define KEY_LEN 20 /* addr 16, port 2, proto 1, a zero byte */
 #define ID_MAX 65535u
-
-struct addr_ent {
-	uint8_t key[KEY_LEN];
-	uint16_t svc_id;
-	struct addr_ent *next;
-};
 
 struct svc_ent {
 	struct hl_service name;
 	size_t nkeys;
 	uint8_t (*keys)[KEY_LEN]; /* the frontend first, then the backends */
+};
+
+/* One per (address, port, protocol), so a lookup walks no duplicates: the
+ * service it is the frontend of, and those it is a backend of (the last
+ * updated last). */
+struct addr_ent {
+	uint8_t key[KEY_LEN];
+	struct svc_ent *frontend_of;
+	struct svc_ent **backend_of;
+	uint32_t nbackend_of, cap;
+	struct addr_ent *next;
 };
 
 struct hl_svcmap {
@@ -37,23 +42,27 @@ struct hl_svcmap {
 	size_t nb, n, nsvc;
 };
 
+/* a multiply-xor mix of the key's three words (a lookup per flow end:
+ * cheaper than a byte loop) */
 static uint64_t hash_key(const uint8_t *k)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (size_t i = 0; i < KEY_LEN; i++) {
-		h ^= k[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h ^ (h >> 31);
+	uint64_t a, b;
+	uint32_t c;
+	memcpy(&a, k, 8);
+	memcpy(&b, k + 8, 8);
+	memcpy(&c, k + 16, 4);
+	uint64_t h = (a ^ 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
+	h = (h ^ b ^ (h >> 31)) * 0x94d049bb133111ebULL;
+	h = (h ^ c ^ (h >> 29)) * 0xbf58476d1ce4e5b9ULL;
+	return h ^ (h >> 32);
 }
 
-static void make_key(uint8_t key[KEY_LEN], const uint8_t addr[16], uint16_t port, uint8_t proto,
-		     bool frontend)
+static void make_key(uint8_t key[KEY_LEN], const uint8_t addr[16], uint16_t port, uint8_t proto)
 {
 	memcpy(key, addr, 16);
 	memcpy(key + 16, &port, 2);
 	key[18] = proto;
-	key[19] = frontend;
+	key[19] = 0;
 }
 
 struct hl_svcmap *hl_svcmap_new(void)
@@ -71,16 +80,36 @@ struct hl_svcmap *hl_svcmap_new(void)
 	return m;
 }
 
-static void unlink_addr(struct hl_svcmap *m, const uint8_t *key, uint16_t id)
+static struct addr_ent *find_addr(const struct hl_svcmap *m, const uint8_t *key)
+{
+	for (struct addr_ent *e = m->b[hash_key(key) & (m->nb - 1)]; e; e = e->next)
+		if (!memcmp(e->key, key, KEY_LEN))
+			return e;
+	return NULL;
+}
+
+static void unlink_addr(struct hl_svcmap *m, const uint8_t *key, const struct svc_ent *svc)
 {
 	for (struct addr_ent **pp = &m->b[hash_key(key) & (m->nb - 1)]; *pp; pp = &(*pp)->next) {
 		struct addr_ent *e = *pp;
-		if (e->svc_id == id && !memcmp(e->key, key, KEY_LEN)) {
+		if (memcmp(e->key, key, KEY_LEN))
+			continue;
+		if (e->frontend_of == svc)
+			e->frontend_of = NULL;
+		for (uint32_t i = 0; i < e->nbackend_of; i++)
+			if (e->backend_of[i] == svc) {
+				memmove(&e->backend_of[i], &e->backend_of[i + 1],
+					(e->nbackend_of - i - 1) * sizeof(e->backend_of[0]));
+				e->nbackend_of--;
+				break;
+			}
+		if (!e->frontend_of && !e->nbackend_of) {
 			*pp = e->next;
+			free(e->backend_of);
 			free(e);
 			m->n--;
-			return;
 		}
+		return;
 	}
 }
 
@@ -90,7 +119,7 @@ static void remove_svc(struct hl_svcmap *m, uint16_t id)
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->nkeys; i++)
-		unlink_addr(m, s->keys[i], id);
+		unlink_addr(m, s->keys[i], s);
 	free(s->keys);
 	free(s);
 	m->by_id[id] = NULL;
@@ -115,19 +144,36 @@ static void grow(struct hl_svcmap *m)
 	m->nb = nb;
 }
 
-static int link_addr(struct hl_svcmap *m, const uint8_t *key, uint16_t id)
+static int link_addr(struct hl_svcmap *m, const uint8_t *key, struct svc_ent *svc, bool frontend)
 {
-	struct addr_ent *e = calloc(1, sizeof(*e));
-	if (!e)
-		return -ENOMEM;
-	if (m->n >= m->nb * 2)
-		grow(m);
-	memcpy(e->key, key, KEY_LEN);
-	e->svc_id = id;
-	size_t i = hash_key(key) & (m->nb - 1);
-	e->next = m->b[i]; /* newest first: a shared backend names the last updated */
-	m->b[i] = e;
-	m->n++;
+	struct addr_ent *e = find_addr(m, key);
+	if (!e) {
+		if (!(e = calloc(1, sizeof(*e))))
+			return -ENOMEM;
+		if (m->n >= m->nb)
+			grow(m);
+		memcpy(e->key, key, KEY_LEN);
+		size_t i = hash_key(key) & (m->nb - 1);
+		e->next = m->b[i];
+		m->b[i] = e;
+		m->n++;
+	}
+	if (frontend) {
+		e->frontend_of = svc;
+		return 0;
+	}
+	if (e->nbackend_of == e->cap) {
+		uint32_t cap = e->cap ? e->cap * 2 : 2;
+		struct svc_ent **v = realloc(e->backend_of, cap * sizeof(*v));
+		if (!v) {
+			if (!e->frontend_of && !e->nbackend_of)
+				unlink_addr(m, key, NULL);
+			return -ENOMEM;
+		}
+		e->backend_of = v;
+		e->cap = cap;
+	}
+	e->backend_of[e->nbackend_of++] = svc; /* a shared backend names the last updated */
 	return 0;
 }
 
@@ -166,18 +212,19 @@ int hl_svcmap_apply(struct hl_svcmap *m, const void *payload, size_t len)
 	hl_copy_str(s->name.name, sizeof(s->name.name), ev.name, sizeof(ev.name));
 	m->by_id[ev.id] = s;
 	m->nsvc++;
-	make_key(s->keys[s->nkeys], ev.addr, ev.port, ev.proto, true);
-	if (link_addr(m, s->keys[s->nkeys], ev.id) == 0)
+	make_key(s->keys[s->nkeys], ev.addr, ev.port, ev.proto);
+	if (link_addr(m, s->keys[s->nkeys], s, true) == 0)
 		s->nkeys++;
+	size_t first_be = s->nkeys;
 	const uint8_t *be = (const uint8_t *)payload + ev.backends;
 	for (uint32_t i = 0; i < ev.nbackends; i++) {
 		struct fibril_lb_backend_addr b;
 		memcpy(&b, be + (size_t)i * sizeof(b), sizeof(b));
-		make_key(s->keys[s->nkeys], b.addr, b.port, ev.proto, false);
+		make_key(s->keys[s->nkeys], b.addr, b.port, ev.proto);
 		bool dup = false;
-		for (size_t j = 0; j < s->nkeys && !dup; j++)
+		for (size_t j = first_be; j < s->nkeys && !dup; j++)
 			dup = !memcmp(s->keys[j], s->keys[s->nkeys], KEY_LEN);
-		if (!dup && link_addr(m, s->keys[s->nkeys], ev.id) == 0)
+		if (!dup && link_addr(m, s->keys[s->nkeys], s, false) == 0)
 			s->nkeys++;
 	}
 	return 0;
@@ -196,13 +243,13 @@ const struct hl_service *hl_svcmap_lookup(const struct hl_svcmap *m, uint8_t fam
 	} else {
 		memcpy(a, addr, 16);
 	}
-	for (int fe = 1; fe >= 0; fe--) {
-		make_key(key, a, port, proto, fe);
-		for (const struct addr_ent *e = m->b[hash_key(key) & (m->nb - 1)]; e; e = e->next)
-			if (!memcmp(e->key, key, KEY_LEN) && m->by_id[e->svc_id])
-				return &m->by_id[e->svc_id]->name;
-	}
-	return NULL;
+	make_key(key, a, port, proto);
+	const struct addr_ent *e = find_addr(m, key);
+	if (!e)
+		return NULL;
+	if (e->frontend_of)
+		return &e->frontend_of->name;
+	return e->nbackend_of ? &e->backend_of[e->nbackend_of - 1]->name : NULL;
 }
 
 size_t hl_svcmap_count(const struct hl_svcmap *m)
@@ -224,6 +271,7 @@ void hl_svcmap_free(struct hl_svcmap *m)
 		for (size_t i = 0; i < m->nb; i++)
 			for (struct addr_ent *e = m->b[i], *next; e; e = next) {
 				next = e->next;
+				free(e->backend_of);
 				free(e);
 			}
 	free(m->by_id);

@@ -34,8 +34,28 @@ static void service_event(const uint8_t *data, size_t size)
 	one.ev.nbackends = 2;
 	one.ev.backends = sizeof(one.ev);
 	one.be[0].port = one.be[1].port = 8080;
+	memcpy(one.be[0].addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x0a\xd4\0\x0a", 16);
+	memcpy(one.be[1].addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x0a\xd4\0\x0b", 16);
 	if (hl_svcmap_apply(m, &one, sizeof(one)) || hl_svcmap_count(m) != 1 ||
 	    !hl_svcmap_lookup(m, 4, (const uint8_t *)"\x0a\x60\0\x01", 80, 6))
+		abort();
+	/* a second service sharing backend 0 (10.212.0.10:8080) names it while
+	 * it exists; then the first does again */
+	static const uint8_t be0[4] = {10, 212, 0, 10};
+	one.ev.id = 2;
+	one.ev.addr[15] = 2;
+	snprintf(one.ev.name, sizeof(one.ev.name), "api");
+	one.ev.nbackends = 1;
+	const struct hl_service *hit;
+	if (hl_svcmap_apply(m, &one, sizeof(one) - sizeof(one.be[1])) || hl_svcmap_count(m) != 2 ||
+	    !(hit = hl_svcmap_lookup(m, 4, be0, 8080, 6)) || strcmp(hit->name, "api"))
+		abort();
+	one.ev.op = FIBRIL_LB_SERVICE_DELETED;
+	one.ev.nbackends = 0;
+	one.ev.backends = 0;
+	if (hl_svcmap_apply(m, &one, sizeof(one.ev)) || hl_svcmap_count(m) != 1 ||
+	    !(hit = hl_svcmap_lookup(m, 4, be0, 8080, 6)) || strcmp(hit->name, "web") ||
+	    hl_svcmap_lookup(m, 4, (const uint8_t *)"\x0a\x60\0\x02", 80, 6))
 		abort();
 	/* the fuzzed event, whatever its sizes and offsets claim */
 	int rc = hl_svcmap_apply(m, data, size);
