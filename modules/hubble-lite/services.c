@@ -17,7 +17,6 @@
 #include <fibril/lb.h>
 
 #define KEY_LEN 20 /* addr 16, port 2, proto 1, a zero byte */
-#define ID_MAX 65535u
 
 struct svc_ent {
 	struct hl_service name;
@@ -37,7 +36,7 @@ struct addr_ent {
 };
 
 struct hl_svcmap {
-	struct svc_ent **by_id; /* ID_MAX + 1 */
+	struct svc_ent **by_id[256]; /* by ID: pages of 256, made on use */
 	struct addr_ent **b;
 	size_t nb, n, nsvc;
 };
@@ -71,9 +70,8 @@ struct hl_svcmap *hl_svcmap_new(void)
 	if (!m)
 		return NULL;
 	m->nb = 1024;
-	m->by_id = calloc(ID_MAX + 1, sizeof(*m->by_id));
 	m->b = calloc(m->nb, sizeof(*m->b));
-	if (!m->by_id || !m->b) {
+	if (!m->b) {
 		hl_svcmap_free(m);
 		return NULL;
 	}
@@ -115,14 +113,14 @@ static void unlink_addr(struct hl_svcmap *m, const uint8_t *key, const struct sv
 
 static void remove_svc(struct hl_svcmap *m, uint16_t id)
 {
-	struct svc_ent *s = m->by_id[id];
+	struct svc_ent *s = m->by_id[id >> 8] ? m->by_id[id >> 8][id & 255] : NULL;
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->nkeys; i++)
 		unlink_addr(m, s->keys[i], s);
 	free(s->keys);
 	free(s);
-	m->by_id[id] = NULL;
+	m->by_id[id >> 8][id & 255] = NULL;
 	m->nsvc--;
 }
 
@@ -203,6 +201,8 @@ int hl_svcmap_apply(struct hl_svcmap *m, const void *payload, size_t len)
 	remove_svc(m, ev.id);
 	if (ev.op == FIBRIL_LB_SERVICE_DELETED || !ev.name[0])
 		return 0; /* a service without a name names no flow */
+	if (!m->by_id[ev.id >> 8] && !(m->by_id[ev.id >> 8] = calloc(256, sizeof(struct svc_ent *))))
+		return -ENOMEM;
 	struct svc_ent *s = calloc(1, sizeof(*s));
 	if (!s || !(s->keys = calloc((size_t)ev.nbackends + 1, KEY_LEN))) {
 		free(s);
@@ -210,7 +210,7 @@ int hl_svcmap_apply(struct hl_svcmap *m, const void *payload, size_t len)
 	}
 	hl_copy_str(s->name.ns, sizeof(s->name.ns), ev.namespace_, sizeof(ev.namespace_));
 	hl_copy_str(s->name.name, sizeof(s->name.name), ev.name, sizeof(ev.name));
-	m->by_id[ev.id] = s;
+	m->by_id[ev.id >> 8][ev.id & 255] = s;
 	m->nsvc++;
 	make_key(s->keys[s->nkeys], ev.addr, ev.port, ev.proto);
 	if (link_addr(m, s->keys[s->nkeys], s, true) == 0)
@@ -261,12 +261,14 @@ void hl_svcmap_free(struct hl_svcmap *m)
 {
 	if (!m)
 		return;
-	if (m->by_id)
-		for (size_t id = 0; id <= ID_MAX; id++)
-			if (m->by_id[id]) {
-				free(m->by_id[id]->keys);
-				free(m->by_id[id]);
+	for (size_t page = 0; page < 256; page++) {
+		for (size_t i = 0; m->by_id[page] && i < 256; i++)
+			if (m->by_id[page][i]) {
+				free(m->by_id[page][i]->keys);
+				free(m->by_id[page][i]);
 			}
+		free(m->by_id[page]);
+	}
 	if (m->b)
 		for (size_t i = 0; i < m->nb; i++)
 			for (struct addr_ent *e = m->b[i], *next; e; e = next) {
@@ -274,7 +276,6 @@ void hl_svcmap_free(struct hl_svcmap *m)
 				free(e->backend_of);
 				free(e);
 			}
-	free(m->by_id);
 	free(m->b);
 	free(m);
 }
