@@ -14,8 +14,8 @@
 # in place keeps the IDs and goes on following them; a Service deleted and
 # one changed while the agent is down are removed / reprogrammed once the
 # restarted agent's informers have listed, while an unchanged Service and
-# an API service (with its name) keep their IDs and serve throughout; an EndpointSlice of an
-# unknown Service is a logged skip, used once the Service arrives; a
+# an API service (with its name) keep their IDs and serve throughout; an
+# EndpointSlice of an unknown Service is a logged skip, used once the Service arrives; a
 # Service with an invalid externalIP is a logged skip that leaves the other
 # services alone; deleting the Service removes its frontends.
 . "$top_srcdir/tests/lib/common.sh"
