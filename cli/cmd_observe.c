@@ -30,6 +30,9 @@ static const char observe_usage[] =
 	"  --ip ADDR|CIDR, --from-ip, --to-ip\n"
 	"  --identity N, --from-identity, --to-identity\n"
 	"  --port N, --from-port, --to-port\n"
+	"  --service [NS/]NAME, --from-service, --to-service\n"
+	"                               the service a flow's end is a frontend or\n"
+	"                               backend of (the lb module's services)\n"
 	"  --protocol tcp|udp|icmp|icmpv6|N\n"
 	"  --verdict FORWARDED|DROPPED, --drop-reason NAME, -t, --type drop|trace\n"
 	"  --since TIME, --until TIME   RFC 3339 UTC, 30s/5m/2h/1d ago, or Unix seconds\n"
@@ -44,6 +47,7 @@ static const char *const keys[] = {
 	"label", "from-label", "to-label", "ip", "from-ip", "to-ip",
 	"identity", "from-identity", "to-identity", "port", "from-port", "to-port",
 	"protocol", "verdict", "drop-reason", "type", "since", "until", "last",
+	"service", "from-service", "to-service",
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -56,7 +60,8 @@ static char *append_query(char *q, const char *key, const char *value)
 	return n;
 }
 
-/* "ns/pod:port (ID:n)" or "ip:port (identity)" */
+/* "ns/pod:port (ID:n)" or "ip:port (identity)", then " (service ns/name)"
+ * when the end is a frontend or backend of a service */
 static char *endpoint_text(struct json_object *flow, const char *side, const char *ipkey,
 			   const char *portkey)
 {
@@ -79,6 +84,17 @@ static char *endpoint_text(struct json_object *flow, const char *side, const cha
 	char *out = id > 0 ? xasprintf("%s%s (ID:%.0f)", who, portbuf, id)
 			   : xasprintf("%s%s (identity:%.0f)", who, portbuf, identity);
 	free(who);
+	struct json_object *svc = jget(flow, !strcmp(side, "source") ? "source_service"
+								    : "destination_service",
+				       json_type_object);
+	const char *sname = svc ? jstr(svc, "name") : NULL;
+	if (sname) {
+		const char *sns = jstr(svc, "namespace");
+		char *with = xasprintf("%s (service %s%s%s)", out, sns && *sns ? sns : "",
+				       sns && *sns ? "/" : "", sname);
+		free(out);
+		out = with;
+	}
 	return out;
 }
 

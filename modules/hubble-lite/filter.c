@@ -20,7 +20,8 @@ const char *const hl_filter_keys[] = {
 	"pod", "from-pod", "to-pod", "namespace", "from-namespace", "to-namespace",
 	"label", "from-label", "to-label", "ip", "from-ip", "to-ip",
 	"identity", "from-identity", "to-identity", "port", "from-port", "to-port",
-	"protocol", "verdict", "drop-reason", "type", "since", "until", "last", NULL,
+	"protocol", "verdict", "drop-reason", "type", "since", "until", "last",
+	"service", "from-service", "to-service", NULL,
 };
 
 void hl_filter_init(struct hl_filter *f)
@@ -207,6 +208,9 @@ int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint6
 	if (!strcmp(key, "label")) return add_str(&f->label, key, value, err, errlen);
 	if (!strcmp(key, "from-label")) return add_str(&f->from_label, key, value, err, errlen);
 	if (!strcmp(key, "to-label")) return add_str(&f->to_label, key, value, err, errlen);
+	if (!strcmp(key, "service")) return add_str(&f->service, key, value, err, errlen);
+	if (!strcmp(key, "from-service")) return add_str(&f->from_service, key, value, err, errlen);
+	if (!strcmp(key, "to-service")) return add_str(&f->to_service, key, value, err, errlen);
 	if (!strcmp(key, "ip")) { ADD_CIDR(f->ip, f->nip, key, value); return 0; }
 	if (!strcmp(key, "from-ip")) { ADD_CIDR(f->from_ip, f->nfrom_ip, key, value); return 0; }
 	if (!strcmp(key, "to-ip")) { ADD_CIDR(f->to_ip, f->nto_ip, key, value); return 0; }
@@ -364,6 +368,19 @@ static bool label_is(const struct hl_peer *p, const char *sel)
 
 typedef bool (*peer_str_fn)(const struct hl_peer *p, const char *sel);
 
+/* "ns/name" against both, or "name" against the service's name. */
+static bool service_is(const struct hl_peer *p, const char *sel)
+{
+	if (!p->service.name[0])
+		return false;
+	const char *slash = strchr(sel, '/');
+	if (!slash)
+		return strcmp(p->service.name, sel) == 0;
+	size_t nl = (size_t)(slash - sel);
+	return strlen(p->service.ns) == nl && strncmp(p->service.ns, sel, nl) == 0 &&
+	       strcmp(p->service.name, slash + 1) == 0;
+}
+
 static bool ns_is(const struct hl_peer *p, const char *sel)
 {
 	return p->pod[0] && strcmp(p->ns, sel) == 0;
@@ -420,6 +437,9 @@ bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl)
 	       strs_match(&f->from_ns, ns_is, s, NULL) && strs_match(&f->to_ns, ns_is, d, NULL) &&
 	       strs_match(&f->label, label_is, s, d) && strs_match(&f->from_label, label_is, s, NULL) &&
 	       strs_match(&f->to_label, label_is, d, NULL) &&
+	       strs_match(&f->service, service_is, s, d) &&
+	       strs_match(&f->from_service, service_is, s, NULL) &&
+	       strs_match(&f->to_service, service_is, d, NULL) &&
 	       ip_match(f->ip, f->nip, fl->family, s, d) &&
 	       ip_match(f->from_ip, f->nfrom_ip, fl->family, s, NULL) &&
 	       ip_match(f->to_ip, f->nto_ip, fl->family, d, NULL) &&

@@ -261,6 +261,18 @@ static void add_peer(struct hl_buf *b, const struct hl_peer *p)
 	hl_buf_str(b, "]}");
 }
 
+/* Hubble's source_service / destination_service: {"name","namespace"} */
+static void add_service(struct hl_buf *b, const char *field, const struct hl_service *s)
+{
+	if (!s->name[0])
+		return;
+	hl_buf_printf(b, ",\"%s\":{\"name\":", field);
+	add_jstr_n(b, s->name, sizeof(s->name));
+	hl_buf_str(b, ",\"namespace\":");
+	add_jstr_n(b, s->ns, sizeof(s->ns));
+	hl_buf_add(b, "}", 1);
+}
+
 void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 {
 	char buf[64];
@@ -298,5 +310,7 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 	add_peer(b, &f->src);
 	hl_buf_str(b, ",\"destination\":");
 	add_peer(b, &f->dst);
+	add_service(b, "source_service", &f->src.service);
+	add_service(b, "destination_service", &f->dst.service);
 	hl_buf_printf(b, ",\"length\":%" PRIu32 "}", f->len);
 }

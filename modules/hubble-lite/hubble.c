@@ -2,7 +2,8 @@
  * "flows"): every datapath event from the bus (datapath.event) becomes a
  * flow enriched with the endpoints at both ends (pod, namespace, labels,
  * identity, from the endpoint module's endpoint.* events) and the node
- * name, kept in a ring of the last N ([hubble-lite] ring-size, 4095 as
+ * name and the service (the lb module's lb.service events, services.c),
+ * kept in a ring of the last N ([hubble-lite] ring-size, 4095 as
  * Hubble's default). GET /v1/flows answers them with filters (filter.c);
  * /metrics gets flows by verdict, type and protocol, drops by reason, and
  * the events lost on the way. */
@@ -20,6 +21,7 @@
 
 
 #include <fibril/fibril.h>
+#include <fibril/lb.h>
 
 #define HL_MODULE "hubble-lite"
 #define HL_CAPABILITY "flows"
@@ -57,6 +59,7 @@ struct hubble {
 	size_t size, head, count;
 	uint64_t seq, lost, overwritten, malformed;
 	struct hl_ep *eps;
+	struct hl_svcmap *svcs; /* the lb module's services (lb.service events) */
 	/* metrics */
 	struct fibril_metric *m_flows, *m_drops;
 	struct fibril_series *s_flows[3][3][NPROTO]; /* [verdict][type][proto] */
@@ -97,16 +100,6 @@ static struct hl_ep *ep_by_addr(struct hubble *h, uint8_t family, const uint8_t 
 	return NULL;
 }
 
-/* Copy at most srclen bytes of src (up to its NUL), cut to fit dst. */
-static void copy_str(char *dst, size_t len, const char *src, size_t srclen)
-{
-	size_t n = strnlen(src, srclen);
-	if (n >= len)
-		n = len - 1;
-	memcpy(dst, src, n);
-	dst[n] = '\0';
-}
-
 static int on_endpoint(const struct fibril_event *ev, void *ud)
 {
 	struct hubble *h = ud;
@@ -136,15 +129,30 @@ static int on_endpoint(const struct fibril_event *ev, void *ud)
 	}
 	x->id = e->id;
 	x->identity = e->identity;
-	copy_str(x->ns, sizeof(x->ns), e->pod_namespace, sizeof(e->pod_namespace));
-	copy_str(x->pod, sizeof(x->pod), e->pod_name, sizeof(e->pod_name));
-	copy_str(x->labels, sizeof(x->labels), FIBRIL_ENDPOINT_LABELS(e),
+	hl_copy_str(x->ns, sizeof(x->ns), e->pod_namespace, sizeof(e->pod_namespace));
+	hl_copy_str(x->pod, sizeof(x->pod), e->pod_name, sizeof(e->pod_name));
+	hl_copy_str(x->labels, sizeof(x->labels), FIBRIL_ENDPOINT_LABELS(e),
 		 e->labels ? ev->payload_len - e->labels : 1);
 	x->has4 = e->has_ipv4;
 	x->has6 = e->has_ipv6;
 	memcpy(x->ip4, &e->ipv4, 4);
 	memcpy(x->ip6, &e->ipv6, 16);
 	return 0;
+}
+
+/* ---- services ------------------------------------------------------------------------------ */
+
+static int on_lb_service(const struct fibril_event *ev, void *ud)
+{
+	struct hubble *h = ud;
+	return hl_svcmap_apply(h->svcs, ev->payload, ev->payload_len);
+}
+
+static void fill_service(struct hubble *h, struct hl_peer *p, uint8_t family, uint8_t proto)
+{
+	const struct hl_service *s = hl_svcmap_lookup(h->svcs, family, p->addr, p->port, proto);
+	if (s)
+		p->service = *s;
 }
 
 /* ---- flows ---------------------------------------------------------------------------------- */
@@ -220,6 +228,10 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 		snprintf(f->reason_name, sizeof(f->reason_name), "reason-%u", d.reason);
 	fill_peer(h, &f->src, d.src_ep_id, d.src_identity, d.family, d.saddr, d.sport);
 	fill_peer(h, &f->dst, d.dst_ep_id, d.dst_identity, d.family, d.daddr, d.dport);
+	if (hl_svcmap_count(h->svcs)) {
+		fill_service(h, &f->src, d.family, d.proto);
+		fill_service(h, &f->dst, d.family, d.proto);
+	}
 	fibril_series_inc(h->s_flows[f->verdict][f->type][proto_index(f->proto)]);
 	if (f->verdict == HL_DROPPED) {
 		if (!h->s_drops[f->reason])
@@ -506,6 +518,10 @@ static int hl_init(struct fibril_module *m)
 		snprintf(h->node, sizeof(h->node), "%s", node);
 	else if (gethostname(h->node, sizeof(h->node) - 1))
 		snprintf(h->node, sizeof(h->node), "%s", "unknown");
+	if (!(h->svcs = hl_svcmap_new())) {
+		fibril_module_set_error(m, "cannot allocate the service lookup");
+		return -ENOMEM;
+	}
 	int rc = metrics_register(h);
 	if (rc) {
 		fibril_module_set_error(m, "cannot register the flow metrics: %s", strerror(-rc));
@@ -515,8 +531,10 @@ static int hl_init(struct fibril_module *m)
 				  on_datapath_event, h) ||
 	    !fibril_bus_subscribe(m, FIBRIL_ENDPOINT_TOPIC_CREATED, 1, on_endpoint, h) ||
 	    !fibril_bus_subscribe(m, FIBRIL_ENDPOINT_TOPIC_UPDATED, 1, on_endpoint, h) ||
-	    !fibril_bus_subscribe(m, FIBRIL_ENDPOINT_TOPIC_DELETED, 1, on_endpoint, h)) {
-		fibril_module_set_error(m, "cannot subscribe to the datapath and endpoint events");
+	    !fibril_bus_subscribe(m, FIBRIL_ENDPOINT_TOPIC_DELETED, 1, on_endpoint, h) ||
+	    !fibril_bus_subscribe(m, FIBRIL_LB_TOPIC_SERVICE, FIBRIL_LB_SERVICE_EVENT_VERSION,
+				  on_lb_service, h)) {
+		fibril_module_set_error(m, "cannot subscribe to the datapath, endpoint and service events");
 		return -ENOMEM;
 	}
 	rc = fibril_api_route(m, "GET", "/v1/flows", FIBRIL_ROUTE_TCP, route_flows, h);
@@ -559,6 +577,7 @@ static void hl_fini(struct fibril_module *m)
 	}
 	free(h->line.p);
 	free(h->ring);
+	hl_svcmap_free(h->svcs);
 	free(h);
 }
 

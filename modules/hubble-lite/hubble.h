@@ -16,9 +16,16 @@
 #define HL_REASON_LEN 48
 #define HL_ERR_LEN 256
 #define HL_FILTER_MAX 8 /* values per filter key (repeated keys are ORed) */
+#define HL_SVC_NAME_LEN 128
 
 enum hl_verdict { HL_FORWARDED = 1, HL_DROPPED = 2 };
 enum hl_type { HL_TYPE_DROP = 1, HL_TYPE_TRACE = 2 };
+
+/* A service (Hubble's Service: name and namespace); name "" when none. */
+struct hl_service {
+	char ns[HL_NS_LEN];
+	char name[HL_SVC_NAME_LEN];
+};
 
 /* One end of a flow. */
 struct hl_peer {
@@ -29,6 +36,7 @@ struct hl_peer {
 	char ns[HL_NS_LEN];     /* "" when not a known pod */
 	char pod[HL_POD_LEN];
 	char labels[HL_LABELS_LEN]; /* "source:key=value" lines, '\n' separated */
+	struct hl_service service; /* the service this end is a frontend or backend of */
 };
 
 struct hl_flow {
@@ -62,6 +70,7 @@ struct hl_filter {
 	struct hl_strs pod, from_pod, to_pod;       /* "ns/pod" or "pod" */
 	struct hl_strs ns, from_ns, to_ns;
 	struct hl_strs label, from_label, to_label; /* "key=value", "key", "src:key=value" */
+	struct hl_strs service, from_service, to_service; /* "ns/name" or "name" */
 	struct hl_cidr ip[HL_FILTER_MAX], from_ip[HL_FILTER_MAX], to_ip[HL_FILTER_MAX];
 	unsigned nip, nfrom_ip, nto_ip;
 	uint32_t identity[HL_FILTER_MAX], from_identity[HL_FILTER_MAX], to_identity[HL_FILTER_MAX];
@@ -105,6 +114,22 @@ void hl_buf_printf(struct hl_buf *b, const char *fmt, ...) __attribute__((format
 void hl_buf_jstr(struct hl_buf *b, const char *s); /* as a JSON string */
 void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node);
 const char *hl_tcp_flags_text(uint8_t flags, char *buf, size_t len); /* "SYN,ACK" */
+
+/* services.c: the lb module's services by frontend and backend (the
+ * lb.service events), to name a flow's service. */
+struct hl_svcmap;
+struct hl_svcmap *hl_svcmap_new(void);
+void hl_svcmap_free(struct hl_svcmap *m);
+/* One struct fibril_lb_service_event payload: 0, -EINVAL, -ENOMEM. */
+int hl_svcmap_apply(struct hl_svcmap *m, const void *payload, size_t len);
+/* The service (family, addr as a flow holds it, port, proto) is a frontend
+ * of, else a backend of; NULL when none. */
+const struct hl_service *hl_svcmap_lookup(const struct hl_svcmap *m, uint8_t family,
+					  const uint8_t *addr, uint16_t port, uint8_t proto);
+size_t hl_svcmap_count(const struct hl_svcmap *m);
+/* Copy at most srclen bytes of src (up to its NUL: an event's fixed-size,
+ * maybe unterminated field), cut to fit dst. */
+void hl_copy_str(char *dst, size_t len, const char *src, size_t srclen);
 
 /* web.c: the page at GET /flows (0 or -errno). */
 struct fibril_module;

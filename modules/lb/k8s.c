@@ -36,6 +36,7 @@ struct k8s_svc {
 	struct json_object *slices;  /* slice name -> object */
 	struct fe_key *fes;          /* frontends programmed */
 	size_t nfes;
+	bool invalid;                /* skipped: its frontends were left as they were */
 };
 
 struct lb_k8s {
@@ -49,6 +50,8 @@ struct lb_k8s {
 	size_t nnode_addrs;
 	char node[256];
 	uint64_t skipped;
+	bool synced;                 /* the first list is applied, the stale swept */
+	uint64_t stale_removed;
 };
 
 static struct k8s_svc *find(struct lb_k8s *k, const char *key, bool create)
@@ -310,7 +313,8 @@ static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
 	}
 	struct json_object *spec = path(s->svc, "spec", NULL);
 	char why[200];
-	if (!svc_valid(spec, why, sizeof(why))) {
+	s->invalid = !svc_valid(spec, why, sizeof(why));
+	if (s->invalid) {
 		k->skipped++;
 		fibril_warn(k->m, "service %s skipped: %s (its frontends are left as they were)",
 			    s->key, why);
@@ -478,6 +482,97 @@ static int on_cached(const char *json, void *ud)
 	return 0;
 }
 
+/* ---- after the first list: Cilium's SyncWithK8sFinished ------------------------------- */
+
+/* Is this restored frontend one of a Service Kubernetes still has but that
+ * is skipped as invalid (whose frontends are left as they were)? */
+static bool of_invalid_service(struct lb_k8s *k, const struct lb_svc *s)
+{
+	char key[LB_NAME_MAX + 1];
+	snprintf(key, sizeof(key), "%s", s->name);
+	char *colon = strchr(key, ':');
+	if (colon)
+		*colon = '\0';
+	struct k8s_svc *ks = find(k, key, false);
+	return ks && ks->svc && ks->invalid;
+}
+
+static void apply_cache(struct lb_k8s *k)
+{
+	struct cached c = {.k = k, .slices = true};
+	k->ops->list(k->ctx, FIBRIL_K8S_ENDPOINTSLICES, on_cached, &c);
+	c.slices = false;
+	k->ops->list(k->ctx, FIBRIL_K8S_SERVICES, on_cached, &c);
+}
+
+static void wait_for_sync(struct lb_k8s *k);
+
+/* The informers' first lists are done: the caches are what Kubernetes has.
+ * Their events may still be queued on the bus, so the caches are applied
+ * here (the same IDs: upserts by frontend), then every frontend restored
+ * from the pins as Kubernetes' that no Service programmed is removed, with
+ * the backends only it used. API services and frontends of unknown origin
+ * stay. */
+static void on_synced(void *ud, int err, const char *pending)
+{
+	struct lb_k8s *k = ud;
+	if (!k->ops || err == -ECANCELED)
+		return;
+	if (err < 0) {
+		fibril_warn(k->m, "Services and EndpointSlices not synced yet (%s): restored "
+				  "frontends are kept until they are", pending ? pending : "?");
+		wait_for_sync(k);
+		return;
+	}
+	struct lb_table *t = lb_table_of(k->lb);
+	if (!t)
+		return;
+	apply_cache(k);
+	size_t removed = 0, kept = 0;
+	for (uint32_t id = 1; id <= LB_SVC_ID_MAX; id++) {
+		struct lb_svc *s = t->svc[id];
+		if (!s || !s->restored || s->source != LB_SRC_K8S)
+			continue;
+		if (of_invalid_service(k, s)) {
+			kept++;
+			continue;
+		}
+		char fe[80], name[LB_NAME_MAX + 1], e[256];
+		lb_format_addrport(&s->addr, s->port, fe, sizeof(fe));
+		snprintf(name, sizeof(name), "%s", s->name);
+		if (lb_delete(k->lb, (uint16_t)id, e, sizeof(e)) < 0) {
+			fibril_warn(k->m, "service %u (%s, %s): cannot remove it: %s", id, fe, name, e);
+			continue;
+		}
+		fibril_info(k->m, "service %u (%s, %s) removed: Kubernetes no longer has it", id, fe,
+			    name);
+		removed++;
+	}
+	k->stale_removed += removed;
+	k->synced = true;
+	fibril_info(k->m, "Services and EndpointSlices synced: %zu known, %zu restored frontends "
+			  "removed, %zu kept (their Service is invalid)", k->n, removed, kept);
+}
+
+static void wait_for_sync(struct lb_k8s *k)
+{
+	static const char *const res[] = {FIBRIL_K8S_SERVICES, FIBRIL_K8S_ENDPOINTSLICES, NULL};
+	int rc = k->ops->wait_synced(k->ctx, res, 120000, on_synced, k);
+	if (rc < 0)
+		fibril_warn(k->m, "cannot wait for the Services' first list: %s (restored frontends "
+				  "are kept)", strerror(-rc));
+}
+
+bool lb_k8s_synced(const struct lb_k8s *k)
+{
+	return k && k->synced;
+}
+
+uint64_t lb_k8s_stale_removed(const struct lb_k8s *k)
+{
+	return k ? k->stale_removed : 0;
+}
+
 int lb_k8s_init(struct lb *lb, struct lb_k8s **out)
 {
 	struct fibril_module *m = lb_module_of(lb);
@@ -516,12 +611,14 @@ int lb_k8s_start(struct lb_k8s *k, const char *node_addrs)
 					strerror(-rc));
 		return rc;
 	}
-	struct cached c = {.k = k, .slices = true};
-	if (k->ops->list) {
-		k->ops->list(k->ctx, FIBRIL_K8S_ENDPOINTSLICES, on_cached, &c);
-		c.slices = false;
-		k->ops->list(k->ctx, FIBRIL_K8S_SERVICES, on_cached, &c);
+	if (!k->ops->list || !k->ops->wait_synced) {
+		fibril_warn(k->m, "the '%s' provider cannot list or wait: no Services from Kubernetes",
+			    FIBRIL_K8S_CAPABILITY);
+		k->ops = NULL;
+		return 0;
 	}
+	apply_cache(k);
+	wait_for_sync(k);
 	fibril_info(k->m, "following Services and EndpointSlices of node %s (%zu known)", k->node,
 		    k->n);
 	return 0;
@@ -540,6 +637,7 @@ void lb_k8s_stop(struct lb_k8s *k)
 	k->svcs = NULL;
 	k->n = k->cap = 0;
 	k->ops = NULL;
+	k->synced = false;
 }
 
 void lb_k8s_free(struct lb_k8s *k)

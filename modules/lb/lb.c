@@ -28,6 +28,7 @@
 #include <bpf/libbpf.h>
 
 #include <fibril/fibril.h>
+#include <fibril/lb.h>
 
 #include "libbpf_log.h"
 #include "lb_mod.h"
@@ -140,9 +141,10 @@ struct lb {
 	char cgroup[4096];
 	int hooks_attached;
 	int tc_devices;
-	size_t restored, restore_skipped;
+	size_t restored, restore_skipped, restored_known, restored_k8s;
 	struct lb_k8s *k8s;
 	struct lb_tc *tc;
+	struct lb_origin *origin;
 	/* metrics */
 	struct fibril_metric *m_services, *m_backends, *m_ops, *m_dp, *m_prog_secs;
 	struct fibril_series *s_services, *s_backends, *s_prog;
@@ -562,6 +564,54 @@ static void count_op(struct lb *lb, const char *op, int rc)
 	fibril_series_inc(fibril_metric_labels(lb->m_ops, op, res));
 }
 
+/* The service's event on the bus (<fibril/lb.h>): its frontend, name and
+ * backends, for hubble-lite's lookup; `gone` a deleted one's frontend. */
+static void publish_service(struct lb *lb, const struct lb_svc *s, uint32_t op)
+{
+	size_t nbe = op == FIBRIL_LB_SERVICE_DELETED ? 0 : s->nbe;
+	size_t len = sizeof(struct fibril_lb_service_event) + nbe * sizeof(struct fibril_lb_backend_addr);
+	uint8_t *buf = calloc(1, len);
+	if (!buf)
+		return;
+	struct fibril_lb_service_event *ev = (struct fibril_lb_service_event *)(void *)buf;
+	ev->sz = sizeof(*ev);
+	ev->op = op;
+	ev->id = s->id;
+	ev->port = s->port;
+	ev->proto = s->proto;
+	ev->type = s->type;
+	ev->source = s->source == LB_SRC_API   ? FIBRIL_LB_SOURCE_API
+		     : s->source == LB_SRC_K8S ? FIBRIL_LB_SOURCE_K8S
+					       : FIBRIL_LB_SOURCE_UNKNOWN;
+	memcpy(ev->addr, s->addr.a, 16);
+	/* "ns/name[:port]" (k8s), "ns/name" or "name" (API) */
+	const char *slash = strchr(s->name, '/');
+	if (slash) {
+		snprintf(ev->namespace_, sizeof(ev->namespace_), "%.*s", (int)(slash - s->name), s->name);
+		snprintf(ev->name, sizeof(ev->name), "%s", slash + 1);
+	} else {
+		snprintf(ev->name, sizeof(ev->name), "%s", s->name);
+	}
+	char *colon = s->source == LB_SRC_K8S ? strchr(ev->name, ':') : NULL;
+	if (colon) {
+		snprintf(ev->port_name, sizeof(ev->port_name), "%s", colon + 1);
+		*colon = '\0';
+	}
+	ev->nbackends = (uint32_t)nbe;
+	ev->backends = nbe ? (uint32_t)sizeof(*ev) : 0;
+	struct fibril_lb_backend_addr *be = (struct fibril_lb_backend_addr *)(void *)(buf + sizeof(*ev));
+	for (size_t i = 0; i < nbe; i++) {
+		memcpy(be[i].addr, s->be[i].addr.a, 16);
+		be[i].port = s->be[i].port;
+		be[i].state = s->be[i].state;
+	}
+	int rc = fibril_bus_publish(lb->m, FIBRIL_LB_TOPIC_SERVICE, FIBRIL_LB_SERVICE_EVENT_VERSION,
+				    buf, len);
+	if (rc < 0)
+		fibril_warn(lb->m, "service %u: cannot publish its event: %s", s->id, strerror(-rc));
+	free(buf);
+}
+
 int lb_upsert(struct lb *lb, struct lb_svc **spec, uint16_t *id, char *err, size_t len)
 {
 	if (!lb->table_ready) {
@@ -569,9 +619,17 @@ int lb_upsert(struct lb *lb, struct lb_svc **spec, uint16_t *id, char *err, size
 		return -EAGAIN;
 	}
 	double t0 = now_s();
-	int rc = lb_table_upsert(&lb->t, spec, id, err, len);
+	uint16_t got = 0;
+	int rc = lb_table_upsert(&lb->t, spec, &got, err, len);
 	fibril_series_observe(lb->s_prog, now_s() - t0);
 	count_op(lb, "upsert", rc);
+	if (id)
+		*id = got;
+	if (rc == 0) {
+		lb_origin_set(lb->origin, lb->t.svc[got]);
+		lb_origin_flush(lb->origin);
+		publish_service(lb, lb->t.svc[got], FIBRIL_LB_SERVICE_UPSERTED);
+	}
 	return rc;
 }
 
@@ -581,8 +639,20 @@ int lb_delete(struct lb *lb, uint16_t id, char *err, size_t len)
 		snprintf(err, len, "the lb module is not started");
 		return -EAGAIN;
 	}
+	struct lb_svc *s = lb_table_get(&lb->t, id);
+	struct lb_svc gone = {0};
+	if (s) /* the frontend, for its record: the table frees s */
+		gone = (struct lb_svc){.id = s->id, .addr = s->addr, .port = s->port,
+				       .proto = s->proto, .type = s->type, .source = s->source};
+	if (s)
+		memcpy(gone.name, s->name, sizeof(gone.name));
 	int rc = lb_table_delete(&lb->t, id, err, len);
 	count_op(lb, "delete", rc);
+	if (rc == 0) {
+		lb_origin_deleted(lb->origin, &gone);
+		lb_origin_flush(lb->origin);
+		publish_service(lb, &gone, FIBRIL_LB_SERVICE_DELETED);
+	}
 	return rc;
 }
 
@@ -645,6 +715,12 @@ static void get_services(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "nodeport-devices", json_object_new_int(lb->tc_devices));
 	json_object_object_add(o, "restored", json_object_new_int64((int64_t)lb->restored));
 	json_object_object_add(o, "k8s-skipped", json_object_new_int64((int64_t)lb_k8s_skipped(lb->k8s)));
+	json_object_object_add(o, "restored-k8s", json_object_new_int64((int64_t)lb->restored_k8s));
+	json_object_object_add(o, "restored-unknown-origin",
+			       json_object_new_int64((int64_t)(lb->restored - lb->restored_known)));
+	json_object_object_add(o, "k8s-synced", json_object_new_boolean(lb_k8s_synced(lb->k8s)));
+	json_object_object_add(o, "k8s-stale-removed",
+			       json_object_new_int64((int64_t)lb_k8s_stale_removed(lb->k8s)));
 	reply(resp, 200, o);
 }
 
@@ -843,8 +919,16 @@ static int lb_start(struct fibril_module *m)
 				fibril_warn(m, "service %u: %s", id, err);
 		}
 	}
-	fibril_info(m, "restored %zu services and %zu backends from the maps in %.1f ms",
-		    lb->restored, lb->t.nbe, (now_s() - t0) * 1e3);
+	/* where each came from and its name: the journal beside the pins */
+	if ((rc = lb_origin_open(m, &lb->origin, err, sizeof(err))) < 0)
+		fibril_warn(m, "service origins and names are not kept across restarts: %s", err);
+	lb->restored_known = lb_origin_apply(lb->origin, &lb->t, &lb->restored_k8s);
+	fibril_info(m, "restored %zu services (%zu from Kubernetes, %zu of unknown origin) and "
+		       "%zu backends from the maps in %.1f ms", lb->restored, lb->restored_k8s,
+		    lb->restored - lb->restored_known, lb->t.nbe, (now_s() - t0) * 1e3);
+	for (uint32_t id = 1; id <= LB_SVC_ID_MAX; id++)
+		if (lb->t.svc[id])
+			publish_service(lb, lb->t.svc[id], FIBRIL_LB_SERVICE_UPSERTED);
 	if ((rc = load_programs(lb, err, sizeof(err))) < 0) {
 		fibril_module_set_error(m, "%s", err);
 		return rc;
@@ -877,6 +961,8 @@ static void lb_stop(struct fibril_module *m)
 	struct lb *lb = fibril_module_data(m);
 	lb_k8s_stop(lb->k8s);
 	lb_tc_stop(lb->tc);
+	lb_origin_close(lb->origin);
+	lb->origin = NULL;
 	/* the links stay pinned and hold the programs: sockets keep being
 	 * balanced while the agent is down */
 	fibril_lb__destroy(lb->skel);
@@ -893,6 +979,7 @@ static void lb_fini(struct fibril_module *m)
 		return;
 	lb_k8s_free(lb->k8s);
 	lb_tc_free(lb->tc);
+	lb_origin_close(lb->origin);
 	fibril_lb__destroy(lb->skel);
 	if (lb->table_ready)
 		lb_table_free(&lb->t);

@@ -49,6 +49,7 @@ struct lb_svc {
 	bool ext_local, int_local;
 	uint32_t affinity_timeout;
 	uint8_t source;        /* enum lb_source */
+	bool restored;         /* read from the pins at start, not upserted since */
 	char name[LB_NAME_MAX + 1]; /* "namespace/name[:port]" or "" */
 	size_t nbe;
 	struct lb_be_spec *be;
@@ -150,6 +151,30 @@ void lb_maglev_scratch_free(void *scratch);
  * scratch's max. */
 int lb_maglev_build(const struct lb_be_spec *const *be, size_t n, uint32_t m, uint32_t *out,
 		    void *scratch);
+
+/* ---- origins (model.c: the record; origin.c: the journal) ------------------ */
+/* What the pins cannot say about a frontend - where it came from and its
+ * name - kept in <state-dir>/lb/origins.journal, one record per change:
+ * [version 1][op][source][proto][id u16][port u16][addr 16][name...]. */
+enum lb_origin_op { LB_ORIGIN_SET = 1, LB_ORIGIN_DELETED = 2 };
+#define LB_ORIGIN_HDR 24
+struct lb_origin_rec {
+	uint8_t op;     /* enum lb_origin_op */
+	uint8_t source; /* LB_SRC_API or LB_SRC_K8S */
+	uint8_t proto;
+	uint16_t id;
+	uint16_t port;
+	struct lb_addr addr;
+	char name[LB_NAME_MAX + 1];
+};
+/* Writes rec's encoding into out (LB_ORIGIN_HDR + LB_NAME_MAX bytes);
+ * returns its length. */
+size_t lb_origin_encode(const struct lb_origin_rec *rec, uint8_t *out);
+/* 0, or -EINVAL with a one-line reason (a bad length, op, source, name). */
+int lb_origin_decode(const void *buf, size_t len, struct lb_origin_rec *out, char *err,
+		     size_t errlen);
+/* The 24-byte key of a frontend in the table's and the origins' hashes. */
+void lb_frontend_key(uint8_t key[24], const struct lb_addr *a, uint16_t port, uint8_t proto);
 
 /* ---- the hash (model.c) ------------------------------------------------------ */
 struct lb_hash *lb_hash_new(size_t cap);

@@ -232,7 +232,8 @@ static struct lb_svc *restore_one(struct lb_table *t, const struct lb_svc_key *m
 	s->algorithm_set = true;
 	s->affinity_timeout = mv->affinity_timeout ? mv->affinity_timeout
 						   : LB_AFFINITY_TIMEOUT_DEFAULT;
-	s->source = LB_SRC_RESTORED;
+	s->source = LB_SRC_RESTORED; /* until origin.c knows better */
+	s->restored = true;
 	s->slots = (uint16_t)n;
 	s->count = mv->count;
 	for (uint16_t i = 1; i <= n; i++) {

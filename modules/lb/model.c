@@ -156,6 +156,69 @@ static void tuple_key(uint8_t key[KEYSZ], const struct lb_addr *a, uint16_t port
 	key[18] = proto;
 }
 
+void lb_frontend_key(uint8_t key[KEYSZ], const struct lb_addr *a, uint16_t port, uint8_t proto)
+{
+	tuple_key(key, a, port, proto);
+}
+
+/* ---- origin records ------------------------------------------------------------ */
+size_t lb_origin_encode(const struct lb_origin_rec *rec, uint8_t *out)
+{
+	size_t n = rec->op == LB_ORIGIN_SET ? strnlen(rec->name, LB_NAME_MAX) : 0;
+	out[0] = 1;
+	out[1] = rec->op;
+	out[2] = rec->source;
+	out[3] = rec->proto;
+	memcpy(out + 4, &rec->id, 2);
+	memcpy(out + 6, &rec->port, 2);
+	memcpy(out + 8, rec->addr.a, 16);
+	memcpy(out + LB_ORIGIN_HDR, rec->name, n);
+	return LB_ORIGIN_HDR + n;
+}
+
+int lb_origin_decode(const void *buf, size_t len, struct lb_origin_rec *out, char *err,
+		     size_t errlen)
+{
+	const uint8_t *p = buf;
+	if (len < LB_ORIGIN_HDR || len > LB_ORIGIN_HDR + LB_NAME_MAX) {
+		seterr(err, errlen, "a record of %zu bytes (expected %d to %d)", len, LB_ORIGIN_HDR,
+		       LB_ORIGIN_HDR + LB_NAME_MAX);
+		return -EINVAL;
+	}
+	if (p[0] != 1) {
+		seterr(err, errlen, "record version %u (expected 1)", p[0]);
+		return -EINVAL;
+	}
+	memset(out, 0, sizeof(*out));
+	out->op = p[1];
+	out->source = p[2];
+	out->proto = p[3];
+	memcpy(&out->id, p + 4, 2);
+	memcpy(&out->port, p + 6, 2);
+	memcpy(out->addr.a, p + 8, 16);
+	if (out->op != LB_ORIGIN_SET && out->op != LB_ORIGIN_DELETED) {
+		seterr(err, errlen, "record op %u (expected 1 set or 2 deleted)", out->op);
+		return -EINVAL;
+	}
+	if (out->op == LB_ORIGIN_SET && out->source != LB_SRC_API && out->source != LB_SRC_K8S) {
+		seterr(err, errlen, "record source %u (expected 0 api or 1 k8s)", out->source);
+		return -EINVAL;
+	}
+	if (!out->id || !out->port) {
+		seterr(err, errlen, "record with service ID %u, port %u", out->id, out->port);
+		return -EINVAL;
+	}
+	size_t n = len - LB_ORIGIN_HDR;
+	for (size_t i = 0; i < n; i++)
+		if (p[LB_ORIGIN_HDR + i] < 0x20 || p[LB_ORIGIN_HDR + i] == 0x7f) {
+			seterr(err, errlen, "record name with a control character at %zu", i);
+			return -EINVAL;
+		}
+	memcpy(out->name, p + LB_ORIGIN_HDR, n);
+	out->name[n] = '\0';
+	return 0;
+}
+
 /* ---- addresses --------------------------------------------------------------- */
 static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
@@ -727,8 +790,7 @@ int lb_table_upsert(struct lb_table *t, struct lb_svc **specp, uint16_t *out_id,
 		return -EEXIST;
 	}
 	if (!s->algorithm_set)
-		s->algorithm = old && old->source == LB_SRC_RESTORED ? old->algorithm
-								       : t->default_algorithm;
+		s->algorithm = old && old->restored ? old->algorithm : t->default_algorithm;
 	if (s->algorithm == LB_ALG_MAGLEV && !t->maglev_m) {
 		seterr(err, errlen, "algorithm maglev: no Maglev table size configured");
 		return -EINVAL;

@@ -5,13 +5,19 @@
  * 100 local endpoints to enrich from and the module's metric series
  * updated. Printed beside, from the same run: the reference, copying each
  * event into a ring slot (the floor of any decoder), and the JSON cost of a
- * flow (paid once per flow a follower's filter matches).
+ * flow (paid once per flow a follower's filter matches). Then the cost of
+ * naming services: the same decoding with 1,000 services of the lb module
+ * (2 backends each, the endpoints' addresses on the events' port) against
+ * none, interleaved (A B A B ..., 7 rounds): the median ratio and its
+ * spread.
  *
  *   bench_flows [EVENTS]   (default 5,000,000)
  * Output: key=value lines. */
 #include "../../modules/hubble-lite/hubble.c"
 
 #include <time.h>
+
+#include <fibril/lb.h>
 
 #define NEP 100
 #define NEV 1024
@@ -99,11 +105,73 @@ int main(int argc, char **argv)
 		bytes += len;
 	}
 	double json = cpu_s() - t0;
+	/* naming services: 1,000 services over the endpoints' addresses */
+	struct hl_svcmap *svcs = hl_svcmap_new();
+	for (int i = 0; i < 1000; i++) {
+		struct {
+			struct fibril_lb_service_event ev;
+			struct fibril_lb_backend_addr be[2];
+		} one;
+		memset(&one, 0, sizeof(one));
+		one.ev.sz = sizeof(one.ev);
+		one.ev.id = (uint16_t)(i + 1);
+		one.ev.port = 80;
+		one.ev.proto = 6;
+		uint8_t fe[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 96, (uint8_t)(i / 250),
+				  (uint8_t)(i % 250 + 1)};
+		memcpy(one.ev.addr, fe, 16);
+		snprintf(one.ev.namespace_, sizeof(one.ev.namespace_), "ns%d", i % 5);
+		snprintf(one.ev.name, sizeof(one.ev.name), "svc-%d", i);
+		one.ev.nbackends = 2;
+		one.ev.backends = sizeof(one.ev);
+		for (int b = 0; b < 2; b++) {
+			int ep = (i + b) % NEP;
+			uint8_t a[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, (uint8_t)(ep / 250),
+					 (uint8_t)(ep % 250 + 1)};
+			memcpy(one.be[b].addr, a, 16);
+			one.be[b].port = 80;
+		}
+		hl_svcmap_apply(svcs, &one, sizeof(one));
+	}
+	double ratios[7];
+	double with_s = 0, without_s = 0;
+	long nr = n / 5;
+	for (int r = 0; r < 7; r++) {
+		double t[2];
+		for (int side = 0; side < 2; side++) {
+			h->svcs = side ? svcs : NULL;
+			t0 = cpu_s();
+			for (long i = 0; i < nr; i++)
+				on_datapath_event(&ev[i % NEV], h);
+			t[side] = cpu_s() - t0;
+		}
+		ratios[r] = t[1] / t[0];
+		without_s += t[0];
+		with_s += t[1];
+	}
+	h->svcs = NULL;
+	for (int i = 0; i < 7; i++) /* sort the 7 ratios */
+		for (int j = i + 1; j < 7; j++)
+			if (ratios[j] < ratios[i]) {
+				double x = ratios[i];
+				ratios[i] = ratios[j];
+				ratios[j] = x;
+			}
+	size_t named = 0;
+	for (size_t i = 0; i < h->size; i++)
+		named += h->ring[i].dst.service.name[0] || h->ring[i].src.service.name[0];
+	hl_svcmap_free(svcs);
 	printf("events=%ld\n", n);
 	printf("decode_per_s=%.0f\n", (double)n / decode);
 	printf("copy_per_s=%.0f\n", (double)n / copy);
 	printf("json_per_s=%.0f\n", (double)nj / json);
 	printf("json_bytes=%.0f\n", (double)bytes / (double)nj);
 	printf("flows_seen=%llu\n", (unsigned long long)h->seq);
+	printf("svc_decode_per_s=%.0f\n", (double)nr * 7 / with_s);
+	printf("nosvc_decode_per_s=%.0f\n", (double)nr * 7 / without_s);
+	printf("svc_ratio_median=%.3f\n", ratios[3]);
+	printf("svc_ratio_min=%.3f\n", ratios[0]);
+	printf("svc_ratio_max=%.3f\n", ratios[6]);
+	printf("svc_named_in_ring=%zu\n", named);
 	return 0;
 }

@@ -42,6 +42,9 @@ printf '   %-58s %14s\n' "decode + enrich into the ring (module code), events/s"
 printf '   %-58s %14s\n' "reference: copy each event into a ring slot, events/s" "$(field copy_per_s "$WORK/decode.out")"
 printf '   %-58s %14s\n' "JSON of a flow for the stream ($(field json_bytes "$WORK/decode.out") bytes), flows/s" "$(field json_per_s "$WORK/decode.out")"
 say "   goal >= 1,000,000 events/s on one core: $(goal "$dec" '>' 999999)"
+printf '   %-58s %14s\n' "... naming services (1,000 services of the lb module), events/s" "$(field svc_decode_per_s "$WORK/decode.out")"
+printf '   %-58s %14s\n' "reference: the same without services, interleaved, events/s" "$(field nosvc_decode_per_s "$WORK/decode.out")"
+say "   cost of naming services: x$(field svc_ratio_median "$WORK/decode.out") median of 7 interleaved rounds (x$(field svc_ratio_min "$WORK/decode.out") .. x$(field svc_ratio_max "$WORK/decode.out")); flows named in the ring: $(field svc_named_in_ring "$WORK/decode.out")"
 
 # ---- the agent under traffic ------------------------------------------------------------------------
 ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT_PID/stat"; }

@@ -5,7 +5,9 @@
  * parsed backends. A refusal must be one line; an accepted service must
  * print back to JSON that parses to the same frontend and backends, its
  * upsert must give it an ID, the Maglev table may only hold its backends'
- * IDs, and a delete must leave the table empty. */
+ * IDs, and a delete must leave the table empty. The same bytes are also
+ * read as a record of the origins journal (modules/lb/origin.c): refused
+ * with one line, or encoded back to the very same bytes. */
 #include "lb_int.h"
 
 #include <stdlib.h>
@@ -15,8 +17,27 @@
 
 #define FUZZ_MAGLEV_M 251u
 
+static void origin_record(const uint8_t *data, size_t size)
+{
+	struct lb_origin_rec r;
+	char err[200] = "";
+	if (lb_origin_decode(data, size, &r, err, sizeof(err)) < 0) {
+		if (!err[0] || strchr(err, '\n'))
+			abort();
+		return;
+	}
+	uint8_t again[LB_ORIGIN_HDR + LB_NAME_MAX];
+	size_t n = lb_origin_encode(&r, again);
+	/* a deleted record drops its name; a set one keeps every byte */
+	if (r.op == LB_ORIGIN_SET && (n != size || memcmp(again, data, size)))
+		abort();
+	if (n > size || memcmp(again, data, LB_ORIGIN_HDR))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	origin_record(data, size);
 	char *text = fuzz_strndup(data, size);
 	struct lb_svc *s = NULL;
 	char err[512] = "";

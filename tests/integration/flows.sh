@@ -5,11 +5,16 @@
 # namespaces, labels), UDP between them, and a spoofed packet. GET
 # /v1/flows shows the traffic as FORWARDED flows named by pod and the spoof
 # as a DROPPED flow with its reason, each filter narrows the answer, a bad
-# filter is a 400 naming it, and /metrics counts the flows.
+# filter is a 400 naming it, and /metrics counts the flows. With the lb
+# module (socket hooks on a cgroup of the test's own), a TCP connection from
+# client to a ClusterIP whose backend is web gives flows naming the service
+# (destination_service on the way there, source_service on the replies),
+# filtered by service / to-service / from-service and shown by `fibril
+# observe`; once the service is deleted, flows are no longer named.
 . "$top_srcdir/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF)"
-for so in ipam-cluster-pool endpoint datapath hubble-lite; do
+for so in ipam-cluster-pool endpoint datapath hubble-lite lb; do
 	[ -f "$top_builddir/.libs/$so.so" ] || skip_or_fail "$so.so is not built"
 done
 
@@ -28,15 +33,25 @@ flows_cleanup() {
 		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
 		ip netns del "$ns" 2>/dev/null
 	done
+	if [ -d "$CG" ]; then
+		for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+		sleep 0.2
+		rmdir "$CG" 2>/dev/null
+	fi
+	[ -n "$CG2_MOUNTED" ] && umount "$CG2_MOUNTED"
 	(exit "$rc")
 	cleanup
 }
 trap flows_cleanup EXIT INT TERM
+# the lb module's socket hooks go on a cgroup of the test's own
+find_cgroup2
+CG="$CG2/fibril-flows-test-$$"
+mkdir "$CG"
 
 mods=$WORK/mods
 mkdir -p "$mods"
 chmod 0755 "$mods"
-for so in ipam-cluster-pool endpoint datapath hubble-lite; do install -m 0644 "$top_builddir/.libs/$so.so" "$mods/"; done
+for so in ipam-cluster-pool endpoint datapath hubble-lite lb; do install -m 0644 "$top_builddir/.libs/$so.so" "$mods/"; done
 
 ip netns add "$NODE"
 ip -n "$NODE" link set lo up
@@ -45,8 +60,8 @@ jget() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(s
 mac_of() { ip "${@:2}" -j link show "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["address"])'; }
 
 mapfile -t args < <(agent_args "$mods")
-ip netns exec "$NODE" "$AGENT" "${args[@]}" --set ipam-cluster-pool.node-cidr=10.202.0.0/24 \
-	--set datapath.trace-events=true --set hubble-lite.node-name=node-x >"$WORK/agent.log" 2>&1 &
+nsenter --net="/run/netns/$NODE" "$AGENT" "${args[@]}" --set ipam-cluster-pool.node-cidr=10.202.0.0/24 \
+	--set datapath.trace-events=true --set hubble-lite.node-name=node-x --set "lb.cgroup=$CG" >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 400); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
 check "the agent starts with hubble-lite" test -S "$WORK/fibril.sock"
@@ -135,6 +150,58 @@ for l in lines:
 ' "$OUT"
 check "fibril observe --port http: exit 1 naming the filter" \
 	sh -c '! "$1" --socket "$2" observe --port http 2>"$3" && grep -q "query .port." "$3"' _ "$CLI" "$WORK/fibril.sock" "$WORK/err"
+
+# ---- a service: the flows of a connection through its ClusterIP name it ------------------------
+printf '{"frontend":"10.96.77.1:80","name":"team/websvc","backends":[{"address":"10.202.0.10:8080"}]}' |
+	fib service upsert - >/dev/null
+check "a ClusterIP service team/websvc -> web:8080" fib service get 1
+inpod 0 python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8080)); s.listen(8); s.settimeout(10)
+for _ in range(3):
+    c, _ = s.accept(); c.recv(16); c.sendall(b"ok"); c.close()' &
+sleep 0.5
+# tcp_connect ADDR PORT N: N connections from the client pod, in the cgroup
+tcp_connect() {
+	nsenter --net="/run/netns/${PODNS[1]}" sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" \
+		python3 -c '
+import socket, sys
+for _ in range(int(sys.argv[3])):
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+    s.sendall(b"hi"); assert s.recv(16) == b"ok"; s.close()
+print("ok")' "$@"
+}
+check "3 TCP connections from client through the ClusterIP" test "$(tcp_connect 10.96.77.1 80 3)" = ok
+sleep 0.5
+SVC=$(flows 'to-service=team/websvc')
+check "the flows to the backend name the service (destination_service team/websvc)" \
+	test "$(jget "$SVC" 'len([f for f in j["flows"] if f["destination"].get("pod_name") == "web" and f["l4"]["destination_port"] == 8080 and f["destination_service"] == {"name": "websvc", "namespace": "team"} and f["source"].get("pod_name") == "client"])')" -ge 3 ||
+	echo "  $(jget "$SVC" 'j["flows"][:1]')"
+check "the replies name it as their source_service" \
+	test "$(jget "$(flows 'from-service=team/websvc&from-port=8080')" 'len([f for f in j["flows"] if f["source_service"]["name"] == "websvc" and f["destination"].get("pod_name") == "client"])')" -ge 3
+check "filter service=websvc (either end, by name) has both" \
+	test "$(count 'service=websvc')" -ge 6
+check "filter service=team/other has none" test "$(count 'service=team/other')" = 0
+check "the UDP flows of before name no service" \
+	test "$(jget "$(flows 'to-port=7777')" 'sum(1 for f in j["flows"] if "destination_service" in f or "source_service" in f)')" = 0
+OUT=$(fib observe --to-service team/websvc --last 1)
+check "fibril observe --to-service: the line names the service ($OUT)" \
+	grep -q -- '-> team/web:8080 (ID:[0-9]*) (service team/websvc) ' <<<"$OUT"
+check "fibril observe -o json carries destination_service" \
+	grep -q '"destination_service":{"name":"websvc","namespace":"team"}' <<<"$(fib observe --to-service websvc --last 1 -o json)"
+check "the service is deleted" fib service delete 1
+inpod 0 python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8080)); s.listen(8); s.settimeout(10)
+c, _ = s.accept(); c.recv(16); c.sendall(b"ok"); c.close()' &
+sleep 0.5
+n_before=$(count 'to-service=team/websvc')
+check "a direct connection to web:8080 after the delete" test "$(tcp_connect 10.202.0.10 8080 1)" = ok
+sleep 0.5
+check "... names no service any more" test "$(count 'to-service=team/websvc')" = "$n_before"
+
 PROM=$(api http://x/metrics)
 check "/metrics: fibril_hubble_drops_total by reason" \
 	contains "$PROM" 'fibril_hubble_drops_total{reason="spoofed-source-ip"} 1'

@@ -226,6 +226,11 @@ check "the restart restored the services from the pins" contains "$(cat "$WORK/a
 after_ids=$(ids_of)
 check "same service and backend IDs after the restart" test "$after_ids" = "$before_ids"
 [ "$after_ids" = "$before_ids" ] || diff <(echo "$before_ids") <(echo "$after_ids")
+web=$(fib -o json service get 1)
+check "after kill -9: the API service keeps its name and its origin (api)" \
+	test "$(jq_ "$web" 'j.get("name"), j["source"]')" = "('default/web', 'api')" || echo "  $web"
+check "... none of the restored services is of unknown origin" \
+	test "$(jq_ "$(api http://x/v1/service)" 'j["restored-unknown-origin"]')" = 0
 n_before=$(grep -c ok "$WORK/long")
 sleep 1
 check "the long-running connection was never reset" \

@@ -11,8 +11,11 @@
 # service ID kept for the frontend that stays); a NodePort Service with
 # externalTrafficPolicy Local reached on the node address gets only this
 # node's endpoint while its clusterIP gets all; a restart with the objects
-# in place keeps the IDs and goes on following them; an EndpointSlice of an
-# unknown Service is a logged skip, used once the Service arrives; a
+# in place keeps the IDs and goes on following them; a Service deleted and
+# one changed while the agent is down are removed / reprogrammed once the
+# restarted agent's informers have listed, while an unchanged Service and
+# an API service (with its name) keep their IDs and serve throughout; an
+# EndpointSlice of an unknown Service is a logged skip, used once the Service arrives; a
 # Service with an invalid externalIP is a logged skip that leaves the other
 # services alone; deleting the Service removes its frontends.
 . "$top_srcdir/tests/lib/common.sh"
@@ -148,9 +151,58 @@ kc patch svc web --type merge -p '{"spec":{"internalTrafficPolicy":"Cluster"}}' 
 check "... and is still followed (policy back to Cluster: b0 and b1)" \
 	wait_for 10 test "$(backends_seen "$CIP" 81 30)" = "['b0', 'b1']"
 
+# ---- changes while the agent is down (Cilium's RestoreServices + SyncWithK8sFinished) ------------
+# a Service deleted and one changed while the agent is down; an unchanged
+# one and one from the API must keep their IDs and serve throughout
+cat >"$WORK/keep.json" <<'EOF2'
+{"apiVersion":"v1","kind":"Service","metadata":{"name":"keep","namespace":"default"},
+ "spec":{"type":"ClusterIP","ports":[{"name":"http","port":90,"protocol":"TCP","targetPort":8080}]}}
+EOF2
+kc apply -f "$WORK/keep.json" >/dev/null
+slice keep-1 keep "[$(ep 1 "$NODE_NAME" true true false)]" >"$WORK/keep-slice.json"
+kc apply -f "$WORK/keep-slice.json" >/dev/null
+KCIP=$(kc get svc keep -o jsonpath='{.spec.clusterIP}')
+check "a third Service (keep) is served" wait_for 10 test "$(backends_seen "$KCIP" 90 5)" = "['b1']"
+printf '{"frontend":"10.96.200.1:80","name":"ops/manual","backends":[{"address":"10.212.0.12:8080"}]}' |
+	fib service upsert - >/dev/null || fail "an API service is upserted"
+KID=$(svc_id "$KCIP:90") APIID=$(svc_id 10.96.200.1:80) NPID=$(svc_id "$NPCIP:8000")
+check "the agent stops" stop_agent
+kc delete svc np >/dev/null
+kc patch svc web --type json -p '[{"op":"replace","path":"/spec/ports/0/port","value":82}]' >/dev/null
+check "while the agent is down: the deleted Service's frontend still serves (pins)" \
+	test "$(backends_seen "$NPCIP" 8000 10)" = "['b0', 'b1']"
+check "... and the unchanged one too" test "$(backends_seen "$KCIP" 90 5)" = "['b1']"
+# the informers start only when the lb module asks (no k8s.resources): the
+# lb module restores from the pins, then waits for their first list
+start_agent "$mods" "${AGENT_ARGS[@]}" || { fail "the agent restarts"; finish; }
+check "after the restart, the first list applied" \
+	wait_for 20 test "$(jq_ "$(api http://x/v1/service)" 'j["k8s-synced"]')" = True
+svcs=$(api http://x/v1/service)
+check "the Service deleted while down: its frontends are gone after the sync" \
+	test -z "$(svc_id "$NPCIP:8000")" -a -z "$(svc_id "192.0.2.10:$NP")" || fib service list
+check "... the agent says so" grep -q "service $NPID ($NPCIP:8000, default/np:http) removed: Kubernetes no longer has it" "$WORK/agent.log"
+check "... 2 stale frontends removed (clusterIP, NodePort) plus web's old port" \
+	test "$(jq_ "$svcs" 'j["k8s-stale-removed"]')" = 3 || echo "  $(jq_ "$svcs" 'j["k8s-stale-removed"]')"
+check "... and gone from the maps (lb_services, lb_revnat)" \
+	test -z "$(fib map dump lb_services | grep -e "$NPCIP:8000/" -e "192.0.2.10:$NP/")$(fib map dump lb_revnat | grep -e "$NPCIP:8000\$")"
+check "the Service changed while down is reprogrammed: :82 served" \
+	wait_for 10 test "$(backends_seen "$CIP" 82 30)" = "['b0', 'b1']"
+check "... :81 gone" test -z "$(svc_id "$CIP:81")"
+check "the unchanged Service kept its ID and serves" \
+	test "$(svc_id "$KCIP:90")" = "$KID" -a "$(backends_seen "$KCIP" 90 5)" = "['b1']"
+api_svc=$(fib -o json service get "$APIID")
+check "the API service kept its ID, its name and its origin" \
+	test "$(jq_ "$api_svc" 'j.get("name"), j["source"]')" = "('ops/manual', 'api')" || echo "  $api_svc"
+check "... and serves" test "$(backends_seen 10.96.200.1 80 5)" = "['b2']"
+check "the k8s services are named again, source k8s" \
+	test "$(jq_ "$(fib -o json service get "$KID")" 'j.get("name"), j["source"]')" = "('default/keep:http', 'k8s')"
+check "the stopped agent restored them with their origins" \
+	grep -q "restored 5 services (4 from Kubernetes, 0 of unknown origin)" "$WORK/agent.log" ||
+	grep "restored" "$WORK/agent.log"
+
 # ---- delete -------------------------------------------------------------------------------------------
 kc delete svc web >/dev/null
-check "deleting the Service removes its frontends" wait_for 10 test -z "$(svc_id "$CIP:81")"
+check "deleting the Service removes its frontends" wait_for 10 test -z "$(svc_id "$CIP:82")"
 check "k8s skips are counted" test "$(jq_ "$(api http://x/v1/service)" 'j["k8s-skipped"] >= 2')" = True
 check "the agent stops cleanly" stop_agent
 finish

@@ -44,14 +44,7 @@ MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes lb"
 mn_require $MODS
 
 # a cgroup v2 directory per node for its socket hooks (the client runs in n1's)
-CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
-CG2_MOUNTED=""
-if [ -z "$CG2" ]; then
-	CG2=$WORK/cgroup2
-	mkdir -p "$CG2"
-	mount -t cgroup2 none "$CG2" || skip_or_fail "cannot mount a cgroup v2 file system"
-	CG2_MOUNTED=$CG2
-fi
+find_cgroup2
 CG_BASE="$CG2/fibril-lbmn-test-$$"
 SERVERS=()
 mn_test_cleanup() {

@@ -61,6 +61,19 @@ prometheus_python() {
 	"$PY" -c 'import prometheus_client.parser' 2>/dev/null ||
 		skip_or_fail "python3-prometheus-client is missing (scripts/deps.sh installs it)"
 }
+# find_cgroup2 : CG2 = the host's cgroup v2 directory; on a cgroup v1 host
+# a cgroup2 hierarchy of the test's own is mounted at $WORK/cgroup2 and
+# named in CG2_MOUNTED (the caller's cleanup unmounts it).
+find_cgroup2() {
+	CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
+	CG2_MOUNTED=""
+	if [ -z "$CG2" ]; then
+		CG2=$WORK/cgroup2
+		mkdir -p "$CG2"
+		mount -t cgroup2 none "$CG2" || skip_or_fail "cannot mount a cgroup v2 file system"
+		CG2_MOUNTED=$CG2
+	fi
+}
 # note_or_fail WHY : a check that could not run: a note locally, a failure in CI.
 note_or_fail() {
 	if [ "${CI:-}" = true ]; then fail "$1"; else echo "NOTE: $1"; fi

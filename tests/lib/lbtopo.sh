@@ -14,14 +14,7 @@
 #   be_json STATE I... a backends array of backend pods I...
 #   fib ARGS...        the CLI on the test agent's socket
 [ -f "$top_builddir/.libs/lb.so" ] || { echo "FAIL: lb.so is not built"; exit 1; }
-CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
-CG2_MOUNTED=""
-if [ -z "$CG2" ]; then # a cgroup v1 host: a cgroup2 hierarchy of the test's own
-	CG2=$WORK/cgroup2
-	mkdir -p "$CG2"
-	mount -t cgroup2 none "$CG2" || skip_or_fail "cannot mount a cgroup v2 file system"
-	CG2_MOUNTED=$CG2
-fi
+find_cgroup2
 
 NODE=flbn$$
 CLIENT=flbc$$
