@@ -177,9 +177,9 @@ static void fill_peer(struct hubble *h, struct hl_peer *p, uint16_t ep_id, uint3
 	p->ep_id = e->id;
 	if (!p->identity)
 		p->identity = e->identity;
-	copy_str(p->ns, sizeof(p->ns), e->ns, sizeof(e->ns));
-	copy_str(p->pod, sizeof(p->pod), e->pod, sizeof(e->pod));
-	copy_str(p->labels, sizeof(p->labels), e->labels, sizeof(e->labels));
+	hl_copy_str(p->ns, sizeof(p->ns), e->ns, sizeof(e->ns));
+	hl_copy_str(p->pod, sizeof(p->pod), e->pod, sizeof(e->pod));
+	hl_copy_str(p->labels, sizeof(p->labels), e->labels, sizeof(e->labels));
 }
 
 static int on_datapath_event(const struct fibril_event *ev, void *ud)
