@@ -184,9 +184,11 @@ done_sim() {
 }
 echo ""
 echo "3. scale by simulation: $SIM_NODES nodes and $SIM_EPS endpoints in etcd, one agent starts (a new node each round)"
-for round in $(seq 1 "$SIM_ROUNDS"); do
-	node=s$round
-	mn_node_add "$node" $((2 + round))
+# sim_round N NODE MODS LABEL: a fresh node NODE (index N) starts its agent
+# (AGENT, LD_LIBRARY_PATH and MODS as set) on the simulated cluster
+sim_round() {
+	local round=$1 node=$2 mods=$3 label=$4 ref t0 t1 cpu rss hwm dp routes secs
+	mn_node_add "$node" "$round"
 	[ -n "${BENCH_KEEP_LOG:-}" ] && mn_test_cleanup() { cp "${MN_DIR[$node]}/agent.log" "$BENCH_KEEP_LOG" 2>/dev/null; }
 	ip -n "$(mn_ns "$node")" addr add 172.20.0.1/16 dev eth0 # the simulated nodes' IPs are on-link
 	# the reference: etcd's JSON gateway serving that prefix once, to curl
@@ -194,9 +196,9 @@ for round in $(seq 1 "$SIM_ROUNDS"); do
 		-X POST "$MN_ETCD_ENDPOINT/v3/kv/range" -d "{\"key\":\"$(printf /sim/state/ip/v1/default/ | base64 -w0)\",\"range_end\":\"$(printf /sim/state/ip/v1/default0 | base64 -w0)\"}")
 	t0=$(date +%s%N)
 	# one read of the whole prefix: its answer may take longer than the default 5 s
-	MN_START_NOWAIT=${BENCH_PERF:+1} mn_agent_start "$node" "$WORK/mods" "${ARGS[@]}" --set kvstore-etcd.prefix=/sim/ \
+	MN_START_NOWAIT=${BENCH_PERF:+1} mn_agent_start "$node" "$mods" "${ARGS[@]}" --set kvstore-etcd.prefix=/sim/ \
 		--set kvstore-etcd.request-timeout=120s >/dev/null || exit 1
-	if [ -n "${BENCH_PERF:-}" ]; then perf record -g -o "$BENCH_PERF.$round" -p "${MN_PID[$node]}" >/dev/null 2>&1 & PERF_PID=$!; fi
+	if [ -n "${BENCH_PERF:-}" ]; then perf record -g -o "$BENCH_PERF.$node" -p "${MN_PID[$node]}" >/dev/null 2>&1 & PERF_PID=$!; fi
 	for _ in $(seq 1 2400); do done_sim "$node" 2>/dev/null && break; sleep 0.05; done
 	t1=$(date +%s%N)
 	done_sim "$node" || echo "   (not complete after 120 s)"
@@ -207,10 +209,10 @@ for round in $(seq 1 "$SIM_ROUNDS"); do
 	hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/${MN_PID[$node]}/status")
 	# (the map dump API stops at 65,536 entries: the module's own counters)
 	dp=$(mn_api "$node" http://x/v1/ipcache | python3 -c 'import json,sys; m = json.load(sys.stdin)["metrics"]; print("%d (errors %d)" % (m["programmed"], m["errors"]))')
-	[ -n "${BENCH_PERF:-}" ] && kill -TERM "$PERF_PID" 2>/dev/null && wait "$PERF_PID" 2>/dev/null
+	[ -n "${BENCH_PERF:-}" ] && { kill -TERM "$PERF_PID"; wait "$PERF_PID"; } 2>/dev/null || true
 	routes=$(ip -n "$(mn_ns "$node")" route show proto 242 | wc -l)
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
-	echo "   round $round (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo "   $label (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 	printf '   %-48s %10s s (goal < 2 s: %s)\n' "agent start -> every route and ipcache entry" "$secs" \
 		"$(awk -v v="$secs" 'BEGIN { print (v < 2 ? "met" : "NOT met") }')"
 	printf '   %-48s %10s s (%s MB of JSON)\n' "reference: etcd serves the ipcache prefix to curl" \
@@ -220,5 +222,22 @@ for round in $(seq 1 "$SIM_ROUNDS"); do
 	printf '   %-48s %10s MB (peak %s MB; goal < 64 MB: %s)\n' "agent RSS" "$((rss / 1024))" "$((hwm / 1024))" \
 		"$(awk -v v="$hwm" 'BEGIN { print (v / 1024 < 64 ? "met" : "NOT met") }')"
 	mn_agent_kill "$node" TERM
+}
+# SIM_BASE_BUILDDIR (another build, e.g. of main): its agent and modules
+# start in alternate rounds on the same data (A B A B ...), for a before /
+# after comparison in one run
+if [ -n "${SIM_BASE_BUILDDIR:-}" ]; then
+	mkdir -p "$WORK/mods-base"
+	for m in $MODS; do install -m 0644 "$SIM_BASE_BUILDDIR/.libs/$m.so" "$WORK/mods-base/$m.so"; done
+fi
+NEW_AGENT=$AGENT NEW_LIBS=$LD_LIBRARY_PATH
+for round in $(seq 1 "$SIM_ROUNDS"); do
+	if [ -n "${SIM_BASE_BUILDDIR:-}" ]; then
+		AGENT=$SIM_BASE_BUILDDIR/.libs/fibril-agent
+		[ -x "$SIM_BASE_BUILDDIR/.libs/lt-fibril-agent" ] && AGENT=$SIM_BASE_BUILDDIR/.libs/lt-fibril-agent
+		LD_LIBRARY_PATH=$SIM_BASE_BUILDDIR/.libs sim_round $((2 * round + 1)) "b$round" "$WORK/mods-base" "round $round, base build ($SIM_BASE_BUILDDIR)"
+		AGENT=$NEW_AGENT
+	fi
+	LD_LIBRARY_PATH=$NEW_LIBS sim_round $((2 * round + 2)) "s$round" "$WORK/mods" "round $round"
 done
 fi
