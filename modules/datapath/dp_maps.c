@@ -444,6 +444,8 @@ int dp_ipcache_put_batch(struct datapath *dp, const struct fibril_datapath_ipcac
 		} else if (count == 0 && (errno == EINVAL || errno == ENOTSUP || errno == EOPNOTSUPP ||
 					  errno == 524 /* ENOTSUPP */)) {
 			dp->ipcache_no_batch = true; /* an older kernel: one at a time */
+			fibril_info(dp->m, "%s takes no BPF_MAP_UPDATE_BATCH (%s): ipcache batches "
+				    "are written one entry at a time", DP_MAP_IPCACHE, strerror(errno));
 		} else {
 			*done = count;
 			rc = ipcache_write_failed(&keys[count < n ? count : n - 1],
