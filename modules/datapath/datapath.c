@@ -441,7 +441,7 @@ static int op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcac
 	if (!n)
 		return 0;
 	/* the array's stride is the caller's struct size: the fields an older
-	 * caller's struct lacks are read as absent (none are past identity) */
+	 * caller's struct lacks read as zero, as ipcache_upsert_entry's do */
 	size_t stride = entries ? entries[0].sz : 0;
 	if (stride < FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry, identity)) {
 		dp_seterr(err, errlen, "struct fibril_datapath_ipcache_entry: sz %zu is too small", stride);
