@@ -17,7 +17,11 @@
 #      time until it has every route and every ipcache entry in place, and
 #      its RSS (VmRSS after, VmHWM the peak).
 # BENCH_CLUSTER_PARTS (default "1 2 3") runs some of them only; the scale
-# part also runs alone with SIM_ROUNDS > 1 rounds (a fresh agent each).
+# part runs SIM_ROUNDS rounds (default 1, a fresh node and agent each),
+# each beside etcd serving the prefix to curl, with the agent's CPU time;
+# SIM_BASE_BUILDDIR=<another build dir> starts that build's agent in
+# alternate rounds on the same data (A B A B: before / after in one run);
+# BENCH_PERF=<file> records each round's agent with perf.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
