@@ -191,13 +191,14 @@ echo "3. scale by simulation: $SIM_NODES nodes and $SIM_EPS endpoints in etcd, o
 # sim_round N NODE MODS LABEL: a fresh node NODE (index N) starts its agent
 # (AGENT, LD_LIBRARY_PATH and MODS as set) on the simulated cluster
 sim_round() {
-	local round=$1 node=$2 mods=$3 label=$4 ref t0 t1 cpu rss hwm dp routes secs
+	local round=$1 node=$2 mods=$3 label=$4 ref t0 t1 cpu rss hwm dp routes secs etcd0 etcd_cpu
 	mn_node_add "$node" "$round"
 	[ -n "${BENCH_KEEP_LOG:-}" ] && mn_test_cleanup() { cp "${MN_DIR[$node]}/agent.log" "$BENCH_KEEP_LOG" 2>/dev/null; }
 	ip -n "$(mn_ns "$node")" addr add 172.20.0.1/16 dev eth0 # the simulated nodes' IPs are on-link
 	# the reference: etcd's JSON gateway serving that prefix once, to curl
 	ref=$(ip netns exec "$MN_UNDERLAY_NS" curl -s -o /dev/null -w '%{time_total} %{size_download}' \
 		-X POST "$MN_ETCD_ENDPOINT/v3/kv/range" -d "{\"key\":\"$(printf /sim/state/ip/v1/default/ | base64 -w0)\",\"range_end\":\"$(printf /sim/state/ip/v1/default0 | base64 -w0)\"}")
+	etcd0=$(awk '{ print $14 + $15 }' "/proc/$MN_ETCD_PID/stat")
 	t0=$(date +%s%N)
 	# one read of the whole prefix: its answer may take longer than the default 5 s
 	MN_START_NOWAIT=${BENCH_PERF:+1} mn_agent_start "$node" "$mods" "${ARGS[@]}" --set kvstore-etcd.prefix=/sim/ \
@@ -209,6 +210,7 @@ sim_round() {
 	# the agent's CPU time so far (user + system): less noisy than the wall
 	# time on a loaded machine
 	cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/${MN_PID[$node]}/stat")
+	etcd_cpu=$(awk -v hz="$(getconf CLK_TCK)" -v t0="$etcd0" '{ printf "%.2f", ($14 + $15 - t0) / hz }' "/proc/$MN_ETCD_PID/stat")
 	rss=$(awk '/^VmRSS/ { print $2 }' "/proc/${MN_PID[$node]}/status")
 	hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/${MN_PID[$node]}/status")
 	# (the map dump API stops at 65,536 entries: the module's own counters)
@@ -221,7 +223,7 @@ sim_round() {
 		"$(awk -v v="$secs" 'BEGIN { print (v < 2 ? "met" : "NOT met") }')"
 	printf '   %-48s %10s s (%s MB of JSON)\n' "reference: etcd serves the ipcache prefix to curl" \
 		"${ref% *}" "$(awk -v b="${ref#* }" 'BEGIN { printf "%.1f", b / 1048576 }')"
-	printf '   %-48s %10s s\n' "the agent's CPU time (user + system) by then" "$cpu"
+	printf '   %-48s %10s s (etcd meanwhile: %s s)\n' "the agent's CPU time (user + system) by then" "$cpu" "$etcd_cpu"
 	printf '   %-48s %10s / %s\n' "routes (proto 242) / endpoint entries written" "$routes" "$dp"
 	printf '   %-48s %10s MB (peak %s MB; goal < 64 MB: %s)\n' "agent RSS" "$((rss / 1024))" "$((hwm / 1024))" \
 		"$(awk -v v="$hwm" 'BEGIN { print (v / 1024 < 64 ? "met" : "NOT met") }')"
