@@ -48,12 +48,8 @@ static int b64_value(int ch)
 	return -1;
 }
 
-int mod_b64_decode(const char *in, char **out, size_t *out_len)
+int mod_b64_decode_into(const char *in, size_t n, char *out, size_t *out_len)
 {
-	size_t n = strlen(in);
-	char *buf = malloc(n / 4 * 3 + 4);
-	if (!buf)
-		return -ENOMEM;
 	size_t len = 0;
 	uint32_t acc = 0;
 	int bits = 0;
@@ -62,19 +58,31 @@ int mod_b64_decode(const char *in, char **out, size_t *out_len)
 		if (ch == '=' || ch == '\n' || ch == '\r' || ch == ' ' || ch == '\t')
 			continue;
 		int v = b64_value(ch);
-		if (v < 0) {
-			free(buf);
+		if (v < 0)
 			return -EINVAL;
-		}
 		acc = (acc << 6) | (uint32_t)v;
 		bits += 6;
 		if (bits >= 8) {
 			bits -= 8;
-			buf[len++] = (char)((acc >> bits) & 0xff);
+			out[len++] = (char)((acc >> bits) & 0xff);
 		}
 	}
-	buf[len] = '\0';
-	*out = buf;
+	out[len] = '\0';
 	*out_len = len;
+	return 0;
+}
+
+int mod_b64_decode(const char *in, char **out, size_t *out_len)
+{
+	size_t n = strlen(in);
+	char *buf = malloc(n / 4 * 3 + 4);
+	if (!buf)
+		return -ENOMEM;
+	int rc = mod_b64_decode_into(in, n, buf, out_len);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
 	return 0;
 }

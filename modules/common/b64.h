@@ -12,5 +12,8 @@ char *mod_b64_encode(const void *data, size_t len);
  * the URL-safe alphabet are read; '=' padding and white space (line breaks
  * of PEM-like text) are skipped. 0, -EINVAL on any other byte, -ENOMEM. */
 int mod_b64_decode(const char *in, char **out, size_t *out_len);
+/* The same into out, which holds n / 4 * 3 + 3 bytes at least (the
+ * decoded bytes and a NUL); in is n bytes, not NUL-terminated. */
+int mod_b64_decode_into(const char *in, size_t n, char *out, size_t *out_len);
 
 #endif

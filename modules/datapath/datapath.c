@@ -438,6 +438,37 @@ static int op_ipcache_upsert_entry(void *ctx, const struct fibril_datapath_ipcac
 				     errlen);
 }
 
+static int op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcache_entry *entries,
+				   size_t n, size_t *done, char *err, size_t errlen)
+{
+	size_t written = 0;
+	if (!done)
+		done = &written;
+	*done = 0;
+	if (!n)
+		return 0;
+	/* the array's stride is the caller's struct size: the fields an older
+	 * caller's struct lacks read as zero, as ipcache_upsert_entry's do */
+	size_t stride = entries ? entries[0].sz : 0;
+	if (stride < FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry, identity)) {
+		dp_seterr(err, errlen, "struct fibril_datapath_ipcache_entry: sz %zu is too small", stride);
+		return -EINVAL;
+	}
+	if (stride >= sizeof(struct fibril_datapath_ipcache_entry))
+		return dp_ipcache_put_batch(ctx, entries, n, stride, done, err, errlen);
+	/* an older, shorter struct: each copied in to the full size first */
+	struct fibril_datapath_ipcache_entry *full = calloc(n, sizeof(*full));
+	if (!full) {
+		dp_seterr(err, errlen, "ipcache: out of memory for a batch of %zu", n);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		memcpy(&full[i], (const char *)entries + i * stride, stride);
+	int rc = dp_ipcache_put_batch(ctx, full, n, sizeof(*full), done, err, errlen);
+	free(full);
+	return rc;
+}
+
 static int op_tunnel_setup(void *ctx, const struct fibril_datapath_tunnel *t, char *err,
 			   size_t errlen)
 {
@@ -504,6 +535,7 @@ static const struct fibril_datapath_ops dp_ops = {
 	.policy_enforce = op_policy_enforce,
 	.policy_list = op_policy_list,
 	.ipcache_upsert_entry = op_ipcache_upsert_entry,
+	.ipcache_upsert_batch = op_ipcache_upsert_batch,
 	.tunnel_setup = op_tunnel_setup,
 };
 

@@ -66,6 +66,7 @@ struct datapath {
 	struct fibril_map *maps[DPM_COUNT];
 	struct dp_prog *prog;
 	struct nl_sock *nl;
+	bool ipcache_no_batch; /* the kernel's LPM trie refused BPF_MAP_UPDATE_BATCH */
 	/* the node: the host device and the gateways on it */
 	struct fibril_datapath_node node;
 	bool node_ready;
@@ -118,6 +119,8 @@ int dp_config_write(struct datapath *dp, char *err, size_t len);
 int dp_ipcache_put(struct datapath *dp, int family, const void *addr, unsigned plen,
 		   uint32_t identity, char *err, size_t len);
 /* The same with the node that hosts the prefix (tunnel_family 0: none). */
+int dp_ipcache_put_batch(struct datapath *dp, const struct fibril_datapath_ipcache_entry *entries,
+			 size_t n, size_t stride, size_t *done, char *err, size_t len);
 int dp_ipcache_put_tunnel(struct datapath *dp, int family, const void *addr, unsigned plen,
 			  uint32_t identity, int tunnel_family, const void *tunnel_ip, char *err,
 			  size_t len);

@@ -388,6 +388,88 @@ int dp_ipcache_put(struct datapath *dp, int family, const void *addr, unsigned p
 	return dp_ipcache_put_tunnel(dp, family, addr, plen, identity, 0, NULL, err, len);
 }
 
+static int ipcache_value(uint32_t identity, int tunnel_family, const void *tunnel_ip,
+			 struct dp_ipcache_value *v, char *err, size_t len)
+{
+	memset(v, 0, sizeof(*v));
+	v->identity = identity;
+	if (tunnel_family) {
+		if ((tunnel_family != 4 && tunnel_family != 6) || !tunnel_ip) {
+			dp_seterr(err, len, "ipcache: tunnel endpoint family %d is neither 4 nor 6",
+				  tunnel_family);
+			return -EINVAL;
+		}
+		v->flags |= DP_IPCACHE_F_TUNNEL;
+		v->tunnel_family = tunnel_family == 4 ? DP_FAMILY_IPV4 : DP_FAMILY_IPV6;
+		memcpy(v->tunnel_ip, tunnel_ip, tunnel_family == 4 ? 4 : 16);
+	}
+	return 0;
+}
+
+static int ipcache_write_failed(const struct dp_ipcache_key *k, unsigned plen, int e, char *err,
+				size_t len)
+{
+	char a[INET6_ADDRSTRLEN];
+	dp_fmt_addr(k->family, k->addr, a, sizeof(a));
+	dp_seterr(err, len, "cannot write %s/%u to %s: %s", a, plen, DP_MAP_IPCACHE, strerror(e));
+	return -e;
+}
+
+/* Many entries: every key and value built first (a bad entry refuses the
+ * whole batch, nothing written), then one BPF_MAP_UPDATE_BATCH when the
+ * kernel's LPM trie takes it (else one update each). *done: how many were
+ * written, in order. */
+int dp_ipcache_put_batch(struct datapath *dp, const struct fibril_datapath_ipcache_entry *entries,
+			 size_t n, size_t stride, size_t *done, char *err, size_t len)
+{
+	*done = 0;
+	if (!n)
+		return 0;
+	struct dp_ipcache_key *keys = malloc(n * sizeof(*keys));
+	struct dp_ipcache_value *values = malloc(n * sizeof(*values));
+	int rc = keys && values ? 0 : -ENOMEM;
+	if (rc)
+		dp_seterr(err, len, "ipcache: out of memory for a batch of %zu", n);
+	for (size_t i = 0; !rc && i < n; i++) {
+		const struct fibril_datapath_ipcache_entry *e =
+			(const void *)((const char *)entries + i * stride);
+		if ((rc = ipcache_key(e->family, e->addr, e->prefix_len, &keys[i], err, len)) == 0)
+			rc = ipcache_value(e->identity, e->tunnel_family, e->tunnel_endpoint, &values[i],
+					   err, len);
+	}
+	int fd = fibril_map_fd(dp->maps[DPM_IPCACHE]);
+	if (!rc && !dp->ipcache_no_batch) {
+		__u32 count = (__u32)n;
+		LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
+		if (bpf_map_update_batch(fd, keys, values, &count, &opts) == 0) {
+			*done = n;
+		} else if (count == 0 && (errno == EINVAL || errno == ENOTSUP || errno == EOPNOTSUPP ||
+					  errno == 524 /* ENOTSUPP */)) {
+			dp->ipcache_no_batch = true; /* an older kernel: one at a time */
+			fibril_info(dp->m, "%s takes no BPF_MAP_UPDATE_BATCH (%s): ipcache batches "
+				    "are written one entry at a time", DP_MAP_IPCACHE, strerror(errno));
+		} else {
+			*done = count;
+			rc = ipcache_write_failed(&keys[count < n ? count : n - 1],
+						  keys[count < n ? count : n - 1].prefixlen -
+							  DP_IPCACHE_PREFIX_HDR,
+						  errno, err, len);
+		}
+	}
+	if (!rc && dp->ipcache_no_batch) {
+		for (; *done < n; ++*done)
+			if (bpf_map_update_elem(fd, &keys[*done], &values[*done], BPF_ANY) != 0) {
+				rc = ipcache_write_failed(&keys[*done],
+							  keys[*done].prefixlen - DP_IPCACHE_PREFIX_HDR,
+							  errno, err, len);
+				break;
+			}
+	}
+	free(keys);
+	free(values);
+	return rc;
+}
+
 int dp_ipcache_put_tunnel(struct datapath *dp, int family, const void *addr, unsigned plen,
 			  uint32_t identity, int tunnel_family, const void *tunnel_ip, char *err,
 			  size_t len)
@@ -397,26 +479,10 @@ int dp_ipcache_put_tunnel(struct datapath *dp, int family, const void *addr, uns
 	if (rc < 0)
 		return rc;
 	struct dp_ipcache_value v;
-	memset(&v, 0, sizeof(v));
-	v.identity = identity;
-	if (tunnel_family) {
-		if ((tunnel_family != 4 && tunnel_family != 6) || !tunnel_ip) {
-			dp_seterr(err, len, "ipcache: tunnel endpoint family %d is neither 4 nor 6",
-				  tunnel_family);
-			return -EINVAL;
-		}
-		v.flags |= DP_IPCACHE_F_TUNNEL;
-		v.tunnel_family = tunnel_family == 4 ? DP_FAMILY_IPV4 : DP_FAMILY_IPV6;
-		memcpy(v.tunnel_ip, tunnel_ip, tunnel_family == 4 ? 4 : 16);
-	}
-	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_IPCACHE]), &k, &v, BPF_ANY) != 0) {
-		int e = errno;
-		char a[INET6_ADDRSTRLEN];
-		dp_fmt_addr(k.family, k.addr, a, sizeof(a));
-		dp_seterr(err, len, "cannot write %s/%u to %s: %s", a, plen, DP_MAP_IPCACHE,
-			  strerror(e));
-		return -e;
-	}
+	if ((rc = ipcache_value(identity, tunnel_family, tunnel_ip, &v, err, len)) < 0)
+		return rc;
+	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_IPCACHE]), &k, &v, BPF_ANY) != 0)
+		return ipcache_write_failed(&k, plen, errno, err, len);
 	return 0;
 }
 

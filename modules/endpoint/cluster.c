@@ -4,12 +4,14 @@
  *   - id/<n> -> labels is the identity itself (no lease); value/<labels>/
  *     <node> -> n is one node's reference to it, held by this module's lease,
  *     so a node that is gone stops referencing it when its lease expires;
- *   - a label set this node does not hold yet is looked up by its value/
- *     prefix (some node holds it: reference the same number, under a compare
- *     that id/<n> still names these labels), else a free number is created
- *     under compares that neither id/<n> nor any reference to the labels
- *     exists: of two nodes racing for new labels one transaction wins, the
- *     other fails, reads again and takes the winner's number;
+ *   - a label set this node does not hold yet is created in one
+ *     transaction, one round trip: a free number under compares that neither
+ *     id/<n> nor any reference to the labels exists; when a compare fails,
+ *     the same transaction's failure branch reads the labels' value/ prefix:
+ *     some node holds them (a race lost, or labels older than this node's
+ *     view) -> reference the same number, under a compare that id/<n> still
+ *     names these labels; nobody does -> id/<n> was taken: the next free
+ *     number;
  *   - the last local endpoint of an identity deletes this node's reference;
  *     an id/<n> no node references is deleted by the periodic GC (every
  *     agent runs it; a transaction makes it safe) once it stayed
@@ -164,7 +166,6 @@ static void shown_labels(const char *labels, char *buf, size_t len)
 
 /* ---- allocations -------------------------------------------------------------------- */
 
-static void alloc_step_lookup(struct cl_alloc *a);
 static void alloc_kick(struct cl_alloc *a);
 
 static void alloc_unlink(struct cl_alloc *a)
@@ -338,32 +339,57 @@ static struct cl_alloc *alloc_answer(void *ud, int err)
 
 /* Send one transaction of the allocation (its answer goes to cb). */
 static void alloc_txn(struct cl_alloc *a, const struct fibril_kv_compare *cmp, size_t ncmp,
-		      const struct fibril_kv_op *ok, size_t nok, fibril_kv_txn_fn cb)
+		      const struct fibril_kv_op *ok, size_t nok, const struct fibril_kv_op *failed,
+		      size_t nfailed, fibril_kv_txn_fn cb)
 {
 	struct ep_cluster *c = a->c;
 	int rc;
 
 	a->inflight = true;
-	rc = c->kv->txn(c->kvctx, cmp, ncmp, ok, nok, NULL, 0, cb, a);
+	rc = c->kv->txn(c->kvctx, cmp, ncmp, ok, nok, failed, nfailed, cb, a);
 	if (rc) {
 		a->inflight = false;
 		alloc_retry_later(a, rc);
 	}
 }
 
+/* The number some node references the labels with (the value/ prefix's
+ * keys), 0: none. */
+static uint32_t referenced_number(struct cl_alloc *a, const struct fibril_kv *kvs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t num;
+
+		if (cl_number_parse(kvs[i].value, kvs[i].value_len, FIBRIL_IDENTITY_LOCAL_MIN,
+				    EP_IDENTITY_MAX, &num)) {
+			a->c->stats.bad_records++;
+			fibril_warn(a->c->mg->m, "identity reference %s (revision %lld): not a number "
+				    "in %u..%u; ignored", kvs[i].key, (long long)kvs[i].mod_revision,
+				    FIBRIL_IDENTITY_LOCAL_MIN, EP_IDENTITY_MAX);
+			continue;
+		}
+		return num;
+	}
+	return 0;
+}
+
+static void alloc_step_reuse(struct cl_alloc *a, uint32_t n);
+static void alloc_step_create(struct cl_alloc *a);
+
 static void on_create(void *ud, int err, bool succeeded, const struct fibril_kv *kvs, size_t n,
 		      int64_t revision)
 {
 	struct cl_alloc *a = alloc_answer(ud, err);
 
-	(void)kvs, (void)n, (void)revision;
+	(void)revision;
 	if (!a)
 		return;
 	if (succeeded) {
 		alloc_done(a, a->number, false);
 		return;
 	}
-	/* the number is taken, or another node created these labels first */
+	/* the number is taken, or another node created these labels first:
+	 * the failure branch read who references them */
 	used_set(a->c, a->number, true);
 	a->c->stats.races_lost++;
 	count(a->c, "race-lost");
@@ -371,7 +397,11 @@ static void on_create(void *ud, int err, bool succeeded, const struct fibril_kv 
 		alloc_finish(a, -EAGAIN);
 		return;
 	}
-	alloc_step_lookup(a);
+	uint32_t held = referenced_number(a, kvs, n);
+	if (held)
+		alloc_step_reuse(a, held);
+	else
+		alloc_step_create(a);
 }
 
 static uint32_t pick_free(struct ep_cluster *c)
@@ -413,7 +443,10 @@ static void alloc_step_create(struct cl_alloc *a)
 		{.type = FIBRIL_KV_OP_PUT, .key = idk, .value = a->enc},
 		{.type = FIBRIL_KV_OP_PUT, .key = mine, .value = num, .lease = c->lease},
 	};
-	alloc_txn(a, cmp, 2, ok, 2, on_create);
+	struct fibril_kv_op held[1] = {
+		{.type = FIBRIL_KV_OP_GET, .key = prefix, .prefix = true},
+	};
+	alloc_txn(a, cmp, 2, ok, 2, held, 1, on_create);
 	free(prefix);
 	free(mine);
 }
@@ -451,51 +484,8 @@ static void alloc_step_reuse(struct cl_alloc *a, uint32_t n)
 	struct fibril_kv_op ok[1] = {
 		{.type = FIBRIL_KV_OP_PUT, .key = mine, .value = num, .lease = c->lease},
 	};
-	alloc_txn(a, cmp, 1, ok, 1, on_reuse);
+	alloc_txn(a, cmp, 1, ok, 1, NULL, 0, on_reuse);
 	free(mine);
-}
-
-static void on_lookup(void *ud, int err, const struct fibril_kv *kvs, size_t n, int64_t revision)
-{
-	struct cl_alloc *a = alloc_answer(ud, err);
-
-	(void)revision;
-	if (!a)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		uint32_t num;
-
-		if (cl_number_parse(kvs[i].value, kvs[i].value_len, FIBRIL_IDENTITY_LOCAL_MIN,
-				    EP_IDENTITY_MAX, &num)) {
-			a->c->stats.bad_records++;
-			fibril_warn(a->c->mg->m, "identity reference %s (revision %lld): not a number "
-				    "in %u..%u; ignored", kvs[i].key, (long long)kvs[i].mod_revision,
-				    FIBRIL_IDENTITY_LOCAL_MIN, EP_IDENTITY_MAX);
-			continue;
-		}
-		alloc_step_reuse(a, num);
-		return;
-	}
-	alloc_step_create(a);
-}
-
-static void alloc_step_lookup(struct cl_alloc *a)
-{
-	struct ep_cluster *c = a->c;
-	char *prefix = ref_key(a->enc, NULL);
-	int rc;
-
-	if (!prefix) {
-		alloc_finish(a, -ENOMEM);
-		return;
-	}
-	a->inflight = true;
-	rc = c->kv->get(c->kvctx, prefix, true, on_lookup, a);
-	free(prefix);
-	if (rc) {
-		a->inflight = false;
-		alloc_retry_later(a, rc);
-	}
 }
 
 static void alloc_kick(struct cl_alloc *a)
@@ -508,7 +498,7 @@ static void alloc_kick(struct cl_alloc *a)
 		a->last_err = c->lease ? 0 : -ENOTCONN; /* waits for the lease / a release */
 		return;
 	}
-	alloc_step_lookup(a);
+	alloc_step_create(a);
 }
 
 static void kick_all(struct ep_cluster *c)

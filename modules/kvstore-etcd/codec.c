@@ -9,6 +9,7 @@
 
 #include "b64.h"
 #include "etcd.h"
+#include "jscan.h"
 
 char *etcd_full_key(const struct etcd *e, const char *key, size_t *len)
 {
@@ -211,8 +212,143 @@ int etcd_kvs_append(const struct etcd *e, struct etcd_kvs *kvs, struct json_obje
 
 void etcd_kvs_free(struct etcd_kvs *kvs)
 {
-	for (size_t i = 0; i < kvs->n; i++)
+	for (size_t i = 0; !kvs->arena && i < kvs->n; i++)
 		etcd_kv_clear(&kvs->v[i]);
+	free(kvs->arena);
 	free(kvs->v);
 	memset(kvs, 0, sizeof(*kvs));
+}
+
+/* ---- range answers without json-c ---------------------------------------------------
+ * A page of 1,000 keys is ~300 KB of JSON: json-c would build an object per
+ * field and the pairs a malloc per key and value. The scanner walks the
+ * text once and decodes every key and value into one buffer (the arena). */
+
+/* a base64 string member into the arena: *out its text there */
+static bool scan_b64(struct mod_jscan *s, char **arena_at, const char **out, size_t *len)
+{
+	const char *v;
+	size_t vl;
+	if (!mod_jscan_string(s, &v, &vl) || mod_b64_decode_into(v, vl, *arena_at, len))
+		return false;
+	*out = *arena_at;
+	*arena_at += *len + 1;
+	return true;
+}
+
+static bool scan_kv(const struct etcd *e, struct mod_jscan *s, char **arena_at, struct fibril_kv *kv)
+{
+	const char *k;
+	size_t kl, klen = 0;
+	int r;
+	memset(kv, 0, sizeof(*kv));
+	kv->key = kv->value = "";
+	if (!mod_jscan_open(s, '{'))
+		return false;
+	while ((r = mod_jscan_member(s, &k, &kl)) == 1) {
+		bool ok;
+		if (MOD_JSCAN_IS(k, kl, "key"))
+			ok = scan_b64(s, arena_at, &kv->key, &klen);
+		else if (MOD_JSCAN_IS(k, kl, "value"))
+			ok = scan_b64(s, arena_at, &kv->value, &kv->value_len);
+		else if (MOD_JSCAN_IS(k, kl, "create_revision"))
+			ok = mod_jscan_int(s, &kv->create_revision, NULL);
+		else if (MOD_JSCAN_IS(k, kl, "mod_revision"))
+			ok = mod_jscan_int(s, &kv->mod_revision, NULL);
+		else if (MOD_JSCAN_IS(k, kl, "version"))
+			ok = mod_jscan_int(s, &kv->version, NULL);
+		else if (MOD_JSCAN_IS(k, kl, "lease"))
+			ok = mod_jscan_int(s, &kv->lease, NULL);
+		else
+			ok = mod_jscan_skip(s);
+		if (!ok)
+			return false;
+	}
+	if (r)
+		return false;
+	if (klen >= e->prefix_len && memcmp(kv->key, e->prefix, e->prefix_len) == 0)
+		kv->key += e->prefix_len;
+	return true;
+}
+
+static bool scan_header(struct mod_jscan *s, int64_t *revision)
+{
+	const char *k;
+	size_t kl;
+	int r;
+	if (!mod_jscan_open(s, '{'))
+		return false;
+	while ((r = mod_jscan_member(s, &k, &kl)) == 1)
+		if (!(MOD_JSCAN_IS(k, kl, "revision") ? mod_jscan_int(s, revision, NULL)
+						      : mod_jscan_skip(s)))
+			return false;
+	return r == 0;
+}
+
+static bool scan_range(const struct etcd *e, struct mod_jscan *s, struct etcd_kvs *kvs,
+		       bool *more, int64_t *revision)
+{
+	const char *k;
+	size_t kl;
+	int r;
+	bool seen_kvs = false, seen_header = false, seen_more = false;
+	if (!mod_jscan_open(s, '{'))
+		return false;
+	while ((r = mod_jscan_member(s, &k, &kl)) == 1) {
+		if (MOD_JSCAN_IS(k, kl, "kvs")) {
+			if (seen_kvs || !mod_jscan_open(s, '['))
+				return false; /* twice: json-c keeps the last one */
+			seen_kvs = true;
+			char *arena_at = kvs->arena;
+			int er;
+			while ((er = mod_jscan_element(s)) == 1) {
+				if (kvs->n == kvs->cap) {
+					size_t cap = kvs->cap ? kvs->cap * 2 : 64;
+					struct fibril_kv *v = realloc(kvs->v, cap * sizeof(*v));
+					if (!v)
+						return false;
+					kvs->v = v;
+					kvs->cap = cap;
+				}
+				if (!scan_kv(e, s, &arena_at, &kvs->v[kvs->n]))
+					return false;
+				kvs->n++;
+			}
+			if (er)
+				return false;
+		} else if (MOD_JSCAN_IS(k, kl, "header")) {
+			if (seen_header || !scan_header(s, revision))
+				return false;
+			seen_header = true;
+		} else if (MOD_JSCAN_IS(k, kl, "more")) {
+			if (seen_more || !mod_jscan_bool(s, more))
+				return false;
+			seen_more = true;
+		} else if (MOD_JSCAN_IS(k, kl, "error")) {
+			return false; /* an error document: json-c reads it */
+		} else if (!mod_jscan_skip(s)) {
+			return false;
+		}
+	}
+	return r == 0 && mod_jscan_at_end(s);
+}
+
+int etcd_range_scan(const struct etcd *e, const char *text, size_t len, struct etcd_kvs *kvs,
+		    bool *more, int64_t *revision)
+{
+	struct mod_jscan s;
+	memset(kvs, 0, sizeof(*kvs));
+	*more = false;
+	*revision = 0;
+	/* every decoded string is shorter than its base64 text with its quotes */
+	if (!(kvs->arena = malloc(len + 1)))
+		return -ENOMEM;
+	mod_jscan_init(&s, text, len);
+	if (!scan_range(e, &s, kvs, more, revision)) {
+		etcd_kvs_free(kvs);
+		*more = false;
+		*revision = 0;
+		return -EAGAIN;
+	}
+	return 0;
 }

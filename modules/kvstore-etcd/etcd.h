@@ -118,6 +118,7 @@ struct etcd_req {
 	size_t addr_tries;    /* other addresses of this endpoint tried so far */
 	struct etcd_httpp parser;
 	bool stream;   /* watch: no total timeout, data delivered as it comes */
+	bool raw;      /* a 200 answer goes to done unparsed (resp NULL, r->buf) */
 	bool has_data; /* stream bytes not yet handed to data() */
 	uint64_t t0_us; /* when it was made (metrics.c) */
 	etcd_done_fn done;
@@ -196,6 +197,7 @@ int etcd_json_error(struct json_object *resp, char *msg, size_t len);
 struct etcd_kvs {
 	struct fibril_kv *v;
 	size_t n, cap;
+	char *arena; /* etcd_range_scan's: every key and value lives in it */
 };
 /* Decode one mvccpb.KeyValue (keys made relative to the prefix). */
 int etcd_kv_parse(const struct etcd *e, struct json_object *obj, struct fibril_kv *kv);
@@ -203,6 +205,11 @@ void etcd_kv_clear(struct fibril_kv *kv);
 /* Append every pair of a "kvs" array. */
 int etcd_kvs_append(const struct etcd *e, struct etcd_kvs *kvs, struct json_object *arr);
 void etcd_kvs_free(struct etcd_kvs *kvs);
+/* A range answer (its "kvs", "more" and header revision) read by the
+ * scanner of jscan.h: 0, -ENOMEM, or -EAGAIN when the text is beyond the
+ * scanner (escapes, an error document...): read it with json-c then. */
+int etcd_range_scan(const struct etcd *e, const char *text, size_t len, struct etcd_kvs *kvs,
+		    bool *more, int64_t *revision);
 
 /* ---- the kvstore calls (kv.c, watch.c, lease.c) ------------------------------ */
 

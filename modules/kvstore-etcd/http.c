@@ -401,7 +401,8 @@ void etcd_req_abort(struct etcd_req *r)
 /* An HTTP answer: 0 and the document, or etcd's error as an errno. */
 static int answer_result(struct etcd_req *r, int status, struct json_object **resp)
 {
-	bool stream_ok = r->stream && status == 200; /* its messages went to data() */
+	/* a stream's messages went to data(); a raw answer is read by done */
+	bool stream_ok = (r->stream || r->raw) && status == 200;
 	*resp = stream_ok ? NULL : etcd_json_parse(r->buf ? r->buf : "", r->len);
 	if (status == 200) {
 		if (*resp || stream_ok)

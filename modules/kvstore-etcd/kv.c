@@ -2,6 +2,7 @@
  * capability as POSTs to /v3/kv/{range,put,deleterange,txn}, and their
  * answers handed to the caller's callback. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,19 +30,46 @@ static size_t op_value_len(const char *value, size_t len)
 
 /* ---- get ----------------------------------------------------------------------- */
 
+/* A range answer's pairs, "more" and revision: resp when http.c parsed it,
+ * else (a raw request) the scanner on the text, or json-c when the text is
+ * beyond the scanner. */
+static int range_answer(struct etcd_req *r, struct json_object *resp, struct etcd_kvs *kvs,
+			bool *more, int64_t *revision)
+{
+	struct json_object *own = NULL, *arr = NULL, *more_obj = NULL;
+	*more = false;
+	*revision = 0;
+	if (!resp) {
+		int rc = etcd_range_scan(r->e, r->buf ? r->buf : "", r->len, kvs, more, revision);
+		if (rc != -EAGAIN)
+			return rc;
+		if (!(resp = own = etcd_json_parse(r->buf ? r->buf : "", r->len))) {
+			snprintf(r->errbuf, sizeof(r->errbuf), "malformed answer from %s",
+				 r->path ? r->path : "/v3/kv/range");
+			return -EIO;
+		}
+	}
+	int err = 0;
+	json_object_object_get_ex(resp, "kvs", &arr);
+	if (etcd_kvs_append(r->e, kvs, arr))
+		err = -EIO;
+	if (json_object_object_get_ex(resp, "more", &more_obj))
+		*more = json_object_get_boolean(more_obj);
+	*revision = etcd_header_revision(resp);
+	json_object_put(own);
+	return err;
+}
+
 static void get_done(struct etcd_req *r, int err, struct json_object *resp)
 {
 	fibril_kv_get_fn cb = (fibril_kv_get_fn)r->user_cb;
 	struct etcd_kvs kvs = {0};
-	struct json_object *arr = NULL;
-	if (!err) {
-		json_object_object_get_ex(resp, "kvs", &arr);
-		if (etcd_kvs_append(r->e, &kvs, arr))
-			err = -EIO;
-	}
+	bool more;
+	int64_t revision = 0;
+	if (!err)
+		err = range_answer(r, resp, &kvs, &more, &revision);
 	if (cb)
-		cb(r->user_ud, err, err ? NULL : kvs.v, err ? 0 : kvs.n,
-		   err ? 0 : etcd_header_revision(resp));
+		cb(r->user_ud, err, err ? NULL : kvs.v, err ? 0 : kvs.n, err ? 0 : revision);
 	etcd_kvs_free(&kvs);
 }
 
@@ -55,7 +83,17 @@ int etcd_op_get(void *ctx, const char *key, bool prefix, fibril_kv_get_fn cb, vo
 		json_object_put(body);
 		return -ENOMEM;
 	}
-	return kv_send(e, "/v3/kv/range", body, get_done, (etcd_user_fn)cb, ud);
+	if (!e->running) {
+		json_object_put(body);
+		return -ECANCELED;
+	}
+	struct etcd_req *r = etcd_req_new(e, "/v3/kv/range", body, get_done, NULL);
+	if (!r)
+		return -ENOMEM;
+	r->user_cb = (etcd_user_fn)cb;
+	r->user_ud = ud;
+	r->raw = true;
+	return etcd_req_send(r);
 }
 
 /* ---- get in pages ------------------------------------------------------------------ */
@@ -96,7 +134,10 @@ static int page_send(struct page_read *p)
 		return -ENOMEM;
 	}
 	struct etcd_req *r = etcd_req_new(e, "/v3/kv/range", body, page_done, p);
-	return r ? etcd_req_send(r) : -ENOMEM;
+	if (!r)
+		return -ENOMEM;
+	r->raw = true;
+	return etcd_req_send(r);
 }
 
 /* The next page starts just after the last key of this one (its full key
@@ -121,17 +162,13 @@ static void page_done(struct etcd_req *r, int err, struct json_object *resp)
 {
 	struct page_read *p = r->ud;
 	struct etcd_kvs kvs = {0};
-	struct json_object *arr = NULL, *more_obj = NULL;
 	bool more = false;
+	int64_t revision = 0;
 	if (!err) {
-		json_object_object_get_ex(resp, "kvs", &arr);
-		if (etcd_kvs_append(r->e, &kvs, arr))
-			err = -EIO;
-		if (json_object_object_get_ex(resp, "more", &more_obj))
-			more = json_object_get_boolean(more_obj);
+		err = range_answer(r, resp, &kvs, &more, &revision);
 		if (!p->revision)
-			p->revision = etcd_header_revision(resp);
-		if (more && (!kvs.n || page_next(p, &kvs.v[kvs.n - 1])))
+			p->revision = revision;
+		if (!err && more && (!kvs.n || page_next(p, &kvs.v[kvs.n - 1])))
 			err = kvs.n ? -ENOMEM : -EIO; /* "more" with nothing to go on from */
 	}
 	if (err) {

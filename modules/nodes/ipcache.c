@@ -54,9 +54,12 @@ static void rec_set(struct ip_rec *d, const struct nodes_ip_record *r)
 	free(d->pod);
 	d->pod = NULL;
 	if (r->pod_name[0]) {
-		size_t len = strlen(r->pod_namespace) + strlen(r->pod_name) + 2;
-		if ((d->pod = malloc(len)))
-			snprintf(d->pod, len, "%s/%s", r->pod_namespace, r->pod_name);
+		size_t ns = strlen(r->pod_namespace), name = strlen(r->pod_name);
+		if ((d->pod = malloc(ns + name + 2))) {
+			memcpy(d->pod, r->pod_namespace, ns);
+			d->pod[ns] = '/';
+			memcpy(d->pod + ns + 1, r->pod_name, name + 1);
+		}
 	}
 }
 
@@ -202,12 +205,71 @@ walk:
 	return NULL;
 }
 
+/* into the page's batch: false when it cannot go there */
+static bool batch_add(struct nodes *s, struct nodes_ip *e)
+{
+	struct nodes_ipcache *c = &s->ipc;
+	if (!c->batching || !FIBRIL_SERVICE_HAS(s->dp, ipcache_upsert_batch) ||
+	    !s->dp->ipcache_upsert_batch)
+		return false;
+	if (c->batch_n == c->batch_cap) {
+		size_t cap = c->batch_cap ? c->batch_cap * 2 : 1024;
+		struct fibril_datapath_ipcache_entry *b = realloc(c->batch, cap * sizeof(*b));
+		if (b)
+			c->batch = b;
+		struct nodes_ip **of = b ? realloc(c->batch_of, cap * sizeof(*of)) : NULL;
+		if (!of)
+			return false;
+		c->batch_of = of;
+		c->batch_cap = cap;
+	}
+	struct fibril_datapath_ipcache_entry *b = &c->batch[c->batch_n];
+	memset(b, 0, sizeof(*b));
+	b->sz = sizeof(*b);
+	b->family = e->r.family;
+	b->prefix_len = e->r.family == 4 ? 32 : 128;
+	b->identity = e->r.identity;
+	memcpy(b->addr, e->r.addr, sizeof(b->addr));
+	if (e->r.host_family) {
+		b->tunnel_family = e->r.host_family;
+		memcpy(b->tunnel_endpoint, e->r.host, sizeof(b->tunnel_endpoint));
+	}
+	c->batch_of[c->batch_n++] = e;
+	e->programmed = true; /* the flush takes it back if the write fails */
+	return true;
+}
+
+/* the page's batch into the datapath, in one call */
+static void batch_flush(struct nodes *s)
+{
+	struct nodes_ipcache *c = &s->ipc;
+	char err[256] = "";
+	size_t done = 0;
+	if (!c->batch_n)
+		return;
+	int rc = s->dp->ipcache_upsert_batch(s->dpctx, c->batch, c->batch_n, &done, err, sizeof(err));
+	if (done > c->batch_n)
+		done = c->batch_n;
+	c->stats.programmed += done;
+	if (rc) {
+		fibril_warn(s->m, "ipcache: %zu of %zu entries not written: %s", c->batch_n - done,
+			    c->batch_n, err[0] ? err : strerror(-rc));
+		for (size_t i = done; i < c->batch_n; i++) {
+			c->batch_of[i]->programmed = false;
+			c->stats.errors++;
+		}
+	}
+	c->batch_n = 0;
+}
+
 static void dp_put(struct nodes *s, struct nodes_ip *e)
 {
 	if (!s->dp) {
 		e->programmed = true; /* nothing to program: known is all there is */
 		return;
 	}
+	if (batch_add(s, e))
+		return;
 	/* the host IP goes with it: tunnel mode's endpoint for this pod (a /32
 	 * without one would shadow its node CIDR's entry and leave the tunnel) */
 	int rc = nodes_dp_ipcache_put(s, e->r.family, e->r.addr, e->r.family == 4 ? 32 : 128,
@@ -378,8 +440,11 @@ static void on_page(void *ud, int err, const struct fibril_kv *kvs, size_t n, bo
 				s->m, (uint64_t)fibril_config_duration_ms(s->m, "retry"), 0, on_retry, s);
 		return;
 	}
+	s->ipc.batching = true;
 	for (size_t i = 0; i < n; i++)
 		apply_put(s, &kvs[i]);
+	s->ipc.batching = false;
+	batch_flush(s);
 	if (more)
 		return;
 	for (size_t b = 0; b < s->ipc.nbuckets; b++) {
@@ -403,6 +468,12 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
 	on_page(ud, err, kvs, n, false, revision);
 }
 
+/* Keys per page of the read. etcd (3.4) collects every key of the range
+ * left for each page before it cuts the page, so a page's cost grows with
+ * what is left: 100,000 keys in pages of 1,000 cost it ~50 times the keys,
+ * in pages of 10,000 ~5 times (a page is ~3 MB of JSON, freed once applied). */
+#define NODES_IPCACHE_PAGE 10000
+
 static void ipc_read(struct nodes *s)
 {
 	if (s->ipc.reading || s->stopping)
@@ -412,7 +483,7 @@ static void ipc_read(struct nodes *s)
 		for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next)
 			e->mark = e->local;
 	bool paged = FIBRIL_SERVICE_HAS(s->kv, get_paged) && s->kv->get_paged;
-	if (paged ? s->kv->get_paged(s->kvctx, NODES_IP_PREFIX, 0, on_page, s)
+	if (paged ? s->kv->get_paged(s->kvctx, NODES_IP_PREFIX, NODES_IPCACHE_PAGE, on_page, s)
 		  : s->kv->get(s->kvctx, NODES_IP_PREFIX, true, on_get, s)) {
 		s->ipc.reading = false;
 		if (!s->ipc.retry)
@@ -592,6 +663,11 @@ void nodes_ipcache_free(struct nodes *s)
 	}
 	free(s->ipc.buckets);
 	s->ipc.buckets = NULL;
+	free(s->ipc.batch);
+	free(s->ipc.batch_of);
+	s->ipc.batch = NULL;
+	s->ipc.batch_of = NULL;
+	s->ipc.batch_n = s->ipc.batch_cap = 0;
 	free(s->ipc.node_table);
 	s->ipc.node_table = NULL;
 	s->ipc.node_slots = 0;

@@ -77,6 +77,12 @@ struct nodes_ipcache {
 	struct node_entry **node_table; /* the known nodes by name hash (ipcache.c) */
 	size_t node_slots;
 	bool node_table_valid;
+	/* a page being applied: its datapath writes gathered for one
+	 * ipcache_upsert_batch (datapath interface 4) */
+	bool batching;
+	struct fibril_datapath_ipcache_entry *batch;
+	struct nodes_ip **batch_of; /* the entry each one programs */
+	size_t batch_n, batch_cap;
 	struct {
 		uint64_t added, updated, deleted, programmed, removed, published, unpublished,
 			bad_records, errors, resyncs;
@@ -160,6 +166,10 @@ const char *nodes_cidr_text(const struct fibril_node_cidr *c, char *buf, size_t 
 char *nodes_ip_record_encode(const struct nodes_ip_record *r);
 int nodes_ip_record_decode(const char *json, size_t len, const char *key_ip,
 			   struct nodes_ip_record *out, char *why, size_t whylen);
+/* The same through json-c alone (nodes_ip_record_decode reads a valid
+ * record with a scanner first; the fuzz target compares the two). */
+int nodes_ip_record_decode_json(const char *json, size_t len, const char *key_ip,
+				struct nodes_ip_record *out, char *why, size_t whylen);
 const char *nodes_ip_text(uint8_t family, const uint8_t *addr, char *buf, size_t len);
 
 /* ipcache.c */

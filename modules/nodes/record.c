@@ -15,6 +15,8 @@
 
 #include <json.h>
 
+#include "jscan.h"
+
 bool nodes_name_valid(const char *name)
 {
 	size_t len = strlen(name);
@@ -257,8 +259,8 @@ static bool text_ok(const char *s, size_t max)
 	return true;
 }
 
-int nodes_ip_record_decode(const char *json, size_t len, const char *key_ip,
-			   struct nodes_ip_record *out, char *why, size_t whylen)
+int nodes_ip_record_decode_json(const char *json, size_t len, const char *key_ip,
+				struct nodes_ip_record *out, char *why, size_t whylen)
 {
 	memset(out, 0, sizeof(*out));
 	if (len > 4096)
@@ -320,4 +322,105 @@ done:
 	if (o)
 		json_object_put(o);
 	return rc;
+}
+
+/* ---- the same without json-c -------------------------------------------------------------
+ * 100,000 records at a node's start: the scanner (jscan.h) reads a record
+ * in place. It answers only for a record that is valid throughout; anything
+ * else (an escape, a bad field, an error to name) is read again by json-c
+ * above, so what is accepted and every error message stay json-c's. */
+
+struct ip_fields {
+	const char *v[5]; /* IP, HostIP, Node, K8sNamespace, K8sPodName (NULL: absent) */
+	size_t len[5];
+	int64_t id;
+	bool has_id;
+};
+
+/* text (len bytes, no NUL) into buf as a C string; false when it does not fit */
+static bool field_copy(char *buf, size_t size, const char *text, size_t len)
+{
+	if (len >= size)
+		return false;
+	memcpy(buf, text, len);
+	buf[len] = '\0';
+	return true;
+}
+
+static bool scan_ip_fields(const char *json, size_t len, struct ip_fields *f)
+{
+	static const char *const names[5] = {"IP", "HostIP", "Node", "K8sNamespace", "K8sPodName"};
+	struct mod_jscan s;
+	const char *k;
+	size_t kl;
+	int r;
+	memset(f, 0, sizeof(*f));
+	mod_jscan_init(&s, json, len);
+	if (!mod_jscan_open(&s, '{'))
+		return false;
+	while ((r = mod_jscan_member(&s, &k, &kl)) == 1) {
+		int which = -1;
+		for (int i = 0; i < 5; i++)
+			if (kl == strlen(names[i]) && !memcmp(k, names[i], kl))
+				which = i;
+		bool quoted = false;
+		if (which >= 0) {
+			if (mod_jscan_word(&s, "null"))
+				f->v[which] = NULL; /* as absent (the last one wins, as json-c's) */
+			else if (!mod_jscan_string(&s, &f->v[which], &f->len[which]))
+				return false;
+		} else if (MOD_JSCAN_IS(k, kl, "ID")) {
+			if (!mod_jscan_int(&s, &f->id, &quoted) || quoted)
+				return false;
+			f->has_id = true;
+		} else if (!mod_jscan_skip(&s)) {
+			return false;
+		}
+	}
+	return r == 0 && mod_jscan_at_end(&s);
+}
+
+static bool ip_field(const struct ip_fields *f, int i, uint8_t *family, uint8_t *addr)
+{
+	char text[INET6_ADDRSTRLEN];
+	return field_copy(text, sizeof(text), f->v[i], f->len[i]) && ip_parse(text, family, addr);
+}
+
+/* 0: read (valid throughout); -EAGAIN: let json-c read it */
+static int ip_record_scan(const char *json, size_t len, const char *key_ip,
+			  struct nodes_ip_record *out)
+{
+	struct ip_fields f;
+	memset(out, 0, sizeof(*out));
+	if (len > 4096 || !scan_ip_fields(json, len, &f))
+		return -EAGAIN;
+	if (!f.v[0] || !ip_field(&f, 0, &out->family, out->addr))
+		return -EAGAIN;
+	if (key_ip) {
+		uint8_t kf, ka[16];
+		if (!ip_parse(key_ip, &kf, ka) || kf != out->family || memcmp(ka, out->addr, 16))
+			return -EAGAIN;
+	}
+	if (f.v[1] && !ip_field(&f, 1, &out->host_family, out->host))
+		return -EAGAIN;
+	if (!f.has_id || f.id < 1 || f.id > UINT32_MAX)
+		return -EAGAIN;
+	out->identity = (uint32_t)f.id;
+	if (!f.v[2] || !field_copy(out->node, sizeof(out->node), f.v[2], f.len[2]) ||
+	    !nodes_name_valid(out->node))
+		return -EAGAIN;
+	/* a namespace or pod name: printable, shorter than its field (the
+	 * scanner's strings hold no control byte) */
+	if ((f.v[3] && !field_copy(out->pod_namespace, sizeof(out->pod_namespace), f.v[3], f.len[3])) ||
+	    (f.v[4] && !field_copy(out->pod_name, sizeof(out->pod_name), f.v[4], f.len[4])))
+		return -EAGAIN;
+	return 0;
+}
+
+int nodes_ip_record_decode(const char *json, size_t len, const char *key_ip,
+			   struct nodes_ip_record *out, char *why, size_t whylen)
+{
+	if (ip_record_scan(json, len, key_ip, out) == 0)
+		return 0;
+	return nodes_ip_record_decode_json(json, len, key_ip, out, why, whylen);
 }

@@ -7,15 +7,21 @@
 #      map every 200 us), p50/p99 over PODS pods, beside the ADD itself;
 #   2. identity allocation for a new label set: p50/p99 of the times the
 #      agent logs for each allocation ("identity N allocated ... in X ms",
-#      from the request to the identity held), beside the same two requests
-#      (a range of the labels' value/ prefix, the creating txn) sent straight
-#      to etcd by a client; the agent's histogram's bucket bounds; the CNI
+#      from the request to the identity held), beside the same request (the
+#      creating txn, whose failure branch reads the labels' value/ prefix)
+#      sent straight to etcd by a client; the agent's histogram's bucket bounds; the CNI
 #      ADD of a pod of new labels beside one of labels the node holds (the
 #      local hit alone: tests/bench/bench_identity);
 #   3. scale by simulation: a load generator writes SIM_NODES node records
 #      and SIM_EPS ipcache records into etcd; one agent starts on them: the
 #      time until it has every route and every ipcache entry in place, and
 #      its RSS (VmRSS after, VmHWM the peak).
+# BENCH_CLUSTER_PARTS (default "1 2 3") runs some of them only; the scale
+# part runs SIM_ROUNDS rounds (default 1, a fresh node and agent each),
+# each beside etcd serving the prefix to curl, with the agent's CPU time;
+# SIM_BASE_BUILDDIR=<another build dir> starts that build's agent in
+# alternate rounds on the same data (A B A B: before / after in one run);
+# BENCH_PERF=<file> records each round's agent with perf.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
@@ -23,6 +29,8 @@ PODS=${PODS:-200}
 NEWIDS=${NEWIDS:-100}
 SIM_NODES=${SIM_NODES:-1000}
 SIM_EPS=${SIM_EPS:-100000}
+PARTS=${BENCH_CLUSTER_PARTS:-1 2 3}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
 # shellcheck disable=SC2086
 mn_require $MODS
@@ -72,6 +80,7 @@ pods() { python3 "$WORK/pods.py" "$MN_TAG" "$(mn_ns n1)" "${MN_DIR[n1]}/fibril.s
 pct() { sort -g | awk -v p="$1" '{ v[NR] = $1 } END { i = int(NR * p / 100 + 0.5); if (i < 1) i = 1; if (i > NR) i = NR; printf "%.2f", v[i] }'; }
 
 # ---- 1. propagation ------------------------------------------------------------------------
+if part 1; then
 pin=$(find "/sys/fs/bpf/$MN_TAG-n2" -name dp_ipcache | head -n 1)
 [ -n "$pin" ] || { echo "bench_cluster: n2's dp_ipcache pin is not found" >&2; exit 1; }
 "$WORK/watch" "$pin" "$PODS" 120 >"$WORK/seen" &
@@ -88,8 +97,10 @@ p99=$(prop | pct 99)
 printf '   %-48s %10s %10s\n' "ADD start -> in n2's map" "$(prop | pct 50)" "$p99"
 printf '   %-48s %10s %10s\n' "reference: the CNI ADD itself on n1" "$(add | pct 50)" "$(add | pct 99)"
 printf '   goal p99 < 100 ms: %s\n' "$(awk -v v="$p99" 'BEGIN { print (v < 100 ? "met" : "NOT met") }')"
+fi
 
 # ---- 2. identity allocation ---------------------------------------------------------------
+if part 2; then
 first=$((PODS + 1))
 pods "$first" "$NEWIDS" "nid%d" >"$WORK/new" || exit 1
 pods $((first + NEWIDS)) "$NEWIDS" "nid$first" >"$WORK/held" || exit 1
@@ -103,7 +114,8 @@ echo ""
 # the agent's own time for each allocation of these labels
 sed -n 's/.*identity [0-9]* allocated for labels k8s:io.kubernetes.pod.namespace=nid[0-9]* (cluster-wide, in \([0-9.]*\) ms).*/\1/p' \
 	"${MN_DIR[n1]}/agent.log" >"$WORK/alloc_ms"
-# reference: the allocation's two requests straight to etcd, from a client in the underlay
+# reference: the allocation's request (one transaction: create, or read who
+# holds the labels) straight to etcd, from a client in the underlay
 ip netns exec "$MN_UNDERLAY_NS" python3 - "$MN_ETCD_ENDPOINT" "$NEWIDS" >"$WORK/etcd_ms" <<'PY' || exit 1
 import base64, http.client, json, sys, time, urllib.parse
 url = urllib.parse.urlparse(sys.argv[1]); n = int(sys.argv[2])
@@ -118,19 +130,19 @@ for i in range(n):
     prefix = "/bench-ref/state/identities/v1/value/%s/" % labels
     idk = "/bench-ref/state/identities/v1/id/%d" % (100000 + i)
     t0 = time.perf_counter_ns()
-    post("/v3/kv/range", {"key": b64(prefix), "range_end": b64(prefix[:-1] + "0")})
     post("/v3/kv/txn", {"compare": [
         {"key": b64(idk), "target": "CREATE", "result": "EQUAL", "create_revision": 0},
         {"key": b64(prefix), "range_end": b64(prefix[:-1] + "0"), "target": "VERSION", "result": "EQUAL", "version": 0}],
         "success": [{"request_put": {"key": b64(idk), "value": b64(labels)}},
-                    {"request_put": {"key": b64(prefix + "n1"), "value": b64(str(100000 + i))}}]})
+                    {"request_put": {"key": b64(prefix + "n1"), "value": b64(str(100000 + i))}}],
+        "failure": [{"request_range": {"key": b64(prefix), "range_end": b64(prefix[:-1] + "0")}}]})
     print((time.perf_counter_ns() - t0) / 1e6)
 PY
 echo "2. identity allocation for a new label set (n1, through etcd; $count allocations)"
 printf '   %-48s %10s %10s\n' "" "p50 ms" "p99 ms"
 printf '   %-48s %10s %10s\n' "allocation (the agent's time for each, $(grep -c . "$WORK/alloc_ms"))" \
 	"$(pct 50 <"$WORK/alloc_ms")" "$(pct 99 <"$WORK/alloc_ms")"
-printf '   %-48s %10s %10s\n' "reference: its 2 requests to etcd from a client" \
+printf '   %-48s %10s %10s\n' "reference: its 1 request (txn) to etcd, a client" \
 	"$(pct 50 <"$WORK/etcd_ms")" "$(pct 99 <"$WORK/etcd_ms")"
 printf '   %-48s %10s %10s\n' "allocation (the agent's histogram, bucket bound)" "$(bucket_pct 50)" "$(bucket_pct 99)"
 nadd() { awk '{ print ($3 - $2) / 1e6 }' "$1"; }
@@ -138,13 +150,13 @@ printf '   %-48s %10s %10s\n' "CNI ADD, a pod of new labels" "$(nadd "$WORK/new"
 printf '   %-48s %10s %10s\n' "reference: CNI ADD, a pod of labels n1 holds" "$(nadd "$WORK/held" | pct 50)" "$(nadd "$WORK/held" | pct 99)"
 echo "   goal p99 < 5 ms for the allocation; the local hit (goal < 50 us):"
 "$top_builddir/tests/bench/bench_identity" 1000 100000 | sed '1d; s/^/   /'
+fi
 mn_agent_kill n1 TERM
 mn_agent_kill n2 TERM
 
 # ---- 3. scale by simulation -----------------------------------------------------------------
-mn_node_add n3 3
-[ -n "${BENCH_KEEP_LOG:-}" ] && mn_test_cleanup() { cp "${MN_DIR[n3]}/agent.log" "$BENCH_KEEP_LOG" 2>/dev/null; }
-ip -n "$(mn_ns n3)" addr add 172.20.0.1/16 dev eth0 # the simulated nodes' IPs are on-link
+if part 3; then
+SIM_ROUNDS=${SIM_ROUNDS:-1}
 ip netns exec "$MN_UNDERLAY_NS" python3 - "$MN_ETCD_ENDPOINT" "$SIM_NODES" "$SIM_EPS" <<'PY' || exit 1
 import base64, http.client, json, sys, urllib.parse
 url = urllib.parse.urlparse(sys.argv[1]); nodes = int(sys.argv[2]); eps = int(sys.argv[3])
@@ -168,37 +180,70 @@ for e in range(eps):
                 "Node": "sim%d" % i, "K8sNamespace": "default", "K8sPodName": "pod-%d" % e})))
 put(kvs)
 PY
-# the reference: etcd's JSON gateway serving that prefix once, to curl
-ref=$(ip netns exec "$MN_UNDERLAY_NS" curl -s -o /dev/null -w '%{time_total} %{size_download}' \
-	-X POST "$MN_ETCD_ENDPOINT/v3/kv/range" -d "{\"key\":\"$(printf /sim/state/ip/v1/default/ | base64 -w0)\",\"range_end\":\"$(printf /sim/state/ip/v1/default0 | base64 -w0)\"}")
-t0=$(date +%s%N)
-# one read of the whole prefix: its answer may take longer than the default 5 s
-mn_agent_start n3 "$WORK/mods" "${ARGS[@]}" --set kvstore-etcd.prefix=/sim/ \
-	--set kvstore-etcd.request-timeout=120s >/dev/null || exit 1
-if [ -n "${BENCH_PERF:-}" ]; then perf record -g -o "$BENCH_PERF" -p "${MN_PID[n3]}" >/dev/null 2>&1 & PERF_PID=$!; fi
 done_sim() {
 	local m r
-	m=$(mn_api n3 http://x/metrics | awk '/^fibril_nodes_ipcache_entries /{ print $2 }')
-	r=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["metrics"]["routes-installed"])' "$(mn_api n3 http://x/v1/nodes)")
+	m=$(mn_api "$1" http://x/metrics | awk '/^fibril_nodes_ipcache_entries /{ print $2 }')
+	r=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["metrics"]["routes-installed"])' "$(mn_api "$1" http://x/v1/nodes)")
 	[ "${m%.*}" -ge "$SIM_EPS" ] 2>/dev/null && [ "$r" -ge "$SIM_NODES" ]
 }
-for _ in $(seq 1 2400); do done_sim && break; sleep 0.05; done
-t1=$(date +%s%N)
-done_sim || echo "   (not complete after 120 s)"
-rss=$(awk '/^VmRSS/ { print $2 }' "/proc/${MN_PID[n3]}/status")
-hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/${MN_PID[n3]}/status")
-# (the map dump API stops at 65,536 entries: the module's own counters)
-dp=$(mn_api n3 http://x/v1/ipcache | python3 -c 'import json,sys; m = json.load(sys.stdin)["metrics"]; print("%d (errors %d)" % (m["programmed"], m["errors"]))')
-[ -n "${BENCH_PERF:-}" ] && kill -INT "$PERF_PID" 2>/dev/null && wait "$PERF_PID" 2>/dev/null
-routes=$(ip -n "$(mn_ns n3)" route show proto 242 | wc -l)
-secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
 echo ""
-echo "3. scale by simulation: $SIM_NODES nodes and $SIM_EPS endpoints in etcd, one agent starts"
-printf '   %-48s %10s s (goal < 2 s: %s)\n' "agent start -> every route and ipcache entry" "$secs" \
-	"$(awk -v v="$secs" 'BEGIN { print (v < 2 ? "met" : "NOT met") }')"
-printf '   %-48s %10s s (%s MB of JSON)\n' "reference: etcd serves the ipcache prefix to curl" \
-	"${ref% *}" "$(awk -v b="${ref#* }" 'BEGIN { printf "%.1f", b / 1048576 }')"
-printf '   %-48s %10s / %s\n' "routes (proto 242) / endpoint entries written" "$routes" "$dp"
-printf '   %-48s %10s MB (peak %s MB; goal < 64 MB: %s)\n' "agent RSS" "$((rss / 1024))" "$((hwm / 1024))" \
-	"$(awk -v v="$hwm" 'BEGIN { print (v / 1024 < 64 ? "met" : "NOT met") }')"
-mn_agent_kill n3 TERM
+echo "3. scale by simulation: $SIM_NODES nodes and $SIM_EPS endpoints in etcd, one agent starts (a new node each round)"
+# sim_round N NODE MODS LABEL: a fresh node NODE (index N) starts its agent
+# (AGENT, LD_LIBRARY_PATH and MODS as set) on the simulated cluster
+sim_round() {
+	local round=$1 node=$2 mods=$3 label=$4 ref t0 t1 cpu rss hwm dp routes secs etcd0 etcd_cpu
+	mn_node_add "$node" "$round"
+	[ -n "${BENCH_KEEP_LOG:-}" ] && mn_test_cleanup() { cp "${MN_DIR[$node]}/agent.log" "$BENCH_KEEP_LOG" 2>/dev/null; }
+	ip -n "$(mn_ns "$node")" addr add 172.20.0.1/16 dev eth0 # the simulated nodes' IPs are on-link
+	# the reference: etcd's JSON gateway serving that prefix once, to curl
+	ref=$(ip netns exec "$MN_UNDERLAY_NS" curl -s -o /dev/null -w '%{time_total} %{size_download}' \
+		-X POST "$MN_ETCD_ENDPOINT/v3/kv/range" -d "{\"key\":\"$(printf /sim/state/ip/v1/default/ | base64 -w0)\",\"range_end\":\"$(printf /sim/state/ip/v1/default0 | base64 -w0)\"}")
+	etcd0=$(awk '{ print $14 + $15 }' "/proc/$MN_ETCD_PID/stat")
+	t0=$(date +%s%N)
+	# one read of the whole prefix: its answer may take longer than the default 5 s
+	MN_START_NOWAIT=${BENCH_PERF:+1} mn_agent_start "$node" "$mods" "${ARGS[@]}" --set kvstore-etcd.prefix=/sim/ \
+		--set kvstore-etcd.request-timeout=120s >/dev/null || exit 1
+	if [ -n "${BENCH_PERF:-}" ]; then perf record -g -o "$BENCH_PERF.$node" -p "${MN_PID[$node]}" >/dev/null 2>&1 & PERF_PID=$!; fi
+	for _ in $(seq 1 2400); do done_sim "$node" 2>/dev/null && break; sleep 0.05; done
+	t1=$(date +%s%N)
+	done_sim "$node" || echo "   (not complete after 120 s)"
+	# the agent's CPU time so far (user + system): less noisy than the wall
+	# time on a loaded machine
+	cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/${MN_PID[$node]}/stat")
+	etcd_cpu=$(awk -v hz="$(getconf CLK_TCK)" -v t0="$etcd0" '{ printf "%.2f", ($14 + $15 - t0) / hz }' "/proc/$MN_ETCD_PID/stat")
+	rss=$(awk '/^VmRSS/ { print $2 }' "/proc/${MN_PID[$node]}/status")
+	hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/${MN_PID[$node]}/status")
+	# (the map dump API stops at 65,536 entries: the module's own counters)
+	dp=$(mn_api "$node" http://x/v1/ipcache | python3 -c 'import json,sys; m = json.load(sys.stdin)["metrics"]; print("%d (errors %d)" % (m["programmed"], m["errors"]))')
+	[ -n "${BENCH_PERF:-}" ] && { kill -TERM "$PERF_PID"; wait "$PERF_PID"; } 2>/dev/null || true
+	routes=$(ip -n "$(mn_ns "$node")" route show proto 242 | wc -l)
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+	echo "   $label (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+	printf '   %-48s %10s s (goal < 2 s: %s)\n' "agent start -> every route and ipcache entry" "$secs" \
+		"$(awk -v v="$secs" 'BEGIN { print (v < 2 ? "met" : "NOT met") }')"
+	printf '   %-48s %10s s (%s MB of JSON)\n' "reference: etcd serves the ipcache prefix to curl" \
+		"${ref% *}" "$(awk -v b="${ref#* }" 'BEGIN { printf "%.1f", b / 1048576 }')"
+	printf '   %-48s %10s s (etcd meanwhile: %s s)\n' "the agent's CPU time (user + system) by then" "$cpu" "$etcd_cpu"
+	printf '   %-48s %10s / %s\n' "routes (proto 242) / endpoint entries written" "$routes" "$dp"
+	printf '   %-48s %10s MB (peak %s MB; goal < 64 MB: %s)\n' "agent RSS" "$((rss / 1024))" "$((hwm / 1024))" \
+		"$(awk -v v="$hwm" 'BEGIN { print (v / 1024 < 64 ? "met" : "NOT met") }')"
+	mn_agent_kill "$node" TERM
+}
+# SIM_BASE_BUILDDIR (another build, e.g. of main): its agent and modules
+# start in alternate rounds on the same data (A B A B ...), for a before /
+# after comparison in one run
+if [ -n "${SIM_BASE_BUILDDIR:-}" ]; then
+	mkdir -p "$WORK/mods-base"
+	for m in $MODS; do install -m 0644 "$SIM_BASE_BUILDDIR/.libs/$m.so" "$WORK/mods-base/$m.so"; done
+fi
+NEW_AGENT=$AGENT NEW_LIBS=$LD_LIBRARY_PATH
+for round in $(seq 1 "$SIM_ROUNDS"); do
+	if [ -n "${SIM_BASE_BUILDDIR:-}" ]; then
+		AGENT=$SIM_BASE_BUILDDIR/.libs/fibril-agent
+		[ -x "$SIM_BASE_BUILDDIR/.libs/lt-fibril-agent" ] && AGENT=$SIM_BASE_BUILDDIR/.libs/lt-fibril-agent
+		LD_LIBRARY_PATH=$SIM_BASE_BUILDDIR/.libs sim_round $((2 * round + 1)) "b$round" "$WORK/mods-base" "round $round, base build ($SIM_BASE_BUILDDIR)"
+		AGENT=$NEW_AGENT
+	fi
+	LD_LIBRARY_PATH=$NEW_LIBS sim_round $((2 * round + 2)) "s$round" "$WORK/mods" "round $round"
+done
+fi

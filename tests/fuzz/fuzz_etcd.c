@@ -7,7 +7,9 @@
  * delivered in chunks, then its end. kv.c, lease.c and watch.c are compiled
  * in (their completions are static), codec.c is linked; the HTTP layer and
  * the connection state are stubbed: nothing is sent. Input: byte 0 is the
- * stream's chunk size, then the answer, a line "=====", the stream. */
+ * stream's chunk size, then the answer, a line "=====", the stream. A
+ * range answer the fast scanner (etcd_range_scan) reads must read the same
+ * through json-c (etcd_kvs_append): every pair, "more", the revision. */
 #include "../../modules/kvstore-etcd/kv.c"
 #include "../../modules/kvstore-etcd/lease.c"
 #include "../../modules/kvstore-etcd/watch.c"
@@ -116,6 +118,35 @@ static void complete(struct etcd *e, const char *text, etcd_done_fn done, etcd_u
 	json_object_put(resp);
 }
 
+/* the scanner and json-c agree on what the scanner accepts */
+static void check_scan(struct etcd *e, const char *text)
+{
+	struct etcd_kvs fast, slow = {0};
+	bool more;
+	int64_t revision;
+	if (etcd_range_scan(e, text, strlen(text), &fast, &more, &revision))
+		return;
+	struct json_object *resp = etcd_json_parse(text, strlen(text)), *arr = NULL, *m = NULL;
+	if (!resp)
+		abort(); /* the scanner read what is not a JSON object */
+	json_object_object_get_ex(resp, "kvs", &arr);
+	if (etcd_kvs_append(e, &slow, arr) || slow.n != fast.n ||
+	    etcd_header_revision(resp) != revision ||
+	    (json_object_object_get_ex(resp, "more", &m) ? json_object_get_boolean(m) : false) != more)
+		abort();
+	for (size_t i = 0; i < fast.n; i++) {
+		const struct fibril_kv *a = &fast.v[i], *b = &slow.v[i];
+		if (strcmp(a->key, b->key) || a->value_len != b->value_len ||
+		    memcmp(a->value, b->value, a->value_len) || a->value[a->value_len] ||
+		    a->create_revision != b->create_revision || a->mod_revision != b->mod_revision ||
+		    a->version != b->version || a->lease != b->lease)
+			abort();
+	}
+	etcd_kvs_free(&fast);
+	etcd_kvs_free(&slow);
+	json_object_put(resp);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct etcd e;
@@ -131,6 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *text = fuzz_strndup(data + 1, size - 1);
 	char *stream = fuzz_split(text, "\n=====\n");
 
+	check_scan(&e, text);
 	complete(&e, text, get_done, (etcd_user_fn)on_get);
 	complete(&e, text, txn_done, (etcd_user_fn)on_txn);
 	complete(&e, text, revision_done, (etcd_user_fn)on_done);

@@ -234,6 +234,19 @@ done
 check "ipcache: the gateway is the host" grep -Eq '^10\.201\.0\.1/32 +identity=1 \(host\)' <<<"$(fib map dump dp_ipcache)"
 check "ipcache: 0.0.0.0/0 and ::/0 are world" \
 	test "$(fib map dump dp_ipcache | grep -c 'identity=2 (world)')" -eq 2
+# interface 4's batch: 3,000 /32s in one call, each with its tunnel endpoint;
+# a batch with one bad entry writes nothing
+BATCH=$(api -X PUT "http://x/v1/test/datapath-ipcache-batch?first=10.77.0.1&count=3000&identity=4242&tunnel=172.20.9.9")
+check "ipcache_upsert_batch: 3,000 entries written ($BATCH)" test "$BATCH" = '{"done":3000}'
+IPC=$(fib map dump dp_ipcache)
+check "ipcache_upsert_batch: all 3,000 in dp_ipcache with identity and tunnel endpoint" test \
+	"$(grep -cE '^10\.77\.[0-9]+\.[0-9]+/32 +identity=4242 .*tunnel-endpoint=172\.20\.9\.9' <<<"$IPC")" -eq 3000
+check "ipcache_upsert_batch: the last one is 10.77.11.184" grep -q '^10\.77\.11\.184/32 ' <<<"$IPC"
+CODE=$(api -o /dev/null -w '%{http_code}' -X PUT \
+	"http://x/v1/test/datapath-ipcache-batch?first=10.78.0.1&count=10&identity=4243&tunnel=172.20.9.9&bad=5")
+check "ipcache_upsert_batch: an entry of family 9 refuses the batch (got $CODE)" test "$CODE" = 400
+check "ipcache_upsert_batch: nothing of the refused batch is written" \
+	test -z "$(fib map dump dp_ipcache | grep '^10\.78\.')"
 check "healthz is 200" test "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200
 
 # ---- 2. pods -----------------------------------------------------------------------------------

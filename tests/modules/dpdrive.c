@@ -10,6 +10,10 @@
  *   GET    /v1/test/datapath-node     -> node()
  *   PUT    /v1/test/datapath-ipcache?cidr=C&identity=N -> ipcache_upsert
  *   DELETE /v1/test/datapath-ipcache?cidr=C            -> ipcache_remove
+ *   PUT    /v1/test/datapath-ipcache-batch?first=A&count=N&identity=K&tunnel=T[&bad=I]
+ *          -> ipcache_upsert_batch of the N /32s from IPv4 address A on, each
+ *          with tunnel endpoint T (entry I, when given, of family 9: refused)
+ *          -> {"done": D}
  * Errors: {"error": "<the datapath's reason>"} with 400/404/409/500. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -230,6 +234,51 @@ static void route_ipcache(struct fibril_request *req, struct fibril_response *re
 		fibril_resp_json(resp, 200, "{\"ok\":true}");
 }
 
+static void route_ipcache_batch(struct fibril_request *req, struct fibril_response *resp,
+				void *ud)
+{
+	struct drive *d = ud;
+	const char *first = fibril_req_query(req, "first"), *count = fibril_req_query(req, "count");
+	const char *id = fibril_req_query(req, "identity"), *tunnel = fibril_req_query(req, "tunnel");
+	const char *bad = fibril_req_query(req, "bad");
+	struct in_addr a, t;
+	char err[256] = "", out[64];
+	size_t n = count ? strtoul(count, NULL, 10) : 0, done = 0;
+
+	if (!first || inet_pton(AF_INET, first, &a) != 1 || !tunnel ||
+	    inet_pton(AF_INET, tunnel, &t) != 1 || n == 0 || n > 65536) {
+		fibril_resp_error(resp, 400, "query: first=IPv4&count=1..65536&tunnel=IPv4 expected");
+		return;
+	}
+	if (!FIBRIL_SERVICE_HAS(d->dp, ipcache_upsert_batch)) {
+		fibril_resp_error(resp, 501, "the datapath has no ipcache_upsert_batch");
+		return;
+	}
+	struct fibril_datapath_ipcache_entry *e = calloc(n, sizeof(*e));
+	if (!e) {
+		fibril_resp_error(resp, 500, "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t host = ntohl(a.s_addr) + (uint32_t)i, be = htonl(host);
+		e[i].sz = sizeof(e[i]);
+		e[i].family = bad && strtoul(bad, NULL, 10) == i ? 9 : 4;
+		e[i].prefix_len = 32;
+		e[i].tunnel_family = 4;
+		e[i].identity = id ? (uint32_t)strtoul(id, NULL, 10) : 0;
+		memcpy(e[i].addr, &be, 4);
+		memcpy(e[i].tunnel_endpoint, &t, 4);
+	}
+	int rc = d->dp->ipcache_upsert_batch(d->ctx, e, n, &done, err, sizeof(err));
+	free(e);
+	if (rc < 0) {
+		fibril_resp_error(resp, status_of(rc), "%s (done %zu)", err, done);
+		return;
+	}
+	snprintf(out, sizeof(out), "{\"done\":%zu}", done);
+	fibril_resp_json(resp, 200, out);
+}
+
 static int drive_init(struct fibril_module *m)
 {
 	g_drive.m = m;
@@ -246,6 +295,9 @@ static int drive_init(struct fibril_module *m)
 	if (!rc)
 		rc = fibril_api_route(m, "DELETE", "/v1/test/datapath-ipcache", 0, route_ipcache,
 				      &g_drive);
+	if (!rc)
+		rc = fibril_api_route(m, "PUT", "/v1/test/datapath-ipcache-batch", 0,
+				      route_ipcache_batch, &g_drive);
 	return rc;
 }
 

@@ -1,4 +1,4 @@
-/* fibril/datapath.h - the "datapath" capability (interface version 3):
+/* fibril/datapath.h - the "datapath" capability (interface version 4):
  * what the endpoint manager asks of the eBPF datapath. The datapath module
  * loads one tc program for every endpoint, attaches it (clsact) to
  * each endpoint's host-side veth and keeps per-endpoint facts in pinned maps
@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define FIBRIL_DATAPATH_CAPABILITY "datapath"
-#define FIBRIL_DATAPATH_VERSION 3
+#define FIBRIL_DATAPATH_VERSION 4
 
 /* One local endpoint as the datapath needs it. */
 struct fibril_datapath_endpoint {
@@ -150,6 +150,16 @@ struct fibril_datapath_ops {
 	 * encapsulate nothing; the device is left). Idempotent. */
 	int (*tunnel_setup)(void *ctx, const struct fibril_datapath_tunnel *t, char *err,
 			    size_t errlen);
+	/* --- interface version 4 (check FIBRIL_SERVICE_HAS) --- */
+	/* n ipcache_upsert_entry at once (a node reading 100,000 remote
+	 * endpoints): one bpf(2) call where the kernel's LPM trie takes a
+	 * batch. entries is an array of n entries of entries[0].sz bytes each
+	 * (every entry's sz the same). An entry that is not valid refuses the
+	 * whole batch (nothing written); a write that fails stops it: *done
+	 * (when not NULL) is how many entries were written, in order. 0 or a
+	 * negative errno with err. */
+	int (*ipcache_upsert_batch)(void *ctx, const struct fibril_datapath_ipcache_entry *entries,
+				    size_t n, size_t *done, char *err, size_t errlen);
 };
 
 /* ---- events on the bus (SDK 1.5, additive) ---------------------------------
