@@ -14,7 +14,10 @@
 #   mn_node_add NAME INDEX       node namespace, eth0 on the underlay
 #                                (MN_UNDERLAY_PREFIX.(10+INDEX)), forwarding on;
 #                                MN_UNDERLAY_MTU (default 1500) on the underlay
-#                                links (a tunnel needs room for its 50 bytes)
+#                                links; MN_UNDERLAY_PREFIX6 (e.g. fd00:fb::,
+#                                default none) makes the underlay dual-stack:
+#                                eth0 gets MN_UNDERLAY_PREFIX6(10+INDEX)/64
+#                                too (MN_IP6[NAME]), IPv6 forwarding on
 #   mn_modules DIR MODULE...     a root-owned module dir
 #   mn_agent_start NAME MODDIR [agent args...]  the node's agent, healthy
 #                                (MN_START_NOWAIT=1: started, not waited for)
@@ -22,7 +25,8 @@
 #   mn_api NAME CURL-ARGS...     the node's API
 #   mn_pod_add NODE POD [K8S-NS] a pod namespace on NODE through fibril-cni
 #                                (its pod namespace K8S-NS, default
-#                                "default"); its IPv4 address in MN_POD_IP[POD]
+#                                "default"); its IPv4 address in MN_POD_IP[POD],
+#                                its IPv6 one (if any) in MN_POD_IP6[POD]
 #   mn_pod_del NODE POD          CNI DEL of the pod on NODE
 #   mn_ns NAME / mn_pod_ns POD   namespace names
 #   mn_listening POD PORT        wait until a TCP server listens on PORT in POD
@@ -40,13 +44,14 @@ MN_TAG="fmn$$"
 MN_UNDERLAY_NS="$MN_TAG-u"
 MN_UNDERLAY_PREFIX=${MN_UNDERLAY_PREFIX:-172.31.250}
 MN_UNDERLAY_MTU=${MN_UNDERLAY_MTU:-1500}
+MN_UNDERLAY_PREFIX6=${MN_UNDERLAY_PREFIX6:-}
 MN_ETCD_ENDPOINT=""
 MN_ETCD_PID=""
 MN_NETNS_LIST=()
 MN_NODES=()
 MN_BG_PIDS=() # helpers the lib started (stream ends)
 MN_STREAM_SENDER=""
-declare -A MN_PID MN_DIR MN_IP MN_POD_IP MN_POD_NODE
+declare -A MN_PID MN_DIR MN_IP MN_IP6 MN_POD_IP MN_POD_IP6 MN_POD_NODE
 
 _mn_cleanup() {
 	local rc=$?
@@ -99,6 +104,7 @@ mn_underlay_up() {
 	_mn_netns_add "$MN_UNDERLAY_NS"
 	ip -n "$MN_UNDERLAY_NS" link add br0 mtu "$MN_UNDERLAY_MTU" type bridge
 	ip -n "$MN_UNDERLAY_NS" addr add "$MN_UNDERLAY_PREFIX.1/24" dev br0
+	[ -z "$MN_UNDERLAY_PREFIX6" ] || ip -n "$MN_UNDERLAY_NS" addr add "${MN_UNDERLAY_PREFIX6}1/64" dev br0 nodad
 	ip -n "$MN_UNDERLAY_NS" link set br0 up
 }
 
@@ -140,6 +146,11 @@ mn_node_add() {
 		netns "$MN_UNDERLAY_NS"
 	ip -n "$MN_UNDERLAY_NS" link set "u$idx" master br0 up
 	ip -n "$ns" addr add "${MN_IP[$name]}/24" dev eth0
+	if [ -n "$MN_UNDERLAY_PREFIX6" ]; then
+		MN_IP6[$name]="${MN_UNDERLAY_PREFIX6}$((10 + idx))"
+		ip -n "$ns" addr add "${MN_IP6[$name]}/64" dev eth0 nodad
+		ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.forwarding=1
+	fi
 	ip -n "$ns" link set eth0 up
 	ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
 }
@@ -204,7 +215,8 @@ mn_pod_add() {
 			CNI_CONTAINERID="$MN_TAG$pod" CNI_NETNS="/var/run/netns/$ns" CNI_IFNAME=eth0 \
 			CNI_PATH="$top_builddir" CNI_ARGS="K8S_POD_NAMESPACE=$podns;K8S_POD_NAME=$pod" \
 			"$top_builddir/fibril-cni") || { echo "ADD $pod on $node: $out" >&2; return 1; }
-	MN_POD_IP[$pod]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ips"][0]["address"].split("/")[0])' "$out")
+	MN_POD_IP[$pod]=$(python3 -c 'import json,sys; print([a["address"].split("/")[0] for a in json.loads(sys.argv[1])["ips"] if ":" not in a["address"]][0])' "$out")
+	MN_POD_IP6[$pod]=$(python3 -c 'import json,sys; print(" ".join(a["address"].split("/")[0] for a in json.loads(sys.argv[1])["ips"] if ":" in a["address"]))' "$out")
 	MN_POD_NODE[$pod]=$node
 }
 
