@@ -19,6 +19,8 @@
 #   crossed it in the clear; a bulk TCP transfer (IPv6 and IPv4) and a
 #   1400-byte ping with DF set (IPv4 and IPv6) cross nodes, and no outer
 #   packet was fragmented on the way.
+#   [nodes] mtu = 1400 on one node: its pod MTU is 1350, its tunnel routes
+#   are replaced with it, a new pod gets it.
 . "$top_srcdir/tests/lib/common.sh"
 MN_UNDERLAY_PREFIX6="fd00:fb:$(printf %x $(($$ % 65536)))::"
 . "$top_srcdir/tests/lib/multinode.sh"
@@ -35,8 +37,10 @@ NODES=(n1 n2 n3)
 for i in 1 2 3; do mn_node_add "n$i" "$i"; done
 PORT=$((20000 + RANDOM % 20000))
 MODE=native
-start() {
-	mn_agent_start "$1" "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.203.0.0/16 \
+start() { # start NODE [agent args...]
+	local n=$1
+	shift
+	mn_agent_start "$n" "$WORK/mods" "$@" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.203.0.0/16 \
 		--set ipam-cluster-pool.cluster-pool-ipv6-cidr=fd00:203::/104 \
 		--set nodes.retry=300ms --set nodes.lease-ttl=30s --set "nodes.routing-mode=$MODE"
 }
@@ -147,6 +151,8 @@ for p in pa pb pc; do
 done
 check "native: pa's eth0 and its host veth have the underlay's MTU (1500)" test "$(pod_mtus pa)" = "eth0=1500 host=1500"
 check "native: pa's routes carry MTU 1500" test "$(route_mtus pa)" = "1500 "
+check "native: GET /v1/mtu: pod MTU 1500, the underlay's (eth0), no tunnel overhead" \
+	json_is "$(mn_api n1 http://x/v1/mtu)" "j == {'pod-mtu': 1500, 'underlay-mtu': 1500, 'tunnel-overhead': 0, 'source': 'device', 'device': 'eth0'}"
 check "native: a bulk TCP transfer over IPv6 from pa to pb" ip netns exec "$(mn_pod_ns pa)" \
 	python3 "$top_srcdir/tests/cni/nettest.py" bulk "${MN_POD_IP6[pb]}" $((PORT + 1)) 4000000
 
@@ -173,6 +179,8 @@ done
 check "n1's ipcache: pb's /128 with n2 as tunnel endpoint" \
 	grep -Eq "^${MN_POD_IP6[pb]}/128 +identity=[0-9]+ .*tunnel-endpoint=${MN_IP[n2]}\$" <<<"$(ipcache n1)"
 
+check "tunnel: GET /v1/mtu: pod MTU 1450 = the underlay's 1500 less VXLAN's 50" \
+	json_is "$(mn_api n2 http://x/v1/mtu)" "j == {'pod-mtu': 1450, 'underlay-mtu': 1500, 'tunnel-overhead': 50, 'source': 'device', 'device': 'eth0'}"
 declare -A TPOD_OF=([n1]=ta [n2]=tb [n3]=tc)
 TPODS=(ta tb tc)
 for n in "${NODES[@]}"; do
@@ -227,4 +235,16 @@ done
 check "no outer packet was fragmented on the underlay" json_is "$CAP" "j['fragments'] == 0"
 check "no pod-to-pod packet crossed the underlay in the clear (IPv6 or IPv4)" \
 	json_is "$CAP" "not [r for r in j['plain6'] if r[0].startswith('fd00:203:') and r[1].startswith('fd00:203:')] and not [r for r in j['plain'] if r[0].startswith('10.203.') and r[1].startswith('10.203.')]"
+
+# ==== [nodes] mtu overrides the underlay's MTU ============================================
+mn_agent_kill n3 TERM
+start n3 --set nodes.mtu=1400 || fail "the agent of n3 restarts with [nodes] mtu = 1400"
+check "n3: GET /v1/mtu: pod MTU 1350 = [nodes] mtu 1400 less 50" \
+	json_is "$(mn_api n3 http://x/v1/mtu)" "j == {'pod-mtu': 1350, 'underlay-mtu': 1400, 'tunnel-overhead': 50, 'source': 'config'}"
+want_mtu() { local o; for o in $(others "$1"); do echo "${CIDR6[$o]} ${MN_IP[$o]} $2"; done | sort; }
+check "n3's tunnel routes were replaced with MTU 1350 (not adopted with 1450)" \
+	test "$(tunnel6 n3)" = "$(want_mtu n3 1350)"
+mn_pod_add n3 td || fail "a pod on n3 with [nodes] mtu = 1400"
+check "  a new pod on n3 gets MTU 1350 on both veth ends and its routes" \
+	test "$(pod_mtus td) $(route_mtus td)" = "eth0=1350 host=1350 1350 "
 finish
