@@ -25,16 +25,9 @@
 MN_UNDERLAY_PREFIX6="fd00:fb:$(printf %x $(($$ % 65536)))::"
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
-# shellcheck disable=SC2086
-mn_require $MODS
 command -v ping >/dev/null || skip_or_fail "ping is not installed (iputils-ping)"
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+mn_cluster_up 3 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes
 NODES=(n1 n2 n3)
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
 PORT=$((20000 + RANDOM % 20000))
 MODE=native
 start() { # start NODE [agent args...]
@@ -72,12 +65,6 @@ serve() { # serve POD... : a TCP server (both families) and a sink in each
 		SERVERS+=($!)
 	done
 	for p in "$@"; do mn_listening "$p" "$PORT" && mn_listening "$p" $((PORT + 1)); done
-}
-label() { # label NODE POD : app=POD (a cluster-wide identity of its own)
-	local code
-	code=$(mn_api "$1" -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
-		-d '{"labels":["k8s:app='"$2"'"]}' "http://x/v1/endpoint/container-id:$MN_TAG$2")
-	[ "$code" = 200 ] || { fail "pod $2 is labelled app=$2"; cat "$WORK/patch.out"; }
 }
 mtu_of() { # mtu_of NETNS IFNAME
 	ip -n "$1" -o link show "$2" | sed -nE 's/.* mtu ([0-9]+) .*/\1/p'
@@ -120,7 +107,7 @@ done
 declare -A POD_OF=([n1]=pa [n2]=pb [n3]=pc)
 for n in "${NODES[@]}"; do
 	mn_pod_add "$n" "${POD_OF[$n]}" || fail "a dual-stack pod on $n"
-	label "$n" "${POD_OF[$n]}"
+	mn_label "$n" "${POD_OF[$n]}"
 done
 serve pa pb pc
 for p in pa pb pc; do
@@ -185,7 +172,7 @@ declare -A TPOD_OF=([n1]=ta [n2]=tb [n3]=tc)
 TPODS=(ta tb tc)
 for n in "${NODES[@]}"; do
 	mn_pod_add "$n" "${TPOD_OF[$n]}" || fail "a dual-stack pod on $n (tunnel)"
-	label "$n" "${TPOD_OF[$n]}"
+	mn_label "$n" "${TPOD_OF[$n]}"
 done
 serve ta tb tc
 for p in "${TPODS[@]}"; do

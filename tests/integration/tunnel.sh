@@ -108,12 +108,7 @@ check "GET /v1/nodes says routing-mode tunnel" json_is "$(nodes_json n2)" "j['ro
 # ---- pods on every node, traffic across every pair, a capture in the underlay -----------------
 declare -A POD_OF=([n1]=pa [n2]=pb [n3]=pc)
 PODS=(pa pb pc)
-label() { # label NODE POD : app=POD
-	local code
-	code=$(mn_api "$1" -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
-		-d '{"labels":["k8s:app='"$2"'"]}' "http://x/v1/endpoint/container-id:$MN_TAG$2")
-	[ "$code" = 200 ] || { fail "pod $2 is labelled app=$2"; cat "$WORK/patch.out"; }
-}
+label() { mn_label "$@"; } # app=POD
 # three identities, so the VNI names its sender: labels of their own, and
 # (while identities are node-local) pods labelled before them on n2 and n3
 # (with cluster-wide identities the PATCH waits for the new labels' number)

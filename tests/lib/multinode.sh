@@ -28,6 +28,8 @@
 #                                "default"); its IPv4 address in MN_POD_IP[POD],
 #                                its IPv6 one (if any) in MN_POD_IP6[POD]
 #   mn_pod_del NODE POD          CNI DEL of the pod on NODE
+#   mn_label NODE POD            PATCH the pod's endpoint to the labels app=POD
+#                                (an identity of its own); fail() when refused
 #   mn_ns NAME / mn_pod_ns POD   namespace names
 #   mn_listening POD PORT        wait until a TCP server listens on PORT in POD
 #   mn_stream_start FROM TO PORT a steady TCP stream from pod FROM to pod TO
@@ -218,6 +220,13 @@ mn_pod_add() {
 	MN_POD_IP[$pod]=$(python3 -c 'import json,sys; print([a["address"].split("/")[0] for a in json.loads(sys.argv[1])["ips"] if ":" not in a["address"]][0])' "$out")
 	MN_POD_IP6[$pod]=$(python3 -c 'import json,sys; print(" ".join(a["address"].split("/")[0] for a in json.loads(sys.argv[1])["ips"] if ":" in a["address"]))' "$out")
 	MN_POD_NODE[$pod]=$node
+}
+
+mn_label() {
+	local code
+	code=$(mn_api "$1" -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
+		-d '{"labels":["k8s:app='"$2"'"]}' "http://x/v1/endpoint/container-id:$MN_TAG$2")
+	[ "$code" = 200 ] || { fail "pod $2 is labelled app=$2"; cat "$WORK/patch.out"; }
 }
 
 mn_pod_del() {
