@@ -3,9 +3,10 @@
  * tmp<hash> right inside CNI_NETNS and renamed CNI_IFNAME there), the
  * address as /32 (/128), a scope-link route to the gateway and the default
  * route via it in the pod (the veth ends and the routes get the
- * configuration's "mtu", else the agent's pod MTU: GET /v1/mtu), then PUT /v1/endpoint/container-id:CID:IFNAME,
- * whose answer means the address and the endpoint are both on disk (the
- * address was asked for with durable=later, so one round of flushes).
+ * configuration's "mtu", else the agent's pod MTU: GET /v1/mtu), then
+ * PUT /v1/endpoint/container-id:CID:IFNAME, whose answer means the
+ * address and the endpoint are both on disk (the address was asked for
+ * with durable=later, so one round of flushes).
  * Any failure undoes every step done so far (veth deleted, endpoint and
  * IPAM owner released), so a failed ADD leaves nothing behind. Prints the
  * CNI result, merged after a prevResult when fibril-cni is not first in a
