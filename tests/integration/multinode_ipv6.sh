@@ -15,8 +15,8 @@
 #   veth ends and on their routes; every new pod pings6 and connects over
 #   TCP/IPv6 to the new pods of the other nodes while a capture of the
 #   underlay checks each IPv6 packet crossed it in VXLAN over IPv4 between
-#   the right nodes with the sender's identity as VNI, and that none
-#   crossed it in the clear; a bulk TCP transfer (IPv6 and IPv4) and a
+#   the right nodes with the sender's identity as VNI (a node's own
+#   packets: remote-node), and that none crossed it in the clear; a bulk TCP transfer (IPv6 and IPv4) and a
 #   1400-byte ping with DF set (IPv4 and IPv6) cross nodes, and no outer
 #   packet was fragmented on the way.
 #   [nodes] mtu = 1400 on one node: its pod MTU is 1350, its tunnel routes
@@ -47,7 +47,12 @@ others() { local o; for o in "${NODES[@]}"; do [ "$o" = "$1" ] || echo "$o"; don
 probe() { # probe POD TARGET... : ping and TCP from POD's namespace
 	local pod=$1
 	shift
-	ip netns exec "$(mn_pod_ns "$pod")" python3 "$top_srcdir/tests/cni/nettest.py" probe "$PORT" "$@" \
+	probe_from "$(mn_pod_ns "$pod")" "$@"
+}
+probe_from() { # probe_from NETNS TARGET...
+	local ns=$1
+	shift
+	ip netns exec "$ns" python3 "$top_srcdir/tests/cni/nettest.py" probe "$PORT" "$@" \
 		>"$WORK/probe.out" 2>&1 || { sed 's/^/  /' "$WORK/probe.out"; return 1; }
 }
 SERVERS=()
@@ -136,6 +141,8 @@ for p in pa pb pc; do
 	for q in pa pb pc; do [ "$q" = "$p" ] || t+=("${MN_POD_IP6[$q]}"); done
 	check "native: $p (${MN_POD_NODE[$p]}) pings6 and connects over TCP/IPv6 to the pods of the other nodes" probe "$p" "${t[@]}"
 done
+check "native: node n1 pings6 and connects over TCP/IPv6 to pb (n2) and pc (n3)" \
+	probe_from "$(mn_ns n1)" "${MN_POD_IP6[pb]}" "${MN_POD_IP6[pc]}"
 check "native: pa's eth0 and its host veth have the underlay's MTU (1500)" test "$(pod_mtus pa)" = "eth0=1500 host=1500"
 check "native: pa's routes carry MTU 1500" test "$(route_mtus pa)" = "1500 "
 check "native: GET /v1/mtu: pod MTU 1500, the underlay's (eth0), no tunnel overhead" \
@@ -199,6 +206,8 @@ for p in "${TPODS[@]}"; do
 	for q in "${TPODS[@]}"; do [ "$q" = "$p" ] || t+=("${MN_POD_IP6[$q]}"); done
 	check "tunnel: $p (${MN_POD_NODE[$p]}) pings6 and connects over TCP/IPv6 to the pods of the other nodes" probe "$p" "${t[@]}"
 done
+check "tunnel: node n1 pings6 and connects over TCP/IPv6 to tb (n2) and tc (n3)" \
+	probe_from "$(mn_ns n1)" "${MN_POD_IP6[tb]}" "${MN_POD_IP6[tc]}"
 check "tunnel: a bulk TCP transfer over IPv6 from ta to tb (full-size segments)" ip netns exec "$(mn_pod_ns ta)" \
 	python3 "$top_srcdir/tests/cni/nettest.py" bulk "${MN_POD_IP6[tb]}" $((PORT + 1)) 4000000
 check "tunnel: a bulk TCP transfer over IPv4 from tc to ta" ip netns exec "$(mn_pod_ns tc)" \
@@ -218,6 +227,11 @@ for a in "${TPODS[@]}"; do
 		check "$a -> $b over IPv6 crossed the underlay in VXLAN/IPv4 from $na to $nb, VNI = $a's identity ${IDENT[$a]} (ICMPv6 and TCP)" \
 			json_is "$CAP" "{r[5] for r in j['vxlan'] if r[:5] == ['${MN_IP[$na]}', '${MN_IP[$nb]}', ${IDENT[$a]:-0}, '${MN_POD_IP6[$a]}', '${MN_POD_IP6[$b]}']} >= {58, 6}"
 	done
+done
+for b in tb tc; do
+	nb=${MN_POD_NODE[$b]}
+	check "node n1 -> $b over IPv6 crossed the underlay in VXLAN from n1 to $nb, VNI = remote-node (6), from n1's IPv6 address" \
+		json_is "$CAP" "{r[5] for r in j['vxlan'] if r[:5] == ['${MN_IP[n1]}', '${MN_IP[$nb]}', 6, '${MN_IP6[n1]}', '${MN_POD_IP6[$b]}']} >= {58, 6}"
 done
 check "no outer packet was fragmented on the underlay" json_is "$CAP" "j['fragments'] == 0"
 check "no pod-to-pod packet crossed the underlay in the clear (IPv6 or IPv4)" \
