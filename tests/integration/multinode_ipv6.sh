@@ -21,6 +21,11 @@
 #   packet was fragmented on the way.
 #   [nodes] mtu = 1400 on one node: its pod MTU is 1350, its tunnel routes
 #   are replaced with it, a new pod gets it.
+#   tunnel over an IPv6 underlay (every node registers its IPv6 address
+#   only, [nodes] node-ip): both pod CIDRs of the others are routed through
+#   fibril_vxlan with an IPv6 encapsulation, pods get MTU 1430 (1500 - 70),
+#   and their IPv4 and IPv6 traffic crosses the underlay in VXLAN/IPv6 with
+#   the sender's identity as VNI.
 . "$top_srcdir/tests/lib/common.sh"
 MN_UNDERLAY_PREFIX6="fd00:fb:$(printf %x $(($$ % 65536)))::"
 . "$top_srcdir/tests/lib/multinode.sh"
@@ -248,4 +253,69 @@ check "n3's tunnel routes were replaced with MTU 1350 (not adopted with 1450)" \
 mn_pod_add n3 td || fail "a pod on n3 with [nodes] mtu = 1400"
 check "  a new pod on n3 gets MTU 1350 on both veth ends and its routes" \
 	test "$(pod_mtus td) $(route_mtus td)" = "eth0=1350 host=1350 1350 "
+
+# ==== tunnel over an IPv6 underlay ========================================================
+# every node registers its IPv6 address only: the others' tunnel endpoint
+for n in "${NODES[@]}"; do mn_agent_kill "$n" TERM; done
+for n in "${NODES[@]}"; do
+	start "$n" --set "nodes.node-ip=${MN_IP6[$n]}" || { fail "the agent of $n restarts with an IPv6 node IP"; finish; }
+done
+v6_underlay() { # NODE: it knows the others by their IPv6 address alone
+	QUIET_JSON=1 json_is "$(nodes_json "$1")" "sorted(x['name'] for x in j['nodes']) == ['n1', 'n2', 'n3'] and all(x.get('routed', True) and len(x['ips']) == 1 and ':' in x['ips'][0] for x in j['nodes'])"
+}
+for n in "${NODES[@]}"; do check "$n knows the other nodes by their IPv6 address" wait_for 15 v6_underlay "$n"; done
+check "GET /v1/mtu: pod MTU 1430 = 1500 less VXLAN's 70 over IPv6" \
+	json_is "$(mn_api n1 http://x/v1/mtu)" "j['pod-mtu'] == 1430 and j['tunnel-overhead'] == 70"
+tunnel_via6() { # NODE: its proto 242 routes (both families) as "CIDR DST"
+	{ ip -4 -n "$(mn_ns "$1")" route show proto 242; ip -6 -n "$(mn_ns "$1")" route show proto 242; } |
+		sed -nE 's/^([0-9a-f:./]+) +encap ip6 id 6 src :: dst ([0-9a-f:]+) hoplimit 64 .*dev fibril_vxlan .*mtu 1430.*/\1 \2/p' | sort
+}
+want_via6() { local o; for o in $(others "$1"); do echo "${CIDR[$o]} ${MN_IP6[$o]}"; echo "${CIDR6[$o]} ${MN_IP6[$o]}"; done | sort; }
+declare -A CIDR
+for n in "${NODES[@]}"; do
+	CIDR[$n]=$(mn_json "$n" /v1/nodes "[c for x in j['nodes'] if x['name'] == '$n' for c in x['pod-cidrs'] if ':' not in c][0]")
+done
+check "n1 routes both pod CIDRs of the others through fibril_vxlan to their IPv6 address, MTU 1430" \
+	test "$(tunnel_via6 n1)" = "$(want_via6 n1)" || { echo "  got:"; ip -n "$(mn_ns n1)" route show proto 242 | sed 's/^/    /'; ip -6 -n "$(mn_ns n1)" route show proto 242 | sed 's/^/    /'; }
+declare -A UPOD_OF=([n1]=ua [n2]=ub [n3]=uc)
+UPODS=(ua ub uc)
+for n in "${NODES[@]}"; do
+	mn_pod_add "$n" "${UPOD_OF[$n]}" || fail "a dual-stack pod on $n (IPv6 underlay)"
+	mn_label "$n" "${UPOD_OF[$n]}"
+done
+serve ua ub uc
+check "IPv6 underlay: a new pod has MTU 1430 on both veth ends and its routes" \
+	test "$(pod_mtus ub) $(route_mtus ub)" = "eth0=1430 host=1430 1430 "
+for p in "${UPODS[@]}"; do
+	IDENT[$p]=$(ipcache "${MN_POD_NODE[$p]}" | awk -v ip="${MN_POD_IP6[$p]}/128" '$1 == ip { sub("identity=", "", $2); print $2 }')
+done
+for n in "${NODES[@]}"; do
+	o=()
+	for p in "${UPODS[@]}"; do [ "${MN_POD_NODE[$p]}" = "$n" ] || o+=("$p"); done
+	check "$n's ipcache holds the other nodes' new pods" wait_for 10 ipcache_holds "$n" "${o[@]}"
+done
+rm -f "$WORK/cap.json" "$WORK/cap.stop" "$WORK/cap.stop.ready"
+ip netns exec "$MN_UNDERLAY_NS" python3 "$top_srcdir/tests/lib/vxlan_capture.py" "$WORK/cap.json" "$WORK/cap.stop" &
+CAPTURE=$!
+wait_for 10 test -e "$WORK/cap.stop.ready" || fail "the underlay capture starts"
+for p in "${UPODS[@]}"; do
+	t=()
+	for q in "${UPODS[@]}"; do [ "$q" = "$p" ] || t+=("${MN_POD_IP6[$q]}" "${MN_POD_IP[$q]}"); done
+	check "IPv6 underlay: $p (${MN_POD_NODE[$p]}) pings and connects over TCP to the pods of the other nodes (IPv6 and IPv4)" probe "$p" "${t[@]}"
+done
+check "IPv6 underlay: a bulk TCP transfer over IPv4 from ua to uc" ip netns exec "$(mn_pod_ns ua)" \
+	python3 "$top_srcdir/tests/cni/nettest.py" bulk "${MN_POD_IP[uc]}" $((PORT + 1)) 4000000
+touch "$WORK/cap.stop"
+wait "$CAPTURE" 2>/dev/null
+CAPTURE=""
+CAP=$(cat "$WORK/cap.json" 2>/dev/null || echo '{"vxlan": [], "plain": [], "plain6": [], "fragments": -1}')
+for a in "${UPODS[@]}"; do
+	for b in "${UPODS[@]}"; do
+		[ "$a" = "$b" ] && continue
+		na=${MN_POD_NODE[$a]} nb=${MN_POD_NODE[$b]}
+		check "$a -> $b crossed the underlay in VXLAN/IPv6 from $na to $nb, VNI = $a's identity ${IDENT[$a]} (IPv6 and IPv4 inside)" \
+			json_is "$CAP" "{r[4] for r in j['vxlan'] if r[:3] == ['${MN_IP6[$na]}', '${MN_IP6[$nb]}', ${IDENT[$a]:-0}] and r[3] in ('${MN_POD_IP6[$a]}', '${MN_POD_IP[$a]}')} == {'${MN_POD_IP6[$b]}', '${MN_POD_IP[$b]}'}"
+	done
+done
+check "IPv6 underlay: no outer packet was fragmented" json_is "$CAP" "j['fragments'] == 0"
 finish
