@@ -61,10 +61,9 @@ probe_from() { # probe_from NETNS TARGET...
 		>"$WORK/probe.out" 2>&1 || { sed 's/^/  /' "$WORK/probe.out"; return 1; }
 }
 SERVERS=()
-CAPTURE=""
 mn_test_cleanup() {
 	local p
-	for p in "${SERVERS[@]}" $CAPTURE; do kill "$p" 2>/dev/null; done
+	for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done
 }
 serve() { # serve POD... : a TCP server (both families) and a sink in each
 	local p
@@ -203,9 +202,7 @@ for n in "${NODES[@]}"; do
 	check "$n's ipcache holds the IPv6 /128s of the other nodes' new pods" wait_for 10 ipcache_holds "$n" "${o[@]}"
 done
 
-ip netns exec "$MN_UNDERLAY_NS" python3 "$top_srcdir/tests/lib/vxlan_capture.py" "$WORK/cap.json" "$WORK/cap.stop" &
-CAPTURE=$!
-wait_for 10 test -e "$WORK/cap.stop.ready" || fail "the underlay capture starts"
+mn_capture_start || fail "the underlay capture starts"
 for p in "${TPODS[@]}"; do
 	t=()
 	for q in "${TPODS[@]}"; do [ "$q" = "$p" ] || t+=("${MN_POD_IP6[$q]}"); done
@@ -221,10 +218,8 @@ check "tunnel: a 1400-byte IPv4 ping with DF set from tb to tc" \
 	ip netns exec "$(mn_pod_ns tb)" ping -c 1 -W 2 -M do -s 1372 "${MN_POD_IP[tc]}" >/dev/null
 check "tunnel: a 1400-byte IPv6 ping (no fragmentation) from tb to tc" \
 	ip netns exec "$(mn_pod_ns tb)" ping -c 1 -W 2 -M do -s 1352 "${MN_POD_IP6[tc]}" >/dev/null
-touch "$WORK/cap.stop"
-wait "$CAPTURE" 2>/dev/null
-CAPTURE=""
-CAP=$(cat "$WORK/cap.json" 2>/dev/null || echo '{"vxlan": [], "plain": [], "plain6": [], "fragments": -1}')
+mn_capture_stop
+CAP=$MN_CAP
 for a in "${TPODS[@]}"; do
 	for b in "${TPODS[@]}"; do
 		[ "$a" = "$b" ] && continue
@@ -294,10 +289,7 @@ for n in "${NODES[@]}"; do
 	for p in "${UPODS[@]}"; do [ "${MN_POD_NODE[$p]}" = "$n" ] || o+=("$p"); done
 	check "$n's ipcache holds the other nodes' new pods" wait_for 10 ipcache_holds "$n" "${o[@]}"
 done
-rm -f "$WORK/cap.json" "$WORK/cap.stop" "$WORK/cap.stop.ready"
-ip netns exec "$MN_UNDERLAY_NS" python3 "$top_srcdir/tests/lib/vxlan_capture.py" "$WORK/cap.json" "$WORK/cap.stop" &
-CAPTURE=$!
-wait_for 10 test -e "$WORK/cap.stop.ready" || fail "the underlay capture starts"
+mn_capture_start || fail "the underlay capture starts"
 for p in "${UPODS[@]}"; do
 	t=()
 	for q in "${UPODS[@]}"; do [ "$q" = "$p" ] || t+=("${MN_POD_IP6[$q]}" "${MN_POD_IP[$q]}"); done
@@ -305,10 +297,8 @@ for p in "${UPODS[@]}"; do
 done
 check "IPv6 underlay: a bulk TCP transfer over IPv4 from ua to uc" ip netns exec "$(mn_pod_ns ua)" \
 	python3 "$top_srcdir/tests/cni/nettest.py" bulk "${MN_POD_IP[uc]}" $((PORT + 1)) 4000000
-touch "$WORK/cap.stop"
-wait "$CAPTURE" 2>/dev/null
-CAPTURE=""
-CAP=$(cat "$WORK/cap.json" 2>/dev/null || echo '{"vxlan": [], "plain": [], "plain6": [], "fragments": -1}')
+mn_capture_stop
+CAP=$MN_CAP
 for a in "${UPODS[@]}"; do
 	for b in "${UPODS[@]}"; do
 		[ "$a" = "$b" ] && continue

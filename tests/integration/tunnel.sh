@@ -121,10 +121,9 @@ for n in "${NODES[@]}"; do
 	label "$n" "${POD_OF[$n]}"
 done
 SERVERS=()
-CAPTURE=""
 mn_test_cleanup() {
 	local p
-	for p in "${SERVERS[@]}" $CAPTURE; do kill "$p" 2>/dev/null; done
+	for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done
 }
 for p in "${PODS[@]}"; do
 	ip netns exec "$(mn_pod_ns $p)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
@@ -138,19 +137,15 @@ done
 echo "  pods: pa ${MN_POD_IP[pa]} (identity ${IDENT[pa]}), pb ${MN_POD_IP[pb]} (${IDENT[pb]}), pc ${MN_POD_IP[pc]} (${IDENT[pc]})"
 check "the three pods have three identities" test "$(printf '%s\n' "${IDENT[@]}" | sort -u | wc -l)" = 3
 
-ip netns exec "$MN_UNDERLAY_NS" python3 "$top_srcdir/tests/lib/vxlan_capture.py" "$WORK/cap.json" "$WORK/cap.stop" &
-CAPTURE=$!
-wait_for 10 test -e "$WORK/cap.stop.ready" || fail "the underlay capture starts"
+mn_capture_start || fail "the underlay capture starts"
 check "pa (n1) pings and connects to pb (n2) and pc (n3)" probe pa "${MN_POD_IP[pb]}" "${MN_POD_IP[pc]}"
 check "pb (n2) pings and connects to pa (n1) and pc (n3)" probe pb "${MN_POD_IP[pa]}" "${MN_POD_IP[pc]}"
 check "pc (n3) pings and connects to pa (n1) and pb (n2)" probe pc "${MN_POD_IP[pa]}" "${MN_POD_IP[pb]}"
 check "node n1 pings and connects to pb (n2) and pc (n3)" probe_from "$(mn_ns n1)" "${MN_POD_IP[pb]}" "${MN_POD_IP[pc]}"
 check "node n2 pings and connects to pa (n1) and pc (n3)" probe_from "$(mn_ns n2)" "${MN_POD_IP[pa]}" "${MN_POD_IP[pc]}"
 check "node n3 pings and connects to pa (n1) and pb (n2)" probe_from "$(mn_ns n3)" "${MN_POD_IP[pa]}" "${MN_POD_IP[pb]}"
-touch "$WORK/cap.stop"
-wait "$CAPTURE" 2>/dev/null
-CAPTURE=""
-CAP=$(cat "$WORK/cap.json" 2>/dev/null || echo '{"vxlan": [], "plain": []}')
+mn_capture_stop
+CAP=$MN_CAP
 for a in "${PODS[@]}"; do
 	for b in "${PODS[@]}"; do
 		[ "$a" = "$b" ] && continue

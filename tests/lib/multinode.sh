@@ -38,6 +38,9 @@
 #   mn_stream_stop               end it; its statuses are in
 #                                $WORK/send.status ("... reset=0 error=" when
 #                                never reset) and $WORK/recv.status
+#   mn_capture_start             a capture of the underlay (tests/lib/vxlan_capture.py:
+#                                VXLAN frames with their VNI and inner addresses)
+#   mn_capture_stop              end it; its JSON in MN_CAP
 #   mn_cluster_up COUNT MODULE...  mn_require, the modules in $WORK/mods, the
 #                                underlay, etcd, and nodes n1..nCOUNT
 #   mn_json NODE PATH EXPR       print python EXPR over j = the node's GET PATH
@@ -53,6 +56,8 @@ MN_NETNS_LIST=()
 MN_NODES=()
 MN_BG_PIDS=() # helpers the lib started (stream ends)
 MN_STREAM_SENDER=""
+MN_CAPTURE="" # the underlay capture's pid, MN_CAP its JSON
+MN_CAP=""
 declare -A MN_PID MN_DIR MN_IP MN_IP6 MN_POD_IP MN_POD_IP6 MN_POD_NODE
 
 _mn_cleanup() {
@@ -268,6 +273,20 @@ mn_stream_stop() {
 	wait "$MN_STREAM_SENDER" 2>/dev/null || true
 	MN_STREAM_SENDER=""
 	sleep 0.2
+}
+
+mn_capture_start() {
+	rm -f "$WORK/cap.json" "$WORK/cap.stop" "$WORK/cap.stop.ready"
+	ip netns exec "$MN_UNDERLAY_NS" python3 "$top_srcdir/tests/lib/vxlan_capture.py" "$WORK/cap.json" "$WORK/cap.stop" &
+	MN_CAPTURE=$!
+	MN_BG_PIDS+=("$MN_CAPTURE")
+	wait_for 10 test -e "$WORK/cap.stop.ready"
+}
+
+mn_capture_stop() {
+	touch "$WORK/cap.stop"
+	wait "$MN_CAPTURE" 2>/dev/null || true
+	MN_CAP=$(cat "$WORK/cap.json" 2>/dev/null || echo '{"vxlan": [], "plain": [], "plain6": [], "fragments": -1}')
 }
 
 mn_cluster_up() {
