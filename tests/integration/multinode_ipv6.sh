@@ -49,17 +49,8 @@ knows_all() {
 ipcache() { "$CLI" -s "${MN_DIR[$1]}/fibril.sock" map dump dp_ipcache 2>&1; }
 routes6() { ip -6 -n "$(mn_ns "$1")" route show proto 242 | sed 's/ *$//' | sort; }
 others() { local o; for o in "${NODES[@]}"; do [ "$o" = "$1" ] || echo "$o"; done; }
-probe() { # probe POD TARGET... : ping and TCP from POD's namespace
-	local pod=$1
-	shift
-	probe_from "$(mn_pod_ns "$pod")" "$@"
-}
-probe_from() { # probe_from NETNS TARGET...
-	local ns=$1
-	shift
-	ip netns exec "$ns" python3 "$top_srcdir/tests/cni/nettest.py" probe "$PORT" "$@" \
-		>"$WORK/probe.out" 2>&1 || { sed 's/^/  /' "$WORK/probe.out"; return 1; }
-}
+probe() { mn_probe_from "$(mn_pod_ns "$1")" "$PORT" "${@:2}"; } # POD TARGET...: ping and TCP
+probe_from() { mn_probe_from "$1" "$PORT" "${@:2}"; }             # NETNS TARGET...
 SERVERS=()
 mn_test_cleanup() {
 	local p

@@ -46,17 +46,8 @@ knows_all() {
 }
 ipcache() { "$CLI" -s "${MN_DIR[$1]}/fibril.sock" map dump dp_ipcache 2>&1; }
 vxlan_link() { ip -n "$(mn_ns "$1")" -d link show fibril_vxlan 2>&1; }
-probe() { # probe POD TARGET... : ping and TCP from POD's namespace
-	local pod=$1
-	shift
-	probe_from "$(mn_pod_ns "$pod")" "$@"
-}
-probe_from() { # probe_from NETNS TARGET...
-	local ns=$1
-	shift
-	ip netns exec "$ns" python3 "$top_srcdir/tests/cni/nettest.py" probe "$PORT" "$@" \
-		>"$WORK/probe.out" 2>&1 || { sed 's/^/  /' "$WORK/probe.out"; return 1; }
-}
+probe() { mn_probe_from "$(mn_pod_ns "$1")" "$PORT" "${@:2}"; } # POD TARGET...: ping and TCP
+probe_from() { mn_probe_from "$1" "$PORT" "${@:2}"; }             # NETNS TARGET...
 
 for n in "${NODES[@]}"; do start "$n" || { fail "the agent of $n starts"; finish; }; done
 for n in "${NODES[@]}"; do check "$n learns the other two nodes" wait_for 15 knows_all "$n"; done

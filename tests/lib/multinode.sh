@@ -31,6 +31,9 @@
 #   mn_label NODE POD            PATCH the pod's endpoint to the labels app=POD
 #                                (an identity of its own); fail() when refused
 #   mn_ns NAME / mn_pod_ns POD   namespace names
+#   mn_probe_from NETNS PORT TARGET...  ping and TCP-connect to PORT of every
+#                                target from NETNS (tests/cni/nettest.py probe);
+#                                the failures are printed
 #   mn_listening POD PORT        wait until a TCP server listens on PORT in POD
 #   mn_stream_start FROM TO PORT a steady TCP stream from pod FROM to pod TO
 #                                (tests/cni/nettest.py send / recv), established
@@ -241,6 +244,13 @@ mn_pod_del() {
 		ip netns exec "$(mn_ns "$node")" env -i PATH="$PATH" CNI_COMMAND=DEL \
 			CNI_CONTAINERID="$MN_TAG$pod" CNI_NETNS="/var/run/netns/$(mn_pod_ns "$pod")" \
 			CNI_IFNAME=eth0 CNI_PATH="$top_builddir" "$top_builddir/fibril-cni"
+}
+
+mn_probe_from() {
+	local ns=$1 port=$2
+	shift 2
+	ip netns exec "$ns" python3 "$top_srcdir/tests/cni/nettest.py" probe "$port" "$@" \
+		>"$WORK/probe.out" 2>&1 || { sed 's/^/  /' "$WORK/probe.out"; return 1; }
 }
 
 mn_listening() {
