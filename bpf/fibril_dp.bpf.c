@@ -777,13 +777,10 @@ static __always_inline int forward_tunnel(struct __sk_buff *skb, const struct pk
 	key.tunnel_id = (p->src_ep ? p->src_ep->identity : 0) & DP_VNI_MAX;
 	key.tunnel_ttl = 64;
 	if (ic->tunnel_family == DP_FAMILY_IPV6) {
-		/* host order, word by word (as bpf_skb_set_tunnel_key wants) */
-		__u32 w[4];
-		__builtin_memcpy(w, ic->tunnel_ip, 16);
-		key.remote_ipv6[0] = bpf_ntohl(w[0]);
-		key.remote_ipv6[1] = bpf_ntohl(w[1]);
-		key.remote_ipv6[2] = bpf_ntohl(w[2]);
-		key.remote_ipv6[3] = bpf_ntohl(w[3]);
+		/* network order, as stored: bpf_skb_set_tunnel_key copies an
+		 * IPv6 remote as it is (only remote_ipv4 is host order); the
+		 * UDP checksum is computed (IPv6 forbids a zero one) */
+		__builtin_memcpy(key.remote_ipv6, ic->tunnel_ip, 16);
 		flags = BPF_F_TUNINFO_IPV6;
 	} else {
 		__u32 a;

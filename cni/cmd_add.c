@@ -2,9 +2,11 @@
  * CONTAINERID/IFNAME, a veth pair (host side lxc<hash>, the peer created as
  * tmp<hash> right inside CNI_NETNS and renamed CNI_IFNAME there), the
  * address as /32 (/128), a scope-link route to the gateway and the default
- * route via it in the pod, then PUT /v1/endpoint/container-id:CID:IFNAME,
- * whose answer means the address and the endpoint are both on disk (the
- * address was asked for with durable=later, so one round of flushes).
+ * route via it in the pod (the veth ends and the routes get the
+ * configuration's "mtu", else the agent's pod MTU: GET /v1/mtu), then
+ * PUT /v1/endpoint/container-id:CID:IFNAME, whose answer means the
+ * address and the endpoint are both on disk (the address was asked for
+ * with durable=later, so one round of flushes).
  * Any failure undoes every step done so far (veth deleted, endpoint and
  * IPAM owner released), so a failed ADD leaves nothing behind. Prints the
  * CNI result, merged after a prevResult when fibril-cni is not first in a
@@ -78,6 +80,29 @@ static int ipam_allocate(const struct cni_env *env, const struct netconf *conf, 
 		snprintf(a->gateway, sizeof(a->gateway), "%s", gw);
 	}
 out:
+	agent_reply_free(&reply);
+	return rc;
+}
+
+/* No "mtu" in the configuration: the agent's pod MTU (GET /v1/mtu, the
+ * nodes module: the underlay's MTU less the tunnel's overhead in tunnel
+ * mode), else (an agent without the nodes module: 404) DEFAULT_MTU. */
+static int agent_mtu(struct netconf *conf)
+{
+	if (conf->mtu_set)
+		return 0;
+	struct agent_reply reply;
+	if (agent_request("GET", "/v1/mtu", NULL, &reply) < 0)
+		return -1;
+	int rc = 0;
+	struct json_object *v;
+	if (reply.status == 200 && json_object_object_get_ex(reply.json, "pod-mtu", &v) &&
+	    json_object_is_type(v, json_type_int) && json_object_get_int64(v) >= 68 &&
+	    json_object_get_int64(v) <= 65535)
+		conf->mtu = (int)json_object_get_int64(v);
+	else if (reply.status != 404)
+		rc = cni_error(FCNI_ERR_AGENT, reply.error, "the agent gave no pod MTU: %s (HTTP %ld)",
+			       reply.error[0] ? reply.error : "no pod-mtu in its answer", reply.status);
 	agent_reply_free(&reply);
 	return rc;
 }
@@ -309,7 +334,7 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 			  "interface %s already exists in the network namespace %s", env->ifname, env->netns);
 		goto out;
 	}
-	if (refuse_second_interface(env, conf, hsk, psk) < 0)
+	if (refuse_second_interface(env, conf, hsk, psk) < 0 || agent_mtu(conf) < 0)
 		goto out;
 	if (ipam_allocate(env, conf, addrs, &naddrs, &st) < 0)
 		goto fail;
@@ -339,8 +364,8 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 	}
 	for (int i = 0; i < naddrs; i++)
 		if (addr_add_host(psk, pod.ifindex, addrs[i].address) < 0 ||
-		    route_add_gateway_link(psk, pod.ifindex, addrs[i].gateway) < 0 ||
-		    route_add_default(psk, pod.ifindex, addrs[i].gateway) < 0)
+		    route_add_gateway_link(psk, pod.ifindex, addrs[i].gateway, conf->mtu) < 0 ||
+		    route_add_default(psk, pod.ifindex, addrs[i].gateway, conf->mtu) < 0)
 			goto fail;
 
 	if (endpoint_put(env, &host, &pod, addrs, naddrs, &st) < 0)

@@ -76,7 +76,8 @@ struct netconf {
 	int version; /* enum cni_version */
 	const char *version_name;
 	const char *socket;
-	int mtu;
+	int mtu;     /* of both veth ends and the pod's routes */
+	bool mtu_set; /* "mtu" in the configuration; else the agent's pod MTU */
 	struct json_object *dns;	       /* validated, or NULL */
 	enum ipam_family family;
 	struct json_object *prev_result;       /* or NULL */
@@ -159,8 +160,9 @@ int link_delete(struct nl_sock *sk, const char *name);
 int link_delete_present(struct nl_sock *sk, const char *name);
 /* ADDR "10.0.3.7" with the host prefix (/32 or /128). */
 int addr_add_host(struct nl_sock *sk, int ifindex, const char *addr);
-int route_add_gateway_link(struct nl_sock *sk, int ifindex, const char *gateway);
-int route_add_default(struct nl_sock *sk, int ifindex, const char *gateway);
+/* mtu > 0: the route's MTU metric */
+int route_add_gateway_link(struct nl_sock *sk, int ifindex, const char *gateway, int mtu);
+int route_add_default(struct nl_sock *sk, int ifindex, const char *gateway, int mtu);
 /* 1 when the address ADDR/PREFIX is on IFINDEX, 0 when not, -1 on error. */
 int addr_present(struct nl_sock *sk, int ifindex, const char *addr, int prefix);
 /* 1 when a route DST/PREFIX [via GW] [scope link] out of IFINDEX exists. */

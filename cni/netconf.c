@@ -216,6 +216,7 @@ int netconf_parse(const char *text, size_t len, struct netconf *conf)
 			return invalid("mtu", "expected an integer from 68 to 65535, got %s",
 				       json_object_to_json_string(v));
 		conf->mtu = (int)mtu;
+		conf->mtu_set = true;
 	}
 
 	conf->family = FAMILY_BOTH;

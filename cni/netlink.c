@@ -238,7 +238,7 @@ int addr_add_host(struct nl_sock *sk, int ifindex, const char *addr)
 	return 0;
 }
 
-static int route_add(struct nl_sock *sk, int ifindex, const char *dst, const char *gw, bool scope_link)
+static int route_add(struct nl_sock *sk, int ifindex, const char *dst, const char *gw, bool scope_link, int mtu)
 {
 	int family;
 	struct nl_addr *d = NULL, *g = NULL;
@@ -260,6 +260,8 @@ static int route_add(struct nl_sock *sk, int ifindex, const char *dst, const cha
 	rtnl_route_set_table(r, RT_TABLE_MAIN);
 	rtnl_route_set_dst(r, d);
 	rtnl_route_set_scope(r, scope_link ? RT_SCOPE_LINK : RT_SCOPE_UNIVERSE);
+	if (mtu > 0)
+		rtnl_route_set_metric(r, RTAX_MTU, (uint32_t)mtu);
 	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
 	rtnl_route_nh_set_ifindex(nh, ifindex);
 	if (g)
@@ -276,14 +278,14 @@ static int route_add(struct nl_sock *sk, int ifindex, const char *dst, const cha
 	return 0;
 }
 
-int route_add_gateway_link(struct nl_sock *sk, int ifindex, const char *gateway)
+int route_add_gateway_link(struct nl_sock *sk, int ifindex, const char *gateway, int mtu)
 {
-	return route_add(sk, ifindex, gateway, NULL, true);
+	return route_add(sk, ifindex, gateway, NULL, true, mtu);
 }
 
-int route_add_default(struct nl_sock *sk, int ifindex, const char *gateway)
+int route_add_default(struct nl_sock *sk, int ifindex, const char *gateway, int mtu)
 {
-	return route_add(sk, ifindex, NULL, gateway, false);
+	return route_add(sk, ifindex, NULL, gateway, false, mtu);
 }
 
 /* Compare an nl_addr with a textual address (no prefix). */

@@ -84,6 +84,11 @@ static const struct fibril_config_key nodes_config_keys[] = {
 	{.name = "tunnel-port", .type = FIBRIL_CONFIG_INT, .default_value = "8472",
 	 .help = "routing-mode tunnel: the VXLAN UDP port (the same on every node)", .min = 1,
 	 .max = 65535},
+	{.name = "mtu", .type = FIBRIL_CONFIG_INT, .default_value = "0",
+	 .help = "The underlay's MTU; 0: the MTU of the interface holding the node IP. Pods get "
+		 "it less the tunnel's overhead in routing-mode tunnel (VXLAN: 50 over IPv4, 70 "
+		 "over IPv6), as it is in the other modes (GET /v1/mtu, read by fibril-cni)",
+	 .min = 0, .max = 65535},
 	{.name = "lease-ttl", .type = FIBRIL_CONFIG_DURATION, .default_value = "15s",
 	 .help = "TTL of the lease this node's registry key is held by: a node gone for longer "
 		 "is removed everywhere", .min = 2000, .max = 3600000},
@@ -657,6 +662,7 @@ static void get_nodes(struct fibril_request *req, struct fibril_response *resp, 
 	for (struct node_entry *e = s->nodes; e; e = e->next)
 		json_object_array_add(arr, node_json(&e->n, e->routed, &e->health));
 	json_object_object_add(o, "nodes", arr);
+	json_object_object_add(o, "mtu", nodes_mtu_json(s));
 	struct json_object *m = json_object_new_object();
 #define STAT(k, v) json_object_object_add(m, k, json_object_new_int64((int64_t)s->stats.v))
 	STAT("nodes-added", added);
@@ -759,6 +765,8 @@ static int nodes_init(struct fibril_module *m)
 	if (rc == 0)
 		rc = fibril_api_route(m, "GET", "/v1/ipcache", 0, nodes_ipcache_get, s);
 	if (rc == 0)
+		rc = fibril_api_route(m, "GET", "/v1/mtu", 0, nodes_mtu_get, s);
+	if (rc == 0)
 		rc = nodes_metrics_register(s);
 	if (rc) {
 		fibril_module_set_error(m, "cannot register the nodes service, topics or route");
@@ -805,6 +813,11 @@ static int nodes_start(struct fibril_module *m)
 			return rc;
 		}
 		nodes_routes_scan(s);
+	}
+	rc = nodes_mtu_setup(s, why, sizeof(why));
+	if (rc) {
+		fibril_module_set_error(m, "%s", why);
+		return rc;
 	}
 	rc = nodes_tunnel_setup(s, why, sizeof(why));
 	if (rc) {

@@ -26,6 +26,9 @@
 #define NODES_WHY_LEN 256
 /* the ipcache, relative to the kvstore's prefix (Cilium's state/ip/v1) */
 #define NODES_IP_PREFIX "state/ip/v1/default/"
+/* the underlay MTU when no interface holds the node IP; a pod's least */
+#define NODES_DEFAULT_MTU 1500
+#define NODES_MIN_POD_MTU 68
 
 enum nodes_routing { NODES_ROUTING_NONE = 0, NODES_ROUTING_NATIVE, NODES_ROUTING_TUNNEL };
 
@@ -48,6 +51,7 @@ struct nodes_old_route {
 	int tep_family;        /* tunnel mode: its encapsulation's destination, */
 	uint8_t tep[16];       /* when its VNI is remote-node */
 	uint8_t src[16];       /* its preferred source, all zero: none */
+	uint32_t mtu;          /* its MTU metric, 0: none */
 	bool wanted;
 };
 
@@ -123,6 +127,14 @@ struct nodes {
 	struct nodes_old_route *old;
 	size_t n_old;
 
+	struct {
+		int underlay;     /* [nodes] mtu, else the node IP's interface's */
+		int overhead;     /* routing-mode tunnel: VXLAN's 50 (70 over IPv6) */
+		int pod;          /* underlay - overhead: the pods' veths and routes */
+		bool configured;  /* underlay from [nodes] mtu */
+		char device[16];  /* else the interface it was read from */
+	} mtu;
+
 	struct nodes_ipcache ipc;
 	struct fibril_subscription *ep_subs[3];
 	struct fibril_metric *m_entries, *m_events;
@@ -181,6 +193,14 @@ int nodes_ipcache_on_endpoint(const struct fibril_event *ev, void *ud);
 void nodes_ipcache_stop(struct nodes *s);
 void nodes_ipcache_free(struct nodes *s);
 void nodes_ipcache_get(struct fibril_request *req, struct fibril_response *resp, void *ud);
+
+struct json_object;
+
+/* mtu.c: the pod MTU (s->mtu) from [nodes] mtu or the node IP's
+ * interface, and the routing mode; GET /v1/mtu */
+int nodes_mtu_setup(struct nodes *s, char *why, size_t len);
+struct json_object *nodes_mtu_json(const struct nodes *s);
+void nodes_mtu_get(struct fibril_request *req, struct fibril_response *resp, void *ud);
 
 /* route.c */
 int nodes_nl_open(struct nodes *s, char *why, size_t len);

@@ -10,8 +10,9 @@
  * ping from the node) a route per remote pod CIDR through the VXLAN
  * device with a lightweight-tunnel encapsulation (RTA_ENCAP,
  * LWTUNNEL_ENCAP_IP: the node's tunnel endpoint as the outer destination,
- * VNI = remote-node), from this node's IP; the same protocol, adopted and
- * removed like the native ones.
+ * VNI = remote-node), from this node's IP, with the pod MTU (mtu.c: room
+ * for VXLAN's overhead); the same protocol, adopted and removed like the
+ * native ones.
  *
  * Nothing is removed when the agent stops: the routes and the pinned
  * ipcache keep cross-node traffic flowing while it is down. At start the
@@ -170,6 +171,14 @@ static int route_add_tunnel(struct nodes *s, const struct fibril_node_cidr *c, i
 		rc = nla_put_u32(msg, RTA_OIF, (uint32_t)s->tunnel_ifindex);
 	if (rc == 0 && src)
 		rc = nla_put(msg, RTA_PREFSRC, alen(c->family), src);
+	if (rc == 0) {
+		/* the pod MTU: the node's own packets leave room for VXLAN */
+		struct nlattr *metrics = nla_nest_start(msg, RTA_METRICS);
+		if (!metrics)
+			rc = -NLE_NOMEM;
+		else if (!(rc = nla_put_u32(msg, RTAX_MTU, (uint32_t)s->mtu.pod)))
+			nla_nest_end(msg, metrics);
+	}
 	if (rc == 0)
 		rc = nla_put_u16(msg, RTA_ENCAP_TYPE,
 				 tep_family == 4 ? LWTUNNEL_ENCAP_IP : LWTUNNEL_ENCAP_IP6);
@@ -265,6 +274,10 @@ static int scan_one(struct nl_msg *msg, void *arg)
 		memcpy(x->via, nla_data(tb[RTA_GATEWAY]), (size_t)alen(family));
 	if (tb[RTA_PREFSRC] && nla_len(tb[RTA_PREFSRC]) == alen(family))
 		memcpy(x->src, nla_data(tb[RTA_PREFSRC]), (size_t)alen(family));
+	struct nlattr *mx[RTAX_MAX + 1];
+	if (tb[RTA_METRICS] && nla_parse_nested(mx, RTAX_MAX, tb[RTA_METRICS], NULL) == 0 &&
+	    mx[RTAX_MTU] && nla_len(mx[RTAX_MTU]) >= 4)
+		x->mtu = nla_get_u32(mx[RTAX_MTU]);
 	/* tunnel mode: the outer destination and the VNI of the encapsulation */
 	if (tb[RTA_ENCAP] && tb[RTA_ENCAP_TYPE]) {
 		uint16_t type = nla_get_u16(tb[RTA_ENCAP_TYPE]);
@@ -494,7 +507,8 @@ int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibri
 				memcpy(want_src, src, (size_t)alen(c->family));
 			if (x && nodes_via_none(x) && x->tep_family == tep_family &&
 			    !memcmp(x->tep, tep, (size_t)alen(tep_family)) &&
-			    !memcmp(x->src, want_src, sizeof(want_src))) {
+			    !memcmp(x->src, want_src, sizeof(want_src)) &&
+			    x->mtu == (uint32_t)s->mtu.pod) {
 				if (!x->wanted)
 					s->stats.routes_adopted++;
 				x->wanted = true;

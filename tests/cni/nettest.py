@@ -10,6 +10,14 @@ inside a pod's (or the node's) network namespace with `ip netns exec`:
                              status file holds "bytes=N reset=0|1 eof=0|1"
   send HOST PORT STATUSFILE  send a steady stream (64 KiB every 10 ms) until
                              killed; status "bytes=N reset=0|1 error=..."
+  sink PORT                  accept TCP connections (IPv4 and IPv6), read
+                             each to its end and answer the byte count
+  bulk HOST PORT BYTES       send BYTES as fast as TCP goes to a sink, close
+                             the sending side; exit 0 when the sink counted
+                             them all (a full-size segment that never
+                             arrives stalls it: 30 s, then exit 1)
+
+serve and sink listen on BIND (default 0.0.0.0; "::" takes both families).
 
 Every socket operation has a timeout, so nothing hangs a test."""
 import os
@@ -32,6 +40,64 @@ def serve(port):
         except OSError:
             pass
         conn.close()
+
+
+def listener(port, backlog):
+    bind = os.environ.get("BIND", "0.0.0.0")
+    srv = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((bind, port))
+    srv.listen(backlog)
+    return srv
+
+
+def sink(port):
+    srv = listener(port, 16)
+
+    def drain(conn):
+        total = 0
+        try:
+            conn.settimeout(30)
+            while True:
+                data = conn.recv(1 << 16)
+                if not data:
+                    break
+                total += len(data)
+            conn.sendall(b"%d\n" % total)
+        except OSError:
+            pass
+        conn.close()
+
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=drain, args=(conn,), daemon=True).start()
+
+
+def bulk(host, port, nbytes):
+    chunk = b"x" * 65536
+    try:
+        with socket.create_connection((host, port), timeout=5) as s:
+            s.settimeout(30)
+            left = nbytes
+            while left > 0:
+                n = min(left, len(chunk))
+                s.sendall(chunk[:n])
+                left -= n
+            s.shutdown(socket.SHUT_WR)
+            answer = b""
+            while not answer.endswith(b"\n"):
+                data = s.recv(64)
+                if not data:
+                    break
+                answer += data
+    except OSError as e:
+        print("FAIL bulk %s:%d: %s" % (host, port, e))
+        return 1
+    if answer.strip() != b"%d" % nbytes:
+        print("FAIL bulk %s:%d: the sink counted %r of %d bytes" % (host, port, answer, nbytes))
+        return 1
+    print("bulk %s:%d: %d bytes" % (host, port, nbytes))
+    return 0
 
 
 def probe(port, targets):
@@ -130,6 +196,10 @@ def main():
         serve(int(sys.argv[2]))
     elif cmd == "probe":
         sys.exit(probe(int(sys.argv[2]), sys.argv[3:]))
+    elif cmd == "sink":
+        sink(int(sys.argv[2]))
+    elif cmd == "bulk":
+        sys.exit(bulk(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
     elif cmd == "recv":
         recv(int(sys.argv[2]), sys.argv[3])
     elif cmd == "send":

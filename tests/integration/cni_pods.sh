@@ -75,7 +75,7 @@ check "the host veth is in the node, up, with rp_filter 0" test \
 	"$(ip -n "$NODE_NS" -o link show "$host1" | grep -c 'UP'):$(ip netns exec "$NODE_NS" cat "/proc/sys/net/ipv4/conf/$host1/rp_filter")" = "1:0"
 check "in the pod: address/32, the gateway scope link, default via the gateway" test \
 	"$(ip -n "$(pod_ns 1)" -o -4 addr show eth0 | awk '{print $4}') $(ip -n "$(pod_ns 1)" route show | sed 's/ *$//' | tr '\n' ';')" = \
-	"${ADDR[1]}/32 default via $GW dev eth0 proto static;$GW dev eth0 proto static scope link;"
+	"${ADDR[1]}/32 default via $GW dev eth0 proto static mtu 1500;$GW dev eth0 proto static scope link mtu 1500;"
 uniq=$(printf '%s\n' "${ADDR[@]}" | sort -u | wc -l)
 check "every pod has its own address" test "$uniq" = "$PODS"
 api http://x/v1/endpoint >"$WORK/out"

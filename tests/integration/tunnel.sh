@@ -46,17 +46,8 @@ knows_all() {
 }
 ipcache() { "$CLI" -s "${MN_DIR[$1]}/fibril.sock" map dump dp_ipcache 2>&1; }
 vxlan_link() { ip -n "$(mn_ns "$1")" -d link show fibril_vxlan 2>&1; }
-probe() { # probe POD TARGET... : ping and TCP from POD's namespace
-	local pod=$1
-	shift
-	probe_from "$(mn_pod_ns "$pod")" "$@"
-}
-probe_from() { # probe_from NETNS TARGET...
-	local ns=$1
-	shift
-	ip netns exec "$ns" python3 "$top_srcdir/tests/cni/nettest.py" probe "$PORT" "$@" \
-		>"$WORK/probe.out" 2>&1 || { sed 's/^/  /' "$WORK/probe.out"; return 1; }
-}
+probe() { mn_probe_from "$(mn_pod_ns "$1")" "$PORT" "${@:2}"; } # POD TARGET...: ping and TCP
+probe_from() { mn_probe_from "$1" "$PORT" "${@:2}"; }             # NETNS TARGET...
 
 for n in "${NODES[@]}"; do start "$n" || { fail "the agent of $n starts"; finish; }; done
 for n in "${NODES[@]}"; do check "$n learns the other two nodes" wait_for 15 knows_all "$n"; done
@@ -108,12 +99,7 @@ check "GET /v1/nodes says routing-mode tunnel" json_is "$(nodes_json n2)" "j['ro
 # ---- pods on every node, traffic across every pair, a capture in the underlay -----------------
 declare -A POD_OF=([n1]=pa [n2]=pb [n3]=pc)
 PODS=(pa pb pc)
-label() { # label NODE POD : app=POD
-	local code
-	code=$(mn_api "$1" -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
-		-d '{"labels":["k8s:app='"$2"'"]}' "http://x/v1/endpoint/container-id:$MN_TAG$2")
-	[ "$code" = 200 ] || { fail "pod $2 is labelled app=$2"; cat "$WORK/patch.out"; }
-}
+label() { mn_label "$@"; } # app=POD
 # three identities, so the VNI names its sender: labels of their own, and
 # (while identities are node-local) pods labelled before them on n2 and n3
 # (with cluster-wide identities the PATCH waits for the new labels' number)
@@ -126,10 +112,9 @@ for n in "${NODES[@]}"; do
 	label "$n" "${POD_OF[$n]}"
 done
 SERVERS=()
-CAPTURE=""
 mn_test_cleanup() {
 	local p
-	for p in "${SERVERS[@]}" $CAPTURE; do kill "$p" 2>/dev/null; done
+	for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done
 }
 for p in "${PODS[@]}"; do
 	ip netns exec "$(mn_pod_ns $p)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
@@ -143,19 +128,15 @@ done
 echo "  pods: pa ${MN_POD_IP[pa]} (identity ${IDENT[pa]}), pb ${MN_POD_IP[pb]} (${IDENT[pb]}), pc ${MN_POD_IP[pc]} (${IDENT[pc]})"
 check "the three pods have three identities" test "$(printf '%s\n' "${IDENT[@]}" | sort -u | wc -l)" = 3
 
-ip netns exec "$MN_UNDERLAY_NS" python3 "$top_srcdir/tests/lib/vxlan_capture.py" "$WORK/cap.json" "$WORK/cap.stop" &
-CAPTURE=$!
-wait_for 10 test -e "$WORK/cap.stop.ready" || fail "the underlay capture starts"
+mn_capture_start || fail "the underlay capture starts"
 check "pa (n1) pings and connects to pb (n2) and pc (n3)" probe pa "${MN_POD_IP[pb]}" "${MN_POD_IP[pc]}"
 check "pb (n2) pings and connects to pa (n1) and pc (n3)" probe pb "${MN_POD_IP[pa]}" "${MN_POD_IP[pc]}"
 check "pc (n3) pings and connects to pa (n1) and pb (n2)" probe pc "${MN_POD_IP[pa]}" "${MN_POD_IP[pb]}"
 check "node n1 pings and connects to pb (n2) and pc (n3)" probe_from "$(mn_ns n1)" "${MN_POD_IP[pb]}" "${MN_POD_IP[pc]}"
 check "node n2 pings and connects to pa (n1) and pc (n3)" probe_from "$(mn_ns n2)" "${MN_POD_IP[pa]}" "${MN_POD_IP[pc]}"
 check "node n3 pings and connects to pa (n1) and pb (n2)" probe_from "$(mn_ns n3)" "${MN_POD_IP[pa]}" "${MN_POD_IP[pb]}"
-touch "$WORK/cap.stop"
-wait "$CAPTURE" 2>/dev/null
-CAPTURE=""
-CAP=$(cat "$WORK/cap.json" 2>/dev/null || echo '{"vxlan": [], "plain": []}')
+mn_capture_stop
+CAP=$MN_CAP
 for a in "${PODS[@]}"; do
 	for b in "${PODS[@]}"; do
 		[ "$a" = "$b" ] && continue

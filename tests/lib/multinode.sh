@@ -14,11 +14,10 @@
 #   mn_node_add NAME INDEX       node namespace, eth0 on the underlay
 #                                (MN_UNDERLAY_PREFIX.(10+INDEX)), forwarding on;
 #                                MN_UNDERLAY_MTU (default 1500) on the underlay
-#                                links (a tunnel needs room for its 50 bytes)
-#                                MN_UNDERLAY_PREFIX6 (e.g. fd31:250::, default
-#                                empty: IPv4 only) gives the bridge PREFIX6 1/64
-#                                and each node PREFIX6 (10+INDEX)/64 too (no
-#                                DAD), in MN_IP6[NAME], IPv6 forwarding on
+#                                links; MN_UNDERLAY_PREFIX6 (e.g. fd00:fb::,
+#                                default none) makes the underlay dual-stack:
+#                                eth0 gets MN_UNDERLAY_PREFIX6(10+INDEX)/64
+#                                too (MN_IP6[NAME]), IPv6 forwarding on
 #   mn_modules DIR MODULE...     a root-owned module dir
 #   mn_agent_start NAME MODDIR [agent args...]  the node's agent, healthy
 #                                (MN_START_NOWAIT=1: started, not waited for)
@@ -26,9 +25,15 @@
 #   mn_api NAME CURL-ARGS...     the node's API
 #   mn_pod_add NODE POD [K8S-NS] a pod namespace on NODE through fibril-cni
 #                                (its pod namespace K8S-NS, default
-#                                "default"); its IPv4 address in MN_POD_IP[POD]
+#                                "default"); its IPv4 address in MN_POD_IP[POD],
+#                                its IPv6 one (if any) in MN_POD_IP6[POD]
 #   mn_pod_del NODE POD          CNI DEL of the pod on NODE
+#   mn_label NODE POD            PATCH the pod's endpoint to the labels app=POD
+#                                (an identity of its own); fail() when refused
 #   mn_ns NAME / mn_pod_ns POD   namespace names
+#   mn_probe_from NETNS PORT TARGET...  ping and TCP-connect to PORT of every
+#                                target from NETNS (tests/cni/nettest.py probe);
+#                                the failures are printed
 #   mn_listening POD PORT        wait until a TCP server listens on PORT in POD
 #   mn_stream_start FROM TO PORT a steady TCP stream from pod FROM to pod TO
 #                                (tests/cni/nettest.py send / recv), established
@@ -36,6 +41,9 @@
 #   mn_stream_stop               end it; its statuses are in
 #                                $WORK/send.status ("... reset=0 error=" when
 #                                never reset) and $WORK/recv.status
+#   mn_capture_start             a capture of the underlay (tests/lib/vxlan_capture.py:
+#                                VXLAN frames with their VNI and inner addresses)
+#   mn_capture_stop              end it; its JSON in MN_CAP
 #   mn_cluster_up COUNT MODULE...  mn_require, the modules in $WORK/mods, the
 #                                underlay, etcd, and nodes n1..nCOUNT
 #   mn_json NODE PATH EXPR       print python EXPR over j = the node's GET PATH
@@ -51,7 +59,9 @@ MN_NETNS_LIST=()
 MN_NODES=()
 MN_BG_PIDS=() # helpers the lib started (stream ends)
 MN_STREAM_SENDER=""
-declare -A MN_PID MN_DIR MN_IP MN_IP6 MN_POD_IP MN_POD_NODE
+MN_CAPTURE="" # the underlay capture's pid, MN_CAP its JSON
+MN_CAP=""
+declare -A MN_PID MN_DIR MN_IP MN_IP6 MN_POD_IP MN_POD_IP6 MN_POD_NODE
 
 _mn_cleanup() {
 	local rc=$?
@@ -104,8 +114,7 @@ mn_underlay_up() {
 	_mn_netns_add "$MN_UNDERLAY_NS"
 	ip -n "$MN_UNDERLAY_NS" link add br0 mtu "$MN_UNDERLAY_MTU" type bridge
 	ip -n "$MN_UNDERLAY_NS" addr add "$MN_UNDERLAY_PREFIX.1/24" dev br0
-	[ -z "$MN_UNDERLAY_PREFIX6" ] ||
-		ip -n "$MN_UNDERLAY_NS" addr add "${MN_UNDERLAY_PREFIX6}1/64" dev br0 nodad
+	[ -z "$MN_UNDERLAY_PREFIX6" ] || ip -n "$MN_UNDERLAY_NS" addr add "${MN_UNDERLAY_PREFIX6}1/64" dev br0 nodad
 	ip -n "$MN_UNDERLAY_NS" link set br0 up
 }
 
@@ -216,8 +225,16 @@ mn_pod_add() {
 			CNI_CONTAINERID="$MN_TAG$pod" CNI_NETNS="/var/run/netns/$ns" CNI_IFNAME=eth0 \
 			CNI_PATH="$top_builddir" CNI_ARGS="K8S_POD_NAMESPACE=$podns;K8S_POD_NAME=$pod" \
 			"$top_builddir/fibril-cni") || { echo "ADD $pod on $node: $out" >&2; return 1; }
-	MN_POD_IP[$pod]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ips"][0]["address"].split("/")[0])' "$out")
+	MN_POD_IP[$pod]=$(python3 -c 'import json,sys; print([a["address"].split("/")[0] for a in json.loads(sys.argv[1])["ips"] if ":" not in a["address"]][0])' "$out")
+	MN_POD_IP6[$pod]=$(python3 -c 'import json,sys; print(" ".join(a["address"].split("/")[0] for a in json.loads(sys.argv[1])["ips"] if ":" in a["address"]))' "$out")
 	MN_POD_NODE[$pod]=$node
+}
+
+mn_label() {
+	local code
+	code=$(mn_api "$1" -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
+		-d '{"labels":["k8s:app='"$2"'"]}' "http://x/v1/endpoint/container-id:$MN_TAG$2")
+	[ "$code" = 200 ] || { fail "pod $2 is labelled app=$2"; cat "$WORK/patch.out"; }
 }
 
 mn_pod_del() {
@@ -227,6 +244,13 @@ mn_pod_del() {
 		ip netns exec "$(mn_ns "$node")" env -i PATH="$PATH" CNI_COMMAND=DEL \
 			CNI_CONTAINERID="$MN_TAG$pod" CNI_NETNS="/var/run/netns/$(mn_pod_ns "$pod")" \
 			CNI_IFNAME=eth0 CNI_PATH="$top_builddir" "$top_builddir/fibril-cni"
+}
+
+mn_probe_from() {
+	local ns=$1 port=$2
+	shift 2
+	ip netns exec "$ns" python3 "$top_srcdir/tests/cni/nettest.py" probe "$port" "$@" \
+		>"$WORK/probe.out" 2>&1 || { sed 's/^/  /' "$WORK/probe.out"; return 1; }
 }
 
 mn_listening() {
@@ -259,6 +283,20 @@ mn_stream_stop() {
 	wait "$MN_STREAM_SENDER" 2>/dev/null || true
 	MN_STREAM_SENDER=""
 	sleep 0.2
+}
+
+mn_capture_start() {
+	rm -f "$WORK/cap.json" "$WORK/cap.stop" "$WORK/cap.stop.ready"
+	ip netns exec "$MN_UNDERLAY_NS" python3 "$top_srcdir/tests/lib/vxlan_capture.py" "$WORK/cap.json" "$WORK/cap.stop" &
+	MN_CAPTURE=$!
+	MN_BG_PIDS+=("$MN_CAPTURE")
+	wait_for 10 test -e "$WORK/cap.stop.ready"
+}
+
+mn_capture_stop() {
+	touch "$WORK/cap.stop"
+	wait "$MN_CAPTURE" 2>/dev/null || true
+	MN_CAP=$(cat "$WORK/cap.json" 2>/dev/null || echo '{"vxlan": [], "plain": [], "plain6": [], "fragments": -1}')
 }
 
 mn_cluster_up() {
