@@ -33,7 +33,9 @@
  *       fibril_stream_client_send_msg, fibril_stream_msg_put), the
  *       dp_events ring size; deleting metric series (fibril_metric_delete,
  *       fibril_metric_delete_matching); the health module's bus topic
- *       "health.node" (<fibril/health.h>).
+ *       "health.node" (<fibril/health.h>); <fibril/datapath.h> interface
+ *       version 4 (ipcache_upsert_batch); the lb module's "lb.service"
+ *       bus topic (<fibril/lb.h>).
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
