@@ -95,6 +95,18 @@ static char *summary_text(struct json_object *flow)
 		free(s);
 		s = t;
 	}
+	struct json_object *pol = jget(flow, "policy", json_type_object);
+	const char *match = pol ? jstr(pol, "match") : NULL;
+	if (match) {
+		char *rule = policy_rule_text(pol);
+		const char *dir = jstr(pol, "direction") ? jstr(pol, "direction") : "?";
+		char *t = !strcmp(match, "default-deny")
+				  ? xasprintf("%s, policy: default deny (%s: no rule allows it)", s, dir)
+				  : xasprintf("%s, policy: %s (%s) by %s", s, match, dir, rule ? rule : "an unknown rule");
+		free(rule);
+		free(s);
+		s = t;
+	}
 	return s;
 }
 

@@ -58,6 +58,7 @@ struct pol_entry {
 	uint8_t bits;
 	uint8_t deny;
 	uint16_t port;
+	uint32_t rule; /* the rule it comes from (struct pol_rule_rec), 0: unknown */
 };
 
 struct pol_named_port {
@@ -109,6 +110,24 @@ struct pol_rid {
 	char *match_labels; /* labels + its namespace's */
 };
 
+/* One rule of the repository and its stable ID: an element of a policy's
+ * ingress / egress / ingressDeny / egressDeny (of spec, or specs[spec]),
+ * known by the policy's source, kind, namespace and name, the section and
+ * the element's index. IDs are handed out in increasing order and never
+ * reused; the table is saved with the policies, so a rule keeps its ID
+ * across updates of its policy and across restarts (the map entries in
+ * place keep naming the right rule). */
+struct pol_rule_rec {
+	uint32_t id;
+	uint32_t refs; /* peers of the policies in the repository that carry it */
+	uint32_t hash;
+	bool from_k8s, ingress, deny;
+	uint8_t kind; /* enum pol_kind */
+	uint32_t spec, index;
+	char ns[POL_NS_MAX];
+	char name[POL_NAME_MAX];
+};
+
 struct pol_cidr_id {
 	struct pol_cidr cidr;
 	uint32_t identity;
@@ -136,6 +155,9 @@ struct pol_state {
 	struct pol_cidr_id *cidrs;
 	size_t ncidrs;
 	uint32_t next_cidr_id;
+	struct pol_rule_rec *rules; /* the rule IDs, sorted by ID */
+	size_t nrules, rules_cap;
+	uint32_t next_rule_id;
 	struct sel_entry **sels; /* the selector cache */
 	size_t nsels;
 	uint64_t sel_gen;
@@ -167,6 +189,7 @@ static int entry_cmp(const void *a, const void *b)
 	CMP(bits)
 	CMP(port)
 	CMP(deny)
+	CMP(rule)
 #undef CMP
 	return 0;
 }
@@ -306,6 +329,157 @@ static void cidrs_release(struct pol_state *st)
 		}
 	}
 	st->ncidrs = o;
+}
+
+/* ---- rule IDs ---------------------------------------------------------------------- */
+
+static const char *section_name(bool ingress, bool deny)
+{
+	return ingress ? (deny ? "ingressDeny" : "ingress") : (deny ? "egressDeny" : "egress");
+}
+
+static uint32_t rule_hash(const struct pol_rule_rec *r)
+{
+	uint32_t h = 2166136261u;
+#define MIX(b) (h = (h ^ (uint8_t)(b)) * 16777619u)
+	MIX(r->from_k8s);
+	MIX(r->ingress);
+	MIX(r->deny);
+	MIX(r->kind);
+	for (int i = 0; i < 32; i += 8) {
+		MIX(r->spec >> i);
+		MIX(r->index >> i);
+	}
+	for (const char *c = r->ns; *c; c++)
+		MIX(*c);
+	MIX(0);
+	for (const char *c = r->name; *c; c++)
+		MIX(*c);
+#undef MIX
+	return h;
+}
+
+static bool rule_same(const struct pol_rule_rec *a, const struct pol_rule_rec *b)
+{
+	return a->hash == b->hash && a->from_k8s == b->from_k8s && a->ingress == b->ingress &&
+	       a->deny == b->deny && a->kind == b->kind && a->spec == b->spec &&
+	       a->index == b->index && !strcmp(a->ns, b->ns) && !strcmp(a->name, b->name);
+}
+
+static size_t rule_at(const struct pol_state *st, uint32_t id)
+{
+	size_t lo = 0, hi = st->nrules;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (st->rules[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static const struct pol_rule_rec *rule_by_id(const struct pol_state *st, uint32_t id)
+{
+	size_t i = rule_at(st, id);
+	return id && i < st->nrules && st->rules[i].id == id ? &st->rules[i] : NULL;
+}
+
+/* Put r (its id set, not in the table) in its place; false: out of memory. */
+static bool rule_insert(struct pol_state *st, const struct pol_rule_rec *r)
+{
+	if (st->nrules == st->rules_cap) {
+		size_t cap = st->rules_cap ? st->rules_cap * 2 : 64;
+		struct pol_rule_rec *v = realloc(st->rules, cap * sizeof(*v));
+		if (!v)
+			return false;
+		st->rules = v;
+		st->rules_cap = cap;
+	}
+	size_t i = rule_at(st, r->id);
+	memmove(&st->rules[i + 1], &st->rules[i], (st->nrules - i) * sizeof(*st->rules));
+	st->rules[i] = *r;
+	st->nrules++;
+	if (r->id >= st->next_rule_id)
+		st->next_rule_id = r->id + 1;
+	return true;
+}
+
+static void rules_free(struct pol_state *st)
+{
+	free(st->rules);
+	st->rules = NULL;
+	st->nrules = st->rules_cap = 0;
+}
+
+/* The policy's rules get their IDs: the ones they had, or new ones. */
+static void pol_take_ids(struct pol_state *st, struct pol_policy *pol)
+{
+	if (!st->next_rule_id)
+		st->next_rule_id = 1;
+	for (size_t r = 0; r < pol->nrules; r++)
+		for (size_t k = 0; k < pol->rules[r].npeers; k++) {
+			struct pol_peer *peer = &pol->rules[r].peers[k];
+			struct pol_rule_rec key = {.from_k8s = pol->from_k8s, .ingress = peer->ingress,
+						   .deny = peer->deny, .kind = (uint8_t)pol->kind,
+						   .spec = (uint32_t)r, .index = peer->index};
+			snprintf(key.ns, sizeof(key.ns), "%s", pol->ns);
+			snprintf(key.name, sizeof(key.name), "%s", pol->name);
+			key.hash = rule_hash(&key);
+			peer->rule_id = 0;
+			for (size_t i = 0; i < st->nrules && !peer->rule_id; i++)
+				if (rule_same(&st->rules[i], &key)) {
+					st->rules[i].refs++;
+					peer->rule_id = st->rules[i].id;
+				}
+			if (peer->rule_id)
+				continue;
+			key.id = st->next_rule_id;
+			key.refs = 1;
+			if (rule_insert(st, &key))
+				peer->rule_id = key.id;
+		}
+}
+
+/* The policy leaves the repository: IDs nobody else carries go. */
+static void pol_drop_ids(struct pol_state *st, struct pol_policy *pol)
+{
+	for (size_t r = 0; r < pol->nrules; r++)
+		for (size_t k = 0; k < pol->rules[r].npeers; k++) {
+			uint32_t id = pol->rules[r].peers[k].rule_id;
+			size_t i = rule_at(st, id);
+			if (!id || i >= st->nrules || st->rules[i].id != id || !st->rules[i].refs ||
+			    --st->rules[i].refs)
+				continue;
+			memmove(&st->rules[i], &st->rules[i + 1],
+				(st->nrules - i - 1) * sizeof(*st->rules));
+			st->nrules--;
+		}
+}
+
+/* After a restore: the saved IDs no policy took go. */
+static void rules_prune(struct pol_state *st)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < st->nrules; i++)
+		if (st->rules[i].refs)
+			st->rules[o++] = st->rules[i];
+	st->nrules = o;
+}
+
+static struct json_object *rule_json(const struct pol_rule_rec *r)
+{
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "rule_id", json_object_new_int64(r->id));
+	json_object_object_add(o, "kind", json_object_new_string(pol_kind_name(r->kind)));
+	json_object_object_add(o, "namespace", json_object_new_string(r->ns));
+	json_object_object_add(o, "name", json_object_new_string(r->name));
+	json_object_object_add(o, "source", json_object_new_string(r->from_k8s ? "k8s" : "api"));
+	json_object_object_add(o, "direction", json_object_new_string(r->ingress ? "ingress" : "egress"));
+	json_object_object_add(o, "section", json_object_new_string(section_name(r->ingress, r->deny)));
+	json_object_object_add(o, "spec", json_object_new_int64(r->spec));
+	json_object_object_add(o, "rule_index", json_object_new_int64(r->index));
+	return o;
 }
 
 /* ---- resolving one endpoint's policy ------------------------------------------------ */
@@ -498,7 +672,8 @@ static void peer_entries(struct pol_state *st, const struct pol_ep *subject,
 		struct pol_entry t = {.identity = ids->v[i],
 				      .dir = peer->ingress ? FIBRIL_DATAPATH_INGRESS
 							   : FIBRIL_DATAPATH_EGRESS,
-				      .deny = peer->deny};
+				      .deny = peer->deny,
+				      .rule = peer->rule_id};
 		if (!peer->nports) {
 			vec_add(vec, t);
 			continue;
@@ -562,11 +737,15 @@ static void resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_
 	if (!vec->n)
 		return;
 	qsort(vec->v, vec->n, sizeof(*vec->v), entry_cmp);
-	/* one entry per key: a deny of the same key wins (sorted after) */
+	/* one entry per key: a deny of the same key wins (sorted after the
+	 * allows) and names its rule; else the lowest rule ID (sorted first) */
 	size_t o = 0;
 	for (size_t i = 0; i < vec->n; i++) {
 		if (o && same_key(&vec->v[o - 1], &vec->v[i])) {
-			vec->v[o - 1].deny |= vec->v[i].deny;
+			if (vec->v[i].deny && !vec->v[o - 1].deny) {
+				vec->v[o - 1].deny = 1;
+				vec->v[o - 1].rule = vec->v[i].rule;
+			}
 			continue;
 		}
 		vec->v[o++] = vec->v[i];
@@ -600,6 +779,7 @@ static void to_dp(const struct pol_ep *ep, const struct pol_entry *e,
 	d->port = e->port;
 	d->port_bits = e->bits;
 	d->deny = e->deny;
+	d->rule_id = e->rule;
 }
 
 static void dp_write(struct pol_state *st, const struct pol_ep *ep, const struct pol_entry *e,
@@ -645,7 +825,7 @@ static void apply(struct pol_state *st, struct pol_ep *ep, struct entry_vec *vec
 	while (j < vec->n) {
 		int c = i < ep->nentries ? entry_cmp(&ep->entries[i], &vec->v[j]) : 1;
 		if (i < ep->nentries && same_key(&ep->entries[i], &vec->v[j])) {
-			if (ep->entries[i].deny != vec->v[j].deny) {
+			if (ep->entries[i].deny != vec->v[j].deny || ep->entries[i].rule != vec->v[j].rule) {
 				dp_write(st, ep, &vec->v[j], false);
 				changed = true;
 			}
@@ -865,6 +1045,7 @@ static void pol_admit(struct pol_state *st, struct pol_policy *pol)
  * selected are resolved again, its selectors leave the cache; freed. */
 static void pol_retire(struct pol_state *st, struct pol_policy *pol)
 {
+	pol_drop_ids(st, pol);
 	for (size_t r = 0; pol->admitted && r < pol->nrules; r++) {
 		struct pol_rule *rule = &pol->rules[r];
 		mark_subjects(st, pol, rule);
@@ -1297,7 +1478,7 @@ static int state_save(struct pol_state *st, struct pol_policy **pols, size_t n, 
 {
 	if (st->dirfd < 0)
 		return 0;
-	size_t len = 96;
+	size_t len = 160 + st->nrules * (64 + POL_NS_MAX + POL_NAME_MAX);
 	for (size_t i = 0; i < n; i++)
 		len += strlen(pols[i]->text) + 1;
 	char *t = malloc(len), *w = t;
@@ -1321,10 +1502,54 @@ static int state_save(struct pol_state *st, struct pol_policy **pols, size_t n, 
 			first = false;
 		}
 	}
-	w += sprintf(w, "]}");
+	/* the rule IDs: [id, from k8s, kind, namespace, name, spec, ingress,
+	 * deny, index] (names are DNS names: nothing to escape) */
+	w += sprintf(w, "],\"rule_ids\":{\"next\":%u,\"rules\":[", st->next_rule_id);
+	for (size_t i = 0; i < st->nrules; i++) {
+		const struct pol_rule_rec *r = &st->rules[i];
+		w += sprintf(w, "%s[%u,%d,%u,\"%s\",\"%s\",%u,%d,%d,%u]", i ? "," : "", r->id,
+			     r->from_k8s, r->kind, r->ns, r->name, r->spec, r->ingress, r->deny, r->index);
+	}
+	w += sprintf(w, "]}}");
 	int rc = fibril_state_write_atomic(st->dirfd, POL_STATE_FILE, t, (size_t)(w - t), 0600);
 	free(t);
 	return rc;
+}
+
+/* The rule IDs saved with the policies (none in a file of an older agent:
+ * the policies get new ones, and the map entries are rewritten). */
+static void rules_load(struct pol_state *st, struct json_object *o)
+{
+	struct json_object *t, *next, *arr;
+	if (!json_object_object_get_ex(o, "rule_ids", &t) ||
+	    !json_object_object_get_ex(t, "rules", &arr) || !json_object_is_type(arr, json_type_array))
+		return;
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		struct json_object *a = json_object_array_get_idx(arr, i);
+		if (!json_object_is_type(a, json_type_array) || json_object_array_length(a) != 9)
+			continue;
+#define AT(k) json_object_array_get_idx(a, k)
+		struct pol_rule_rec r = {
+			.id = (uint32_t)json_object_get_int64(AT(0)),
+			.from_k8s = json_object_get_int(AT(1)) != 0,
+			.kind = (uint8_t)json_object_get_int(AT(2)),
+			.spec = (uint32_t)json_object_get_int64(AT(5)),
+			.ingress = json_object_get_int(AT(6)) != 0,
+			.deny = json_object_get_int(AT(7)) != 0,
+			.index = (uint32_t)json_object_get_int64(AT(8)),
+		};
+		snprintf(r.ns, sizeof(r.ns), "%s", json_object_get_string(AT(3)));
+		snprintf(r.name, sizeof(r.name), "%s", json_object_get_string(AT(4)));
+#undef AT
+		if (!r.id || r.kind > POL_KIND_KNP || rule_by_id(st, r.id))
+			continue;
+		r.hash = rule_hash(&r);
+		if (!rule_insert(st, &r))
+			break;
+	}
+	if (json_object_object_get_ex(t, "next", &next) &&
+	    (uint32_t)json_object_get_int64(next) > st->next_rule_id)
+		st->next_rule_id = (uint32_t)json_object_get_int64(next);
 }
 
 static void state_load(struct pol_state *st)
@@ -1349,6 +1574,7 @@ static void state_load(struct pol_state *st)
 		goto out;
 	}
 	st->revision = (uint64_t)json_object_get_int64(rev);
+	rules_load(st, o);
 	struct json_object *k8s = NULL;
 	json_object_object_get_ex(o, "k8s_policies", &k8s);
 	for (int from_k8s = 0; from_k8s < 2; from_k8s++) {
@@ -1371,12 +1597,14 @@ static void state_load(struct pol_state *st)
 		st->pols = all;
 		for (int i = 0; i < n; i++) {
 			v[i]->from_k8s = from_k8s;
+			pol_take_ids(st, v[i]);
 			st->pols[st->npols++] = v[i];
 		}
 		free(v);
 	}
-	fibril_info(st->m, "%zu policies restored, revision %llu", st->npols,
-		    (unsigned long long)st->revision);
+	rules_prune(st);
+	fibril_info(st->m, "%zu policies restored, revision %llu, %zu rule IDs", st->npols,
+		    (unsigned long long)st->revision, st->nrules);
 out:
 	json_object_put(o);
 	free(text);
@@ -1394,8 +1622,14 @@ struct adopt_ctx {
 static int adopt_entry(const struct fibril_datapath_policy_entry *e, void *ud)
 {
 	struct adopt_ctx *a = ud;
+	/* an entry of a map older than rule IDs reads as rule 0 (unknown):
+	 * the first recompute rewrites it with its rule */
 	struct pol_entry pe = {.identity = e->identity, .dir = e->direction, .proto = e->proto,
-			       .bits = e->port_bits, .deny = e->deny, .port = e->port};
+			       .bits = e->port_bits, .deny = e->deny, .port = e->port,
+			       .rule = e->sz >= FIBRIL_OFFSETOFEND(struct fibril_datapath_policy_entry,
+								   rule_id)
+					       ? e->rule_id
+					       : 0};
 	struct pol_ep *ep = a->st->eps[e->endpoint_id];
 	if (!ep) {
 		size_t n = a->stale.n;
@@ -1563,6 +1797,7 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 		char full[POL_NAME_MAX + POL_NS_MAX + 2];
 		snprintf(full, sizeof(full), "%s%s%s", v[i]->ns, v[i]->ns[0] ? "/" : "", v[i]->name);
 		json_object_array_add(names, json_object_new_string(full));
+		pol_take_ids(st, v[i]); /* before the old version lets go of them */
 		if (at >= 0) {
 			pol_retire(st, st->pols[at]);
 			st->pols[at] = v[i];
@@ -1832,6 +2067,47 @@ static bool entry_matches(const struct pol_entry *e, uint32_t id, uint8_t proto,
 	return (port & mask) == e->port;
 }
 
+/* The entry the datapath's longest-prefix lookup finds for identity id
+ * among the endpoint's entries in place (NULL: none). */
+static const struct pol_entry *entry_lookup(const struct pol_ep *ep, uint8_t dir, uint32_t id,
+					    uint8_t proto, uint16_t port)
+{
+	const struct pol_entry *best = NULL;
+	int best_len = -1;
+	for (size_t i = 0; i < ep->nentries; i++) {
+		const struct pol_entry *e = &ep->entries[i];
+		if (e->dir != dir || e->identity != id || !entry_matches(e, id, proto, port))
+			continue;
+		int len = e->proto ? 1 + e->bits : 0;
+		if (len > best_len) {
+			best = e;
+			best_len = len;
+		}
+	}
+	return best;
+}
+
+/* What the datapath decides from the entries in place, as policy_check()
+ * in bpf/fibril_dp.bpf.c: the remote identity's entry and the any-identity
+ * entry are looked up, a deny found either way wins. Adds "match" and
+ * "rule" (the rule the drop or verdict event names) to o. */
+static void trace_decide(const struct pol_state *st, const struct pol_ep *ep, bool ingress,
+			 uint32_t remote, uint8_t proto, uint16_t port, struct json_object *o)
+{
+	uint8_t dir = ingress ? FIBRIL_DATAPATH_INGRESS : FIBRIL_DATAPATH_EGRESS;
+	const char *match = "open";
+	const struct pol_entry *v = NULL;
+	if (ep && (ingress ? ep->ingress : ep->egress)) {
+		const struct pol_entry *exact = entry_lookup(ep, dir, remote, proto, port);
+		const struct pol_entry *any = remote ? entry_lookup(ep, dir, 0, proto, port) : NULL;
+		v = exact && exact->deny ? exact : any && any->deny ? any : exact ? exact : any;
+		match = !v ? "default-deny" : v->deny ? "deny" : "allow";
+	}
+	json_object_object_add(o, "match", json_object_new_string(match));
+	const struct pol_rule_rec *r = v ? rule_by_id(st, v->rule) : NULL;
+	json_object_object_add(o, "rule", r ? rule_json(r) : NULL);
+}
+
 /* One direction at one end: the policies selecting it, the rules that match. */
 static struct json_object *trace_dir(struct pol_state *st, const struct pol_ep *subject, bool ingress,
 				     uint32_t remote, uint8_t proto, uint16_t port, bool *allowed)
@@ -1898,6 +2174,7 @@ static struct json_object *trace_dir(struct pol_state *st, const struct pol_ep *
 	json_object_object_add(o, "selected_by", sel);
 	json_object_object_add(o, "allowed_by", allow);
 	json_object_object_add(o, "denied_by", deny);
+	trace_decide(st, subject, ingress, remote, proto, port, o);
 	return o;
 }
 
@@ -2031,12 +2308,14 @@ static void k8s_apply(struct pol_state *st, const char *res, const char *ns, con
 		pol_policy_free(p);
 		return;
 	}
+	pol_take_ids(st, p); /* before the old version lets go of them */
 	if (at >= 0) {
 		pol_retire(st, st->pols[at]);
 		st->pols[at] = p;
 	} else {
 		struct pol_policy **grown = realloc(st->pols, (st->npols + 1) * sizeof(*grown));
 		if (!grown) {
+			pol_drop_ids(st, p);
 			pol_policy_free(p);
 			fibril_error(st->m, "%s %s/%s: out of memory", res, ns, name);
 			return;
@@ -2202,6 +2481,30 @@ static int op_endpoint_state(void *ctx, uint16_t id, struct fibril_policy_endpoi
 	return 0;
 }
 
+static int op_rule_lookup(void *ctx, uint32_t rule_id, struct fibril_policy_rule *out)
+{
+	struct pol_state *st = ctx;
+	if (!out || out->sz < FIBRIL_OFFSETOFEND(struct fibril_policy_rule, rule_index))
+		return -EINVAL;
+	const struct pol_rule_rec *r = rule_by_id(st, rule_id);
+	if (!r)
+		return -ENOENT;
+	uint32_t sz = out->sz;
+	memset(out, 0, FIBRIL_OFFSETOFEND(struct fibril_policy_rule, rule_index));
+	out->sz = sz;
+	out->id = r->id;
+	snprintf(out->kind, sizeof(out->kind), "%s", pol_kind_name(r->kind));
+	snprintf(out->source, sizeof(out->source), "%s", r->from_k8s ? "k8s" : "api");
+	snprintf(out->namespace_, sizeof(out->namespace_), "%s", r->ns);
+	snprintf(out->name, sizeof(out->name), "%s", r->name);
+	snprintf(out->section, sizeof(out->section), "%s", section_name(r->ingress, r->deny));
+	out->ingress = r->ingress;
+	out->deny = r->deny;
+	out->spec_index = r->spec;
+	out->rule_index = r->index;
+	return 0;
+}
+
 /* ---- module ------------------------------------------------------------------------------- */
 
 static int policy_init(struct fibril_module *m)
@@ -2219,6 +2522,7 @@ static int policy_init(struct fibril_module *m)
 	st->ops.hdr.version = FIBRIL_POLICY_VERSION;
 	st->ops.revision = op_revision;
 	st->ops.endpoint_state = op_endpoint_state;
+	st->ops.rule_lookup = op_rule_lookup;
 	int rc;
 	if ((rc = fibril_service_provide(m, FIBRIL_POLICY_CAPABILITY, &st->ops.hdr, st))) {
 		fibril_module_set_error(m, "cannot provide '%s': %s", FIBRIL_POLICY_CAPABILITY,
@@ -2327,6 +2631,8 @@ static void policy_stop(struct fibril_module *m)
 	free(st->cidrs);
 	st->cidrs = NULL;
 	st->ncidrs = 0;
+	rules_free(st);
+	st->next_rule_id = 0;
 }
 
 static void policy_fini(struct fibril_module *m)
@@ -2341,6 +2647,7 @@ static void policy_fini(struct fibril_module *m)
 	pol_policies_free(st->pols, st->npols);
 	sel_cache_clear(st);
 	free(st->cidrs);
+	rules_free(st);
 	if (st->dirfd >= 0)
 		close(st->dirfd);
 	free(st);

@@ -29,10 +29,15 @@
  *       also served on the TCP listener; the kvstore's paged prefix read
  *       (get_paged, interface 3), the endpoint module's cluster identity
  *       events.
+ *   7 - policy verdicts name their rule: <fibril/policy.h> interface
+ *       version 2 (rule_lookup, struct fibril_policy_rule); appended
+ *       fields: fibril_datapath_policy_entry.rule_id, the datapath
+ *       event's policy_rule / policy_match / policy_dir and its
+ *       POLICY_VERDICT type. No new symbol.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
-#define FIBRIL_ABI_MINOR 6
+#define FIBRIL_ABI_MINOR 7
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
