@@ -31,7 +31,7 @@ static const char observe_usage[] =
 	"  --identity N, --from-identity, --to-identity\n"
 	"  --port N, --from-port, --to-port\n"
 	"  --protocol tcp|udp|icmp|icmpv6|N\n"
-	"  --verdict FORWARDED|DROPPED, --drop-reason NAME, -t, --type drop|trace\n"
+	"  --verdict FORWARDED|DROPPED, --drop-reason NAME, -t, --type drop|trace|policy-verdict\n"
 	"  --since TIME, --until TIME   RFC 3339 UTC, 30s/5m/2h/1d ago, or Unix seconds\n"
 	"  --last N                     the last N matching flows\n"
 	"  -f, --follow                 keep printing new flows as they come (with\n"
