@@ -233,9 +233,13 @@ static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *
 	e->tcp_flags = p->tuple.proto == IPPROTO_TCP ? p->tcp_flags : 0;
 	__builtin_memcpy(e->saddr, p->tuple.saddr, sizeof(e->saddr));
 	__builtin_memcpy(e->daddr, p->tuple.daddr, sizeof(e->daddr));
-	e->policy_rule = p->policy_rule;
-	e->policy_match = p->policy_match;
-	e->policy_dir = p->policy_dir;
+	/* the policy's verdict: in its own event and in a policy drop (a
+	 * trace, or another drop after the policy allowed, does not repeat it) */
+	if (type == DP_EVENT_POLICY || reason == DP_REASON_DROP_POLICY) {
+		e->policy_rule = p->policy_rule;
+		e->policy_match = p->policy_match;
+		e->policy_dir = p->policy_dir;
+	}
 	/* a wakeup per record would cost the reader a syscall per packet */
 	bpf_ringbuf_submit(e, bpf_ringbuf_query(&dp_events, BPF_RB_AVAIL_DATA) >= DP_EVENTS_WAKEUP_BYTES
 				      ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
