@@ -73,8 +73,9 @@ struct pol_ep {
 	char *labels;
 	char *match_labels; /* labels + its namespace's (POL_NS_LABELS_PREFIX) */
 	char pod_ns[64], pod_name[254];
-	bool has_ipv4;
+	bool has_ipv4, has_ipv6;
 	struct in_addr ipv4;
+	struct in6_addr ipv6;
 	struct pol_named_port *ports; /* its pod's container ports with a name */
 	size_t nports;
 	bool ingress, egress;     /* enforced, as in the datapath */
@@ -366,17 +367,27 @@ static bool rule_same(const struct pol_rule_rec *a, const struct pol_rule_rec *b
 	       a->index == b->index && !strcmp(a->ns, b->ns) && !strcmp(a->name, b->name);
 }
 
-static size_t rule_at(const struct pol_state *st, uint32_t id)
+/* In an array of n elements of size sz sorted by a uint32_t at offset
+ * off: the first index whose key is >= k (n when none). */
+static size_t u32_lower_bound(const void *base, size_t n, size_t sz, size_t off, uint32_t k)
 {
-	size_t lo = 0, hi = st->nrules;
+	size_t lo = 0, hi = n;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		if (st->rules[mid].id < id)
+		uint32_t v;
+		memcpy(&v, (const char *)base + mid * sz + off, sizeof(v));
+		if (v < k)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return lo;
+}
+
+static size_t rule_at(const struct pol_state *st, uint32_t id)
+{
+	return u32_lower_bound(st->rules, st->nrules, sizeof(*st->rules),
+			       offsetof(struct pol_rule_rec, id), id);
 }
 
 static const struct pol_rule_rec *rule_by_id(const struct pol_state *st, uint32_t id)
@@ -508,21 +519,29 @@ static const char *ep_namespace(const struct pol_ep *ep, char *buf, size_t len)
 	return labels_namespace(ep->labels, buf, len);
 }
 
-static bool ipv4_in(const struct in_addr *a, const struct pol_cidr *c)
+/* Whether an address (family 4 or 6, network order) is inside c. */
+static bool addr_in(int family, const void *addr, const struct pol_cidr *c)
 {
-	struct pol_cidr host = {.family = 4, .plen = 32};
-	memcpy(host.addr, &a->s_addr, 4);
+	struct pol_cidr host = {.family = family, .plen = family == 4 ? 32 : 128};
+	memcpy(host.addr, addr, family == 4 ? 4 : 16);
 	return cidr_within(&host, c);
 }
 
-static bool ipblock_holds(const struct pol_cidr_rule *cr, const struct pol_ep *ep)
+static bool ipblock_holds_addr(const struct pol_cidr_rule *cr, int family, const void *addr)
 {
-	if (!ep->has_ipv4 || cr->cidr.family != 4 || !ipv4_in(&ep->ipv4, &cr->cidr))
+	if (cr->cidr.family != family || !addr_in(family, addr, &cr->cidr))
 		return false;
 	for (size_t e = 0; e < cr->nexcept; e++)
-		if (ipv4_in(&ep->ipv4, &cr->except[e]))
+		if (addr_in(family, addr, &cr->except[e]))
 			return false;
 	return true;
+}
+
+/* An IPv4 block holds a pod by its IPv4 address, an IPv6 block by its IPv6 one. */
+static bool ipblock_holds(const struct pol_cidr_rule *cr, const struct pol_ep *ep)
+{
+	return (ep->has_ipv4 && ipblock_holds_addr(cr, 4, &ep->ipv4)) ||
+	       (ep->has_ipv6 && ipblock_holds_addr(cr, 6, &ep->ipv6));
 }
 
 /* A NetworkPolicy ipBlock also selects the local pods whose address it
@@ -913,14 +932,7 @@ static void sel_entry_free(struct sel_entry *e)
  * matches e; its identity set changes when the first comes or the last goes. */
 static void sel_ids_adjust(struct pol_state *st, struct sel_entry *e, uint32_t id, int delta)
 {
-	size_t lo = 0, hi = e->nids;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (e->ids[mid].identity < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = u32_lower_bound(e->ids, e->nids, sizeof(*e->ids), offsetof(struct sel_id, identity), id);
 	bool found = lo < e->nids && e->ids[lo].identity == id;
 	if (delta > 0) {
 		if (found) {
@@ -1296,7 +1308,8 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 	struct pol_ep *ep = st->eps[ev->id];
 	const char *labels = FIBRIL_ENDPOINT_LABELS(ev);
 	if (ep && ep->identity == ev->identity && !strcmp(ep->labels, labels) &&
-	    ep->has_ipv4 == ev->has_ipv4 && ep->ipv4.s_addr == ev->ipv4.s_addr)
+	    ep->has_ipv4 == ev->has_ipv4 && ep->ipv4.s_addr == ev->ipv4.s_addr &&
+	    ep->has_ipv6 == ev->has_ipv6 && !memcmp(&ep->ipv6, &ev->ipv6, sizeof(ep->ipv6)))
 		return 0;
 	if (!ep) {
 		if (!(ep = calloc(1, sizeof(*ep))))
@@ -1317,6 +1330,8 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 	ep->identity = ev->identity;
 	ep->has_ipv4 = ev->has_ipv4;
 	ep->ipv4 = ev->ipv4;
+	ep->has_ipv6 = ev->has_ipv6;
+	ep->ipv6 = ev->ipv6;
 	snprintf(ep->pod_ns, sizeof(ep->pod_ns), "%.*s", (int)sizeof(ev->pod_namespace),
 		 ev->pod_namespace);
 	snprintf(ep->pod_name, sizeof(ep->pod_name), "%.*s", (int)sizeof(ev->pod_name), ev->pod_name);
@@ -1348,15 +1363,8 @@ static int on_endpoint_event(const struct fibril_event *ev, void *ud)
 
 static size_t rid_at(const struct pol_state *st, uint32_t n)
 {
-	size_t lo = 0, hi = st->nrids;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (st->rids[mid].identity < n)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return u32_lower_bound(st->rids, st->nrids, sizeof(*st->rids),
+			       offsetof(struct pol_rid, identity), n);
 }
 
 /* Rebuild what identity i is matched with; true when it changed. */
@@ -1998,15 +2006,16 @@ static void end_of_ep(struct trace_end *out, const struct pol_ep *ep)
 		snprintf(out->desc, sizeof(out->desc), "endpoint %u (identity %u)", ep->id, ep->identity);
 }
 
-/* "host", "world", an endpoint ID, "NAMESPACE/POD", or an IPv4 address (a
+/* "host", "world", an endpoint ID, "NAMESPACE/POD", or an IPv4 or IPv6 address (a
  * local endpoint's, else the identity of its longest CIDR prefix, else world). */
 static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace_end *out,
 			    char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
 	struct in_addr a;
+	struct in6_addr a6;
 	if (!spec || !*spec) {
-		snprintf(err, errlen, "missing (an endpoint ID, NAMESPACE/POD, an IPv4 address, host or world)");
+		snprintf(err, errlen, "missing (an endpoint ID, NAMESPACE/POD, an IP address, host or world)");
 		return false;
 	}
 	if (!strcmp(spec, "host") || !strcmp(spec, "world")) {
@@ -2023,17 +2032,24 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 		snprintf(err, errlen, "no local endpoint %.20s", spec);
 		return false;
 	}
-	if (inet_pton(AF_INET, spec, &a) == 1) {
-		for (size_t i = 1; i < st->ep_hi; i++)
-			if (st->eps[i] && st->eps[i]->has_ipv4 && st->eps[i]->ipv4.s_addr == a.s_addr) {
-				end_of_ep(out, st->eps[i]);
+	int family = inet_pton(AF_INET, spec, &a) == 1 ? 4 : inet_pton(AF_INET6, spec, &a6) == 1 ? 6 : 0;
+	const void *addr = family == 4 ? (const void *)&a : &a6;
+	if (family) {
+		for (size_t i = 1; i < st->ep_hi; i++) {
+			const struct pol_ep *ep = st->eps[i];
+			if (ep && ((family == 4 && ep->has_ipv4 && ep->ipv4.s_addr == a.s_addr) ||
+				   (family == 6 && ep->has_ipv6 && !memcmp(&ep->ipv6, &a6, sizeof(a6))))) {
+				end_of_ep(out, ep);
 				return true;
 			}
+		}
+		/* the longest CIDR identity holding it (as the ipcache's longest
+		 * prefix decides), else world */
 		out->identity = FIBRIL_IDENTITY_WORLD;
-		unsigned best = 0;
+		int best = -1;
 		for (size_t i = 0; i < st->ncidrs; i++)
-			if (st->cidrs[i].cidr.family == 4 && st->cidrs[i].cidr.plen > best &&
-			    ipv4_in(&a, &st->cidrs[i].cidr)) {
+			if (st->cidrs[i].cidr.family == family && (int)st->cidrs[i].cidr.plen > best &&
+			    addr_in(family, addr, &st->cidrs[i].cidr)) {
 				best = st->cidrs[i].cidr.plen;
 				out->identity = st->cidrs[i].identity;
 			}
@@ -2051,7 +2067,7 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 				return true;
 			}
 		}
-	snprintf(err, errlen, "'%.100s' is no local endpoint, pod, IPv4 address, host or world", spec);
+	snprintf(err, errlen, "'%.100s' is no local endpoint, pod, IP address, host or world", spec);
 	return false;
 }
 

@@ -645,8 +645,8 @@ static void test_nonlinear(void)
 #define POD4B "10.9.0.20" /* a second local endpoint: ID 20, identity 300 */
 #define CIDR_ID 16777217u /* a CIDR identity: 192.0.2.0/24 */
 
-static void put_policy(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t proto,
-		       uint16_t port, unsigned port_bits, bool deny)
+static void put_policy_rule(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t proto,
+			    uint16_t port, unsigned port_bits, bool deny, uint32_t rule)
 {
 	struct dp_policy_key k;
 	memset(&k, 0, sizeof(k));
@@ -656,11 +656,17 @@ static void put_policy(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t prot
 	k.proto = proto;
 	k.dport = htons(port);
 	k.prefixlen = proto ? DP_POLICY_PREFIX_PROTO + port_bits : DP_POLICY_PREFIX_FIXED;
-	struct dp_policy_value v = {.flags = deny ? DP_POLICY_F_DENY : 0};
+	struct dp_policy_value v = {.flags = deny ? DP_POLICY_F_DENY : 0, .rule_id = rule};
 	if (bpf_map_update_elem(map_fd(g_skel->maps.dp_policy), &k, &v, BPF_ANY) != 0) {
 		perror("dp_policy");
 		exit(1);
 	}
+}
+
+static void put_policy(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t proto,
+		       uint16_t port, unsigned port_bits, bool deny)
+{
+	put_policy_rule(ep, dir, identity, proto, port, port_bits, deny, 0);
 }
 
 static void enforce(uint16_t ep, bool ingress, bool egress)
@@ -804,24 +810,6 @@ static int read_events(struct ev_log *l)
 	ring_buffer__consume(rb);
 	ring_buffer__free(rb);
 	return l->n;
-}
-
-static void put_policy_rule(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t proto,
-			    uint16_t port, unsigned port_bits, bool deny, uint32_t rule)
-{
-	struct dp_policy_key k;
-	memset(&k, 0, sizeof(k));
-	k.ep_id = ep;
-	k.direction = dir;
-	k.identity = identity;
-	k.proto = proto;
-	k.dport = htons(port);
-	k.prefixlen = proto ? DP_POLICY_PREFIX_PROTO + port_bits : DP_POLICY_PREFIX_FIXED;
-	struct dp_policy_value v = {.flags = deny ? DP_POLICY_F_DENY : 0, .rule_id = rule};
-	if (bpf_map_update_elem(map_fd(g_skel->maps.dp_policy), &k, &v, BPF_ANY) != 0) {
-		perror("dp_policy");
-		exit(1);
-	}
 }
 
 static void test_policy_rule_ids(void)

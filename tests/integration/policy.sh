@@ -273,5 +273,33 @@ expect c a 80 ok
 check "no endpoint enforces anything after delete-all" test "$(api http://x/v1/policy | python3 -c '
 import json,sys
 print(sum(1 for e in json.load(sys.stdin)["endpoints"] if e["ingress"] != "open" or e["egress"] != "open"))')" = 0
+
+# ---- IPv6 CIDRs: CIDR identities in the ipcache, trace answers by them ----------------------------
+cat >"$WORK/v6.json" <<'EOF2'
+{"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+ "metadata": {"name": "a-to-v6"},
+ "spec": {"endpointSelector": {"matchLabels": {"app": "a"}},
+          "egress": [{"toCIDRSet": [{"cidr": "2001:db8:77::/48", "except": ["2001:db8:77:1::/64"]}],
+                      "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]}]}}
+EOF2
+fib policy import "$WORK/v6.json" >/dev/null
+v6cidrs() { fib map dump dp_ipcache | python3 -c '
+import re, sys
+for l in sys.stdin:
+    m = re.match(r"(2001:db8:77[:0-9a-f]*/\d+)\s+identity=(\d+)", l)
+    if m and int(m.group(2)) >= 1 << 24:
+        print(m.group(1))' | sort | tr '\n' ' '; }
+check "IPv6 CIDRs: the prefix and its except are CIDR identities in the ipcache" \
+	test "$(v6cidrs)" = "2001:db8:77:1::/64 2001:db8:77::/48 " || fib map dump dp_ipcache
+out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:5::1 --dport 443/tcp 2>&1)
+check "policy trace: a -> an address inside the IPv6 CIDR is allowed by a-to-v6's egress[0]" \
+	has "$out" "decided by: allow CiliumNetworkPolicy a-to-v6 egress\[0\]" || echo "$out"
+out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:1::1 --dport 443/tcp 2>&1)
+check "policy trace: its except is not (default deny)" \
+	has "$out" "Final verdict: DENIED" || echo "$out"
+out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:5::1 --dport 80/tcp 2>&1)
+check "policy trace: nor another port" has "$out" "decided by: default deny" || echo "$out"
+fib policy delete a-to-v6 >/dev/null
+check "IPv6 CIDRs: deleting the policy releases its CIDR identities" test -z "$(v6cidrs | tr -d ' ')"
 check "the agent is still running" kill -0 "$AGENT_PID"
 finish
