@@ -166,6 +166,7 @@ struct pol_state {
 	/* counters */
 	uint64_t imports, refused, deletes, recomputes, map_writes, map_removes, map_errors;
 	uint64_t incrementals, resolutions;
+	uint64_t rid_updates; /* cluster identities that came, changed or went */
 	uint64_t last_update_us; /* how long the last update took, resolving last_update_eps */
 	uint64_t last_update_eps;
 	uint64_t k8s_applied, k8s_invalid, k8s_deleted, k8s_missed;
@@ -584,7 +585,7 @@ static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 			if (ep && pol_selector_match(&peer->endpoints[s], ep->match_labels, pol->ns))
 				ids_add(out, ep->identity);
 		}
-		for (size_t i = 0; i < st->nrids; i++)
+		for (size_t i = 0; !c && i < st->nrids; i++) /* the cache holds them */
 			if (pol_selector_match(&peer->endpoints[s], st->rids[i].match_labels, pol->ns))
 				ids_add(out, st->rids[i].identity);
 	}
@@ -969,6 +970,18 @@ static void sel_cache_ep(struct pol_state *st, const struct pol_ep *ep, int delt
 			sel_ids_adjust(st, st->sels[i], ep->identity, delta);
 }
 
+/* A cluster identity (another node's pods may hold it) joins (delta 1)
+ * or leaves (-1) the cache with its current labels: counted as one more
+ * holder of its number, as a local endpoint is. */
+static void sel_cache_rid(struct pol_state *st, const struct pol_rid *r, int delta)
+{
+	if (!r->match_labels)
+		return;
+	for (size_t i = 0; i < st->nsels; i++)
+		if (pol_selector_match(&st->sels[i]->sel, r->match_labels, st->sels[i]->ns))
+			sel_ids_adjust(st, st->sels[i], r->identity, delta);
+}
+
 static void sel_register(struct pol_state *st, struct pol_selector *s, const char *ns)
 {
 	char *key = sel_key(s, ns);
@@ -997,6 +1010,9 @@ static void sel_register(struct pol_state *st, struct pol_selector *s, const cha
 		if (st->eps[i] && st->eps[i]->match_labels &&
 		    pol_selector_match(&e->sel, st->eps[i]->match_labels, e->ns))
 			sel_ids_adjust(st, e, st->eps[i]->identity, 1);
+	for (size_t i = 0; i < st->nrids; i++)
+		if (st->rids[i].match_labels && pol_selector_match(&e->sel, st->rids[i].match_labels, e->ns))
+			sel_ids_adjust(st, e, st->rids[i].identity, 1);
 	st->sels[st->nsels++] = e;
 	s->cached = e;
 }
@@ -1069,7 +1085,7 @@ static void pol_retire(struct pol_state *st, struct pol_policy *pol)
 	pol_policy_free(pol);
 }
 
-/* After endpoints joined or left the cache (generation st->sel_gen): the
+/* After endpoints or cluster identities joined or left the cache (generation st->sel_gen): the
  * endpoints selected by a rule whose peers changed are resolved again.
  * Peers that look at the endpoints themselves rather than through a
  * selector (a NetworkPolicy ipBlock's pods, the cluster entity, a named
@@ -1440,13 +1456,23 @@ static int on_identity_event(const struct fibril_event *ev, void *ud)
 			   memchr((const char *)e + e->labels, '\0', ev->payload_len - e->labels) == NULL)))
 		return -EINVAL;
 	bool added = !strcmp(ev->topic, FIBRIL_ENDPOINT_TOPIC_IDENTITY_ADDED);
-	if (rid_set(st, e->identity, added ? FIBRIL_IDENTITY_LABELS(e) : NULL)) {
-		/* the selector cache follows local endpoints only: a remote
-		 * identity that comes or goes resolves every endpoint again (only
-		 * the differences reach the map) */
-		st->full = true;
-		recompute(st);
-	}
+	const char *labels = added ? FIBRIL_IDENTITY_LABELS(e) : NULL;
+	size_t i = rid_at(st, e->identity);
+	bool found = i < st->nrids && st->rids[i].identity == e->identity;
+	if ((!found && !labels) || (found && labels && !strcmp(st->rids[i].labels, labels)))
+		return 0; /* nothing changes */
+	/* through the selector cache: only the selectors its old or new labels
+	 * match change, only the endpoints of rules using them are resolved */
+	st->sel_gen++;
+	st->rid_updates++;
+	if (found)
+		sel_cache_rid(st, &st->rids[i], -1);
+	rid_set(st, e->identity, labels);
+	i = rid_at(st, e->identity);
+	if (i < st->nrids && st->rids[i].identity == e->identity)
+		sel_cache_rid(st, &st->rids[i], 1);
+	mark_dependents(st);
+	recompute(st);
 	return 0;
 }
 
@@ -1749,6 +1775,7 @@ static struct json_object *state_json(struct pol_state *st)
 	STAT("recomputes", st->recomputes);
 	STAT("incremental_updates", st->incrementals);
 	STAT("endpoint_resolutions", st->resolutions);
+	STAT("cluster_identity_updates", st->rid_updates);
 	STAT("selectors", st->nsels);
 	STAT("last_update_us", st->last_update_us);
 	STAT("last_update_endpoints", st->last_update_eps);
@@ -2436,12 +2463,15 @@ static int on_k8s_scope(const struct fibril_event *ev, void *ud)
 			changed = ep->dirty = true;
 		sel_cache_ep(st, ep, 1);
 	}
-	/* a remote identity relabelled with its namespace: every endpoint again */
+	/* a cluster identity of that namespace: its namespace labels changed */
 	for (size_t i = 0; namespaces && i < st->nrids; i++) {
 		char rns[POL_NS_MAX];
-		if (!strcmp(labels_namespace(st->rids[i].labels, rns, sizeof(rns)), name) &&
-		    rid_refresh(st, &st->rids[i]))
-			changed = st->full = true;
+		if (strcmp(labels_namespace(st->rids[i].labels, rns, sizeof(rns)), name))
+			continue;
+		sel_cache_rid(st, &st->rids[i], -1);
+		if (rid_refresh(st, &st->rids[i]))
+			changed = true;
+		sel_cache_rid(st, &st->rids[i], 1);
 	}
 	if (changed) {
 		mark_dependents(st);
