@@ -10,7 +10,7 @@
  *
  * A selector cache holds each distinct label selector (subjects and peers
  * of every rule) with the identities it selects now, updated incrementally
- * as endpoints appear, change or go. A change re-resolves only the
+ * as endpoints and the cluster's identities appear, change or go. A change re-resolves only the
  * endpoints it can affect: those a changed policy's old or new version
  * selects, the endpoint that changed, and those selected by a rule whose
  * peer selectors gained or lost an identity (a new or released CIDR
@@ -19,6 +19,11 @@
  * only the difference is written: entries that appear are written before
  * enforcement is switched on, entries that go are removed after, so no
  * window opens more than either the old or the new policy allows.
+ *
+ * Each rule (an element of ingress / egress / ingressDeny / egressDeny)
+ * has a stable ID, saved with the policies; every map entry carries the ID
+ * of the rule it comes from, so the datapath's verdict and drop events name
+ * it (rule_lookup in the capability, for hubble-lite).
  *
  *   GET    /v1/policy              revision, policies, endpoints, counters
  *   PUT    /v1/policy              import (a CNP, a list, or {"items": []})
