@@ -964,27 +964,26 @@ static void sel_ids_adjust(struct pol_state *st, struct sel_entry *e, uint32_t i
 	}
 }
 
-/* An endpoint joins (delta 1) or leaves (-1) the cache, with its current
- * labels and identity. */
-static void sel_cache_ep(struct pol_state *st, const struct pol_ep *ep, int delta)
+/* A holder of identity id matched with match_labels (a local endpoint, or
+ * a cluster identity other nodes' pods may hold: each counts once) joins
+ * (delta 1) or leaves (-1) the cache. */
+static void sel_cache_labels(struct pol_state *st, const char *match_labels, uint32_t id, int delta)
 {
-	if (!ep->match_labels)
+	if (!match_labels)
 		return;
 	for (size_t i = 0; i < st->nsels; i++)
-		if (pol_selector_match(&st->sels[i]->sel, ep->match_labels, st->sels[i]->ns))
-			sel_ids_adjust(st, st->sels[i], ep->identity, delta);
+		if (pol_selector_match(&st->sels[i]->sel, match_labels, st->sels[i]->ns))
+			sel_ids_adjust(st, st->sels[i], id, delta);
 }
 
-/* A cluster identity (another node's pods may hold it) joins (delta 1)
- * or leaves (-1) the cache with its current labels: counted as one more
- * holder of its number, as a local endpoint is. */
+static void sel_cache_ep(struct pol_state *st, const struct pol_ep *ep, int delta)
+{
+	sel_cache_labels(st, ep->match_labels, ep->identity, delta);
+}
+
 static void sel_cache_rid(struct pol_state *st, const struct pol_rid *r, int delta)
 {
-	if (!r->match_labels)
-		return;
-	for (size_t i = 0; i < st->nsels; i++)
-		if (pol_selector_match(&st->sels[i]->sel, r->match_labels, st->sels[i]->ns))
-			sel_ids_adjust(st, st->sels[i], r->identity, delta);
+	sel_cache_labels(st, r->match_labels, r->identity, delta);
 }
 
 static void sel_register(struct pol_state *st, struct pol_selector *s, const char *ns)
