@@ -248,12 +248,32 @@ check "every entry names its rule (no rule=0)" \
 kill -KILL "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null || true
 expect b a 80 fail  # while the agent is down
+# the map as an agent before rule IDs left it: each value's rule ID (its
+# former padding, bytes 4..7) back to 0; the restarted agent adopts the map
+# (same value size) and writes the rules back
+zero_rules() { python3 - "$BPFFS_DIR/dp_policy" "$1" <<'PY'
+import json, subprocess, sys
+pin, write = sys.argv[1], sys.argv[2] == "zero"
+hx = lambda v: [x[2:] if x.startswith("0x") else x for x in v]
+nonzero = 0
+for e in json.loads(subprocess.check_output(["bpftool", "-j", "map", "dump", "pinned", pin])):
+    v = [int(x, 16) for x in e["value"]]
+    nonzero += any(v[4:8])
+    if write:
+        v[4:8] = [0, 0, 0, 0]
+        subprocess.check_call(["bpftool", "map", "update", "pinned", pin, "key", "hex"] + hx(e["key"]) +
+                              ["value", "hex"] + ["%02x" % b for b in v])
+print(nonzero)
+PY
+}
+zero_rules zero >/dev/null
+check "the map's entries now carry no rule ID (as an older agent's; bpftool)" test "$(zero_rules count)" = 0
 start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.9.0/24 ||
 	{ fail "the agent restarts"; finish; }
 check "after the restart: the revision is kept" test "$(revision)" = 2
 check "after the restart: the same policy map entries" test "$(entries)" = "$before_entries" ||
 	diff <(echo "$before_entries") <(entries)
-check "after the restart: the same rule IDs in them" test "$(rule_entries)" = "$before_rules" ||
+check "after the restart: the same rule IDs in them (rewritten into the older layout's entries)" test "$(rule_entries)" = "$before_rules" ||
 	diff <(echo "$before_rules") <(rule_entries)
 api -o /dev/null "http://x/v1/flows" # hubble-lite is up
 expect b a 80 fail
