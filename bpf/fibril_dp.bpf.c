@@ -167,6 +167,9 @@ struct pkt {
 	__u8 is_icmp6_nd;                /* ICMPv6 neighbour discovery / MLD */
 	__u8 frag;                       /* FRAG_* */
 	__u8 icmp_type;                  /* ICMP / ICMPv6 type */
+	__u8 policy_match;               /* enum dp_policy_match: what policy_check() found */
+	__u8 policy_dir;                 /* enum dp_policy_direction of that check */
+	__u32 policy_rule;               /* the deciding entry's rule ID */
 };
 
 #define FRAG_NONE 0
@@ -230,6 +233,13 @@ static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *
 	e->tcp_flags = p->tuple.proto == IPPROTO_TCP ? p->tcp_flags : 0;
 	__builtin_memcpy(e->saddr, p->tuple.saddr, sizeof(e->saddr));
 	__builtin_memcpy(e->daddr, p->tuple.daddr, sizeof(e->daddr));
+	/* the policy's verdict: in its own event and in a policy drop (a
+	 * trace, or another drop after the policy allowed, does not repeat it) */
+	if (type == DP_EVENT_POLICY || reason == DP_REASON_DROP_POLICY) {
+		e->policy_rule = p->policy_rule;
+		e->policy_match = p->policy_match;
+		e->policy_dir = p->policy_dir;
+	}
 	/* a wakeup per record would cost the reader a syscall per packet */
 	bpf_ringbuf_submit(e, bpf_ringbuf_query(&dp_events, BPF_RB_AVAIL_DATA) >= DP_EVENTS_WAKEUP_BYTES
 				      ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
@@ -472,57 +482,78 @@ static __always_inline int policy_enforced(__u16 ep_id, __u8 dir)
 	return pe && (pe->flags & need);
 }
 
-/* One endpoint's policy in one direction towards (or from) remote. */
-static __always_inline int policy_check(__u16 ep_id, __u8 dir, __u32 remote,
-					const struct pkt *p)
+/* 1 when dp_config asks for policy verdict events of allowed new flows. */
+static __always_inline int policy_verdicts_enabled(void)
+{
+	__u32 zero = 0;
+	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
+
+	return cfg && (cfg->flags & DP_CFG_F_POLICY_VERDICT);
+}
+
+/* One endpoint's policy in one direction towards (or from) remote. What
+ * decided goes into p (policy_match, policy_dir, policy_rule: the drop or
+ * trace event names it); an allowed new flow (new_flow) also sends a
+ * DP_EVENT_POLICY when dp_config asks for them. */
+static __always_inline int policy_check(struct __sk_buff *skb, struct pkt *p, __u16 ep_id,
+					__u8 dir, __u32 remote, int new_flow)
 {
 	if (!policy_enforced(ep_id, dir))
 		return 0;
 	struct dp_policy_value *exact = policy_lookup(ep_id, dir, remote, p);
 	struct dp_policy_value *any = remote ? policy_lookup(ep_id, dir, 0, p) : 0;
+	struct dp_policy_value *v;
+
+	p->policy_dir = dir;
 	/* a deny found either way wins */
-	if (exact && (exact->flags & DP_POLICY_F_DENY)) {
-		__sync_fetch_and_add(&exact->packets, 1);
+	if (exact && (exact->flags & DP_POLICY_F_DENY))
+		v = exact;
+	else if (any && (any->flags & DP_POLICY_F_DENY))
+		v = any;
+	else
+		v = exact ? exact : any;
+	if (!v) {
+		p->policy_match = DP_POLICY_MATCH_DEFAULT_DENY;
+		p->policy_rule = 0;
 		return DP_REASON_DROP_POLICY;
 	}
-	if (any && (any->flags & DP_POLICY_F_DENY)) {
-		__sync_fetch_and_add(&any->packets, 1);
+	__sync_fetch_and_add(&v->packets, 1);
+	p->policy_rule = v->rule_id;
+	if (v->flags & DP_POLICY_F_DENY) {
+		p->policy_match = DP_POLICY_MATCH_DENY;
 		return DP_REASON_DROP_POLICY;
 	}
-	if (exact) {
-		__sync_fetch_and_add(&exact->packets, 1);
-		return 0;
-	}
-	if (any) {
-		__sync_fetch_and_add(&any->packets, 1);
-		return 0;
-	}
-	return DP_REASON_DROP_POLICY;
+	p->policy_match = DP_POLICY_MATCH_ALLOW;
+	if (new_flow && policy_verdicts_enabled())
+		event_send(skb, p, DP_EVENT_POLICY, DP_REASON_POLICY_ALLOWED);
+	return 0;
 }
 
-/* 1 when the packet goes the reverse way of a flow conntrack knows (and
- * its own direction is not a flow of its own). An ICMP echo request is
- * never a reply: ICMP flows carry no ports, so pod b's ping of pod c would
+#define FLOW_NEW 0
+#define FLOW_ESTABLISHED 1 /* conntrack has the packet's own flow */
+#define FLOW_REPLY 2       /* conntrack has the reverse flow only */
+
+/* Whether the packet opens a flow, belongs to one conntrack knows, or
+ * goes the reverse way of one (a reply). An ICMP echo request is never a
+ * reply: ICMP flows carry no ports, so pod b's ping of pod c would
  * otherwise let every ping from c to b through as its "reply". */
-static __always_inline int policy_is_reply(const struct pkt *p)
+static __always_inline int policy_flow_state(const struct pkt *p)
 {
 	void *map = p->tuple.proto == IPPROTO_TCP ? (void *)&dp_conntrack : (void *)&dp_ct_any;
 	struct dp_ct_key rev;
 
+	if (bpf_map_lookup_elem(map, &p->tuple))
+		return FLOW_ESTABLISHED;
 	if ((p->tuple.proto == IPPROTO_ICMP && p->icmp_type == 8) ||
 	    (p->tuple.proto == IPPROTO_ICMPV6 && p->icmp_type == 128))
-		return 0;
-
-	if (bpf_map_lookup_elem(map, &p->tuple))
-		return 0;
+		return FLOW_NEW;
 	reverse_tuple(&p->tuple, &rev);
-	return bpf_map_lookup_elem(map, &rev) != 0;
+	return bpf_map_lookup_elem(map, &rev) ? FLOW_REPLY : FLOW_NEW;
 }
 
-static __always_inline int policy_verdict(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline int policy_verdict(struct __sk_buff *skb, struct pkt *p)
 {
-	(void)skb;
-	int reason = 0;
+	int reason = 0, flow;
 
 	if (p->direction == DP_DIR_FROM_ENDPOINT) {
 		if (!p->src_ep)
@@ -531,19 +562,23 @@ static __always_inline int policy_verdict(struct __sk_buff *skb, const struct pk
 		if (!policy_enforced(p->src_ep->ep_id, DP_POLICY_EGRESS) &&
 		    !(p->dst_ep && policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS)))
 			return 0;
-		if (policy_is_reply(p))
+		flow = policy_flow_state(p);
+		if (flow == FLOW_REPLY)
 			return 0;
-		reason = policy_check(p->src_ep->ep_id, DP_POLICY_EGRESS, p->dst_identity, p);
+		reason = policy_check(skb, p, p->src_ep->ep_id, DP_POLICY_EGRESS, p->dst_identity,
+				      flow == FLOW_NEW);
 		if (!reason && p->dst_ep)
-			reason = policy_check(p->dst_ep->ep_id, DP_POLICY_INGRESS,
-					      p->src_ep->identity, p);
+			reason = policy_check(skb, p, p->dst_ep->ep_id, DP_POLICY_INGRESS,
+					      p->src_ep->identity, flow == FLOW_NEW);
 		return reason;
 	}
 	if (!p->dst_ep || !policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS))
 		return 0;
-	if (policy_is_reply(p))
+	flow = policy_flow_state(p);
+	if (flow == FLOW_REPLY)
 		return 0;
-	return policy_check(p->dst_ep->ep_id, DP_POLICY_INGRESS, p->src_identity, p);
+	return policy_check(skb, p, p->dst_ep->ep_id, DP_POLICY_INGRESS, p->src_identity,
+			    flow == FLOW_NEW);
 }
 
 /* ---- L4 ports and fragments --------------------------------------------------------

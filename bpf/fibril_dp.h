@@ -174,6 +174,8 @@ enum dp_reason {
 				       * device towards the remote node */
 	DP_REASON_EVENT_LOST = 7,     /* not a verdict: an event dp_events had no
 				       * room for (the reader was behind) */
+	DP_REASON_POLICY_ALLOWED = 8, /* not a packet verdict: the policy allowed the
+				       * first packet of a flow (DP_EVENT_POLICY) */
 	DP_REASON_DROP_SPOOFED_IP = 130,  /* source IP is not the endpoint's */
 	DP_REASON_DROP_SPOOFED_ARP = 131, /* ARP sender IP is not the endpoint's */
 	DP_REASON_DROP_INVALID = 132,     /* truncated or malformed header */
@@ -202,6 +204,8 @@ struct dp_metrics_value {
 
 /* ---- dp_config: ARRAY of 1, read by the program per packet ------------- */
 #define DP_CFG_F_TRACE 0x1 /* emit trace events, not only drops */
+#define DP_CFG_F_POLICY_VERDICT 0x2 /* emit a DP_EVENT_POLICY for the first packet
+				     * of each flow an enforced policy allows */
 
 struct dp_config {
 	__u32 flags;        /* DP_CFG_F_* */
@@ -243,6 +247,19 @@ struct dp_evlimit {
 enum dp_event_type {
 	DP_EVENT_DROP = 1,  /* reason: a DP_REASON_DROP_* */
 	DP_EVENT_TRACE = 2, /* reason: a verdict below 128 (forwarded, ...) */
+	DP_EVENT_POLICY = 3, /* reason DP_REASON_POLICY_ALLOWED: an enforced policy
+			      * allowed a new flow (dp_config DP_CFG_F_POLICY_VERDICT),
+			      * one per enforcement point (sender's egress,
+			      * receiver's ingress), as Cilium's policy verdicts */
+};
+
+/* What the policy said about the packet (dp_event.policy_match): the
+ * deciding entry's rule (dp_policy_value.rule_id) is in policy_rule. */
+enum dp_policy_match {
+	DP_POLICY_MATCH_NONE = 0,    /* no enforced policy looked at it (or a reply) */
+	DP_POLICY_MATCH_ALLOW = 1,   /* an allow entry matched */
+	DP_POLICY_MATCH_DENY = 2,    /* a deny entry matched (a deny always wins) */
+	DP_POLICY_MATCH_DEFAULT_DENY = 3, /* enforced, and no entry matched */
 };
 
 struct dp_event {
@@ -266,7 +283,15 @@ struct dp_event {
 			     * was padding, always zeroed: older programs: 0 */
 	__u8 saddr[16];
 	__u8 daddr[16];
+	/* appended (size DP_EVENT_SIZE_V1 before): the policy's verdict */
+	__u32 policy_rule;  /* the deciding entry's rule ID (0: none / unknown) */
+	__u8 policy_match;  /* enum dp_policy_match */
+	__u8 policy_dir;    /* enum dp_policy_direction of the deciding check */
+	__u16 pad2;
 };
+
+/* The record's size before the policy fields: readers accept both. */
+#define DP_EVENT_SIZE_V1 72
 
 /* ---- dp_policy: LPM_TRIE (BPF_F_NO_PREALLOC), one entry per (endpoint,
  * direction, remote identity, protocol, port prefix), as Cilium's policy
@@ -299,9 +324,12 @@ struct dp_policy_key {
 
 #define DP_POLICY_F_DENY 0x1
 
+/* rule_id was padding (always 0), so the value's size did not change and
+ * a pin of the older layout is adopted: its entries read as rule 0
+ * (unknown) until the policy module rewrites them. */
 struct dp_policy_value {
 	__u32 flags;   /* DP_POLICY_F_* */
-	__u32 pad;
+	__u32 rule_id; /* the policy module's ID of the rule it comes from, 0: unknown */
 	__u64 packets; /* hits of this entry (the deciding entry of a verdict) */
 };
 

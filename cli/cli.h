@@ -51,6 +51,10 @@ const char *fmt_int(struct json_object *o, const char *key, char *buf, size_t le
 const char *fmt_ms(struct json_object *o, const char *key, char *buf, size_t len);
 /* A JSON array of strings joined with ","; malloc'd ("-" when empty). */
 char *join_list(struct json_object *o, const char *key);
+/* A policy rule as the agent names it (the "rule" of `policy trace`, the
+ * "policy" of a flow): "CiliumNetworkPolicy ns/name ingressDeny[0]";
+ * "rule N" when only its ID is known, NULL when o names none. malloc'd. */
+char *policy_rule_text(struct json_object *o);
 struct json_object *jarray_of_objects(struct json_object *o, const char *key);
 void print_json(struct json_object *o);
 

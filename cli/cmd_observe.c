@@ -34,7 +34,7 @@ static const char observe_usage[] =
 	"                               the service a flow's end is a frontend or\n"
 	"                               backend of (the lb module's services)\n"
 	"  --protocol tcp|udp|icmp|icmpv6|N\n"
-	"  --verdict FORWARDED|DROPPED, --drop-reason NAME, -t, --type drop|trace\n"
+	"  --verdict FORWARDED|DROPPED, --drop-reason NAME, -t, --type drop|trace|policy-verdict\n"
 	"  --since TIME, --until TIME   RFC 3339 UTC, 30s/5m/2h/1d ago, or Unix seconds\n"
 	"  --last N                     the last N matching flows\n"
 	"  -f, --follow                 keep printing new flows as they come (with\n"
@@ -108,6 +108,18 @@ static char *summary_text(struct json_object *flow)
 				  : xasprintf("%s", proto ? proto : "L3");
 	if (reason) {
 		char *t = xasprintf("%s, reason: %s", s, reason);
+		free(s);
+		s = t;
+	}
+	struct json_object *pol = jget(flow, "policy", json_type_object);
+	const char *match = pol ? jstr(pol, "match") : NULL;
+	if (match) {
+		char *rule = policy_rule_text(pol);
+		const char *dir = jstr(pol, "direction") ? jstr(pol, "direction") : "?";
+		char *t = !strcmp(match, "default-deny")
+				  ? xasprintf("%s, policy: default deny (%s: no rule allows it)", s, dir)
+				  : xasprintf("%s, policy: %s (%s) by %s", s, match, dir, rule ? rule : "an unknown rule");
+		free(rule);
 		free(s);
 		s = t;
 	}

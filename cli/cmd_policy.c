@@ -201,6 +201,14 @@ static void print_dir(const char *title, struct json_object *d)
 		for (size_t i = 0; i < json_object_array_length(a); i++)
 			printf("  %s: %s\n", heads[l], json_object_get_string(json_object_array_get_idx(a, i)));
 	}
+	/* what the datapath's entries decide, and the rule its events name */
+	const char *match = jstr(d, "match");
+	char *rule = policy_rule_text(jget(d, "rule", json_type_object));
+	if (match && !strcmp(match, "default-deny"))
+		printf("  decided by: default deny (enforced, no rule allows it)\n");
+	else if (match && strcmp(match, "open"))
+		printf("  decided by: %s %s\n", match, rule ? rule : "(an unknown rule)");
+	free(rule);
 }
 
 static int render_trace(struct json_object *reply)

@@ -286,3 +286,23 @@ void print_json(struct json_object *o)
 	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 						       JSON_C_TO_STRING_NOSLASHESCAPE));
 }
+
+char *policy_rule_text(struct json_object *o)
+{
+	char spec[32] = "", idx[32] = "", id[32] = "";
+	const char *name = o ? jstr(o, "name") : NULL, *ns = o ? jstr(o, "namespace") : NULL;
+	double n;
+	if (!o)
+		return NULL;
+	if (!name)
+		return jnum(o, "rule_id", &n) ? xasprintf("rule %.0f", n) : NULL;
+	if (jnum(o, "spec", &n) && n > 0)
+		snprintf(spec, sizeof(spec), "specs[%.0f].", n);
+	if (jnum(o, "rule_index", &n))
+		snprintf(idx, sizeof(idx), "[%.0f]", n);
+	if (jnum(o, "rule_id", &n))
+		snprintf(id, sizeof(id), " (rule %.0f)", n);
+	return xasprintf("%s %s%s%s %s%s%s%s", jstr(o, "kind") ? jstr(o, "kind") : "?", ns ? ns : "",
+			 ns && *ns ? "/" : "", name, spec, jstr(o, "section") ? jstr(o, "section") : "?",
+			 idx, id);
+}

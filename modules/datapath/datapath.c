@@ -102,6 +102,9 @@ static const struct fibril_config_key dp_config_keys[] = {
 	{.name = "trace-events", .type = FIBRIL_CONFIG_BOOL, .default_value = "false",
 	 .help = "Also send a trace event to dp_events for every forwarded or passed packet "
 		 "(drops always are)"},
+	{.name = "policy-verdict-events", .type = FIBRIL_CONFIG_BOOL, .default_value = "true",
+	 .help = "Send a policy verdict event to dp_events for the first packet of every flow "
+		 "an enforced policy allows, naming the rule (denials are drop events)"},
 	{0},
 };
 
@@ -118,6 +121,7 @@ static void config_read(struct datapath *dp)
 	dp->ct_other_ms = fibril_config_duration_ms(dp->m, "conntrack-timeout-other");
 	dp->gc_interval_ms = fibril_config_duration_ms(dp->m, "conntrack-gc-interval");
 	dp->trace = fibril_config_bool(dp->m, "trace-events");
+	dp->policy_verdicts = fibril_config_bool(dp->m, "policy-verdict-events");
 	dp->ct_max_tcp = (uint32_t)fibril_config_int(dp->m, "conntrack-max-tcp");
 	dp->ct_max_other = (uint32_t)fibril_config_int(dp->m, "conntrack-max-other");
 	dp->events_bytes = (uint32_t)fibril_config_int(dp->m, "events-ring-bytes");

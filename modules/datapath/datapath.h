@@ -59,6 +59,7 @@ struct datapath {
 	bool events_has_pending;
 	uint32_t event_rate, event_burst;
 	bool trace;
+	bool policy_verdicts; /* [datapath] policy-verdict-events */
 	/* ipam, for the gateways */
 	const struct fibril_ipam_ops *ipam;
 	void *ipam_ctx;
@@ -84,10 +85,10 @@ struct datapath {
 	struct fibril_timer *rb_timer; /* reads what no wakeup announced */
 	struct dp_event ring[DP_EVENT_RING];
 	unsigned ring_head, ring_count;
-	uint64_t events_drop, events_trace, events_bad;
+	uint64_t events_drop, events_trace, events_bad, events_policy;
 	/* metrics (dp_api.c): series updated on the loop, the rest read at scrape */
 	struct fibril_metric *m_packets, *m_bytes, *m_ct_entries, *m_endpoints;
-	struct fibril_series *m_events[3]; /* drop, trace, malformed */
+	struct fibril_series *m_events[4]; /* drop, trace, malformed, policy-verdict */
 	struct fibril_series *m_gc_runs, *m_gc_removed, *m_gc_seconds;
 	struct fibril_series *m_events_lost; /* not published: the bus was full */
 	uint64_t events_unpublished;         /* ... since the last one published */

@@ -6,7 +6,7 @@
  *                             the endpoints in place, conntrack GC and
  *                             event counters, the effective settings
  *   GET /v1/datapath/events   the most recent events read from dp_events
- *                             (?type=drop|trace to filter), oldest first */
+ *                             (?type=drop|trace|policy-verdict to filter), oldest first */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -134,10 +134,12 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 	struct json_object *ev = json_object_new_object();
 	add_int(ev, "drops", (int64_t)dp->events_drop);
 	add_int(ev, "traces", (int64_t)dp->events_trace);
+	add_int(ev, "policy-verdicts", (int64_t)dp->events_policy);
 	add_int(ev, "malformed", (int64_t)dp->events_bad);
 	add_int(ev, "drop-events-rate", dp->event_rate);
 	add_int(ev, "drop-events-burst", dp->event_burst);
 	json_object_object_add(ev, "trace-events", json_object_new_boolean(dp->trace));
+	json_object_object_add(ev, "policy-verdict-events", json_object_new_boolean(dp->policy_verdicts));
 	json_object_object_add(o, "events", ev);
 
 	static const uint8_t reasons[] = {
@@ -173,7 +175,9 @@ static struct json_object *event_json(const struct dp_event *e)
 {
 	struct json_object *o = json_object_new_object();
 	char buf[INET6_ADDRSTRLEN];
-	add_str(o, "type", e->type == DP_EVENT_DROP ? "drop" : "trace");
+	add_str(o, "type", e->type == DP_EVENT_DROP    ? "drop"
+			   : e->type == DP_EVENT_POLICY ? "policy-verdict"
+							: "trace");
 	add_str(o, "direction", dp_direction_name(e->direction));
 	add_str(o, "reason", dp_reason_name(e->reason));
 	add_int(o, "reason-code", e->reason);
@@ -184,6 +188,12 @@ static struct json_object *event_json(const struct dp_event *e)
 	add_int(o, "ifindex", e->ifindex);
 	add_int(o, "len", e->len);
 	add_int(o, "ts-ns", (int64_t)e->ts_ns);
+	if (e->policy_match) {
+		static const char *const match[] = {"none", "allow", "deny", "default-deny"};
+		add_str(o, "policy-match", e->policy_match < 4 ? match[e->policy_match] : "unknown");
+		add_str(o, "policy-direction", e->policy_dir == DP_POLICY_INGRESS ? "ingress" : "egress");
+		add_int(o, "policy-rule", e->policy_rule);
+	}
 	if (e->family == DP_FAMILY_IPV4 || e->family == DP_FAMILY_IPV6) {
 		add_int(o, "family", e->family);
 		add_int(o, "proto", e->proto);
@@ -212,8 +222,10 @@ static void route_events(struct fibril_request *req, struct fibril_response *res
 		want = DP_EVENT_DROP;
 	else if (type && !strcmp(type, "trace"))
 		want = DP_EVENT_TRACE;
+	else if (type && !strcmp(type, "policy-verdict"))
+		want = DP_EVENT_POLICY;
 	else if (type && *type) {
-		fibril_resp_error(resp, 400, "query 'type': expected drop or trace, not '%s'", type);
+		fibril_resp_error(resp, 400, "query 'type': expected drop, trace or policy-verdict, not '%s'", type);
 		return;
 	}
 	/* pick up what is waiting before answering */
@@ -228,6 +240,7 @@ static void route_events(struct fibril_request *req, struct fibril_response *res
 	struct json_object *o = json_object_new_object();
 	add_int(o, "drops", (int64_t)dp->events_drop);
 	add_int(o, "traces", (int64_t)dp->events_trace);
+	add_int(o, "policy-verdicts", (int64_t)dp->events_policy);
 	json_object_object_add(o, "events", arr);
 	reply(resp, o);
 }
@@ -308,6 +321,7 @@ static int metrics_register(struct datapath *dp)
 	dp->m_events[0] = fibril_metric_labels(events, "drop");
 	dp->m_events[1] = fibril_metric_labels(events, "trace");
 	dp->m_events[2] = fibril_metric_labels(events, "malformed");
+	dp->m_events[3] = fibril_metric_labels(events, "policy-verdict");
 	dp->m_gc_runs = fibril_metric_series(runs, NULL);
 	dp->m_gc_removed = fibril_metric_series(removed, NULL);
 	dp->m_gc_seconds = fibril_metric_series(secs, NULL);

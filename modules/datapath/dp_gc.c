@@ -152,6 +152,10 @@ static int dp_event_publish(struct datapath *dp, const struct dp_event *e)
 	size_t rl = strnlen(rn, sizeof(ev.reason_name) - 1);
 	memcpy(ev.reason_name, rn, rl);
 	ev.reason_name[rl] = '\0';
+	ev.policy_rule = e->policy_rule;
+	ev.policy_match = e->policy_match;
+	ev.policy_dir = e->policy_dir == DP_POLICY_INGRESS ? FIBRIL_DATAPATH_INGRESS
+							   : FIBRIL_DATAPATH_EGRESS;
 	ev.lost_before = dp->events_unpublished;
 	int rc = fibril_bus_try_publish(dp->m, FIBRIL_DATAPATH_TOPIC_EVENT,
 					FIBRIL_DATAPATH_EVENT_VERSION, &ev, sizeof(ev));
@@ -165,18 +169,24 @@ static int dp_event_publish(struct datapath *dp, const struct dp_event *e)
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct datapath *dp = ctx;
-	const struct dp_event *e = data;
+	const struct dp_event *in = data;
+	struct dp_event copy, *e = &copy;
 
-	/* a newer program may append fields: take what we know */
-	if (size < sizeof(*e) || e->size < sizeof(*e)) {
+	/* a newer program may append fields: take what we know; an older one
+	 * (still attached while this agent starts) wrote no policy fields */
+	if (size < DP_EVENT_SIZE_V1 || in->size < DP_EVENT_SIZE_V1 || in->size > size) {
 		dp->events_bad++;
 		fibril_series_inc(dp->m_events[2]);
 		return 0;
 	}
+	memset(&copy, 0, sizeof(copy));
+	memcpy(&copy, in, in->size < sizeof(copy) ? in->size : sizeof(copy));
 	if (e->type == DP_EVENT_DROP)
 		dp->events_drop++, fibril_series_inc(dp->m_events[0]);
 	else if (e->type == DP_EVENT_TRACE)
 		dp->events_trace++, fibril_series_inc(dp->m_events[1]);
+	else if (e->type == DP_EVENT_POLICY)
+		dp->events_policy++, fibril_series_inc(dp->m_events[3]);
 	else {
 		dp->events_bad++;
 		fibril_series_inc(dp->m_events[2]);

@@ -74,6 +74,8 @@ const char *dp_reason_name(unsigned reason)
 		return "drop-event-suppressed";
 	case DP_REASON_EVENT_LOST:
 		return "event-lost";
+	case DP_REASON_POLICY_ALLOWED:
+		return "policy-allowed";
 	case DP_REASON_DROP_FRAG_NOT_FOUND:
 		return "drop:fragment-without-first";
 	case DP_REASON_DROP_SPOOFED_MAC:
@@ -266,9 +268,10 @@ static int fmt_config(const void *key, const void *value, char *ko, size_t kl, c
 	snprintf(ko, kl, "%u", *(const __u32 *)key);
 	snprintf(vo, vl,
 		 "trace-events=%s conntrack-refresh=%us drop-events-rate=%u/s drop-events-burst=%u "
-		 "tunnel-ifindex=%u",
+		 "tunnel-ifindex=%u policy-verdict-events=%s",
 		 (c->flags & DP_CFG_F_TRACE) ? "true" : "false", c->ct_refresh_s, c->event_rate,
-		 c->event_burst, c->tunnel_ifindex);
+		 c->event_burst, c->tunnel_ifindex,
+		 (c->flags & DP_CFG_F_POLICY_VERDICT) ? "true" : "false");
 	return 0;
 }
 
@@ -333,7 +336,8 @@ int dp_maps_open(struct datapath *dp, char *err, size_t len)
 int dp_config_write(struct datapath *dp, char *err, size_t len)
 {
 	__u32 zero = 0;
-	struct dp_config c = {.flags = dp->trace ? DP_CFG_F_TRACE : 0,
+	struct dp_config c = {.flags = (dp->trace ? DP_CFG_F_TRACE : 0) |
+				       (dp->policy_verdicts ? DP_CFG_F_POLICY_VERDICT : 0),
 			      .ct_refresh_s = dp->ct_refresh_s,
 			      .event_rate = dp->event_rate,
 			      .event_burst = dp->event_burst,

@@ -61,6 +61,8 @@ int dp_policy_put(struct datapath *dp, const struct fibril_datapath_policy_entry
 	if (rc < 0)
 		return rc;
 	struct dp_policy_value v = {.flags = e->deny ? DP_POLICY_F_DENY : 0};
+	if (e->sz >= FIBRIL_OFFSETOFEND(struct fibril_datapath_policy_entry, rule_id))
+		v.rule_id = e->rule_id;
 	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_POLICY]), &k, &v, BPF_ANY) != 0) {
 		int ec = errno;
 		dp_seterr(err, len, "cannot write %s: %s", DP_MAP_POLICY, strerror(ec));
@@ -133,6 +135,7 @@ int dp_policy_list(struct datapath *dp,
 						       ? cur.prefixlen - DP_POLICY_PREFIX_PROTO
 						       : 0),
 			.deny = (v.flags & DP_POLICY_F_DENY) != 0,
+			.rule_id = v.rule_id,
 		};
 		if (cb(&e, ud))
 			break;
@@ -167,8 +170,8 @@ int dp_policy_fmt(const void *key, const void *value, char *ko, size_t kl, char 
 	snprintf(ko, kl, "endpoint=%u %s identity=%u%s %s", k->ep_id,
 		 k->direction == DP_POLICY_INGRESS ? "ingress" : "egress", k->identity,
 		 k->identity ? "" : "(any)", ports);
-	snprintf(vo, vl, "%s hits=%llu", (v->flags & DP_POLICY_F_DENY) ? "deny" : "allow",
-		 (unsigned long long)v->packets);
+	snprintf(vo, vl, "%s hits=%llu rule=%u", (v->flags & DP_POLICY_F_DENY) ? "deny" : "allow",
+		 (unsigned long long)v->packets, v->rule_id);
 	return 0;
 }
 

@@ -239,8 +239,10 @@ int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint6
 			f->type = HL_TYPE_DROP;
 		else if (!strcasecmp(value, "trace"))
 			f->type = HL_TYPE_TRACE;
+		else if (!strcasecmp(value, "policy-verdict"))
+			f->type = HL_TYPE_POLICY;
 		else
-			return fail(err, errlen, "query 'type': expected drop or trace, not '%.64s'", value);
+			return fail(err, errlen, "query 'type': expected drop, trace or policy-verdict, not '%.64s'", value);
 		return 0;
 	}
 	if (!strcmp(key, "drop-reason")) {

@@ -273,6 +273,33 @@ static void add_service(struct hl_buf *b, const char *field, const struct hl_ser
 	hl_buf_add(b, "}", 1);
 }
 
+/* "policy": the verdict's match, the policy direction that decided and
+ * its rule (name, namespace, kind, section and index) when known. */
+static void add_policy(struct hl_buf *b, const struct hl_policy *p)
+{
+	static const char *const match[] = {"", "allow", "deny", "default-deny"};
+	if (!p->match || p->match > HL_POLICY_DEFAULT_DENY)
+		return;
+	hl_buf_printf(b, ",\"policy\":{\"match\":\"%s\",\"direction\":\"%s\"", match[p->match],
+		      p->ingress ? "ingress" : "egress");
+	if (p->rule_id)
+		hl_buf_printf(b, ",\"rule_id\":%" PRIu32, p->rule_id);
+	if (p->known) {
+		hl_buf_str(b, ",\"name\":");
+		add_jstr_n(b, p->name, sizeof(p->name));
+		hl_buf_str(b, ",\"namespace\":");
+		add_jstr_n(b, p->ns, sizeof(p->ns));
+		hl_buf_str(b, ",\"kind\":");
+		add_jstr_n(b, p->kind, sizeof(p->kind));
+		hl_buf_str(b, ",\"source\":");
+		add_jstr_n(b, p->source, sizeof(p->source));
+		hl_buf_str(b, ",\"section\":");
+		add_jstr_n(b, p->section, sizeof(p->section));
+		hl_buf_printf(b, ",\"spec\":%" PRIu32 ",\"rule_index\":%" PRIu32, p->spec, p->index);
+	}
+	hl_buf_add(b, "}", 1);
+}
+
 void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 {
 	char buf[64];
@@ -283,7 +310,8 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 		      f->verdict == HL_DROPPED ? "drop_reason_desc" : "trace_reason");
 	add_jstr_n(b, f->reason_name, sizeof(f->reason_name));
 	hl_buf_printf(b, ",\"type\":\"%s\",\"traffic_direction\":\"%s\",\"node_name\":",
-		      f->type == HL_TYPE_DROP ? "drop" : "trace", f->direction ? "ingress" : "egress");
+		      f->type == HL_TYPE_DROP ? "drop" : f->type == HL_TYPE_POLICY ? "policy-verdict" : "trace",
+		      f->direction ? "ingress" : "egress");
 	hl_buf_jstr(b, node);
 	if (f->family == 4 || f->family == 6) {
 		char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "";
@@ -312,5 +340,6 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 	add_peer(b, &f->dst);
 	add_service(b, "source_service", &f->src.service);
 	add_service(b, "destination_service", &f->dst.service);
+	add_policy(b, &f->policy);
 	hl_buf_printf(b, ",\"length\":%" PRIu32 "}", f->len);
 }

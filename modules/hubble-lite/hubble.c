@@ -22,6 +22,7 @@
 
 #include <fibril/fibril.h>
 #include <fibril/lb.h>
+#include <fibril/policy.h>
 
 #define HL_MODULE "hubble-lite"
 #define HL_CAPABILITY "flows"
@@ -62,7 +63,10 @@ struct hubble {
 	struct hl_svcmap *svcs; /* the lb module's services (lb.service events) */
 	/* metrics */
 	struct fibril_metric *m_flows, *m_drops;
-	struct fibril_series *s_flows[3][3][NPROTO]; /* [verdict][type][proto] */
+	struct fibril_series *s_flows[3][4][NPROTO]; /* [verdict][type][proto] */
+	/* the policy module, to name the rules of verdicts (NULL: none) */
+	const struct fibril_policy_ops *pol;
+	void *pol_ctx;
 	struct fibril_series *s_drops[256];          /* by reason code, made on first drop */
 	struct fibril_series *s_lost, *s_overwritten, *s_followers, *s_follower_lost;
 };
@@ -182,6 +186,28 @@ static void fill_peer(struct hubble *h, struct hl_peer *p, uint16_t ep_id, uint3
 	hl_copy_str(p->labels, sizeof(p->labels), e->labels, sizeof(e->labels));
 }
 
+/* The policy's verdict and its rule, named now (the rule may be gone by
+ * the time the flow is read). */
+static void fill_policy(struct hubble *h, struct hl_policy *p, const struct fibril_datapath_event *d)
+{
+	if (d->policy_match == FIBRIL_DATAPATH_POLICY_NONE || d->policy_match > HL_POLICY_DEFAULT_DENY)
+		return;
+	p->match = d->policy_match;
+	p->ingress = d->policy_dir == FIBRIL_DATAPATH_INGRESS;
+	p->rule_id = d->policy_rule;
+	struct fibril_policy_rule r = {.sz = sizeof(r)};
+	if (!d->policy_rule || !h->pol || h->pol->rule_lookup(h->pol_ctx, d->policy_rule, &r) != 0)
+		return;
+	p->known = true;
+	p->spec = r.spec_index;
+	p->index = r.rule_index;
+	snprintf(p->kind, sizeof(p->kind), "%.*s", (int)sizeof(p->kind) - 1, r.kind);
+	snprintf(p->source, sizeof(p->source), "%.*s", (int)sizeof(p->source) - 1, r.source);
+	snprintf(p->ns, sizeof(p->ns), "%.*s", (int)sizeof(p->ns) - 1, r.namespace_);
+	snprintf(p->name, sizeof(p->name), "%.*s", (int)sizeof(p->name) - 1, r.name);
+	snprintf(p->section, sizeof(p->section), "%.*s", (int)sizeof(p->section) - 1, r.section);
+}
+
 static int on_datapath_event(const struct fibril_event *ev, void *ud)
 {
 	struct hubble *h = ud;
@@ -210,7 +236,9 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 	memset(f, 0, sizeof(*f));
 	f->seq = ++h->seq;
 	f->time_ns = d.time_ns;
-	f->type = d.type == FIBRIL_DATAPATH_EVENT_DROP ? HL_TYPE_DROP : HL_TYPE_TRACE;
+	f->type = d.type == FIBRIL_DATAPATH_EVENT_DROP		 ? HL_TYPE_DROP
+		  : d.type == FIBRIL_DATAPATH_EVENT_POLICY_VERDICT ? HL_TYPE_POLICY
+								   : HL_TYPE_TRACE;
 	f->verdict = d.reason >= 128 ? HL_DROPPED : HL_FORWARDED;
 	f->direction = d.direction;
 	f->family = d.family;
@@ -223,7 +251,7 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 	if (!strncmp(rn, "drop:", 5))
 		rn += 5;
 	if (*rn)
-		snprintf(f->reason_name, sizeof(f->reason_name), "%s", rn);
+		snprintf(f->reason_name, sizeof(f->reason_name), "%.*s", (int)sizeof(f->reason_name) - 1, rn);
 	else
 		snprintf(f->reason_name, sizeof(f->reason_name), "reason-%u", d.reason);
 	fill_peer(h, &f->src, d.src_ep_id, d.src_identity, d.family, d.saddr, d.sport);
@@ -232,6 +260,8 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 		fill_service(h, &f->src, d.family, d.proto);
 		fill_service(h, &f->dst, d.family, d.proto);
 	}
+	if (in->sz >= FIBRIL_OFFSETOFEND(struct fibril_datapath_event, policy_dir))
+		fill_policy(h, &f->policy, &d);
 	fibril_series_inc(h->s_flows[f->verdict][f->type][proto_index(f->proto)]);
 	if (f->verdict == HL_DROPPED) {
 		if (!h->s_drops[f->reason])
@@ -487,10 +517,10 @@ static int metrics_register(struct hubble *h)
 	h->s_followers = fibril_metric_series(followers, NULL);
 	h->s_follower_lost = fibril_metric_series(flost, NULL);
 	static const char *const verdicts[] = {"", "FORWARDED", "DROPPED"};
-	static const char *const types[] = {"", "drop", "trace"};
+	static const char *const types[] = {"", "drop", "trace", "policy-verdict"};
 	static const char *const protos[NPROTO] = {"TCP", "UDP", "ICMPv4", "ICMPv6", "other"};
 	for (int v = 1; v <= 2; v++)
-		for (int t = 1; t <= 2; t++)
+		for (int t = 1; t <= 3; t++)
 			for (int p = 0; p < NPROTO; p++)
 				h->s_flows[v][t][p] = fibril_metric_labels(h->m_flows, verdicts[v], types[t], protos[p]);
 	h->s_lost = fibril_metric_series(lost, NULL);
@@ -561,6 +591,24 @@ static int hl_init(struct fibril_module *m)
 	return 0;
 }
 
+/* The policy module (wanted: started before this one, stopped after). */
+static int hl_start(struct fibril_module *m)
+{
+	struct hubble *h = fibril_module_data(m);
+	h->pol = (const struct fibril_policy_ops *)fibril_service_lookup(m, FIBRIL_POLICY_CAPABILITY, 2,
+									 &h->pol_ctx);
+	if (h->pol && !FIBRIL_SERVICE_HAS(h->pol, rule_lookup))
+		h->pol = NULL;
+	return 0;
+}
+
+static void hl_stop(struct fibril_module *m)
+{
+	struct hubble *h = fibril_module_data(m);
+	h->pol = NULL;
+	h->pol_ctx = NULL;
+}
+
 static void hl_fini(struct fibril_module *m)
 {
 	struct hubble *h = fibril_module_data(m);
@@ -592,6 +640,8 @@ static int hl_summary(struct fibril_module *m, char *buf, size_t len)
 FIBRIL_MODULE(.name = HL_MODULE, .version = "1.0.0",
 	      .description = "Flows from the datapath's events, enriched with pods and labels",
 	      .provides = FIBRIL_LIST(HL_CAPABILITY),
-	      .wants = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY, FIBRIL_ENDPOINT_CAPABILITY),
-	      .config_keys = hl_config_keys, .init = hl_init, .fini = hl_fini,
+	      .wants = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY, FIBRIL_ENDPOINT_CAPABILITY,
+				   FIBRIL_POLICY_CAPABILITY),
+	      .config_keys = hl_config_keys, .init = hl_init, .start = hl_start, .stop = hl_stop,
+	      .fini = hl_fini,
 	      .summary = hl_summary);

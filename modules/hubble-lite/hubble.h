@@ -19,7 +19,25 @@
 #define HL_SVC_NAME_LEN 128
 
 enum hl_verdict { HL_FORWARDED = 1, HL_DROPPED = 2 };
-enum hl_type { HL_TYPE_DROP = 1, HL_TYPE_TRACE = 2 };
+enum hl_type { HL_TYPE_DROP = 1, HL_TYPE_TRACE = 2, HL_TYPE_POLICY = 3 };
+
+/* What the policy said about a flow (datapath event policy_match), with
+ * its rule as the policy module named it when the event came. */
+enum hl_policy_match { HL_POLICY_NONE = 0, HL_POLICY_ALLOW = 1, HL_POLICY_DENY = 2,
+		       HL_POLICY_DEFAULT_DENY = 3 };
+
+struct hl_policy {
+	uint8_t match;          /* enum hl_policy_match */
+	bool ingress;           /* the receiver's ingress policy, else the sender's egress */
+	bool known;             /* the rule fields below are set */
+	uint32_t rule_id;
+	uint32_t spec, index;
+	char kind[48];
+	char source[8];
+	char ns[HL_NS_LEN];
+	char name[254];
+	char section[16];       /* "ingress", "egressDeny", ... */
+};
 
 /* A service (Hubble's Service: name and namespace); name "" when none. */
 struct hl_service {
@@ -52,6 +70,7 @@ struct hl_flow {
 	uint32_t len;
 	char reason_name[HL_REASON_LEN]; /* "forwarded", "spoofed-source-ip" (no "drop:") */
 	struct hl_peer src, dst;
+	struct hl_policy policy;
 };
 
 struct hl_cidr {

@@ -655,6 +655,7 @@ static bool parse_rule(struct pctx *c, struct json_object *o, const char *path, 
 			if (!parse_peer(c, json_object_array_get_idx(sec, i), sub, ingress, s >= 2,
 					&r->peers[r->npeers - 1]))
 				return false;
+			r->peers[r->npeers - 1].index = (uint32_t)i;
 		}
 	}
 	return true;
@@ -831,8 +832,11 @@ static bool parse_knp_spec(struct pctx *c, struct json_object *spec, struct pol_
 		for (size_t i = 0; i < json_object_array_length(sec); i++) {
 			char rp[64];
 			snprintf(rp, sizeof(rp), "spec.%s[%zu]", d == 0 ? "ingress" : "egress", i);
+			size_t first = r->npeers;
 			if (!knp_rule(c, json_object_array_get_idx(sec, i), rp, d == 0, r))
 				return false;
+			for (size_t k = first; k < r->npeers; k++)
+				r->peers[k].index = (uint32_t)i;
 		}
 	}
 	return true;

@@ -10,7 +10,7 @@
  *
  * A selector cache holds each distinct label selector (subjects and peers
  * of every rule) with the identities it selects now, updated incrementally
- * as endpoints appear, change or go. A change re-resolves only the
+ * as endpoints and the cluster's identities appear, change or go. A change re-resolves only the
  * endpoints it can affect: those a changed policy's old or new version
  * selects, the endpoint that changed, and those selected by a rule whose
  * peer selectors gained or lost an identity (a new or released CIDR
@@ -19,6 +19,11 @@
  * only the difference is written: entries that appear are written before
  * enforcement is switched on, entries that go are removed after, so no
  * window opens more than either the old or the new policy allows.
+ *
+ * Each rule (an element of ingress / egress / ingressDeny / egressDeny)
+ * has a stable ID, saved with the policies; every map entry carries the ID
+ * of the rule it comes from, so the datapath's verdict and drop events name
+ * it (rule_lookup in the capability, for hubble-lite).
  *
  *   GET    /v1/policy              revision, policies, endpoints, counters
  *   PUT    /v1/policy              import (a CNP, a list, or {"items": []})
@@ -58,6 +63,7 @@ struct pol_entry {
 	uint8_t bits;
 	uint8_t deny;
 	uint16_t port;
+	uint32_t rule; /* the rule it comes from (struct pol_rule_rec), 0: unknown */
 };
 
 struct pol_named_port {
@@ -72,8 +78,9 @@ struct pol_ep {
 	char *labels;
 	char *match_labels; /* labels + its namespace's (POL_NS_LABELS_PREFIX) */
 	char pod_ns[64], pod_name[254];
-	bool has_ipv4;
+	bool has_ipv4, has_ipv6;
 	struct in_addr ipv4;
+	struct in6_addr ipv6;
 	struct pol_named_port *ports; /* its pod's container ports with a name */
 	size_t nports;
 	bool ingress, egress;     /* enforced, as in the datapath */
@@ -109,6 +116,24 @@ struct pol_rid {
 	char *match_labels; /* labels + its namespace's */
 };
 
+/* One rule of the repository and its stable ID: an element of a policy's
+ * ingress / egress / ingressDeny / egressDeny (of spec, or specs[spec]),
+ * known by the policy's source, kind, namespace and name, the section and
+ * the element's index. IDs are handed out in increasing order and never
+ * reused; the table is saved with the policies, so a rule keeps its ID
+ * across updates of its policy and across restarts (the map entries in
+ * place keep naming the right rule). */
+struct pol_rule_rec {
+	uint32_t id;
+	uint32_t refs; /* peers of the policies in the repository that carry it */
+	uint32_t hash;
+	bool from_k8s, ingress, deny;
+	uint8_t kind; /* enum pol_kind */
+	uint32_t spec, index;
+	char ns[POL_NS_MAX];
+	char name[POL_NAME_MAX];
+};
+
 struct pol_cidr_id {
 	struct pol_cidr cidr;
 	uint32_t identity;
@@ -136,6 +161,9 @@ struct pol_state {
 	struct pol_cidr_id *cidrs;
 	size_t ncidrs;
 	uint32_t next_cidr_id;
+	struct pol_rule_rec *rules; /* the rule IDs, sorted by ID */
+	size_t nrules, rules_cap;
+	uint32_t next_rule_id;
 	struct sel_entry **sels; /* the selector cache */
 	size_t nsels;
 	uint64_t sel_gen;
@@ -143,6 +171,7 @@ struct pol_state {
 	/* counters */
 	uint64_t imports, refused, deletes, recomputes, map_writes, map_removes, map_errors;
 	uint64_t incrementals, resolutions;
+	uint64_t rid_updates; /* cluster identities that came, changed or went */
 	uint64_t last_update_us; /* how long the last update took, resolving last_update_eps */
 	uint64_t last_update_eps;
 	uint64_t k8s_applied, k8s_invalid, k8s_deleted, k8s_missed;
@@ -167,6 +196,7 @@ static int entry_cmp(const void *a, const void *b)
 	CMP(bits)
 	CMP(port)
 	CMP(deny)
+	CMP(rule)
 #undef CMP
 	return 0;
 }
@@ -308,6 +338,167 @@ static void cidrs_release(struct pol_state *st)
 	st->ncidrs = o;
 }
 
+/* ---- rule IDs ---------------------------------------------------------------------- */
+
+static const char *section_name(bool ingress, bool deny)
+{
+	return ingress ? (deny ? "ingressDeny" : "ingress") : (deny ? "egressDeny" : "egress");
+}
+
+static uint32_t rule_hash(const struct pol_rule_rec *r)
+{
+	uint32_t h = 2166136261u;
+#define MIX(b) (h = (h ^ (uint8_t)(b)) * 16777619u)
+	MIX(r->from_k8s);
+	MIX(r->ingress);
+	MIX(r->deny);
+	MIX(r->kind);
+	for (int i = 0; i < 32; i += 8) {
+		MIX(r->spec >> i);
+		MIX(r->index >> i);
+	}
+	for (const char *c = r->ns; *c; c++)
+		MIX(*c);
+	MIX(0);
+	for (const char *c = r->name; *c; c++)
+		MIX(*c);
+#undef MIX
+	return h;
+}
+
+static bool rule_same(const struct pol_rule_rec *a, const struct pol_rule_rec *b)
+{
+	return a->hash == b->hash && a->from_k8s == b->from_k8s && a->ingress == b->ingress &&
+	       a->deny == b->deny && a->kind == b->kind && a->spec == b->spec &&
+	       a->index == b->index && !strcmp(a->ns, b->ns) && !strcmp(a->name, b->name);
+}
+
+/* In an array of n elements of size sz sorted by a uint32_t at offset
+ * off: the first index whose key is >= k (n when none). */
+static size_t u32_lower_bound(const void *base, size_t n, size_t sz, size_t off, uint32_t k)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		uint32_t v;
+		memcpy(&v, (const char *)base + mid * sz + off, sizeof(v));
+		if (v < k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static size_t rule_at(const struct pol_state *st, uint32_t id)
+{
+	return u32_lower_bound(st->rules, st->nrules, sizeof(*st->rules),
+			       offsetof(struct pol_rule_rec, id), id);
+}
+
+static const struct pol_rule_rec *rule_by_id(const struct pol_state *st, uint32_t id)
+{
+	size_t i = rule_at(st, id);
+	return id && i < st->nrules && st->rules[i].id == id ? &st->rules[i] : NULL;
+}
+
+/* Put r (its id set, not in the table) in its place; false: out of memory. */
+static bool rule_insert(struct pol_state *st, const struct pol_rule_rec *r)
+{
+	if (st->nrules == st->rules_cap) {
+		size_t cap = st->rules_cap ? st->rules_cap * 2 : 64;
+		struct pol_rule_rec *v = realloc(st->rules, cap * sizeof(*v));
+		if (!v)
+			return false;
+		st->rules = v;
+		st->rules_cap = cap;
+	}
+	size_t i = rule_at(st, r->id);
+	memmove(&st->rules[i + 1], &st->rules[i], (st->nrules - i) * sizeof(*st->rules));
+	st->rules[i] = *r;
+	st->nrules++;
+	if (r->id >= st->next_rule_id)
+		st->next_rule_id = r->id + 1;
+	return true;
+}
+
+static void rules_free(struct pol_state *st)
+{
+	free(st->rules);
+	st->rules = NULL;
+	st->nrules = st->rules_cap = 0;
+}
+
+/* The policy's rules get their IDs: the ones they had, or new ones. */
+static void pol_take_ids(struct pol_state *st, struct pol_policy *pol)
+{
+	if (!st->next_rule_id)
+		st->next_rule_id = 1;
+	for (size_t r = 0; r < pol->nrules; r++)
+		for (size_t k = 0; k < pol->rules[r].npeers; k++) {
+			struct pol_peer *peer = &pol->rules[r].peers[k];
+			struct pol_rule_rec key = {.from_k8s = pol->from_k8s, .ingress = peer->ingress,
+						   .deny = peer->deny, .kind = (uint8_t)pol->kind,
+						   .spec = (uint32_t)r, .index = peer->index};
+			snprintf(key.ns, sizeof(key.ns), "%s", pol->ns);
+			snprintf(key.name, sizeof(key.name), "%s", pol->name);
+			key.hash = rule_hash(&key);
+			peer->rule_id = 0;
+			for (size_t i = 0; i < st->nrules && !peer->rule_id; i++)
+				if (rule_same(&st->rules[i], &key)) {
+					st->rules[i].refs++;
+					peer->rule_id = st->rules[i].id;
+				}
+			if (peer->rule_id)
+				continue;
+			key.id = st->next_rule_id;
+			key.refs = 1;
+			if (rule_insert(st, &key))
+				peer->rule_id = key.id;
+		}
+}
+
+/* The policy leaves the repository: IDs nobody else carries go. */
+static void pol_drop_ids(struct pol_state *st, struct pol_policy *pol)
+{
+	for (size_t r = 0; r < pol->nrules; r++)
+		for (size_t k = 0; k < pol->rules[r].npeers; k++) {
+			uint32_t id = pol->rules[r].peers[k].rule_id;
+			size_t i = rule_at(st, id);
+			if (!id || i >= st->nrules || st->rules[i].id != id || !st->rules[i].refs ||
+			    --st->rules[i].refs)
+				continue;
+			memmove(&st->rules[i], &st->rules[i + 1],
+				(st->nrules - i - 1) * sizeof(*st->rules));
+			st->nrules--;
+		}
+}
+
+/* After a restore: the saved IDs no policy took go. */
+static void rules_prune(struct pol_state *st)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < st->nrules; i++)
+		if (st->rules[i].refs)
+			st->rules[o++] = st->rules[i];
+	st->nrules = o;
+}
+
+static struct json_object *rule_json(const struct pol_rule_rec *r)
+{
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "rule_id", json_object_new_int64(r->id));
+	json_object_object_add(o, "kind", json_object_new_string(pol_kind_name(r->kind)));
+	json_object_object_add(o, "namespace", json_object_new_string(r->ns));
+	json_object_object_add(o, "name", json_object_new_string(r->name));
+	json_object_object_add(o, "source", json_object_new_string(r->from_k8s ? "k8s" : "api"));
+	json_object_object_add(o, "direction", json_object_new_string(r->ingress ? "ingress" : "egress"));
+	json_object_object_add(o, "section", json_object_new_string(section_name(r->ingress, r->deny)));
+	json_object_object_add(o, "spec", json_object_new_int64(r->spec));
+	json_object_object_add(o, "rule_index", json_object_new_int64(r->index));
+	return o;
+}
+
 /* ---- resolving one endpoint's policy ------------------------------------------------ */
 
 static const char *labels_namespace(const char *labels, char *buf, size_t len)
@@ -334,21 +525,29 @@ static const char *ep_namespace(const struct pol_ep *ep, char *buf, size_t len)
 	return labels_namespace(ep->labels, buf, len);
 }
 
-static bool ipv4_in(const struct in_addr *a, const struct pol_cidr *c)
+/* Whether an address (family 4 or 6, network order) is inside c. */
+static bool addr_in(int family, const void *addr, const struct pol_cidr *c)
 {
-	struct pol_cidr host = {.family = 4, .plen = 32};
-	memcpy(host.addr, &a->s_addr, 4);
+	struct pol_cidr host = {.family = family, .plen = family == 4 ? 32 : 128};
+	memcpy(host.addr, addr, family == 4 ? 4 : 16);
 	return cidr_within(&host, c);
 }
 
-static bool ipblock_holds(const struct pol_cidr_rule *cr, const struct pol_ep *ep)
+static bool ipblock_holds_addr(const struct pol_cidr_rule *cr, int family, const void *addr)
 {
-	if (!ep->has_ipv4 || cr->cidr.family != 4 || !ipv4_in(&ep->ipv4, &cr->cidr))
+	if (cr->cidr.family != family || !addr_in(family, addr, &cr->cidr))
 		return false;
 	for (size_t e = 0; e < cr->nexcept; e++)
-		if (ipv4_in(&ep->ipv4, &cr->except[e]))
+		if (addr_in(family, addr, &cr->except[e]))
 			return false;
 	return true;
+}
+
+/* An IPv4 block holds a pod by its IPv4 address, an IPv6 block by its IPv6 one. */
+static bool ipblock_holds(const struct pol_cidr_rule *cr, const struct pol_ep *ep)
+{
+	return (ep->has_ipv4 && ipblock_holds_addr(cr, 4, &ep->ipv4)) ||
+	       (ep->has_ipv6 && ipblock_holds_addr(cr, 6, &ep->ipv6));
 }
 
 /* A NetworkPolicy ipBlock also selects the local pods whose address it
@@ -391,7 +590,7 @@ static void peer_identities(struct pol_state *st, const struct pol_policy *pol,
 			if (ep && pol_selector_match(&peer->endpoints[s], ep->match_labels, pol->ns))
 				ids_add(out, ep->identity);
 		}
-		for (size_t i = 0; i < st->nrids; i++)
+		for (size_t i = 0; !c && i < st->nrids; i++) /* the cache holds them */
 			if (pol_selector_match(&peer->endpoints[s], st->rids[i].match_labels, pol->ns))
 				ids_add(out, st->rids[i].identity);
 	}
@@ -498,7 +697,8 @@ static void peer_entries(struct pol_state *st, const struct pol_ep *subject,
 		struct pol_entry t = {.identity = ids->v[i],
 				      .dir = peer->ingress ? FIBRIL_DATAPATH_INGRESS
 							   : FIBRIL_DATAPATH_EGRESS,
-				      .deny = peer->deny};
+				      .deny = peer->deny,
+				      .rule = peer->rule_id};
 		if (!peer->nports) {
 			vec_add(vec, t);
 			continue;
@@ -562,11 +762,15 @@ static void resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_
 	if (!vec->n)
 		return;
 	qsort(vec->v, vec->n, sizeof(*vec->v), entry_cmp);
-	/* one entry per key: a deny of the same key wins (sorted after) */
+	/* one entry per key: a deny of the same key wins (sorted after the
+	 * allows) and names its rule; else the lowest rule ID (sorted first) */
 	size_t o = 0;
 	for (size_t i = 0; i < vec->n; i++) {
 		if (o && same_key(&vec->v[o - 1], &vec->v[i])) {
-			vec->v[o - 1].deny |= vec->v[i].deny;
+			if (vec->v[i].deny && !vec->v[o - 1].deny) {
+				vec->v[o - 1].deny = 1;
+				vec->v[o - 1].rule = vec->v[i].rule;
+			}
 			continue;
 		}
 		vec->v[o++] = vec->v[i];
@@ -600,6 +804,7 @@ static void to_dp(const struct pol_ep *ep, const struct pol_entry *e,
 	d->port = e->port;
 	d->port_bits = e->bits;
 	d->deny = e->deny;
+	d->rule_id = e->rule;
 }
 
 static void dp_write(struct pol_state *st, const struct pol_ep *ep, const struct pol_entry *e,
@@ -645,7 +850,7 @@ static void apply(struct pol_state *st, struct pol_ep *ep, struct entry_vec *vec
 	while (j < vec->n) {
 		int c = i < ep->nentries ? entry_cmp(&ep->entries[i], &vec->v[j]) : 1;
 		if (i < ep->nentries && same_key(&ep->entries[i], &vec->v[j])) {
-			if (ep->entries[i].deny != vec->v[j].deny) {
+			if (ep->entries[i].deny != vec->v[j].deny || ep->entries[i].rule != vec->v[j].rule) {
 				dp_write(st, ep, &vec->v[j], false);
 				changed = true;
 			}
@@ -733,14 +938,7 @@ static void sel_entry_free(struct sel_entry *e)
  * matches e; its identity set changes when the first comes or the last goes. */
 static void sel_ids_adjust(struct pol_state *st, struct sel_entry *e, uint32_t id, int delta)
 {
-	size_t lo = 0, hi = e->nids;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (e->ids[mid].identity < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = u32_lower_bound(e->ids, e->nids, sizeof(*e->ids), offsetof(struct sel_id, identity), id);
 	bool found = lo < e->nids && e->ids[lo].identity == id;
 	if (delta > 0) {
 		if (found) {
@@ -766,15 +964,26 @@ static void sel_ids_adjust(struct pol_state *st, struct sel_entry *e, uint32_t i
 	}
 }
 
-/* An endpoint joins (delta 1) or leaves (-1) the cache, with its current
- * labels and identity. */
-static void sel_cache_ep(struct pol_state *st, const struct pol_ep *ep, int delta)
+/* A holder of identity id matched with match_labels (a local endpoint, or
+ * a cluster identity other nodes' pods may hold: each counts once) joins
+ * (delta 1) or leaves (-1) the cache. */
+static void sel_cache_labels(struct pol_state *st, const char *match_labels, uint32_t id, int delta)
 {
-	if (!ep->match_labels)
+	if (!match_labels)
 		return;
 	for (size_t i = 0; i < st->nsels; i++)
-		if (pol_selector_match(&st->sels[i]->sel, ep->match_labels, st->sels[i]->ns))
-			sel_ids_adjust(st, st->sels[i], ep->identity, delta);
+		if (pol_selector_match(&st->sels[i]->sel, match_labels, st->sels[i]->ns))
+			sel_ids_adjust(st, st->sels[i], id, delta);
+}
+
+static void sel_cache_ep(struct pol_state *st, const struct pol_ep *ep, int delta)
+{
+	sel_cache_labels(st, ep->match_labels, ep->identity, delta);
+}
+
+static void sel_cache_rid(struct pol_state *st, const struct pol_rid *r, int delta)
+{
+	sel_cache_labels(st, r->match_labels, r->identity, delta);
 }
 
 static void sel_register(struct pol_state *st, struct pol_selector *s, const char *ns)
@@ -805,6 +1014,9 @@ static void sel_register(struct pol_state *st, struct pol_selector *s, const cha
 		if (st->eps[i] && st->eps[i]->match_labels &&
 		    pol_selector_match(&e->sel, st->eps[i]->match_labels, e->ns))
 			sel_ids_adjust(st, e, st->eps[i]->identity, 1);
+	for (size_t i = 0; i < st->nrids; i++)
+		if (st->rids[i].match_labels && pol_selector_match(&e->sel, st->rids[i].match_labels, e->ns))
+			sel_ids_adjust(st, e, st->rids[i].identity, 1);
 	st->sels[st->nsels++] = e;
 	s->cached = e;
 }
@@ -865,6 +1077,7 @@ static void pol_admit(struct pol_state *st, struct pol_policy *pol)
  * selected are resolved again, its selectors leave the cache; freed. */
 static void pol_retire(struct pol_state *st, struct pol_policy *pol)
 {
+	pol_drop_ids(st, pol);
 	for (size_t r = 0; pol->admitted && r < pol->nrules; r++) {
 		struct pol_rule *rule = &pol->rules[r];
 		mark_subjects(st, pol, rule);
@@ -876,7 +1089,7 @@ static void pol_retire(struct pol_state *st, struct pol_policy *pol)
 	pol_policy_free(pol);
 }
 
-/* After endpoints joined or left the cache (generation st->sel_gen): the
+/* After endpoints or cluster identities joined or left the cache (generation st->sel_gen): the
  * endpoints selected by a rule whose peers changed are resolved again.
  * Peers that look at the endpoints themselves rather than through a
  * selector (a NetworkPolicy ipBlock's pods, the cluster entity, a named
@@ -1115,7 +1328,8 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 	struct pol_ep *ep = st->eps[ev->id];
 	const char *labels = FIBRIL_ENDPOINT_LABELS(ev);
 	if (ep && ep->identity == ev->identity && !strcmp(ep->labels, labels) &&
-	    ep->has_ipv4 == ev->has_ipv4 && ep->ipv4.s_addr == ev->ipv4.s_addr)
+	    ep->has_ipv4 == ev->has_ipv4 && ep->ipv4.s_addr == ev->ipv4.s_addr &&
+	    ep->has_ipv6 == ev->has_ipv6 && !memcmp(&ep->ipv6, &ev->ipv6, sizeof(ep->ipv6)))
 		return 0;
 	if (!ep) {
 		if (!(ep = calloc(1, sizeof(*ep))))
@@ -1136,6 +1350,8 @@ static int ep_seen(const struct fibril_endpoint_event *ev, void *ud)
 	ep->identity = ev->identity;
 	ep->has_ipv4 = ev->has_ipv4;
 	ep->ipv4 = ev->ipv4;
+	ep->has_ipv6 = ev->has_ipv6;
+	ep->ipv6 = ev->ipv6;
 	snprintf(ep->pod_ns, sizeof(ep->pod_ns), "%.*s", (int)sizeof(ev->pod_namespace),
 		 ev->pod_namespace);
 	snprintf(ep->pod_name, sizeof(ep->pod_name), "%.*s", (int)sizeof(ev->pod_name), ev->pod_name);
@@ -1167,15 +1383,8 @@ static int on_endpoint_event(const struct fibril_event *ev, void *ud)
 
 static size_t rid_at(const struct pol_state *st, uint32_t n)
 {
-	size_t lo = 0, hi = st->nrids;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (st->rids[mid].identity < n)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return u32_lower_bound(st->rids, st->nrids, sizeof(*st->rids),
+			       offsetof(struct pol_rid, identity), n);
 }
 
 /* Rebuild what identity i is matched with; true when it changed. */
@@ -1251,13 +1460,23 @@ static int on_identity_event(const struct fibril_event *ev, void *ud)
 			   memchr((const char *)e + e->labels, '\0', ev->payload_len - e->labels) == NULL)))
 		return -EINVAL;
 	bool added = !strcmp(ev->topic, FIBRIL_ENDPOINT_TOPIC_IDENTITY_ADDED);
-	if (rid_set(st, e->identity, added ? FIBRIL_IDENTITY_LABELS(e) : NULL)) {
-		/* the selector cache follows local endpoints only: a remote
-		 * identity that comes or goes resolves every endpoint again (only
-		 * the differences reach the map) */
-		st->full = true;
-		recompute(st);
-	}
+	const char *labels = added ? FIBRIL_IDENTITY_LABELS(e) : NULL;
+	size_t i = rid_at(st, e->identity);
+	bool found = i < st->nrids && st->rids[i].identity == e->identity;
+	if ((!found && !labels) || (found && labels && !strcmp(st->rids[i].labels, labels)))
+		return 0; /* nothing changes */
+	/* through the selector cache: only the selectors its old or new labels
+	 * match change, only the endpoints of rules using them are resolved */
+	st->sel_gen++;
+	st->rid_updates++;
+	if (found)
+		sel_cache_rid(st, &st->rids[i], -1);
+	rid_set(st, e->identity, labels);
+	i = rid_at(st, e->identity);
+	if (i < st->nrids && st->rids[i].identity == e->identity)
+		sel_cache_rid(st, &st->rids[i], 1);
+	mark_dependents(st);
+	recompute(st);
 	return 0;
 }
 
@@ -1297,7 +1516,7 @@ static int state_save(struct pol_state *st, struct pol_policy **pols, size_t n, 
 {
 	if (st->dirfd < 0)
 		return 0;
-	size_t len = 96;
+	size_t len = 160 + st->nrules * (64 + POL_NS_MAX + POL_NAME_MAX);
 	for (size_t i = 0; i < n; i++)
 		len += strlen(pols[i]->text) + 1;
 	char *t = malloc(len), *w = t;
@@ -1321,10 +1540,54 @@ static int state_save(struct pol_state *st, struct pol_policy **pols, size_t n, 
 			first = false;
 		}
 	}
-	w += sprintf(w, "]}");
+	/* the rule IDs: [id, from k8s, kind, namespace, name, spec, ingress,
+	 * deny, index] (names are DNS names: nothing to escape) */
+	w += sprintf(w, "],\"rule_ids\":{\"next\":%u,\"rules\":[", st->next_rule_id);
+	for (size_t i = 0; i < st->nrules; i++) {
+		const struct pol_rule_rec *r = &st->rules[i];
+		w += sprintf(w, "%s[%u,%d,%u,\"%s\",\"%s\",%u,%d,%d,%u]", i ? "," : "", r->id,
+			     r->from_k8s, r->kind, r->ns, r->name, r->spec, r->ingress, r->deny, r->index);
+	}
+	w += sprintf(w, "]}}");
 	int rc = fibril_state_write_atomic(st->dirfd, POL_STATE_FILE, t, (size_t)(w - t), 0600);
 	free(t);
 	return rc;
+}
+
+/* The rule IDs saved with the policies (none in a file of an older agent:
+ * the policies get new ones, and the map entries are rewritten). */
+static void rules_load(struct pol_state *st, struct json_object *o)
+{
+	struct json_object *t, *next, *arr;
+	if (!json_object_object_get_ex(o, "rule_ids", &t) ||
+	    !json_object_object_get_ex(t, "rules", &arr) || !json_object_is_type(arr, json_type_array))
+		return;
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		struct json_object *a = json_object_array_get_idx(arr, i);
+		if (!json_object_is_type(a, json_type_array) || json_object_array_length(a) != 9)
+			continue;
+#define AT(k) json_object_array_get_idx(a, k)
+		struct pol_rule_rec r = {
+			.id = (uint32_t)json_object_get_int64(AT(0)),
+			.from_k8s = json_object_get_int(AT(1)) != 0,
+			.kind = (uint8_t)json_object_get_int(AT(2)),
+			.spec = (uint32_t)json_object_get_int64(AT(5)),
+			.ingress = json_object_get_int(AT(6)) != 0,
+			.deny = json_object_get_int(AT(7)) != 0,
+			.index = (uint32_t)json_object_get_int64(AT(8)),
+		};
+		snprintf(r.ns, sizeof(r.ns), "%s", json_object_get_string(AT(3)));
+		snprintf(r.name, sizeof(r.name), "%s", json_object_get_string(AT(4)));
+#undef AT
+		if (!r.id || r.kind > POL_KIND_KNP || rule_by_id(st, r.id))
+			continue;
+		r.hash = rule_hash(&r);
+		if (!rule_insert(st, &r))
+			break;
+	}
+	if (json_object_object_get_ex(t, "next", &next) &&
+	    (uint32_t)json_object_get_int64(next) > st->next_rule_id)
+		st->next_rule_id = (uint32_t)json_object_get_int64(next);
 }
 
 static void state_load(struct pol_state *st)
@@ -1349,6 +1612,7 @@ static void state_load(struct pol_state *st)
 		goto out;
 	}
 	st->revision = (uint64_t)json_object_get_int64(rev);
+	rules_load(st, o);
 	struct json_object *k8s = NULL;
 	json_object_object_get_ex(o, "k8s_policies", &k8s);
 	for (int from_k8s = 0; from_k8s < 2; from_k8s++) {
@@ -1371,12 +1635,14 @@ static void state_load(struct pol_state *st)
 		st->pols = all;
 		for (int i = 0; i < n; i++) {
 			v[i]->from_k8s = from_k8s;
+			pol_take_ids(st, v[i]);
 			st->pols[st->npols++] = v[i];
 		}
 		free(v);
 	}
-	fibril_info(st->m, "%zu policies restored, revision %llu", st->npols,
-		    (unsigned long long)st->revision);
+	rules_prune(st);
+	fibril_info(st->m, "%zu policies restored, revision %llu, %zu rule IDs", st->npols,
+		    (unsigned long long)st->revision, st->nrules);
 out:
 	json_object_put(o);
 	free(text);
@@ -1394,8 +1660,14 @@ struct adopt_ctx {
 static int adopt_entry(const struct fibril_datapath_policy_entry *e, void *ud)
 {
 	struct adopt_ctx *a = ud;
+	/* an entry of a map older than rule IDs reads as rule 0 (unknown):
+	 * the first recompute rewrites it with its rule */
 	struct pol_entry pe = {.identity = e->identity, .dir = e->direction, .proto = e->proto,
-			       .bits = e->port_bits, .deny = e->deny, .port = e->port};
+			       .bits = e->port_bits, .deny = e->deny, .port = e->port,
+			       .rule = e->sz >= FIBRIL_OFFSETOFEND(struct fibril_datapath_policy_entry,
+								   rule_id)
+					       ? e->rule_id
+					       : 0};
 	struct pol_ep *ep = a->st->eps[e->endpoint_id];
 	if (!ep) {
 		size_t n = a->stale.n;
@@ -1507,6 +1779,7 @@ static struct json_object *state_json(struct pol_state *st)
 	STAT("recomputes", st->recomputes);
 	STAT("incremental_updates", st->incrementals);
 	STAT("endpoint_resolutions", st->resolutions);
+	STAT("cluster_identity_updates", st->rid_updates);
 	STAT("selectors", st->nsels);
 	STAT("last_update_us", st->last_update_us);
 	STAT("last_update_endpoints", st->last_update_eps);
@@ -1563,6 +1836,7 @@ static void put_policy(struct fibril_request *req, struct fibril_response *resp,
 		char full[POL_NAME_MAX + POL_NS_MAX + 2];
 		snprintf(full, sizeof(full), "%s%s%s", v[i]->ns, v[i]->ns[0] ? "/" : "", v[i]->name);
 		json_object_array_add(names, json_object_new_string(full));
+		pol_take_ids(st, v[i]); /* before the old version lets go of them */
 		if (at >= 0) {
 			pol_retire(st, st->pols[at]);
 			st->pols[at] = v[i];
@@ -1763,15 +2037,16 @@ static void end_of_ep(struct trace_end *out, const struct pol_ep *ep)
 		snprintf(out->desc, sizeof(out->desc), "endpoint %u (identity %u)", ep->id, ep->identity);
 }
 
-/* "host", "world", an endpoint ID, "NAMESPACE/POD", or an IPv4 address (a
+/* "host", "world", an endpoint ID, "NAMESPACE/POD", or an IPv4 or IPv6 address (a
  * local endpoint's, else the identity of its longest CIDR prefix, else world). */
 static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace_end *out,
 			    char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
 	struct in_addr a;
+	struct in6_addr a6;
 	if (!spec || !*spec) {
-		snprintf(err, errlen, "missing (an endpoint ID, NAMESPACE/POD, an IPv4 address, host or world)");
+		snprintf(err, errlen, "missing (an endpoint ID, NAMESPACE/POD, an IP address, host or world)");
 		return false;
 	}
 	if (!strcmp(spec, "host") || !strcmp(spec, "world")) {
@@ -1788,17 +2063,24 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 		snprintf(err, errlen, "no local endpoint %.20s", spec);
 		return false;
 	}
-	if (inet_pton(AF_INET, spec, &a) == 1) {
-		for (size_t i = 1; i < st->ep_hi; i++)
-			if (st->eps[i] && st->eps[i]->has_ipv4 && st->eps[i]->ipv4.s_addr == a.s_addr) {
-				end_of_ep(out, st->eps[i]);
+	int family = inet_pton(AF_INET, spec, &a) == 1 ? 4 : inet_pton(AF_INET6, spec, &a6) == 1 ? 6 : 0;
+	const void *addr = family == 4 ? (const void *)&a : &a6;
+	if (family) {
+		for (size_t i = 1; i < st->ep_hi; i++) {
+			const struct pol_ep *ep = st->eps[i];
+			if (ep && ((family == 4 && ep->has_ipv4 && ep->ipv4.s_addr == a.s_addr) ||
+				   (family == 6 && ep->has_ipv6 && !memcmp(&ep->ipv6, &a6, sizeof(a6))))) {
+				end_of_ep(out, ep);
 				return true;
 			}
+		}
+		/* the longest CIDR identity holding it (as the ipcache's longest
+		 * prefix decides), else world */
 		out->identity = FIBRIL_IDENTITY_WORLD;
-		unsigned best = 0;
+		int best = -1;
 		for (size_t i = 0; i < st->ncidrs; i++)
-			if (st->cidrs[i].cidr.family == 4 && st->cidrs[i].cidr.plen > best &&
-			    ipv4_in(&a, &st->cidrs[i].cidr)) {
+			if (st->cidrs[i].cidr.family == family && (int)st->cidrs[i].cidr.plen > best &&
+			    addr_in(family, addr, &st->cidrs[i].cidr)) {
 				best = st->cidrs[i].cidr.plen;
 				out->identity = st->cidrs[i].identity;
 			}
@@ -1816,7 +2098,7 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 				return true;
 			}
 		}
-	snprintf(err, errlen, "'%.100s' is no local endpoint, pod, IPv4 address, host or world", spec);
+	snprintf(err, errlen, "'%.100s' is no local endpoint, pod, IP address, host or world", spec);
 	return false;
 }
 
@@ -1830,6 +2112,47 @@ static bool entry_matches(const struct pol_entry *e, uint32_t id, uint8_t proto,
 		return false;
 	uint16_t mask = e->bits ? (uint16_t)(0xffffu << (16 - e->bits)) : 0;
 	return (port & mask) == e->port;
+}
+
+/* The entry the datapath's longest-prefix lookup finds for identity id
+ * among the endpoint's entries in place (NULL: none). */
+static const struct pol_entry *entry_lookup(const struct pol_ep *ep, uint8_t dir, uint32_t id,
+					    uint8_t proto, uint16_t port)
+{
+	const struct pol_entry *best = NULL;
+	int best_len = -1;
+	for (size_t i = 0; i < ep->nentries; i++) {
+		const struct pol_entry *e = &ep->entries[i];
+		if (e->dir != dir || e->identity != id || !entry_matches(e, id, proto, port))
+			continue;
+		int len = e->proto ? 1 + e->bits : 0;
+		if (len > best_len) {
+			best = e;
+			best_len = len;
+		}
+	}
+	return best;
+}
+
+/* What the datapath decides from the entries in place, as policy_check()
+ * in bpf/fibril_dp.bpf.c: the remote identity's entry and the any-identity
+ * entry are looked up, a deny found either way wins. Adds "match" and
+ * "rule" (the rule the drop or verdict event names) to o. */
+static void trace_decide(const struct pol_state *st, const struct pol_ep *ep, bool ingress,
+			 uint32_t remote, uint8_t proto, uint16_t port, struct json_object *o)
+{
+	uint8_t dir = ingress ? FIBRIL_DATAPATH_INGRESS : FIBRIL_DATAPATH_EGRESS;
+	const char *match = "open";
+	const struct pol_entry *v = NULL;
+	if (ep && (ingress ? ep->ingress : ep->egress)) {
+		const struct pol_entry *exact = entry_lookup(ep, dir, remote, proto, port);
+		const struct pol_entry *any = remote ? entry_lookup(ep, dir, 0, proto, port) : NULL;
+		v = exact && exact->deny ? exact : any && any->deny ? any : exact ? exact : any;
+		match = !v ? "default-deny" : v->deny ? "deny" : "allow";
+	}
+	json_object_object_add(o, "match", json_object_new_string(match));
+	const struct pol_rule_rec *r = v ? rule_by_id(st, v->rule) : NULL;
+	json_object_object_add(o, "rule", r ? rule_json(r) : NULL);
 }
 
 /* One direction at one end: the policies selecting it, the rules that match. */
@@ -1898,6 +2221,7 @@ static struct json_object *trace_dir(struct pol_state *st, const struct pol_ep *
 	json_object_object_add(o, "selected_by", sel);
 	json_object_object_add(o, "allowed_by", allow);
 	json_object_object_add(o, "denied_by", deny);
+	trace_decide(st, subject, ingress, remote, proto, port, o);
 	return o;
 }
 
@@ -2031,12 +2355,14 @@ static void k8s_apply(struct pol_state *st, const char *res, const char *ns, con
 		pol_policy_free(p);
 		return;
 	}
+	pol_take_ids(st, p); /* before the old version lets go of them */
 	if (at >= 0) {
 		pol_retire(st, st->pols[at]);
 		st->pols[at] = p;
 	} else {
 		struct pol_policy **grown = realloc(st->pols, (st->npols + 1) * sizeof(*grown));
 		if (!grown) {
+			pol_drop_ids(st, p);
 			pol_policy_free(p);
 			fibril_error(st->m, "%s %s/%s: out of memory", res, ns, name);
 			return;
@@ -2141,12 +2467,15 @@ static int on_k8s_scope(const struct fibril_event *ev, void *ud)
 			changed = ep->dirty = true;
 		sel_cache_ep(st, ep, 1);
 	}
-	/* a remote identity relabelled with its namespace: every endpoint again */
+	/* a cluster identity of that namespace: its namespace labels changed */
 	for (size_t i = 0; namespaces && i < st->nrids; i++) {
 		char rns[POL_NS_MAX];
-		if (!strcmp(labels_namespace(st->rids[i].labels, rns, sizeof(rns)), name) &&
-		    rid_refresh(st, &st->rids[i]))
-			changed = st->full = true;
+		if (strcmp(labels_namespace(st->rids[i].labels, rns, sizeof(rns)), name))
+			continue;
+		sel_cache_rid(st, &st->rids[i], -1);
+		if (rid_refresh(st, &st->rids[i]))
+			changed = true;
+		sel_cache_rid(st, &st->rids[i], 1);
 	}
 	if (changed) {
 		mark_dependents(st);
@@ -2202,6 +2531,30 @@ static int op_endpoint_state(void *ctx, uint16_t id, struct fibril_policy_endpoi
 	return 0;
 }
 
+static int op_rule_lookup(void *ctx, uint32_t rule_id, struct fibril_policy_rule *out)
+{
+	struct pol_state *st = ctx;
+	if (!out || out->sz < FIBRIL_OFFSETOFEND(struct fibril_policy_rule, rule_index))
+		return -EINVAL;
+	const struct pol_rule_rec *r = rule_by_id(st, rule_id);
+	if (!r)
+		return -ENOENT;
+	uint32_t sz = out->sz;
+	memset(out, 0, FIBRIL_OFFSETOFEND(struct fibril_policy_rule, rule_index));
+	out->sz = sz;
+	out->id = r->id;
+	snprintf(out->kind, sizeof(out->kind), "%s", pol_kind_name(r->kind));
+	snprintf(out->source, sizeof(out->source), "%s", r->from_k8s ? "k8s" : "api");
+	snprintf(out->namespace_, sizeof(out->namespace_), "%s", r->ns);
+	snprintf(out->name, sizeof(out->name), "%s", r->name);
+	snprintf(out->section, sizeof(out->section), "%s", section_name(r->ingress, r->deny));
+	out->ingress = r->ingress;
+	out->deny = r->deny;
+	out->spec_index = r->spec;
+	out->rule_index = r->index;
+	return 0;
+}
+
 /* ---- module ------------------------------------------------------------------------------- */
 
 static int policy_init(struct fibril_module *m)
@@ -2219,6 +2572,7 @@ static int policy_init(struct fibril_module *m)
 	st->ops.hdr.version = FIBRIL_POLICY_VERSION;
 	st->ops.revision = op_revision;
 	st->ops.endpoint_state = op_endpoint_state;
+	st->ops.rule_lookup = op_rule_lookup;
 	int rc;
 	if ((rc = fibril_service_provide(m, FIBRIL_POLICY_CAPABILITY, &st->ops.hdr, st))) {
 		fibril_module_set_error(m, "cannot provide '%s': %s", FIBRIL_POLICY_CAPABILITY,
@@ -2327,6 +2681,8 @@ static void policy_stop(struct fibril_module *m)
 	free(st->cidrs);
 	st->cidrs = NULL;
 	st->ncidrs = 0;
+	rules_free(st);
+	st->next_rule_id = 0;
 }
 
 static void policy_fini(struct fibril_module *m)
@@ -2341,6 +2697,7 @@ static void policy_fini(struct fibril_module *m)
 	pol_policies_free(st->pols, st->npols);
 	sel_cache_clear(st);
 	free(st->cidrs);
+	rules_free(st);
 	if (st->dirfd >= 0)
 		close(st->dirfd);
 	free(st);

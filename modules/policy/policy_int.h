@@ -83,6 +83,11 @@ struct pol_peer {
 	uint32_t entities; /* POL_ENT_* */
 	struct pol_port *ports; /* none: every port of every protocol */
 	size_t nports;
+	/* its element in its section (ingress[index], ...; a NetworkPolicy
+	 * rule's peers share their rule's index) */
+	uint32_t index;
+	/* the policy module's stable ID of that rule (policy.c), 0 until set */
+	uint32_t rule_id;
 };
 
 /* One rule of a policy's spec / specs. */

@@ -629,8 +629,8 @@ static void test_nonlinear(void)
 #define POD4B "10.9.0.20" /* a second local endpoint: ID 20, identity 300 */
 #define CIDR_ID 16777217u /* a CIDR identity: 192.0.2.0/24 */
 
-static void put_policy(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t proto,
-		       uint16_t port, unsigned port_bits, bool deny)
+static void put_policy_rule(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t proto,
+			    uint16_t port, unsigned port_bits, bool deny, uint32_t rule)
 {
 	struct dp_policy_key k;
 	memset(&k, 0, sizeof(k));
@@ -640,11 +640,17 @@ static void put_policy(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t prot
 	k.proto = proto;
 	k.dport = htons(port);
 	k.prefixlen = proto ? DP_POLICY_PREFIX_PROTO + port_bits : DP_POLICY_PREFIX_FIXED;
-	struct dp_policy_value v = {.flags = deny ? DP_POLICY_F_DENY : 0};
+	struct dp_policy_value v = {.flags = deny ? DP_POLICY_F_DENY : 0, .rule_id = rule};
 	if (bpf_map_update_elem(map_fd(g_skel->maps.dp_policy), &k, &v, BPF_ANY) != 0) {
 		perror("dp_policy");
 		exit(1);
 	}
+}
+
+static void put_policy(uint16_t ep, uint8_t dir, uint32_t identity, uint8_t proto,
+		       uint16_t port, unsigned port_bits, bool deny)
+{
+	put_policy_rule(ep, dir, identity, proto, port, port_bits, deny, 0);
 }
 
 static void enforce(uint16_t ep, bool ingress, bool egress)
@@ -758,6 +764,98 @@ static void test_policy_allowed_denied(void)
 	check(rc == TC_ACT_SHOT, "policy: pod -> pod on another port is denied by the "
 				 "destination's ingress (%d)", rc);
 	drain_events();
+}
+
+/* Policy verdicts name their rule: dp_policy_value.rule_id goes into the
+ * drop event of a denial and into the DP_EVENT_POLICY of an allowed new
+ * flow (dp_config DP_CFG_F_POLICY_VERDICT), with the match and the
+ * direction that decided. */
+#define EV_MAX 16
+struct ev_log {
+	struct dp_event ev[EV_MAX];
+	int n;
+};
+
+static int log_cb(void *ctx, void *data, size_t size)
+{
+	struct ev_log *l = ctx;
+	if (l->n < EV_MAX && size >= sizeof(struct dp_event))
+		memcpy(&l->ev[l->n], data, sizeof(struct dp_event));
+	l->n++;
+	return 0;
+}
+
+static int read_events(struct ev_log *l)
+{
+	memset(l, 0, sizeof(*l));
+	struct ring_buffer *rb = ring_buffer__new(map_fd(g_skel->maps.dp_events), log_cb, l, NULL);
+	if (!rb)
+		return -1;
+	ring_buffer__consume(rb);
+	ring_buffer__free(rb);
+	return l->n;
+}
+
+static void test_policy_rule_ids(void)
+{
+	struct ev_log l;
+	uint32_t zero = 0;
+	policy_reset();
+	struct dp_config c = {.flags = DP_CFG_F_POLICY_VERDICT, .ct_refresh_s = 1};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	put_ipcache4("192.0.2.0", 24, CIDR_ID);
+	put_ipcache4(FAR4, 32, CIDR_ID); /* an earlier test may have left world there */
+	enforce(10, false, true);
+	put_policy_rule(10, DP_POLICY_EGRESS, CIDR_ID, 6, 80, 16, false, 41);
+	put_policy_rule(10, DP_POLICY_EGRESS, 0, 6, 81, 16, true, 42); /* any identity: deny */
+	put_policy_rule(10, DP_POLICY_EGRESS, CIDR_ID, 6, 81, 16, false, 44); /* the deny wins */
+	drain_events();
+
+	int rc = tcp_run(g_from, POD4, FAR4, 4300, 80, 0x02, false);
+	int n = read_events(&l);
+	check(rc == TC_ACT_OK && n == 1 && l.ev[0].type == DP_EVENT_POLICY &&
+		      l.ev[0].reason == DP_REASON_POLICY_ALLOWED && l.ev[0].policy_rule == 41 &&
+		      l.ev[0].policy_match == DP_POLICY_MATCH_ALLOW &&
+		      l.ev[0].policy_dir == DP_POLICY_EGRESS && ntohs(l.ev[0].dport) == 80 &&
+		      l.ev[0].dst_identity == CIDR_ID && l.ev[0].size == sizeof(struct dp_event),
+	      "rule id: an allowed new flow sends one policy verdict naming rule 41 (%d events, "
+	      "type %u rule %u match %u)", n, l.ev[0].type, l.ev[0].policy_rule, l.ev[0].policy_match);
+	rc = tcp_run(g_from, POD4, FAR4, 4300, 80, 0x10, false);
+	n = read_events(&l);
+	check(rc == TC_ACT_OK && n == 0, "rule id: the flow's next packet sends none (%d)", n);
+
+	rc = tcp_run(g_from, POD4, FAR4, 4301, 81, 0x02, false);
+	n = read_events(&l);
+	check(rc == TC_ACT_SHOT && n == 1 && l.ev[0].type == DP_EVENT_DROP &&
+		      l.ev[0].reason == DP_REASON_DROP_POLICY && l.ev[0].policy_rule == 42 &&
+		      l.ev[0].policy_match == DP_POLICY_MATCH_DENY &&
+		      l.ev[0].policy_dir == DP_POLICY_EGRESS,
+	      "rule id: a deny of any identity wins over the identity's allow and its drop event "
+	      "names deny rule 42 (rule %u match %u)", l.ev[0].policy_rule, l.ev[0].policy_match);
+
+	rc = tcp_run(g_from, POD4, FAR4, 4302, 82, 0x02, false);
+	n = read_events(&l);
+	check(rc == TC_ACT_SHOT && n == 1 && l.ev[0].policy_rule == 0 &&
+		      l.ev[0].policy_match == DP_POLICY_MATCH_DEFAULT_DENY,
+	      "rule id: no entry matches: the drop event says default deny, rule 0 (rule %u match %u)",
+	      l.ev[0].policy_rule, l.ev[0].policy_match);
+
+	/* pod -> pod: the receiver's ingress decides in from-endpoint */
+	enforce(10, false, false);
+	enforce(20, true, false);
+	put_policy_rule(20, DP_POLICY_INGRESS, 256, 6, 6379, 16, false, 43);
+	rc = tcp_run(g_from, POD4, POD4B, 4303, 6379, 0x02, true);
+	n = read_events(&l);
+	check(rc == TC_ACT_OK && n == 1 && l.ev[0].type == DP_EVENT_POLICY &&
+		      l.ev[0].policy_rule == 43 && l.ev[0].policy_dir == DP_POLICY_INGRESS,
+	      "rule id: pod -> pod: the receiver's ingress rule 43 is named (%d events, rule %u dir %u)",
+	      n, l.ev[0].policy_rule, l.ev[0].policy_dir);
+
+	/* verdict events off: an allowed new flow sends nothing */
+	set_config(1, 0, 0);
+	rc = tcp_run(g_from, POD4, POD4B, 4304, 6379, 0x02, true);
+	n = read_events(&l);
+	check(rc == TC_ACT_OK && n == 0, "rule id: policy verdict events off: none sent (%d)", n);
 }
 
 static void test_policy_reply(void)
@@ -1030,6 +1128,7 @@ int main(void)
 	test_nonlinear();
 	test_policy_allowed_denied();
 	test_policy_reply();
+	test_policy_rule_ids();
 	test_policy_icmp_echo();
 	test_policy_deny_wins();
 	test_tunnel_encap();

@@ -9,7 +9,11 @@
 #     on n3 does not; n1's selector shows the "good" identity;
 #   - a second "good" pod, on n3, connects too (the same identity);
 #   - the identity deleted from etcd leaves n1's selector (and the pod is
-#     refused again).
+#     refused again);
+#   - incrementally: with a second local pod on n1 that no policy selects,
+#     the identities of good and bad coming to n1 resolve only the server
+#     pod, once (good enters the selector, bad matches none): no full
+#     recompute, the other pod never.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
@@ -43,10 +47,21 @@ EOF2
 out=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" policy import "$WORK/cnp.json" 2>&1)
 check "n1 imports the policy" contains "$out" "Revision: 1"
 
+# a second pod on n1 that no policy selects (the selector cache must leave it alone)
+mn_pod_add n1 other other || fail "a second pod on n1, labelled other"
+# pstats : n1's "endpoint_resolutions recomputes cluster_identity_updates endpoints"
+pstats() { mn_json n1 /v1/policy "' '.join(str(j['stats'][k]) for k in ('endpoint_resolutions', 'recomputes', 'cluster_identity_updates')) + ' ' + str(len(j['endpoints']))"; }
+two_eps() { [ "$(pstats | cut -d' ' -f4)" = 2 ]; }
+check "n1's policy module knows its two pods" wait_for 10 two_eps
+sleep 1 # the other pod's own identity event has come
+read -r res0 full0 upd0 _ <<<"$(pstats)"
+
 mn_pod_add n2 good good || fail "a pod labelled good on n2"
 mn_pod_add n3 bad bad || fail "a pod labelled bad on n3"
 GOOD=$(identity good) BAD=$(identity bad)
 echo "  identities: good $GOOD (allocated by n2), bad $BAD (allocated by n3)"
+both_came() { [ "$(pstats | cut -d' ' -f3)" -ge $((upd0 + 2)) ]; }
+check "n1 hears of the two new cluster identities" wait_for 10 both_came
 
 # tcp POD : "ok" when a TCP connection to the server gets its answer (1 s: a drop is a timeout)
 tcp() {
@@ -70,6 +85,9 @@ check "n1's selector holds the identity n2 allocated for good ($GOOD)" wait_for 
 check "the good pod on n2 connects to n1's server (TCP)" wait_for 10 gets_in good
 check "the bad pod on n3 does not" test "$(tcp bad)" = fail
 check "  and n1's selector does not hold its identity ($BAD)" lets_go "$BAD"
+read -r res1 full1 upd1 _ <<<"$(pstats)"
+check "the two identities resolved only the server pod, once, with no full recompute (resolutions $res0 -> $res1, recomputes $full0 -> $full1, identity updates $upd0 -> $upd1)" \
+	test "$((res1 - res0))" = 1 -a "$full1" = "$full0"
 
 mn_pod_add n3 good2 good || fail "a second pod labelled good, on n3"
 check "  it has the same identity" test "$(identity good2)" = "$GOOD"

@@ -6,7 +6,8 @@
 # Traffic of known shape - b -> a UDP 7000 (allowed), b -> a UDP 7001
 # (dropped by policy), a -> b TCP 82 (nobody listens: SYN, then RST) -
 # comes over the websocket as exactly the expected flows (verdicts,
-# reason, TCP flags), to each follower as its filter says, and to
+# reason, TCP flags, the policy verdict of the allowed flow and the rule
+# it names, the default deny of the drop), to each follower as its filter says, and to
 # `fibril observe -f`; a bad filter is refused in the stream; a reader
 # that stalls loses its own flows and is told how many while a fast one
 # gets every flow of a burst; the lost counters and the ring's overwritten
@@ -67,12 +68,13 @@ udp b a 7000
 udp b a 7001
 check "a -> b TCP 82 is refused (nobody listens)" test "$(tcp_dead a b 82)" = refused
 wait "$PID_all" "$PID_dropped" "$PID_tcp"
-EXPECT_ALL="FORWARDED forwarded UDP b>a:7000 -
+EXPECT_ALL="FORWARDED policy-allowed UDP b>a:7000 -
+FORWARDED forwarded UDP b>a:7000 -
 DROPPED policy-denied UDP b>a:7001 -
 FORWARDED forwarded TCP a>b:82 SYN
 FORWARDED forwarded TCP b>a:40082 RST,ACK"
 got=$(summary "$WORK/all.out" | sed "s/b>a:[0-9]* RST/b>a:40082 RST/")
-check "follower ip=a|b: exactly the 4 expected flows" test "$got" = "$EXPECT_ALL"
+check "follower ip=a|b: exactly the 5 expected flows (the policy's verdict first)" test "$got" = "$EXPECT_ALL"
 [ "$got" = "$EXPECT_ALL" ] || printf '  got:\n%s\n' "$got"
 check "follower verdict=DROPPED: exactly the policy drop" \
 	test "$(summary "$WORK/dropped.out")" = "DROPPED policy-denied UDP b>a:7001 -"
@@ -85,14 +87,27 @@ assert f["source"]["namespace"] == "team" and f["source"]["pod_name"] == "b", f
 assert "k8s:app=b" in f["source"]["labels"] and f["destination"]["pod_name"] == "a", f
 assert f["traffic_direction"] == "egress" and f["node_name"], f
 PY
+check "the stream's policy verdict and policy drop name their rule" python3 - "$WORK/all.out" <<'PY'
+import json, sys
+flows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+verdict = [f for f in flows if f["type"] == "policy-verdict"]
+drop = [f for f in flows if f.get("drop_reason_desc") == "policy-denied"]
+assert len(verdict) == 1 and len(drop) == 1, flows
+p = verdict[0]["policy"]
+assert (p["match"], p["direction"], p["name"], p["kind"], p["section"], p["rule_index"]) == \
+    ("allow", "ingress", "a-from-b-udp", "CiliumNetworkPolicy", "ingress", 0), p
+assert drop[0]["policy"] == {"match": "default-deny", "direction": "ingress"}, drop[0]
+assert all("policy" not in f for f in flows if f["type"] == "trace"), flows
+PY
 sleep 0.5
 kill "$OBS" 2>/dev/null || true
 wait "$OBS" 2>/dev/null || true
 OUT=$(cat "$WORK/observe.out")
-check "fibril observe -f --to-pod team/a --protocol udp: the two UDP flows as they came" \
+check "fibril observe -f --to-pod team/a --protocol udp: the UDP flows as they came, the policy's rules named" \
 	test "$(grep -c 'team/b:40000 (ID:[0-9]*) -> team/a:7000 (ID:[0-9]*) from-endpoint FORWARDED (UDP)' <<<"$OUT")" = 1 -a \
-	"$(grep -c 'team/b:40001 (ID:[0-9]*) -> team/a:7001 (ID:[0-9]*) from-endpoint DROPPED (UDP, reason: policy-denied)' <<<"$OUT")" = 1 -a \
-	"$(wc -l <"$WORK/observe.out")" = 2
+	"$(grep -c 'team/b:40001 (ID:[0-9]*) -> team/a:7001 (ID:[0-9]*) from-endpoint DROPPED (UDP, reason: policy-denied, policy: default deny (ingress: no rule allows it))' <<<"$OUT")" = 1 -a \
+	"$(grep -c 'team/b:40000 (ID:[0-9]*) -> team/a:7000 (ID:[0-9]*) from-endpoint FORWARDED (UDP, policy: allow (ingress) by CiliumNetworkPolicy a-from-b-udp ingress\[0\] (rule [0-9]*))' <<<"$OUT")" = 1 -a \
+	"$(wc -l <"$WORK/observe.out")" = 3
 check "fibril observe -f --port http: exit 1 naming the filter" \
 	sh -c '! "$1" --socket "$2" observe -f --port http 2>"$3" && grep -q "query .port." "$3"' _ "$CLI" "$SOCK" "$WORK/err"
 # --last N with -f: the ring's last matches first

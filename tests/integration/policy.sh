@@ -12,13 +12,18 @@
 # goes on and the restarted agent (policies from its state file) has the
 # same map entries; deleting the policies restores connectivity. Also
 # `fibril policy trace` (which rule allows, default deny), `fibril policy
-# selectors` and the policy rows of `fibril endpoint get`.
+# selectors` and the policy rows of `fibril endpoint get`. With hubble-lite
+# loaded, the flows name the rule that decided: an allowed connection's
+# policy verdict names a-from-b's ingress[0], a drop of an unselected peer
+# is a default deny, a drop of the ingressDeny names a-deny-b's
+# ingressDeny[0] (in GET /v1/flows and `fibril observe`), `policy trace`
+# names the same rules, and the rule IDs in the map survive the restart.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 
-cni_prereqs ipam-api ipam-cluster-pool endpoint datapath policy
+cni_prereqs ipam-api ipam-cluster-pool endpoint datapath policy hubble-lite
 command -v python3 >/dev/null || skip_or_fail "python3 is not installed"
-cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath policy
+cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath policy hubble-lite
 netns_add "$NODE_NS"
 start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.9.0/24 ||
 	{ fail "the agent starts"; finish; }
@@ -73,6 +78,27 @@ expect() { # expect FROM TO PORT ok|fail
 	check "$1 -> $2:$3 is $4" test "$got" = "$4"
 }
 revision() { api http://x/v1/policy | python3 -c 'import json,sys; print(json.load(sys.stdin)["revision"])'; }
+# flow_policy TYPE FROM TO PORT : the "policy" of the newest flow of that type
+# from pod FROM to pod TO:PORT, as "match direction kind ns/name section[index]"
+# (waits up to 3 s for the datapath's events to become flows)
+flow_policy() {
+	local got i
+	for i in $(seq 1 30); do
+		got=$(api "http://x/v1/flows?type=$1&from-pod=default/$2&to-pod=default/$3&to-port=$4" | python3 -c '
+import json, sys
+flows = json.load(sys.stdin)["flows"]
+if not flows:
+    print("none"); sys.exit()
+p = flows[-1].get("policy")
+if not p:
+    print("no-policy"); sys.exit()
+print(p["match"], p["direction"], p.get("kind", "?"), p.get("namespace", "?") + "/" + p.get("name", "?"),
+      "%s[%s]" % (p.get("section", "?"), p.get("rule_index", "?")))')
+		[ "$got" != none ] && break
+		sleep 0.1
+	done
+	echo "$got"
+}
 denied() { fib map dump dp_metrics | sed -n 's/.*policy-denied *packets=\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}'; }
 
 # ---- no policy: everything connects -------------------------------------------------------
@@ -97,6 +123,16 @@ check "the drops are counted as drop:policy-denied" test "$(denied)" -gt "$befor
 expect a b 80 ok  # its reply passes a's deny-all-but-b ingress
 expect a c 81 ok
 expect c b 80 ok  # b is not selected: open
+got=$(flow_policy policy-verdict b a 80)
+check "flows: b -> a:80's policy verdict names a-from-b's ingress[0] ($got)" \
+	test "$got" = "allow ingress CiliumNetworkPolicy /a-from-b ingress[0]"
+got=$(flow_policy drop c a 80)
+check "flows: c -> a:80's drop is a default deny of a's ingress ($got)" \
+	test "$got" = "default-deny ingress ? ?/? ?[?]"
+got=$(flow_policy drop b a 81)
+check "flows: b -> a:81's drop is a default deny too ($got)" test "$got" = "default-deny ingress ? ?/? ?[?]"
+got=$(flow_policy policy-verdict c b 80)
+check "flows: c -> b (no policy selects b) has no policy verdict ($got)" test "$got" = none
 get=$(fib policy get)
 check "policy get lists the policy and a's enforcement" \
 	grep -Eq 'a-from-b.*1' <<<"$get"
@@ -111,9 +147,13 @@ out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1
 ok=no
 has "$out" "Final verdict: ALLOWED" && has "$out" "allowed by: CiliumNetworkPolicy a-from-b rule 0 ingress peer 0" && ok=yes
 check "policy trace: b -> a:80 is allowed by a-from-b" test "$ok" = yes || echo "$out"
+check "policy trace: b -> a:80 is decided by the rule the flows name" \
+	has "$out" "decided by: allow CiliumNetworkPolicy a-from-b ingress\[0\] \(rule [0-9]+\)"
 out=$(fib policy trace --src "${ADDR[c]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1)
 check "policy trace: c -> a:80 is denied (selected, no rule allows it)" \
 	grep -q "no rule allows it (default deny)" <<<"$out"
+check "policy trace: c -> a:80 is decided by the default deny" \
+	grep -q "decided by: default deny" <<<"$out"
 out=$(fib policy trace --src "${ADDR[a]}" --dst 198.51.100.1 --dport 53/udp 2>&1)
 check "policy trace: a -> outside is allowed (a's egress is open)" \
 	grep -q "Final verdict: ALLOWED" <<<"$out"
@@ -156,6 +196,19 @@ EOF2
 fib policy import "$WORK/deny.json" >/dev/null
 expect b a 80 fail
 check "the revision went to 2" test "$(revision)" = 2
+got=$(flow_policy drop b a 80)
+check "flows: b -> a:80's drop names the ingressDeny rule of a-deny-b ($got)" \
+	test "$got" = "deny ingress CiliumNetworkPolicy /a-deny-b ingressDeny[0]"
+out=$(fib observe --from-pod default/b --to-pod default/a --type drop 2>&1)
+check "observe: the drop's summary names the denying rule" \
+	grep -Eq "policy: deny \(ingress\) by CiliumNetworkPolicy a-deny-b ingressDeny\[0\] \(rule [0-9]+\)" <<<"$out" ||
+	echo "$out" | tail -3
+out=$(fib observe -o table --from-pod default/c --to-pod default/a --type drop 2>&1)
+check "observe -o table: the default deny is named as such" \
+	grep -q "policy: default deny (ingress: no rule allows it)" <<<"$out" || echo "$out" | tail -3
+out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1)
+check "policy trace: b -> a:80 is decided by the ingressDeny rule the flow names" \
+	has "$out" "decided by: deny CiliumNetworkPolicy a-deny-b ingressDeny\[0\] \(rule [0-9]+\)" || echo "$out"
 read -r res2 full2 inc2 <<<"$(stats)"
 check "a policy selecting a resolves only a again (resolutions $res1 -> $res2, full recomputes $full1 -> $full2)" \
 	test "$((res2 - res1))" = 1 -a "$full2" = "$full1" -a "$((inc2 - inc1))" = 1
@@ -186,17 +239,47 @@ expect c b 81 ok
 
 # ---- kill -9: enforcement goes on; a restart restores the same entries -------------------------------
 entries() { fib map dump dp_policy | sed -n 's/^\(endpoint=.*[^ ]\)  *\(allow\|deny\) hits=.*/\1 \2/p' | sort; }
+rule_entries() { fib map dump dp_policy | sed -n 's/^\(endpoint=.*[^ ]\)  *\(allow\|deny\) hits=[0-9]* \(rule=[0-9]*\)$/\1 \2 \3/p' | sort; }
 before_entries=$(entries)
+before_rules=$(rule_entries)
 check "the map holds the policies' entries" test -n "$before_entries"
+check "every entry names its rule (no rule=0)" \
+	test -n "$before_rules" -a "$(grep -c 'rule=0$' <<<"$before_rules")" = 0
 kill -KILL "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null || true
 expect b a 80 fail  # while the agent is down
+# the map as an agent before rule IDs left it: each value's rule ID (its
+# former padding, bytes 4..7) back to 0; the restarted agent adopts the map
+# (same value size) and writes the rules back
+zero_rules() { python3 - "$BPFFS_DIR/dp_policy" "$1" <<'PY'
+import json, subprocess, sys
+pin, write = sys.argv[1], sys.argv[2] == "zero"
+hx = lambda v: [x[2:] if x.startswith("0x") else x for x in v]
+nonzero = 0
+for e in json.loads(subprocess.check_output(["bpftool", "-j", "map", "dump", "pinned", pin])):
+    v = [int(x, 16) for x in e["value"]]
+    nonzero += any(v[4:8])
+    if write:
+        v[4:8] = [0, 0, 0, 0]
+        subprocess.check_call(["bpftool", "map", "update", "pinned", pin, "key", "hex"] + hx(e["key"]) +
+                              ["value", "hex"] + ["%02x" % b for b in v])
+print(nonzero)
+PY
+}
+zero_rules zero >/dev/null
+check "the map's entries now carry no rule ID (as an older agent's; bpftool)" test "$(zero_rules count)" = 0
 start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.9.0/24 ||
 	{ fail "the agent restarts"; finish; }
 check "after the restart: the revision is kept" test "$(revision)" = 2
 check "after the restart: the same policy map entries" test "$(entries)" = "$before_entries" ||
 	diff <(echo "$before_entries") <(entries)
+check "after the restart: the same rule IDs in them (rewritten into the older layout's entries)" test "$(rule_entries)" = "$before_rules" ||
+	diff <(echo "$before_rules") <(rule_entries)
+api -o /dev/null "http://x/v1/flows" # hubble-lite is up
 expect b a 80 fail
+got=$(flow_policy drop b a 80)
+check "after the restart: the drop still names a-deny-b's ingressDeny[0] ($got)" \
+	test "$got" = "deny ingress CiliumNetworkPolicy /a-deny-b ingressDeny[0]"
 expect c b 80 ok
 
 # ---- deleting restores connectivity ---------------------------------------------------------------
@@ -210,5 +293,33 @@ expect c a 80 ok
 check "no endpoint enforces anything after delete-all" test "$(api http://x/v1/policy | python3 -c '
 import json,sys
 print(sum(1 for e in json.load(sys.stdin)["endpoints"] if e["ingress"] != "open" or e["egress"] != "open"))')" = 0
+
+# ---- IPv6 CIDRs: CIDR identities in the ipcache, trace answers by them ----------------------------
+cat >"$WORK/v6.json" <<'EOF2'
+{"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+ "metadata": {"name": "a-to-v6"},
+ "spec": {"endpointSelector": {"matchLabels": {"app": "a"}},
+          "egress": [{"toCIDRSet": [{"cidr": "2001:db8:77::/48", "except": ["2001:db8:77:1::/64"]}],
+                      "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]}]}}
+EOF2
+fib policy import "$WORK/v6.json" >/dev/null
+v6cidrs() { fib map dump dp_ipcache | python3 -c '
+import re, sys
+for l in sys.stdin:
+    m = re.match(r"(2001:db8:77[:0-9a-f]*/\d+)\s+identity=(\d+)", l)
+    if m and int(m.group(2)) >= 1 << 24:
+        print(m.group(1))' | sort | tr '\n' ' '; }
+check "IPv6 CIDRs: the prefix and its except are CIDR identities in the ipcache" \
+	test "$(v6cidrs)" = "2001:db8:77:1::/64 2001:db8:77::/48 " || fib map dump dp_ipcache
+out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:5::1 --dport 443/tcp 2>&1)
+check "policy trace: a -> an address inside the IPv6 CIDR is allowed by a-to-v6's egress[0]" \
+	has "$out" "decided by: allow CiliumNetworkPolicy a-to-v6 egress\[0\]" || echo "$out"
+out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:1::1 --dport 443/tcp 2>&1)
+check "policy trace: its except is not (default deny)" \
+	has "$out" "Final verdict: DENIED" || echo "$out"
+out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:5::1 --dport 80/tcp 2>&1)
+check "policy trace: nor another port" has "$out" "decided by: default deny" || echo "$out"
+fib policy delete a-to-v6 >/dev/null
+check "IPv6 CIDRs: deleting the policy releases its CIDR identities" test -z "$(v6cidrs | tr -d ' ')"
 check "the agent is still running" kill -0 "$AGENT_PID"
 finish

@@ -69,6 +69,10 @@ struct fibril_datapath_policy_entry {
 	uint8_t port_bits;      /* leading bits of port that must match: 16 one
 				 * port, 0 any port, n a block of 2^(16-n) */
 	bool deny;              /* a deny entry (wins over any allow) */
+	/* SDK 1.7 (appended: a provider reads it only when sz holds it) */
+	uint32_t rule_id;       /* the policy module's ID of the rule the entry
+				 * comes from, carried into verdict and drop
+				 * events; 0: unknown */
 };
 
 /* Interface version 3: one ipcache entry with the node that hosts the
@@ -176,6 +180,17 @@ struct fibril_datapath_ops {
 enum fibril_datapath_event_type {
 	FIBRIL_DATAPATH_EVENT_DROP = 1,
 	FIBRIL_DATAPATH_EVENT_TRACE = 2,
+	/* SDK 1.7: an enforced policy allowed the first packet of a flow (one
+	 * per enforcement point; [datapath] policy-verdict-events) */
+	FIBRIL_DATAPATH_EVENT_POLICY_VERDICT = 3,
+};
+
+/* SDK 1.7: what the policy said (fibril_datapath_event.policy_match). */
+enum fibril_datapath_policy_match {
+	FIBRIL_DATAPATH_POLICY_NONE = 0,         /* no enforced policy decided it */
+	FIBRIL_DATAPATH_POLICY_ALLOW = 1,        /* allowed by the rule policy_rule */
+	FIBRIL_DATAPATH_POLICY_DENY = 2,         /* denied by the deny rule policy_rule */
+	FIBRIL_DATAPATH_POLICY_DEFAULT_DENY = 3, /* enforced, and no rule allows it */
 };
 
 enum fibril_datapath_direction {
@@ -204,6 +219,13 @@ struct fibril_datapath_event {
 	uint64_t lost_before;   /* events dropped (bus full) since the previous one */
 	uint8_t saddr[16], daddr[16]; /* network order; IPv4 in the first 4 bytes */
 	char reason_name[48];   /* "forwarded", "drop:spoofed-source-ip", ... */
+	/* SDK 1.7 (appended; absent, i.e. 0, when sz stops before them) */
+	uint32_t policy_rule;   /* the deciding rule's ID (the "policy" capability's
+				 * rule_lookup names it), 0: none / unknown */
+	uint8_t policy_match;   /* enum fibril_datapath_policy_match */
+	uint8_t policy_dir;     /* enum fibril_datapath_policy_dir of the deciding
+				 * check (the sender's egress, the receiver's ingress) */
+	uint8_t pad[2];
 };
 
 #ifdef __cplusplus

@@ -35,7 +35,11 @@
  *       fibril_metric_delete_matching); the health module's bus topic
  *       "health.node" (<fibril/health.h>); <fibril/datapath.h> interface
  *       version 4 (ipcache_upsert_batch); the lb module's "lb.service"
- *       bus topic (<fibril/lb.h>).
+ *       bus topic (<fibril/lb.h>); policy verdicts name their rule:
+ *       <fibril/policy.h> interface version 2 (rule_lookup, struct
+ *       fibril_policy_rule); appended fields: fibril_datapath_policy_entry.
+ *       rule_id, the datapath event's policy_rule / policy_match /
+ *       policy_dir and its POLICY_VERDICT type.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
