@@ -23,8 +23,11 @@
  *   4. the hook points: service_translate() then policy_verdict() (the
  *      sender's egress policy and, for a local destination, that pod's
  *      ingress policy: dp_policy, dp_policy_ep; replies pass);
- *   5. conntrack (dp_conntrack for TCP, dp_ct_any for the rest) and the
- *      destination's identity (dp_ipcache);
+ *   5. conntrack (dp_conntrack for TCP, dp_ct_any for the rest: looked up
+ *      once, ct_lookup(), and the policy's reply check shares it) and the
+ *      destination's identity (dp_ipcache: in tunnel mode or with an egress
+ *      policy; otherwise only when an event or a new flow needs it, see
+ *      pkt_resolve() - the established flow's fast path skips it);
  *   6. a local endpoint destination: MACs rewritten, TTL / hop limit
  *      decremented and bpf_redirect_peer() into that pod; in tunnel mode
  *      a destination whose ipcache entry names a tunnel endpoint (another
@@ -44,7 +47,8 @@
  *      other L3 protocols are let through: delivered, no conntrack);
  *   2. the destination endpoint (the one behind this very veth), the
  *      source's identity: a local sender's, else the one the overlay
- *      program left in skb->mark (from the VNI), else the ipcache's;
+ *      program left in skb->mark (from the VNI), else the ipcache's (only
+ *      when the pod's ingress policy, a new flow or an event needs it);
  *   3. the hook point policy_verdict() with direction to-endpoint (the
  *      ingress-to-pod enforcement point);
  *   4. conntrack: the same dp_conntrack entry as the pod's own packets of
