@@ -16,14 +16,15 @@
 #                node as its remote), the remote pod CIDR routed into it
 # Figures: TCP request/response rate (1-byte ping-pong, bench_dp_rr) and bulk
 # TCP throughput (iperf3), in REPEAT rounds of SECS-second runs; each round
-# runs the fibril setup then its reference back to back (A B A B ..., so a
-# shared machine's changing load hits both alike) and prints both and their
+# runs the fibril setup and its reference back to back (A B, B A, A B ...,
+# so a shared machine's changing load hits both alike) and prints both and their
 # ratio; the summary gives the medians, the median of the rounds' ratios and
 # their spread (goal: within 5%), and the fibril programs' own cost from
 # bpf_stats (run_time_ns / run_cnt of both nodes' programs over the fibril
 # runs; the reference runs no program). Nothing is asserted.
 # Environment: top_srcdir, top_builddir (as make sets them); optional
-# REPEAT (5), SECS (5), PIN_CPU (default the last CPU: both ends run there,
+# REPEAT (10), SECS (2: short runs, many rounds, so a shared machine's load
+# changes hit both sides alike), PIN_CPU (default the last CPU: both ends run there,
 # so the figures measure the path, not the scheduler), CC.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
@@ -31,8 +32,8 @@ set -euo pipefail
 MN_UNDERLAY_MTU=9000 # room for VXLAN's 50 bytes around 1500-byte pod frames
 . "$top_srcdir/tests/lib/multinode.sh"
 
-REPEAT=${REPEAT:-5}
-SECS=${SECS:-5}
+REPEAT=${REPEAT:-10}
+SECS=${SECS:-2}
 PIN_CPU=${PIN_CPU:-$(($(nproc) - 1))}
 PIN=(taskset -c "$PIN_CPU")
 die() { echo "bench_crossnode: $*" >&2; exit 1; }
@@ -188,29 +189,39 @@ timed() {
 }
 declare -A FIBRIL=([native]=1 [tunnel]=1 [plain]=0 [plain-vxlan]=0)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
+# pair SETUP-A SETUP-B KIND : one run of each, back to back, in VA / VB; the
+# order alternates from round to round (A B, B A, ...) so neither side is
+# always the one that runs first
+pair() {
+	if [ $((r % 2)) = 1 ]; then
+		timed "$1" "$3"
+		VA=$V
+		timed "$2" "$3"
+		VB=$V
+	else
+		timed "$2" "$3"
+		VB=$V
+		timed "$1" "$3"
+		VA=$V
+	fi
+}
 # measure FIBRIL-SETUP REFERENCE : REPEAT rounds, each one run of the fibril
-# setup then one of the reference, request/response then bulk (A B A B ...);
-# the ratio of each round
+# setup and one of the reference, request/response then bulk; the ratio of
+# each round
 measure() {
-	local a=$1 b=$2 r va vb
+	local a=$1 b=$2 r
 	warm "$a"
 	warm "$b"
 	prog_ids
 	for r in $(seq 1 "$REPEAT"); do
-		timed "$a" rr
-		va=$V
-		timed "$b" rr
-		vb=$V
-		RRS[$a]="${RRS[$a]:-} $va" RRS[$b]="${RRS[$b]:-} $vb"
-		RR_RATIOS[$a]="${RR_RATIOS[$a]:-} $(ratio "$va" "$vb")"
-		printf '  round %d TCP_RR: %s %.0f/s, %s %.0f/s, ratio %s\n' "$r" "$a" "$va" "$b" "$vb" "$(ratio "$va" "$vb")"
-		timed "$a" bulk
-		va=$V
-		timed "$b" bulk
-		vb=$V
-		BULKS[$a]="${BULKS[$a]:-} $va" BULKS[$b]="${BULKS[$b]:-} $vb"
-		BULK_RATIOS[$a]="${BULK_RATIOS[$a]:-} $(ratio "$va" "$vb")"
-		printf '  round %d bulk:   %s %s Gbit/s, %s %s Gbit/s, ratio %s\n' "$r" "$a" "$va" "$b" "$vb" "$(ratio "$va" "$vb")"
+		pair "$a" "$b" rr
+		RRS[$a]="${RRS[$a]:-} $VA" RRS[$b]="${RRS[$b]:-} $VB"
+		RR_RATIOS[$a]="${RR_RATIOS[$a]:-} $(ratio "$VA" "$VB")"
+		printf '  round %d TCP_RR: %s %.0f/s, %s %.0f/s, ratio %s\n' "$r" "$a" "$VA" "$b" "$VB" "$(ratio "$VA" "$VB")"
+		pair "$a" "$b" bulk
+		BULKS[$a]="${BULKS[$a]:-} $VA" BULKS[$b]="${BULKS[$b]:-} $VB"
+		BULK_RATIOS[$a]="${BULK_RATIOS[$a]:-} $(ratio "$VA" "$VB")"
+		printf '  round %d bulk:   %s %s Gbit/s, %s %s Gbit/s, ratio %s\n' "$r" "$a" "$VA" "$b" "$VB" "$(ratio "$VA" "$VB")"
 	done
 }
 echo "bench_crossnode: $REPEAT rounds of ${SECS}s runs, fibril and its reference interleaved; both ends on CPU $PIN_CPU; kernel $(uname -r), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -242,5 +253,5 @@ row "native TCP_RR (/s) vs plain" .0f native plain rr
 row "native bulk (Gbit/s) vs plain" .2f native plain bulk
 row "tunnel TCP_RR (/s) vs kernel VXLAN" .0f tunnel plain-vxlan rr
 row "tunnel bulk (Gbit/s) vs kernel VXLAN" .2f tunnel plain-vxlan bulk
-echo "ratio: the median of the rounds' own ratios (each round: fibril, then the reference, back to back)"
+echo "ratio: the median of the rounds' own ratios (each round: fibril and the reference back to back, the order alternating)"
 echo "packets f1's program encapsulated (to-tunnel): $enc; load average $(cut -d' ' -f1-3 /proc/loadavg)"
