@@ -1133,13 +1133,40 @@ static __always_inline int handle_arp(struct __sk_buff *skb, struct pkt *p, void
  * message), and a TCP header; what lies further (a long IPv6 extension
  * chain, the L4 header after it) is read with bpf_skb_load_bytes. */
 #define DP_PULL_BYTES (14 + 60 + 20)
+/* What must be linear before a pull is worth it: IPv4, its fixed header
+ * (the TTL and checksum written in place; the ports and options are read
+ * in place when linear, else with bpf_skb_load_bytes); IPv6, its fixed
+ * header, and with an ICMPv6 next header a neighbour discovery message
+ * after it; anything else (ARP) fits in that too. */
+#define DP_PULL_NEED_IPV4 (14 + 20)
+#define DP_PULL_NEED_IPV6 (14 + 40)
+#define DP_PULL_NEED_OTHER (14 + 40 + 24)
 
-/* Headers in a paged fragment: make them linear (only then: a pull
- * unclones the skb). The caller reloads data / data_end after. */
+/* Headers in a paged fragment: make them linear, only when what the
+ * program reads in place is not. A pull past the linear part copies the
+ * head of a cloned skb (every TCP segment a pod sends is a clone of the one
+ * its socket keeps): doing it for every packet whose linear part ends at
+ * its TCP header (a TCP socket puts the payload in pages) cost more than
+ * the rest of the program. The caller reloads data / data_end after. */
 static __always_inline void pull_headers(struct __sk_buff *skb)
 {
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
 	__u32 linear = skb->data_end - skb->data;
-	if (linear < DP_PULL_BYTES && skb->len > linear)
+
+	if (linear >= DP_PULL_BYTES || skb->len <= linear)
+		return;
+	__u32 need = DP_PULL_NEED_OTHER;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) <= data_end) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if (eth->h_proto == bpf_htons(ETH_P_IP))
+			need = DP_PULL_NEED_IPV4;
+		else if (eth->h_proto == bpf_htons(ETH_P_IPV6) && (void *)(ip6 + 1) <= data_end &&
+			 ip6->nexthdr != IPPROTO_ICMPV6)
+			need = DP_PULL_NEED_IPV6;
+	}
+	if (linear < need)
 		bpf_skb_pull_data(skb, skb->len < DP_PULL_BYTES ? skb->len : DP_PULL_BYTES);
 }
 
