@@ -23,8 +23,11 @@
  *   4. the hook points: service_translate() then policy_verdict() (the
  *      sender's egress policy and, for a local destination, that pod's
  *      ingress policy: dp_policy, dp_policy_ep; replies pass);
- *   5. conntrack (dp_conntrack for TCP, dp_ct_any for the rest) and the
- *      destination's identity (dp_ipcache);
+ *   5. conntrack (dp_conntrack for TCP, dp_ct_any for the rest: looked up
+ *      once, ct_lookup(), and the policy's reply check shares it) and the
+ *      destination's identity (dp_ipcache: in tunnel mode or with an egress
+ *      policy; otherwise only when an event or a new flow needs it, see
+ *      pkt_resolve() - the established flow's fast path skips it);
  *   6. a local endpoint destination: MACs rewritten, TTL / hop limit
  *      decremented and bpf_redirect_peer() into that pod; in tunnel mode
  *      a destination whose ipcache entry names a tunnel endpoint (another
@@ -44,7 +47,8 @@
  *      other L3 protocols are let through: delivered, no conntrack);
  *   2. the destination endpoint (the one behind this very veth), the
  *      source's identity: a local sender's, else the one the overlay
- *      program left in skb->mark (from the VNI), else the ipcache's;
+ *      program left in skb->mark (from the VNI), else the ipcache's (only
+ *      when the pod's ingress policy, a new flow or an event needs it);
  *   3. the hook point policy_verdict() with direction to-endpoint (the
  *      ingress-to-pod enforcement point);
  *   4. conntrack: the same dp_conntrack entry as the pod's own packets of
@@ -158,10 +162,14 @@ struct pkt {
 	struct dp_ct_key tuple;          /* family 0: ARP (no IP tuple) */
 	const struct dp_endpoint_info *src_ep;
 	const struct dp_endpoint_info *dst_ep;
+	struct dp_ct_value *ct;          /* the flow's conntrack entry once
+					  * ct_lookup() found it, else NULL */
 	__u32 dst_identity;
 	__u32 src_identity;              /* when src_ep is not set (to-endpoint) */
 	__u32 l4_off;                    /* offset of the L4 header in the skb */
 	__u32 frag_id;                   /* when frag is set */
+	__u32 tun_ifindex;               /* dp_config.tunnel_ifindex */
+	__u32 ct_refresh_s;              /* dp_config.ct_refresh_s (0 counts as 1) */
 	__u8 direction;                  /* enum dp_direction: which program */
 	__u8 tcp_flags;
 	__u8 is_icmp6_nd;                /* ICMPv6 neighbour discovery / MLD */
@@ -170,7 +178,39 @@ struct pkt {
 	__u8 policy_match;               /* enum dp_policy_match: what policy_check() found */
 	__u8 policy_dir;                 /* enum dp_policy_direction of that check */
 	__u32 policy_rule;               /* the deciding entry's rule ID */
+	__u8 trace;                      /* dp_config says: trace events */
+	__u8 ct_state;                   /* CT_* : what ct_lookup() found */
+	__u8 lazy;                       /* LAZY_*: what is not looked up yet */
 };
+
+/* ct_state: conntrack is looked up once per packet (ct_lookup), the policy's
+ * "is it a reply?" and the counting share the answer. */
+#define CT_UNKNOWN 0 /* not looked up yet */
+#define CT_NEW 1     /* no entry either way */
+#define CT_FORWARD 2 /* p->ct is the flow's entry, this packet goes its way */
+#define CT_REPLY 3   /* p->ct is the entry of the reverse flow */
+
+/* lazy: lookups the fast path does without, done only when something needs
+ * their answer (a policy, a new conntrack entry, an event): see
+ * pkt_resolve(). */
+#define LAZY_SRC 0x1    /* src_ep / src_identity (to-endpoint) */
+#define LAZY_DST_ID 0x2 /* dst_identity: the ipcache's (from-endpoint,
+			 * native mode, no egress policy) */
+
+/* The config the program reads per packet, once (dp_config). */
+static __always_inline void pkt_config(struct pkt *p)
+{
+	__u32 zero = 0;
+	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
+
+	if (!cfg) {
+		p->ct_refresh_s = 1;
+		return;
+	}
+	p->trace = (cfg->flags & DP_CFG_F_TRACE) != 0;
+	p->tun_ifindex = cfg->tunnel_ifindex;
+	p->ct_refresh_s = cfg->ct_refresh_s ? cfg->ct_refresh_s : 1;
+}
 
 #define FRAG_NONE 0
 #define FRAG_FIRST 1 /* offset 0, more fragments: carries the ports */
@@ -197,17 +237,12 @@ static __always_inline void metrics_count(struct __sk_buff *skb, const struct pk
 	bpf_map_update_elem(&dp_metrics, &key, &first, BPF_NOEXIST);
 }
 
-static __always_inline int trace_enabled(void)
-{
-	__u32 zero = 0;
-	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
+static __always_inline void pkt_resolve(struct __sk_buff *skb, struct pkt *p);
 
-	return cfg && (cfg->flags & DP_CFG_F_TRACE);
-}
-
-static __always_inline void event_send(struct __sk_buff *skb, const struct pkt *p, __u8 type,
+static __always_inline void event_send(struct __sk_buff *skb, struct pkt *p, __u8 type,
 				       __u8 reason)
 {
+	pkt_resolve(skb, p); /* an event names both identities */
 	struct dp_event *e = bpf_ringbuf_reserve(&dp_events, sizeof(*e), 0);
 
 	if (!e) { /* full: the reader is behind; the packet is counted anyway */
@@ -272,7 +307,7 @@ static __always_inline int drop_event_allowed(void)
 	return 0;
 }
 
-static __always_inline int drop(struct __sk_buff *skb, const struct pkt *p, __u8 reason)
+static __always_inline int drop(struct __sk_buff *skb, struct pkt *p, __u8 reason)
 {
 	metrics_count(skb, p, reason);
 	if (drop_event_allowed())
@@ -282,10 +317,10 @@ static __always_inline int drop(struct __sk_buff *skb, const struct pkt *p, __u8
 	return TC_ACT_SHOT;
 }
 
-static __always_inline int to_stack(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline int to_stack(struct __sk_buff *skb, struct pkt *p)
 {
 	metrics_count(skb, p, DP_REASON_TO_STACK);
-	if (trace_enabled())
+	if (p->trace)
 		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_TO_STACK);
 	return TC_ACT_OK;
 }
@@ -337,20 +372,36 @@ static __always_inline __u32 identity_of(__u8 family, const __u8 *addr)
 	return v ? v->identity : DP_IDENTITY_WORLD;
 }
 
-/* Tunnel mode: the VXLAN device's ifindex, 0 when the node routes natively. */
-static __always_inline __u32 tunnel_ifindex(void)
-{
-	__u32 zero = 0;
-	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
-	return cfg ? cfg->tunnel_ifindex : 0;
-}
-
 /* The source identity the overlay program left in the mark, 0 when none. */
 static __always_inline __u32 mark_identity(const struct __sk_buff *skb)
 {
 	if ((skb->mark & DP_MARK_MAGIC_MASK) != DP_MARK_MAGIC_IDENTITY)
 		return 0;
 	return skb->mark >> DP_MARK_IDENTITY_SHIFT;
+}
+
+/* The to-endpoint program's sender: a local endpoint's own identity; else
+ * the one another node's packet carried in its VNI (left in the mark by
+ * fibril_from_overlay); only then the ipcache's answer for the source IP. */
+static __always_inline void pkt_resolve_src(struct __sk_buff *skb, struct pkt *p)
+{
+	p->lazy &= ~LAZY_SRC;
+	p->src_ep = endpoint_of(p->tuple.family, p->tuple.saddr);
+	if (p->src_ep)
+		p->src_identity = p->src_ep->identity;
+	else if (!(p->src_identity = mark_identity(skb)))
+		p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
+}
+
+/* Do the lookups the fast path left out (p->lazy). */
+static __always_inline void pkt_resolve(struct __sk_buff *skb, struct pkt *p)
+{
+	if (p->lazy & LAZY_SRC)
+		pkt_resolve_src(skb, p);
+	if (p->lazy & LAZY_DST_ID) {
+		p->lazy &= ~LAZY_DST_ID;
+		p->dst_identity = identity_of(p->tuple.family, p->tuple.daddr);
+	}
 }
 
 /* ---- conntrack ----------------------------------------------------------------- */
@@ -388,32 +439,54 @@ static __always_inline void ct_touch(struct dp_ct_value *ct, const struct pkt *p
 		ct->flags |= DP_CT_F_CLOSING;
 }
 
-static __always_inline __u32 ct_refresh_s(void)
+/* The flow's map: TCP flows and the rest live in separate maps (Cilium's
+ * ct / ct_any). */
+static __always_inline void *ct_map(const struct pkt *p)
 {
-	__u32 zero = 0;
-	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
-	return cfg && cfg->ct_refresh_s ? cfg->ct_refresh_s : 1;
+	return p->tuple.proto == IPPROTO_TCP ? (void *)&dp_conntrack : (void *)&dp_ct_any;
 }
 
-/* Count the packet in its flow's entry of map, creating it on the first
- * packet. */
-static __always_inline void conntrack_in(void *map, struct __sk_buff *skb, const struct pkt *p)
+/* Look the packet's flow up once: its own direction first, then the
+ * reverse (the packet is a reply); the policy and the counting share the
+ * answer (p->ct, p->ct_state). */
+static __always_inline void ct_lookup(struct pkt *p)
 {
-	__u32 now_s = (__u32)(bpf_ktime_get_ns() / 1000000000ull);
-	__u32 refresh_s = ct_refresh_s();
+	if (p->ct_state != CT_UNKNOWN)
+		return;
+	void *map = ct_map(p);
 	struct dp_ct_value *ct = bpf_map_lookup_elem(map, &p->tuple);
-
 	if (ct) {
-		ct_touch(ct, p, skb->len, 0, now_s, refresh_s);
+		p->ct = ct;
+		p->ct_state = CT_FORWARD;
 		return;
 	}
 	struct dp_ct_key rev;
 	reverse_tuple(&p->tuple, &rev);
 	ct = bpf_map_lookup_elem(map, &rev);
 	if (ct) {
-		ct_touch(ct, p, skb->len, 1, now_s, refresh_s);
+		p->ct = ct;
+		p->ct_state = CT_REPLY;
 		return;
 	}
+	p->ct_state = CT_NEW;
+}
+
+/* Count the packet in its flow's entry, creating it on the first packet.
+ * Seconds from the coarse clock (CLOCK_MONOTONIC_COARSE: the same clock a
+ * tick behind at most, without reading the clock source per packet). */
+static __always_inline void conntrack(struct __sk_buff *skb, struct pkt *p)
+{
+	__u32 now_s = (__u32)(bpf_ktime_get_coarse_ns() / 1000000000ull);
+
+	ct_lookup(p);
+	struct dp_ct_value *ct = p->ct;
+	if (ct) {
+		ct_touch(ct, p, skb->len, p->ct_state == CT_REPLY, now_s, p->ct_refresh_s);
+		return;
+	}
+	/* a new flow: the entry names the endpoint that opened it */
+	pkt_resolve(skb, p);
+	void *map = ct_map(p);
 	struct dp_ct_value fresh = {
 		.packets = 1,
 		.bytes = skb->len,
@@ -428,17 +501,8 @@ static __always_inline void conntrack_in(void *map, struct __sk_buff *skb, const
 		/* another CPU created it meanwhile */
 		ct = bpf_map_lookup_elem(map, &p->tuple);
 		if (ct)
-			ct_touch(ct, p, skb->len, 0, now_s, refresh_s);
+			ct_touch(ct, p, skb->len, 0, now_s, p->ct_refresh_s);
 	}
-}
-
-/* TCP flows and the rest live in separate maps (Cilium's ct / ct_any). */
-static __always_inline void conntrack(struct __sk_buff *skb, const struct pkt *p)
-{
-	if (p->tuple.proto == IPPROTO_TCP)
-		conntrack_in(&dp_conntrack, skb, p);
-	else
-		conntrack_in(&dp_ct_any, skb, p);
 }
 
 /* ---- network policy ----------------------------------------------------------------
@@ -537,18 +601,15 @@ static __always_inline int policy_check(struct __sk_buff *skb, struct pkt *p, __
  * goes the reverse way of one (a reply). An ICMP echo request is never a
  * reply: ICMP flows carry no ports, so pod b's ping of pod c would
  * otherwise let every ping from c to b through as its "reply". */
-static __always_inline int policy_flow_state(const struct pkt *p)
+static __always_inline int policy_flow_state(struct pkt *p)
 {
-	void *map = p->tuple.proto == IPPROTO_TCP ? (void *)&dp_conntrack : (void *)&dp_ct_any;
-	struct dp_ct_key rev;
-
-	if (bpf_map_lookup_elem(map, &p->tuple))
+	ct_lookup(p); /* conntrack() then uses the same answer */
+	if (p->ct_state == CT_FORWARD)
 		return FLOW_ESTABLISHED;
 	if ((p->tuple.proto == IPPROTO_ICMP && p->icmp_type == 8) ||
 	    (p->tuple.proto == IPPROTO_ICMPV6 && p->icmp_type == 128))
 		return FLOW_NEW;
-	reverse_tuple(&p->tuple, &rev);
-	return bpf_map_lookup_elem(map, &rev) ? FLOW_REPLY : FLOW_NEW;
+	return p->ct_state == CT_REPLY ? FLOW_REPLY : FLOW_NEW;
 }
 
 static __always_inline int policy_verdict(struct __sk_buff *skb, struct pkt *p)
@@ -592,6 +653,18 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 	if (p->frag == FRAG_LATER)
 		return 0; /* no L4 header: dp_frags has the ports */
 	if (p->tuple.proto == IPPROTO_TCP) {
+		/* the common case, the header in the linear part: read in place
+		 * (no helper call) */
+		__u32 off = p->l4_off;
+		if (off <= 255) {
+			const __u8 *h = (const void *)(long)skb->data + off;
+			if ((const void *)(h + 14) <= (const void *)(long)skb->data_end) {
+				__builtin_memcpy(&p->tuple.sport, h, 2);
+				__builtin_memcpy(&p->tuple.dport, h + 2, 2);
+				p->tcp_flags = h[13];
+				return 0;
+			}
+		}
 		if (bpf_skb_load_bytes(skb, p->l4_off, l4, 14) < 0)
 			return -1;
 		__builtin_memcpy(&p->tuple.sport, l4, 2);
@@ -767,7 +840,7 @@ static __always_inline int ipv6_parse(struct __sk_buff *skb, struct pkt *p, stru
 
 /* Deliver to a local endpoint: MACs of the destination's link, then
  * straight into its netns. TTL / hop limit were decremented by the caller. */
-static __always_inline int forward_local(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline int forward_local(struct __sk_buff *skb, struct pkt *p)
 {
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
@@ -781,7 +854,7 @@ static __always_inline int forward_local(struct __sk_buff *skb, const struct pkt
 	if (rc != TC_ACT_REDIRECT)
 		return drop(skb, p, DP_REASON_DROP_REDIRECT);
 	metrics_count(skb, p, DP_REASON_FORWARDED);
-	if (trace_enabled())
+	if (p->trace)
 		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_FORWARDED);
 	return rc;
 }
@@ -802,7 +875,7 @@ static __always_inline void ttl_decrement(__u8 *ttl, struct iphdr *ip4)
  * the remote node as the outer destination and the sender's identity as
  * the VNI (Cilium's encap_and_redirect). The inner frame keeps its MACs:
  * the receiving node's overlay program delivers by IP. */
-static __always_inline int forward_tunnel(struct __sk_buff *skb, const struct pkt *p,
+static __always_inline int forward_tunnel(struct __sk_buff *skb, struct pkt *p,
 					  const struct dp_ipcache_value *ic, __u32 tun_ifindex)
 {
 	struct bpf_tunnel_key key;
@@ -826,7 +899,7 @@ static __always_inline int forward_tunnel(struct __sk_buff *skb, const struct pk
 		return drop(skb, p, DP_REASON_DROP_TUNNEL);
 	int rc = bpf_redirect(tun_ifindex, 0);
 	metrics_count(skb, p, DP_REASON_TO_TUNNEL);
-	if (trace_enabled())
+	if (p->trace)
 		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_TO_TUNNEL);
 	return rc;
 }
@@ -847,9 +920,13 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
 	if (p->dst_ep) {
 		p->dst_identity = p->dst_ep->identity;
-	} else {
+	} else if (p->tun_ifindex || policy_enforced(p->src_ep->ep_id, DP_POLICY_EGRESS)) {
 		dst_ic = ipcache_of(p->tuple.family, p->tuple.daddr);
 		p->dst_identity = dst_ic ? dst_ic->identity : DP_IDENTITY_WORLD;
+	} else {
+		/* native mode, no egress policy: the stack routes it and
+		 * nothing asks who the destination is (an event would) */
+		p->lazy |= LAZY_DST_ID;
 	}
 	reason = policy_verdict(skb, p);
 	if (reason)
@@ -859,7 +936,7 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	/* tunnel mode: a prefix another node hosts goes into the tunnel */
 	__u32 tun = 0;
 	if (!p->dst_ep && dst_ic && (dst_ic->flags & DP_IPCACHE_F_TUNNEL))
-		tun = tunnel_ifindex();
+		tun = p->tun_ifindex;
 	/* not local nor tunnelled, or expiring here: the stack routes it (and
 	 * sends ICMP) */
 	if ((!p->dst_ep && !tun) || *ttl <= 1)
@@ -922,7 +999,7 @@ static __always_inline __u16 csum_fold32(__s64 sum)
 
 /* Turn the solicitation into the advertisement and send it back out of
  * the veth it came in on. */
-static __always_inline int nd_answer(struct __sk_buff *skb, const struct pkt *p, const __u8 *target)
+static __always_inline int nd_answer(struct __sk_buff *skb, struct pkt *p, const __u8 *target)
 {
 	__u8 pod_mac[ETH_ALEN], tgt[16];
 	void *data = (void *)(long)skb->data;
@@ -984,7 +1061,7 @@ static __always_inline int nd_answer(struct __sk_buff *skb, const struct pkt *p,
 		return drop(skb, p, DP_REASON_DROP_INVALID);
 	na->nd.hdr.icmp6_cksum = csum_fold32(sum);
 	metrics_count(skb, p, DP_REASON_ND_ANSWERED);
-	if (trace_enabled())
+	if (p->trace)
 		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_ND_ANSWERED);
 	return bpf_redirect(skb->ifindex, 0);
 }
@@ -1091,13 +1168,40 @@ static __always_inline int handle_arp(struct __sk_buff *skb, struct pkt *p, void
  * message), and a TCP header; what lies further (a long IPv6 extension
  * chain, the L4 header after it) is read with bpf_skb_load_bytes. */
 #define DP_PULL_BYTES (14 + 60 + 20)
+/* What must be linear before a pull is worth it: IPv4, its fixed header
+ * (the TTL and checksum written in place; the ports and options are read
+ * in place when linear, else with bpf_skb_load_bytes); IPv6, its fixed
+ * header, and with an ICMPv6 next header a neighbour discovery message
+ * after it; anything else (ARP) fits in that too. */
+#define DP_PULL_NEED_IPV4 (14 + 20)
+#define DP_PULL_NEED_IPV6 (14 + 40)
+#define DP_PULL_NEED_OTHER (14 + 40 + 24)
 
-/* Headers in a paged fragment: make them linear (only then: a pull
- * unclones the skb). The caller reloads data / data_end after. */
+/* Headers in a paged fragment: make them linear, only when what the
+ * program reads in place is not. A pull past the linear part copies the
+ * head of a cloned skb (every TCP segment a pod sends is a clone of the one
+ * its socket keeps): doing it for every packet whose linear part ends at
+ * its TCP header (a TCP socket puts the payload in pages) cost more than
+ * the rest of the program. The caller reloads data / data_end after. */
 static __always_inline void pull_headers(struct __sk_buff *skb)
 {
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
 	__u32 linear = skb->data_end - skb->data;
-	if (linear < DP_PULL_BYTES && skb->len > linear)
+
+	if (linear >= DP_PULL_BYTES || skb->len <= linear)
+		return;
+	__u32 need = DP_PULL_NEED_OTHER;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) <= data_end) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if (eth->h_proto == bpf_htons(ETH_P_IP))
+			need = DP_PULL_NEED_IPV4;
+		else if (eth->h_proto == bpf_htons(ETH_P_IPV6) && (void *)(ip6 + 1) <= data_end &&
+			 ip6->nexthdr != IPPROTO_ICMPV6)
+			need = DP_PULL_NEED_IPV6;
+	}
+	if (linear < need)
 		bpf_skb_pull_data(skb, skb->len < DP_PULL_BYTES ? skb->len : DP_PULL_BYTES);
 }
 
@@ -1120,6 +1224,7 @@ int fibril_from_endpoint(struct __sk_buff *skb)
 	struct pkt p;
 
 	__builtin_memset(&p, 0, sizeof(p));
+	pkt_config(&p);
 	void *data_end;
 	struct ethhdr *eth = eth_header(skb, &data_end);
 	if (!eth)
@@ -1140,10 +1245,10 @@ int fibril_from_endpoint(struct __sk_buff *skb)
  * Attached to the host veth's clsact EGRESS. Never drops for lack of a
  * verdict: only the policy hook (and a malformed IP header) can drop. */
 
-static __always_inline int delivered(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline int delivered(struct __sk_buff *skb, struct pkt *p)
 {
 	metrics_count(skb, p, DP_REASON_DELIVERED);
-	if (trace_enabled())
+	if (p->trace)
 		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_DELIVERED);
 	return TC_ACT_OK;
 }
@@ -1156,14 +1261,12 @@ static __always_inline int deliver_ip(struct __sk_buff *skb, struct pkt *p)
 		p->dst_ep = 0; /* not the endpoint behind this veth */
 	p->dst_identity = p->dst_ep ? p->dst_ep->identity
 				    : identity_of(p->tuple.family, p->tuple.daddr);
-	p->src_ep = endpoint_of(p->tuple.family, p->tuple.saddr);
-	/* a local sender's own identity; else the one another node's packet
-	 * carried in its VNI (left in the mark by fibril_from_overlay); only
-	 * then the ipcache's answer for the source IP */
-	if (p->src_ep)
-		p->src_identity = p->src_ep->identity;
-	else if (!(p->src_identity = mark_identity(skb)))
-		p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
+	/* the sender (pkt_resolve_src) only when the pod's ingress policy
+	 * needs it; else when a new flow, an event or the trace does */
+	if (p->dst_ep && policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS))
+		pkt_resolve_src(skb, p);
+	else
+		p->lazy |= LAZY_SRC;
 	/* a later fragment whose first one was not seen here (the node's
 	 * stack may have sent that one another way): ports stay 0 */
 	frag_resolve(p);
@@ -1204,6 +1307,7 @@ int fibril_to_endpoint(struct __sk_buff *skb)
 
 	__builtin_memset(&p, 0, sizeof(p));
 	p.direction = DP_DIR_TO_ENDPOINT;
+	pkt_config(&p);
 	/* headers in a paged fragment (rare on egress) */
 	void *data_end;
 	struct ethhdr *eth = eth_header(skb, &data_end);
@@ -1233,7 +1337,7 @@ int fibril_to_endpoint(struct __sk_buff *skb)
  * for this host, its type set to PACKET_HOST: the inner frame's MAC is not
  * the VXLAN device's). */
 
-static __always_inline int overlay_to_stack(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline int overlay_to_stack(struct __sk_buff *skb, struct pkt *p)
 {
 	bpf_skb_change_type(skb, 0 /* PACKET_HOST */);
 	return to_stack(skb, p);
@@ -1266,6 +1370,7 @@ int fibril_from_overlay(struct __sk_buff *skb)
 	__builtin_memset(&p, 0, sizeof(p));
 	__builtin_memset(&key, 0, sizeof(key));
 	p.direction = DP_DIR_FROM_OVERLAY;
+	pkt_config(&p);
 	if (bpf_skb_get_tunnel_key(skb, &key, sizeof(key), 0) < 0 &&
 	    bpf_skb_get_tunnel_key(skb, &key, sizeof(key), BPF_F_TUNINFO_IPV6) < 0)
 		return drop(skb, &p, DP_REASON_DROP_NO_TUNNEL_KEY);

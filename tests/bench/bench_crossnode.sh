@@ -15,11 +15,16 @@
 #   plain-vxlan  no fibril: a kernel VXLAN device per node (VNI 42, the other
 #                node as its remote), the remote pod CIDR routed into it
 # Figures: TCP request/response rate (1-byte ping-pong, bench_dp_rr) and bulk
-# TCP throughput (iperf3), each the median of REPEAT runs of SECS seconds,
-# alternating a fibril setup with its reference; printed side by side with
-# the ratio (goal: within 5%). Nothing is asserted.
+# TCP throughput (iperf3), in REPEAT rounds of SECS-second runs; each round
+# runs the fibril setup and its reference back to back (A B, B A, A B ...,
+# so a shared machine's changing load hits both alike) and prints both and their
+# ratio; the summary gives the medians, the median of the rounds' ratios and
+# their spread (goal: within 5%), and the fibril programs' own cost from
+# bpf_stats (run_time_ns / run_cnt of both nodes' programs over the fibril
+# runs; the reference runs no program). Nothing is asserted.
 # Environment: top_srcdir, top_builddir (as make sets them); optional
-# REPEAT (3), SECS (5), PIN_CPU (default the last CPU: both ends run there,
+# REPEAT (10), SECS (2: short runs, many rounds, so a shared machine's load
+# changes hit both sides alike), PIN_CPU (default the last CPU: both ends run there,
 # so the figures measure the path, not the scheduler), CC.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
@@ -27,13 +32,13 @@ set -euo pipefail
 MN_UNDERLAY_MTU=9000 # room for VXLAN's 50 bytes around 1500-byte pod frames
 . "$top_srcdir/tests/lib/multinode.sh"
 
-REPEAT=${REPEAT:-3}
-SECS=${SECS:-5}
+REPEAT=${REPEAT:-10}
+SECS=${SECS:-2}
 PIN_CPU=${PIN_CPU:-$(($(nproc) - 1))}
 PIN=(taskset -c "$PIN_CPU")
 die() { echo "bench_crossnode: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (network namespaces, BPF)"
-for tool in ip nsenter iperf3 python3 curl etcd taskset; do
+for tool in ip nsenter iperf3 python3 curl etcd taskset bpftool; do
 	command -v "$tool" >/dev/null || die "$tool is not installed"
 done
 MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
@@ -108,7 +113,13 @@ done
 free_port() { ip netns exec "$1" python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
 declare -A RRPORT IPERF_PORT
 SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
+BPF_STATS_WAS=""
+mn_test_cleanup() {
+	local p
+	for p in "${SERVERS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	[ -n "$BPF_STATS_WAS" ] && echo "$BPF_STATS_WAS" >/proc/sys/kernel/bpf_stats_enabled
+	return 0
+}
 serve() { # POD
 	local ns
 	ns=$(mn_pod_ns "$1")
@@ -133,25 +144,87 @@ for p in fb na2 va2; do serve "$p"; done
 sleep 0.3
 declare -A CLIENT=([native]=fa [tunnel]=fa [plain]=na1 [plain-vxlan]=va1)
 declare -A SERVER=([native]=fb [tunnel]=fb [plain]=na2 [plain-vxlan]=va2)
-declare -A RRS BULKS
+declare -A RRS BULKS RR_RATIOS BULK_RATIOS NSP
 warm() { ip netns exec "$(mn_pod_ns "${CLIENT[$1]}")" ping -c 2 -i 0.2 -W 1 "${MN_POD_IP[${SERVER[$1]}]}" >/dev/null || die "$1: no path from ${CLIENT[$1]} to ${SERVER[$1]}"; }
-measure() { # SETUP...
-	local r s v
-	for s in "$@"; do warm "$s"; done
-	for r in $(seq 1 "$REPEAT"); do
-		for s in "$@"; do
-			v=$(rr_once "${CLIENT[$s]}" "${SERVER[$s]}")
-			RRS[$s]="${RRS[$s]:-} $v"
-			echo "  run $r $s: TCP_RR $v/s"
-		done
-		for s in "$@"; do
-			v=$(bulk_once "${CLIENT[$s]}" "${SERVER[$s]}")
-			BULKS[$s]="${BULKS[$s]:-} $v"
-			echo "  run $r $s: bulk $v Gbit/s"
-		done
+
+# ---- the programs' own cost: bpf_stats (run_cnt, run_time_ns) of every fibril
+# program on both nodes, read around each fibril run; the reference side
+# runs no program at all
+BPF_STATS_WAS=$(cat /proc/sys/kernel/bpf_stats_enabled 2>/dev/null || echo "")
+echo 1 >/proc/sys/kernel/bpf_stats_enabled || die "cannot enable bpf_stats"
+PROGS=()
+prog_ids() { # the ids of both nodes' programs (veth ingress, egress, overlay)
+	local n
+	PROGS=()
+	for n in f1 f2; do
+		# shellcheck disable=SC2207
+		PROGS+=($(mn_api "$n" http://x/v1/datapath | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+ids = [d.get("program-id"), d.get("program-id-egress"), (d.get("tunnel") or {}).get("program-id")]
+print(" ".join(str(i) for i in ids if i))'))
 	done
 }
-echo "bench_crossnode: $REPEAT x ${SECS}s per figure and setup, alternating; both ends on CPU $PIN_CPU; kernel $(uname -r), $(nproc) CPUs"
+prog_stats() { # -> "run_cnt run_time_ns" summed over PROGS
+	local id c=0 t=0 cnt ns
+	for id in "${PROGS[@]}"; do
+		read -r cnt ns < <(bpftool -j prog show id "$id" | python3 -c 'import json, sys; j = json.load(sys.stdin); print(j.get("run_cnt", 0), j.get("run_time_ns", 0))')
+		c=$((c + cnt)) t=$((t + ns))
+	done
+	echo "$c $t"
+}
+# timed SETUP KIND : one run of KIND (rr|bulk) of SETUP, its figure in V (no
+# subshell: for a fibril setup the programs' runs and ns are added to
+# NSP[SETUP.KIND])
+timed() {
+	local s=$1 kind=$2 c0 t0 c1 t1 c0x t0x v
+	if [ "${FIBRIL[$s]}" = 1 ]; then read -r c0 t0 <<<"$(prog_stats)"; fi
+	if [ "$kind" = rr ]; then v=$(rr_once "${CLIENT[$s]}" "${SERVER[$s]}"); else v=$(bulk_once "${CLIENT[$s]}" "${SERVER[$s]}"); fi
+	if [ "${FIBRIL[$s]}" = 1 ]; then
+		read -r c1 t1 <<<"$(prog_stats)"
+		read -r c0x t0x <<<"${NSP[$s.$kind]:-0 0}"
+		NSP[$s.$kind]="$((c0x + c1 - c0)) $((t0x + t1 - t0))"
+	fi
+	V=$v
+}
+declare -A FIBRIL=([native]=1 [tunnel]=1 [plain]=0 [plain-vxlan]=0)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
+# pair SETUP-A SETUP-B KIND : one run of each, back to back, in VA / VB; the
+# order alternates from round to round (A B, B A, ...) so neither side is
+# always the one that runs first
+pair() {
+	if [ $((r % 2)) = 1 ]; then
+		timed "$1" "$3"
+		VA=$V
+		timed "$2" "$3"
+		VB=$V
+	else
+		timed "$2" "$3"
+		VB=$V
+		timed "$1" "$3"
+		VA=$V
+	fi
+}
+# measure FIBRIL-SETUP REFERENCE : REPEAT rounds, each one run of the fibril
+# setup and one of the reference, request/response then bulk; the ratio of
+# each round
+measure() {
+	local a=$1 b=$2 r
+	warm "$a"
+	warm "$b"
+	prog_ids
+	for r in $(seq 1 "$REPEAT"); do
+		pair "$a" "$b" rr
+		RRS[$a]="${RRS[$a]:-} $VA" RRS[$b]="${RRS[$b]:-} $VB"
+		RR_RATIOS[$a]="${RR_RATIOS[$a]:-} $(ratio "$VA" "$VB")"
+		printf '  round %d TCP_RR: %s %.0f/s, %s %.0f/s, ratio %s\n' "$r" "$a" "$VA" "$b" "$VB" "$(ratio "$VA" "$VB")"
+		pair "$a" "$b" bulk
+		BULKS[$a]="${BULKS[$a]:-} $VA" BULKS[$b]="${BULKS[$b]:-} $VB"
+		BULK_RATIOS[$a]="${BULK_RATIOS[$a]:-} $(ratio "$VA" "$VB")"
+		printf '  round %d bulk:   %s %s Gbit/s, %s %s Gbit/s, ratio %s\n' "$r" "$a" "$VA" "$b" "$VB" "$(ratio "$VA" "$VB")"
+	done
+}
+echo "bench_crossnode: $REPEAT rounds of ${SECS}s runs, fibril and its reference interleaved; both ends on CPU $PIN_CPU; kernel $(uname -r), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 measure native plain
 start_mode tunnel
 tun=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.load(sys.stdin)["tunnel"]["mode"])')
@@ -161,15 +234,24 @@ enc=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'; }
 med() { printf '%s\n' $1 | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
+spread() { printf '%s\n' $1 | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
 goal() { awk -v r="$1" 'BEGIN { print (r >= 0.95 ? "met" : "NOT met") }'; }
-row() { # LABEL FMT FIBRIL REF
-	printf "%-34s %12$2 %12$2 %8s  %s\n" "$1" "$3" "$4" "$(ratio "$3" "$4")" "$(goal "$(ratio "$3" "$4")")"
+nsp() { # SETUP KIND -> ns/packet of the programs
+	local c t
+	read -r c t <<<"${NSP[$1.$2]:-0 0}"
+	awk -v c="$c" -v t="$t" 'BEGIN { if (c > 0) printf "%.0f", t / c; else print "-" }'
+}
+row() { # LABEL FMT SETUP REF KIND
+	local f r ratios
+	if [ "$5" = rr ]; then f=${RRS[$3]} r=${RRS[$4]} ratios=${RR_RATIOS[$3]}; else f=${BULKS[$3]} r=${BULKS[$4]} ratios=${BULK_RATIOS[$3]}; fi
+	printf "%-34s %10$2 %10$2 %7s %13s  %-8s %6s ns/pkt\n" "$1" "$(med "$f")" "$(med "$r")" "$(med "$ratios")" "$(spread "$ratios")" \
+		"$(goal "$(med "$ratios")")" "$(nsp "$3" "$5")"
 }
 echo
-printf '%-34s %12s %12s %8s  %s\n' "median of $REPEAT" "fibril" "reference" "ratio" "goal >= 0.95"
-row "native TCP_RR (/s) vs plain" .0f "$(med "${RRS[native]}")" "$(med "${RRS[plain]}")"
-row "native bulk (Gbit/s) vs plain" .2f "$(med "${BULKS[native]}")" "$(med "${BULKS[plain]}")"
-row "tunnel TCP_RR (/s) vs kernel VXLAN" .0f "$(med "${RRS[tunnel]}")" "$(med "${RRS[plain-vxlan]}")"
-row "tunnel bulk (Gbit/s) vs kernel VXLAN" .2f "$(med "${BULKS[tunnel]}")" "$(med "${BULKS[plain-vxlan]}")"
-echo "packets f1's program encapsulated (to-tunnel): $enc"
+printf '%-34s %10s %10s %7s %13s  %-8s %s\n' "median of $REPEAT rounds" "fibril" "reference" "ratio" "ratio spread" "goal>=.95" "fibril programs (bpf_stats; reference: none)"
+row "native TCP_RR (/s) vs plain" .0f native plain rr
+row "native bulk (Gbit/s) vs plain" .2f native plain bulk
+row "tunnel TCP_RR (/s) vs kernel VXLAN" .0f tunnel plain-vxlan rr
+row "tunnel bulk (Gbit/s) vs kernel VXLAN" .2f tunnel plain-vxlan bulk
+echo "ratio: the median of the rounds' own ratios (each round: fibril and the reference back to back, the order alternating)"
+echo "packets f1's program encapsulated (to-tunnel): $enc; load average $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -17,8 +17,10 @@
 #               (stats.last_update_us at start); reference: no policy
 #   rss         VmRSS/VmHWM with all of it; reference: right after start
 #   rr          TCP request/response rate between endpoints 0 and 1 (pods
-#               in their own netns) with every policy in force vs none, and
-#               the programs' ns/packet from bpf_stats
+#               in their own netns) with every policy in force vs none, in
+#               rounds (with, without, back to back), and the programs'
+#               ns/packet from bpf_stats; rr_round lines per round, rr_ratio
+#               the median of the rounds' ratios and its spread
 # and checks on the way that one change re-resolves exactly one endpoint
 # and writes the map (stats). Prints key=value lines.
 import json, os, signal, socket, subprocess, sys, time
@@ -122,8 +124,9 @@ def prog_stats(prog_ids):
 
 def rr_bench(agent, allpol):
     """TCP request/response rate pod a -> pod b with every policy in force
-    (b selected: allowed from a on the server's port) and with none,
-    alternating RR_REPEAT times; the programs' ns/packet from bpf_stats."""
+    (b selected: allowed from a on the server's port) and with none, in
+    RR_REPEAT rounds (each: with, then without, back to back); each round's
+    rates, ratio and the programs' ns/packet from bpf_stats."""
     rr, (pa, pb) = os.environ["RR"], os.environ["PODS"].split()
     secs, repeat = os.environ.get("RR_SECS", "3"), int(os.environ.get("RR_REPEAT", "3"))
     addr = {}
@@ -155,7 +158,10 @@ def rr_bench(agent, allpol):
             f.write("1")
         res = {True: [], False: []}
         nsp = {True: [0, 0], False: [0, 0]}
+        ratios = []
         for r in range(repeat):
+            # one round: with the policies, then without, back to back
+            rate, per_round = {}, {}
             for with_pol in (True, False):
                 agent.api.call("DELETE", "/v1/policy")
                 if with_pol:
@@ -168,12 +174,19 @@ def rr_bench(agent, allpol):
                 m = dict(kv.split("=") for kv in out.stdout.split())
                 if float(m.get("transactions", 0)) <= 0:
                     die(f"request/response pod a -> b ({'with' if with_pol else 'without'} policies): {out.stdout} {out.stderr}")
-                res[with_pol].append(float(m["rate"]))
+                rate[with_pol] = float(m["rate"])
+                res[with_pol].append(rate[with_pol])
                 nsp[with_pol][0] += c1 - c0
                 nsp[with_pol][1] += t1 - t0
+                per_round[with_pol] = (t1 - t0) / (c1 - c0) if c1 > c0 else 0
+            ratios.append(rate[True] / rate[False])
+            print("rr_round=%d %.0f %.0f %.3f %.1f %.1f %.2f" % (r + 1, rate[True], rate[False], ratios[-1],
+                                                               per_round[True], per_round[False],
+                                                               os.getloadavg()[0]), flush=True)
         med = lambda v: sorted(v)[len(v) // 2]
         per = lambda k: nsp[k][1] / nsp[k][0] if nsp[k][0] else 0
         print("rr=%.0f %.0f %.1f %.1f" % (med(res[True]), med(res[False]), per(True), per(False)), flush=True)
+        print("rr_ratio=%.3f %.3f %.3f" % (med(ratios), min(ratios), max(ratios)), flush=True)
         agent.api.call("DELETE", "/v1/policy")
         put_ok(agent, allpol)
     finally:
