@@ -1309,7 +1309,7 @@ int main(int argc, char **argv)
 	put_endpoint(6, POD6);
 	put_endpoint_id(4, POD4B, 20, 300);
 	if (argc > 1 && !strcmp(argv[1], "profile")) {
-		int rc = profile(argc > 2 ? (uint32_t)atoi(argv[2]) : 100000);
+		rc = profile(argc > 2 ? (uint32_t)atoi(argv[2]) : 100000);
 		fibril_dp__destroy(g_skel);
 		return rc;
 	}
