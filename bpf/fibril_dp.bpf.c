@@ -375,9 +375,18 @@ static __always_inline __u32 identity_of(__u8 family, const __u8 *addr)
 /* The source identity the overlay program left in the mark, 0 when none. */
 static __always_inline __u32 mark_identity(const struct __sk_buff *skb)
 {
-	if ((skb->mark & DP_MARK_MAGIC_MASK) != DP_MARK_MAGIC_IDENTITY)
+	__u32 mark;
+
+	/* one load at the context's own address: the compiler may otherwise
+	 * keep &skb->mark (ctx + 8) in a register or on the stack when this
+	 * is inlined into a lazy path, and the verifier refuses a load
+	 * through a modified ctx pointer */
+	asm volatile("%0 = *(u32 *)(%1 + %2)"
+		     : "=r"(mark)
+		     : "r"(skb), "i"(__builtin_offsetof(struct __sk_buff, mark)));
+	if ((mark & DP_MARK_MAGIC_MASK) != DP_MARK_MAGIC_IDENTITY)
 		return 0;
-	return skb->mark >> DP_MARK_IDENTITY_SHIFT;
+	return mark >> DP_MARK_IDENTITY_SHIFT;
 }
 
 /* The to-endpoint program's sender: a local endpoint's own identity; else
@@ -626,11 +635,14 @@ static __always_inline int policy_verdict(struct __sk_buff *skb, struct pkt *p)
 		flow = policy_flow_state(p);
 		if (flow == FLOW_REPLY)
 			return 0;
+		/* read before policy_check(): its event may resolve the packet's
+		 * lazy fields, and the verifier then cannot tell src_ep is set */
+		__u32 src_identity = p->src_ep->identity;
 		reason = policy_check(skb, p, p->src_ep->ep_id, DP_POLICY_EGRESS, p->dst_identity,
 				      flow == FLOW_NEW);
 		if (!reason && p->dst_ep)
 			reason = policy_check(skb, p, p->dst_ep->ep_id, DP_POLICY_INGRESS,
-					      p->src_ep->identity, flow == FLOW_NEW);
+					      src_identity, flow == FLOW_NEW);
 		return reason;
 	}
 	if (!p->dst_ep || !policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS))
