@@ -215,6 +215,8 @@ int etcd_range_scan(const struct etcd *e, const char *text, size_t len, struct e
 
 int etcd_op_get(void *ctx, const char *key, bool prefix, fibril_kv_get_fn cb, void *ud);
 int etcd_op_get_paged(void *ctx, const char *prefix, size_t limit, fibril_kv_page_fn cb, void *ud);
+int etcd_op_get_range(void *ctx, const char *start, const char *end, int64_t revision,
+		      size_t limit, fibril_kv_page_fn cb, void *ud);
 int etcd_op_put(void *ctx, const char *key, const char *value, size_t value_len, int64_t lease,
 		fibril_kv_done_fn cb, void *ud);
 int etcd_op_del(void *ctx, const char *key, bool prefix, fibril_kv_done_fn cb, void *ud);

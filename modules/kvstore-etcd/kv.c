@@ -188,6 +188,28 @@ static void page_done(struct etcd_req *r, int err, struct json_object *resp)
 		page_free(p);
 }
 
+static int page_start(struct etcd *e, struct page_read *p)
+{
+	int rc = page_send(p);
+	if (rc)
+		page_free(p); /* etcd_req_send freed the request: done never runs */
+	return rc;
+}
+
+static struct page_read *page_new(struct etcd *e, size_t limit, int64_t revision,
+				  fibril_kv_page_fn cb, void *ud)
+{
+	struct page_read *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->e = e;
+	p->cb = cb;
+	p->ud = ud;
+	p->limit = limit ? (int64_t)limit : PAGE_DEFAULT;
+	p->revision = revision;
+	return p;
+}
+
 int etcd_op_get_paged(void *ctx, const char *prefix, size_t limit, fibril_kv_page_fn cb, void *ud)
 {
 	struct etcd *e = ctx;
@@ -195,22 +217,45 @@ int etcd_op_get_paged(void *ctx, const char *prefix, size_t limit, fibril_kv_pag
 		return -EINVAL;
 	if (!e->running)
 		return -ECANCELED;
-	struct page_read *p = calloc(1, sizeof(*p));
+	struct page_read *p = page_new(e, limit, 0, cb, ud);
 	if (!p)
 		return -ENOMEM;
-	p->e = e;
-	p->cb = cb;
-	p->ud = ud;
-	p->limit = limit ? (int64_t)limit : PAGE_DEFAULT;
 	if (!(p->key = etcd_full_key(e, prefix, &p->key_len)) ||
 	    !(p->end = etcd_range_end(p->key, p->key_len, &p->end_len))) {
 		page_free(p);
 		return -ENOMEM;
 	}
-	int rc = page_send(p);
-	if (rc)
-		page_free(p); /* etcd_req_send freed the request: done never runs */
-	return rc;
+	return page_start(e, p);
+}
+
+int etcd_op_get_range(void *ctx, const char *start, const char *end, int64_t revision,
+		      size_t limit, fibril_kv_page_fn cb, void *ud)
+{
+	struct etcd *e = ctx;
+	if (!start || !cb || revision < 0)
+		return -EINVAL;
+	if (!e->running)
+		return -ECANCELED;
+	struct page_read *p = page_new(e, limit, revision, cb, ud);
+	if (!p)
+		return -ENOMEM;
+	if (!(p->key = etcd_full_key(e, start, &p->key_len))) {
+		page_free(p);
+		return -ENOMEM;
+	}
+	if (end && *end) {
+		p->end = etcd_full_key(e, end, &p->end_len);
+	} else { /* to the end of the provider's prefix */
+		size_t plen;
+		char *prefix = etcd_full_key(e, "", &plen);
+		p->end = prefix ? etcd_range_end(prefix, plen, &p->end_len) : NULL;
+		free(prefix);
+	}
+	if (!p->end) {
+		page_free(p);
+		return -ENOMEM;
+	}
+	return page_start(e, p);
 }
 
 /* ---- put and del ------------------------------------------------------------------ */

@@ -277,6 +277,7 @@ static int kv_init(struct fibril_module *m)
 		.connected = op_connected,
 		.txn = etcd_op_txn,
 		.get_paged = etcd_op_get_paged,
+		.get_range = etcd_op_get_range,
 	};
 	fibril_module_set_data(m, e);
 	int rc = etcd_metrics_register(e);

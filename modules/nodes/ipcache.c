@@ -474,6 +474,85 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
  * in pages of 10,000 ~5 times (a page is ~3 MB of JSON, freed once applied). */
 #define NODES_IPCACHE_PAGE 10000
 
+static int cmp_text(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Where to cut the prefix in two for a read in parallel: the median of
+ * the remote nodes' pod CIDR addresses in text order (endpoint keys are
+ * their addresses as text, mostly inside their node's CIDR, so each half
+ * holds about half of them). NULL when fewer than two nodes are known. */
+static char *split_key(struct nodes *s)
+{
+	size_t n = 0, i = 0;
+	for (struct node_entry *e = s->nodes; e; e = e->next)
+		n += e->n.n_cidrs;
+	if (n < 2)
+		return NULL;
+	char (*texts)[64] = calloc(n, sizeof(*texts));
+	char **order = calloc(n, sizeof(*order));
+	char *key = NULL;
+	if (texts && order) {
+		for (struct node_entry *e = s->nodes; e; e = e->next)
+			for (uint32_t c = 0; c < e->n.n_cidrs && i < n; c++, i++) {
+				nodes_cidr_text(&e->n.cidrs[c], texts[i], sizeof(texts[i]));
+				texts[i][strcspn(texts[i], "/")] = '\0';
+				order[i] = texts[i];
+			}
+		qsort(order, i, sizeof(*order), cmp_text);
+		if (i >= 2 && asprintf(&key, "%s%s", NODES_IP_PREFIX, order[i / 2]) < 0)
+			key = NULL;
+	}
+	free(texts);
+	free(order);
+	return key;
+}
+
+static void ipc_read_failed(struct nodes *s)
+{
+	s->ipc.reading = false;
+	if (!s->ipc.retry)
+		s->ipc.retry = fibril_timer_add(
+			s->m, (uint64_t)fibril_config_duration_ms(s->m, "retry"), 0, on_retry, s);
+}
+
+/* A page of one part of a read in parts. The first part starts alone; its
+ * first answer's revision is the one every other part reads at. The read
+ * ends (sweep, watch) when every part has ended. */
+static void on_part_page(void *ud, int err, const struct fibril_kv *kvs, size_t n, bool more,
+			 int64_t revision)
+{
+	struct nodes *s = ud;
+	if (!err && !s->ipc.parts_started) {
+		s->ipc.parts_started = true;
+		s->ipc.read_revision = revision;
+		if (s->ipc.split_key && !s->stopping) {
+			if (s->kv->get_range(s->kvctx, s->ipc.split_key, NODES_IP_PREFIX_END,
+					     revision, NODES_IPCACHE_PAGE, on_part_page, s))
+				s->ipc.parts_failed = true;
+			else
+				s->ipc.parts_running++;
+		}
+	}
+	if (err)
+		s->ipc.parts_failed = true;
+	if (!more || err)
+		s->ipc.parts_running--;
+	if (s->stopping)
+		return;
+	if (!err && n) {
+		fibril_debug(s->m, "ipcache read: %zu keys from %s", n, kvs[0].key);
+		on_page(ud, 0, kvs, n, true, revision);
+	}
+	if (s->ipc.parts_running)
+		return;
+	if (s->ipc.parts_failed)
+		on_page(ud, err ? err : -EIO, NULL, 0, false, 0);
+	else
+		on_page(ud, 0, NULL, 0, false, s->ipc.read_revision);
+}
+
 static void ipc_read(struct nodes *s)
 {
 	if (s->ipc.reading || s->stopping)
@@ -482,14 +561,23 @@ static void ipc_read(struct nodes *s)
 	for (size_t b = 0; b < s->ipc.nbuckets; b++)
 		for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next)
 			e->mark = e->local;
+	if (FIBRIL_SERVICE_HAS(s->kv, get_range) && s->kv->get_range) {
+		free(s->ipc.split_key);
+		s->ipc.split_key = split_key(s);
+		s->ipc.parts_started = s->ipc.parts_failed = false;
+		s->ipc.read_revision = 0;
+		if (s->kv->get_range(s->kvctx, NODES_IP_PREFIX,
+				     s->ipc.split_key ? s->ipc.split_key : NODES_IP_PREFIX_END, 0,
+				     NODES_IPCACHE_PAGE, on_part_page, s))
+			ipc_read_failed(s);
+		else
+			s->ipc.parts_running = 1;
+		return;
+	}
 	bool paged = FIBRIL_SERVICE_HAS(s->kv, get_paged) && s->kv->get_paged;
 	if (paged ? s->kv->get_paged(s->kvctx, NODES_IP_PREFIX, NODES_IPCACHE_PAGE, on_page, s)
-		  : s->kv->get(s->kvctx, NODES_IP_PREFIX, true, on_get, s)) {
-		s->ipc.reading = false;
-		if (!s->ipc.retry)
-			s->ipc.retry = fibril_timer_add(
-				s->m, (uint64_t)fibril_config_duration_ms(s->m, "retry"), 0, on_retry, s);
-	}
+		  : s->kv->get(s->kvctx, NODES_IP_PREFIX, true, on_get, s))
+		ipc_read_failed(s);
 }
 
 void nodes_ipcache_start(struct nodes *s)
@@ -665,6 +753,8 @@ void nodes_ipcache_free(struct nodes *s)
 	s->ipc.buckets = NULL;
 	free(s->ipc.batch);
 	free(s->ipc.batch_of);
+	free(s->ipc.split_key);
+	s->ipc.split_key = NULL;
 	s->ipc.batch = NULL;
 	s->ipc.batch_of = NULL;
 	s->ipc.batch_n = s->ipc.batch_cap = 0;

@@ -26,6 +26,7 @@
 #define NODES_WHY_LEN 256
 /* the ipcache, relative to the kvstore's prefix (Cilium's state/ip/v1) */
 #define NODES_IP_PREFIX "state/ip/v1/default/"
+#define NODES_IP_PREFIX_END "state/ip/v1/default0" /* just past every key under it */
 /* the underlay MTU when no interface holds the node IP; a pod's least */
 #define NODES_DEFAULT_MTU 1500
 #define NODES_MIN_POD_MTU 68
@@ -76,6 +77,12 @@ struct nodes_ipcache {
 	struct fibril_kv_watch *watch;
 	struct fibril_timer *retry;
 	bool reading, synced, publish_failed;
+	/* a read in parts (kvstore interface 4): key ranges read in parallel,
+	 * all at the first answer's revision */
+	unsigned parts_running;
+	bool parts_started, parts_failed;
+	int64_t read_revision;
+	char *split_key; /* where the second part starts (relative key) */
 	int64_t lease_published; /* the lease our records were put under */
 	unsigned puts_inflight;
 	struct node_entry **node_table; /* the known nodes by name hash (ipcache.c) */

@@ -193,7 +193,8 @@ echo "3. scale by simulation: $SIM_NODES nodes and $SIM_EPS endpoints in etcd, o
 sim_round() {
 	local round=$1 node=$2 mods=$3 label=$4 ref t0 t1 cpu rss hwm dp routes secs etcd0 etcd_cpu
 	mn_node_add "$node" "$round"
-	[ -n "${BENCH_KEEP_LOG:-}" ] && mn_test_cleanup() { cp "${MN_DIR[$node]}/agent.log" "$BENCH_KEEP_LOG" 2>/dev/null; }
+	# (the log's path expanded now: the cleanup runs outside this function)
+	[ -n "${BENCH_KEEP_LOG:-}" ] && eval "mn_test_cleanup() { cp '${MN_DIR[$node]}/agent.log' '$BENCH_KEEP_LOG' 2>/dev/null; }"
 	ip -n "$(mn_ns "$node")" addr add 172.20.0.1/16 dev eth0 # the simulated nodes' IPs are on-link
 	# the reference: etcd's JSON gateway serving that prefix once, to curl
 	ref=$(ip netns exec "$MN_UNDERLAY_NS" curl -s -o /dev/null -w '%{time_total} %{size_download}' \
@@ -202,9 +203,16 @@ sim_round() {
 	t0=$(date +%s%N)
 	# one read of the whole prefix: its answer may take longer than the default 5 s
 	MN_START_NOWAIT=${BENCH_PERF:+1} mn_agent_start "$node" "$mods" "${ARGS[@]}" --set kvstore-etcd.prefix=/sim/ \
-		--set kvstore-etcd.request-timeout=120s >/dev/null || exit 1
+		--set kvstore-etcd.request-timeout=120s ${BENCH_AGENT_ARGS:-} >/dev/null || exit 1
 	if [ -n "${BENCH_PERF:-}" ]; then perf record -g -o "$BENCH_PERF.$node" -p "${MN_PID[$node]}" >/dev/null 2>&1 & PERF_PID=$!; fi
-	for _ in $(seq 1 2400); do done_sim "$node" 2>/dev/null && break; sleep 0.05; done
+	# polled cheaply (done_sim runs python and curl twice: polled every 50 ms
+	# it took most of a core from the agent and etcd): the agent logs when
+	# its ipcache read is complete, then done_sim confirms
+	for _ in $(seq 1 6000); do
+		grep -q "ipcache read at revision" "${MN_DIR[$node]}/agent.log" 2>/dev/null &&
+			done_sim "$node" 2>/dev/null && break
+		sleep 0.02
+	done
 	t1=$(date +%s%N)
 	done_sim "$node" || echo "   (not complete after 120 s)"
 	# the agent's CPU time so far (user + system): less noisy than the wall

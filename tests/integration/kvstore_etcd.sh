@@ -124,6 +124,18 @@ check "get_paged: every key under the prefix in pages of 2, in order, at one rev
 	'j["err"] == 0 and j["pages"] == 3 and [k["key"] for k in j["kvs"]] == ["dir/x", "dir/y", "dir/z1", "dir/z2", "dir/z3"] and set(j["revisions"]) == {'"$rev_now"'}'
 check "get_paged of an empty prefix: one empty page" jtest "$(op getpaged key=nosuch/ limit=2)" \
 	'j["err"] == 0 and j["pages"] == 1 and j["kvs"] == []'
+# get_range: [dir/y, dir/z3) at the revision before dir/z2 changed and
+# dir/y2 was added, in pages of 1: the keys inside the range, at that
+# revision (dir/z2 "z2", no dir/y2), nothing outside (dir/x, dir/z3, dirt)
+etcdctl_run put /fibril/dir/z2 changed >/dev/null
+etcdctl_run put /fibril/dir/y2 new >/dev/null
+r=$(op getrange key=dir/y end=dir/z3 rev="$rev_now" limit=1)
+check "get_range: the keys in [start, end) at the revision asked, in pages, nothing outside" jtest "$r" \
+	'j["err"] == 0 and [(k["key"], k["value"]) for k in j["kvs"]] == [("dir/y", "2"), ("dir/z1", "z1"), ("dir/z2", "z2")] and j["pages"] == 3 and set(j["revisions"]) == {'"$rev_now"'}'
+r=$(op getrange key=dir/z2 limit=10)
+check "get_range without an end: to the end of the prefix, at the current revision" jtest "$r" \
+	'j["err"] == 0 and [(k["key"], k["value"]) for k in j["kvs"]][:3] == [("dir/z2", "changed"), ("dir/z3", "z3"), ("dirt", "3")] and all(k["key"] >= "dir/z2" for k in j["kvs"]) and set(j["revisions"]) == {'"$(ectl_rev get /fibril/dir/y2)"'}'
+etcdctl_run del --prefix /fibril/dir/y2 >/dev/null
 etcdctl_run del --prefix /fibril/dir/z >/dev/null
 r=$(op del key=a)
 check "del answers" jtest "$r" 'j["err"] == 0 and j["revision"] > 0'

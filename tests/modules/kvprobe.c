@@ -10,6 +10,7 @@
  *   POST /v1/kvprobe/get?key=K[&prefix=1]      POST /v1/kvprobe/del?key=K[&prefix=1]
  *   POST /v1/kvprobe/getpaged?key=K&limit=N    (get_paged: every page's kvs, "pages",
  *        "revisions": each page's revision)
+ *   POST /v1/kvprobe/getrange?key=K&end=E&rev=R&limit=N  (get_range, answered as getpaged)
  *   POST /v1/kvprobe/txn  {"compare":[{"key","target":"version|create|mod|value|lease",
  *        "result":"equal|greater|less|not_equal","number":N,"value":S,"prefix":B}],
  *        "success":[{"type":"put|del|get","key","value","lease","prefix","ignore_lease"}],
@@ -256,6 +257,22 @@ static void route_getpaged(struct fibril_request *req, struct fibril_response *r
 #endif
 }
 
+static void route_getrange(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	struct probe *p = ud;
+	struct call *c = op_begin(p, "getpaged", resp);
+	if (c)
+#if FIBRIL_ABI_MINOR >= 7 /* get_range: SDK 1.7 (kvstore interface 4) */
+		op_end(c, FIBRIL_SERVICE_HAS(p->kv, get_range) && p->kv->get_range
+			  ? p->kv->get_range(p->ctx, fibril_req_query(req, "key"),
+					     fibril_req_query(req, "end"), query_int(req, "rev"),
+					     (size_t)query_int(req, "limit"), on_page, c)
+			  : -ENOSYS, resp);
+#else
+		op_end(c, -ENOSYS, resp);
+#endif
+}
+
 static void route_del(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct probe *p = ud;
@@ -473,6 +490,7 @@ static const struct {
 } routes[] = {
 	{"POST", "/v1/kvprobe/put", route_put},       {"POST", "/v1/kvprobe/get", route_get},
 	{"POST", "/v1/kvprobe/getpaged", route_getpaged},
+	{"POST", "/v1/kvprobe/getrange", route_getrange},
 	{"POST", "/v1/kvprobe/del", route_del},       {"POST", "/v1/kvprobe/txn", route_txn},
 	{"POST", "/v1/kvprobe/grant", route_grant},   {"POST", "/v1/kvprobe/revoke", route_revoke},
 	{"POST", "/v1/kvprobe/watch", route_watch},   {"POST", "/v1/kvprobe/unwatch", route_unwatch},

@@ -24,8 +24,8 @@ extern "C" {
 #define FIBRIL_KVSTORE_CAPABILITY "kvstore"
 /* Interface versions: 1 (SDK 1.2); 2 (SDK 1.4) appends `txn`, whose arrays
  * are in the 1.4 layout (the 1.2 slot is now named txn_v1); 3 (SDK 1.6)
- * appends `get_paged`. */
-#define FIBRIL_KVSTORE_VERSION 3
+ * appends `get_paged`; 4 (SDK 1.7) appends `get_range`. */
+#define FIBRIL_KVSTORE_VERSION 4
 
 struct fibril_kv {
 	const char *key;
@@ -137,6 +137,16 @@ struct fibril_kvstore_ops {
 	 * compacted away between pages ends the read with -ERANGE: read again. */
 	int (*get_paged)(void *ctx, const char *prefix, size_t limit, fibril_kv_page_fn cb,
 			 void *ud);
+	/* --- interface 4 (SDK 1.7) --- */
+	/* Every key in [start, end) (both relative to the provider's prefix;
+	 * end NULL or "": every key from start to the end of the provider's
+	 * prefix), in pages as get_paged, at `revision` (0: the store's
+	 * current one; the revision handed to cb tells which). Several disjoint
+	 * ranges read at one revision (the first answer's) are one consistent
+	 * snapshot, each on its own connection, so the store serves them in
+	 * parallel. A revision compacted away ends the read with -ERANGE. */
+	int (*get_range)(void *ctx, const char *start, const char *end, int64_t revision,
+			 size_t limit, fibril_kv_page_fn cb, void *ud);
 };
 
 /* Bus topics of the kvstore provider (payload: struct fibril_kvstore_event,

@@ -34,7 +34,8 @@
  *       dp_events ring size; deleting metric series (fibril_metric_delete,
  *       fibril_metric_delete_matching); the health module's bus topic
  *       "health.node" (<fibril/health.h>); <fibril/datapath.h> interface
- *       version 4 (ipcache_upsert_batch); the lb module's "lb.service"
+ *       version 4 (ipcache_upsert_batch); <fibril/kvstore.h> interface
+ *       version 4 (get_range); the lb module's "lb.service"
  *       bus topic (<fibril/lb.h>); policy verdicts name their rule:
  *       <fibril/policy.h> interface version 2 (rule_lookup, struct
  *       fibril_policy_rule); appended fields: fibril_datapath_policy_entry.
