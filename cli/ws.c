@@ -136,7 +136,7 @@ static int rbuf_fill(int fd, struct ws_rbuf *rb, size_t need)
 		rb->end -= rb->start;
 		rb->start = 0;
 		if (need + 1 > rb->cap) {
-			size_t cap = rb->cap ? rb->cap : WS_READ_BUF;
+			size_t cap = rb->cap;
 			while (cap < need + 1)
 				cap *= 2;
 			rb->p = xrealloc(rb->p, cap);
@@ -163,7 +163,7 @@ int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t
 	    void *ud)
 {
 	int rc = 0;
-	struct ws_rbuf rb = {0};
+	struct ws_rbuf rb = {.p = xrealloc(NULL, WS_READ_BUF), .cap = WS_READ_BUF};
 	unsigned char *msg = NULL; /* a message in fragments, joined */
 	size_t msg_len = 0;
 	for (;;) {
