@@ -60,6 +60,8 @@ struct datapath {
 	uint32_t event_rate, event_burst;
 	bool trace;
 	bool policy_verdicts; /* [datapath] policy-verdict-events */
+	bool host_routing_bpf; /* [datapath] host-routing = bpf and the kernel has
+				* bpf_fib_lookup + bpf_redirect_neigh */
 	/* ipam, for the gateways */
 	const struct fibril_ipam_ops *ipam;
 	void *ipam_ctx;
