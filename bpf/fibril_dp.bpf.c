@@ -1484,3 +1484,60 @@ int fibril_from_overlay(struct __sk_buff *skb)
 	}
 	return overlay_to_stack(skb, &p);
 }
+
+/* ---- from-netdev: host-routing = bpf, the receiving half (native mode) ------------
+ * Attached to the clsact INGRESS of the node's underlay devices (those with
+ * an address) when [datapath] host-routing = bpf. A packet addressed to
+ * this node (PACKET_HOST) for a local endpoint is checked against that
+ * endpoint's ingress policy with the source's identity from the ipcache
+ * (as fibril_to_endpoint would), counted in conntrack, its TTL decremented
+ * and redirected straight into the pod (bpf_redirect_peer: the node's
+ * stack and the veth's egress are skipped); everything else (the node's own
+ * traffic, ARP, ND, a TTL of 1) goes on to the stack untouched and
+ * uncounted. With host-routing off (the flag cleared in dp_config) it
+ * passes everything. */
+static __always_inline int netdev_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
+				     struct iphdr *ip4)
+{
+	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
+	if (!p->dst_ep || *ttl <= 1)
+		return TC_ACT_OK;
+	p->dst_identity = p->dst_ep->identity;
+	p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
+	frag_resolve(p);
+	int reason = policy_verdict(skb, p);
+	if (reason)
+		return drop(skb, p, (__u8)reason);
+	conntrack(skb, p);
+	ttl_decrement(ttl, ip4);
+	return forward_local(skb, p);
+}
+
+SEC("tc")
+int fibril_from_netdev(struct __sk_buff *skb)
+{
+	struct pkt p;
+
+	__builtin_memset(&p, 0, sizeof(p));
+	p.direction = DP_DIR_FROM_NETDEV;
+	pkt_config(&p);
+	if (!p.host_routing || skb->pkt_type != 0 /* PACKET_HOST */)
+		return TC_ACT_OK;
+	void *data_end;
+	struct ethhdr *eth = eth_header(skb, &data_end);
+	if (!eth)
+		return TC_ACT_OK;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if (ipv4_parse(skb, &p, ip, data_end) < 0)
+			return TC_ACT_OK;
+		return netdev_ip(skb, &p, &ip->ttl, ip);
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if (ipv6_parse(skb, &p, ip6, data_end) < 0 || p.is_icmp6_nd)
+			return TC_ACT_OK;
+		return netdev_ip(skb, &p, &ip6->hop_limit, 0);
+	}
+	return TC_ACT_OK;
+}

@@ -156,6 +156,8 @@ enum dp_direction {
 	DP_DIR_FROM_ENDPOINT = 0, /* the host veth's ingress: sent by the pod */
 	DP_DIR_TO_ENDPOINT = 1,   /* the host veth's egress: delivered to the pod */
 	DP_DIR_FROM_OVERLAY = 2,  /* the VXLAN device's ingress: from another node */
+	DP_DIR_FROM_NETDEV = 3,   /* an underlay device's ingress (host-routing =
+				   * bpf, native mode): from another node */
 };
 
 /* Reasons below 128 are verdicts that let the packet go on; from 128 on

@@ -693,6 +693,14 @@ static int dp_start(struct fibril_module *m)
 		goto fail;
 	dp_endpoints_restore(dp);
 	eps_health(dp);
+	int nnetdev = 0;
+	if (dp_prog_netdevs_sync(dp, dp->host_routing_bpf, &nnetdev, err, sizeof(err)) < 0)
+		fibril_warn(m, "host-routing: %s", err);
+	else if (nnetdev)
+		fibril_info(m, "host-routing %s: fibril_from_netdev %s %d device(s)",
+			    dp->host_routing_bpf ? "bpf" : "legacy",
+			    dp->host_routing_bpf ? "attached to" : "detached from", nnetdev);
+	dp->netdevs = dp->host_routing_bpf ? nnetdev : 0;
 	if (!node_try(dp))
 		dp->node_timer = fibril_timer_add(m, NODE_RETRY_MS, NODE_RETRY_MS, node_retry, dp);
 	if (dp_events_start(dp, err, sizeof(err)) < 0) {

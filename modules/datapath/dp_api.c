@@ -140,6 +140,7 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 	add_int(ev, "drop-events-burst", dp->event_burst);
 	json_object_object_add(ev, "trace-events", json_object_new_boolean(dp->trace));
 	add_str(o, "host-routing", dp->host_routing_bpf ? "bpf" : "legacy");
+	add_int(o, "host-routing-devices", dp->netdevs);
 	json_object_object_add(ev, "policy-verdict-events", json_object_new_boolean(dp->policy_verdicts));
 	json_object_object_add(o, "events", ev);
 
@@ -160,7 +161,8 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 		const char *key;
 	} dirs[] = {{DP_DIR_FROM_ENDPOINT, "packets-from-endpoints"},
 		    {DP_DIR_TO_ENDPOINT, "packets-to-endpoints"},
-		    {DP_DIR_FROM_OVERLAY, "packets-from-overlay"}};
+		    {DP_DIR_FROM_OVERLAY, "packets-from-overlay"},
+		    {DP_DIR_FROM_NETDEV, "packets-from-netdev"}};
 	for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
 		struct json_object *metrics = json_object_new_object();
 		for (size_t i = 0; i < sizeof(reasons); i++) {

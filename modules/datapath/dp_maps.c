@@ -124,6 +124,7 @@ const char *dp_direction_name(unsigned dir)
 	return dir == DP_DIR_FROM_ENDPOINT ? "from-endpoint"
 	       : dir == DP_DIR_TO_ENDPOINT ? "to-endpoint"
 	       : dir == DP_DIR_FROM_OVERLAY ? "from-overlay"
+	       : dir == DP_DIR_FROM_NETDEV ? "from-netdev"
 					   : "?";
 }
 
