@@ -10,7 +10,8 @@
 #   native-bpf   the same in routing-mode native with [datapath] host-routing
 #                = bpf (the program sends a packet for the other node's pod
 #                out of the underlay by bpf_fib_lookup + bpf_redirect(_neigh),
-#                skipping the sending node's stack)
+#                and fibril_from_netdev on the receiver's underlay redirects
+#                it into the pod: neither node's stack routes it)
 #   plain        no fibril: the kernel forwards between veths with /32
 #                routes and a route per remote pod CIDR via the other node
 #   tunnel       fibril, routing-mode tunnel (the same agents restarted: the
