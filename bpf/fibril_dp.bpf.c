@@ -1495,13 +1495,14 @@ int fibril_from_overlay(struct __sk_buff *skb)
  * stack and the veth's egress are skipped); everything else (the node's own
  * traffic, ARP, ND, a TTL of 1) goes on to the stack untouched and
  * uncounted. With host-routing off (the flag cleared in dp_config) it
- * passes everything. */
+ * passes everything. Passing is TC_ACT_UNSPEC, not TC_ACT_OK: the next
+ * filter on the device (the lb module's NodePort program) still runs. */
 static __always_inline int netdev_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
 				     struct iphdr *ip4)
 {
 	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
 	if (!p->dst_ep || *ttl <= 1)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	p->dst_identity = p->dst_ep->identity;
 	p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
 	frag_resolve(p);
@@ -1522,22 +1523,22 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	p.direction = DP_DIR_FROM_NETDEV;
 	pkt_config(&p);
 	if (!p.host_routing || skb->pkt_type != 0 /* PACKET_HOST */)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	void *data_end;
 	struct ethhdr *eth = eth_header(skb, &data_end);
 	if (!eth)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 		if (ipv4_parse(skb, &p, ip, data_end) < 0)
-			return TC_ACT_OK;
+			return TC_ACT_UNSPEC;
 		return netdev_ip(skb, &p, &ip->ttl, ip);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		if (ipv6_parse(skb, &p, ip6, data_end) < 0 || p.is_icmp6_nd)
-			return TC_ACT_OK;
+			return TC_ACT_UNSPEC;
 		return netdev_ip(skb, &p, &ip6->hop_limit, 0);
 	}
-	return TC_ACT_OK;
+	return TC_ACT_UNSPEC;
 }
