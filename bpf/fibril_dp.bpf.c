@@ -181,6 +181,7 @@ struct pkt {
 	__u8 trace;                      /* dp_config says: trace events */
 	__u8 ct_state;                   /* CT_* : what ct_lookup() found */
 	__u8 lazy;                       /* LAZY_*: what is not looked up yet */
+	__u8 host_routing;               /* dp_config says: host-routing = bpf */
 };
 
 /* ct_state: conntrack is looked up once per packet (ct_lookup), the policy's
@@ -209,6 +210,7 @@ static __always_inline void pkt_config(struct pkt *p)
 	}
 	p->trace = (cfg->flags & DP_CFG_F_TRACE) != 0;
 	p->tun_ifindex = cfg->tunnel_ifindex;
+	p->host_routing = (cfg->flags & DP_CFG_F_HOST_ROUTING) != 0;
 	p->ct_refresh_s = cfg->ct_refresh_s ? cfg->ct_refresh_s : 1;
 }
 
@@ -916,6 +918,70 @@ static __always_inline int forward_tunnel(struct __sk_buff *skb, struct pkt *p,
 	return rc;
 }
 
+/* host-routing = bpf (Cilium's BPF host routing): a packet for another
+ * node's pod leaves by the FIB's answer, out of the underlay device toward
+ * the next hop, without the node's stack (routing, netfilter) after the
+ * program. Resolved neighbour: the MACs are written here and bpf_redirect;
+ * unresolved: bpf_redirect_neigh resolves it. Anything the FIB does not
+ * forward (local, blackhole, needs fragmenting...) goes to the stack, which
+ * answers it as before. Returns -1 for "to the stack", else the verdict;
+ * the TTL is decremented only when the packet is redirected. */
+static __always_inline int forward_fib(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
+				       struct iphdr *ip4)
+{
+	struct bpf_fib_lookup fib;
+
+	__builtin_memset(&fib, 0, sizeof(fib));
+	fib.ifindex = skb->ifindex;
+	fib.l4_protocol = p->tuple.proto;
+	fib.tot_len = (__u16)skb->len;
+	if (p->tuple.family == DP_FAMILY_IPV4) {
+		fib.family = 2; /* AF_INET */
+		__builtin_memcpy(&fib.ipv4_src, p->tuple.saddr, 4);
+		__builtin_memcpy(&fib.ipv4_dst, p->tuple.daddr, 4);
+		if (ip4)
+			fib.tos = ip4->tos;
+	} else {
+		fib.family = 10; /* AF_INET6 */
+		__builtin_memcpy(fib.ipv6_src, p->tuple.saddr, 16);
+		__builtin_memcpy(fib.ipv6_dst, p->tuple.daddr, 16);
+	}
+	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return -1;
+	if (fib.ifindex == skb->ifindex)
+		return -1;
+	ttl_decrement(ttl, ip4);
+	long out;
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
+		void *data = (void *)(long)skb->data;
+		void *data_end = (void *)(long)skb->data_end;
+		struct ethhdr *eth = data;
+		if ((void *)(eth + 1) > data_end)
+			return drop(skb, p, DP_REASON_DROP_INVALID);
+		__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+		__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+		out = bpf_redirect(fib.ifindex, 0);
+	} else {
+		struct bpf_redir_neigh nh;
+		__builtin_memset(&nh, 0, sizeof(nh));
+		if (fib.family == 2) {
+			nh.nh_family = 2;
+			nh.ipv4_nh = fib.ipv4_dst; /* the FIB's next hop */
+		} else {
+			nh.nh_family = 10;
+			__builtin_memcpy(nh.ipv6_nh, fib.ipv6_dst, 16);
+		}
+		out = bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
+	}
+	if (out != TC_ACT_REDIRECT)
+		return drop(skb, p, DP_REASON_DROP_REDIRECT);
+	metrics_count(skb, p, DP_REASON_TO_FIB);
+	if (p->trace)
+		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_TO_FIB);
+	return (int)out;
+}
+
 /* Steps 4-6 once the tuple is known and the source checked. ttl points at
  * the TTL / hop limit byte (inside the packet, bounds-checked). */
 static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
@@ -932,7 +998,8 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
 	if (p->dst_ep) {
 		p->dst_identity = p->dst_ep->identity;
-	} else if (p->tun_ifindex || policy_enforced(p->src_ep->ep_id, DP_POLICY_EGRESS)) {
+	} else if (p->tun_ifindex || p->host_routing ||
+		   policy_enforced(p->src_ep->ep_id, DP_POLICY_EGRESS)) {
 		dst_ic = ipcache_of(p->tuple.family, p->tuple.daddr);
 		p->dst_identity = dst_ic ? dst_ic->identity : DP_IDENTITY_WORLD;
 	} else {
@@ -949,6 +1016,14 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	__u32 tun = 0;
 	if (!p->dst_ep && dst_ic && (dst_ic->flags & DP_IPCACHE_F_TUNNEL))
 		tun = p->tun_ifindex;
+	/* host-routing = bpf: another node's pod (the ipcache knows it, not
+	 * world nor this node) leaves by the FIB's answer */
+	if (!p->dst_ep && !tun && p->host_routing && *ttl > 1 && dst_ic &&
+	    dst_ic->identity > DP_IDENTITY_WORLD) {
+		int verdict = forward_fib(skb, p, ttl, ip4);
+		if (verdict >= 0)
+			return verdict;
+	}
 	/* not local nor tunnelled, or expiring here: the stack routes it (and
 	 * sends ICMP) */
 	if ((!p->dst_ep && !tun) || *ttl <= 1)
@@ -1408,4 +1483,62 @@ int fibril_from_overlay(struct __sk_buff *skb)
 		return overlay_ip(skb, &p, &ip6->hop_limit, 0);
 	}
 	return overlay_to_stack(skb, &p);
+}
+
+/* ---- from-netdev: host-routing = bpf, the receiving half (native mode) ------------
+ * Attached to the clsact INGRESS of the node's underlay devices (those with
+ * an address) when [datapath] host-routing = bpf. A packet addressed to
+ * this node (PACKET_HOST) for a local endpoint is checked against that
+ * endpoint's ingress policy with the source's identity from the ipcache
+ * (as fibril_to_endpoint would), counted in conntrack, its TTL decremented
+ * and redirected straight into the pod (bpf_redirect_peer: the node's
+ * stack and the veth's egress are skipped); everything else (the node's own
+ * traffic, ARP, ND, a TTL of 1) goes on to the stack untouched and
+ * uncounted. With host-routing off (the flag cleared in dp_config) it
+ * passes everything. Passing is TC_ACT_UNSPEC, not TC_ACT_OK: the next
+ * filter on the device (the lb module's NodePort program) still runs. */
+static __always_inline int netdev_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
+				     struct iphdr *ip4)
+{
+	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
+	if (!p->dst_ep || *ttl <= 1)
+		return TC_ACT_UNSPEC;
+	p->dst_identity = p->dst_ep->identity;
+	p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
+	frag_resolve(p);
+	int reason = policy_verdict(skb, p);
+	if (reason)
+		return drop(skb, p, (__u8)reason);
+	conntrack(skb, p);
+	ttl_decrement(ttl, ip4);
+	return forward_local(skb, p);
+}
+
+SEC("tc")
+int fibril_from_netdev(struct __sk_buff *skb)
+{
+	struct pkt p;
+
+	__builtin_memset(&p, 0, sizeof(p));
+	p.direction = DP_DIR_FROM_NETDEV;
+	pkt_config(&p);
+	if (!p.host_routing || skb->pkt_type != 0 /* PACKET_HOST */)
+		return TC_ACT_UNSPEC;
+	void *data_end;
+	struct ethhdr *eth = eth_header(skb, &data_end);
+	if (!eth)
+		return TC_ACT_UNSPEC;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if (ipv4_parse(skb, &p, ip, data_end) < 0)
+			return TC_ACT_UNSPEC;
+		return netdev_ip(skb, &p, &ip->ttl, ip);
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if (ipv6_parse(skb, &p, ip6, data_end) < 0 || p.is_icmp6_nd)
+			return TC_ACT_UNSPEC;
+		return netdev_ip(skb, &p, &ip6->hop_limit, 0);
+	}
+	return TC_ACT_UNSPEC;
 }

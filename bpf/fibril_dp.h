@@ -156,6 +156,8 @@ enum dp_direction {
 	DP_DIR_FROM_ENDPOINT = 0, /* the host veth's ingress: sent by the pod */
 	DP_DIR_TO_ENDPOINT = 1,   /* the host veth's egress: delivered to the pod */
 	DP_DIR_FROM_OVERLAY = 2,  /* the VXLAN device's ingress: from another node */
+	DP_DIR_FROM_NETDEV = 3,   /* an underlay device's ingress (host-routing =
+				   * bpf, native mode): from another node */
 };
 
 /* Reasons below 128 are verdicts that let the packet go on; from 128 on
@@ -174,6 +176,9 @@ enum dp_reason {
 				       * device towards the remote node */
 	DP_REASON_EVENT_LOST = 7,     /* not a verdict: an event dp_events had no
 				       * room for (the reader was behind) */
+	DP_REASON_TO_FIB = 9,         /* host-routing = bpf: redirected out of the
+				       * FIB's device toward the next hop
+				       * (bpf_redirect_neigh), skipping the stack */
 	DP_REASON_POLICY_ALLOWED = 8, /* not a packet verdict: the policy allowed the
 				       * first packet of a flow (DP_EVENT_POLICY) */
 	DP_REASON_DROP_SPOOFED_IP = 130,  /* source IP is not the endpoint's */
@@ -206,6 +211,10 @@ struct dp_metrics_value {
 #define DP_CFG_F_TRACE 0x1 /* emit trace events, not only drops */
 #define DP_CFG_F_POLICY_VERDICT 0x2 /* emit a DP_EVENT_POLICY for the first packet
 				     * of each flow an enforced policy allows */
+#define DP_CFG_F_HOST_ROUTING 0x4 /* [datapath] host-routing = bpf: a packet from
+				   * an endpoint to another node's pod (native
+				   * mode) leaves by bpf_fib_lookup +
+				   * bpf_redirect_neigh, not through the stack */
 
 struct dp_config {
 	__u32 flags;        /* DP_CFG_F_* */

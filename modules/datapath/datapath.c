@@ -20,6 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+
 #include "datapath.h"
 #include <fibril/compat.h>
 
@@ -51,6 +54,14 @@ static int check_dev_type(const char *value, char *why, size_t len)
 	return -EINVAL;
 }
 
+static int check_host_routing(const char *value, char *why, size_t len)
+{
+	if (!strcmp(value, "bpf") || !strcmp(value, "legacy"))
+		return 0;
+	snprintf(why, len, "expected bpf or legacy");
+	return -EINVAL;
+}
+
 #define MS_WEEK 604800000LL
 
 static const struct fibril_config_key dp_config_keys[] = {
@@ -61,6 +72,12 @@ static const struct fibril_config_key dp_config_keys[] = {
 	 .help = "dummy, veth (a pair with host-device-peer), or auto: dummy when the kernel "
 		 "has it, else veth",
 	 .check = check_dev_type},
+	{.name = "host-routing", .type = FIBRIL_CONFIG_STRING, .default_value = "legacy",
+	 .help = "bpf: a packet from a pod to another node's pod (native routing) leaves by "
+		 "bpf_fib_lookup + bpf_redirect_neigh instead of the node's stack (Cilium's BPF "
+		 "host routing; legacy when the kernel lacks the helpers); legacy: the stack "
+		 "routes it",
+	 .check = check_host_routing},
 	{.name = "host-device-peer", .type = FIBRIL_CONFIG_STRING, .default_value = "fibril_net",
 	 .help = "Peer name when the host device is a veth pair", .check = check_ifname},
 	{.name = "conntrack-timeout-tcp", .type = FIBRIL_CONFIG_DURATION, .default_value = "6h",
@@ -122,6 +139,14 @@ static void config_read(struct datapath *dp)
 	dp->gc_interval_ms = fibril_config_duration_ms(dp->m, "conntrack-gc-interval");
 	dp->trace = fibril_config_bool(dp->m, "trace-events");
 	dp->policy_verdicts = fibril_config_bool(dp->m, "policy-verdict-events");
+	dp->host_routing_bpf = !strcmp(fibril_config_string(dp->m, "host-routing"), "bpf");
+	if (dp->host_routing_bpf &&
+	    (libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_fib_lookup, NULL) != 1 ||
+	     libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_redirect_neigh, NULL) != 1)) {
+		fibril_warn(dp->m, "host-routing = bpf: the kernel lacks bpf_fib_lookup or "
+				   "bpf_redirect_neigh for tc programs; using legacy host routing");
+		dp->host_routing_bpf = false;
+	}
 	dp->ct_max_tcp = (uint32_t)fibril_config_int(dp->m, "conntrack-max-tcp");
 	dp->ct_max_other = (uint32_t)fibril_config_int(dp->m, "conntrack-max-other");
 	dp->events_bytes = (uint32_t)fibril_config_int(dp->m, "events-ring-bytes");
@@ -668,6 +693,14 @@ static int dp_start(struct fibril_module *m)
 		goto fail;
 	dp_endpoints_restore(dp);
 	eps_health(dp);
+	int nnetdev = 0;
+	if (dp_prog_netdevs_sync(dp, dp->host_routing_bpf, &nnetdev, err, sizeof(err)) < 0)
+		fibril_warn(m, "host-routing: %s", err);
+	else if (nnetdev)
+		fibril_info(m, "host-routing %s: fibril_from_netdev %s %d device(s)",
+			    dp->host_routing_bpf ? "bpf" : "legacy",
+			    dp->host_routing_bpf ? "attached to" : "detached from", nnetdev);
+	dp->netdevs = dp->host_routing_bpf ? nnetdev : 0;
 	if (!node_try(dp))
 		dp->node_timer = fibril_timer_add(m, NODE_RETRY_MS, NODE_RETRY_MS, node_retry, dp);
 	if (dp_events_start(dp, err, sizeof(err)) < 0) {

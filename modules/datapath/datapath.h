@@ -60,6 +60,9 @@ struct datapath {
 	uint32_t event_rate, event_burst;
 	bool trace;
 	bool policy_verdicts; /* [datapath] policy-verdict-events */
+	int netdevs;           /* devices fibril_from_netdev is attached to */
+	bool host_routing_bpf; /* [datapath] host-routing = bpf and the kernel has
+				* bpf_fib_lookup + bpf_redirect_neigh */
 	/* ipam, for the gateways */
 	const struct fibril_ipam_ops *ipam;
 	void *ipam_ctx;
@@ -174,6 +177,9 @@ int dp_prog_detach(struct datapath *dp, int ifindex, char *err, size_t len);
 /* The overlay program (fibril_from_overlay) on the VXLAN device's ingress. */
 int dp_prog_attach_overlay(struct datapath *dp, int ifindex, char *err, size_t len);
 int dp_prog_overlay_id(const struct datapath *dp);
+/* host-routing: attach fibril_from_netdev to the underlay devices' ingress
+ * (attach) or detach it where it is (!attach); *count: devices done */
+int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err, size_t len);
 /* The id of the program attached by us to ifindex at h, 0 none, <0 error. */
 int dp_prog_attached_id(int ifindex, enum dp_hook h);
 

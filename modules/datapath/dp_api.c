@@ -139,6 +139,8 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 	add_int(ev, "drop-events-rate", dp->event_rate);
 	add_int(ev, "drop-events-burst", dp->event_burst);
 	json_object_object_add(ev, "trace-events", json_object_new_boolean(dp->trace));
+	add_str(o, "host-routing", dp->host_routing_bpf ? "bpf" : "legacy");
+	add_int(o, "host-routing-devices", dp->netdevs);
 	json_object_object_add(ev, "policy-verdict-events", json_object_new_boolean(dp->policy_verdicts));
 	json_object_object_add(o, "events", ev);
 
@@ -151,6 +153,7 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 		DP_REASON_DROP_FRAG_NOT_FOUND, DP_REASON_DROP_SPOOFED_MAC,
 		DP_REASON_EVENT_SUPPRESSED, DP_REASON_EVENT_LOST, DP_REASON_TO_TUNNEL,
 		DP_REASON_DROP_NO_TUNNEL_KEY, DP_REASON_DROP_TUNNEL,
+		DP_REASON_TO_FIB,
 	};
 	/* packets per reason (summed over the CPUs), one object per direction */
 	static const struct {
@@ -158,7 +161,8 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 		const char *key;
 	} dirs[] = {{DP_DIR_FROM_ENDPOINT, "packets-from-endpoints"},
 		    {DP_DIR_TO_ENDPOINT, "packets-to-endpoints"},
-		    {DP_DIR_FROM_OVERLAY, "packets-from-overlay"}};
+		    {DP_DIR_FROM_OVERLAY, "packets-from-overlay"},
+		    {DP_DIR_FROM_NETDEV, "packets-from-netdev"}};
 	for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
 		struct json_object *metrics = json_object_new_object();
 		for (size_t i = 0; i < sizeof(reasons); i++) {

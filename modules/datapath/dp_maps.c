@@ -94,6 +94,8 @@ const char *dp_reason_name(unsigned reason)
 		return "drop:redirect-failed";
 	case DP_REASON_TO_TUNNEL:
 		return "to-tunnel";
+	case DP_REASON_TO_FIB:
+		return "to-fib";
 	case DP_REASON_DROP_NO_TUNNEL_KEY:
 		return "drop:no-tunnel-key";
 	case DP_REASON_DROP_TUNNEL:
@@ -122,6 +124,7 @@ const char *dp_direction_name(unsigned dir)
 	return dir == DP_DIR_FROM_ENDPOINT ? "from-endpoint"
 	       : dir == DP_DIR_TO_ENDPOINT ? "to-endpoint"
 	       : dir == DP_DIR_FROM_OVERLAY ? "from-overlay"
+	       : dir == DP_DIR_FROM_NETDEV ? "from-netdev"
 					   : "?";
 }
 
@@ -337,7 +340,8 @@ int dp_config_write(struct datapath *dp, char *err, size_t len)
 {
 	__u32 zero = 0;
 	struct dp_config c = {.flags = (dp->trace ? DP_CFG_F_TRACE : 0) |
-				       (dp->policy_verdicts ? DP_CFG_F_POLICY_VERDICT : 0),
+				       (dp->policy_verdicts ? DP_CFG_F_POLICY_VERDICT : 0) |
+				       (dp->host_routing_bpf ? DP_CFG_F_HOST_ROUTING : 0),
 			      .ct_refresh_s = dp->ct_refresh_s,
 			      .event_rate = dp->event_rate,
 			      .event_burst = dp->event_burst,

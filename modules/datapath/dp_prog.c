@@ -9,10 +9,13 @@
  * without a gap in traffic; stopping leaves the filters (and the programs
  * they hold) in place. */
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -29,6 +32,7 @@ struct dp_prog {
 	int fd[DP_HOOK_COUNT]; /* by enum dp_hook */
 	int id[DP_HOOK_COUNT];
 	int overlay_fd, overlay_id; /* fibril_from_overlay (tunnel mode) */
+	int netdev_fd, netdev_id;   /* fibril_from_netdev (host-routing = bpf) */
 };
 
 static const enum bpf_tc_attach_point hook_point[DP_HOOK_COUNT] = {
@@ -104,6 +108,8 @@ int dp_prog_load(struct datapath *dp, char *err, size_t len)
 		p->id[h] = prog_id_of(p->fd[h]);
 	p->overlay_fd = bpf_program__fd(p->skel->progs.fibril_from_overlay);
 	p->overlay_id = prog_id_of(p->overlay_fd);
+	p->netdev_fd = bpf_program__fd(p->skel->progs.fibril_from_netdev);
+	p->netdev_id = prog_id_of(p->netdev_fd);
 out:
 	modcommon_libbpf_log_end(old);
 	if (rc < 0) {
@@ -229,4 +235,83 @@ int dp_prog_attached_id(int ifindex, enum dp_hook h)
 	if (rc < 0)
 		return gone(rc) ? 0 : rc;
 	return (int)opts.prog_id;
+}
+
+/* ---- host-routing = bpf: fibril_from_netdev on the underlay devices ---------------
+ * The devices: every one that is up, not loopback, with an IPv4 or IPv6
+ * address (getifaddrs: netlink, no shelling out), other than the host
+ * device and the tunnel device; the endpoints' veths carry no address. */
+static bool is_netdev_candidate(const struct datapath *dp, const struct ifaddrs *a)
+{
+	if (!a->ifa_addr || (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6))
+		return false;
+	if (!(a->ifa_flags & IFF_UP) || (a->ifa_flags & IFF_LOOPBACK))
+		return false;
+	return strcmp(a->ifa_name, dp->host_dev) && strcmp(a->ifa_name, dp->host_peer) &&
+	       strcmp(a->ifa_name, dp->tunnel_dev);
+}
+
+/* Is the filter at our handle on ifindex's ingress fibril_from_netdev? */
+static bool netdev_prog_attached(int ifindex)
+{
+	int id = dp_prog_attached_id(ifindex, DP_HOOK_INGRESS);
+	if (id <= 0)
+		return false;
+	int fd = bpf_prog_get_fd_by_id((__u32)id);
+	if (fd < 0)
+		return false;
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	memset(&info, 0, sizeof(info));
+	bool ours = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+		    !strncmp(info.name, "fibril_from_netdev", sizeof(info.name) - 1);
+	close(fd);
+	return ours;
+}
+
+int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err, size_t len)
+{
+	struct ifaddrs *all = NULL;
+	int done[64], ndone = 0, first = 0;
+	*count = 0;
+	if (attach && !dp->prog) {
+		dp_seterr(err, len, "the tc program is not loaded");
+		return -ENOENT;
+	}
+	if (getifaddrs(&all) != 0) {
+		int e = errno;
+		dp_seterr(err, len, "cannot list the node's addresses: %s", strerror(e));
+		return -e;
+	}
+	for (struct ifaddrs *a = all; a; a = a->ifa_next) {
+		if (!is_netdev_candidate(dp, a))
+			continue;
+		int ifindex = (int)if_nametoindex(a->ifa_name), seen = 0;
+		for (int i = 0; i < ndone; i++)
+			seen |= done[i] == ifindex;
+		if (!ifindex || seen || ndone == (int)(sizeof(done) / sizeof(done[0])))
+			continue;
+		done[ndone++] = ifindex;
+		int rc = 0;
+		if (attach) {
+			rc = attach_fd(dp->prog->netdev_fd, ifindex, DP_HOOK_INGRESS, err, len);
+		} else if (netdev_prog_attached(ifindex)) {
+			LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+			LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY);
+			dp_vg_quiet_begin();
+			rc = bpf_tc_detach(&hook, &opts);
+			dp_vg_quiet_end();
+			if (rc < 0 && !gone(rc))
+				dp_seterr(err, len, "cannot detach fibril_from_netdev from %s: %s",
+					  a->ifa_name, strerror(-rc));
+		} else {
+			continue;
+		}
+		if (rc < 0 && !first)
+			first = rc;
+		else if (rc == 0)
+			(*count)++;
+	}
+	freeifaddrs(all);
+	return first;
 }

@@ -7,6 +7,11 @@
 # and a pod of the second:
 #   native       fibril, routing-mode native (a route per remote pod CIDR,
 #                the tc programs on the pods' veths)
+#   native-bpf   the same in routing-mode native with [datapath] host-routing
+#                = bpf (the program sends a packet for the other node's pod
+#                out of the underlay by bpf_fib_lookup + bpf_redirect(_neigh),
+#                and fibril_from_netdev on the receiver's underlay redirects
+#                it into the pod: neither node's stack routes it)
 #   plain        no fibril: the kernel forwards between veths with /32
 #                routes and a route per remote pod CIDR via the other node
 #   tunnel       fibril, routing-mode tunnel (the same agents restarted: the
@@ -58,11 +63,12 @@ mn_etcd_start || die "etcd does not start"
 mn_node_add f1 1
 mn_node_add f2 2
 AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.204.0.0/16 --set nodes.retry=300ms)
-start_mode() { # MODE : both agents (again) in that routing mode
+start_mode() { # MODE [HOST-ROUTING] : both agents (again) in that routing mode
 	local n
 	for n in f1 f2; do
 		mn_agent_kill "$n" TERM
-		mn_agent_start "$n" "$WORK/mods" "${AGENT_ARGS[@]}" --set "nodes.routing-mode=$1" ||
+		mn_agent_start "$n" "$WORK/mods" "${AGENT_ARGS[@]}" --set "nodes.routing-mode=$1" \
+			--set "datapath.host-routing=${2:-legacy}" ||
 			die "the agent of $n does not start in routing-mode $1"
 	done
 	local _
@@ -142,8 +148,8 @@ bulk_once() { # CLIENT SERVER -> Gbit/s received
 }
 for p in fb na2 va2; do serve "$p"; done
 sleep 0.3
-declare -A CLIENT=([native]=fa [tunnel]=fa [plain]=na1 [plain-vxlan]=va1)
-declare -A SERVER=([native]=fb [tunnel]=fb [plain]=na2 [plain-vxlan]=va2)
+declare -A CLIENT=([native]=fa [native-bpf]=fa [tunnel]=fa [plain]=na1 [plain-vxlan]=va1)
+declare -A SERVER=([native]=fb [native-bpf]=fb [tunnel]=fb [plain]=na2 [plain-vxlan]=va2)
 declare -A RRS BULKS RR_RATIOS BULK_RATIOS NSP
 warm() { ip netns exec "$(mn_pod_ns "${CLIENT[$1]}")" ping -c 2 -i 0.2 -W 1 "${MN_POD_IP[${SERVER[$1]}]}" >/dev/null || die "$1: no path from ${CLIENT[$1]} to ${SERVER[$1]}"; }
 
@@ -187,7 +193,7 @@ timed() {
 	fi
 	V=$v
 }
-declare -A FIBRIL=([native]=1 [tunnel]=1 [plain]=0 [plain-vxlan]=0)
+declare -A FIBRIL=([native]=1 [native-bpf]=1 [tunnel]=1 [plain]=0 [plain-vxlan]=0)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
 # pair SETUP-A SETUP-B KIND : one run of each, back to back, in VA / VB; the
 # order alternates from round to round (A B, B A, ...) so neither side is
@@ -226,6 +232,11 @@ measure() {
 }
 echo "bench_crossnode: $REPEAT rounds of ${SECS}s runs, fibril and its reference interleaved; both ends on CPU $PIN_CPU; kernel $(uname -r), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 measure native plain
+start_mode native bpf
+hr=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.load(sys.stdin)["host-routing"])')
+[ "$hr" = bpf ] || die "f1 does not use host-routing bpf after the restart ($hr)"
+measure native-bpf plain
+fib=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.load(sys.stdin)["packets-from-endpoints"]["to-fib"])')
 start_mode tunnel
 tun=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.load(sys.stdin)["tunnel"]["mode"])')
 [ "$tun" = vxlan ] || die "f1 is not in tunnel mode after the restart ($tun)"
@@ -251,7 +262,9 @@ echo
 printf '%-34s %10s %10s %7s %13s  %-8s %s\n' "median of $REPEAT rounds" "fibril" "reference" "ratio" "ratio spread" "goal>=.95" "fibril programs (bpf_stats; reference: none)"
 row "native TCP_RR (/s) vs plain" .0f native plain rr
 row "native bulk (Gbit/s) vs plain" .2f native plain bulk
+row "native+bpf-hr TCP_RR (/s) vs plain" .0f native-bpf plain rr
+row "native+bpf-hr bulk (Gbit/s) vs plain" .2f native-bpf plain bulk
 row "tunnel TCP_RR (/s) vs kernel VXLAN" .0f tunnel plain-vxlan rr
 row "tunnel bulk (Gbit/s) vs kernel VXLAN" .2f tunnel plain-vxlan bulk
 echo "ratio: the median of the rounds' own ratios (each round: fibril and the reference back to back, the order alternating)"
-echo "packets f1's program encapsulated (to-tunnel): $enc; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "packets f1's program sent by the FIB (to-fib, host-routing bpf): $fib; encapsulated (to-tunnel): $enc; load average $(cut -d' ' -f1-3 /proc/loadavg)"

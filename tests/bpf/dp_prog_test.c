@@ -1080,6 +1080,44 @@ static void test_tunnel_encap(void)
 	drain_events();
 }
 
+/* [datapath] host-routing = bpf (DP_CFG_F_HOST_ROUTING): a remote pod goes
+ * to bpf_fib_lookup; in this netns (lo only, no route, forwarding off) the
+ * FIB forwards nothing, so every packet falls back to the stack unchanged,
+ * as the legacy path: the helpers are called, accepted by the verifier, and
+ * a FIB without an answer never drops. The redirect itself (to-fib) is
+ * checked end to end by tests/integration/multinode.sh. */
+static void test_host_routing_fallback(void)
+{
+	policy_reset();
+	put_ipcache4("10.76.0.0", 24, 4343); /* another node's pod (identity > world) */
+	g_tunnel_ifindex = 0;
+	uint32_t zero = 0;
+	struct dp_config c = {.flags = DP_CFG_F_HOST_ROUTING, .ct_refresh_s = 1};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	uint64_t stack0 = metric(DP_REASON_TO_STACK, DP_DIR_FROM_ENDPOINT);
+	struct frame f;
+	eth(&f, POD_MAC, 0x0800);
+	ipv4(&f, POD4, "10.76.0.9", 6, 20, 7, 0);
+	tcp(&f, 41500, 80, 0x02);
+	uint8_t ttl = f.b[14 + 8];
+	int rc = run(g_from, &f);
+	check(rc == TC_ACT_OK && metric(DP_REASON_TO_FIB, DP_DIR_FROM_ENDPOINT) == 0 &&
+		      metric(DP_REASON_TO_STACK, DP_DIR_FROM_ENDPOINT) == stack0 + 1 &&
+		      metric(DP_REASON_DROP_REDIRECT, DP_DIR_FROM_ENDPOINT) == 0,
+	      "host-routing bpf: a remote pod the FIB cannot forward goes to the stack (%d)", rc);
+	check(f.b[14 + 8] == ttl, "host-routing bpf: the fallback leaves the TTL (%u -> %u)", ttl,
+	      f.b[14 + 8]);
+	struct dp_ct_value v;
+	check(ct_get(g_skel->maps.dp_conntrack, 4, POD4, "10.76.0.9", 41500, 80, 6, &v),
+	      "host-routing bpf: the flow is in conntrack");
+	/* the world is never host-routed (the node may masquerade it) */
+	rc = tcp_run(g_from, POD4, FAR4, 41501, 80, 0x02, false);
+	check(rc == TC_ACT_OK && metric(DP_REASON_TO_STACK, DP_DIR_FROM_ENDPOINT) == stack0 + 2,
+	      "host-routing bpf: the world goes to the stack (%d)", rc);
+	set_config(1, 0, 0);
+	policy_reset();
+}
+
 static void test_identity_from_overlay(void)
 {
 	policy_reset();
@@ -1327,6 +1365,7 @@ int main(int argc, char **argv)
 	test_policy_icmp_echo();
 	test_policy_deny_wins();
 	test_tunnel_encap();
+	test_host_routing_fallback();
 	test_identity_from_overlay();
 	test_lazy_lookups();
 

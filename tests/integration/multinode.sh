@@ -32,7 +32,21 @@ mn_node_add n2 2
 PORT=$((20000 + RANDOM % 20000))
 AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.201.0.0/16
 	--set nodes.retry=300ms)
-start() { mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}" --set "nodes.lease-ttl=${2:-$LONG_TTL}s"; }
+# n1 routes its pods' packets to n2 in BPF ([datapath] host-routing = bpf:
+# bpf_fib_lookup + bpf_redirect_neigh), n2 through its stack (legacy): both
+# ways are checked below
+declare -A HOST_ROUTING=([n1]=bpf [n2]=legacy)
+start() {
+	mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}" --set "nodes.lease-ttl=${2:-$LONG_TTL}s" \
+		--set "datapath.host-routing=${HOST_ROUTING[$1]}"
+}
+dp_json() { mn_api "$1" http://x/v1/datapath; }
+dp_is() { # NODE EXPR : EXPR over j = NODE's GET /v1/datapath
+	python3 -c 'import json, sys; j = json.loads(sys.argv[1]); sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' \
+		"$(dp_json "$1")" "$2" 2>/dev/null && return 0
+	echo "  $1: $(dp_json "$1")"
+	return 1
+}
 
 # jq-less JSON checks: python EXPR over j = the node's GET /v1/nodes
 nodes_json() { mn_api "$1" http://x/v1/nodes; }
@@ -97,6 +111,14 @@ done
 for p in pa pb; do mn_listening "$p" "$PORT"; done
 check "pa (${MN_POD_IP[pa]}, n1) pings and connects to pb (${MN_POD_IP[pb]}, n2)" probe pa "${MN_POD_IP[pb]}"
 check "pb pings and connects to pa" probe pb "${MN_POD_IP[pa]}"
+check "n1 (host-routing bpf) sent pa's packets out by the FIB (to-fib), not the stack" \
+	dp_is n1 "j['host-routing'] == 'bpf' and j['packets-from-endpoints']['to-fib'] > 0"
+check "n1 delivered pb's packets from its underlay straight into pa (from-netdev forwarded)" \
+	dp_is n1 "j['host-routing-devices'] >= 1 and j['packets-from-netdev']['forwarded'] > 0"
+check "  fibril_from_netdev is on n1's eth0 ingress, not on n2's" \
+	bash -c "tc -n $(mn_ns n1) filter show dev eth0 ingress | grep -q fibril_from_net && ! tc -n $(mn_ns n2) filter show dev eth0 ingress | grep -q fibril_from_net"
+check "n2 (host-routing legacy) passed pb's packets to its stack" \
+	dp_is n2 "j['host-routing'] == 'legacy' and j['host-routing-devices'] == 0 and j['packets-from-endpoints']['to-fib'] == 0 and j['packets-from-endpoints']['to-stack'] > 0 and j['packets-from-netdev']['forwarded'] == 0"
 
 # ---- restart: routes adopted, not re-added ----------------------------------------------
 mn_agent_kill n1 TERM
@@ -154,4 +176,14 @@ check "n2 is back on n1 when its agent is" wait_for 10 knows n1 n2
 check "  routed again" test "$(routes n1)" = "$CIDR2 via ${MN_IP[n2]} dev eth0"
 check "n2 adopted its route to n1" nodes_is n2 "j['metrics']['routes-adopted'] == 1 and j['metrics']['routes-installed'] == 0"
 check "pa reaches pb again" probe pa "${MN_POD_IP[pb]}"
+
+# ---- host-routing back to legacy: fibril_from_netdev detached, traffic works ------------
+mn_agent_kill n1 TERM
+HOST_ROUTING[n1]=legacy
+start n1 || fail "the agent of n1 restarts with host-routing legacy"
+check "n1 (now legacy) detached fibril_from_netdev from its eth0" \
+	bash -c "! tc -n $(mn_ns n1) filter show dev eth0 ingress | grep -q fibril_from_net"
+check "  and says legacy" dp_is n1 "j['host-routing'] == 'legacy' and j['host-routing-devices'] == 0"
+check "pa reaches pb with host-routing legacy on both nodes" probe pa "${MN_POD_IP[pb]}"
+check "  and pb reaches pa" probe pb "${MN_POD_IP[pa]}"
 finish
