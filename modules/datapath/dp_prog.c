@@ -9,7 +9,6 @@
  * without a gap in traffic; stopping leaves the filters (and the programs
  * they hold) in place. */
 #include <errno.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +21,7 @@
 
 #include "datapath.h"
 #include "libbpf_log.h"
+#include "node_addrs.h"
 #include "fibril_dp.skel.h"
 
 #define DP_TC_HANDLE 0xf1b1
@@ -241,14 +241,12 @@ int dp_prog_attached_id(int ifindex, enum dp_hook h)
  * The devices: every one that is up, not loopback, with an IPv4 or IPv6
  * address (getifaddrs: netlink, no shelling out), other than the host
  * device and the tunnel device; the endpoints' veths carry no address. */
-static bool is_netdev_candidate(const struct datapath *dp, const struct ifaddrs *a)
+static bool is_netdev_candidate(const struct datapath *dp, const struct mod_node_addr *a)
 {
-	if (!a->ifa_addr || (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6))
+	if (!(a->flags & IFF_UP) || (a->flags & IFF_LOOPBACK))
 		return false;
-	if (!(a->ifa_flags & IFF_UP) || (a->ifa_flags & IFF_LOOPBACK))
-		return false;
-	return strcmp(a->ifa_name, dp->host_dev) && strcmp(a->ifa_name, dp->host_peer) &&
-	       strcmp(a->ifa_name, dp->tunnel_dev);
+	return strcmp(a->ifname, dp->host_dev) && strcmp(a->ifname, dp->host_peer) &&
+	       strcmp(a->ifname, dp->tunnel_dev);
 }
 
 /* Is the filter at our handle on ifindex's ingress fibril_from_netdev? */
@@ -271,22 +269,23 @@ static bool netdev_prog_attached(int ifindex)
 
 int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err, size_t len)
 {
-	struct ifaddrs *all = NULL;
+	struct mod_node_addr *all = NULL;
+	size_t nall = 0;
 	int done[64], ndone = 0, first = 0;
 	*count = 0;
 	if (attach && !dp->prog) {
 		dp_seterr(err, len, "the tc program is not loaded");
 		return -ENOENT;
 	}
-	if (getifaddrs(&all) != 0) {
-		int e = errno;
-		dp_seterr(err, len, "cannot list the node's addresses: %s", strerror(e));
-		return -e;
+	int e = mod_node_addrs(&all, &nall);
+	if (e < 0) {
+		dp_seterr(err, len, "cannot list the node's addresses: %s", strerror(-e));
+		return e;
 	}
-	for (struct ifaddrs *a = all; a; a = a->ifa_next) {
+	for (const struct mod_node_addr *a = all; a < all + nall; a++) {
 		if (!is_netdev_candidate(dp, a))
 			continue;
-		int ifindex = (int)if_nametoindex(a->ifa_name), seen = 0;
+		int ifindex = (int)if_nametoindex(a->ifname), seen = 0;
 		for (int i = 0; i < ndone; i++)
 			seen |= done[i] == ifindex;
 		if (!ifindex || seen || ndone == (int)(sizeof(done) / sizeof(done[0])))
@@ -303,7 +302,7 @@ int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err
 			dp_vg_quiet_end();
 			if (rc < 0 && !gone(rc))
 				dp_seterr(err, len, "cannot detach fibril_from_netdev from %s: %s",
-					  a->ifa_name, strerror(-rc));
+					  a->ifname, strerror(-rc));
 		} else {
 			continue;
 		}
@@ -312,6 +311,6 @@ int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err
 		else if (rc == 0)
 			(*count)++;
 	}
-	freeifaddrs(all);
+	free(all);
 	return first;
 }

@@ -23,6 +23,7 @@
  * working whatever the kvstore does; when the lease is (re)granted every one
  * of them is written again (ensure). */
 #include "endpoint_int.h"
+#include "grow.h"
 #include "cluster_record.h"
 
 #include <errno.h>
@@ -786,15 +787,11 @@ static void known_set(struct ep_cluster *c, uint32_t n, const char *labels)
 		free(c->known[i].labels);
 		c->known[i].labels = l;
 	} else {
-		if (c->nknown == c->known_cap) {
-			size_t cap = c->known_cap ? c->known_cap * 2 : 64;
-			struct cl_known *v = realloc(c->known, cap * sizeof(*v));
+		struct cl_known *v = mod_grow(c->known, c->nknown, &c->known_cap, sizeof(*v), 64);
 
-			if (!v)
-				return;
-			c->known = v;
-			c->known_cap = cap;
-		}
+		if (!v)
+			return;
+		c->known = v;
 		char *l = strdup(labels);
 
 		if (!l)

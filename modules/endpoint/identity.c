@@ -12,6 +12,7 @@
  * out of an endpoint's labels (ep_label_counts_for_identity), so the pods of
  * one workload share an identity across rollouts. */
 #include "endpoint_int.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -181,15 +182,11 @@ static struct ep_identity *find_labels(struct ep_manager *mg, const char *labels
 static int insert_local(struct ep_manager *mg, uint32_t n, const char *labels, uint32_t hash,
 			struct ep_identity **out)
 {
-	if (mg->nidents == mg->idents_cap) {
-		size_t cap = mg->idents_cap ? mg->idents_cap * 2 : 64;
-		struct ep_identity **v = realloc(mg->idents, cap * sizeof(*v));
+	struct ep_identity **v = mod_grow(mg->idents, mg->nidents, &mg->idents_cap, sizeof(*v), 64);
 
-		if (!v)
-			return -ENOMEM;
-		mg->idents = v;
-		mg->idents_cap = cap;
-	}
+	if (!v)
+		return -ENOMEM;
+	mg->idents = v;
 	struct ep_identity *id = calloc(1, sizeof(*id));
 
 	if (!id || !(id->labels = strdup(labels))) {

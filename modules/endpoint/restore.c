@@ -17,6 +17,7 @@
  *      announced with endpoint.created.
  * The log says "restored N endpoints in X ms (M removed)". */
 #include "endpoint_int.h"
+#include "grow.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -196,15 +197,11 @@ static char *gone_reason(const struct ep_endpoint *ep)
 
 static int add_entry(struct ep_restore *r, struct ep_endpoint *ep, struct ep_spec *spec)
 {
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 64;
-		struct restore_entry *v = realloc(r->v, cap * sizeof(*v));
+	struct restore_entry *v = mod_grow(r->v, r->n, &r->cap, sizeof(*v), 64);
 
-		if (!v)
-			return -ENOMEM;
-		r->v = v;
-		r->cap = cap;
-	}
+	if (!v)
+		return -ENOMEM;
+	r->v = v;
 	r->v[r->n].ep = ep;
 	r->v[r->n].why = NULL;
 	r->v[r->n].labels = spec->labels;
@@ -392,15 +389,13 @@ static int read_all(struct ep_manager *mg, struct ep_restore *r)
 			break;
 		if (rc == 1) {
 			r->v[at].from_file = true;
-			if (nmigrated == cap) {
-				uint16_t *v = realloc(migrated, (cap = cap ? cap * 2 : 64) * sizeof(*v));
+			uint16_t *v = mod_grow(migrated, nmigrated, &cap, sizeof(*v), 64);
 
-				if (!v) {
-					rc = -ENOMEM;
-					break;
-				}
-				migrated = v;
+			if (!v) {
+				rc = -ENOMEM;
+				break;
 			}
+			migrated = v;
 			migrated[nmigrated++] = (uint16_t)id;
 		}
 		rc = 0;

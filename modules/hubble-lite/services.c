@@ -6,6 +6,7 @@
  * is looked up among the frontends first, then among the backends (a
  * backend several services share names the one updated last). No SDK
  * calls, so the fuzz target links it alone. */
+#include "grow.h"
 #include "hubble.h"
 
 #include <errno.h>
@@ -31,7 +32,7 @@ struct addr_ent {
 	uint8_t key[KEY_LEN];
 	struct svc_ent *frontend_of;
 	struct svc_ent **backend_of;
-	uint32_t nbackend_of, cap;
+	size_t nbackend_of, cap;
 	struct addr_ent *next;
 };
 
@@ -160,17 +161,13 @@ static int link_addr(struct hl_svcmap *m, const uint8_t *key, struct svc_ent *sv
 		e->frontend_of = svc;
 		return 0;
 	}
-	if (e->nbackend_of == e->cap) {
-		uint32_t cap = e->cap ? e->cap * 2 : 2;
-		struct svc_ent **v = realloc(e->backend_of, cap * sizeof(*v));
-		if (!v) {
-			if (!e->frontend_of && !e->nbackend_of)
-				unlink_addr(m, key, NULL);
-			return -ENOMEM;
-		}
-		e->backend_of = v;
-		e->cap = cap;
+	struct svc_ent **v = mod_grow(e->backend_of, e->nbackend_of, &e->cap, sizeof(*v), 2);
+	if (!v) {
+		if (!e->frontend_of && !e->nbackend_of)
+			unlink_addr(m, key, NULL);
+		return -ENOMEM;
 	}
+	e->backend_of = v;
 	e->backend_of[e->nbackend_of++] = svc; /* a shared backend names the last updated */
 	return 0;
 }

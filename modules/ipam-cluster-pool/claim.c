@@ -13,6 +13,7 @@
  * reconnect re-claims the same one (value == node or absent); if another
  * node took it meanwhile, allocations stop (-EAGAIN) and health says so. */
 #include "cluster_pool.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -80,14 +81,10 @@ static void taken_add(struct cp_fam *f, uint64_t idx)
 		i++;
 	if (i < f->ntaken && f->taken[i] == idx)
 		return;
-	if (f->ntaken == f->taken_cap) {
-		size_t cap = f->taken_cap ? f->taken_cap * 2 : 64;
-		uint64_t *t = realloc(f->taken, cap * sizeof(*t));
-		if (!t)
-			return; /* the transaction still refuses a taken CIDR */
-		f->taken = t;
-		f->taken_cap = cap;
-	}
+	uint64_t *t = mod_grow(f->taken, f->ntaken, &f->taken_cap, sizeof(*t), 64);
+	if (!t)
+		return; /* the transaction still refuses a taken CIDR */
+	f->taken = t;
 	memmove(&f->taken[i + 1], &f->taken[i], (f->ntaken - i) * sizeof(*f->taken));
 	f->taken[i] = idx;
 	f->ntaken++;

@@ -9,6 +9,7 @@
 
 #include "b64.h"
 #include "etcd.h"
+#include "grow.h"
 #include "jscan.h"
 
 char *etcd_full_key(const struct etcd *e, const char *key, size_t *len)
@@ -302,14 +303,10 @@ static bool scan_range(const struct etcd *e, struct mod_jscan *s, struct etcd_kv
 			char *arena_at = kvs->arena;
 			int er;
 			while ((er = mod_jscan_element(s)) == 1) {
-				if (kvs->n == kvs->cap) {
-					size_t cap = kvs->cap ? kvs->cap * 2 : 64;
-					struct fibril_kv *v = realloc(kvs->v, cap * sizeof(*v));
-					if (!v)
-						return false;
-					kvs->v = v;
-					kvs->cap = cap;
-				}
+				struct fibril_kv *v = mod_grow(kvs->v, kvs->n, &kvs->cap, sizeof(*v), 64);
+				if (!v)
+					return false;
+				kvs->v = v;
 				if (!scan_kv(e, s, &arena_at, &kvs->v[kvs->n]))
 					return false;
 				kvs->n++;

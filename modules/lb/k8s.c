@@ -22,6 +22,7 @@
 
 #include <fibril/fibril.h>
 
+#include "grow.h"
 #include "lb_mod.h"
 
 struct fe_key {
@@ -61,14 +62,10 @@ static struct k8s_svc *find(struct lb_k8s *k, const char *key, bool create)
 			return &k->svcs[i];
 	if (!create || strlen(key) > LB_NAME_MAX)
 		return NULL;
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 64;
-		struct k8s_svc *v = realloc(k->svcs, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		k->svcs = v;
-		k->cap = cap;
-	}
+	struct k8s_svc *v = mod_grow(k->svcs, k->n, &k->cap, sizeof(*v), 64);
+	if (!v)
+		return NULL;
+	k->svcs = v;
 	struct k8s_svc *s = &k->svcs[k->n++];
 	memset(s, 0, sizeof(*s));
 	snprintf(s->key, sizeof(s->key), "%s", key);

@@ -15,6 +15,7 @@
 
 #include <bpf/bpf.h>
 
+#include "grow.h"
 #include "lb_int.h"
 
 int lb_table_adopt(struct lb_table *t, struct lb_svc *s, char *err, size_t errlen);
@@ -279,15 +280,12 @@ int lb_table_restore(struct lb_table *t, size_t *skipped, char *err, size_t errl
 		cur = &key;
 		if (key.slot)
 			continue;
-		if (nm == cap) {
-			cap = cap ? cap * 2 : 256;
-			struct lb_svc_key *m = realloc(masters, cap * sizeof(*m));
-			if (!m) {
-				free(masters);
-				return -ENOMEM;
-			}
-			masters = m;
+		struct lb_svc_key *m = mod_grow(masters, nm, &cap, sizeof(*m), 256);
+		if (!m) {
+			free(masters);
+			return -ENOMEM;
 		}
+		masters = m;
 		masters[nm++] = key;
 	}
 	for (size_t i = 0; i < nm; i++) {
@@ -333,13 +331,10 @@ int lb_table_restore(struct lb_table *t, size_t *skipped, char *err, size_t errl
 						       (map == 1 || t->svc[id]->algorithm == LB_ALG_MAGLEV);
 			if (used)
 				continue;
-			if (ng == gcap) {
-				gcap = gcap ? gcap * 2 : 64;
-				uint32_t *g = realloc(gone, gcap * sizeof(*g));
-				if (!g)
-					break;
-				gone = g;
-			}
+			uint32_t *g = mod_grow(gone, ng, &gcap, sizeof(*g), 64);
+			if (!g)
+				break;
+			gone = g;
 			gone[ng++] = id;
 		}
 		for (size_t i = 0; i < ng; i++)

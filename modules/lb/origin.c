@@ -17,6 +17,7 @@
 
 #include <fibril/fibril.h>
 
+#include "grow.h"
 #include "lb_mod.h"
 
 #define ORIGIN_JOURNAL "origins"
@@ -54,14 +55,10 @@ static int replay(void *ud, const void *rec, size_t len)
 	}
 	if (r.op == LB_ORIGIN_DELETED)
 		return 0;
-	if (o->n == o->cap) {
-		size_t cap = o->cap ? o->cap * 2 : 256;
-		struct lb_origin_rec *v = realloc(o->recs, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		o->recs = v;
-		o->cap = cap;
-	}
+	struct lb_origin_rec *v = mod_grow(o->recs, o->n, &o->cap, sizeof(*v), 256);
+	if (!v)
+		return -ENOMEM;
+	o->recs = v;
 	if (lb_hash_put(o->h, key, (uint32_t)o->n) < 0)
 		return -ENOMEM;
 	o->recs[o->n++] = r;

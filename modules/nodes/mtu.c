@@ -6,11 +6,11 @@
  * dropped or fragmented on the underlay. fibril-cni reads it from GET
  * /v1/mtu for both veth ends and the pod's routes; the tunnel routes of
  * the node's own traffic carry it too (route.c). */
+#include "node_addrs.h"
 #include "nodes_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,23 +23,21 @@
 /* the interface that holds addr (family 4 or 6) into name; 0 or -ENOENT */
 static int iface_of(int family, const void *addr, char *name, size_t len)
 {
-	struct ifaddrs *ifs;
-	if (getifaddrs(&ifs))
-		return -errno;
-	int rc = -ENOENT;
-	for (struct ifaddrs *i = ifs; i && rc; i = i->ifa_next) {
-		if (!i->ifa_addr)
-			continue;
-		if (family == 4 && i->ifa_addr->sa_family == AF_INET &&
-		    !memcmp(&((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, addr, 4))
+	struct mod_node_addr *ifs;
+	size_t nifs;
+	int rc = mod_node_addrs(&ifs, &nifs);
+	if (rc < 0)
+		return rc;
+	rc = -ENOENT;
+	for (const struct mod_node_addr *i = ifs; i < ifs + nifs && rc; i++) {
+		if (family == 4 && i->family == AF_INET && !memcmp(&i->addr.v4, addr, 4))
 			rc = 0;
-		else if (family == 6 && i->ifa_addr->sa_family == AF_INET6 &&
-			 !memcmp(&((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr, addr, 16))
+		else if (family == 6 && i->family == AF_INET6 && !memcmp(&i->addr.v6, addr, 16))
 			rc = 0;
 		if (!rc)
-			snprintf(name, len, "%s", i->ifa_name);
+			snprintf(name, len, "%s", i->ifname);
 	}
-	freeifaddrs(ifs);
+	free(ifs);
 	return rc;
 }
 

@@ -13,11 +13,11 @@
  * and, by routing-mode, routes (native) or tunnel endpoints (tunnel) and
  * ipcache entries (route.c). GET /v1/nodes lists the nodes and the
  * counters. */
+#include "node_addrs.h"
 #include "nodes_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,30 +456,29 @@ static int self_ips(struct nodes *s, char *why, size_t len)
 		}
 		return 0;
 	}
-	struct ifaddrs *ifs;
-	if (getifaddrs(&ifs)) {
-		snprintf(why, len, "cannot list the addresses (getifaddrs: %s)", strerror(errno));
-		return -errno;
+	struct mod_node_addr *ifs;
+	size_t nifs;
+	int rc = mod_node_addrs(&ifs, &nifs);
+	if (rc < 0) {
+		snprintf(why, len, "cannot list the addresses (getifaddrs: %s)", strerror(-rc));
+		return rc;
 	}
-	for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-		if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK) ||
-		    skip_ifname(i->ifa_name))
+	for (const struct mod_node_addr *i = ifs; i < ifs + nifs; i++) {
+		if (!(i->flags & IFF_UP) || (i->flags & IFF_LOOPBACK) || skip_ifname(i->ifname))
 			continue;
-		if (i->ifa_addr->sa_family == AF_INET && !s->self.has_ipv4) {
-			struct in_addr a = ((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr;
-			if ((ntohl(a.s_addr) >> 16) == 0xa9fe) /* 169.254/16 */
+		if (i->family == AF_INET && !s->self.has_ipv4) {
+			if ((ntohl(i->addr.v4.s_addr) >> 16) == 0xa9fe) /* 169.254/16 */
 				continue;
-			s->self.ipv4 = a;
+			s->self.ipv4 = i->addr.v4;
 			s->self.has_ipv4 = true;
-		} else if (i->ifa_addr->sa_family == AF_INET6 && !s->self.has_ipv6) {
-			struct in6_addr a = ((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr;
-			if (IN6_IS_ADDR_LINKLOCAL(&a) || IN6_IS_ADDR_LOOPBACK(&a))
+		} else if (i->family == AF_INET6 && !s->self.has_ipv6) {
+			if (!mod_node_addr_v6_global(i))
 				continue;
-			s->self.ipv6 = a;
+			s->self.ipv6 = i->addr.v6;
 			s->self.has_ipv6 = true;
 		}
 	}
-	freeifaddrs(ifs);
+	free(ifs);
 	if (!s->self.has_ipv4 && !s->self.has_ipv6) {
 		snprintf(why, len, "no node IP: no global address on an interface that is up; set "
 				   "[nodes] node-ip");

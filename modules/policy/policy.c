@@ -31,6 +31,7 @@
  *   DELETE /v1/policy              every policy
  *   GET    /v1/policy/trace        ?src=&dst=&dport=N/PROTO: which rule allows or denies
  *   GET    /v1/policy/selectors    each distinct selector, its users and identities */
+#include "grow.h"
 #include "policy_int.h"
 
 #include <errno.h>
@@ -215,16 +216,12 @@ struct entry_vec {
 
 static void vec_add(struct entry_vec *vec, struct pol_entry e)
 {
-	if (vec->n == vec->cap) {
-		size_t cap = vec->cap ? vec->cap * 2 : 32;
-		struct pol_entry *n = realloc(vec->v, cap * sizeof(*n));
-		if (!n) {
-			vec->oom = true;
-			return;
-		}
-		vec->v = n;
-		vec->cap = cap;
+	struct pol_entry *n = mod_grow(vec->v, vec->n, &vec->cap, sizeof(*n), 32);
+	if (!n) {
+		vec->oom = true;
+		return;
 	}
+	vec->v = n;
 	vec->v[vec->n++] = e;
 }
 
@@ -238,14 +235,10 @@ static void ids_add(struct ids *s, uint32_t id)
 	for (size_t i = 0; i < s->n; i++)
 		if (s->v[i] == id)
 			return;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		uint32_t *n = realloc(s->v, cap * sizeof(*n));
-		if (!n)
-			return;
-		s->v = n;
-		s->cap = cap;
-	}
+	uint32_t *n = mod_grow(s->v, s->n, &s->cap, sizeof(*n), 16);
+	if (!n)
+		return;
+	s->v = n;
 	s->v[s->n++] = id;
 }
 
@@ -405,14 +398,10 @@ static const struct pol_rule_rec *rule_by_id(const struct pol_state *st, uint32_
 /* Put r (its id set, not in the table) in its place; false: out of memory. */
 static bool rule_insert(struct pol_state *st, const struct pol_rule_rec *r)
 {
-	if (st->nrules == st->rules_cap) {
-		size_t cap = st->rules_cap ? st->rules_cap * 2 : 64;
-		struct pol_rule_rec *v = realloc(st->rules, cap * sizeof(*v));
-		if (!v)
-			return false;
-		st->rules = v;
-		st->rules_cap = cap;
-	}
+	struct pol_rule_rec *v = mod_grow(st->rules, st->nrules, &st->rules_cap, sizeof(*v), 64);
+	if (!v)
+		return false;
+	st->rules = v;
 	size_t i = rule_at(st, r->id);
 	memmove(&st->rules[i + 1], &st->rules[i], (st->nrules - i) * sizeof(*st->rules));
 	st->rules[i] = *r;
@@ -945,14 +934,10 @@ static void sel_ids_adjust(struct pol_state *st, struct sel_entry *e, uint32_t i
 			e->ids[lo].endpoints++;
 			return;
 		}
-		if (e->nids == e->cap) {
-			size_t cap = e->cap ? e->cap * 2 : 4;
-			struct sel_id *n = realloc(e->ids, cap * sizeof(*n));
-			if (!n)
-				return;
-			e->ids = n;
-			e->cap = cap;
-		}
+		struct sel_id *n = mod_grow(e->ids, e->nids, &e->cap, sizeof(*n), 4);
+		if (!n)
+			return;
+		e->ids = n;
 		memmove(&e->ids[lo + 1], &e->ids[lo], (e->nids - lo) * sizeof(*e->ids));
 		e->ids[lo] = (struct sel_id){.identity = id, .endpoints = 1};
 		e->nids++;
@@ -1431,16 +1416,12 @@ static bool rid_set(struct pol_state *st, uint32_t n, const char *labels)
 	if (!l)
 		return false;
 	if (!found) {
-		if (st->nrids == st->rids_cap) {
-			size_t cap = st->rids_cap ? st->rids_cap * 2 : 64;
-			struct pol_rid *v = realloc(st->rids, cap * sizeof(*v));
-			if (!v) {
-				free(l);
-				return false;
-			}
-			st->rids = v;
-			st->rids_cap = cap;
+		struct pol_rid *v = mod_grow(st->rids, st->nrids, &st->rids_cap, sizeof(*v), 64);
+		if (!v) {
+			free(l);
+			return false;
 		}
+		st->rids = v;
 		memmove(&st->rids[i + 1], &st->rids[i], (st->nrids - i) * sizeof(*st->rids));
 		st->rids[i] = (struct pol_rid){.identity = n};
 		st->nrids++;
