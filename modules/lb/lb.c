@@ -140,7 +140,6 @@ struct lb {
 	uint32_t maglev_m;
 	char cgroup[4096];
 	int hooks_attached;
-	int tc_devices;
 	size_t restored, restore_skipped, restored_known, restored_k8s;
 	struct lb_k8s *k8s;
 	struct lb_tc *tc;
@@ -712,7 +711,7 @@ static void get_services(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "maglev-table-size", json_object_new_int64(lb->maglev_m));
 	json_object_object_add(o, "socket-lb-hooks", json_object_new_int(lb->hooks_attached));
 	json_object_object_add(o, "cgroup", json_object_new_string(lb->cgroup));
-	json_object_object_add(o, "nodeport-devices", json_object_new_int(lb->tc_devices));
+	json_object_object_add(o, "nodeport-devices", json_object_new_int(lb_tc_devices(lb->tc)));
 	json_object_object_add(o, "restored", json_object_new_int64((int64_t)lb->restored));
 	json_object_object_add(o, "k8s-skipped", json_object_new_int64((int64_t)lb_k8s_skipped(lb->k8s)));
 	json_object_object_add(o, "restored-k8s", json_object_new_int64((int64_t)lb->restored_k8s));
@@ -945,7 +944,6 @@ static int lb_start(struct fibril_module *m)
 		fibril_module_set_error(m, "%s", err);
 		return rc;
 	}
-	lb->tc_devices = lb_tc_devices(lb->tc);
 	if (enable)
 		fibril_health_report(m, "socket-lb", FIBRIL_HEALTH_OK, "%d hooks on %s",
 				     lb->hooks_attached, lb->cgroup);

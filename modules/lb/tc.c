@@ -5,17 +5,18 @@
  * (FIBRIL_DATAPATH_TUNNEL_DEVICE) when it exists, so that a flow sent to a
  * backend on another node through the tunnel is SNATed there; lb_devices
  * (ifindex -> flags and the device's address per family, the SNAT source;
- * none with [lb] nodeport-snat off); a check every second re-attaches to a
- * device that appeared or was recreated (or lost our filter) and follows
- * address changes; and
+ * none with [lb] nodeport-snat off); the kernel's rtnetlink events (links,
+ * IPv4 / IPv6 addresses, tc qdiscs and filters removed) on the agent's loop
+ * re-attach to a device that appeared or was recreated (or lost our filter)
+ * at once and follow its address changes, with every device checked again
+ * when events were lost (ENOBUFS); and
  * lb_ct's GC: a timer every [lb] ct-gc-interval has the worker pool walk
  * lb_ct with batch operations (ctgc.c) and remove the flows idle past their
  * timeout. Metrics: fibril_lb_ct_gc_runs_total, fibril_lb_ct_gc_removed_total,
- * fibril_lb_ct_entries. */
+ * fibril_lb_ct_entries, fibril_lb_device_resyncs_total. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -25,17 +26,22 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/rtnetlink.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <netlink/socket.h>
 
 #include <fibril/datapath.h>
 #include <fibril/fibril.h>
 
 #include "libbpf_log.h"
 #include "lb_tc.h"
+#include "node_addrs.h"
 
 #define LB_TC_HANDLE 0xf1b2
 #define LB_TC_PRIORITY 1
 #define LB_TC_DEV_MAX 16
-#define LB_TC_CHECK_MS 1000
+#define LB_NL_RCVBUF (1 << 20)
 
 struct lb_tc_dev {
 	char name[IF_NAMESIZE];
@@ -50,12 +56,16 @@ struct lb_tc {
 	bool snat, started;
 	struct lb_tc_dev dev[LB_TC_DEV_MAX + 1]; /* + the tunnel device */
 	int ndev;
-	struct fibril_timer *check_timer, *gc_timer;
+	struct nl_sock *nl;    /* the device events (NULL without nodeport devices) */
+	struct fibril_io *nl_io;
+	uint32_t dirty;        /* devices an event batch concerns (bit i: dev[i]) */
+	uint64_t resyncs;
+	struct fibril_timer *gc_timer;
 	bool gc_busy;
 	struct lb_ctgc_params params;
 	uint64_t gc_runs, gc_removed, gc_entries;
-	struct fibril_metric *m_runs, *m_removed, *m_entries;
-	struct fibril_series *s_runs, *s_removed, *s_entries;
+	struct fibril_metric *m_runs, *m_removed, *m_entries, *m_resyncs;
+	struct fibril_series *s_runs, *s_removed, *s_entries, *s_resyncs;
 };
 
 static struct fibril_metric *reg(struct lb_tc *t, enum fibril_metric_type type, const char *name,
@@ -78,10 +88,14 @@ int lb_tc_init(struct fibril_module *m, struct lb_tc **out)
 			   "lb_ct entries (per-packet NAT flows) removed idle past their timeout");
 	t->m_entries = reg(t, FIBRIL_METRIC_GAUGE, "fibril_lb_ct_entries",
 			   "lb_ct entries left after the last GC pass");
-	if (!t->m_runs || !t->m_removed || !t->m_entries) {
+	t->m_resyncs = reg(t, FIBRIL_METRIC_COUNTER, "fibril_lb_device_resyncs_total",
+			   "Times every nodeport device was checked again after device events were "
+			   "lost (rtnetlink socket buffer full)");
+	if (!t->m_runs || !t->m_removed || !t->m_entries || !t->m_resyncs) {
 		free(t);
 		return -EINVAL;
 	}
+	t->s_resyncs = fibril_metric_series(t->m_resyncs, NULL);
 	t->s_runs = fibril_metric_series(t->m_runs, NULL);
 	t->s_removed = fibril_metric_series(t->m_removed, NULL);
 	t->s_entries = fibril_metric_series(t->m_entries, NULL);
@@ -94,28 +108,26 @@ int lb_tc_init(struct fibril_module *m, struct lb_tc **out)
 /* The device's first IPv4 and first global IPv6 address (the SNAT source). */
 static void device_addrs(const char *name, struct lb_device *d)
 {
-	struct ifaddrs *ifa = NULL;
+	struct mod_node_addr *all;
+	size_t n;
 	memset(d->addr4, 0, sizeof(d->addr4));
 	memset(d->addr6, 0, sizeof(d->addr6));
-	if (getifaddrs(&ifa) < 0)
+	if (mod_node_addrs(&all, &n) < 0)
 		return;
 	bool have4 = false, have6 = false;
-	for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
-		if (!i->ifa_addr || strcmp(i->ifa_name, name))
+	for (const struct mod_node_addr *a = all; a < all + n; a++) {
+		if (strcmp(a->ifname, name))
 			continue;
-		if (i->ifa_addr->sa_family == AF_INET && !have4) {
+		if (a->family == AF_INET && !have4) {
 			d->addr4[10] = d->addr4[11] = 0xff;
-			memcpy(d->addr4 + 12, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
+			memcpy(d->addr4 + 12, &a->addr.v4, 4);
 			have4 = true;
-		} else if (i->ifa_addr->sa_family == AF_INET6 && !have6) {
-			const struct in6_addr *a = &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-			if (IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_LOOPBACK(a))
-				continue;
-			memcpy(d->addr6, a, 16);
+		} else if (a->family == AF_INET6 && !have6 && mod_node_addr_v6_global(a)) {
+			memcpy(d->addr6, &a->addr.v6, 16);
 			have6 = true;
 		}
 	}
-	freeifaddrs(ifa);
+	free(all);
 }
 
 static int attach(struct lb_tc *t, struct lb_tc_dev *d, char *err, size_t len)
@@ -144,73 +156,86 @@ static int attach(struct lb_tc *t, struct lb_tc_dev *d, char *err, size_t len)
 
 /* Is our egress program still on the device (a qdisc removed and added
  * back by someone else takes our filters with it)? */
-static bool attached(const struct lb_tc_dev *d, int ifindex)
+static bool attached(int ifindex)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = LB_TC_HANDLE, .priority = LB_TC_PRIORITY);
-	(void)d;
 	libbpf_print_fn_t old = modcommon_libbpf_quiet_begin();
 	int rc = bpf_tc_query(&hook, &opts);
 	modcommon_libbpf_log_end(old);
 	return rc == 0; /* ENOENT: no such filter; EINVAL: no clsact any more */
 }
 
-/* Bring every device's attachment and lb_devices entry up to date. With
+/* Bring one device's attachment and lb_devices entry up to date. With
  * strict, a nodeport device missing or an attach failing is an error. */
+static int device_sync(struct lb_tc *t, struct lb_tc_dev *d, bool strict, char *err, size_t len)
+{
+	int ifindex = (int)if_nametoindex(d->name);
+	if (!ifindex) {
+		if (strict && !d->tunnel) {
+			snprintf(err, len, "[lb] nodeport-devices: no device '%.64s' here", d->name);
+			return -ENODEV;
+		}
+		if (d->ifindex) {
+			uint32_t k = (uint32_t)d->ifindex;
+			bpf_map_delete_elem(t->dev_fd, &k);
+			if (!strict)
+				fibril_info(t->m, "%s (ifindex %d) is gone", d->name, d->ifindex);
+			d->ifindex = 0;
+		}
+		return 0;
+	}
+	struct lb_device v = {.flags = d->tunnel ? LB_DEV_TUNNEL : LB_DEV_NODEPORT};
+	if (t->snat && !d->tunnel)
+		device_addrs(d->name, &v);
+	if (ifindex != d->ifindex || !attached(ifindex)) {
+		char why[256];
+		int old = d->ifindex;
+		d->ifindex = ifindex;
+		int rc = attach(t, d, why, sizeof(why));
+		if (rc < 0) {
+			d->ifindex = old;
+			if (strict) {
+				snprintf(err, len, "%s", why);
+				return rc;
+			}
+			if (rc == -ENODEV) /* gone meanwhile: its removal's event follows */
+				fibril_debug(t->m, "%s", why);
+			else
+				fibril_warn(t->m, "%s", why);
+			return 0;
+		}
+		if (old && old != ifindex) {
+			uint32_t k = (uint32_t)old;
+			bpf_map_delete_elem(t->dev_fd, &k);
+		}
+		if (!strict)
+			fibril_info(t->m, "tc programs attached to %s (ifindex %d)", d->name, ifindex);
+		memset(&d->val, 0xff, sizeof(d->val)); /* rewrite below */
+	}
+	if (memcmp(&v, &d->val, sizeof(v))) {
+		uint32_t k = (uint32_t)ifindex;
+		if (bpf_map_update_elem(t->dev_fd, &k, &v, BPF_ANY) < 0) {
+			int e = errno;
+			snprintf(err, len, "cannot write %s to " LB_MAP_DEVICES ": %s", d->name,
+				 strerror(e));
+			if (strict)
+				return -e;
+			fibril_warn(t->m, "%s", err);
+			return 0;
+		}
+		d->val = v;
+	}
+	return 0;
+}
+
+/* Every device (at start, and after lost events). */
 static int devices_sync(struct lb_tc *t, bool strict, char *err, size_t len)
 {
 	for (int i = 0; i < t->ndev; i++) {
-		struct lb_tc_dev *d = &t->dev[i];
-		int ifindex = (int)if_nametoindex(d->name);
-		if (!ifindex) {
-			if (strict && !d->tunnel) {
-				snprintf(err, len, "[lb] nodeport-devices: no device '%.64s' here", d->name);
-				return -ENODEV;
-			}
-			if (d->ifindex) {
-				uint32_t k = (uint32_t)d->ifindex;
-				bpf_map_delete_elem(t->dev_fd, &k);
-				d->ifindex = 0;
-			}
-			continue;
-		}
-		struct lb_device v = {.flags = d->tunnel ? LB_DEV_TUNNEL : LB_DEV_NODEPORT};
-		if (t->snat && !d->tunnel)
-			device_addrs(d->name, &v);
-		if (ifindex != d->ifindex || !attached(d, ifindex)) {
-			char why[256];
-			int old = d->ifindex;
-			d->ifindex = ifindex;
-			int rc = attach(t, d, why, sizeof(why));
-			if (rc < 0) {
-				d->ifindex = old;
-				if (strict) {
-					snprintf(err, len, "%s", why);
-					return rc;
-				}
-				fibril_warn(t->m, "%s", why);
-				continue;
-			}
-			if (old) {
-				uint32_t k = (uint32_t)old;
-				bpf_map_delete_elem(t->dev_fd, &k);
-			}
-			if (!strict)
-				fibril_info(t->m, "tc programs attached to %s (ifindex %d)", d->name,
-					    ifindex);
-			memset(&d->val, 0xff, sizeof(d->val)); /* rewrite below */
-		}
-		if (memcmp(&v, &d->val, sizeof(v))) {
-			uint32_t k = (uint32_t)ifindex;
-			if (bpf_map_update_elem(t->dev_fd, &k, &v, BPF_ANY) < 0) {
-				snprintf(err, len, "cannot write %s to " LB_MAP_DEVICES ": %s", d->name,
-					 strerror(errno));
-				if (strict)
-					return -errno;
-				continue;
-			}
-			d->val = v;
-		}
+		int rc = device_sync(t, &t->dev[i], strict, err, len);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
@@ -233,12 +258,142 @@ static void devices_prune(struct lb_tc *t)
 		bpf_map_delete_elem(t->dev_fd, &gone[i]);
 }
 
-static void check_tick(struct fibril_timer *timer, void *ud)
+/* ---- the kernel's events about the devices -------------------------------------------
+ * An rtnetlink socket in RTNLGRP_LINK (a device created, removed, renamed,
+ * up or down), RTNLGRP_IPV4_IFADDR / RTNLGRP_IPV6_IFADDR (an address added
+ * or removed) and RTNLGRP_TC (a qdisc or filter removed: our programs may
+ * have gone with it), read on the agent's loop. A batch of messages marks
+ * the devices it concerns (by name for links, by ifindex otherwise); those
+ * are synced once the socket is drained. When the kernel dropped messages
+ * because the socket's buffer was full (ENOBUFS), nothing tells which
+ * devices changed: every device is synced again. */
+
+static void mark_ifindex(struct lb_tc *t, int ifindex)
 {
-	(void)timer;
+	char name[IF_NAMESIZE] = "";
+	bool named = false;
+	for (int i = 0; i < t->ndev; i++) {
+		struct lb_tc_dev *d = &t->dev[i];
+		if (d->ifindex == ifindex) {
+			t->dirty |= 1u << i;
+			continue;
+		}
+		if (d->ifindex)
+			continue;
+		/* not attached (yet): the event may be about a device of ours
+		 * whose attach failed or whose link event was lost */
+		if (!named) {
+			named = true;
+			if (!if_indextoname((unsigned)ifindex, name))
+				name[0] = '\0';
+		}
+		if (name[0] && !strcmp(name, d->name))
+			t->dirty |= 1u << i;
+	}
+}
+
+static int nl_event(struct nl_msg *msg, void *ud)
+{
 	struct lb_tc *t = ud;
+	struct nlmsghdr *h = nlmsg_hdr(msg);
+	switch (h->nlmsg_type) {
+	case RTM_NEWLINK:
+	case RTM_DELLINK: {
+		if (!nlmsg_valid_hdr(h, sizeof(struct ifinfomsg)))
+			break;
+		const struct ifinfomsg *ifi = nlmsg_data(h);
+		struct nlattr *tb[IFLA_MAX + 1];
+		const char *name = NULL;
+		if (nlmsg_parse(h, sizeof(*ifi), tb, IFLA_MAX, NULL) == 0 && tb[IFLA_IFNAME])
+			name = nla_get_string(tb[IFLA_IFNAME]);
+		for (int i = 0; i < t->ndev; i++)
+			if ((t->dev[i].ifindex && t->dev[i].ifindex == ifi->ifi_index) ||
+			    (name && !strncmp(name, t->dev[i].name, IF_NAMESIZE)))
+				t->dirty |= 1u << i;
+		break;
+	}
+	case RTM_NEWADDR:
+	case RTM_DELADDR:
+		if (nlmsg_valid_hdr(h, sizeof(struct ifaddrmsg)))
+			mark_ifindex(t, (int)((const struct ifaddrmsg *)nlmsg_data(h))->ifa_index);
+		break;
+	case RTM_DELQDISC:
+	case RTM_DELTFILTER:
+		if (nlmsg_valid_hdr(h, sizeof(struct tcmsg)))
+			mark_ifindex(t, ((const struct tcmsg *)nlmsg_data(h))->tcm_ifindex);
+		break;
+	default:
+		break;
+	}
+	return NL_OK;
+}
+
+#define LB_NL_READS_MAX 256 /* datagrams read per wake-up: the loop serves others too */
+
+static void nl_readable(struct fibril_io *io, int fd, uint32_t revents, void *ud)
+{
+	(void)fd;
+	struct lb_tc *t = ud;
+	bool lost = false;
+	/* The overrun is reported as a socket error (POLLERR), after which the
+	 * loop stops the watch: read what is there, and watch again. */
+	if ((revents & FIBRIL_IO_ERROR) && fibril_io_update(io, FIBRIL_IO_READ) < 0)
+		fibril_warn(t->m, "cannot watch the device events again: devices are no longer "
+				  "followed");
+	t->dirty = 0;
+	for (int n = 0; n < LB_NL_READS_MAX; n++) {
+		int rc = nl_recvmsgs_default(t->nl);
+		if (rc >= 0)
+			continue;
+		if (rc == -NLE_AGAIN)
+			break;
+		lost = true; /* NLE_NOMEM: ENOBUFS, the kernel dropped events */
+		if (rc != -NLE_NOMEM) {
+			fibril_warn(t->m, "reading device events: %s", nl_geterror(rc));
+			break;
+		}
+	}
+	if (lost) {
+		t->resyncs++;
+		fibril_series_inc(t->s_resyncs);
+		fibril_info(t->m, "device events were lost (socket buffer full): every device is "
+				  "checked again");
+		t->dirty = (1u << t->ndev) - 1;
+	}
 	char err[256];
-	devices_sync(t, false, err, sizeof(err));
+	for (int i = 0; i < t->ndev; i++)
+		if (t->dirty & (1u << i))
+			device_sync(t, &t->dev[i], false, err, sizeof(err));
+	t->dirty = 0;
+}
+
+/* Subscribed before the first sync, so that no change between the two is
+ * missed. */
+static int nl_open(struct lb_tc *t, char *err, size_t len)
+{
+	t->nl = nl_socket_alloc();
+	if (!t->nl) {
+		snprintf(err, len, "out of memory");
+		return -ENOMEM;
+	}
+	nl_socket_disable_seq_check(t->nl);
+	nl_socket_modify_cb(t->nl, NL_CB_VALID, NL_CB_CUSTOM, nl_event, t);
+	int rc = nl_connect(t->nl, NETLINK_ROUTE);
+	if (rc == 0)
+		rc = nl_socket_set_nonblocking(t->nl);
+	if (rc == 0)
+		rc = nl_socket_add_memberships(t->nl, RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR,
+					       RTNLGRP_IPV6_IFADDR, RTNLGRP_TC, 0);
+	if (rc == 0) /* room for bursts (capped by net.core.rmem_max) */
+		nl_socket_set_buffer_size(t->nl, LB_NL_RCVBUF, 0);
+	if (rc < 0) {
+		snprintf(err, len, "cannot listen to the kernel's device events (rtnetlink): %s",
+			 nl_geterror(rc));
+		nl_socket_free(t->nl);
+		t->nl = NULL;
+		return -EIO;
+	}
+	return 0;
 }
 
 int lb_tc_devices(const struct lb_tc *t)
@@ -348,15 +503,17 @@ int lb_tc_start(struct lb_tc *t, int prog_from, int prog_to, int ct_fd, int devi
 		snprintf(t->dev[t->ndev].name, IF_NAMESIZE, "%s", FIBRIL_DATAPATH_TUNNEL_DEVICE);
 		t->dev[t->ndev++].tunnel = true;
 	}
-	int rc = devices_sync(t, true, err, len);
+	int rc = t->ndev ? nl_open(t, err, len) : 0;
 	if (rc < 0)
 		return rc;
+	if ((rc = devices_sync(t, true, err, len)) < 0)
+		return rc;
 	devices_prune(t);
-	if (t->ndev)
-		t->check_timer = fibril_timer_add(m, LB_TC_CHECK_MS, LB_TC_CHECK_MS, check_tick, t);
+	if (t->nl)
+		t->nl_io = fibril_io_watch(m, nl_socket_get_fd(t->nl), FIBRIL_IO_READ, nl_readable, t);
 	uint64_t every = fibril_config_duration_ms(m, "ct-gc-interval");
 	t->gc_timer = fibril_timer_add(m, every, every, gc_tick, t);
-	if ((t->ndev && !t->check_timer) || !t->gc_timer) {
+	if ((t->nl && !t->nl_io) || !t->gc_timer) {
 		snprintf(err, len, "out of memory");
 		return -ENOMEM;
 	}
@@ -368,11 +525,15 @@ void lb_tc_stop(struct lb_tc *t)
 {
 	if (!t)
 		return;
-	if (t->check_timer)
-		fibril_timer_cancel(t->check_timer);
+	if (t->nl_io)
+		fibril_io_remove(t->nl_io);
 	if (t->gc_timer)
 		fibril_timer_cancel(t->gc_timer);
-	t->check_timer = t->gc_timer = NULL;
+	t->nl_io = NULL;
+	t->gc_timer = NULL;
+	if (t->nl)
+		nl_socket_free(t->nl);
+	t->nl = NULL;
 	t->started = false;
 }
 

@@ -30,7 +30,9 @@ void fibril_timer_cancel(struct fibril_timer *t);
 
 #define FIBRIL_IO_READ 1u
 #define FIBRIL_IO_WRITE 2u
-#define FIBRIL_IO_ERROR 4u /* in revents only: error or hang-up */
+#define FIBRIL_IO_ERROR 4u /* in revents only: error or hang-up; the watch is
+			    * stopped after this callback (fibril_io_update
+			    * starts it again) */
 typedef void (*fibril_io_fn)(struct fibril_io *io, int fd, uint32_t revents, void *ud);
 struct fibril_io *fibril_io_watch(struct fibril_module *m, int fd, uint32_t events,
 				  fibril_io_fn cb, void *ud);
