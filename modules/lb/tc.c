@@ -278,10 +278,11 @@ static void mark_ifindex(struct lb_tc *t, int ifindex)
 			t->dirty |= 1u << i;
 			continue;
 		}
-		if (d->ifindex)
+		if (d->ifindex || d->tunnel)
 			continue;
-		/* not attached (yet): the event may be about a device of ours
-		 * whose attach failed or whose link event was lost */
+		/* a nodeport device not attached (yet): the event may be about
+		 * it, if its attach failed or its link event was lost (the
+		 * tunnel's addresses do not matter: its link events do) */
 		if (!named) {
 			named = true;
 			if (!if_indextoname((unsigned)ifindex, name))
