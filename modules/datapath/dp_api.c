@@ -91,6 +91,10 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "host-device", host);
 	add_int(o, "program-id", dp_prog_id(dp, DP_HOOK_INGRESS));
 	add_int(o, "program-id-egress", dp_prog_id(dp, DP_HOOK_EGRESS));
+	/* the load's wall time (on a worker while the agent started) */
+	json_object_object_add(o, "program-load-ms", json_object_new_double(dp->prog_load_ms));
+	if (dp->prog_error[0])
+		add_str(o, "program-error", dp->prog_error);
 
 	struct json_object *tun = json_object_new_object();
 	add_str(tun, "mode", dp->tunnel_ifindex ? "vxlan" : "none");
