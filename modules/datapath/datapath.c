@@ -752,6 +752,9 @@ static void dp_stop(struct fibril_module *m)
 static int dp_summary(struct fibril_module *m, char *buf, size_t len)
 {
 	struct datapath *dp = fibril_module_data(m);
+	if (dp->prog_job) /* (the loop is not held for a summary) */
+		return snprintf(buf, len, "%zu endpoint(s), programs loading, %s %s", dp->neps,
+				dp->host_dev, dp->node_ready ? "ready" : "not ready");
 	return snprintf(buf, len, "%zu endpoint(s), program id %d (egress %d), %s %s, %llu drop event(s)",
 			dp->neps, dp_prog_id(dp, DP_HOOK_INGRESS), dp_prog_id(dp, DP_HOOK_EGRESS),
 			dp->host_dev,

@@ -15,6 +15,7 @@
 #include "fibril_dp.h"
 
 #define DP_ERR_LEN 256
+#define DP_PROG_WAITERS 16 /* API answers waiting for the programs' load; more wait on the loop */
 #define DP_EVENT_RING 256 /* recent events kept for GET /v1/datapath/events */
 #define DP_MAX_POOLS 4
 #define DP_ROUTE_PROTO 0xf1 /* rtm_protocol of the routes this module adds */
@@ -74,6 +75,9 @@ struct datapath {
 	char prog_error[DP_ERR_LEN];  /* why no program is loaded, "" when it is */
 	double prog_load_ms;          /* the last load, open to verified */
 	bool stopping;                /* in stop: a failed load is not done again */
+	/* GET /v1/datapath requests deferred until the load is done (dp_api.c) */
+	struct fibril_response *prog_waiters[DP_PROG_WAITERS];
+	size_t n_prog_waiters;
 	struct nl_sock *nl;
 	bool ipcache_no_batch; /* the kernel's LPM trie refused BPF_MAP_UPDATE_BATCH */
 	/* the node: the host device and the gateways on it */
@@ -180,6 +184,8 @@ int dp_prog_wait(struct datapath *dp, char *err, size_t len);
 /* datapath.c: what waited for the programs of a load on the worker (not
  * called in stop) */
 void dp_programs_loaded(struct datapath *dp);
+/* dp_api.c: answer the requests that waited for the load (any outcome) */
+void dp_api_programs_loaded(struct datapath *dp);
 void dp_prog_unload(struct datapath *dp);
 /* The loaded instance's program id for that hook (after the load: it
  * waits for it), 0 when not loaded. */

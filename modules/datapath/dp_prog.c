@@ -30,6 +30,7 @@
 
 struct dp_prog {
 	struct fibril_dp *skel;
+	struct fibril_dp *overlay_skel; /* fibril_from_overlay loaded later on its own */
 	int fd[DP_HOOK_COUNT]; /* by enum dp_hook */
 	int id[DP_HOOK_COUNT];
 	int overlay_fd, overlay_id; /* fibril_from_overlay (tunnel mode) */
@@ -67,19 +68,27 @@ static int reuse(struct bpf_map *map, int fd, char *err, size_t len)
 	return rc;
 }
 
+/* Which programs a load verifies: the endpoints' two always (DP_PROGS_
+ * ENDPOINT); fibril_from_overlay only in tunnel mode and fibril_from_netdev
+ * only with host-routing = bpf, each ~8% of the verifier's work. */
+#define DP_PROGS_ENDPOINT 1u
+#define DP_PROGS_OVERLAY 2u
+#define DP_PROGS_NETDEV 4u
+
 /* Open the skeleton, hand it the registry's maps (fds by enum dp_map_id)
- * and load it: the kernel verifies every program here. Touches nothing of
- * the module but *p, so it runs on a worker thread as well. */
-static int prog_build(struct dp_prog *p, const int *map_fds, const struct bpf_object_open_opts *opts,
-		      char *err, size_t len)
+ * and load the programs in `which`: the kernel verifies them here. The
+ * object into *out, the fds and ids of what it loaded into *p. Touches
+ * nothing of the module but those, so it runs on a worker thread as well. */
+static int prog_build(struct dp_prog *p, struct fibril_dp **out, unsigned which,
+		      const int *map_fds, const struct bpf_object_open_opts *opts, char *err,
+		      size_t len)
 {
-	p->skel = fibril_dp__open_opts(opts);
-	if (!p->skel) {
+	struct fibril_dp *s = *out = fibril_dp__open_opts(opts);
+	if (!s) {
 		int rc = -errno;
 		dp_seterr(err, len, "cannot open the BPF object: %s", strerror(-rc));
 		return rc;
 	}
-	struct fibril_dp *s = p->skel;
 	int rc;
 	if ((rc = reuse(s->maps.dp_endpoints, map_fds[DPM_ENDPOINTS], err, len)) < 0 ||
 	    (rc = reuse(s->maps.dp_ipcache, map_fds[DPM_IPCACHE], err, len)) < 0 ||
@@ -93,6 +102,10 @@ static int prog_build(struct dp_prog *p, const int *map_fds, const struct bpf_ob
 	    (rc = reuse(s->maps.dp_policy, map_fds[DPM_POLICY], err, len)) < 0 ||
 	    (rc = reuse(s->maps.dp_policy_ep, map_fds[DPM_POLICY_EP], err, len)) < 0)
 		return rc;
+	bpf_program__set_autoload(s->progs.fibril_from_endpoint, which & DP_PROGS_ENDPOINT);
+	bpf_program__set_autoload(s->progs.fibril_to_endpoint, which & DP_PROGS_ENDPOINT);
+	bpf_program__set_autoload(s->progs.fibril_from_overlay, which & DP_PROGS_OVERLAY);
+	bpf_program__set_autoload(s->progs.fibril_from_netdev, which & DP_PROGS_NETDEV);
 	dp_vg_quiet_begin();
 	rc = fibril_dp__load(s);
 	dp_vg_quiet_end();
@@ -101,15 +114,37 @@ static int prog_build(struct dp_prog *p, const int *map_fds, const struct bpf_ob
 			  strerror(-rc));
 		return rc;
 	}
-	p->fd[DP_HOOK_INGRESS] = bpf_program__fd(s->progs.fibril_from_endpoint);
-	p->fd[DP_HOOK_EGRESS] = bpf_program__fd(s->progs.fibril_to_endpoint);
-	for (int h = 0; h < DP_HOOK_COUNT; h++)
-		p->id[h] = prog_id_of(p->fd[h]);
-	p->overlay_fd = bpf_program__fd(s->progs.fibril_from_overlay);
-	p->overlay_id = prog_id_of(p->overlay_fd);
-	p->netdev_fd = bpf_program__fd(s->progs.fibril_from_netdev);
-	p->netdev_id = prog_id_of(p->netdev_fd);
+	if (which & DP_PROGS_ENDPOINT) {
+		p->fd[DP_HOOK_INGRESS] = bpf_program__fd(s->progs.fibril_from_endpoint);
+		p->fd[DP_HOOK_EGRESS] = bpf_program__fd(s->progs.fibril_to_endpoint);
+		for (int h = 0; h < DP_HOOK_COUNT; h++)
+			p->id[h] = prog_id_of(p->fd[h]);
+	}
+	if (which & DP_PROGS_OVERLAY) {
+		p->overlay_fd = bpf_program__fd(s->progs.fibril_from_overlay);
+		p->overlay_id = prog_id_of(p->overlay_fd);
+	}
+	if (which & DP_PROGS_NETDEV) {
+		p->netdev_fd = bpf_program__fd(s->progs.fibril_from_netdev);
+		p->netdev_id = prog_id_of(p->netdev_fd);
+	}
 	return 0;
+}
+
+static struct dp_prog *prog_new(void)
+{
+	struct dp_prog *p = calloc(1, sizeof(*p));
+	if (p)
+		p->overlay_fd = p->netdev_fd = -1;
+	return p;
+}
+
+/* What a load at start verifies (see DP_PROGS_*): fibril_from_overlay when
+ * the last run left tunnel mode on (else its first tunnel_setup loads it). */
+static unsigned progs_at_start(const struct datapath *dp)
+{
+	return DP_PROGS_ENDPOINT | (dp->tunnel_ifindex ? DP_PROGS_OVERLAY : 0) |
+	       (dp->host_routing_bpf ? DP_PROGS_NETDEV : 0);
 }
 
 static void prog_free(struct dp_prog *p)
@@ -117,6 +152,7 @@ static void prog_free(struct dp_prog *p)
 	if (!p)
 		return;
 	fibril_dp__destroy(p->skel);
+	fibril_dp__destroy(p->overlay_skel);
 	free(p);
 }
 
@@ -128,7 +164,7 @@ static void map_fds_of(struct datapath *dp, int *fds)
 
 int dp_prog_load(struct datapath *dp, char *err, size_t len)
 {
-	struct dp_prog *p = calloc(1, sizeof(*p));
+	struct dp_prog *p = prog_new();
 	if (!p) {
 		dp_seterr(err, len, "out of memory");
 		return -ENOMEM;
@@ -137,7 +173,7 @@ int dp_prog_load(struct datapath *dp, char *err, size_t len)
 	map_fds_of(dp, fds);
 	uint64_t t0 = dp_mono_ns();
 	libbpf_print_fn_t old = modcommon_libbpf_log_begin(dp->m);
-	int rc = prog_build(p, fds, NULL, err, len);
+	int rc = prog_build(p, &p->skel, progs_at_start(dp), fds, NULL, err, len);
 	modcommon_libbpf_log_end(old);
 	if (rc < 0) {
 		prog_free(p);
@@ -164,6 +200,7 @@ struct dp_prog_job {
 	struct datapath *dp;
 	struct dp_prog *prog;
 	int map_fds[DPM_COUNT];
+	unsigned which; /* DP_PROGS_* */
 	uint64_t t0_ns, t1_ns;
 	char err[DP_ERR_LEN];
 	/* the verifier log of a failed load lands here, not in libbpf's print
@@ -178,8 +215,9 @@ static void job_run(void *ud)
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .kernel_log_buf = j->log,
 		    .kernel_log_size = sizeof(j->log));
 	char err[DP_ERR_LEN] = "";
-	struct dp_prog *p = calloc(1, sizeof(*p));
-	int rc = p ? prog_build(p, j->map_fds, &opts, err, sizeof(err)) : -ENOMEM;
+	struct dp_prog *p = prog_new();
+	int rc = p ? prog_build(p, &p->skel, j->which, j->map_fds, &opts, err, sizeof(err))
+		   : -ENOMEM;
 	if (!p)
 		dp_seterr(err, sizeof(err), "out of memory");
 	if (rc < 0) {
@@ -200,13 +238,8 @@ static void job_run(void *ud)
 /* Take the job's result (on the loop thread, once): the programs, or the
  * error, after a synchronous load again (which logs the verifier's
  * reasons through the module's log as the load in start always did). */
-static void job_adopt(struct datapath *dp, struct dp_prog_job *j)
+static void job_result(struct datapath *dp, struct dp_prog_job *j)
 {
-	pthread_mutex_lock(&j->mu);
-	while (!j->done)
-		pthread_cond_wait(&j->cv, &j->mu);
-	pthread_mutex_unlock(&j->mu);
-	dp->prog_job = NULL;
 	if (j->rc == 0) {
 		dp->prog = j->prog;
 		j->prog = NULL;
@@ -218,8 +251,8 @@ static void job_adopt(struct datapath *dp, struct dp_prog_job *j)
 			dp_programs_loaded(dp);
 		return;
 	}
-	if (!dp->stopping && j->rc != -ENOMEM && dp_prog_load(dp, dp->prog_error,
-							    sizeof(dp->prog_error)) == 0) {
+	if (!dp->stopping && j->rc != -ENOMEM && j->rc != -ECANCELED &&
+	    dp_prog_load(dp, dp->prog_error, sizeof(dp->prog_error)) == 0) {
 		/* refused on the worker, loaded here: fine, if odd */
 		fibril_warn(dp->m, "the tc programs' load on a worker failed (%s); loaded again",
 			    j->err);
@@ -230,6 +263,21 @@ static void job_adopt(struct datapath *dp, struct dp_prog_job *j)
 		snprintf(dp->prog_error, sizeof(dp->prog_error), "%s", j->err);
 	fibril_error(dp->m, "%s", dp->prog_error);
 	fibril_health_report(dp->m, "programs", FIBRIL_HEALTH_DEGRADED, "%s", dp->prog_error);
+}
+
+/* Take the job's result (on the loop thread, once): the programs, or the
+ * error, after a synchronous load again (which logs the verifier's
+ * reasons through the module's log as the load in start always did); then
+ * answer what waited for it. */
+static void job_adopt(struct datapath *dp, struct dp_prog_job *j)
+{
+	pthread_mutex_lock(&j->mu);
+	while (!j->done)
+		pthread_cond_wait(&j->cv, &j->mu);
+	pthread_mutex_unlock(&j->mu);
+	dp->prog_job = NULL;
+	job_result(dp, j);
+	dp_api_programs_loaded(dp);
 }
 
 static void job_done(void *ud, int status)
@@ -263,6 +311,7 @@ int dp_prog_load_start(struct datapath *dp, char *err, size_t len)
 	pthread_cond_init(&j->cv, NULL);
 	j->dp = dp;
 	map_fds_of(dp, j->map_fds);
+	j->which = progs_at_start(dp);
 	j->t0_ns = dp_mono_ns();
 	dp->prog_error[0] = '\0';
 	int rc = fibril_work_submit(dp->m, job_run, job_done, j);
@@ -351,6 +400,19 @@ int dp_prog_attach_overlay(struct datapath *dp, int ifindex, char *err, size_t l
 	int rc = dp_prog_wait(dp, err, len);
 	if (rc < 0)
 		return rc;
+	if (dp->prog->overlay_fd < 0) { /* tunnel mode since the start: load it now */
+		int fds[DPM_COUNT];
+		map_fds_of(dp, fds);
+		libbpf_print_fn_t old = modcommon_libbpf_log_begin(dp->m);
+		rc = prog_build(dp->prog, &dp->prog->overlay_skel, DP_PROGS_OVERLAY, fds, NULL, err,
+				len);
+		modcommon_libbpf_log_end(old);
+		if (rc < 0) {
+			fibril_dp__destroy(dp->prog->overlay_skel);
+			dp->prog->overlay_skel = NULL;
+			return rc;
+		}
+	}
 	return attach_fd(dp->prog->overlay_fd, ifindex, DP_HOOK_INGRESS, err, len);
 }
 
