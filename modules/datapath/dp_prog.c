@@ -235,9 +235,9 @@ static void job_run(void *ud)
 	pthread_mutex_unlock(&j->mu);
 }
 
-/* Take the job's result (on the loop thread, once): the programs, or the
- * error, after a synchronous load again (which logs the verifier's
- * reasons through the module's log as the load in start always did). */
+/* The job's result into dp: the programs (and what waited for them), or
+ * a refusal, loaded again synchronously first: that load logs the
+ * verifier's reasons through the module's log as the load in start did. */
 static void job_result(struct datapath *dp, struct dp_prog_job *j)
 {
 	if (j->rc == 0) {
