@@ -656,6 +656,27 @@ static void dp_release(struct datapath *dp)
 	dp->node_ready = false;
 }
 
+/* fibril_from_netdev on the underlay devices (host-routing = bpf) or off
+ * them (legacy); a failure is logged, the start goes on. */
+static void netdevs_sync(struct datapath *dp)
+{
+	char err[DP_ERR_LEN] = "";
+	int nnetdev = 0;
+	if (dp_prog_netdevs_sync(dp, dp->host_routing_bpf, &nnetdev, err, sizeof(err)) < 0)
+		fibril_warn(dp->m, "host-routing: %s", err);
+	else if (nnetdev)
+		fibril_info(dp->m, "host-routing %s: fibril_from_netdev %s %d device(s)",
+			    dp->host_routing_bpf ? "bpf" : "legacy",
+			    dp->host_routing_bpf ? "attached to" : "detached from", nnetdev);
+	dp->netdevs = dp->host_routing_bpf ? nnetdev : 0;
+}
+
+void dp_programs_loaded(struct datapath *dp)
+{
+	if (dp->host_routing_bpf)
+		netdevs_sync(dp);
+}
+
 static int dp_start(struct fibril_module *m)
 {
 	struct datapath *dp = fibril_module_data(m);
@@ -689,18 +710,16 @@ static int dp_start(struct fibril_module *m)
 	if ((rc = dp_ipcache_put(dp, 4, any, 0, DP_IDENTITY_WORLD, err, sizeof(err))) < 0 ||
 	    (rc = dp_ipcache_put(dp, 6, any, 0, DP_IDENTITY_WORLD, err, sizeof(err))) < 0)
 		goto fail;
-	if ((rc = dp_prog_load(dp, err, sizeof(err))) < 0)
+	/* the verifier's work runs on a worker while the agent goes on (the
+	 * maps are what the next modules write); an attachment waits for it */
+	if ((rc = dp_prog_load_start(dp, err, sizeof(err))) < 0)
 		goto fail;
 	dp_endpoints_restore(dp);
 	eps_health(dp);
-	int nnetdev = 0;
-	if (dp_prog_netdevs_sync(dp, dp->host_routing_bpf, &nnetdev, err, sizeof(err)) < 0)
-		fibril_warn(m, "host-routing: %s", err);
-	else if (nnetdev)
-		fibril_info(m, "host-routing %s: fibril_from_netdev %s %d device(s)",
-			    dp->host_routing_bpf ? "bpf" : "legacy",
-			    dp->host_routing_bpf ? "attached to" : "detached from", nnetdev);
-	dp->netdevs = dp->host_routing_bpf ? nnetdev : 0;
+	/* fibril_from_netdev: detached now (legacy), or attached once the
+	 * programs are loaded (dp_programs_loaded) */
+	if (!dp->host_routing_bpf || dp->prog)
+		netdevs_sync(dp);
 	if (!node_try(dp))
 		dp->node_timer = fibril_timer_add(m, NODE_RETRY_MS, NODE_RETRY_MS, node_retry, dp);
 	if (dp_events_start(dp, err, sizeof(err)) < 0) {
@@ -713,11 +732,9 @@ static int dp_start(struct fibril_module *m)
 		snprintf(err, sizeof(err), "cannot start the conntrack GC timer");
 		goto fail;
 	}
-	fibril_info(m,
-		    "tc programs loaded (ingress id %d, egress id %d); conntrack GC every %llu ms; "
-		    "trace events %s",
-		    dp_prog_id(dp, DP_HOOK_INGRESS), dp_prog_id(dp, DP_HOOK_EGRESS),
-		    (unsigned long long)dp->gc_interval_ms, dp->trace ? "on" : "off");
+	fibril_info(m, "tc programs %s; conntrack GC every %llu ms; trace events %s",
+		    dp->prog ? "loaded" : "loading", (unsigned long long)dp->gc_interval_ms,
+		    dp->trace ? "on" : "off");
 	return 0;
 fail:
 	fibril_module_set_error(m, "%s", err);
@@ -734,7 +751,10 @@ static void dp_stop(struct fibril_module *m)
 
 static int dp_summary(struct fibril_module *m, char *buf, size_t len)
 {
-	const struct datapath *dp = fibril_module_data(m);
+	struct datapath *dp = fibril_module_data(m);
+	if (dp->prog_job) /* (the loop is not held for a summary) */
+		return snprintf(buf, len, "%zu endpoint(s), programs loading, %s %s", dp->neps,
+				dp->host_dev, dp->node_ready ? "ready" : "not ready");
 	return snprintf(buf, len, "%zu endpoint(s), program id %d (egress %d), %s %s, %llu drop event(s)",
 			dp->neps, dp_prog_id(dp, DP_HOOK_INGRESS), dp_prog_id(dp, DP_HOOK_EGRESS),
 			dp->host_dev,

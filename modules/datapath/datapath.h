@@ -15,6 +15,7 @@
 #include "fibril_dp.h"
 
 #define DP_ERR_LEN 256
+#define DP_PROG_WAITERS 16 /* API answers waiting for the programs' load; more wait on the loop */
 #define DP_EVENT_RING 256 /* recent events kept for GET /v1/datapath/events */
 #define DP_MAX_POOLS 4
 #define DP_ROUTE_PROTO 0xf1 /* rtm_protocol of the routes this module adds */
@@ -41,7 +42,8 @@ struct dp_ep {
 	struct dp_ep *next;
 };
 
-struct dp_prog; /* dp_prog.c */
+struct dp_prog;     /* dp_prog.c */
+struct dp_prog_job; /* dp_prog.c */
 struct nl_sock;
 struct ring_buffer;
 
@@ -69,6 +71,13 @@ struct datapath {
 	/* maps, program, netlink */
 	struct fibril_map *maps[DPM_COUNT];
 	struct dp_prog *prog;
+	struct dp_prog_job *prog_job; /* the load running on the worker pool (dp_prog.c) */
+	char prog_error[DP_ERR_LEN];  /* why no program is loaded, "" when it is */
+	double prog_load_ms;          /* the last load, open to verified */
+	bool stopping;                /* in stop: a failed load is not done again */
+	/* GET /v1/datapath requests deferred until the load is done (dp_api.c) */
+	struct fibril_response *prog_waiters[DP_PROG_WAITERS];
+	size_t n_prog_waiters;
 	struct nl_sock *nl;
 	bool ipcache_no_batch; /* the kernel's LPM trie refused BPF_MAP_UPDATE_BATCH */
 	/* the node: the host device and the gateways on it */
@@ -167,16 +176,27 @@ int dp_policy_ep_fmt(const void *key, const void *value, char *ko, size_t kl, ch
  * sends), egress fibril_to_endpoint (what the stack delivers to the pod). */
 enum dp_hook { DP_HOOK_INGRESS, DP_HOOK_EGRESS, DP_HOOK_COUNT };
 int dp_prog_load(struct datapath *dp, char *err, size_t len);
+/* The same load on the worker pool (start goes on meanwhile); whatever
+ * needs the programs waits for it in dp_prog_wait(), which is 0 once they
+ * are loaded, else -ENOENT with why. */
+int dp_prog_load_start(struct datapath *dp, char *err, size_t len);
+int dp_prog_wait(struct datapath *dp, char *err, size_t len);
+/* datapath.c: what waited for the programs of a load on the worker (not
+ * called in stop) */
+void dp_programs_loaded(struct datapath *dp);
+/* dp_api.c: answer the requests that waited for the load (any outcome) */
+void dp_api_programs_loaded(struct datapath *dp);
 void dp_prog_unload(struct datapath *dp);
-/* The loaded instance's program id for that hook, 0 when not loaded. */
-int dp_prog_id(const struct datapath *dp, enum dp_hook h);
+/* The loaded instance's program id for that hook (after the load: it
+ * waits for it), 0 when not loaded. */
+int dp_prog_id(struct datapath *dp, enum dp_hook h);
 /* Both filters (ingress, then egress), each replaced atomically. */
 int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len);
 /* Both filters; 0 also when the device or a filter is already gone. */
 int dp_prog_detach(struct datapath *dp, int ifindex, char *err, size_t len);
 /* The overlay program (fibril_from_overlay) on the VXLAN device's ingress. */
 int dp_prog_attach_overlay(struct datapath *dp, int ifindex, char *err, size_t len);
-int dp_prog_overlay_id(const struct datapath *dp);
+int dp_prog_overlay_id(struct datapath *dp);
 /* host-routing: attach fibril_from_netdev to the underlay devices' ingress
  * (attach) or detach it where it is (!attach); *count: devices done */
 int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err, size_t len);

@@ -65,10 +65,35 @@ static struct json_object *endpoint_json(const struct dp_ep *e)
 	return o;
 }
 
+static void status_answer(struct datapath *dp, struct fibril_response *resp);
+
+/* GET /v1/datapath while the programs load: answered once they are (the
+ * answer names them), without holding the loop meanwhile */
 static void route_status(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	(void)req;
 	struct datapath *dp = ud;
+	if (dp->prog_job && dp->n_prog_waiters < DP_PROG_WAITERS) {
+		struct fibril_response *later = fibril_resp_defer(resp);
+		if (later) {
+			dp->prog_waiters[dp->n_prog_waiters++] = later;
+			return;
+		}
+	}
+	status_answer(dp, resp);
+}
+
+void dp_api_programs_loaded(struct datapath *dp)
+{
+	while (dp->n_prog_waiters) {
+		struct fibril_response *later = dp->prog_waiters[--dp->n_prog_waiters];
+		status_answer(dp, later);
+		fibril_resp_send(later);
+	}
+}
+
+static void status_answer(struct datapath *dp, struct fibril_response *resp)
+{
 	struct json_object *o = json_object_new_object();
 	char buf[INET6_ADDRSTRLEN];
 
@@ -91,6 +116,10 @@ static void route_status(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "host-device", host);
 	add_int(o, "program-id", dp_prog_id(dp, DP_HOOK_INGRESS));
 	add_int(o, "program-id-egress", dp_prog_id(dp, DP_HOOK_EGRESS));
+	/* the load's wall time (on a worker while the agent started) */
+	json_object_object_add(o, "program-load-ms", json_object_new_double(dp->prog_load_ms));
+	if (dp->prog_error[0])
+		add_str(o, "program-error", dp->prog_error);
 
 	struct json_object *tun = json_object_new_object();
 	add_str(tun, "mode", dp->tunnel_ifindex ? "vxlan" : "none");

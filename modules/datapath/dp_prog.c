@@ -9,6 +9,7 @@
  * without a gap in traffic; stopping leaves the filters (and the programs
  * they hold) in place. */
 #include <errno.h>
+#include <pthread.h>
 #include <net/if.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 
 struct dp_prog {
 	struct fibril_dp *skel;
+	struct fibril_dp *overlay_skel; /* fibril_from_overlay loaded later on its own */
 	int fd[DP_HOOK_COUNT]; /* by enum dp_hook */
 	int id[DP_HOOK_COUNT];
 	int overlay_fd, overlay_id; /* fibril_from_overlay (tunnel mode) */
@@ -57,87 +59,305 @@ static int prog_id_of(int fd)
 /* libbpf's messages (the verifier log above all) go to the agent's log
  * while this module loads its program (modules/common/libbpf_log.c). */
 
-static int reuse(struct bpf_map *map, struct datapath *dp, enum dp_map_id id, char *err,
-		 size_t len)
+static int reuse(struct bpf_map *map, int fd, char *err, size_t len)
 {
-	int rc = bpf_map__reuse_fd(map, fibril_map_fd(dp->maps[id]));
+	int rc = bpf_map__reuse_fd(map, fd);
 	if (rc < 0)
 		dp_seterr(err, len, "map %s does not fit the program: %s", bpf_map__name(map),
 			  strerror(-rc));
 	return rc;
 }
 
-int dp_prog_load(struct datapath *dp, char *err, size_t len)
+/* Which programs a load verifies: the endpoints' two always (DP_PROGS_
+ * ENDPOINT); fibril_from_overlay only in tunnel mode and fibril_from_netdev
+ * only with host-routing = bpf, each ~8% of the verifier's work. */
+#define DP_PROGS_ENDPOINT 1u
+#define DP_PROGS_OVERLAY 2u
+#define DP_PROGS_NETDEV 4u
+
+/* Open the skeleton, hand it the registry's maps (fds by enum dp_map_id)
+ * and load the programs in `which`: the kernel verifies them here. The
+ * object into *out, the fds and ids of what it loaded into *p. Touches
+ * nothing of the module but those, so it runs on a worker thread as well. */
+static int prog_build(struct dp_prog *p, struct fibril_dp **out, unsigned which,
+		      const int *map_fds, const struct bpf_object_open_opts *opts, char *err,
+		      size_t len)
 {
-	struct dp_prog *p = calloc(1, sizeof(*p));
-	if (!p) {
-		dp_seterr(err, len, "out of memory");
-		return -ENOMEM;
-	}
-	libbpf_print_fn_t old = modcommon_libbpf_log_begin(dp->m);
-	int rc = 0;
-	p->skel = fibril_dp__open();
-	if (!p->skel) {
-		rc = -errno;
+	struct fibril_dp *s = *out = fibril_dp__open_opts(opts);
+	if (!s) {
+		int rc = -errno;
 		dp_seterr(err, len, "cannot open the BPF object: %s", strerror(-rc));
-		goto out;
+		return rc;
 	}
-	if ((rc = reuse(p->skel->maps.dp_endpoints, dp, DPM_ENDPOINTS, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_ipcache, dp, DPM_IPCACHE, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_conntrack, dp, DPM_CONNTRACK, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_metrics, dp, DPM_METRICS, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_events, dp, DPM_EVENTS, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_config, dp, DPM_CONFIG, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_ct_any, dp, DPM_CT_ANY, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_frags, dp, DPM_FRAGS, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_evlimit, dp, DPM_EVLIMIT, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_policy, dp, DPM_POLICY, err, len)) < 0 ||
-	    (rc = reuse(p->skel->maps.dp_policy_ep, dp, DPM_POLICY_EP, err, len)) < 0)
-		goto out;
+	int rc;
+	if ((rc = reuse(s->maps.dp_endpoints, map_fds[DPM_ENDPOINTS], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_ipcache, map_fds[DPM_IPCACHE], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_conntrack, map_fds[DPM_CONNTRACK], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_metrics, map_fds[DPM_METRICS], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_events, map_fds[DPM_EVENTS], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_config, map_fds[DPM_CONFIG], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_ct_any, map_fds[DPM_CT_ANY], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_frags, map_fds[DPM_FRAGS], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_evlimit, map_fds[DPM_EVLIMIT], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_policy, map_fds[DPM_POLICY], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_policy_ep, map_fds[DPM_POLICY_EP], err, len)) < 0)
+		return rc;
+	bpf_program__set_autoload(s->progs.fibril_from_endpoint, which & DP_PROGS_ENDPOINT);
+	bpf_program__set_autoload(s->progs.fibril_to_endpoint, which & DP_PROGS_ENDPOINT);
+	bpf_program__set_autoload(s->progs.fibril_from_overlay, which & DP_PROGS_OVERLAY);
+	bpf_program__set_autoload(s->progs.fibril_from_netdev, which & DP_PROGS_NETDEV);
 	dp_vg_quiet_begin();
-	rc = fibril_dp__load(p->skel);
+	rc = fibril_dp__load(s);
 	dp_vg_quiet_end();
 	if (rc < 0) {
 		dp_seterr(err, len, "the kernel refused the tc program: %s (the verifier log is above)",
 			  strerror(-rc));
-		goto out;
+		return rc;
 	}
-	p->fd[DP_HOOK_INGRESS] = bpf_program__fd(p->skel->progs.fibril_from_endpoint);
-	p->fd[DP_HOOK_EGRESS] = bpf_program__fd(p->skel->progs.fibril_to_endpoint);
-	for (int h = 0; h < DP_HOOK_COUNT; h++)
-		p->id[h] = prog_id_of(p->fd[h]);
-	p->overlay_fd = bpf_program__fd(p->skel->progs.fibril_from_overlay);
-	p->overlay_id = prog_id_of(p->overlay_fd);
-	p->netdev_fd = bpf_program__fd(p->skel->progs.fibril_from_netdev);
-	p->netdev_id = prog_id_of(p->netdev_fd);
-out:
+	if (which & DP_PROGS_ENDPOINT) {
+		p->fd[DP_HOOK_INGRESS] = bpf_program__fd(s->progs.fibril_from_endpoint);
+		p->fd[DP_HOOK_EGRESS] = bpf_program__fd(s->progs.fibril_to_endpoint);
+		for (int h = 0; h < DP_HOOK_COUNT; h++)
+			p->id[h] = prog_id_of(p->fd[h]);
+	}
+	if (which & DP_PROGS_OVERLAY) {
+		p->overlay_fd = bpf_program__fd(s->progs.fibril_from_overlay);
+		p->overlay_id = prog_id_of(p->overlay_fd);
+	}
+	if (which & DP_PROGS_NETDEV) {
+		p->netdev_fd = bpf_program__fd(s->progs.fibril_from_netdev);
+		p->netdev_id = prog_id_of(p->netdev_fd);
+	}
+	return 0;
+}
+
+static struct dp_prog *prog_new(void)
+{
+	struct dp_prog *p = calloc(1, sizeof(*p));
+	if (p)
+		p->overlay_fd = p->netdev_fd = -1;
+	return p;
+}
+
+/* What a load at start verifies (see DP_PROGS_*): fibril_from_overlay when
+ * the last run left tunnel mode on (else its first tunnel_setup loads it). */
+static unsigned progs_at_start(const struct datapath *dp)
+{
+	return DP_PROGS_ENDPOINT | (dp->tunnel_ifindex ? DP_PROGS_OVERLAY : 0) |
+	       (dp->host_routing_bpf ? DP_PROGS_NETDEV : 0);
+}
+
+static void prog_free(struct dp_prog *p)
+{
+	if (!p)
+		return;
+	fibril_dp__destroy(p->skel);
+	fibril_dp__destroy(p->overlay_skel);
+	free(p);
+}
+
+static void map_fds_of(struct datapath *dp, int *fds)
+{
+	for (int i = 0; i < DPM_COUNT; i++)
+		fds[i] = fibril_map_fd(dp->maps[i]);
+}
+
+int dp_prog_load(struct datapath *dp, char *err, size_t len)
+{
+	struct dp_prog *p = prog_new();
+	if (!p) {
+		dp_seterr(err, len, "out of memory");
+		return -ENOMEM;
+	}
+	int fds[DPM_COUNT];
+	map_fds_of(dp, fds);
+	uint64_t t0 = dp_mono_ns();
+	libbpf_print_fn_t old = modcommon_libbpf_log_begin(dp->m);
+	int rc = prog_build(p, &p->skel, progs_at_start(dp), fds, NULL, err, len);
 	modcommon_libbpf_log_end(old);
 	if (rc < 0) {
-		fibril_dp__destroy(p->skel);
-		free(p);
+		prog_free(p);
 		return rc;
 	}
 	dp->prog = p;
+	dp->prog_load_ms = (double)(dp_mono_ns() - t0) / 1e6;
 	return 0;
+}
+
+/* ---- the load on a worker thread ----------------------------------------------------------
+ * The kernel's verifier takes a few hundred ms of CPU for these programs:
+ * dp_prog_load_start() runs it on the worker pool while the agent goes on
+ * starting (the maps are open already, so the ipcache and endpoint entries
+ * can be written meanwhile); whatever needs the programs (an attachment,
+ * their ids) calls dp_prog_wait() first, which blocks until the load is
+ * done. The job's state is shared by the worker and the loop thread under
+ * its mutex; the job's completion (on the loop) is the one that frees it. */
+struct dp_prog_job {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int rc;
+	struct datapath *dp;
+	struct dp_prog *prog;
+	int map_fds[DPM_COUNT];
+	unsigned which; /* DP_PROGS_* */
+	uint64_t t0_ns, t1_ns;
+	char err[DP_ERR_LEN];
+	/* the verifier log of a failed load lands here, not in libbpf's print
+	 * function (global, maybe another module's at that moment); a failed
+	 * load is done again on the loop thread to log it in full */
+	char log[4096];
+};
+
+static void job_run(void *ud)
+{
+	struct dp_prog_job *j = ud;
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .kernel_log_buf = j->log,
+		    .kernel_log_size = sizeof(j->log));
+	char err[DP_ERR_LEN] = "";
+	struct dp_prog *p = prog_new();
+	int rc = p ? prog_build(p, &p->skel, j->which, j->map_fds, &opts, err, sizeof(err))
+		   : -ENOMEM;
+	if (!p)
+		dp_seterr(err, sizeof(err), "out of memory");
+	if (rc < 0) {
+		prog_free(p);
+		p = NULL;
+	}
+	uint64_t t1 = dp_mono_ns();
+	pthread_mutex_lock(&j->mu);
+	j->prog = p;
+	j->rc = rc;
+	j->t1_ns = t1;
+	memcpy(j->err, err, sizeof(err));
+	j->done = true;
+	pthread_cond_broadcast(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+}
+
+/* The job's result into dp: the programs (and what waited for them), or
+ * a refusal, loaded again synchronously first: that load logs the
+ * verifier's reasons through the module's log as the load in start did. */
+static void job_result(struct datapath *dp, struct dp_prog_job *j)
+{
+	if (j->rc == 0) {
+		dp->prog = j->prog;
+		j->prog = NULL;
+		dp->prog_load_ms = (double)(j->t1_ns - j->t0_ns) / 1e6;
+		fibril_info(dp->m, "tc programs loaded in %.0f ms (ingress id %d, egress id %d)",
+			    dp->prog_load_ms, dp->prog->id[DP_HOOK_INGRESS],
+			    dp->prog->id[DP_HOOK_EGRESS]);
+		if (!dp->stopping)
+			dp_programs_loaded(dp);
+		return;
+	}
+	if (!dp->stopping && j->rc != -ENOMEM && j->rc != -ECANCELED &&
+	    dp_prog_load(dp, dp->prog_error, sizeof(dp->prog_error)) == 0) {
+		/* refused on the worker, loaded here: fine, if odd */
+		fibril_warn(dp->m, "the tc programs' load on a worker failed (%s); loaded again",
+			    j->err);
+		dp_programs_loaded(dp);
+		return;
+	}
+	if (!dp->prog_error[0])
+		snprintf(dp->prog_error, sizeof(dp->prog_error), "%s", j->err);
+	fibril_error(dp->m, "%s", dp->prog_error);
+	fibril_health_report(dp->m, "programs", FIBRIL_HEALTH_DEGRADED, "%s", dp->prog_error);
+}
+
+/* Take the job's result (on the loop thread, once): the programs, or the
+ * error, after a synchronous load again (which logs the verifier's
+ * reasons through the module's log as the load in start always did); then
+ * answer what waited for it. */
+static void job_adopt(struct datapath *dp, struct dp_prog_job *j)
+{
+	pthread_mutex_lock(&j->mu);
+	while (!j->done)
+		pthread_cond_wait(&j->cv, &j->mu);
+	pthread_mutex_unlock(&j->mu);
+	dp->prog_job = NULL;
+	job_result(dp, j);
+	dp_api_programs_loaded(dp);
+}
+
+static void job_done(void *ud, int status)
+{
+	struct dp_prog_job *j = ud;
+	if (status == -ECANCELED) { /* never ran: the agent is stopping */
+		pthread_mutex_lock(&j->mu);
+		if (!j->done) {
+			j->rc = -ECANCELED;
+			snprintf(j->err, sizeof(j->err), "the tc programs' load was cancelled");
+			j->done = true;
+		}
+		pthread_mutex_unlock(&j->mu);
+	}
+	if (j->dp->prog_job == j)
+		job_adopt(j->dp, j);
+	prog_free(j->prog);
+	pthread_cond_destroy(&j->cv);
+	pthread_mutex_destroy(&j->mu);
+	free(j);
+}
+
+int dp_prog_load_start(struct datapath *dp, char *err, size_t len)
+{
+	struct dp_prog_job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		dp_seterr(err, len, "out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&j->mu, NULL);
+	pthread_cond_init(&j->cv, NULL);
+	j->dp = dp;
+	map_fds_of(dp, j->map_fds);
+	j->which = progs_at_start(dp);
+	j->t0_ns = dp_mono_ns();
+	dp->prog_error[0] = '\0';
+	int rc = fibril_work_submit(dp->m, job_run, job_done, j);
+	if (rc < 0) {
+		pthread_cond_destroy(&j->cv);
+		pthread_mutex_destroy(&j->mu);
+		free(j);
+		/* no worker: load here */
+		return dp_prog_load(dp, err, len);
+	}
+	dp->prog_job = j;
+	return 0;
+}
+
+int dp_prog_wait(struct datapath *dp, char *err, size_t len)
+{
+	if (dp->prog_job)
+		job_adopt(dp, dp->prog_job);
+	if (dp->prog)
+		return 0;
+	dp_seterr(err, len, "the tc program is not loaded%s%s", dp->prog_error[0] ? ": " : "",
+		  dp->prog_error);
+	return -ENOENT;
 }
 
 void dp_prog_unload(struct datapath *dp)
 {
+	dp->stopping = true;
+	dp_prog_wait(dp, NULL, 0);
+	dp->stopping = false;
 	if (!dp->prog)
 		return;
 	/* the filters hold their own reference: attached copies keep running */
-	fibril_dp__destroy(dp->prog->skel);
-	free(dp->prog);
+	prog_free(dp->prog);
 	dp->prog = NULL;
 }
 
-int dp_prog_id(const struct datapath *dp, enum dp_hook h)
+int dp_prog_id(struct datapath *dp, enum dp_hook h)
 {
+	dp_prog_wait(dp, NULL, 0);
 	return dp->prog ? dp->prog->id[h] : 0;
 }
 
-int dp_prog_overlay_id(const struct datapath *dp)
+int dp_prog_overlay_id(struct datapath *dp)
 {
+	dp_prog_wait(dp, NULL, 0);
 	return dp->prog ? dp->prog->overlay_id : 0;
 }
 
@@ -177,23 +397,34 @@ static int attach_one(struct datapath *dp, int ifindex, enum dp_hook h, char *er
 
 int dp_prog_attach_overlay(struct datapath *dp, int ifindex, char *err, size_t len)
 {
-	if (!dp->prog) {
-		dp_seterr(err, len, "the tc program is not loaded");
-		return -ENOENT;
+	int rc = dp_prog_wait(dp, err, len);
+	if (rc < 0)
+		return rc;
+	if (dp->prog->overlay_fd < 0) { /* tunnel mode since the start: load it now */
+		int fds[DPM_COUNT];
+		map_fds_of(dp, fds);
+		libbpf_print_fn_t old = modcommon_libbpf_log_begin(dp->m);
+		rc = prog_build(dp->prog, &dp->prog->overlay_skel, DP_PROGS_OVERLAY, fds, NULL, err,
+				len);
+		modcommon_libbpf_log_end(old);
+		if (rc < 0) {
+			fibril_dp__destroy(dp->prog->overlay_skel);
+			dp->prog->overlay_skel = NULL;
+			return rc;
+		}
 	}
 	return attach_fd(dp->prog->overlay_fd, ifindex, DP_HOOK_INGRESS, err, len);
 }
 
 int dp_prog_attach(struct datapath *dp, int ifindex, char *err, size_t len)
 {
-	if (!dp->prog) {
-		dp_seterr(err, len, "the tc program is not loaded");
-		return -ENOENT;
-	}
+	int rc = dp_prog_wait(dp, err, len);
+	if (rc < 0)
+		return rc;
 	/* each filter is swapped on its own; the ingress one first, as before
 	 * the egress program existed */
 	for (int h = 0; h < DP_HOOK_COUNT; h++) {
-		int rc = attach_one(dp, ifindex, (enum dp_hook)h, err, len);
+		rc = attach_one(dp, ifindex, (enum dp_hook)h, err, len);
 		if (rc < 0)
 			return rc;
 	}
@@ -273,10 +504,8 @@ int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err
 	size_t nall = 0;
 	int done[64], ndone = 0, first = 0;
 	*count = 0;
-	if (attach && !dp->prog) {
-		dp_seterr(err, len, "the tc program is not loaded");
+	if (attach && dp_prog_wait(dp, err, len) < 0)
 		return -ENOENT;
-	}
 	int e = mod_node_addrs(&all, &nall);
 	if (e < 0) {
 		dp_seterr(err, len, "cannot list the node's addresses: %s", strerror(-e));

@@ -479,21 +479,32 @@ static int cmp_text(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Where to cut the prefix in two for a read in parallel: the median of
- * the remote nodes' pod CIDR addresses in text order (endpoint keys are
- * their addresses as text, mostly inside their node's CIDR, so each half
- * holds about half of them). NULL when fewer than two nodes are known. */
-static char *split_key(struct nodes *s)
+static void cuts_free(struct nodes *s)
+{
+	for (size_t i = 0; i < s->ipc.ncuts; i++)
+		free(s->ipc.cuts[i]);
+	free(s->ipc.cuts);
+	s->ipc.cuts = NULL;
+	s->ipc.ncuts = 0;
+}
+
+/* Where to cut the prefix into `parts` key ranges for a read in parallel:
+ * quantiles of the remote nodes' pod CIDR addresses in text order
+ * (endpoint keys are their addresses as text, mostly inside their node's
+ * CIDR, so each part holds about as many). Into s->ipc.cuts, ascending
+ * and distinct; none when fewer than two nodes are known. */
+static void split_keys(struct nodes *s, unsigned parts)
 {
 	size_t n = 0, i = 0;
+	cuts_free(s);
 	for (struct node_entry *e = s->nodes; e; e = e->next)
 		n += e->n.n_cidrs;
-	if (n < 2)
-		return NULL;
+	if (n < 2 || parts < 2)
+		return;
 	char (*texts)[64] = calloc(n, sizeof(*texts));
 	char **order = calloc(n, sizeof(*order));
-	char *key = NULL;
-	if (texts && order) {
+	s->ipc.cuts = calloc(parts - 1, sizeof(*s->ipc.cuts));
+	if (texts && order && s->ipc.cuts) {
 		for (struct node_entry *e = s->nodes; e; e = e->next)
 			for (uint32_t c = 0; c < e->n.n_cidrs && i < n; c++, i++) {
 				nodes_cidr_text(&e->n.cidrs[c], texts[i], sizeof(texts[i]));
@@ -501,12 +512,19 @@ static char *split_key(struct nodes *s)
 				order[i] = texts[i];
 			}
 		qsort(order, i, sizeof(*order), cmp_text);
-		if (i >= 2 && asprintf(&key, "%s%s", NODES_IP_PREFIX, order[i / 2]) < 0)
-			key = NULL;
+		for (unsigned k = 1; k < parts && i >= 2; k++) {
+			const char *at = order[i * k / parts];
+			const char *last = s->ipc.ncuts ? s->ipc.cuts[s->ipc.ncuts - 1] : NULL;
+			char *key;
+			if (last && strcmp(last + strlen(NODES_IP_PREFIX), at) >= 0)
+				continue; /* not past the previous cut */
+			if (asprintf(&key, "%s%s", NODES_IP_PREFIX, at) < 0)
+				break;
+			s->ipc.cuts[s->ipc.ncuts++] = key;
+		}
 	}
 	free(texts);
 	free(order);
-	return key;
 }
 
 static void ipc_read_failed(struct nodes *s)
@@ -517,9 +535,30 @@ static void ipc_read_failed(struct nodes *s)
 			s->m, (uint64_t)fibril_config_duration_ms(s->m, "retry"), 0, on_retry, s);
 }
 
-/* A page of one part of a read in parts. The first part starts alone; its
- * first answer's revision is the one every other part reads at. The read
- * ends (sweep, watch) when every part has ended. */
+static void on_part_page(void *ud, int err, const struct fibril_kv *kvs, size_t n, bool more,
+			 int64_t revision);
+
+/* Parts first..last of a read in parts at `revision` (0: the current one):
+ * part k reads from cut k-1 (the prefix for part 0) to cut k (the prefix's
+ * end for the last part, ncuts). */
+static void parts_start(struct nodes *s, size_t first, size_t last, int64_t revision)
+{
+	for (size_t k = first; k <= last && k <= s->ipc.ncuts && !s->stopping; k++) {
+		const char *from = k ? s->ipc.cuts[k - 1] : NODES_IP_PREFIX;
+		const char *to = k < s->ipc.ncuts ? s->ipc.cuts[k] : NODES_IP_PREFIX_END;
+		if (s->kv->get_range(s->kvctx, from, to, revision, NODES_IPCACHE_PAGE, on_part_page,
+				     s)) {
+			s->ipc.parts_failed = true;
+			break;
+		}
+		s->ipc.parts_running++;
+	}
+}
+
+/* A page of one part of a read in parts. Without a revision to read at,
+ * the first part starts alone and its first answer's revision is the one
+ * every other part reads at. The read ends (sweep, watch) when every part
+ * has ended. */
 static void on_part_page(void *ud, int err, const struct fibril_kv *kvs, size_t n, bool more,
 			 int64_t revision)
 {
@@ -527,13 +566,7 @@ static void on_part_page(void *ud, int err, const struct fibril_kv *kvs, size_t 
 	if (!err && !s->ipc.parts_started) {
 		s->ipc.parts_started = true;
 		s->ipc.read_revision = revision;
-		if (s->ipc.split_key && !s->stopping) {
-			if (s->kv->get_range(s->kvctx, s->ipc.split_key, NODES_IP_PREFIX_END,
-					     revision, NODES_IPCACHE_PAGE, on_part_page, s))
-				s->ipc.parts_failed = true;
-			else
-				s->ipc.parts_running++;
-		}
+		parts_start(s, 1, s->ipc.ncuts, revision);
 	}
 	if (err)
 		s->ipc.parts_failed = true;
@@ -562,16 +595,18 @@ static void ipc_read(struct nodes *s)
 		for (struct nodes_ip *e = s->ipc.buckets[b]; e; e = e->next)
 			e->mark = e->local;
 	if (FIBRIL_SERVICE_HAS(s->kv, get_range) && s->kv->get_range) {
-		free(s->ipc.split_key);
-		s->ipc.split_key = split_key(s);
-		s->ipc.parts_started = s->ipc.parts_failed = false;
-		s->ipc.read_revision = 0;
-		if (s->kv->get_range(s->kvctx, NODES_IP_PREFIX,
-				     s->ipc.split_key ? s->ipc.split_key : NODES_IP_PREFIX_END, 0,
-				     NODES_IPCACHE_PAGE, on_part_page, s))
+		split_keys(s, (unsigned)fibril_config_int(s->m, "ipcache-read-parts"));
+		/* the registry's revision once (a failed read retries at the
+		 * current one): every part starts at once */
+		int64_t rev = s->ipc.start_revision;
+		s->ipc.start_revision = 0;
+		s->ipc.parts_started = rev > 0;
+		s->ipc.parts_failed = false;
+		s->ipc.read_revision = rev;
+		s->ipc.parts_running = 0;
+		parts_start(s, 0, rev > 0 ? s->ipc.ncuts : 0, rev);
+		if (!s->ipc.parts_running)
 			ipc_read_failed(s);
-		else
-			s->ipc.parts_running = 1;
 		return;
 	}
 	bool paged = FIBRIL_SERVICE_HAS(s->kv, get_paged) && s->kv->get_paged;
@@ -580,8 +615,9 @@ static void ipc_read(struct nodes *s)
 		ipc_read_failed(s);
 }
 
-void nodes_ipcache_start(struct nodes *s)
+void nodes_ipcache_start(struct nodes *s, int64_t revision)
 {
+	s->ipc.start_revision = revision;
 	if (s->self.has_ipv4)
 		nodes_ipcache_host(s, 4, &s->self.ipv4);
 	if (s->self.has_ipv6)
@@ -753,8 +789,7 @@ void nodes_ipcache_free(struct nodes *s)
 	s->ipc.buckets = NULL;
 	free(s->ipc.batch);
 	free(s->ipc.batch_of);
-	free(s->ipc.split_key);
-	s->ipc.split_key = NULL;
+	cuts_free(s);
 	s->ipc.batch = NULL;
 	s->ipc.batch_of = NULL;
 	s->ipc.batch_n = s->ipc.batch_cap = 0;

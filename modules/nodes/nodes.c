@@ -95,6 +95,10 @@ static const struct fibril_config_key nodes_config_keys[] = {
 	{.name = "k8s-sync-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "60s",
 	 .help = "With the k8s capability: how long the start waits for the first list of the "
 		 "Kubernetes Nodes (the Node source)", .min = 100, .max = 3600000},
+	{.name = "ipcache-read-parts", .type = FIBRIL_CONFIG_INT, .default_value = "2",
+	 .help = "Key ranges of the ipcache prefix read in parallel at start (one request "
+		 "each, cut at the known nodes' pod CIDRs) with a kvstore that reads ranges",
+	 .min = 1, .max = 16},
 	{.name = "retry", .type = FIBRIL_CONFIG_DURATION, .default_value = "1s",
 	 .help = "How soon a failed registration or read of the registry is retried",
 	 .min = 100, .max = 600000},
@@ -324,7 +328,7 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
 	if (!s->watch)
 		s->watch = s->kv->watch(s->kvctx, NODES_KEY_PREFIX, revision + 1, on_watch, s);
 	if (!s->ipc.synced && !s->ipc.reading)
-		nodes_ipcache_start(s);
+		nodes_ipcache_start(s, revision);
 	fibril_info(s->m, "registry read at revision %lld: %zu remote node(s)", (long long)revision,
 		    s->n_nodes);
 	fibril_health_report(s->m, "registry", FIBRIL_HEALTH_OK, "registered as %s, %zu remote node(s)",

@@ -78,11 +78,14 @@ struct nodes_ipcache {
 	struct fibril_timer *retry;
 	bool reading, synced, publish_failed;
 	/* a read in parts (kvstore interface 4): key ranges read in parallel,
-	 * all at the first answer's revision */
+	 * all at one revision: the registry read's (the first read), else
+	 * the first part's first answer's */
 	unsigned parts_running;
 	bool parts_started, parts_failed;
 	int64_t read_revision;
-	char *split_key; /* where the second part starts (relative key) */
+	int64_t start_revision; /* the registry read's revision, for the first read */
+	char **cuts;            /* where parts 2.. start (relative keys), ascending */
+	size_t ncuts;
 	int64_t lease_published; /* the lease our records were put under */
 	unsigned puts_inflight;
 	struct node_entry **node_table; /* the known nodes by name hash (ipcache.c) */
@@ -192,7 +195,8 @@ int nodes_ip_record_decode_json(const char *json, size_t len, const char *key_ip
 const char *nodes_ip_text(uint8_t family, const uint8_t *addr, char *buf, size_t len);
 
 /* ipcache.c */
-void nodes_ipcache_start(struct nodes *s);   /* after the registry is read */
+/* after the registry is read, at that read's revision */
+void nodes_ipcache_start(struct nodes *s, int64_t revision);
 void nodes_ipcache_publish(struct nodes *s); /* ours, under the current lease */
 void nodes_ipcache_node_changed(struct nodes *s, const char *name); /* added/gone */
 void nodes_ipcache_host(struct nodes *s, int family, const void *addr);

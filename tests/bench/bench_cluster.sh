@@ -21,7 +21,8 @@
 # each beside etcd serving the prefix to curl, with the agent's CPU time;
 # SIM_BASE_BUILDDIR=<another build dir> starts that build's agent in
 # alternate rounds on the same data (A B A B: before / after in one run);
-# BENCH_PERF=<file> records each round's agent with perf.
+# BENCH_PERF=<file> records each round's agent with perf; SIM_NEW_ARGS adds
+# agent arguments to this build's rounds only (BENCH_AGENT_ARGS to all).
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
@@ -188,8 +189,9 @@ done_sim() {
 }
 echo ""
 echo "3. scale by simulation: $SIM_NODES nodes and $SIM_EPS endpoints in etcd, one agent starts (a new node each round)"
-# sim_round N NODE MODS LABEL: a fresh node NODE (index N) starts its agent
-# (AGENT, LD_LIBRARY_PATH and MODS as set) on the simulated cluster
+# sim_round N NODE MODS LABEL [ARGS]: a fresh node NODE (index N) starts its
+# agent (AGENT, LD_LIBRARY_PATH and MODS as set; ARGS added) on the
+# simulated cluster
 sim_round() {
 	local round=$1 node=$2 mods=$3 label=$4 ref t0 t1 cpu rss hwm dp routes secs etcd0 etcd_cpu
 	mn_node_add "$node" "$round"
@@ -203,7 +205,7 @@ sim_round() {
 	t0=$(date +%s%N)
 	# one read of the whole prefix: its answer may take longer than the default 5 s
 	MN_START_NOWAIT=${BENCH_PERF:+1} mn_agent_start "$node" "$mods" "${ARGS[@]}" --set kvstore-etcd.prefix=/sim/ \
-		--set kvstore-etcd.request-timeout=120s ${BENCH_AGENT_ARGS:-} >/dev/null || exit 1
+		--set kvstore-etcd.request-timeout=120s ${BENCH_AGENT_ARGS:-} ${5:-} >/dev/null || exit 1
 	if [ -n "${BENCH_PERF:-}" ]; then perf record -g -o "$BENCH_PERF.$node" -p "${MN_PID[$node]}" >/dev/null 2>&1 & PERF_PID=$!; fi
 	# polled cheaply (done_sim runs python and curl twice: polled every 50 ms
 	# it took most of a core from the agent and etcd): the agent logs when
@@ -252,6 +254,6 @@ for round in $(seq 1 "$SIM_ROUNDS"); do
 		LD_LIBRARY_PATH=$SIM_BASE_BUILDDIR/.libs sim_round $((2 * round + 1)) "b$round" "$WORK/mods-base" "round $round, base build ($SIM_BASE_BUILDDIR)"
 		AGENT=$NEW_AGENT
 	fi
-	LD_LIBRARY_PATH=$NEW_LIBS sim_round $((2 * round + 2)) "s$round" "$WORK/mods" "round $round"
+	LD_LIBRARY_PATH=$NEW_LIBS sim_round $((2 * round + 2)) "s$round" "$WORK/mods" "round $round${SIM_NEW_ARGS:+ ($SIM_NEW_ARGS)}" "${SIM_NEW_ARGS:-}"
 done
 fi

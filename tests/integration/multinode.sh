@@ -98,6 +98,13 @@ check "n2 routes $CIDR1 via n1's IP" test "$(routes n2)" = "$CIDR1 via ${MN_IP[n
 check "n1's ipcache: n2's pod CIDR (world) and node IP (remote-node)" \
 	contains "$(ipcache n1)" "$CIDR2"
 check "  and the node IP" grep -Eq "^${MN_IP[n2]}/32 +identity=6 " <<<"$(ipcache n1)"
+# read_rev NODE WHAT -> the revision of NODE's first "WHAT read at revision N" log line
+read_rev() { sed -n "s/.*nodes: $2 read at revision \([0-9]*\).*/\1/p" "${MN_DIR[$1]}/agent.log" | head -n 1; }
+check "n1 read the ipcache at its registry read's revision ($(read_rev n1 registry)), its parts at once" \
+	wait_for 10 bash -c '[ -n "$2" ] && [ "$(sed -n "s/.*nodes: ipcache read at revision \([0-9]*\).*/\1/p" "$1" | head -n 1)" = "$2" ]' \
+	_ "${MN_DIR[n1]}/agent.log" "$(read_rev n1 registry)"
+check "n1's datapath loaded its programs on a worker (program-load-ms, the ids)" \
+	dp_is n1 "j['program-load-ms'] > 0 and j['program-id'] > 0 and j['program-id-egress'] > 0 and 'program-error' not in j"
 
 # ---- pods across nodes ------------------------------------------------------------------
 mn_pod_add n1 pa || fail "a pod on n1"
