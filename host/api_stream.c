@@ -16,12 +16,18 @@
 
 #include <errno.h>
 #include <libwebsockets.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define STREAM_QUEUE_MAX 4096
 #define STREAM_QUEUE_START 64  /* a client's queue of references grows from this */
 #define STREAM_FRAME_MAX 131072 /* FIBRIL_STREAM_LINES: a frame joins lines up to this */
+/* a stream connection's socket send buffer (the kernel doubles it): room
+ * for some milliseconds of a busy stream while its reader sleeps between
+ * reads (cli/ws.c reads in batches), so the reader is not woken by each
+ * write and the agent's queue of the client stays short */
+#define STREAM_SNDBUF (1 << 20)
 
 /* One message, shared by every client it is queued for: written once by
  * the module, referenced by each queue, freed with its last reference. */
@@ -287,6 +293,13 @@ int api_stream_established(struct lws *wsi, struct session *s, bool tcp)
 	struct fibril_stream *st = stream_find(s->req.path);
 	if (!st || (tcp && !(st->ops.flags & FIBRIL_STREAM_TCP)))
 		return -1;
+	if (!tcp) {
+		/* past net.core.wmem_max when the agent may (CAP_NET_ADMIN); a
+		 * TCP connection keeps the kernel's autotuning */
+		int fd = (int)lws_get_socket_fd(wsi), sz = STREAM_SNDBUF;
+		if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+			setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	}
 	struct fibril_stream_client *c = xcalloc(1, sizeof(*c));
 	c->wsi = wsi;
 	c->stream = st;
