@@ -22,7 +22,12 @@
 
 #define STREAM_QUEUE_MAX 4096
 #define STREAM_QUEUE_START 64  /* a client's queue of references grows from this */
-#define STREAM_FRAME_MAX 131072 /* FIBRIL_STREAM_LINES: a frame joins lines up to this */
+/* FIBRIL_STREAM_LINES: a frame joins lines up to this. A client gets one
+ * frame per trip round the loop, so this is also what it can catch up by
+ * in one trip when its queue is long (1 MiB: some 1,700 flows of
+ * hubble-lite, more than the datapath hands over per trip) */
+#define STREAM_FRAME_MAX (1 << 20)
+#define STREAM_FRAME_KEEP (256 << 10) /* a larger frame buffer is freed once the queue is empty */
 /* a stream connection's socket send buffer (the kernel doubles it): room
  * for some milliseconds of a busy stream while its reader sleeps between
  * reads (cli/ws.c reads in batches), so the reader is not woken by each
@@ -397,6 +402,11 @@ int api_stream_writeable(struct lws *wsi, struct session *s)
 		crash_enter(&cc, st->owner, "stream lost callback for", st->path, -1);
 		st->ops.lost(c, n, st->ud);
 		crash_leave(&cc);
+	}
+	if (!c->queued && c->frame_cap > STREAM_FRAME_KEEP) {
+		free(c->frame); /* a backlog's big frame: not kept for an idle client */
+		c->frame = NULL;
+		c->frame_cap = 0;
 	}
 	if (c->queued || c->closing)
 		lws_callback_on_writable(wsi);

@@ -166,7 +166,7 @@ static int dp_event_publish(struct datapath *dp, const struct dp_event *e)
 	return rc == -EAGAIN ? rc : 0;
 }
 
-#define DP_EVENTS_BATCH 4096 /* records read per dp_events_consume (below) */
+#define DP_EVENTS_BATCH 1024 /* records read per dp_events_consume (below) */
 
 static int on_event(void *ctx, void *data, size_t size)
 {
