@@ -120,7 +120,10 @@ fan=$(python3 - "$WORK" "$FOLLOWERS" "$(field udp_flows "$WORK/fanout")" "$SECS"
 import json, sys
 work, n, flows, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 got = [json.load(open("%s/follower%d.json" % (work, i + 1))) for i in range(n)]
-full = sum(1 for g in got if g["flows"] >= flows and g["lost"] == 0)
+# keeping up: nothing lost, and the UDP flows less at most 0.1% (the UDP
+# flow count has the few datagrams iperf3's server sends back to a, which
+# the followers' from-pod filter leaves out)
+full = sum(1 for g in got if g["flows"] >= 0.999 * flows and g["lost"] == 0)
 share = sorted(100.0 * g["flows"] / max(flows, 1) for g in got)
 ns = sorted(g["cpu_ns"] / max(g["flows"], 1) for g in got)
 p50 = sorted(g.get("lat_p50_us", -1) for g in got)
@@ -155,7 +158,7 @@ row "a trace event per packet" on
 row "... and $FOLLOWERS websocket followers" fanout
 lost=$(($(field dp_lost "$WORK/on") + $(field bus_lost "$WORK/on")))
 say "   goal no event lost at $RATE/s: $lost lost, $(goal "$lost" '=' 0); goal agent CPU < 10% of a core: $(field cpu_pct "$WORK/on")% $(goal "$(field cpu_pct "$WORK/on")" '<' 10)"
-say "   followers (from-pod=team/a&protocol=udp): $fan (each of $FOLLOWERS should get all $(field udp_flows "$WORK/fanout") UDP flows, lose 0)"
+say "   followers (from-pod=team/a&protocol=udp): $fan (each of $FOLLOWERS should get the $(field udp_flows "$WORK/fanout") UDP flows but iperf3's replies from b, lose 0)"
 get() { echo "$2" | sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p"; }
 say "   each follower's share: min $(get share_min "$fan")%, median $(get share_median "$fan")%, $(get frames_per_s "$fan") frames/s (median); goal each keeping up: $(goal "$(get full "$fan")" '=' "$FOLLOWERS")"
 say "   age of a flow when a follower reads it (packet's datapath stamp to the read: ring buffer, agent queue, socket, reader's pauses): p50 $(get lat_p50_ms "$fan") ms, p99 $(get lat_p99_ms "$fan") ms (medians of the followers), worst follower's p99 $(get lat_p99_worst_ms "$fan") ms"
