@@ -111,18 +111,23 @@ int ws_connect(const char *socket_path, const char *path_and_query)
 }
 
 /* The reader's buffer: one read takes all the agent has written (up to
- * the buffer), frames are parsed in place. A read that found little waits
- * WS_READ_PAUSE_NS before the next one so the next finds a batch: a
- * follower at 100,000 flows/s reads a few hundred times a second instead
- * of being woken for every socket buffer the agent queues. */
-#define WS_READ_BUF (256u << 10)
-#define WS_READ_SMALL (16u << 10)
-#define WS_READ_PAUSE_NS 1000000L
+ * the buffer), frames are parsed in place. A read that emptied the socket
+ * is followed by a pause of WS_READ_PAUSE_NS before the next one: while
+ * the reader sleeps it is not waiting on the socket, so the agent's
+ * writes wake nobody and queue up in the socket (the agent gives a stream
+ * connection a large send buffer for this), and the next read takes a
+ * batch. A follower at 100,000 flows/s reads about 1000 / (pause in ms)
+ * times a second, each read some tens of KiB, and no write of the agent
+ * pays for a wake-up; a quiet stream still answers its first flow at once
+ * (the read blocks) and adds at most the pause to the rest. A read that
+ * filled the buffer goes on without a pause (more is waiting). */
+#define WS_READ_BUF (1u << 20)
+#define WS_READ_PAUSE_NS 2000000L
 
 struct ws_rbuf {
 	unsigned char *p;
 	size_t start, end, cap;
-	bool pause; /* the last read was small */
+	bool pause; /* the last read emptied the socket */
 };
 
 /* At least need bytes unread in rb (and one spare for a NUL): 0, or -1 at
@@ -131,30 +136,33 @@ static int rbuf_fill(int fd, struct ws_rbuf *rb, size_t need)
 {
 	if (rb->end - rb->start >= need)
 		return 0;
-	if (rb->start + need + 1 > rb->cap) {
+	/* the unread rest to the front when the frame would not fit, or when
+	 * little room is left for the read (a batch, not a sliver) */
+	if (rb->start && (rb->start + need + 1 > rb->cap || rb->cap - rb->end < rb->cap / 4)) {
 		memmove(rb->p, rb->p + rb->start, rb->end - rb->start);
 		rb->end -= rb->start;
 		rb->start = 0;
-		if (need + 1 > rb->cap) {
-			size_t cap = rb->cap;
-			while (cap < need + 1)
-				cap *= 2;
-			rb->p = xrealloc(rb->p, cap);
-			rb->cap = cap;
-		}
+	}
+	if (need + 1 > rb->cap) {
+		size_t cap = rb->cap;
+		while (cap < need + 1)
+			cap *= 2;
+		rb->p = xrealloc(rb->p, cap);
+		rb->cap = cap;
 	}
 	while (rb->end - rb->start < need) {
 		if (rb->pause) {
 			struct timespec ts = {0, WS_READ_PAUSE_NS};
 			nanosleep(&ts, NULL);
 		}
-		ssize_t n = read(fd, rb->p + rb->end, rb->cap - 1 - rb->end);
+		size_t room = rb->cap - 1 - rb->end;
+		ssize_t n = read(fd, rb->p + rb->end, room);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			return -1;
 		rb->end += (size_t)n;
-		rb->pause = (size_t)n < WS_READ_SMALL;
+		rb->pause = (size_t)n < room;
 	}
 	return 0;
 }

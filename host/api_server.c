@@ -342,8 +342,17 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
+/* What one send() may carry (lws_protocols.tx_packet_size): without it
+ * libwebsockets cuts every write into rx_buffer_size pieces - 4 KiB - and
+ * sends one piece per POLLOUT, so a stream's 128 KiB frame took some 32
+ * trips round the loop, 32 send()s and as many wake-ups of the reader.
+ * Room for a whole frame (STREAM_FRAME_MAX, host/api_stream.c, 1 MiB) and
+ * its header; what the socket does not take is kept by lws and sent when
+ * it has room, as before. */
+#define API_TX_PACKET ((1 << 20) + 4096)
+
 static const struct lws_protocols api_protocols[] = {
-	{"fibril-api", api_callback, sizeof(struct session), 4096, 0, NULL, 0},
+	{"fibril-api", api_callback, sizeof(struct session), 4096, 0, NULL, API_TX_PACKET},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 

@@ -16,12 +16,23 @@
 
 #include <errno.h>
 #include <libwebsockets.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define STREAM_QUEUE_MAX 4096
 #define STREAM_QUEUE_START 64  /* a client's queue of references grows from this */
-#define STREAM_FRAME_MAX 131072 /* FIBRIL_STREAM_LINES: a frame joins lines up to this */
+/* FIBRIL_STREAM_LINES: a frame joins lines up to this. A client gets one
+ * frame per trip round the loop, so this is also what it can catch up by
+ * in one trip when its queue is long (1 MiB: some 1,700 flows of
+ * hubble-lite, more than the datapath hands over per trip) */
+#define STREAM_FRAME_MAX (1 << 20)
+#define STREAM_FRAME_KEEP (256 << 10) /* a larger frame buffer is freed once the queue is empty */
+/* a stream connection's socket send buffer (the kernel doubles it): room
+ * for some milliseconds of a busy stream while its reader sleeps between
+ * reads (cli/ws.c reads in batches), so the reader is not woken by each
+ * write and the agent's queue of the client stays short */
+#define STREAM_SNDBUF (1 << 20)
 
 /* One message, shared by every client it is queued for: written once by
  * the module, referenced by each queue, freed with its last reference. */
@@ -287,6 +298,13 @@ int api_stream_established(struct lws *wsi, struct session *s, bool tcp)
 	struct fibril_stream *st = stream_find(s->req.path);
 	if (!st || (tcp && !(st->ops.flags & FIBRIL_STREAM_TCP)))
 		return -1;
+	if (!tcp) {
+		/* past net.core.wmem_max when the agent may (CAP_NET_ADMIN); a
+		 * TCP connection keeps the kernel's autotuning */
+		int fd = (int)lws_get_socket_fd(wsi), sz = STREAM_SNDBUF;
+		if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+			setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	}
 	struct fibril_stream_client *c = xcalloc(1, sizeof(*c));
 	c->wsi = wsi;
 	c->stream = st;
@@ -384,6 +402,11 @@ int api_stream_writeable(struct lws *wsi, struct session *s)
 		crash_enter(&cc, st->owner, "stream lost callback for", st->path, -1);
 		st->ops.lost(c, n, st->ud);
 		crash_leave(&cc);
+	}
+	if (!c->queued && c->frame_cap > STREAM_FRAME_KEEP) {
+		free(c->frame); /* a backlog's big frame: not kept for an idle client */
+		c->frame = NULL;
+		c->frame_cap = 0;
 	}
 	if (c->queued || c->closing)
 		lws_callback_on_writable(wsi);

@@ -59,6 +59,7 @@ struct datapath {
 	int64_t events_mono_ns, events_real_ns; /* the clocks at the batch being read */
 	struct dp_event events_pending; /* read, refused by a full bus: published first next time */
 	bool events_has_pending;
+	unsigned events_read; /* records read by this dp_events_consume (DP_EVENTS_BATCH) */
 	uint32_t event_rate, event_burst;
 	bool trace;
 	bool policy_verdicts; /* [datapath] policy-verdict-events */
@@ -228,7 +229,8 @@ int dp_gc_start(struct datapath *dp);
 int dp_gc_kick(struct datapath *dp);
 int dp_events_start(struct datapath *dp, char *err, size_t len);
 void dp_events_stop(struct datapath *dp);
-void dp_events_consume(struct datapath *dp); /* read what waits in dp_events */
+void dp_events_consume(struct datapath *dp); /* read what waits in dp_events, a batch at most */
+void dp_events_drain(struct datapath *dp);   /* ... all of it (an answer that shows the last events) */
 
 /* ---- API (dp_api.c) ---- */
 /* The routes and the metrics (fibril_datapath_* in /metrics). */

@@ -262,7 +262,7 @@ static void route_events(struct fibril_request *req, struct fibril_response *res
 		return;
 	}
 	/* pick up what is waiting before answering */
-	dp_events_consume(dp);
+	dp_events_drain(dp);
 	struct json_object *arr = json_object_new_array();
 	unsigned start = (dp->ring_head + DP_EVENT_RING - dp->ring_count) % DP_EVENT_RING;
 	for (unsigned i = 0; i < dp->ring_count; i++) {

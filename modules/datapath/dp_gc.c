@@ -166,6 +166,8 @@ static int dp_event_publish(struct datapath *dp, const struct dp_event *e)
 	return rc == -EAGAIN ? rc : 0;
 }
 
+#define DP_EVENTS_BATCH 1024 /* records read per dp_events_consume (below) */
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct datapath *dp = ctx;
@@ -202,14 +204,23 @@ static int on_event(void *ctx, void *data, size_t size)
 	dp->ring_head = (dp->ring_head + 1) % DP_EVENT_RING;
 	if (dp->ring_count < DP_EVENT_RING)
 		dp->ring_count++;
+	if (rc == 0 && ++dp->events_read >= DP_EVENTS_BATCH)
+		return -EINTR; /* enough for one trip round the loop (this one is published) */
 	return rc; /* < 0: stop reading, the bus is full */
 }
 
-/* Read every record waiting in dp_events, the clocks read once for all. */
+/* Read the records waiting in dp_events, the clocks read once for all:
+ * at most DP_EVENTS_BATCH of them, so a backlog (the agent was off the CPU
+ * for a while) does not become one long callback in which the loop serves
+ * nobody else - the flow stream's followers, for one, whose queues would
+ * overflow while nothing is written to them. What is left keeps the ring
+ * readable, so the next trip round the loop reads on (the poll timer
+ * below too). */
 void dp_events_consume(struct datapath *dp)
 {
 	if (!dp->rb)
 		return;
+	dp->events_read = 0;
 	struct timespec mono, real;
 	clock_gettime(CLOCK_MONOTONIC, &mono);
 	clock_gettime(CLOCK_REALTIME, &real);
@@ -224,6 +235,13 @@ void dp_events_consume(struct datapath *dp)
 		dp->events_has_pending = false;
 	}
 	ring_buffer__consume(dp->rb);
+}
+
+void dp_events_drain(struct datapath *dp)
+{
+	do
+		dp_events_consume(dp);
+	while (dp->rb && dp->events_read >= DP_EVENTS_BATCH && !dp->events_has_pending);
 }
 
 static void on_ring_ready(struct fibril_io *io, int fd, uint32_t revents, void *ud)

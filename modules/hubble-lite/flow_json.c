@@ -190,30 +190,52 @@ void hl_buf_jstr(struct hl_buf *b, const char *s)
 	add_jstr_n(b, s, strlen(s));
 }
 
+/* A string literal, its length known at compile time. */
+#define ADD_LIT(b, lit) hl_buf_add((b), (lit), sizeof(lit) - 1)
+
+static void add_u(struct hl_buf *b, unsigned long long v)
+{
+	add_uint(b, v, false, 0);
+}
+
 /* "2026-11-25T07:40:01.123456789Z"; the part up to the seconds is kept for
  * the next flow of the same second. */
 static void add_time(struct hl_buf *b, uint64_t ns)
 {
 	static __thread time_t cached = -1;
 	static __thread char base[32];
+	static __thread size_t base_len;
 	time_t s = (time_t)(ns / 1000000000ULL);
 	if (s != cached) {
 		struct tm tm;
 		gmtime_r(&s, &tm);
-		strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+		/* with the quote before and the dot after */
+		base_len = strftime(base, sizeof(base), "\"%Y-%m-%dT%H:%M:%S.", &tm);
 		cached = s;
 	}
-	hl_buf_printf(b, "\"%s.%09lluZ\"", base, (unsigned long long)(ns % 1000000000ULL));
+	hl_buf_add(b, base, base_len);
+	add_uint(b, ns % 1000000000ULL, false, 9);
+	ADD_LIT(b, "Z\"");
 }
 
 const char *hl_tcp_flags_text(uint8_t fl, char *buf, size_t len)
 {
 	static const char *const names[] = {"FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR"};
 	size_t off = 0;
-	buf[0] = '\0';
-	for (int i = 0; i < 8; i++)
-		if ((fl & (1u << i)) && off < len)
-			off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "", names[i]);
+	if (!len)
+		return buf;
+	for (int i = 0; i < 8; i++) {
+		if (!(fl & (1u << i)))
+			continue;
+		size_t n = strlen(names[i]) + (off ? 1 : 0);
+		if (off + n >= len)
+			break;
+		if (off)
+			buf[off++] = ',';
+		memcpy(buf + off, names[i], strlen(names[i]));
+		off += strlen(names[i]);
+	}
+	buf[off] = '\0';
 	return buf;
 }
 
@@ -238,14 +260,17 @@ static void addr_text(int af, const uint8_t *addr, char out[INET6_ADDRSTRLEN])
 
 static void add_peer(struct hl_buf *b, const struct hl_peer *p)
 {
-	hl_buf_printf(b, "{\"ID\":%u,\"identity\":%" PRIu32, (unsigned)p->ep_id, p->identity);
+	ADD_LIT(b, "{\"ID\":");
+	add_u(b, p->ep_id);
+	ADD_LIT(b, ",\"identity\":");
+	add_u(b, p->identity);
 	if (p->pod[0]) {
 		hl_buf_str(b, ",\"namespace\":");
 		add_jstr_n(b, p->ns, sizeof(p->ns));
 		hl_buf_str(b, ",\"pod_name\":");
 		add_jstr_n(b, p->pod, sizeof(p->pod));
 	}
-	hl_buf_str(b, ",\"labels\":[");
+	ADD_LIT(b, ",\"labels\":[");
 	bool first = true;
 	for (const char *l = p->labels; *l;) {
 		const char *end = strchr(l, '\n');
@@ -258,7 +283,7 @@ static void add_peer(struct hl_buf *b, const struct hl_peer *p)
 			break;
 		l = end + 1;
 	}
-	hl_buf_str(b, "]}");
+	ADD_LIT(b, "]}");
 }
 
 /* Hubble's source_service / destination_service: {"name","namespace"} */
@@ -266,7 +291,9 @@ static void add_service(struct hl_buf *b, const char *field, const struct hl_ser
 {
 	if (!s->name[0])
 		return;
-	hl_buf_printf(b, ",\"%s\":{\"name\":", field);
+	ADD_LIT(b, ",\"");
+	hl_buf_str(b, field);
+	ADD_LIT(b, "\":{\"name\":");
 	add_jstr_n(b, s->name, sizeof(s->name));
 	hl_buf_str(b, ",\"namespace\":");
 	add_jstr_n(b, s->ns, sizeof(s->ns));
@@ -280,10 +307,16 @@ static void add_policy(struct hl_buf *b, const struct hl_policy *p)
 	static const char *const match[] = {"", "allow", "deny", "default-deny"};
 	if (!p->match || p->match > HL_POLICY_DEFAULT_DENY)
 		return;
-	hl_buf_printf(b, ",\"policy\":{\"match\":\"%s\",\"direction\":\"%s\"", match[p->match],
-		      p->ingress ? "ingress" : "egress");
-	if (p->rule_id)
-		hl_buf_printf(b, ",\"rule_id\":%" PRIu32, p->rule_id);
+	ADD_LIT(b, ",\"policy\":{\"match\":\"");
+	hl_buf_str(b, match[p->match]);
+	if (p->ingress)
+		ADD_LIT(b, "\",\"direction\":\"ingress\"");
+	else
+		ADD_LIT(b, "\",\"direction\":\"egress\"");
+	if (p->rule_id) {
+		ADD_LIT(b, ",\"rule_id\":");
+		add_u(b, p->rule_id);
+	}
 	if (p->known) {
 		hl_buf_str(b, ",\"name\":");
 		add_jstr_n(b, p->name, sizeof(p->name));
@@ -295,51 +328,79 @@ static void add_policy(struct hl_buf *b, const struct hl_policy *p)
 		add_jstr_n(b, p->source, sizeof(p->source));
 		hl_buf_str(b, ",\"section\":");
 		add_jstr_n(b, p->section, sizeof(p->section));
-		hl_buf_printf(b, ",\"spec\":%" PRIu32 ",\"rule_index\":%" PRIu32, p->spec, p->index);
+		ADD_LIT(b, ",\"spec\":");
+		add_u(b, p->spec);
+		ADD_LIT(b, ",\"rule_index\":");
+		add_u(b, p->index);
 	}
 	hl_buf_add(b, "}", 1);
 }
 
 void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 {
+	/* literals and integers written directly: no format to read per flow */
 	char buf[64];
-	hl_buf_str(b, "{\"time\":");
+	ADD_LIT(b, "{\"time\":");
 	add_time(b, f->time_ns);
-	hl_buf_printf(b, ",\"seq\":%" PRIu64 ",\"verdict\":\"%s\",\"%s\":", f->seq,
-		      f->verdict == HL_DROPPED ? "DROPPED" : "FORWARDED",
-		      f->verdict == HL_DROPPED ? "drop_reason_desc" : "trace_reason");
+	ADD_LIT(b, ",\"seq\":");
+	add_u(b, f->seq);
+	if (f->verdict == HL_DROPPED)
+		ADD_LIT(b, ",\"verdict\":\"DROPPED\",\"drop_reason_desc\":");
+	else
+		ADD_LIT(b, ",\"verdict\":\"FORWARDED\",\"trace_reason\":");
 	add_jstr_n(b, f->reason_name, sizeof(f->reason_name));
-	hl_buf_printf(b, ",\"type\":\"%s\",\"traffic_direction\":\"%s\",\"node_name\":",
-		      f->type == HL_TYPE_DROP ? "drop" : f->type == HL_TYPE_POLICY ? "policy-verdict" : "trace",
-		      f->direction ? "ingress" : "egress");
+	ADD_LIT(b, ",\"type\":\"");
+	hl_buf_str(b, f->type == HL_TYPE_DROP ? "drop" : f->type == HL_TYPE_POLICY ? "policy-verdict" : "trace");
+	if (f->direction)
+		ADD_LIT(b, "\",\"traffic_direction\":\"ingress\",\"node_name\":");
+	else
+		ADD_LIT(b, "\",\"traffic_direction\":\"egress\",\"node_name\":");
 	hl_buf_jstr(b, node);
 	if (f->family == 4 || f->family == 6) {
 		char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "";
 		int af = f->family == 4 ? AF_INET : AF_INET6;
 		addr_text(af, f->src.addr, src);
 		addr_text(af, f->dst.addr, dst);
-		hl_buf_printf(b, ",\"IP\":{\"source\":\"%s\",\"destination\":\"%s\",\"ipVersion\":\"%s\"}", src,
-			      dst, f->family == 4 ? "IPv4" : "IPv6");
+		ADD_LIT(b, ",\"IP\":{\"source\":\"");
+		hl_buf_str(b, src);
+		ADD_LIT(b, "\",\"destination\":\"");
+		hl_buf_str(b, dst);
+		if (f->family == 4)
+			ADD_LIT(b, "\",\"ipVersion\":\"IPv4\"}");
+		else
+			ADD_LIT(b, "\",\"ipVersion\":\"IPv6\"}");
 	}
 	if (f->proto) {
 		const char *pname = hl_proto_name(f->proto);
-		if (pname)
-			hl_buf_printf(b, ",\"l4\":{\"protocol\":\"%s\"", pname);
-		else
-			hl_buf_printf(b, ",\"l4\":{\"protocol\":%u", (unsigned)f->proto);
-		if (f->proto == 6 || f->proto == 17 || f->proto == 132)
-			hl_buf_printf(b, ",\"source_port\":%u,\"destination_port\":%u", (unsigned)f->src.port,
-				      (unsigned)f->dst.port);
-		if (f->proto == 6)
-			hl_buf_printf(b, ",\"flags\":\"%s\"", hl_tcp_flags_text(f->tcp_flags, buf, sizeof(buf)));
-		hl_buf_add(b, "}", 1);
+		ADD_LIT(b, ",\"l4\":{\"protocol\":");
+		if (pname) {
+			ADD_LIT(b, "\"");
+			hl_buf_str(b, pname);
+			ADD_LIT(b, "\"");
+		} else {
+			add_u(b, f->proto);
+		}
+		if (f->proto == 6 || f->proto == 17 || f->proto == 132) {
+			ADD_LIT(b, ",\"source_port\":");
+			add_u(b, f->src.port);
+			ADD_LIT(b, ",\"destination_port\":");
+			add_u(b, f->dst.port);
+		}
+		if (f->proto == 6) {
+			ADD_LIT(b, ",\"flags\":\"");
+			hl_buf_str(b, hl_tcp_flags_text(f->tcp_flags, buf, sizeof(buf)));
+			ADD_LIT(b, "\"");
+		}
+		ADD_LIT(b, "}");
 	}
-	hl_buf_str(b, ",\"source\":");
+	ADD_LIT(b, ",\"source\":");
 	add_peer(b, &f->src);
-	hl_buf_str(b, ",\"destination\":");
+	ADD_LIT(b, ",\"destination\":");
 	add_peer(b, &f->dst);
 	add_service(b, "source_service", &f->src.service);
 	add_service(b, "destination_service", &f->dst.service);
 	add_policy(b, &f->policy);
-	hl_buf_printf(b, ",\"length\":%" PRIu32 "}", f->len);
+	ADD_LIT(b, ",\"length\":");
+	add_u(b, f->len);
+	ADD_LIT(b, "}");
 }

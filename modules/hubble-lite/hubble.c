@@ -46,6 +46,10 @@ struct hl_follower {
 	struct fibril_stream_client *c;
 	struct hl_filter filter;
 	uint64_t sent, lost;
+	/* its filter is byte for byte the one of the follower before it in
+	 * the list (followers with the same filter are kept together): the
+	 * match of a flow is worked out once for them all */
+	bool same_filter_as_prev;
 	struct hl_follower *next;
 };
 
@@ -250,9 +254,12 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 	const char *rn = in->sz > need && d.reason_name[0] ? d.reason_name : "";
 	if (!strncmp(rn, "drop:", 5))
 		rn += 5;
-	if (*rn)
-		snprintf(f->reason_name, sizeof(f->reason_name), "%.*s", (int)sizeof(f->reason_name) - 1, rn);
-	else
+	if (*rn) {
+		/* a copy, not snprintf: this runs for every event */
+		size_t rl = strnlen(rn, sizeof(f->reason_name) - 1);
+		memcpy(f->reason_name, rn, rl);
+		f->reason_name[rl] = '\0';
+	} else
 		snprintf(f->reason_name, sizeof(f->reason_name), "reason-%u", d.reason);
 	fill_peer(h, &f->src, d.src_ep_id, d.src_identity, d.family, d.saddr, d.sport);
 	fill_peer(h, &f->dst, d.dst_ep_id, d.dst_identity, d.family, d.daddr, d.dport);
@@ -380,13 +387,14 @@ static const char *flow_text(struct hubble *h, const struct hl_flow *f, size_t *
 	return h->line.failed ? NULL : h->line.p;
 }
 
-static void send_msg(struct hl_follower *fw, struct fibril_stream_msg *msg)
+/* 1 when fw's queue was full (the flow is lost to it, counted by the
+ * caller), else 0. */
+static unsigned send_msg(struct hl_follower *fw, struct fibril_stream_msg *msg)
 {
 	int rc = fibril_stream_client_send_msg(fw->c, msg);
 	if (rc == 0)
 		fw->sent++;
-	else if (rc == -ENOBUFS)
-		fibril_series_inc(fw->h->s_follower_lost);
+	return rc == -ENOBUFS;
 }
 
 /* The flow goes to every follower whose filter matches it: its JSON is
@@ -395,8 +403,12 @@ static void send_msg(struct hl_follower *fw, struct fibril_stream_msg *msg)
 static void follow_flow(struct hubble *h, const struct hl_flow *f)
 {
 	struct fibril_stream_msg *msg = NULL;
+	unsigned lost = 0; /* one metric update for all the followers */
+	bool match = false;
 	for (struct hl_follower *fw = h->followers; fw; fw = fw->next) {
-		if (!hl_filter_match(&fw->filter, f))
+		if (!fw->same_filter_as_prev)
+			match = hl_filter_match(&fw->filter, f);
+		if (!match)
 			continue;
 		if (!msg) {
 			size_t len;
@@ -404,9 +416,11 @@ static void follow_flow(struct hubble *h, const struct hl_flow *f)
 			if (!text || !(msg = fibril_stream_msg_new(text, len)))
 				return; /* out of memory */
 		}
-		send_msg(fw, msg);
+		lost += send_msg(fw, msg);
 	}
 	fibril_stream_msg_put(msg);
+	if (lost)
+		fibril_series_add(h->s_follower_lost, lost);
 }
 
 static void lost_text(char *buf, size_t len, const char *source, uint64_t n)
@@ -420,9 +434,32 @@ static void follow_lost(struct hubble *h, const char *source, uint64_t n)
 	char buf[128];
 	lost_text(buf, sizeof(buf), source, n);
 	struct fibril_stream_msg *msg = h->followers ? fibril_stream_msg_new(buf, strlen(buf)) : NULL;
+	unsigned lost = 0;
 	for (struct hl_follower *fw = h->followers; msg && fw; fw = fw->next)
-		send_msg(fw, msg);
+		lost += send_msg(fw, msg);
 	fibril_stream_msg_put(msg);
+	if (lost)
+		fibril_series_add(h->s_follower_lost, lost);
+}
+
+/* fw into the list of followers: right after one with the same filter
+ * (both built from zeroed memory by the same parser, so the same query
+ * gives the same bytes), else at the head. */
+static void followers_add(struct hubble *h, struct hl_follower *fw)
+{
+	struct hl_follower *twin = h->followers;
+	while (twin && memcmp(&twin->filter, &fw->filter, sizeof(fw->filter)))
+		twin = twin->next;
+	if (twin) {
+		fw->same_filter_as_prev = true;
+		fw->next = twin->next;
+		twin->next = fw;
+	} else {
+		fw->same_filter_as_prev = false;
+		fw->next = h->followers;
+		h->followers = fw;
+	}
+	h->nfollowers++;
 }
 
 static int stream_open(struct fibril_stream_client *c, const struct fibril_request *req, void *ud,
@@ -454,9 +491,7 @@ static int stream_open(struct fibril_stream_client *c, const struct fibril_reque
 	}
 	fw->filter.last = 0;
 	fibril_stream_client_set_data(c, fw);
-	fw->next = h->followers;
-	h->followers = fw;
-	h->nfollowers++;
+	followers_add(h, fw);
 	fibril_series_set(h->s_followers, h->nfollowers);
 	return 0;
 }
@@ -469,6 +504,8 @@ static void stream_close(struct fibril_stream_client *c, void *ud)
 		if (*pp == fw) {
 			*pp = fw->next;
 			h->nfollowers--;
+			if (*pp && (*pp)->same_filter_as_prev)
+				(*pp)->same_filter_as_prev = pp != &h->followers && fw->same_filter_as_prev;
 			break;
 		}
 	}

@@ -11,7 +11,8 @@
 #      CPU; the reference is the same traffic with trace events off;
 #   3. the same with 10 websocket followers of /v1/flows/stream
 #      (tests/bench/bench_ws_follow: the CLI's client counting lines): what
-#      each got and lost, frames per second, and the CPU per flow: the
+#      each got and lost, frames per second, the age of a flow when a
+#      follower reads it (p50, p99), and the CPU per flow: the
 #      agent making it, the agent serving it to each follower, a follower
 #      reading it;
 #   4. the agent's RSS with the default ring of 4095, before any flow and
@@ -119,13 +120,19 @@ fan=$(python3 - "$WORK" "$FOLLOWERS" "$(field udp_flows "$WORK/fanout")" "$SECS"
 import json, sys
 work, n, flows, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 got = [json.load(open("%s/follower%d.json" % (work, i + 1))) for i in range(n)]
-full = sum(1 for g in got if g["flows"] >= flows and g["lost"] == 0)
+# keeping up: nothing lost, and the UDP flows less at most 0.1% (the UDP
+# flow count has the few datagrams iperf3's server sends back to a, which
+# the followers' from-pod filter leaves out)
+full = sum(1 for g in got if g["flows"] >= 0.999 * flows and g["lost"] == 0)
 share = sorted(100.0 * g["flows"] / max(flows, 1) for g in got)
 ns = sorted(g["cpu_ns"] / max(g["flows"], 1) for g in got)
+p50 = sorted(g.get("lat_p50_us", -1) for g in got)
+p99 = sorted(g.get("lat_p99_us", -1) for g in got)
 print("min_got=%d max_lost=%d full=%d share_min=%.1f share_median=%.1f frames_per_s=%.0f "
-      "reader_ns_per_flow=%.0f delivered=%d" % (
+      "reader_ns_per_flow=%.0f delivered=%d lat_p50_ms=%.1f lat_p99_ms=%.1f lat_p99_worst_ms=%.1f" % (
       min(g["flows"] for g in got), max(g["lost"] for g in got), full, share[0], share[n // 2],
-      sorted(g["frames"] for g in got)[n // 2] / secs, ns[n // 2], sum(g["flows"] for g in got)))
+      sorted(g["frames"] for g in got)[n // 2] / secs, ns[n // 2], sum(g["flows"] for g in got),
+      p50[n // 2] / 1e3, p99[n // 2] / 1e3, p99[-1] / 1e3))
 PY
 )
 # the agent's CPU per flow: making it (trace events, no follower) and, on
@@ -151,9 +158,10 @@ row "a trace event per packet" on
 row "... and $FOLLOWERS websocket followers" fanout
 lost=$(($(field dp_lost "$WORK/on") + $(field bus_lost "$WORK/on")))
 say "   goal no event lost at $RATE/s: $lost lost, $(goal "$lost" '=' 0); goal agent CPU < 10% of a core: $(field cpu_pct "$WORK/on")% $(goal "$(field cpu_pct "$WORK/on")" '<' 10)"
-say "   followers (from-pod=team/a&protocol=udp): $fan (each of $FOLLOWERS should get all $(field udp_flows "$WORK/fanout") UDP flows, lose 0)"
+say "   followers (from-pod=team/a&protocol=udp): $fan (each of $FOLLOWERS should get the $(field udp_flows "$WORK/fanout") UDP flows but iperf3's replies from b, lose 0)"
 get() { echo "$2" | sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p"; }
 say "   each follower's share: min $(get share_min "$fan")%, median $(get share_median "$fan")%, $(get frames_per_s "$fan") frames/s (median); goal each keeping up: $(goal "$(get full "$fan")" '=' "$FOLLOWERS")"
+say "   age of a flow when a follower reads it (packet's datapath stamp to the read: ring buffer, agent queue, socket, reader's pauses): p50 $(get lat_p50_ms "$fan") ms, p99 $(get lat_p99_ms "$fan") ms (medians of the followers), worst follower's p99 $(get lat_p99_worst_ms "$fan") ms"
 say "   CPU per flow: the agent making it (trace event -> flow) $(get make_ns "$per_flow") ns; the agent serving it, per follower (filter, queue, frame, write) $(get serve_ns "$per_flow") ns; a follower reading it (bench_ws_follow) $(get reader_ns_per_flow "$fan") ns"
 say "   load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 say "   agent RSS with the default ring (4095): $((rss0 / 1024)) MB before any flow, $((rss1 / 1024)) MB with the ring full"
