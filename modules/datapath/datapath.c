@@ -72,11 +72,12 @@ static const struct fibril_config_key dp_config_keys[] = {
 	 .help = "dummy, veth (a pair with host-device-peer), or auto: dummy when the kernel "
 		 "has it, else veth",
 	 .check = check_dev_type},
-	{.name = "host-routing", .type = FIBRIL_CONFIG_STRING, .default_value = "legacy",
-	 .help = "bpf: a packet from a pod to another node's pod (native routing) leaves by "
-		 "bpf_fib_lookup + bpf_redirect_neigh instead of the node's stack (Cilium's BPF "
-		 "host routing; legacy when the kernel lacks the helpers); legacy: the stack "
-		 "routes it",
+	{.name = "host-routing", .type = FIBRIL_CONFIG_STRING, .default_value = "bpf",
+	 .help = "bpf (the default, as Cilium's where the kernel supports it): a packet from "
+		 "a pod to another node's pod (native routing) leaves by bpf_fib_lookup + "
+		 "bpf_redirect_neigh instead of the node's stack, and one for a local pod "
+		 "arriving on an underlay device is redirected into it (legacy, with a warning, "
+		 "when the kernel lacks the helpers); legacy: the stack routes both",
 	 .check = check_host_routing},
 	{.name = "host-device-peer", .type = FIBRIL_CONFIG_STRING, .default_value = "fibril_net",
 	 .help = "Peer name when the host device is a veth pair", .check = check_ifname},

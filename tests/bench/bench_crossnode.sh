@@ -6,9 +6,10 @@
 # A pod on each node; four setups, each between a pod of the first node
 # and a pod of the second:
 #   native       fibril, routing-mode native (a route per remote pod CIDR,
-#                the tc programs on the pods' veths)
-#   native-bpf   the same in routing-mode native with [datapath] host-routing
-#                = bpf (the program sends a packet for the other node's pod
+#                the tc programs on the pods' veths) with [datapath]
+#                host-routing = legacy (set: the default is bpf)
+#   native-bpf   the same with [datapath] host-routing = bpf, the default
+#                (the program sends a packet for the other node's pod
 #                out of the underlay by bpf_fib_lookup + bpf_redirect(_neigh),
 #                and fibril_from_netdev on the receiver's underlay redirects
 #                it into the pod: neither node's stack routes it)
