@@ -141,9 +141,14 @@ static void config_read(struct datapath *dp)
 	dp->trace = fibril_config_bool(dp->m, "trace-events");
 	dp->policy_verdicts = fibril_config_bool(dp->m, "policy-verdict-events");
 	dp->host_routing_bpf = !strcmp(fibril_config_string(dp->m, "host-routing"), "bpf");
-	if (dp->host_routing_bpf &&
-	    (libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_fib_lookup, NULL) != 1 ||
-	     libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_redirect_neigh, NULL) != 1)) {
+	/* the probes' verifier log is written by the kernel: valgrind cannot
+	 * tell it is initialised */
+	dp_vg_quiet_begin();
+	bool helpers = dp->host_routing_bpf &&
+		       libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_fib_lookup, NULL) == 1 &&
+		       libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_redirect_neigh, NULL) == 1;
+	dp_vg_quiet_end();
+	if (dp->host_routing_bpf && !helpers) {
 		fibril_warn(dp->m, "host-routing = bpf: the kernel lacks bpf_fib_lookup or "
 				   "bpf_redirect_neigh for tc programs; using legacy host routing");
 		dp->host_routing_bpf = false;

@@ -96,6 +96,16 @@ static void set_config(uint32_t refresh_s, uint32_t rate, uint32_t burst)
 	}
 }
 
+/* A per-CPU array's entries cannot be deleted: zero every slot of each. */
+static void zero_percpu_array(struct bpf_map *m, size_t value_size)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	void *zeros = calloc((size_t)ncpus, (value_size + 7) & ~(size_t)7);
+	for (uint32_t i = 0; i < bpf_map__max_entries(m); i++)
+		bpf_map_update_elem(map_fd(m), &i, zeros, BPF_ANY);
+	free(zeros);
+}
+
 static void clear_map(struct bpf_map *m, size_t key_size)
 {
 	uint8_t *k = calloc(1, key_size), *n = calloc(1, key_size);
@@ -112,7 +122,7 @@ static uint64_t metric(uint8_t reason, uint8_t dir)
 {
 	int ncpus = libbpf_num_possible_cpus();
 	struct dp_metrics_value *v = calloc((size_t)ncpus, sizeof(*v));
-	struct dp_metrics_key k = {.reason = reason, .direction = dir};
+	uint32_t k = DP_METRICS_INDEX(reason, dir);
 	uint64_t sum = 0;
 	if (bpf_map_lookup_elem(map_fd(g_skel->maps.dp_metrics), &k, v) == 0)
 		for (int i = 0; i < ncpus; i++)
@@ -344,7 +354,7 @@ static void reset(void)
 	clear_map(g_skel->maps.dp_conntrack, sizeof(struct dp_ct_key));
 	clear_map(g_skel->maps.dp_ct_any, sizeof(struct dp_ct_key));
 	clear_map(g_skel->maps.dp_frags, sizeof(struct dp_frag_key));
-	clear_map(g_skel->maps.dp_metrics, sizeof(struct dp_metrics_key));
+	zero_percpu_array(g_skel->maps.dp_metrics, sizeof(struct dp_metrics_value));
 	set_config(1, 0, 0);
 	drain_events();
 }
