@@ -32,7 +32,8 @@
 # apart: after the ratio rounds of a setup, one more fibril-only round (one
 # TCP_RR and one bulk run) with bpf_stats on gives run_time_ns / run_cnt of
 # both nodes' programs (and that round's rate, not part of any ratio).
-# Nothing is asserted.
+# A kernel.bpf_stats_enabled found on (left so by another run) is switched
+# off for the run and restored at its end. Nothing is asserted.
 # Environment: top_srcdir, top_builddir (as make sets them); optional
 # REPEAT (10), SECS (2: short runs, many rounds, so a shared machine's load
 # changes hit both sides alike), PIN_CPU (default the last CPU: both ends run there,
@@ -139,6 +140,7 @@ mn_test_cleanup() {
 	local p
 	for p in "${SERVERS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	stats_off
+	[ -z "${SYSCTL_WAS:-}" ] || echo "$SYSCTL_WAS" >/proc/sys/kernel/bpf_stats_enabled
 	return 0
 }
 serve() { # POD
@@ -201,6 +203,15 @@ stats_off() {
 	STATS_PID=""
 }
 stats_sysctl() { cat /proc/sys/kernel/bpf_stats_enabled 2>/dev/null || echo "?"; }
+# kernel.bpf_stats_enabled left on (by someone else, or a run that died
+# before restoring it) would bias every ratio round: off for this run,
+# restored at its end
+SYSCTL_WAS=""
+if [ "${STATS_IN_RATIO:-0}" != 1 ] && [ "$(stats_sysctl)" = 1 ]; then
+	SYSCTL_WAS=1
+	echo 0 >/proc/sys/kernel/bpf_stats_enabled || die "cannot switch kernel.bpf_stats_enabled off"
+	echo "bench_crossnode: kernel.bpf_stats_enabled was 1: 0 for this run (restored at its end)" >&2
+fi
 # prog_stats -> one line per program name: "name run_cnt run_time_ns", summed
 # over both fibril nodes (every tc program attached in their namespaces)
 prog_stats() {
