@@ -199,17 +199,11 @@ enum dp_reason {
 
 /* dp_metrics: PERCPU_ARRAY, one slot per (direction, reason) at
  * DP_METRICS_INDEX (an array lookup the verifier inlines; it was a per-CPU
- * hash keyed by struct dp_metrics_key, whose pin the agent recreates). A
- * slot never hit holds zeros. */
+ * hash keyed by {u8 reason, u8 direction, u16 pad}, whose pin the agent
+ * recreates). A slot never hit holds zeros. */
 #define DP_METRICS_INDEX(reason, direction) ((__u32)(direction) * 256 + (__u32)(reason))
 #define DP_METRICS_REASON(index) ((__u8)((index) & 0xff))
 #define DP_METRICS_DIRECTION(index) ((__u8)((index) >> 8))
-
-struct dp_metrics_key { /* the old per-CPU hash's key */
-	__u8 reason;    /* enum dp_reason */
-	__u8 direction; /* enum dp_direction */
-	__u16 pad;
-};
 
 struct dp_metrics_value {
 	__u64 packets;
