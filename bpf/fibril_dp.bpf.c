@@ -122,9 +122,9 @@ struct {
 } dp_evlimit SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, DP_METRICS_MAX);
-	__type(key, struct dp_metrics_key);
+	__type(key, __u32); /* DP_METRICS_INDEX(reason, direction) */
 	__type(value, struct dp_metrics_value);
 } dp_metrics SEC(".maps");
 
@@ -197,6 +197,8 @@ struct pkt {
 #define LAZY_SRC 0x1    /* src_ep / src_identity (to-endpoint) */
 #define LAZY_DST_ID 0x2 /* dst_identity: the ipcache's (from-endpoint,
 			 * native mode, no egress policy) */
+#define LAZY_SRC_ID 0x4 /* src_identity: the ipcache's answer for the source
+			 * (from-netdev, no ingress policy at the pod) */
 
 /* The config the program reads per packet, once (dp_config). */
 static __always_inline void pkt_config(struct pkt *p)
@@ -223,20 +225,19 @@ static __always_inline void pkt_config(struct pkt *p)
 
 /* ---- metrics and events -------------------------------------------------------- */
 
+/* One packet in its (direction, reason) slot: a per-CPU array, so the
+ * lookup is inlined by the verifier and nothing is ever inserted. */
 static __always_inline void metrics_count(struct __sk_buff *skb, const struct pkt *p,
 					 __u8 reason)
 {
-	struct dp_metrics_key key = {.reason = reason, .direction = p->direction};
-	struct dp_metrics_value *v = bpf_map_lookup_elem(&dp_metrics, &key);
+	__u32 index = DP_METRICS_INDEX(reason, p->direction);
+	struct dp_metrics_value *v = bpf_map_lookup_elem(&dp_metrics, &index);
 
 	if (v) {
 		/* per-CPU: no other writer on this CPU while we run */
 		v->packets += 1;
 		v->bytes += skb->len;
-		return;
 	}
-	struct dp_metrics_value first = {.packets = 1, .bytes = skb->len};
-	bpf_map_update_elem(&dp_metrics, &key, &first, BPF_NOEXIST);
 }
 
 static __always_inline void pkt_resolve(struct __sk_buff *skb, struct pkt *p);
@@ -412,6 +413,10 @@ static __always_inline void pkt_resolve(struct __sk_buff *skb, struct pkt *p)
 	if (p->lazy & LAZY_DST_ID) {
 		p->lazy &= ~LAZY_DST_ID;
 		p->dst_identity = identity_of(p->tuple.family, p->tuple.daddr);
+	}
+	if (p->lazy & LAZY_SRC_ID) {
+		p->lazy &= ~LAZY_SRC_ID;
+		p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
 	}
 }
 
@@ -1490,7 +1495,8 @@ int fibril_from_overlay(struct __sk_buff *skb)
  * an address) when [datapath] host-routing = bpf. A packet addressed to
  * this node (PACKET_HOST) for a local endpoint is checked against that
  * endpoint's ingress policy with the source's identity from the ipcache
- * (as fibril_to_endpoint would), counted in conntrack, its TTL decremented
+ * (as fibril_to_endpoint would; looked up only when that policy, a new
+ * flow or an event needs it), counted in conntrack, its TTL decremented
  * and redirected straight into the pod (bpf_redirect_peer: the node's
  * stack and the veth's egress are skipped); everything else (the node's own
  * traffic, ARP, ND, a TTL of 1) goes on to the stack untouched and
@@ -1504,7 +1510,12 @@ static __always_inline int netdev_ip(struct __sk_buff *skb, struct pkt *p, __u8 
 	if (!p->dst_ep || *ttl <= 1)
 		return TC_ACT_UNSPEC;
 	p->dst_identity = p->dst_ep->identity;
-	p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
+	/* the source's identity (an ipcache walk) only when the pod's ingress
+	 * policy needs it; else when a new flow or an event does */
+	if (policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS))
+		p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
+	else
+		p->lazy |= LAZY_SRC_ID;
 	frag_resolve(p);
 	int reason = policy_verdict(skb, p);
 	if (reason)

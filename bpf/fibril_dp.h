@@ -33,7 +33,8 @@
 #define DP_CT_ANY_MAX 65536     /* default of [datapath] conntrack-max-other */
 #define DP_FRAGS_MAX 8192
 #define DP_IPV6_MAX_EXTHDRS 8   /* extension headers walked before L4 (Cilium: 4) */
-#define DP_METRICS_MAX 1024
+#define DP_METRICS_DIRECTIONS 4 /* enum dp_direction's values */
+#define DP_METRICS_MAX (DP_METRICS_DIRECTIONS * 256) /* a slot per (direction, reason) */
 #define DP_EVENTS_BYTES (8u << 20) /* ring buffer: power of 2, page multiple; the
 				    * default, [datapath] events-ring-bytes sets it */
 /* The reader is woken once this much is waiting (about 800 records), not
@@ -196,11 +197,13 @@ enum dp_reason {
 	DP_REASON_DROP_TUNNEL = 139,      /* the tunnel key could not be set */
 };
 
-struct dp_metrics_key {
-	__u8 reason;    /* enum dp_reason */
-	__u8 direction; /* enum dp_direction */
-	__u16 pad;
-};
+/* dp_metrics: PERCPU_ARRAY, one slot per (direction, reason) at
+ * DP_METRICS_INDEX (an array lookup the verifier inlines; it was a per-CPU
+ * hash keyed by {u8 reason, u8 direction, u16 pad}, whose pin the agent
+ * recreates). A slot never hit holds zeros. */
+#define DP_METRICS_INDEX(reason, direction) ((__u32)(direction) * 256 + (__u32)(reason))
+#define DP_METRICS_REASON(index) ((__u8)((index) & 0xff))
+#define DP_METRICS_DIRECTION(index) ((__u8)((index) >> 8))
 
 struct dp_metrics_value {
 	__u64 packets;

@@ -272,6 +272,10 @@ static struct json_object *entry_json(const struct fibril_map *map, const uint8_
 	if (map->formatter) {
 		char k[FMT_KEY_LEN] = "", v[FMT_VALUE_LEN] = "";
 		int rc = map->formatter(key, value, k, sizeof(k), v, sizeof(v), map->formatter_ud);
+		if (rc == FIBRIL_MAP_FORMAT_SKIP) {
+			json_object_put(e);
+			return NULL;
+		}
 		if (rc >= 0) {
 			k[sizeof(k) - 1] = '\0';
 			v[sizeof(v) - 1] = '\0';
@@ -303,7 +307,10 @@ static bool dump_hash(const struct fibril_map *map, struct dump_bufs *b, struct 
 		prev = b->key;
 		if (bpf_map_lookup_elem(map->fd, b->key, b->value) != 0)
 			continue; /* deleted meanwhile */
-		json_object_array_add(arr, entry_json(map, b->key, b->value));
+		struct json_object *e = entry_json(map, b->key, b->value);
+		if (!e)
+			continue; /* the formatter left it out */
+		json_object_array_add(arr, e);
 		n++;
 	}
 	return false;
@@ -318,7 +325,9 @@ static bool dump_array(const struct fibril_map *map, struct dump_bufs *b, struct
 		memcpy(b->key, &i, sizeof(i));
 		if (bpf_map_lookup_elem(map->fd, b->key, b->value) != 0)
 			continue;
-		json_object_array_add(arr, entry_json(map, b->key, b->value));
+		struct json_object *e = entry_json(map, b->key, b->value);
+		if (e)
+			json_object_array_add(arr, e);
 	}
 	return false;
 }

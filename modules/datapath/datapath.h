@@ -149,7 +149,10 @@ int dp_endpoint_del(struct datapath *dp, uint16_t id, int family, const void *ad
 uint16_t dp_endpoint_owner(struct datapath *dp, int family, const void *addr);
 /* Rebuild dp->eps from dp_endpoints (a restart). */
 void dp_endpoints_restore(struct datapath *dp);
-/* Sum of one metrics key over the CPUs. */
+/* Every (direction, reason) slot of dp_metrics summed over the CPUs, in
+ * sums[DP_METRICS_INDEX(reason, direction)] (DP_METRICS_MAX of them). */
+int dp_metrics_snapshot(struct datapath *dp, struct dp_metrics_value *sums);
+/* Sum of one metrics slot over the CPUs. */
 int dp_metrics_read(struct datapath *dp, uint8_t reason, uint8_t dir,
 		    struct dp_metrics_value *out);
 const char *dp_reason_name(unsigned reason);

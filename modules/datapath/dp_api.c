@@ -287,22 +287,20 @@ static void metrics_scrape(struct fibril_module *m, void *ud)
 {
 	(void)m;
 	struct datapath *dp = ud;
-	if (dp->maps[DPM_METRICS]) {
-		int fd = fibril_map_fd(dp->maps[DPM_METRICS]);
-		struct dp_metrics_key key, next;
-		const void *prev = NULL;
-		while (fd >= 0 && dp_next_key(fd, prev, &next) == 0) {
-			key = next;
-			prev = &key;
-			struct dp_metrics_value v;
-			if (dp_metrics_read(dp, key.reason, key.direction, &v) < 0)
-				continue;
-			const char *dir = dp_direction_name(key.direction);
-			const char *reason = dp_reason_name(key.reason);
-			fibril_series_set(fibril_metric_labels(dp->m_packets, dir, reason), (double)v.packets);
-			fibril_series_set(fibril_metric_labels(dp->m_bytes, dir, reason), (double)v.bytes);
+	struct dp_metrics_value *sums = calloc(DP_METRICS_MAX, sizeof(*sums));
+	if (sums && dp->maps[DPM_METRICS] && dp_metrics_snapshot(dp, sums) == 0) {
+		for (__u32 i = 0; i < DP_METRICS_MAX; i++) {
+			if (!sums[i].packets && !sums[i].bytes)
+				continue; /* a slot never hit: no series */
+			const char *dir = dp_direction_name(DP_METRICS_DIRECTION(i));
+			const char *reason = dp_reason_name(DP_METRICS_REASON(i));
+			fibril_series_set(fibril_metric_labels(dp->m_packets, dir, reason),
+					  (double)sums[i].packets);
+			fibril_series_set(fibril_metric_labels(dp->m_bytes, dir, reason),
+					  (double)sums[i].bytes);
 		}
 	}
+	free(sums);
 	fibril_series_set(fibril_metric_labels(dp->m_ct_entries, "tcp"), (double)dp->gc_last_tcp);
 	fibril_series_set(fibril_metric_labels(dp->m_ct_entries, "other"), (double)dp->gc_last_other);
 	fibril_series_set(fibril_metric_series(dp->m_endpoints, NULL), (double)dp->neps);

@@ -30,7 +30,7 @@ static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
 			   .value_size = sizeof(struct dp_ct_value),
 			   .max_entries = DP_CONNTRACK_MAX},
 	[DPM_METRICS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_METRICS,
-			 .type = BPF_MAP_TYPE_PERCPU_HASH, .key_size = sizeof(struct dp_metrics_key),
+			 .type = BPF_MAP_TYPE_PERCPU_ARRAY, .key_size = sizeof(__u32),
 			 .value_size = sizeof(struct dp_metrics_value),
 			 .max_entries = DP_METRICS_MAX},
 	[DPM_EVENTS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_EVENTS,
@@ -253,11 +253,15 @@ static int fmt_metrics(const void *key, const void *value, char *ko, size_t kl, 
 		       size_t vl, void *ud)
 {
 	(void)ud;
-	const struct dp_metrics_key *k = key;
+	__u32 index;
 	struct dp_metrics_value sum;
 
+	memcpy(&index, key, sizeof(index));
 	metrics_sum(value, &sum);
-	snprintf(ko, kl, "%s %s", dp_direction_name(k->direction), dp_reason_name(k->reason));
+	if (!sum.packets && !sum.bytes)
+		return FIBRIL_MAP_FORMAT_SKIP; /* a slot never hit */
+	snprintf(ko, kl, "%s %s", dp_direction_name(DP_METRICS_DIRECTION(index)),
+		 dp_reason_name(DP_METRICS_REASON(index)));
 	snprintf(vo, vl, "packets=%llu bytes=%llu", (unsigned long long)sum.packets,
 		 (unsigned long long)sum.bytes);
 	return 0;
@@ -612,6 +616,45 @@ void dp_endpoints_restore(struct datapath *dp)
 
 /* ---- metrics ---------------------------------------------------------------------------------- */
 
+int dp_metrics_snapshot(struct datapath *dp, struct dp_metrics_value *sums)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	if (ncpus < 1)
+		ncpus = 1;
+	int fd = fibril_map_fd(dp->maps[DPM_METRICS]);
+	__u32 *keys = calloc(DP_METRICS_MAX, sizeof(*keys));
+	struct dp_metrics_value *vals = calloc((size_t)DP_METRICS_MAX * (size_t)ncpus, sizeof(*vals));
+	int rc = 0;
+	if (!keys || !vals) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	memset(sums, 0, DP_METRICS_MAX * sizeof(*sums));
+	/* one BPF_MAP_LOOKUP_BATCH for the whole array; slot by slot where
+	 * the kernel has no batch for it */
+	__u32 out_batch = 0, count = DP_METRICS_MAX;
+	LIBBPF_OPTS(bpf_map_batch_opts, bo);
+	if (bpf_map_lookup_batch(fd, NULL, &out_batch, keys, vals, &count, &bo) == 0 ||
+	    (errno == ENOENT && count > 0)) {
+		for (__u32 i = 0; i < count; i++)
+			if (keys[i] < DP_METRICS_MAX)
+				metrics_sum(vals + (size_t)i * (size_t)ncpus, &sums[keys[i]]);
+		goto out;
+	}
+	for (__u32 i = 0; i < DP_METRICS_MAX; i++) {
+		if (bpf_map_lookup_elem(fd, &i, vals) == 0) {
+			metrics_sum(vals, &sums[i]);
+		} else if (errno != ENOENT) {
+			rc = -errno;
+			break;
+		}
+	}
+out:
+	free(keys);
+	free(vals);
+	return rc;
+}
+
 int dp_metrics_read(struct datapath *dp, uint8_t reason, uint8_t dir, struct dp_metrics_value *out)
 {
 	int ncpus = libbpf_num_possible_cpus();
@@ -620,9 +663,13 @@ int dp_metrics_read(struct datapath *dp, uint8_t reason, uint8_t dir, struct dp_
 	struct dp_metrics_value *slots = calloc((size_t)ncpus, sizeof(*slots));
 	if (!slots)
 		return -ENOMEM;
-	struct dp_metrics_key k = {.reason = reason, .direction = dir};
+	__u32 k = DP_METRICS_INDEX(reason, dir);
 	int rc = 0;
 	memset(out, 0, sizeof(*out));
+	if (dir >= DP_METRICS_DIRECTIONS) {
+		free(slots);
+		return 0;
+	}
 	if (bpf_map_lookup_elem(fibril_map_fd(dp->maps[DPM_METRICS]), &k, slots) == 0)
 		metrics_sum(slots, out);
 	else if (errno != ENOENT)

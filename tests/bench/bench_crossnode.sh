@@ -6,9 +6,10 @@
 # A pod on each node; four setups, each between a pod of the first node
 # and a pod of the second:
 #   native       fibril, routing-mode native (a route per remote pod CIDR,
-#                the tc programs on the pods' veths)
-#   native-bpf   the same in routing-mode native with [datapath] host-routing
-#                = bpf (the program sends a packet for the other node's pod
+#                the tc programs on the pods' veths) with [datapath]
+#                host-routing = legacy (set: the default is bpf)
+#   native-bpf   the same with [datapath] host-routing = bpf, the default
+#                (the program sends a packet for the other node's pod
 #                out of the underlay by bpf_fib_lookup + bpf_redirect(_neigh),
 #                and fibril_from_netdev on the receiver's underlay redirects
 #                it into the pod: neither node's stack routes it)
@@ -28,15 +29,23 @@
 # runs the fibril setup and its reference back to back (A B, B A, A B ...,
 # so a shared machine's changing load hits both alike) and prints both and their
 # ratio; the summary gives the medians, the median of the rounds' ratios and
-# their spread (goal: within 5%), and the fibril programs' own cost from
-# bpf_stats (run_time_ns / run_cnt of both nodes' programs over the fibril
-# runs; the reference runs no program). Nothing is asserted.
+# their spread (goal: within 5%). The ratio rounds run with
+# kernel.bpf_stats_enabled off, as production does: with it on, every
+# program run reads the clock twice, a cost only fibril's side pays (the
+# reference runs no program). The fibril programs' own cost is measured
+# apart: after the ratio rounds of a setup, one more fibril-only round (one
+# TCP_RR and one bulk run) with bpf_stats on gives run_time_ns / run_cnt of
+# both nodes' programs (and that round's rate, not part of any ratio).
+# A kernel.bpf_stats_enabled found on (left so by another run) is switched
+# off for the run and restored at its end. Nothing is asserted.
 # Environment: top_srcdir, top_builddir (as make sets them); optional
 # REPEAT (10), SECS (2: short runs, many rounds, so a shared machine's load
 # changes hit both sides alike), SETUPS (the fibril setups to run, default
 # "native native-bpf tunnel"; e.g. SETUPS=tunnel runs tunnel vs plain-vxlan
 # only), PIN_CPU (default the last CPU: both ends run there,
-# so the figures measure the path, not the scheduler), CC.
+# so the figures measure the path, not the scheduler), CC, STATS_IN_RATIO=1
+# (keep bpf_stats on during the ratio rounds too, as this bench once did: to
+# show what the stats cost the ratio).
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 . "$top_srcdir/tests/lib/common.sh"
@@ -44,8 +53,6 @@ MN_UNDERLAY_MTU=9000 # room for VXLAN's 50 bytes around 1500-byte pod frames
 . "$top_srcdir/tests/lib/multinode.sh"
 
 REPEAT=${REPEAT:-10}
-SETUPS=" ${SETUPS:-native native-bpf tunnel} "
-want() { [[ $SETUPS == *" $1 "* ]]; }
 SECS=${SECS:-2}
 PIN_CPU=${PIN_CPU:-$(($(nproc) - 1))}
 PIN=(taskset -c "$PIN_CPU")
@@ -136,11 +143,11 @@ done
 free_port() { ip netns exec "$1" python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
 declare -A RRPORT IPERF_PORT
 SERVERS=()
-BPF_STATS_WAS=""
 mn_test_cleanup() {
 	local p
 	for p in "${SERVERS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	[ -n "$BPF_STATS_WAS" ] && echo "$BPF_STATS_WAS" >/proc/sys/kernel/bpf_stats_enabled
+	stats_off
+	[ -z "${SYSCTL_WAS:-}" ] || echo "$SYSCTL_WAS" >/proc/sys/kernel/bpf_stats_enabled
 	return 0
 }
 serve() { # POD
@@ -167,50 +174,110 @@ for p in fb na2 va2; do serve "$p"; done
 sleep 0.3
 declare -A CLIENT=([native]=fa [native-bpf]=fa [tunnel]=fa [plain]=na1 [plain-vxlan]=va1)
 declare -A SERVER=([native]=fb [native-bpf]=fb [tunnel]=fb [plain]=na2 [plain-vxlan]=va2)
-declare -A RRS BULKS RR_RATIOS BULK_RATIOS NSP
+declare -A RRS BULKS RR_RATIOS BULK_RATIOS
 warm() { ip netns exec "$(mn_pod_ns "${CLIENT[$1]}")" ping -c 2 -i 0.2 -W 1 "${MN_POD_IP[${SERVER[$1]}]}" >/dev/null || die "$1: no path from ${CLIENT[$1]} to ${SERVER[$1]}"; }
 
-# ---- the programs' own cost: bpf_stats (run_cnt, run_time_ns) of every fibril
-# program on both nodes, read around each fibril run; the reference side
-# runs no program at all
-BPF_STATS_WAS=$(cat /proc/sys/kernel/bpf_stats_enabled 2>/dev/null || echo "")
-echo 1 >/proc/sys/kernel/bpf_stats_enabled || die "cannot enable bpf_stats"
-PROGS=()
-prog_ids() { # the ids of both nodes' programs (veth ingress, egress, overlay)
+# ---- the programs' own cost, measured apart from the ratios: bpf_stats
+# (run_cnt, run_time_ns) of every tc program attached in both fibril nodes'
+# namespaces, over one extra fibril-only round per setup. bpf_stats is
+# switched on by BPF_ENABLE_STATS (a file descriptor held by a helper
+# process: counted by the kernel, so it neither clobbers nor is clobbered by
+# anyone else's kernel.bpf_stats_enabled), and only for that round.
+STATS_PID=""
+stats_on() {
+	rm -f "$WORK/stats.on"
+	python3 -c '
+import ctypes, os, sys
+nr = {"x86_64": 321, "aarch64": 280}.get(os.uname().machine)
+if nr is None:
+    sys.exit("bpf(2) number unknown on this machine")
+libc = ctypes.CDLL(None, use_errno=True)
+attr = ctypes.create_string_buffer(128)  # BPF_ENABLE_STATS { type = BPF_STATS_RUN_TIME (0) }
+fd = libc.syscall(nr, 32, attr, 128)
+if fd < 0:
+    sys.exit("BPF_ENABLE_STATS: " + os.strerror(ctypes.get_errno()))
+open(sys.argv[1], "w").close()
+sys.stdin.read()' "$WORK/stats.on" < <(sleep 100000) &
+	STATS_PID=$!
+	local _
+	for _ in $(seq 1 100); do [ -e "$WORK/stats.on" ] && return 0; sleep 0.05; done
+	die "cannot enable bpf_stats (BPF_ENABLE_STATS)"
+}
+stats_off() {
+	[ -n "$STATS_PID" ] || return 0
+	kill "$STATS_PID" 2>/dev/null
+	wait "$STATS_PID" 2>/dev/null || true
+	STATS_PID=""
+}
+stats_sysctl() { cat /proc/sys/kernel/bpf_stats_enabled 2>/dev/null || echo "?"; }
+# kernel.bpf_stats_enabled left on (by someone else, or a run that died
+# before restoring it) would bias every ratio round: off for this run,
+# restored at its end
+SYSCTL_WAS=""
+if [ "${STATS_IN_RATIO:-0}" != 1 ] && [ "$(stats_sysctl)" = 1 ]; then
+	SYSCTL_WAS=1
+	echo 0 >/proc/sys/kernel/bpf_stats_enabled || die "cannot switch kernel.bpf_stats_enabled off"
+	echo "bench_crossnode: kernel.bpf_stats_enabled was 1: 0 for this run (restored at its end)" >&2
+fi
+# prog_stats -> one line per program name: "name run_cnt run_time_ns", summed
+# over both fibril nodes (every tc program attached in their namespaces)
+prog_stats() {
 	local n
-	PROGS=()
 	for n in f1 f2; do
-		# shellcheck disable=SC2207
-		PROGS+=($(mn_api "$n" http://x/v1/datapath | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-ids = [d.get("program-id"), d.get("program-id-egress"), (d.get("tunnel") or {}).get("program-id")]
-print(" ".join(str(i) for i in ids if i))'))
-	done
+		ip netns exec "$(mn_ns "$n")" bpftool -j net show
+	done | python3 -c '
+import json, subprocess, sys
+ids = set()
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        continue
+    for d in json.loads(line):
+        for t in d.get("tc", []):
+            ids.add(t["id"])
+tot = {}
+for i in sorted(ids):
+    j = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(i)], capture_output=True, text=True).stdout)
+    c, t = tot.get(j["name"], (0, 0))
+    tot[j["name"]] = (c + j.get("run_cnt", 0), t + j.get("run_time_ns", 0))
+for k, (c, t) in sorted(tot.items()):
+    print(k, c, t)'
 }
-prog_stats() { # -> "run_cnt run_time_ns" summed over PROGS
-	local id c=0 t=0 cnt ns
-	for id in "${PROGS[@]}"; do
-		read -r cnt ns < <(bpftool -j prog show id "$id" | python3 -c 'import json, sys; j = json.load(sys.stdin); print(j.get("run_cnt", 0), j.get("run_time_ns", 0))')
-		c=$((c + cnt)) t=$((t + ns))
+# cost_round SETUP : one TCP_RR and one bulk run of the fibril setup with
+# bpf_stats on; prints the programs' ns/packet (all together and per
+# program) and keeps the totals in NSP[SETUP.KIND]
+declare -A NSP STATS_RATE
+cost_round() {
+	local s=$1 kind before after v
+	stats_on
+	for kind in rr bulk; do
+		before=$(prog_stats)
+		if [ "$kind" = rr ]; then v=$(rr_once "${CLIENT[$s]}" "${SERVER[$s]}"); else v=$(bulk_once "${CLIENT[$s]}" "${SERVER[$s]}"); fi
+		after=$(prog_stats)
+		STATS_RATE[$s.$kind]=$v
+		NSP[$s.$kind]=$(python3 -c '
+import sys
+def parse(t):
+    return {l.split()[0]: (int(l.split()[1]), int(l.split()[2])) for l in t.splitlines() if l.strip()}
+b, a = parse(sys.argv[1]), parse(sys.argv[2])
+c = t = 0
+parts = []
+for k in sorted(a):
+    dc = a[k][0] - b.get(k, (0, 0))[0]
+    dt = a[k][1] - b.get(k, (0, 0))[1]
+    if dc > 0:
+        parts.append("%s %.0f ns x %d" % (k, dt / dc, dc))
+    c += dc
+    t += dt
+print(c, t, "; ".join(parts))' "$before" "$after")
+		printf '  bpf_stats round (fibril only, stats on, not in any ratio) %s: %s; programs: %s\n' "$kind" "$v" "$(cut -d' ' -f3- <<<"${NSP[$s.$kind]}")"
 	done
-	echo "$c $t"
+	stats_off
 }
-# timed SETUP KIND : one run of KIND (rr|bulk) of SETUP, its figure in V (no
-# subshell: for a fibril setup the programs' runs and ns are added to
-# NSP[SETUP.KIND])
+# timed SETUP KIND : one run of KIND (rr|bulk) of SETUP, its figure in V
 timed() {
-	local s=$1 kind=$2 c0 t0 c1 t1 c0x t0x v
-	if [ "${FIBRIL[$s]}" = 1 ]; then read -r c0 t0 <<<"$(prog_stats)"; fi
-	if [ "$kind" = rr ]; then v=$(rr_once "${CLIENT[$s]}" "${SERVER[$s]}"); else v=$(bulk_once "${CLIENT[$s]}" "${SERVER[$s]}"); fi
-	if [ "${FIBRIL[$s]}" = 1 ]; then
-		read -r c1 t1 <<<"$(prog_stats)"
-		read -r c0x t0x <<<"${NSP[$s.$kind]:-0 0}"
-		NSP[$s.$kind]="$((c0x + c1 - c0)) $((t0x + t1 - t0))"
-	fi
-	V=$v
+	if [ "$2" = rr ]; then V=$(rr_once "${CLIENT[$1]}" "${SERVER[$1]}"); else V=$(bulk_once "${CLIENT[$1]}" "${SERVER[$1]}"); fi
 }
-declare -A FIBRIL=([native]=1 [native-bpf]=1 [tunnel]=1 [plain]=0 [plain-vxlan]=0)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
 # pair SETUP-A SETUP-B KIND : one run of each, back to back, in VA / VB; the
 # order alternates from round to round (A B, B A, ...) so neither side is
@@ -230,12 +297,14 @@ pair() {
 }
 # measure FIBRIL-SETUP REFERENCE : REPEAT rounds, each one run of the fibril
 # setup and one of the reference, request/response then bulk; the ratio of
-# each round
+# each round; then the fibril setup's bpf_stats round
 measure() {
 	local a=$1 b=$2 r
 	warm "$a"
 	warm "$b"
-	prog_ids
+	[ "${STATS_IN_RATIO:-0}" = 1 ] && stats_on
+	local sysctl_before
+	sysctl_before=$(stats_sysctl)
 	for r in $(seq 1 "$REPEAT"); do
 		pair "$a" "$b" rr
 		RRS[$a]="${RRS[$a]:-} $VA" RRS[$b]="${RRS[$b]:-} $VB"
@@ -246,18 +315,33 @@ measure() {
 		BULK_RATIOS[$a]="${BULK_RATIOS[$a]:-} $(ratio "$VA" "$VB")"
 		printf '  round %d bulk:   %s %s Gbit/s, %s %s Gbit/s, ratio %s\n' "$r" "$a" "$VA" "$b" "$VB" "$(ratio "$VA" "$VB")"
 	done
+	stats_off
+	# someone else's kernel.bpf_stats_enabled (another bench) biases the
+	# rounds it covers: say so
+	if [ "$sysctl_before$(stats_sysctl)" != 00 ]; then
+		SYSCTL_ON="${SYSCTL_ON:-}$a "
+		echo "  WARNING: kernel.bpf_stats_enabled was on (someone else's) during the $a rounds: their ratios are biased against fibril" >&2
+	fi
+	cost_round "$a"
 }
+SETUPS=${SETUPS:-native native-bpf tunnel}
+has_setup() { [[ " $SETUPS " == *" $1 "* ]]; }
+stats_mode="off (bpf_stats on only in the separate bpf_stats rounds)"
+[ "${STATS_IN_RATIO:-0}" = 1 ] && stats_mode="ON (STATS_IN_RATIO=1: biased against fibril)"
 echo "bench_crossnode: $REPEAT rounds of ${SECS}s runs, fibril and its reference interleaved; both ends on CPU $PIN_CPU; kernel $(uname -r), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "bench_crossnode: bpf_stats in the ratio rounds: $stats_mode; kernel.bpf_stats_enabled (someone else's) is $(stats_sysctl)"
 fib=- enc=-
-if want native; then measure native plain; fi
-if want native-bpf; then
+if has_setup native; then
+	measure native plain
+fi
+if has_setup native-bpf; then
 	start_mode native bpf
 	hr=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.load(sys.stdin)["host-routing"])')
 	[ "$hr" = bpf ] || die "f1 does not use host-routing bpf after the restart ($hr)"
 	measure native-bpf plain
 	fib=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.load(sys.stdin)["packets-from-endpoints"]["to-fib"])')
 fi
-if want tunnel; then
+if has_setup tunnel; then
 	start_mode tunnel
 	tun=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.load(sys.stdin)["tunnel"]["mode"])')
 	[ "$tun" = vxlan ] || die "f1 is not in tunnel mode after the restart ($tun)"
@@ -269,30 +353,27 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)
 med() { printf '%s\n' $1 | median; }
 spread() { printf '%s\n' $1 | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
 goal() { awk -v r="$1" 'BEGIN { print (r >= 0.95 ? "met" : "NOT met") }'; }
-nsp() { # SETUP KIND -> ns/packet of the programs
+nsp() { # SETUP KIND -> ns/packet of the programs in the bpf_stats round
 	local c t
-	read -r c t <<<"${NSP[$1.$2]:-0 0}"
+	read -r c t _ <<<"${NSP[$1.$2]:-0 0}"
 	awk -v c="$c" -v t="$t" 'BEGIN { if (c > 0) printf "%.0f", t / c; else print "-" }'
 }
 row() { # LABEL FMT SETUP REF KIND
 	local f r ratios
+	has_setup "$3" || return 0
 	if [ "$5" = rr ]; then f=${RRS[$3]} r=${RRS[$4]} ratios=${RR_RATIOS[$3]}; else f=${BULKS[$3]} r=${BULKS[$4]} ratios=${BULK_RATIOS[$3]}; fi
-	printf "%-34s %10$2 %10$2 %7s %13s  %-8s %6s ns/pkt\n" "$1" "$(med "$f")" "$(med "$r")" "$(med "$ratios")" "$(spread "$ratios")" \
-		"$(goal "$(med "$ratios")")" "$(nsp "$3" "$5")"
+	printf "%-34s %10$2 %10$2 %7s %13s  %-8s %6s ns/pkt (at %s)\n" "$1" "$(med "$f")" "$(med "$r")" "$(med "$ratios")" "$(spread "$ratios")" \
+		"$(goal "$(med "$ratios")")" "$(nsp "$3" "$5")" "${STATS_RATE[$3.$5]:-}"
 }
 echo
-printf '%-34s %10s %10s %7s %13s  %-8s %s\n' "median of $REPEAT rounds" "fibril" "reference" "ratio" "ratio spread" "goal>=.95" "fibril programs (bpf_stats; reference: none)"
-if want native; then
-	row "native TCP_RR (/s) vs plain" .0f native plain rr
-	row "native bulk (Gbit/s) vs plain" .2f native plain bulk
-fi
-if want native-bpf; then
-	row "native+bpf-hr TCP_RR (/s) vs plain" .0f native-bpf plain rr
-	row "native+bpf-hr bulk (Gbit/s) vs plain" .2f native-bpf plain bulk
-fi
-if want tunnel; then
-	row "tunnel TCP_RR (/s) vs kernel VXLAN" .0f tunnel plain-vxlan rr
-	row "tunnel bulk (Gbit/s) vs kernel VXLAN" .2f tunnel plain-vxlan bulk
-fi
-echo "ratio: the median of the rounds' own ratios (each round: fibril and the reference back to back, the order alternating)"
+printf '%-34s %10s %10s %7s %13s  %-8s %s\n' "median of $REPEAT rounds" "fibril" "reference" "ratio" "ratio spread" "goal>=.95" "programs' cost (bpf_stats round, apart; reference: none)"
+row "native TCP_RR (/s) vs plain" .0f native plain rr
+row "native bulk (Gbit/s) vs plain" .2f native plain bulk
+row "native+bpf-hr TCP_RR (/s) vs plain" .0f native-bpf plain rr
+row "native+bpf-hr bulk (Gbit/s) vs plain" .2f native-bpf plain bulk
+row "tunnel TCP_RR (/s) vs kernel VXLAN" .0f tunnel plain-vxlan rr
+row "tunnel bulk (Gbit/s) vs kernel VXLAN" .2f tunnel plain-vxlan bulk
+echo "ratio: the median of the rounds' own ratios (each round: fibril and the reference back to back, the order alternating); bpf_stats in the ratio rounds: $stats_mode"
+[ -z "${SYSCTL_ON:-}" ] || echo "WARNING: kernel.bpf_stats_enabled was on (someone else's) during the rounds of: $SYSCTL_ON"
+echo "programs' cost: ns per program run summed over both nodes' programs in one extra fibril-only round with bpf_stats on (its own rate in brackets, not in any ratio)"
 echo "packets f1's program sent by the FIB (to-fib, host-routing bpf): $fib; encapsulated (to-tunnel): $enc; load average $(cut -d' ' -f1-3 /proc/loadavg)"

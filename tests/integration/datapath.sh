@@ -472,6 +472,34 @@ check "no packet lost while the filters were replaced ($(grep -o '[0-9]*% packet
 check "restart: pod c -> pod a TCP" \
 	test "$(inpod 2 python3 "$WORK/tcp.py" client 10.201.0.11 "$P4" 2>&1)" = "echo:hello-datapath"
 
+# ---- 6b. an older agent's dp_metrics pin (a per-CPU hash keyed by {reason,
+# direction}; now a per-CPU array): recreated at start, counting again ----------------------------
+# (bpftool: a build dependency, it generates the skeletons)
+stop_agent TERM || true
+rm -f "$BPFFS_DIR/dp_metrics"
+bpftool map create "$BPFFS_DIR/dp_metrics" type percpu_hash key 4 value 16 entries 1024 name dp_metrics
+check "old layout: a per-CPU hash is pinned as dp_metrics" \
+	contains "$(bpftool map show pinned "$BPFFS_DIR/dp_metrics")" "percpu_hash"
+node_agent
+check "old layout: the agent starts" kill -0 "$AGENT_PID"
+check "old layout: dp_metrics is recreated" grep -Eq '^dp_metrics .*recreated' <<<"$(fib map list 2>&1)"
+check "old layout: the pin is a per-CPU array now" \
+	contains "$(bpftool map show pinned "$BPFFS_DIR/dp_metrics")" "percpu_array"
+check "old layout: the other pins are reused" \
+	test "$(fib map list 2>&1 | grep '^dp_' | grep -vc 'reused')" = 1
+# the old programs count into the old map until the endpoints are adopted
+for i in 0 1 2; do
+	check "old layout: upsert re-adopts ${HOSTIF[$i]}" test "$(upsert "$i")" = 200
+done
+fwd0=$(metric forwarded)
+check "old layout: pod a -> pod b pings" ping_ok 0 10.201.0.11 3
+check "old layout: 'forwarded' counts again ($fwd0 -> $(metric forwarded))" test "$(metric forwarded)" -ge $((fwd0 + 3))
+DUMP=$(fib map dump dp_metrics)
+check "old layout: the dump decodes the slots in use, and only those" \
+	test -n "$(grep 'from-endpoint forwarded' <<<"$DUMP")" -a -z "$(grep 'packets=0 ' <<<"$DUMP")"
+check "old layout: the Prometheus series are there" \
+	grep -q 'direction="from-endpoint",reason="forwarded"' <<<"$(api http://x/metrics)"
+
 # ---- 7. endpoint_remove ---------------------------------------------------------------------------
 code=$(api -o /dev/null -w '%{http_code}' -X DELETE "http://x/v1/test/datapath/${PODS[2]}")
 check "remove pod c -> 200" test "$code" = 200

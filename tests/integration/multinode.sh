@@ -32,9 +32,10 @@ mn_node_add n2 2
 PORT=$((20000 + RANDOM % 20000))
 AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.201.0.0/16
 	--set nodes.retry=300ms)
-# n1 routes its pods' packets to n2 in BPF ([datapath] host-routing = bpf:
-# bpf_fib_lookup + bpf_redirect_neigh), n2 through its stack (legacy): both
-# ways are checked below
+# n1 routes its pods' packets to n2 in BPF ([datapath] host-routing = bpf,
+# the default: bpf_fib_lookup + bpf_redirect_neigh), n2 through its stack
+# (legacy, set explicitly so that it stays tested): both ways are checked
+# below
 declare -A HOST_ROUTING=([n1]=bpf [n2]=legacy)
 start() {
 	mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}" --set "nodes.lease-ttl=${2:-$LONG_TTL}s" \

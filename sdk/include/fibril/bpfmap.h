@@ -53,7 +53,11 @@ enum fibril_map_origin fibril_map_origin(const struct fibril_map *map);
 int fibril_map_remove(struct fibril_map *map);
 
 /* Render one entry for dumps. Write NUL-terminated text into key_out and
- * value_out; return 0, or a negative errno to fall back to hex. */
+ * value_out; return 0, FIBRIL_MAP_FORMAT_SKIP to leave the entry out of
+ * the dump (e.g. an array slot never used; a macro, no symbol: a host
+ * older than the macro shows such an entry with empty text), or a negative
+ * errno to fall back to hex. */
+#define FIBRIL_MAP_FORMAT_SKIP 1
 typedef int (*fibril_map_format_fn)(const void *key, const void *value,
 				    char *key_out, size_t key_len,
 				    char *value_out, size_t value_len, void *ud);
