@@ -54,8 +54,8 @@ int fibril_map_remove(struct fibril_map *map);
 
 /* Render one entry for dumps. Write NUL-terminated text into key_out and
  * value_out; return 0, FIBRIL_MAP_FORMAT_SKIP to leave the entry out of
- * the dump (e.g. an array slot never used; a macro, no symbol: a host
- * older than the macro shows such an entry with empty text), or a negative
+ * the dump (e.g. an array slot never used; SDK 1.8, a macro, no symbol:
+ * a host older than 1.8 refuses a module built with it), or a negative
  * errno to fall back to hex. */
 #define FIBRIL_MAP_FORMAT_SKIP 1
 typedef int (*fibril_map_format_fn)(const void *key, const void *value,

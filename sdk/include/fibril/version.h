@@ -41,10 +41,15 @@
  *       fibril_policy_rule); appended fields: fibril_datapath_policy_entry.
  *       rule_id, the datapath event's policy_rule / policy_match /
  *       policy_dir and its POLICY_VERDICT type.
+ *   8 - a map formatter may answer FIBRIL_MAP_FORMAT_SKIP (<fibril/bpfmap.h>)
+ *       to leave an entry out of dumps (a per-CPU array's unused slots);
+ *       no new symbol, so no FIBRIL_1.8 node: a module that returns it
+ *       declares minor 8 and so is refused by an older host, which would
+ *       show such entries with empty text.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
-#define FIBRIL_ABI_MINOR 7
+#define FIBRIL_ABI_MINOR 8
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
