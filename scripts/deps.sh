@@ -17,7 +17,7 @@ packages=(
 	groff-base util-linux systemd
 	python3-prometheus-client
 	chromium chromium-driver python3-selenium
-	iptables nftables
+	iptables nftables strace
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -12,7 +12,10 @@
 # that stalls loses its own flows and is told how many while a fast one
 # gets every flow of a burst; the lost counters and the ring's overwritten
 # counter move; the stream is served on the TCP listener too; the
-# datapath's event ring buffer has the size the config gives.
+# datapath's event ring buffer has the size the config gives; a burst
+# leaves the agent in frames of more than 16 KiB per send() (strace: the
+# API's protocol sets libwebsockets' tx_packet_size; without it every write
+# is cut into 4 KiB pieces, one per trip round the loop).
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 . "$top_srcdir/tests/lib/flowpods.sh"
@@ -168,5 +171,21 @@ check "/metrics: the ring (1000) overwrote flows" \
 	grep -q '^fibril_hubble_ring_overwritten_total [1-9]' <<<"$PROM"
 check "GET /v1/flows: the ring holds 1000 flows, overwritten counted" \
 	test "$(api "http://x/v1/flows" | python3 -c 'import json,sys; j = json.load(sys.stdin); print(len(j["flows"]), j["overwritten"] > 0)')" = "1000 True"
+# ---- a burst goes out in big writes: one send() per frame, not 4 KiB pieces ------------------
+command -v strace >/dev/null || skip_or_fail "strace is not installed (scripts/deps.sh)"
+follow big "from-pod=team/b&to-port=7000" --count 3000 --idle 10 --timeout 60 || fail "the follower 'big' connects"
+strace -qq -f -e trace=sendto -e signal=none -p "$AGENT_PID" -o "$WORK/sends.txt" 2>"$WORK/strace.err" &
+STRACE=$!
+BG+=($STRACE)
+for _ in $(seq 1 50); do grep -q "^TracerPid:[[:space:]]*$STRACE\$" "/proc/$AGENT_PID/status" && break; sleep 0.1; done
+udp b a 7000 3000 3000
+wait "$PID_big" || true
+kill -INT "$STRACE" 2>/dev/null || true
+wait "$STRACE" 2>/dev/null || true
+check "the follower 'big' got the 3000 flows of the burst" test "$(grep -c '"destination_port":7000' "$WORK/big.out")" = 3000
+BIGGEST=$(python3 -c 'import re, sys
+sizes = [int(m.group(1)) for m in re.finditer(r"sendto\(.*\) = (\d+)$", open(sys.argv[1]).read(), re.M)]
+print(max(sizes or [0]), len(sizes))' "$WORK/sends.txt")
+check "a burst of 3000 flows left in sends of more than 16 KiB (largest, sends: $BIGGEST; 4 KiB pieces: at most 4116)" test "${BIGGEST% *}" -gt 16384
 check "the agent is still healthy" test "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200
 finish
