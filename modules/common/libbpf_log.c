@@ -1,7 +1,9 @@
 /* modules/common/libbpf_log.c - libbpf's messages into a module's log
- * (libbpf_log.h). libbpf has one global print function, so the module being
- * logged to is a global too: a module sets it only on the loop thread,
- * around one load. */
+ * (libbpf_log.h). libbpf has one global print function; the module being
+ * logged to is per thread: a module sets it on the loop thread around one
+ * load, and a message libbpf prints meanwhile on another thread (a worker's
+ * load, which keeps its verifier log in a buffer of its own) is dropped
+ * rather than put in that module's log. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +12,7 @@
 
 #include "libbpf_log.h"
 
-static struct fibril_module *g_print_module;
+static __thread struct fibril_module *g_print_module;
 
 static __attribute__((format(printf, 2, 0))) int
 print_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -22,8 +24,12 @@ print_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 	size_t n = strlen(line);
 	while (n && line[n - 1] == '\n')
 		line[--n] = '\0';
-	if (n)
-		fibril_warn(g_print_module, "libbpf: %s", line);
+	/* libbpf starts most of its messages with its own "libbpf: " */
+	const char *text = line;
+	if (!strncmp(text, "libbpf: ", 8))
+		text += 8;
+	if (*text)
+		fibril_warn(g_print_module, "libbpf: %s", text);
 	return 0;
 }
 
@@ -45,6 +51,11 @@ void modcommon_libbpf_log_end(libbpf_print_fn_t old)
 {
 	libbpf_set_print(old);
 	g_print_module = NULL;
+}
+
+void modcommon_libbpf_log_off(void)
+{
+	libbpf_set_print(NULL);
 }
 
 libbpf_print_fn_t modcommon_libbpf_quiet_begin(void)

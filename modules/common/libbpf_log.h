@@ -11,8 +11,13 @@
 
 struct fibril_module;
 
-/* From now on libbpf's non-debug messages go to m's log; returns the
- * previous print function for modcommon_libbpf_log_end. */
+/* libbpf prints nothing outside a module's begin / end: its default
+ * printer would write raw lines to stderr (those of a load on a worker
+ * thread, say). Called by each module that loads programs, at init. */
+void modcommon_libbpf_log_off(void);
+/* From now on libbpf's non-debug messages printed on this thread go to m's
+ * log (those of other threads are dropped); returns the previous print
+ * function for modcommon_libbpf_log_end. */
 libbpf_print_fn_t modcommon_libbpf_log_begin(struct fibril_module *m);
 void modcommon_libbpf_log_end(libbpf_print_fn_t old);
 /* libbpf prints nothing until modcommon_libbpf_log_end(old). */

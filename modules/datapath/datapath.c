@@ -23,6 +23,7 @@
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 
+#include "libbpf_log.h"
 #include "datapath.h"
 #include <fibril/compat.h>
 
@@ -635,6 +636,7 @@ static int dp_init(struct fibril_module *m)
 	memset(&g_dp, 0, sizeof(g_dp));
 	g_dp.m = m;
 	fibril_module_set_data(m, &g_dp);
+	modcommon_libbpf_log_off();
 	int rc = fibril_service_provide(m, FIBRIL_DATAPATH_CAPABILITY, &dp_ops.hdr, &g_dp);
 	if (rc < 0) {
 		fibril_module_set_error(m, "cannot provide %s: %s", FIBRIL_DATAPATH_CAPABILITY,

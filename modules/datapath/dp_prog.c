@@ -109,6 +109,15 @@ static int prog_build(struct dp_prog *p, struct fibril_dp **out, unsigned which,
 	dp_vg_quiet_begin();
 	rc = fibril_dp__load(s);
 	dp_vg_quiet_end();
+	if (rc == -EPERM) {
+		/* not the verifier: bpf(2) itself was refused */
+		dp_seterr(err, len,
+			  "the kernel refused to load the tc programs: %s (loading BPF programs "
+			  "needs CAP_BPF and CAP_NET_ADMIN, or CAP_SYS_ADMIN; a seccomp or LSM "
+			  "policy may deny bpf(2))",
+			  strerror(-rc));
+		return rc;
+	}
 	if (rc < 0) {
 		dp_seterr(err, len, "the kernel refused the tc program: %s (the verifier log is above)",
 			  strerror(-rc));

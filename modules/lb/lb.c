@@ -859,6 +859,7 @@ static int lb_init(struct fibril_module *m)
 		fibril_module_set_error(m, "out of memory");
 		return -ENOMEM;
 	}
+	modcommon_libbpf_log_off();
 	lb->m = m;
 	fibril_module_set_data(m, lb);
 	int rc;

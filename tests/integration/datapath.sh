@@ -13,7 +13,9 @@
 # flowing while the agent is down, a restart reusing the pins and
 # re-adopting the veths without losing a packet, endpoint_remove (also of a
 # veth that is gone), refused upserts, Degraded health when the host device
-# cannot be set up, and a start/upsert/stop run under valgrind.
+# cannot be set up, the kernel refusing the programs (seccomp: the agent
+# stays up and says why, pods keep their filters), and a start/upsert/stop
+# run under valgrind.
 . "$top_srcdir/tests/lib/common.sh"
 
 if [ "$(id -u)" != 0 ]; then
@@ -84,6 +86,7 @@ AGENT_OPTS=(--set ipam-cluster-pool.node-cidr=10.201.0.0/24,fd00:201::/120
 	--set datapath.conntrack-timeout-other=20s --set datapath.conntrack-timeout-tcp=20s
 	--set datapath.conntrack-timeout-tcp-closing=12s --set datapath.conntrack-gc-interval=300ms
 	--set datapath.conntrack-refresh-interval=1s)
+AGENT_WRAP=() # a command the agent runs under (section 8b)
 # node_agent [args...] : the agent in the node netns (its mount namespace
 # stays the host's, so the pins are on the real bpffs and outlive it)
 node_agent() {
@@ -91,7 +94,7 @@ node_agent() {
 	rm -f "$WORK/fibril.sock"
 	echo "--- start $*" >>"$WORK/agent.log"
 	# nsenter execs the agent: $! is the agent itself
-	nsenter --net="/run/netns/$NODE" "$AGENT" "${args[@]}" "${AGENT_OPTS[@]}" "$@" \
+	nsenter --net="/run/netns/$NODE" "${AGENT_WRAP[@]}" "$AGENT" "${args[@]}" "${AGENT_OPTS[@]}" "$@" \
 		>>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
 	local i
@@ -531,6 +534,58 @@ HZ=$(api -w '\n%{http_code}' http://x/v1/healthz)
 check "a host device that is a bridge: healthz 503 naming why" \
 	contains_all "$HZ" "device fdpbr exists and is a bridge link" "503"
 stop_agent TERM || true
+
+# ---- 8b. the kernel refuses the programs: the agent stays up, says why, changes nothing ------
+# deny_prog_load runs the agent under a seccomp filter that fails
+# bpf(BPF_PROG_LOAD) with EPERM, as a container without CAP_BPF sees it;
+# maps, pins and netlink still work. Pod a's filters (the programs of the
+# run in section 7, left attached) must keep serving it.
+$CC -std=gnu11 -Wall -Wextra -Werror -o "$WORK/deny_prog_load" "$top_srcdir/tests/lib/deny_prog_load.c"
+OLD_ING=$(filter_prog lxca ingress)
+check "before: lxca still has an ingress filter from the last run (id $OLD_ING)" test -n "$OLD_ING"
+LOG_FROM=$(($(wc -l <"$WORK/agent.log") + 1))
+AGENT_WRAP=("$WORK/deny_prog_load")
+node_agent
+AGENT_WRAP=()
+check "programs refused: the agent starts and serves its API" kill -0 "$AGENT_PID"
+# /v1/datapath answers once the load has ended
+DPJ=$(api --max-time 30 http://x/v1/datapath)
+PERR=$(jget "$DPJ" 'j.get("program-error", "")')
+check "programs refused: /v1/datapath names why (program-error: $PERR)" \
+	contains_all "$PERR" "refused to load the tc programs" "Operation not permitted" "CAP_BPF"
+check "programs refused: no program id" test "$(jget "$DPJ" 'j["program-id"]')" = 0
+HZ=$(api -w '\n%{http_code}' http://x/v1/healthz)
+check "programs refused: healthz 503, datapath degraded naming why" \
+	contains_all "$HZ" "503" "degraded" "Operation not permitted"
+check "programs refused: the maps are created and listed" contains "$(fib map list 2>&1)" dp_ipcache
+check "programs refused: pod a keeps the last run's programs and still pings the gateway" \
+	ping_ok 0 "$GW4"
+code=$(upsert 0) || true
+check "programs refused: an upsert fails naming why (got $code: $(cat "$WORK/upsert.out"))" \
+	contains_all "$code $(cat "$WORK/upsert.out")" "tc program is not loaded" "Operation not permitted"
+check "programs refused: the failed upsert leaves lxca's filter alone (id $(filter_prog lxca ingress))" \
+	test "$(filter_prog lxca ingress)" = "$OLD_ING"
+check "programs refused: pod a still pings the gateway after the failed upsert" ping_ok 0 "$GW4"
+RUNLOG=$(tail -n "+$LOG_FROM" "$WORK/agent.log")
+check "programs refused: the log names why" contains "$RUNLOG" "error datapath: the kernel refused to load"
+check "programs refused: libbpf's messages are in the module's log, not raw on stderr" \
+	test -z "$(grep -E '^libbpf|libbpf: libbpf:' <<<"$RUNLOG" || true)"
+rc=0; stop_agent TERM || rc=$?
+check "programs refused: the agent stops cleanly (exit $rc)" test "$rc" = 0
+# the same node without the filter: everything comes back
+node_agent
+code=$(upsert 0) || true
+check "programs allowed again: the upsert of pod a -> 200 (got $code)" test "$code" = 200
+DPJ=$(api http://x/v1/datapath)
+check "programs allowed again: no program-error, a program id" \
+	test "$(jget "$DPJ" '"program-error" not in j and j["program-id"] > 0')" = True
+check "programs allowed again: lxca's filter is the new program" \
+	test "$(filter_prog lxca ingress)" = "$(jget "$DPJ" 'j["program-id"]')"
+check "programs allowed again: healthz 200" \
+	test "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200
+check "programs allowed again: pod a pings the gateway" ping_ok 0 "$GW4"
+rc=0; stop_agent TERM || rc=$?
+check "programs allowed again: the agent stops cleanly (exit $rc)" test "$rc" = 0
 
 # ---- 9. valgrind: start, re-adopt an endpoint, serve, stop ----------------------------------------
 if command -v valgrind >/dev/null && [ -z "${SAN_CFLAGS:-}" ]; then
