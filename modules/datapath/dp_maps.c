@@ -657,6 +657,9 @@ out:
 
 int dp_metrics_read(struct datapath *dp, uint8_t reason, uint8_t dir, struct dp_metrics_value *out)
 {
+	memset(out, 0, sizeof(*out));
+	if (dir >= DP_METRICS_DIRECTIONS)
+		return 0; /* no such slot: nothing counted */
 	int ncpus = libbpf_num_possible_cpus();
 	if (ncpus < 1)
 		ncpus = 1;
@@ -665,11 +668,6 @@ int dp_metrics_read(struct datapath *dp, uint8_t reason, uint8_t dir, struct dp_
 		return -ENOMEM;
 	__u32 k = DP_METRICS_INDEX(reason, dir);
 	int rc = 0;
-	memset(out, 0, sizeof(*out));
-	if (dir >= DP_METRICS_DIRECTIONS) {
-		free(slots);
-		return 0;
-	}
 	if (bpf_map_lookup_elem(fibril_map_fd(dp->maps[DPM_METRICS]), &k, slots) == 0)
 		metrics_sum(slots, out);
 	else if (errno != ENOENT)

@@ -504,8 +504,9 @@ static void stream_close(struct fibril_stream_client *c, void *ud)
 		if (*pp == fw) {
 			*pp = fw->next;
 			h->nfollowers--;
-			if (*pp && (*pp)->same_filter_as_prev)
-				(*pp)->same_filter_as_prev = pp != &h->followers && fw->same_filter_as_prev;
+			/* the next one is still its predecessor's twin only if fw was */
+			if (*pp)
+				(*pp)->same_filter_as_prev &= fw->same_filter_as_prev;
 			break;
 		}
 	}

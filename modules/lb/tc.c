@@ -42,6 +42,7 @@
 #define LB_TC_PRIORITY 1
 #define LB_TC_DEV_MAX 16
 #define LB_NL_RCVBUF (1 << 20)
+#define DEVICES_ALL(t) ((1u << (t)->ndev) - 1) /* a devices_sync mask of every device */
 
 struct lb_tc_dev {
 	char name[IF_NAMESIZE];
@@ -105,15 +106,13 @@ int lb_tc_init(struct fibril_module *m, struct lb_tc **out)
 
 /* ---- devices ------------------------------------------------------------------------ */
 
-/* The device's first IPv4 and first global IPv6 address (the SNAT source). */
-static void device_addrs(const char *name, struct lb_device *d)
+/* The device's first IPv4 and first global IPv6 address (the SNAT source)
+ * among the node's addresses all[0..n). */
+static void device_addrs(const struct mod_node_addr *all, size_t n, const char *name,
+			 struct lb_device *d)
 {
-	struct mod_node_addr *all;
-	size_t n;
 	memset(d->addr4, 0, sizeof(d->addr4));
 	memset(d->addr6, 0, sizeof(d->addr6));
-	if (mod_node_addrs(&all, &n) < 0)
-		return;
 	bool have4 = false, have6 = false;
 	for (const struct mod_node_addr *a = all; a < all + n; a++) {
 		if (strcmp(a->ifname, name))
@@ -127,7 +126,6 @@ static void device_addrs(const char *name, struct lb_device *d)
 			have6 = true;
 		}
 	}
-	free(all);
 }
 
 static int attach(struct lb_tc *t, struct lb_tc_dev *d, char *err, size_t len)
@@ -166,9 +164,11 @@ static bool attached(int ifindex)
 	return rc == 0; /* ENOENT: no such filter; EINVAL: no clsact any more */
 }
 
-/* Bring one device's attachment and lb_devices entry up to date. With
- * strict, a nodeport device missing or an attach failing is an error. */
-static int device_sync(struct lb_tc *t, struct lb_tc_dev *d, bool strict, char *err, size_t len)
+/* Bring one device's attachment and lb_devices entry up to date (its SNAT
+ * address from the node's addresses addrs[0..naddrs)). With strict, a
+ * nodeport device missing or an attach failing is an error. */
+static int device_sync(struct lb_tc *t, struct lb_tc_dev *d, const struct mod_node_addr *addrs,
+		       size_t naddrs, bool strict, char *err, size_t len)
 {
 	int ifindex = (int)if_nametoindex(d->name);
 	if (!ifindex) {
@@ -187,7 +187,7 @@ static int device_sync(struct lb_tc *t, struct lb_tc_dev *d, bool strict, char *
 	}
 	struct lb_device v = {.flags = d->tunnel ? LB_DEV_TUNNEL : LB_DEV_NODEPORT};
 	if (t->snat && !d->tunnel)
-		device_addrs(d->name, &v);
+		device_addrs(addrs, naddrs, d->name, &v);
 	if (ifindex != d->ifindex || !attached(ifindex)) {
 		char why[256];
 		int old = d->ifindex;
@@ -229,15 +229,21 @@ static int device_sync(struct lb_tc *t, struct lb_tc_dev *d, bool strict, char *
 	return 0;
 }
 
-/* Every device (at start, and after lost events). */
-static int devices_sync(struct lb_tc *t, bool strict, char *err, size_t len)
+/* The devices in mask (bit i: dev[i]; all of them at start and after lost
+ * events), with one list of the node's addresses for them all (none when
+ * it cannot be read: no SNAT address, as for a device without one). */
+static int devices_sync(struct lb_tc *t, uint32_t mask, bool strict, char *err, size_t len)
 {
-	for (int i = 0; i < t->ndev; i++) {
-		int rc = device_sync(t, &t->dev[i], strict, err, len);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	struct mod_node_addr *addrs = NULL;
+	size_t naddrs = 0;
+	if (t->snat && mask)
+		(void)mod_node_addrs(&addrs, &naddrs);
+	int rc = 0;
+	for (int i = 0; i < t->ndev && rc == 0; i++)
+		if (mask & (1u << i))
+			rc = device_sync(t, &t->dev[i], addrs, naddrs, strict, err, len);
+	free(addrs);
+	return rc;
 }
 
 /* Entries of lb_devices no device of ours has (an earlier run's). */
@@ -359,12 +365,10 @@ static void nl_readable(struct fibril_io *io, int fd, uint32_t revents, void *ud
 		fibril_series_inc(t->s_resyncs);
 		fibril_info(t->m, "device events were lost (socket buffer full): every device is "
 				  "checked again");
-		t->dirty = (1u << t->ndev) - 1;
+		t->dirty = DEVICES_ALL(t);
 	}
 	char err[256];
-	for (int i = 0; i < t->ndev; i++)
-		if (t->dirty & (1u << i))
-			device_sync(t, &t->dev[i], false, err, sizeof(err));
+	devices_sync(t, t->dirty, false, err, sizeof(err));
 	t->dirty = 0;
 }
 
@@ -507,7 +511,7 @@ int lb_tc_start(struct lb_tc *t, int prog_from, int prog_to, int ct_fd, int devi
 	int rc = t->ndev ? nl_open(t, err, len) : 0;
 	if (rc < 0)
 		return rc;
-	if ((rc = devices_sync(t, true, err, len)) < 0)
+	if ((rc = devices_sync(t, DEVICES_ALL(t), true, err, len)) < 0)
 		return rc;
 	devices_prune(t);
 	if (t->nl)

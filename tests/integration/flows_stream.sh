@@ -15,7 +15,9 @@
 # datapath's event ring buffer has the size the config gives; a burst
 # leaves the agent in frames of more than 16 KiB per send() (strace: the
 # API's protocol sets libwebsockets' tx_packet_size; without it every write
-# is cut into 4 KiB pieces, one per trip round the loop).
+# is cut into 4 KiB pieces, one per trip round the loop); of three
+# followers with one filter (matched once for the group), the first
+# leaving does not cut the other two off.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 . "$top_srcdir/tests/lib/flowpods.sh"
@@ -187,5 +189,23 @@ BIGGEST=$(python3 -c 'import re, sys
 sizes = [int(m.group(1)) for m in re.finditer(r"sendto\(.*\) = (\d+)$", open(sys.argv[1]).read(), re.M)]
 print(max(sizes or [0]), len(sizes))' "$WORK/sends.txt")
 check "a burst of 3000 flows left in sends of more than 16 KiB (largest, sends: $BIGGEST; 4 KiB pieces: at most 4116)" test "${BIGGEST% *}" -gt 16384
+# ---- followers with one filter: matched once for all, and still served when one leaves -------
+# hubble-lite keeps followers with the same filter together and works the
+# match out once, at the first of them; the first leaving must hand that on
+Q="from-pod=team/b&to-port=7000&protocol=udp"
+follow twin1 "$Q" --count 1 --idle 10 --timeout 30 || fail "follower twin1 connects"
+follow twin2 "$Q" --count 201 --idle 10 --timeout 30 || fail "follower twin2 connects"
+follow twin3 "$Q" --count 201 --idle 10 --timeout 30 || fail "follower twin3 connects"
+sleep 0.3
+udp b a 7000 1
+wait "$PID_twin1" || true
+followers_are() { grep -q "^fibril_hubble_followers $1\$" <<<"$(api http://x/metrics)"; }
+check "the first of three followers with one filter left after its flow" wait_for 5 followers_are 2
+udp b a 7000 200 2000
+wait "$PID_twin2" || true
+wait "$PID_twin3" || true
+check "the two followers left of the three with one filter each got all 201 flows (twin2: $(grep -c '"destination_port":7000' "$WORK/twin2.out"), twin3: $(grep -c '"destination_port":7000' "$WORK/twin3.out"))" \
+	test "$(grep -c '"destination_port":7000' "$WORK/twin2.out")" = 201 -a \
+	"$(grep -c '"destination_port":7000' "$WORK/twin3.out")" = 201
 check "the agent is still healthy" test "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200
 finish
