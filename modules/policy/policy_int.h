@@ -1,7 +1,7 @@
 /* modules/policy/policy_int.h - the policy module's internals: the parsed
  * form of a CiliumNetworkPolicy (rules, selectors, peers, ports), the
- * parser (parse.c, also used by the fuzz target) and the label matching
- * it needs. The module itself (policy_state.h and the files it lists)
+ * parser (parse.c and the parse_*.c files it names, also compiled into the
+ * unit test and the fuzz target) and the label matching it needs. The module itself (policy_state.h and the files it lists)
  * keeps the repository, computes each endpoint's entries and programs the
  * datapath's policy map. */
 #ifndef FIBRIL_POLICY_INT_H
