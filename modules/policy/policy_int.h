@@ -1,8 +1,9 @@
 /* modules/policy/policy_int.h - the policy module's internals: the parsed
  * form of a CiliumNetworkPolicy (rules, selectors, peers, ports), the
- * parser (parse.c, also used by the fuzz target) and the label matching
- * it needs. The module itself (policy.c) keeps the repository, computes
- * each endpoint's entries and programs the datapath's policy map. */
+ * parser (parse.c and the parse_*.c files it names, also compiled into the
+ * unit test and the fuzz target) and the label matching it needs. The module itself (policy_state.h and the files it lists)
+ * keeps the repository, computes each endpoint's entries and programs the
+ * datapath's policy map. */
 #ifndef FIBRIL_POLICY_INT_H
 #define FIBRIL_POLICY_INT_H
 
@@ -31,7 +32,7 @@ struct pol_selector {
 	 * policy's namespace (its namespace expressions test the
 	 * POL_NS_LABELS_PREFIX labels) */
 	bool any_namespace;
-	/* the policy module's selector cache entry (policy.c), NULL until
+	/* the policy module's selector cache entry (selector_cache.c), NULL until
 	 * the policy is admitted */
 	void *cached;
 };
@@ -86,7 +87,7 @@ struct pol_peer {
 	/* its element in its section (ingress[index], ...; a NetworkPolicy
 	 * rule's peers share their rule's index) */
 	uint32_t index;
-	/* the policy module's stable ID of that rule (policy.c), 0 until set */
+	/* the policy module's stable ID of that rule (rule_ids.c), 0 until set */
 	uint32_t rule_id;
 };
 

@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_policy.c - fuzz target: the policy module's parser
- * (modules/policy/parse.c, yaml.c): CiliumNetworkPolicy (selectors,
+ * (modules/policy/parse*.c, yaml.c): CiliumNetworkPolicy (selectors,
  * CIDR/CIDRSet with except, entities, toPorts with endPort and named
  * ports, deny sections, refusal of unsupported fields) and Kubernetes
  * NetworkPolicy (podSelector, namespaceSelector, ipBlock, ports by number

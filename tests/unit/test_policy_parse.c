@@ -1,5 +1,5 @@
 /* tests/unit/test_policy_parse.c - unit tests of the policy module's parser
- * (modules/policy/parse.c, yaml.c): a Kubernetes NetworkPolicy translated
+ * (modules/policy/parse*.c, yaml.c): a Kubernetes NetworkPolicy translated
  * into rules (policyTypes defaults, one peer per from/to element with the
  * rule's ports, empty from meaning every peer, namespaceSelector as
  * namespace-label expressions, ipBlock, named ports, endPort, protocol
