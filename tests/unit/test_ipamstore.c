@@ -1,5 +1,5 @@
 /* tests/unit/test_ipamstore.c - unit tests of the IPAM allocation store
- * (host/ipamstore.c, <fibril/ipamstore.h>): allocate and release through
+ * (lib/ipamstore.c, <fibril/ipamstore.h>): allocate and release through
  * its ipam interface, one address per owner and family, error codes, the
  * serving callback, what is on disk (the journal replayed as the next run
  * reads it), restore from disk (the journal, and SDK 1.3's one file per

@@ -1,5 +1,5 @@
 /* tests/unit/test_journal.c - unit tests of the group-committed journal
- * (host/journal.c, <fibril/journal.h>): append, sync and replay in order;
+ * (lib/journal.c, <fibril/journal.h>): append, sync and replay in order;
  * a torn tail and a record with a bad checksum dropped on replay (and the
  * file truncated so appends go on cleanly); compaction into a snapshot and
  * a stale journal beside a newer snapshot ignored; answers only once the
@@ -20,7 +20,7 @@
 
 #include "cunit_main.h"
 
-extern atomic_uint journal_test_flush_delay_ms; /* host/journal.c */
+extern atomic_uint journal_test_flush_delay_ms; /* lib/journal.c */
 
 static char root[64];
 

@@ -1,5 +1,5 @@
 /* tests/unit/test_metrics.c - unit tests of the metrics registry and the
- * Prometheus text exposition (host/metrics.c, <fibril/metrics.h>): the exact
+ * Prometheus text exposition (lib/metrics.c, <fibril/metrics.h>): the exact
  * text for counters, gauges and histograms (cumulative buckets, +Inf,
  * _sum/_count), label escaping, number formatting, the refusals (names,
  * labels, buckets, duplicates), release by owner, scrape callbacks, the

@@ -1,4 +1,4 @@
-/* host/ipalloc.c - the shared address allocator of <fibril/ipalloc.h> and
+/* lib/ipalloc.c - the shared address allocator of <fibril/ipalloc.h> and
  * the address helpers (parse, format, contains, subnet math).
  *
  * The allocator is a two-level bitmap over one CIDR of at most 2^24

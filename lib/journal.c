@@ -1,4 +1,4 @@
-/* host/journal.c - the group-committed write-ahead journal of
+/* lib/journal.c - the group-committed write-ahead journal of
  * <fibril/journal.h>: records appended on the loop into a memory batch,
  * written and fdatasync'd on the worker pool one batch at a time (the
  * waiters of a batch all answered by its one flush), replayed on open with

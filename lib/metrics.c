@@ -1,4 +1,4 @@
-/* host/metrics.c - Prometheus metrics (SDK 1.5, <fibril/metrics.h>):
+/* lib/metrics.c - Prometheus metrics (SDK 1.5, <fibril/metrics.h>):
  * families owned by modules (or the host), series per label values updated
  * with atomics from any thread, scrape callbacks, the text exposition
  * format (0.0.4) written for GET /metrics, and the host's own figures: API

@@ -1,4 +1,4 @@
-/* host/util.c - small helpers the host parts share: error buffers, name
+/* lib/util.c - small helpers the host parts share: error buffers, name
  * suggestions, monotonic time, atomic file writes, mkdir -p. */
 #include "internal.h"
 
