@@ -463,8 +463,8 @@ int fibril_ipamstore_new(struct fibril_module *m, const struct fibril_ipamstore_
 					       FIBRIL_OFFSETOFEND(struct fibril_ipamstore_opts, sz),
 					       "struct fibril_ipamstore_opts", why, sizeof(why));
 		if (rc < 0) {
-			host_warn("module %s: ipamstore refused: %s", m ? fibril_module_name(m) : "(host)",
-				  why);
+			fibril_warn(NULL, "module %s: ipamstore refused: %s",
+				   m ? fibril_module_name(m) : "(host)", why);
 			return rc;
 		}
 		opts = &given;

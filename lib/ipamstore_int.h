@@ -2,11 +2,11 @@
  * <fibril/ipamstore.h> share: lib/ipamstore.c (the table, its journal and
  * files, the node CIDR and the allocators: the store) and
  * lib/ipamstore_ops.c (the "ipam" interface served over it). Private to
- * the host. */
-#ifndef FIBRIL_HOST_IPAMSTORE_INT_H
-#define FIBRIL_HOST_IPAMSTORE_INT_H
+ * them. */
+#ifndef FIBRIL_LIB_IPAMSTORE_INT_H
+#define FIBRIL_LIB_IPAMSTORE_INT_H
 
-#include "internal.h"
+#include "lib_int.h"
 
 #include <limits.h>
 #include <stdbool.h>

@@ -2,7 +2,7 @@
  * and the address helpers (lib/ipalloc.c, <fibril/ipalloc.h>): parse and
  * format, CIDR parsing and subnet math, sequential and random allocation,
  * reserved addresses, error codes, sizes, and a check against a naive model. */
-#include "internal.h"
+#include "lib_int.h"
 
 #include <errno.h>
 #include <stdlib.h>

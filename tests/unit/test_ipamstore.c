@@ -8,7 +8,7 @@
  * files, a failed flush reported by wait_durable, and the family report
  * for an older caller's shorter struct. No loop runs here, so every
  * journal flush happens at once on this thread. */
-#include "internal.h"
+#include "lib_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

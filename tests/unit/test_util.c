@@ -8,7 +8,7 @@
 #endif
 #include "cunit_main.h"
 #include <fibril/compat.h>
-#include "internal.h"
+#include "lib_int.h"
 
 #include <dirent.h>
 #include <errno.h>
