@@ -1,6 +1,7 @@
 /* host/internal.h - what the parts of the host runtime (libfibril) share
- * with each other and with the agent's main. Nothing here is public SDK:
- * modules see only the SDK headers. */
+ * with each other and with the agent's main; what the library helpers
+ * (lib/) offer the host comes with lib/lib_int.h. Nothing here is public
+ * SDK: modules see only the SDK headers. */
 #ifndef FIBRIL_HOST_INTERNAL_H
 #define FIBRIL_HOST_INTERNAL_H
 
@@ -14,26 +15,8 @@
 
 #include <fibril/fibril.h>
 
-#define HIDDEN __attribute__((visibility("hidden")))
-
-/* ---- small utilities (util.c) ---------------------------------------- */
-
-/* An error message buffer filled by functions that can fail with a reason. */
-#define ERRBUF_LEN 512
-HIDDEN void errbuf_set(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Levenshtein distance, for "did you mean" suggestions. */
-HIDDEN size_t edit_distance(const char *a, const char *b);
-/* Best candidate within distance <= 3 (or NULL). */
-HIDDEN const char *nearest_name(const char *word, const char *const *candidates, size_t n);
-HIDDEN double mono_ms(void);
-/* Write a file atomically: temp file, fsync, rename, fsync the directory. */
-HIDDEN int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode);
-/* mkdir -p with mode for the created components. */
-HIDDEN int mkdir_p(const char *path, unsigned mode);
-/* write(2) all of data, retrying on EINTR and short writes; -errno on error. */
-HIDDEN int write_all(int fd, const void *data, size_t len);
-HIDDEN char *xstrdup(const char *s);
-HIDDEN void *xcalloc(size_t n, size_t sz);
+/* the library helpers (lib/): utilities, journal and metrics registry */
+#include "lib_int.h"
 
 /* ---- logging (log.c) -------------------------------------------------- */
 HIDDEN void log_set_level(enum fibril_log_level level);
@@ -309,16 +292,16 @@ HIDDEN unsigned loop_drain_owner_jobs(struct fibril_module *owner, uint64_t time
 /* The stop-timeout lifecycle_fini_all bounds its waits with. */
 HIDDEN void lifecycle_set_stop_timeout(uint64_t timeout_ms);
 
-/* ---- metrics (metrics.c, SDK <fibril/metrics.h>) ---------------------- */
-/* The host's own families and the loop-lag timer (after loop_init). */
+/* ---- the host's metrics (metrics_host.c; the registry is lib/metrics.c) -- */
+/* The host's own families (API requests, the journal's via
+ * journal_metrics_init, the loop's lag, modules by state) and the loop-lag
+ * timer (after loop_init). */
 HIDDEN int metrics_init(void);
 HIDDEN void metrics_fini(void);
-/* Run the scrape callbacks, then write every family (text format 0.0.4). */
-HIDDEN void metrics_write(FILE *out);
-HIDDEN void metrics_release_owner(struct fibril_module *owner);
+/* GET /metrics: every family, each scrape callback run under a crash record
+ * naming its module. */
+HIDDEN void metrics_serve(FILE *out);
 /* One answered API request (route: the matched pattern, or "unmatched"). */
 HIDDEN void metrics_api_request(const char *method, const char *route, int code, double ms);
-/* One journal batch flushed (any thread). */
-HIDDEN void metrics_journal_flush(bool ok, double seconds);
 
 #endif

@@ -211,7 +211,7 @@ static void metrics(struct fibril_request *req, struct fibril_response *resp, vo
 		fprintf(out, "fibril_module_phase_seconds{module=\"%s\",phase=\"start\"} %.6f\n", m->name,
 			m->start_ms / 1000.0);
 	}
-	metrics_write(out);
+	metrics_serve(out);
 	fclose(out);
 	fibril_resp_body(resp, 200, "text/plain; version=0.0.4", text, len);
 	free(text);

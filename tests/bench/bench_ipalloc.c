@@ -1,6 +1,6 @@
 /* tests/bench/bench_ipalloc.c - address allocator throughput benchmark (for
  * tests/bench/run.sh through `make bench`, not make check). It links the
- * static host core and drives host/ipalloc.c directly: a /16 pool is
+ * static host core and drives lib/ipalloc.c directly: a /16 pool is
  * pre-filled to a given level, then each op allocates one address with
  * fibril_ipalloc_next() and releases a random allocated one, so the fill
  * stays constant. Timed with CLOCK_MONOTONIC; figures are printed, not

@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_cidr.c - fuzz target: address and CIDR parsing of the
- * SDK (host/ipalloc.c: fibril_ip_parse, fibril_cidr_parse and their
+ * SDK (lib/ipalloc.c: fibril_ip_parse, fibril_cidr_parse and their
  * formatting, fibril_cidr_contains, fibril_cidr_subnet, and an allocator
  * over a parsed CIDR), which every module uses on outside text (API paths,
  * Node pod CIDRs, pool config). A parsed value must format back to text

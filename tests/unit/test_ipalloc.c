@@ -1,8 +1,8 @@
 /* tests/unit/test_ipalloc.c - unit tests of the shared address allocator
- * and the address helpers (host/ipalloc.c, <fibril/ipalloc.h>): parse and
+ * and the address helpers (lib/ipalloc.c, <fibril/ipalloc.h>): parse and
  * format, CIDR parsing and subnet math, sequential and random allocation,
  * reserved addresses, error codes, sizes, and a check against a naive model. */
-#include "internal.h"
+#include "lib_int.h"
 
 #include <errno.h>
 #include <stdlib.h>

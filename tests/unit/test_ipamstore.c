@@ -1,5 +1,5 @@
 /* tests/unit/test_ipamstore.c - unit tests of the IPAM allocation store
- * (host/ipamstore.c, <fibril/ipamstore.h>): allocate and release through
+ * (lib/ipamstore.c, <fibril/ipamstore.h>): allocate and release through
  * its ipam interface, one address per owner and family, error codes, the
  * serving callback, what is on disk (the journal replayed as the next run
  * reads it), restore from disk (the journal, and SDK 1.3's one file per
@@ -8,7 +8,7 @@
  * files, a failed flush reported by wait_durable, and the family report
  * for an older caller's shorter struct. No loop runs here, so every
  * journal flush happens at once on this thread. */
-#include "internal.h"
+#include "lib_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

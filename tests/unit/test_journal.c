@@ -1,10 +1,11 @@
 /* tests/unit/test_journal.c - unit tests of the group-committed journal
- * (host/journal.c, <fibril/journal.h>): append, sync and replay in order;
+ * (lib/journal.c, <fibril/journal.h>): append, sync and replay in order;
  * a torn tail and a record with a bad checksum dropped on replay (and the
  * file truncated so appends go on cleanly); compaction into a snapshot and
  * a stale journal beside a newer snapshot ignored; answers only once the
  * batch is on disk, with a slow flush (many syncs during one flush share
- * the next one); close flushing what is left. */
+ * the next one); close flushing what is left; the journal's own flush
+ * metrics. */
 #include "internal.h"
 
 #include <errno.h>
@@ -20,7 +21,7 @@
 
 #include "cunit_main.h"
 
-extern atomic_uint journal_test_flush_delay_ms; /* host/journal.c */
+extern atomic_uint journal_test_flush_delay_ms; /* lib/journal.c */
 
 static char root[64];
 
@@ -149,6 +150,51 @@ static void t_append_sync_replay(void)
 	CU_ASSERT_EQUAL(fibril_journal_stats(j, &st), 0);
 	CU_ASSERT_EQUAL(st.replayed, 4);
 	CU_ASSERT_EQUAL(st.dropped, 0);
+	fibril_journal_close(j);
+}
+
+/* The exposition (lib/metrics.c) as a string (caller frees). */
+static char *expose(void)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	metrics_write(out, NULL);
+	fclose(out);
+	return text;
+}
+
+/* The journal's own metrics: registered by journal_metrics_init (the
+ * host's metrics_init calls it), one flush counted with its latency;
+ * after journal_metrics_fini a flush updates nothing. */
+static void t_flush_metrics(void)
+{
+	fresh_dir();
+	CU_ASSERT_EQUAL_FATAL(journal_metrics_init(), 0);
+	struct seen s = {0};
+	struct fibril_journal *j = open_at("metered", &s, 0, NULL, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	append_str(j, "one");
+	struct done_flag d = {0};
+	CU_ASSERT_EQUAL(fibril_journal_sync(j, on_done, &d), 0);
+	run_until(&d.calls, 1);
+	CU_ASSERT_EQUAL(d.status, 0);
+	char *text = expose();
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "# TYPE fibril_journal_flushes_total counter\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "fibril_journal_flushes_total{result=\"ok\"} 1\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "fibril_journal_flushes_total{result=\"error\"} 0\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "fibril_journal_flush_duration_seconds_count 1\n"));
+	free(text);
+	journal_metrics_fini();
+	metrics_release_owner(NULL);
+	append_str(j, "two");
+	struct done_flag d2 = {0};
+	CU_ASSERT_EQUAL(fibril_journal_sync(j, on_done, &d2), 0);
+	run_until(&d2.calls, 1);
+	CU_ASSERT_EQUAL(d2.status, 0);
+	text = expose();
+	CU_ASSERT_PTR_NULL(strstr(text, "fibril_journal_"));
+	free(text);
 	fibril_journal_close(j);
 }
 
@@ -433,6 +479,7 @@ static void t_bad_arguments(void)
 
 FIBRIL_TEST_MAIN("journal", suite_setup, suite_teardown,
 		 FIBRIL_TEST(t_append_sync_replay),
+		 FIBRIL_TEST(t_flush_metrics),
 		 FIBRIL_TEST(t_torn_tail_dropped),
 		 FIBRIL_TEST(t_bad_checksum_dropped),
 		 FIBRIL_TEST(t_compaction),

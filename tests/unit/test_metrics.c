@@ -1,10 +1,12 @@
 /* tests/unit/test_metrics.c - unit tests of the metrics registry and the
- * Prometheus text exposition (host/metrics.c, <fibril/metrics.h>): the exact
+ * Prometheus text exposition (lib/metrics.c, <fibril/metrics.h>): the exact
  * text for counters, gauges and histograms (cumulative buckets, +Inf,
  * _sum/_count), label escaping, number formatting, the refusals (names,
- * labels, buckets, duplicates), release by owner, scrape callbacks, the
- * options' size rule, lock-free updates from several threads, and deleting
- * series (SDK 1.7), also while other threads scrape and update. */
+ * labels, buckets, duplicates), release by owner, scrape callbacks (called
+ * through the caller the exposition is given; the host's, in
+ * host/metrics_host.c, runs them under a crash record), the options' size
+ * rule, lock-free updates from several threads, and deleting series (SDK
+ * 1.7), also while other threads scrape and update. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -38,7 +40,7 @@ static char *expose(void)
 	char *text = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&text, &len);
-	metrics_write(out);
+	metrics_write(out, NULL);
 	fclose(out);
 	return text;
 }
@@ -266,6 +268,74 @@ static void t_scrape_callback_and_old_opts(void)
 	free(text);
 }
 
+/* The exposition calls each scrape callback through the caller it is
+ * given (lib/metrics.c's hook), in registration order; the host's
+ * exposition (host/metrics_host.c) runs each under a crash record naming
+ * its module, a direct call under none. */
+static struct fibril_module *g_called_for[4];
+static size_t g_ncalled;
+static bool g_in_module_code[4];
+static size_t g_nscraped;
+
+static void recording_caller(struct fibril_module *owner, fibril_metrics_scrape_fn cb, void *ud)
+{
+	if (g_ncalled < 4)
+		g_called_for[g_ncalled++] = owner;
+	cb(owner, ud);
+}
+
+static void note_scrape(struct fibril_module *m, void *ud)
+{
+	(void)m;
+	(void)ud;
+	if (g_nscraped < 4)
+		g_in_module_code[g_nscraped++] = crash_in_module_code();
+}
+
+static char *expose_with(void (*write)(FILE *out))
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	write(out);
+	fclose(out);
+	return text;
+}
+
+static void write_recorded(FILE *out)
+{
+	metrics_write(out, recording_caller);
+}
+
+static void write_direct(FILE *out)
+{
+	metrics_write(out, NULL);
+}
+
+static void t_scrape_caller(void)
+{
+	struct fibril_module *a = fake_module("a"), *b = fake_module("b");
+	CU_ASSERT_EQUAL(fibril_metrics_on_scrape(a, note_scrape, NULL), 0);
+	CU_ASSERT_EQUAL(fibril_metrics_on_scrape(b, note_scrape, NULL), 0);
+	g_ncalled = g_nscraped = 0;
+	free(expose_with(write_recorded));
+	CU_ASSERT_EQUAL(g_ncalled, 2);
+	CU_ASSERT_PTR_EQUAL(g_called_for[0], a);
+	CU_ASSERT_PTR_EQUAL(g_called_for[1], b);
+	CU_ASSERT_EQUAL(g_nscraped, 2);
+	g_nscraped = 0;
+	free(expose_with(write_direct));
+	CU_ASSERT_EQUAL(g_nscraped, 2);
+	CU_ASSERT_FALSE(g_in_module_code[0] || g_in_module_code[1]);
+	g_nscraped = 0;
+	free(expose_with(metrics_serve));
+	CU_ASSERT_EQUAL(g_nscraped, 2);
+	CU_ASSERT_TRUE(g_in_module_code[0] && g_in_module_code[1]);
+	CU_ASSERT_FALSE(crash_in_module_code());
+	free_fake_module(a);
+	free_fake_module(b);
+}
+
 #define THREADS 4
 #define PER_THREAD 100000
 static struct fibril_metric *g_shared_c, *g_shared_h;
@@ -481,6 +551,7 @@ FIBRIL_TEST_MAIN("metrics", NULL, NULL,
 		 FIBRIL_TEST(t_refusals),
 		 FIBRIL_TEST(t_release_by_owner),
 		 FIBRIL_TEST(t_scrape_callback_and_old_opts),
+		 FIBRIL_TEST(t_scrape_caller),
 		 FIBRIL_TEST(t_threads),
 		 FIBRIL_TEST(t_delete),
 		 FIBRIL_TEST(t_delete_threads))

@@ -1,5 +1,5 @@
 /* tests/unit/test_util.c - unit tests of the host's small helpers
- * (host/util.c): edit_distance, nearest_name ("did you mean"),
+ * (lib/util.c): edit_distance, nearest_name ("did you mean"),
  * write_file_atomic (content, mode, no temp file left, replace, two
  * writers of one path each with its own temp file (issue 14), clean
  * failure), mkdir_p and errbuf_set. */
@@ -8,7 +8,7 @@
 #endif
 #include "cunit_main.h"
 #include <fibril/compat.h>
-#include "internal.h"
+#include "lib_int.h"
 
 #include <dirent.h>
 #include <errno.h>

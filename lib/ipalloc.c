@@ -1,4 +1,4 @@
-/* host/ipalloc.c - the shared address allocator of <fibril/ipalloc.h> and
+/* lib/ipalloc.c - the shared address allocator of <fibril/ipalloc.h> and
  * the address helpers (parse, format, contains, subnet math).
  *
  * The allocator is a two-level bitmap over one CIDR of at most 2^24
@@ -31,7 +31,7 @@
  *                       next() always returns -ENOSPC.
  *
  * Not thread-safe, as the header says. */
-#include "internal.h"
+#include "lib_int.h"
 #include <fibril/compat.h>
 
 #include <arpa/inet.h>
@@ -386,7 +386,7 @@ int fibril_ipalloc_new(const struct fibril_cidr *cidr, const struct fibril_ipall
 					       FIBRIL_OFFSETOFEND(struct fibril_ipalloc_opts, sz),
 					       "struct fibril_ipalloc_opts", why, sizeof(why));
 		if (rc < 0) {
-			host_warn("fibril_ipalloc_new refused: %s", why);
+			fibril_warn(NULL, "fibril_ipalloc_new refused: %s", why);
 			return rc;
 		}
 		strategy = o.strategy;

@@ -1,12 +1,12 @@
-/* host/ipamstore_int.h - what the two halves of the allocation store of
- * <fibril/ipamstore.h> share: host/ipamstore.c (the table, its journal and
+/* lib/ipamstore_int.h - what the two halves of the allocation store of
+ * <fibril/ipamstore.h> share: lib/ipamstore.c (the table, its journal and
  * files, the node CIDR and the allocators: the store) and
- * host/ipamstore_ops.c (the "ipam" interface served over it). Private to
- * the host. */
-#ifndef FIBRIL_HOST_IPAMSTORE_INT_H
-#define FIBRIL_HOST_IPAMSTORE_INT_H
+ * lib/ipamstore_ops.c (the "ipam" interface served over it). Private to
+ * them. */
+#ifndef FIBRIL_LIB_IPAMSTORE_INT_H
+#define FIBRIL_LIB_IPAMSTORE_INT_H
 
-#include "internal.h"
+#include "lib_int.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -59,7 +59,7 @@ struct fibril_ipamstore {
 /* The "ipam" interface over a store (the store is the ctx). */
 HIDDEN extern const struct fibril_ipam_ops ipamstore_store_ops;
 
-/* ---- the table (host/ipamstore.c) ---- */
+/* ---- the table (lib/ipamstore.c) ---- */
 HIDDEN struct entry *ipamstore_entry_new(const struct fibril_ip *ip, const char *owner);
 HIDDEN void ipamstore_entry_free(struct entry *e);
 HIDDEN struct entry *ipamstore_find_ip(const struct fibril_ipamstore *s, const struct fibril_ip *ip);

@@ -1,9 +1,8 @@
-/* host/metrics.c - Prometheus metrics (SDK 1.5, <fibril/metrics.h>):
- * families owned by modules (or the host), series per label values updated
- * with atomics from any thread, scrape callbacks, the text exposition
- * format (0.0.4) written for GET /metrics, and the host's own figures: API
- * requests by route and code with their latency, journal flushes and their
- * latency, the loop's lag, modules by state.
+/* lib/metrics.c - the Prometheus metrics registry (SDK 1.5,
+ * <fibril/metrics.h>): families owned by modules (or the agent), series per
+ * label values updated with atomics from any thread, scrape callbacks, and
+ * the text exposition format (0.0.4) the host serves at GET /metrics. The
+ * host's own figures are host/metrics_host.c's.
  *
  * Threads: the family list and each family's series list change only under
  * g_lock (register, first use of a series, delete, release, exposition); a
@@ -14,7 +13,7 @@
  * zeroed, when the same label values are used again. A series is freed
  * only when its owner is released, after its worker jobs were waited for,
  * so no update can race with the free. */
-#include "internal.h"
+#include "lib_int.h"
 #include <fibril/compat.h>
 
 #include <errno.h>
@@ -82,7 +81,7 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Names the host writes itself (routes.c, bus.c): not for modules. */
+/* Names the host writes itself (host/routes.c, host/bus.c): not for modules. */
 static bool name_reserved(const char *name)
 {
 	static const char *const prefixes[] = {"fibril_bus_", "fibril_module_", "fibril_uptime_",
@@ -542,7 +541,7 @@ static void write_family(FILE *out, const struct fibril_metric *f)
 	}
 }
 
-void metrics_write(FILE *out)
+void metrics_write(FILE *out, metrics_scrape_caller call)
 {
 	/* the scrape callbacks may look up series (which locks): call them
 	 * from a copy of the list, on the loop thread */
@@ -556,10 +555,10 @@ void metrics_write(FILE *out)
 		copy[n++] = *c;
 	pthread_mutex_unlock(&g_lock);
 	for (size_t i = n; i-- > 0;) { /* in registration order */
-		struct crash_ctx cc;
-		crash_enter(&cc, copy[i].owner, "metrics scrape callback", NULL, -1);
-		copy[i].cb(copy[i].owner, copy[i].ud);
-		crash_leave(&cc);
+		if (call)
+			call(copy[i].owner, copy[i].cb, copy[i].ud);
+		else
+			copy[i].cb(copy[i].owner, copy[i].ud);
 	}
 	free(copy);
 	pthread_mutex_lock(&g_lock);
@@ -593,112 +592,4 @@ void metrics_release_owner(struct fibril_module *owner)
 		cp = &c->next;
 	}
 	pthread_mutex_unlock(&g_lock);
-}
-
-/* ---- the host's own metrics ----------------------------------------------------------------------- */
-
-static struct {
-	struct fibril_metric *api_requests, *api_latency;
-	struct fibril_metric *journal_flushes, *journal_latency;
-	struct fibril_metric *loop_lag, *modules;
-	struct fibril_series *journal_ok, *journal_err, *journal_lat, *lag;
-	struct fibril_timer *lag_timer;
-	uint64_t lag_expected_ms;
-} g_host;
-
-#define LAG_INTERVAL_MS 500
-
-static void lag_tick(struct fibril_timer *t, void *ud)
-{
-	(void)t;
-	(void)ud;
-	uint64_t now = (uint64_t)mono_ms();
-	if (g_host.lag_expected_ms && now > g_host.lag_expected_ms)
-		fibril_series_observe(g_host.lag, (double)(now - g_host.lag_expected_ms) / 1000.0);
-	else if (g_host.lag_expected_ms)
-		fibril_series_observe(g_host.lag, 0);
-	g_host.lag_expected_ms = now + LAG_INTERVAL_MS;
-}
-
-static void modules_scrape(struct fibril_module *m, void *ud)
-{
-	(void)m;
-	(void)ud;
-	static const enum module_state states[] = {MODULE_LOADED,   MODULE_INITIALIZED, MODULE_STARTING,
-						   MODULE_RUNNING,  MODULE_STOPPING,    MODULE_STOPPED,
-						   MODULE_FAILED};
-	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
-		size_t n = 0;
-		for (size_t j = 0; j < g_agent.modules.n; j++)
-			n += g_agent.modules.mods[j]->state == states[i];
-		fibril_series_set(fibril_metric_labels(g_host.modules, module_state_name(states[i])),
-				  (double)n);
-	}
-}
-
-int metrics_init(void)
-{
-	static const char *const route_labels[] = {"method", "route", "code", NULL};
-	static const char *const route_only[] = {"route", NULL};
-	static const char *const result[] = {"result", NULL};
-	static const char *const state[] = {"state", NULL};
-	static const double lag_buckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
-	static const double flush_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-					       0.05,   0.1,   0.25,   0.5,   1,    5};
-#define OPTS(...) (&(struct fibril_metric_opts){.sz = sizeof(struct fibril_metric_opts), __VA_ARGS__})
-	g_host.api_requests = fibril_metric_register(NULL, OPTS(.type = FIBRIL_METRIC_COUNTER,
-		.name = "fibril_api_requests_total", .labels = route_labels,
-		.help = "API requests answered, by method, route pattern and status code."));
-	g_host.api_latency = fibril_metric_register(NULL, OPTS(.type = FIBRIL_METRIC_HISTOGRAM,
-		.name = "fibril_api_request_duration_seconds", .labels = route_only,
-		.help = "Time from a request's dispatch to its answer (deferred answers included), by route."));
-	g_host.journal_flushes = fibril_metric_register(NULL, OPTS(.type = FIBRIL_METRIC_COUNTER,
-		.name = "fibril_journal_flushes_total", .labels = result,
-		.help = "Journal batches written and fdatasync'd, by result."));
-	g_host.journal_latency = fibril_metric_register(NULL, OPTS(.type = FIBRIL_METRIC_HISTOGRAM,
-		.name = "fibril_journal_flush_duration_seconds", .buckets = flush_buckets,
-		.nbuckets = sizeof(flush_buckets) / sizeof(flush_buckets[0]),
-		.help = "Time a journal batch took to write and fdatasync."));
-	g_host.loop_lag = fibril_metric_register(NULL, OPTS(.type = FIBRIL_METRIC_HISTOGRAM,
-		.name = "fibril_loop_lag_seconds", .buckets = lag_buckets,
-		.nbuckets = sizeof(lag_buckets) / sizeof(lag_buckets[0]),
-		.help = "How late a 500 ms timer on the loop fired."));
-	g_host.modules = fibril_metric_register(NULL, OPTS(.type = FIBRIL_METRIC_GAUGE,
-		.name = "fibril_modules", .labels = state, .help = "Loaded modules by state."));
-#undef OPTS
-	if (!g_host.api_requests || !g_host.api_latency || !g_host.journal_flushes ||
-	    !g_host.journal_latency || !g_host.loop_lag || !g_host.modules)
-		return -1;
-	g_host.journal_ok = fibril_metric_labels(g_host.journal_flushes, "ok");
-	g_host.journal_err = fibril_metric_labels(g_host.journal_flushes, "error");
-	g_host.journal_lat = fibril_metric_series(g_host.journal_latency, NULL);
-	g_host.lag = fibril_metric_series(g_host.loop_lag, NULL);
-	fibril_metrics_on_scrape(NULL, modules_scrape, NULL);
-	g_host.lag_expected_ms = 0;
-	g_host.lag_timer = fibril_timer_add(NULL, 0, LAG_INTERVAL_MS, lag_tick, NULL);
-	return 0;
-}
-
-void metrics_fini(void)
-{
-	if (g_host.lag_timer)
-		fibril_timer_cancel(g_host.lag_timer);
-	metrics_release_owner(NULL);
-	memset(&g_host, 0, sizeof(g_host));
-}
-
-void metrics_api_request(const char *method, const char *route, int code, double ms)
-{
-	if (!g_host.api_requests)
-		return;
-	char codebuf[16];
-	snprintf(codebuf, sizeof(codebuf), "%d", code);
-	fibril_series_inc(fibril_metric_labels(g_host.api_requests, method, route, codebuf));
-	fibril_series_observe(fibril_metric_labels(g_host.api_latency, route), ms / 1000.0);
-}
-
-void metrics_journal_flush(bool ok, double seconds)
-{
-	fibril_series_inc(ok ? g_host.journal_ok : g_host.journal_err);
-	fibril_series_observe(g_host.journal_lat, seconds);
 }

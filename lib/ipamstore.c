@@ -1,4 +1,4 @@
-/* host/ipamstore.c - the allocation store of <fibril/ipamstore.h>: what an
+/* lib/ipamstore.c - the allocation store of <fibril/ipamstore.h>: what an
  * IPAM mode handed out, in two chained hash tables over the same entries
  * (by address, by owner; doubled when they fill up), recorded in a
  * group-committed journal (<fibril/journal.h>, "allocations.journal" and
@@ -13,7 +13,7 @@
  * restored entry outside the node CIDR (or on a reserved address of it) is
  * not, and counts as stale. Only placed entries are handed out again to
  * their owner or listed; any entry can be released. The ipam interface
- * over the store is host/ipamstore_ops.c. */
+ * over the store is lib/ipamstore_ops.c. */
 #include "ipamstore_int.h"
 #include <fibril/compat.h>
 
@@ -463,8 +463,8 @@ int fibril_ipamstore_new(struct fibril_module *m, const struct fibril_ipamstore_
 					       FIBRIL_OFFSETOFEND(struct fibril_ipamstore_opts, sz),
 					       "struct fibril_ipamstore_opts", why, sizeof(why));
 		if (rc < 0) {
-			host_warn("module %s: ipamstore refused: %s", m ? fibril_module_name(m) : "(host)",
-				  why);
+			fibril_warn(NULL, "module %s: ipamstore refused: %s",
+				   m ? fibril_module_name(m) : "(host)", why);
 			return rc;
 		}
 		opts = &given;

@@ -1,10 +1,10 @@
-/* host/journal.c - the group-committed write-ahead journal of
+/* lib/journal.c - the group-committed write-ahead journal of
  * <fibril/journal.h>: records appended on the loop into a memory batch,
  * written and fdatasync'd on the worker pool one batch at a time (the
  * waiters of a batch all answered by its one flush), replayed on open with
  * a torn or corrupt tail dropped, and compacted into a snapshot file by the
  * worker when the journal grows. */
-#include "internal.h"
+#include "lib_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -297,6 +297,48 @@ static void crash_point_after_write(void)
  * worker between the write and the flush. */
 HIDDEN atomic_uint journal_test_flush_delay_ms;
 
+/* ---- the journal's metrics ----------------------------------------------------------- */
+
+/* Series of the agent's families (journal_metrics_init); NULL before and
+ * after, where updating one does nothing. Updated from the worker. */
+static struct {
+	struct fibril_series *ok, *error, *latency;
+} g_flush_metrics;
+
+int journal_metrics_init(void)
+{
+	static const char *const result[] = {"result", NULL};
+	static const double flush_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+					       0.05,   0.1,   0.25,   0.5,   1,    5};
+#define OPTS(...) (&(struct fibril_metric_opts){.sz = sizeof(struct fibril_metric_opts), __VA_ARGS__})
+	struct fibril_metric *flushes = fibril_metric_register(NULL, OPTS(.type = FIBRIL_METRIC_COUNTER,
+		.name = "fibril_journal_flushes_total", .labels = result,
+		.help = "Journal batches written and fdatasync'd, by result."));
+	struct fibril_metric *latency = fibril_metric_register(NULL, OPTS(.type = FIBRIL_METRIC_HISTOGRAM,
+		.name = "fibril_journal_flush_duration_seconds", .buckets = flush_buckets,
+		.nbuckets = sizeof(flush_buckets) / sizeof(flush_buckets[0]),
+		.help = "Time a journal batch took to write and fdatasync."));
+#undef OPTS
+	if (!flushes || !latency)
+		return -1;
+	g_flush_metrics.ok = fibril_metric_labels(flushes, "ok");
+	g_flush_metrics.error = fibril_metric_labels(flushes, "error");
+	g_flush_metrics.latency = fibril_metric_series(latency, NULL);
+	return 0;
+}
+
+void journal_metrics_fini(void)
+{
+	memset(&g_flush_metrics, 0, sizeof(g_flush_metrics));
+}
+
+/* One batch flushed (on the worker). */
+static void flush_observed(bool ok, double seconds)
+{
+	fibril_series_inc(ok ? g_flush_metrics.ok : g_flush_metrics.error);
+	fibril_series_observe(g_flush_metrics.latency, seconds);
+}
+
 /* ---- batches ----------------------------------------------------------------------------- */
 
 static void batch_work(void *ud)
@@ -322,7 +364,7 @@ static void batch_work(void *ud)
 				  NULL);
 		if (b->status == 0 && fdatasync(b->fd))
 			b->status = -errno;
-		metrics_journal_flush(b->status == 0, (mono_ms() - t0) / 1000.0);
+		flush_observed(b->status == 0, (mono_ms() - t0) / 1000.0);
 	}
 	atomic_store(&b->finished, true);
 }

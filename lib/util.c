@@ -1,6 +1,7 @@
-/* host/util.c - small helpers the host parts share: error buffers, name
- * suggestions, monotonic time, atomic file writes, mkdir -p. */
-#include "internal.h"
+/* lib/util.c - small helpers the library and the host share: error
+ * buffers, name suggestions, monotonic time, atomic file writes (and the
+ * SDK's fibril_state_write_atomic / fibril_state_remove), mkdir -p. */
+#include "lib_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-/* host/ipamstore_ops.c - the "ipam" capability interface
- * (<fibril/ipam.h>) served over an allocation store (host/ipamstore.c):
+/* lib/ipamstore_ops.c - the "ipam" capability interface
+ * (<fibril/ipam.h>) served over an allocation store (lib/ipamstore.c):
  * allocate the next or a given address for an owner, release by address or
  * owner, list, describe the pools, and wait until every answer so far is
  * durable. Output arrays are walked with the element size the caller was
