@@ -483,24 +483,53 @@ static int op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcac
 	*done = 0;
 	if (!n)
 		return 0;
-	/* the array's stride is the caller's struct size: the fields an older
-	 * caller's struct lacks read as zero, as ipcache_upsert_entry's do */
-	size_t stride = entries ? entries[0].sz : 0;
-	if (stride < FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry, identity)) {
-		dp_seterr(err, errlen, "struct fibril_datapath_ipcache_entry: sz %zu is too small", stride);
+	if (!entries) {
+		dp_seterr(err, errlen, "struct fibril_datapath_ipcache_entry: batch of %zu is NULL", n);
 		return -EINVAL;
 	}
-	if (stride >= sizeof(struct fibril_datapath_ipcache_entry))
-		return dp_ipcache_put_batch(ctx, entries, n, stride, done, err, errlen);
-	/* an older, shorter struct: each copied in to the full size first */
-	struct fibril_datapath_ipcache_entry *full = calloc(n, sizeof(*full));
-	if (!full) {
+	/* The array's stride is the caller's struct size (entries[0].sz), and
+	 * each entry is taken by the same rule as ipcache_upsert_entry's
+	 * (fibril_struct_copy_in): a shorter struct's missing fields read as
+	 * zero, a longer one is refused if it sets a byte this datapath does
+	 * not know. Every entry must carry the same sz: a mismatch means the
+	 * caller's stride is not what it says. Nothing is written unless the
+	 * whole batch is valid. */
+	size_t stride = entries[0].sz;
+	const size_t min = FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry, identity);
+	if (stride < min || stride > FIBRIL_STRUCT_SIZE_MAX) {
+		dp_seterr(err, errlen,
+			  "struct fibril_datapath_ipcache_entry: sz %zu is not valid (at least %zu, "
+			  "at most %u)", stride, min, FIBRIL_STRUCT_SIZE_MAX);
+		return -EINVAL;
+	}
+	struct fibril_datapath_ipcache_entry *full = NULL;
+	if (stride != sizeof(*full) && !(full = calloc(n, sizeof(*full)))) {
 		dp_seterr(err, errlen, "ipcache: out of memory for a batch of %zu", n);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < n; i++)
-		memcpy(&full[i], (const char *)entries + i * stride, stride);
-	int rc = dp_ipcache_put_batch(ctx, full, n, sizeof(*full), done, err, errlen);
+	for (size_t i = 0; i < n; i++) {
+		const struct fibril_datapath_ipcache_entry *e =
+			(const void *)((const char *)entries + i * stride);
+		if (e->sz != stride) {
+			dp_seterr(err, errlen,
+				  "struct fibril_datapath_ipcache_entry: entry %zu of the batch has sz "
+				  "%u, entry 0 has %zu (one size for the whole array)", i, e->sz, stride);
+			free(full);
+			return -EINVAL;
+		}
+		if (!full)
+			continue;
+		char why[DP_ERR_LEN];
+		int rc = fibril_struct_copy_in(&full[i], sizeof(full[i]), e, stride, min,
+					       "struct fibril_datapath_ipcache_entry", why, sizeof(why));
+		if (rc < 0) {
+			dp_seterr(err, errlen, "entry %zu of the batch: %s", i, why);
+			free(full);
+			return rc;
+		}
+	}
+	int rc = full ? dp_ipcache_put_batch(ctx, full, n, sizeof(*full), done, err, errlen)
+		      : dp_ipcache_put_batch(ctx, entries, n, stride, done, err, errlen);
 	free(full);
 	return rc;
 }

@@ -192,8 +192,10 @@ int hl_svcmap_apply(struct hl_svcmap *m, const void *payload, size_t len)
 	if (ev.sz < need || ev.sz > len || !ev.id ||
 	    (ev.op != FIBRIL_LB_SERVICE_UPSERTED && ev.op != FIBRIL_LB_SERVICE_DELETED))
 		return -EINVAL;
+	size_t stride = fibril_lb_backend_stride(&ev); /* the array's element size */
 	if (ev.nbackends && (ev.backends < ev.sz || ev.backends > len ||
-			     ev.nbackends > (len - ev.backends) / sizeof(struct fibril_lb_backend_addr)))
+			     stride < FIBRIL_LB_BACKEND_ADDR_SZ_V1 || stride > 4096 ||
+			     ev.nbackends > (len - ev.backends) / stride))
 		return -EINVAL;
 	remove_svc(m, ev.id);
 	if (ev.op == FIBRIL_LB_SERVICE_DELETED || !ev.name[0])
@@ -213,10 +215,10 @@ int hl_svcmap_apply(struct hl_svcmap *m, const void *payload, size_t len)
 	if (link_addr(m, s->keys[s->nkeys], s, true) == 0)
 		s->nkeys++;
 	size_t first_be = s->nkeys;
-	const uint8_t *be = (const uint8_t *)payload + ev.backends;
 	for (uint32_t i = 0; i < ev.nbackends; i++) {
 		struct fibril_lb_backend_addr b;
-		memcpy(&b, be + (size_t)i * sizeof(b), sizeof(b));
+		if (fibril_lb_backend_get(&ev, payload, len, i, &b))
+			break; /* cannot happen: the bounds were checked above */
 		make_key(s->keys[s->nkeys], b.addr, b.port, ev.proto);
 		bool dup = false;
 		for (size_t j = first_be; j < s->nkeys && !dup; j++)

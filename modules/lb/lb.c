@@ -598,6 +598,7 @@ static void publish_service(struct lb *lb, const struct lb_svc *s, uint32_t op)
 	}
 	ev->nbackends = (uint32_t)nbe;
 	ev->backends = nbe ? (uint32_t)sizeof(*ev) : 0;
+	ev->backend_sz = (uint32_t)sizeof(struct fibril_lb_backend_addr);
 	struct fibril_lb_backend_addr *be = (struct fibril_lb_backend_addr *)(void *)(buf + sizeof(*ev));
 	for (size_t i = 0; i < nbe; i++) {
 		memcpy(be[i].addr, s->be[i].addr.a, 16);

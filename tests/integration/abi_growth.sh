@@ -12,6 +12,16 @@
 
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root (root-owned modules, BPF maps)"
 
+# ---- arrays carry their element size (checked in the headers) ---------------------------
+# An array of structs handed over by a count and a pointer or offset without
+# its element size cannot grow: tests/lib/sdk_arrays.py names any such field
+# (it named lb.h's `backends` before SDK 1.9 gave it backend_sz).
+out=$(python3 "$top_srcdir/tests/lib/sdk_arrays.py" "$top_srcdir"/sdk/include/fibril/*.h 2>&1)
+check "every array of structs in the SDK carries its element size${out:+: $out}" test -z "$out"
+printf 'struct t_ev {\n\tuint32_t sz;\n\tuint32_t nitems;\n\tuint32_t items;\n};\n' >"$WORK/arr.h"
+check "... and the check itself names an array without one" \
+	contains "$(python3 "$top_srcdir/tests/lib/sdk_arrays.py" "$WORK/arr.h")" "array \`items\` (nitems elements) has no element size"
+
 mods=$WORK/mods
 mkdir -p "$mods"
 chmod 0755 "$mods"

@@ -250,6 +250,28 @@ CODE=$(api -o /dev/null -w '%{http_code}' -X PUT \
 check "ipcache_upsert_batch: an entry of family 9 refuses the batch (got $CODE)" test "$CODE" = 400
 check "ipcache_upsert_batch: nothing of the refused batch is written" \
 	test -z "$(fib map dump dp_ipcache | grep '^10\.78\.')"
+# the batch's structs grow by the SDK's rule, like ipcache_upsert_entry's
+# (fibril_struct_copy_in): a caller built against a newer SDK (entries 8
+# bytes longer) is taken while the bytes this datapath does not know are
+# zero, refused (E2BIG, nothing written) when one is set; an older, shorter
+# struct (up to identity: no tunnel endpoint) is read with the rest as zero;
+# an entry whose sz differs from entry 0's refuses the batch
+ESZ=44 # sizeof(struct fibril_datapath_ipcache_entry)
+BATCH=$(api -X PUT "http://x/v1/test/datapath-ipcache-batch?first=10.79.0.1&count=20&identity=4244&tunnel=172.20.9.9&stride=$((ESZ + 8))")
+check "ipcache_upsert_batch: longer entries with zero tail bytes are taken ($BATCH)" test "$BATCH" = '{"done":20}'
+OUT=$(api -w ' %{http_code}' -X PUT "http://x/v1/test/datapath-ipcache-batch?first=10.80.0.1&count=20&identity=4245&tunnel=172.20.9.9&stride=$((ESZ + 8))&junk=1")
+check "ipcache_upsert_batch: a non-zero byte past the known struct refuses the batch (413, names it: $OUT)" \
+	eval '[[ $OUT == *"non-zero byte"*" 413" ]]'
+OUT=$(api -w ' %{http_code}' -X PUT "http://x/v1/test/datapath-ipcache-batch?first=10.81.0.1&count=20&identity=4246&tunnel=172.20.9.9&mismatch=7")
+check "ipcache_upsert_batch: an entry whose sz differs from entry 0's refuses the batch ($OUT)" \
+	eval '[[ $OUT == *"entry 7 of the batch has sz"*" 400" ]]'
+check "ipcache_upsert_batch: nothing of the refused batches is written" \
+	test -z "$(fib map dump dp_ipcache | grep -E '^10\.(80|81)\.')"
+BATCH=$(api -X PUT "http://x/v1/test/datapath-ipcache-batch?first=10.82.0.1&count=20&identity=4247&tunnel=172.20.9.9&stride=28")
+check "ipcache_upsert_batch: shorter (older) entries are taken ($BATCH)" test "$BATCH" = '{"done":20}'
+IPC=$(fib map dump dp_ipcache)
+check "ipcache_upsert_batch: the shorter entries read no tunnel endpoint, the longer ones theirs" \
+	eval 'grep -qE "^10\.82\.0\.20/32 +identity=4247" <<<"$IPC" && ! grep -E "^10\.82\." <<<"$IPC" | grep -q tunnel-endpoint && grep -qE "^10\.79\.0\.20/32 +identity=4244 .*tunnel-endpoint=172\.20\.9\.9" <<<"$IPC"'
 check "healthz is 200" test "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200
 
 # ---- 2. pods -----------------------------------------------------------------------------------

@@ -13,11 +13,15 @@
  *   PUT    /v1/test/datapath-ipcache-batch?first=A&count=N&identity=K&tunnel=T[&bad=I]
  *          -> ipcache_upsert_batch of the N /32s from IPv4 address A on, each
  *          with tunnel endpoint T (entry I, when given, of family 9: refused)
- *          -> {"done": D}
+ *          -> {"done": D}; &stride=S lays the entries out S bytes apart, as
+ *          a module built against another SDK would (each sz = S; bytes past
+ *          the struct zero, or with &junk=1 one non-zero byte at its end);
+ *          &mismatch=I gives entry I an sz of S+8 (its stride stays S)
  * Errors: {"error": "<the datapath's reason>"} with 400/404/409/500. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <net/if.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +52,8 @@ static int status_of(int rc)
 	switch (rc) {
 	case -EINVAL:
 		return 400;
+	case -E2BIG:
+		return 413;
 	case -ENODEV:
 	case -ENOENT:
 		return 404;
@@ -254,23 +260,38 @@ static void route_ipcache_batch(struct fibril_request *req, struct fibril_respon
 		fibril_resp_error(resp, 501, "the datapath has no ipcache_upsert_batch");
 		return;
 	}
-	struct fibril_datapath_ipcache_entry *e = calloc(n, sizeof(*e));
-	if (!e) {
+	const char *stride_q = fibril_req_query(req, "stride"), *junk = fibril_req_query(req, "junk");
+	const char *mismatch = fibril_req_query(req, "mismatch");
+	size_t stride = stride_q ? strtoul(stride_q, NULL, 10) : sizeof(struct fibril_datapath_ipcache_entry);
+	if (stride < offsetof(struct fibril_datapath_ipcache_entry, identity) + 4 || stride > 4096) {
+		fibril_resp_error(resp, 400, "query: stride out of range");
+		return;
+	}
+	size_t copy = stride < sizeof(struct fibril_datapath_ipcache_entry)
+			      ? stride : sizeof(struct fibril_datapath_ipcache_entry);
+	uint8_t *buf = calloc(n, stride);
+	if (!buf) {
 		fibril_resp_error(resp, 500, "out of memory");
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t host = ntohl(a.s_addr) + (uint32_t)i, be = htonl(host);
-		e[i].sz = sizeof(e[i]);
-		e[i].family = bad && strtoul(bad, NULL, 10) == i ? 9 : 4;
-		e[i].prefix_len = 32;
-		e[i].tunnel_family = 4;
-		e[i].identity = id ? (uint32_t)strtoul(id, NULL, 10) : 0;
-		memcpy(e[i].addr, &be, 4);
-		memcpy(e[i].tunnel_endpoint, &t, 4);
+		struct fibril_datapath_ipcache_entry e = {0};
+		e.sz = (uint32_t)stride;
+		if (mismatch && strtoul(mismatch, NULL, 10) == i)
+			e.sz += 8;
+		e.family = bad && strtoul(bad, NULL, 10) == i ? 9 : 4;
+		e.prefix_len = 32;
+		e.tunnel_family = stride > offsetof(struct fibril_datapath_ipcache_entry, tunnel_endpoint) ? 4 : 0;
+		e.identity = id ? (uint32_t)strtoul(id, NULL, 10) : 0;
+		memcpy(e.addr, &be, 4);
+		memcpy(e.tunnel_endpoint, &t, 4);
+		memcpy(buf + i * stride, &e, copy);
+		if (junk && stride > sizeof(e))
+			buf[i * stride + stride - 1] = 0x5a;
 	}
-	int rc = d->dp->ipcache_upsert_batch(d->ctx, e, n, &done, err, sizeof(err));
-	free(e);
+	int rc = d->dp->ipcache_upsert_batch(d->ctx, (const void *)buf, n, &done, err, sizeof(err));
+	free(buf);
 	if (rc < 0) {
 		fibril_resp_error(resp, status_of(rc), "%s (done %zu)", err, done);
 		return;

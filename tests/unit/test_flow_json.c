@@ -3,11 +3,17 @@
  * exactly what vsnprintf would for the formats it takes (strings, integers
  * of every length with a zero-padded width, %%) and hands the others to
  * vsnprintf; a flow's addresses read as inet_ntop writes them, and the
- * whole JSON of a flow parses with json-c. */
+ * whole JSON of a flow parses with json-c; the lb module's service events
+ * (modules/hubble-lite/services.c) are read by their backends' element
+ * size, whatever SDK the publisher was built against. */
 #include "cunit_main.h"
 #include "hubble.h"
 
+#include <fibril/lb.h>
+
 #include <arpa/inet.h>
+#include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -89,5 +95,72 @@ static void test_flow_addresses(void)
 	free(b.p);
 }
 
+/* An lb.service event with three backends laid out `stride` bytes apart;
+ * `hdr_sz` is the event's sz (a 1.8 publisher's ends before backend_sz). */
+static size_t lb_event(uint8_t *buf, size_t cap, uint16_t id, uint32_t hdr_sz, uint32_t stride,
+		       uint32_t backend_sz)
+{
+	struct fibril_lb_service_event ev = {.sz = hdr_sz, .op = FIBRIL_LB_SERVICE_UPSERTED,
+					     .id = id, .port = 80, .proto = 6};
+	memcpy(ev.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x0a\x60\x00", 15);
+	ev.addr[15] = (uint8_t)id;
+	snprintf(ev.namespace_, sizeof(ev.namespace_), "ns");
+	snprintf(ev.name, sizeof(ev.name), "svc%u", id);
+	ev.nbackends = 3;
+	ev.backends = hdr_sz;
+	ev.backend_sz = backend_sz;
+	size_t len = hdr_sz + 3 * (size_t)stride;
+	CU_ASSERT_FATAL(len <= cap);
+	memset(buf, 0, cap);
+	memcpy(buf, &ev, hdr_sz < sizeof(ev) ? hdr_sz : sizeof(ev));
+	for (int i = 0; i < 3; i++) {
+		struct fibril_lb_backend_addr b = {.port = (uint16_t)(8000 + i)};
+		memcpy(b.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x0a\x61\x00", 15);
+		b.addr[15] = (uint8_t)(id * 10 + i);
+		uint8_t *at = buf + hdr_sz + (size_t)i * stride;
+		memcpy(at, &b, sizeof(b) < stride ? sizeof(b) : stride);
+		for (size_t k = sizeof(b); k < stride; k++)
+			at[k] = 0xee; /* a newer SDK's fields: ignored */
+	}
+	return len;
+}
+
+static void test_lb_service_backend_stride(void)
+{
+	uint8_t buf[1024];
+	struct hl_svcmap *m = hl_svcmap_new();
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	const uint32_t full = sizeof(struct fibril_lb_service_event);
+	const uint32_t v18 = offsetof(struct fibril_lb_service_event, backend_sz);
+	/* 1: this SDK; 2: a 1.8 publisher (no backend_sz, 20-byte elements);
+	 * 3: a newer SDK whose backend grew by 12 bytes */
+	size_t len = lb_event(buf, sizeof(buf), 1, full, sizeof(struct fibril_lb_backend_addr),
+			      sizeof(struct fibril_lb_backend_addr));
+	CU_ASSERT_EQUAL(hl_svcmap_apply(m, buf, len), 0);
+	len = lb_event(buf, sizeof(buf), 2, v18, FIBRIL_LB_BACKEND_ADDR_SZ_V1, 0);
+	CU_ASSERT_EQUAL(hl_svcmap_apply(m, buf, len), 0);
+	len = lb_event(buf, sizeof(buf), 3, full, sizeof(struct fibril_lb_backend_addr) + 12,
+		       sizeof(struct fibril_lb_backend_addr) + 12);
+	CU_ASSERT_EQUAL(hl_svcmap_apply(m, buf, len), 0);
+	for (unsigned id = 1; id <= 3; id++) {
+		for (unsigned i = 0; i < 3; i++) {
+			uint8_t a[4] = {10, 97, 0, (uint8_t)(id * 10 + i)};
+			const struct hl_service *s = hl_svcmap_lookup(m, 4, a, (uint16_t)(8000 + i), 6);
+			if (!s)
+				fprintf(stderr, "service %u: backend %u not found\n", id, i);
+			CU_ASSERT_PTR_NOT_NULL(s);
+		}
+	}
+	/* the element size is checked against the payload: 3 elements of 64
+	 * bytes do not fit in what is there */
+	len = lb_event(buf, sizeof(buf), 4, full, sizeof(struct fibril_lb_backend_addr), 64);
+	CU_ASSERT_EQUAL(hl_svcmap_apply(m, buf, len), -EINVAL);
+	/* an element shorter than the first version's is refused */
+	len = lb_event(buf, sizeof(buf), 5, full, 8, 8);
+	CU_ASSERT_EQUAL(hl_svcmap_apply(m, buf, len), -EINVAL);
+	hl_svcmap_free(m);
+}
+
 FIBRIL_TEST_MAIN("flow_json", NULL, NULL, {"printf as vsnprintf", test_printf_like_vsnprintf},
-		 {"flow addresses", test_flow_addresses})
+		 {"flow addresses", test_flow_addresses},
+		 {"lb.service backends by element size", test_lb_service_backend_stride})

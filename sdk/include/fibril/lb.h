@@ -12,13 +12,21 @@
  * cache.
  *
  * Payload: struct fibril_lb_service_event, type version 1, followed in the
- * same buffer by `nbackends` struct fibril_lb_backend_addr at offset
- * `backends` (from the start of the struct; 0 when none). The struct grows
- * only at the end; check sz and read with FIBRIL_LB_BACKENDS(ev). */
+ * same buffer by `nbackends` backends at offset `backends` (from the start
+ * of the struct; 0 when none), each `backend_sz` bytes (SDK 1.9): an array
+ * carries its element size, so struct fibril_lb_backend_addr can grow. An
+ * event whose sz does not cover backend_sz (published by a 1.7 or 1.8 lb
+ * module), or whose backend_sz is 0, has elements of
+ * FIBRIL_LB_BACKEND_ADDR_SZ_V1 bytes. Both structs grow only at the end.
+ * Read backend i with fibril_lb_backend_get(), which applies the rule (a
+ * longer element's unknown fields are ignored, a shorter one's read as
+ * zero) and checks the bounds against the payload's length. */
 #ifndef FIBRIL_LB_EVENTS_H
 #define FIBRIL_LB_EVENTS_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,6 +55,10 @@ struct fibril_lb_backend_addr {
 	uint8_t reserved;
 };
 
+/* The element size of the backends of an event that carries none
+ * (SDK 1.7, 1.8): sizeof(struct fibril_lb_backend_addr) as it was then. */
+#define FIBRIL_LB_BACKEND_ADDR_SZ_V1 20u
+
 struct fibril_lb_service_event {
 	uint32_t sz;          /* sizeof(struct fibril_lb_service_event) as published */
 	uint32_t op;          /* enum fibril_lb_service_op */
@@ -64,12 +76,43 @@ struct fibril_lb_service_event {
 	char port_name[64];
 	uint32_t nbackends;
 	uint32_t backends;    /* offset of the backends from the struct's start */
+	/* --- SDK 1.9 --- */
+	uint32_t backend_sz;  /* each backend's size: sizeof(struct fibril_lb_backend_addr) */
 };
 
+/* Deprecated (SDK 1.7): the backends as an array of this header's struct,
+ * right only while the publisher's backend_sz equals its sizeof; kept so
+ * that code written against 1.7 still compiles. Use fibril_lb_backend_get. */
 #define FIBRIL_LB_BACKENDS(ev)                                                      \
 	((ev)->backends ? (const struct fibril_lb_backend_addr *)(const void *)(     \
 				  (const char *)(const void *)(ev) + (ev)->backends)      \
 			: (const struct fibril_lb_backend_addr *)0)
+
+/* The element size of ev's backends (ev: the event as published). */
+static inline size_t fibril_lb_backend_stride(const struct fibril_lb_service_event *ev)
+{
+	size_t end = offsetof(struct fibril_lb_service_event, backend_sz) + sizeof(ev->backend_sz);
+	return ev->sz >= end && ev->backend_sz ? ev->backend_sz : FIBRIL_LB_BACKEND_ADDR_SZ_V1;
+}
+
+/* Backend i of the event in payload (len bytes, as delivered) into *out
+ * (fields the publisher's element lacks read as zero). Returns 0, or -1
+ * when i is out of range or the element does not fit in the payload or is
+ * shorter than the first version's. ev is the event header as copied out of
+ * payload (at least its first version's fields). */
+static inline int fibril_lb_backend_get(const struct fibril_lb_service_event *ev,
+					const void *payload, size_t len, uint32_t i,
+					struct fibril_lb_backend_addr *out)
+{
+	size_t stride = fibril_lb_backend_stride(ev);
+	memset(out, 0, sizeof(*out));
+	if (i >= ev->nbackends || stride < FIBRIL_LB_BACKEND_ADDR_SZ_V1 || stride > 4096 ||
+	    ev->backends > len || (len - ev->backends) / stride <= i)
+		return -1;
+	memcpy(out, (const char *)payload + ev->backends + (size_t)i * stride,
+	       stride < sizeof(*out) ? stride : sizeof(*out));
+	return 0;
+}
 
 #ifdef __cplusplus
 }

@@ -46,10 +46,14 @@
  *       no new symbol, so no FIBRIL_1.8 node: a module that returns it
  *       declares minor 8 and so is refused by an older host, which would
  *       show such entries with empty text.
+ *   9 - round 3: the lb.service event's backends carry their element size
+ *       (fibril_lb_service_event.backend_sz, fibril_lb_backend_get in
+ *       <fibril/lb.h>), so struct fibril_lb_backend_addr can grow; no new
+ *       symbol.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
-#define FIBRIL_ABI_MINOR 8
+#define FIBRIL_ABI_MINOR 9
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
