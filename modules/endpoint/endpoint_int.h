@@ -1,9 +1,10 @@
 /* modules/endpoint/endpoint_int.h - what the files of the endpoint module
  * share: the endpoint and identity records, the module's state, and the
- * functions of each file (endpoint.c: lifecycle, table, events, k8s;
- * identity.c: identities; spec.c: parsing and validating endpoint JSON;
- * store.c: the state journal; api.c: the REST routes; restore.c: start-time
- * restore; cluster.c: cluster-wide identities through the kvstore). Everything runs on the loop thread. */
+ * functions of each file (endpoint.c: lifecycle, table, events; labels.c:
+ * label changes, k8s pods; identity.c: identities; spec.c: parsing and
+ * validating endpoint JSON; store.c: the state journal; api.c, api_put.c:
+ * the REST routes; restore.c: start-time restore; cluster*.c: cluster-wide
+ * identities through the kvstore). Everything runs on the loop thread. */
 #ifndef FIBRIL_ENDPOINT_INT_H
 #define FIBRIL_ENDPOINT_INT_H
 
@@ -16,6 +17,8 @@
 #include <json.h>
 
 #include <fibril/fibril.h>
+
+#include "cluster_record.h"
 
 #define EP_MODULE "endpoint"
 #define EP_ID_MAX 65535u
@@ -114,7 +117,7 @@ struct ep_manager {
 	struct ep_restore *restore;          /* restore in progress */
 	bool started;
 
-	/* cluster-wide identities (cluster.c): cluster_state from init to fini,
+	/* cluster-wide identities (cluster*.c): cluster_state from init to fini,
 	 * cluster the same while the kvstore allocates them (NULL: local) */
 	struct ep_cluster *cluster_state;
 	struct ep_cluster *cluster;
@@ -167,15 +170,21 @@ int ep_apply_spec(struct ep_endpoint *ep, const struct ep_spec *spec);
 /* Schedule the retry of pending datapath/k8s work. */
 void ep_schedule_retry(struct ep_manager *mg);
 void ep_update_health(struct ep_manager *mg);
-/* Labels of the endpoint's pod from the k8s cache (malloc'd), or NULL. */
-char *ep_pod_labels_cached(struct ep_manager *mg, const char *ns, const char *name);
-/* Every endpoint whose pod is in the k8s cache takes the pod's labels. */
-void ep_apply_cached_pods(struct ep_manager *mg);
+
+/* ---- labels.c ------------------------------------------------------------ */
 /* New labels on an existing endpoint: identity, state file, datapath, event.
  * With rollback (the API), a failure leaves everything as it was; without
  * (k8s), a datapath failure leaves it regenerating and retried. */
 int ep_set_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *labels,
 		  bool rollback, char *err, size_t errlen);
+/* Labels of the endpoint's pod from the k8s cache (malloc'd), or NULL. */
+char *ep_pod_labels_cached(struct ep_manager *mg, const char *ns, const char *name);
+/* The endpoint takes its pod's labels (k8s_pending set when they wait). */
+void ep_apply_pod_labels(struct ep_manager *mg, struct ep_endpoint *ep, const char *labels);
+/* Every endpoint whose pod is in the k8s cache takes the pod's labels. */
+void ep_apply_cached_pods(struct ep_manager *mg);
+/* The k8s.pods topic's handler: the pod's endpoints take its labels. */
+int ep_on_pod_event(const struct fibril_event *ev, void *ud);
 
 /* ---- identity.c ----------------------------------------------------------- */
 void ep_identities_init(struct ep_manager *mg);
@@ -203,24 +212,84 @@ struct json_object *ep_identity_to_json(const struct ep_identity *id);
 /* Read / write the resume point (<dir>/identities). */
 void ep_identity_load_resume(struct ep_manager *mg);
 
-/* ---- cluster.c ----------------------------------------------------------- */
-extern const struct fibril_config_key ep_config_keys[];
+/* ---- cluster*.c: cluster-wide identities --------------------------------- */
+extern const struct fibril_config_key ep_config_keys[]; /* cluster_setup.c */
 /* err 0: the identity of the labels is now held here (acquire it again). */
 typedef void (*ep_cluster_done_fn)(struct ep_manager *mg, void *ud, int err);
+/* cluster_setup.c */
 int ep_cluster_init(struct ep_manager *mg);   /* init: metrics, topic */
 int ep_cluster_start(struct ep_manager *mg);  /* start: by [endpoint] identity-allocation */
 void ep_cluster_stop(struct ep_manager *mg);
 void ep_cluster_free(struct ep_manager *mg);
-/* Get the labels an identity through the kvstore; fn runs once (bounded by
+/* cluster.c: get the labels an identity through the kvstore; fn runs once (bounded by
  * identity-timeout), on the loop, never from inside this call. */
 int ep_cluster_allocate(struct ep_manager *mg, const char *labels, ep_cluster_done_fn fn, void *ud);
-/* The last local holder of identity n went: delete this node's reference. */
+/* cluster_refs.c: the last local holder of identity n went: delete this
+ * node's reference. */
 void ep_cluster_unref(struct ep_manager *mg, uint32_t n, const char *labels);
-/* The labels of cluster identity n as its id/<n> record says (any node's),
- * or NULL (not known, or identities are local). */
+/* cluster_ids.c: the labels of cluster identity n as its id/<n> record says
+ * (any node's), or NULL (not known, or identities are local). */
 const char *ep_cluster_labels(struct ep_manager *mg, uint32_t n);
 /* endpoint.c: apply pending label changes now (an identity arrived) */
 void ep_retry_pending(struct ep_manager *mg);
+
+/* ---- what the cluster*.c files share ---------------------------------------- */
+/* cluster.c: the allocations; cluster_refs.c: this node's references;
+ * cluster_ids.c: the id/ prefix; cluster_gc.c: the GC; cluster_setup.c:
+ * config, lifecycle, the lease. Keys and records: cluster_record.h. */
+#define CL_WHY 256
+
+struct cl_alloc;   /* an allocation in flight (cluster.c) */
+struct cl_known;   /* an identity as its id/<n> says (cluster_ids.c) */
+struct cl_gc_cand; /* an id/<n> seen unreferenced (cluster_gc.c) */
+
+struct ep_cluster {
+	struct ep_manager *mg;
+	const struct fibril_kvstore_ops *kv;
+	void *kvctx;
+	char node[CL_NODE_MAX];
+	int64_t ttl_s;
+	uint64_t timeout_ms, gc_interval_ms, gc_grace_ms;
+	int64_t lease;
+	bool lease_pending, running;
+	uint8_t used[(EP_IDENTITY_MAX + 1) / 8]; /* id/<n> keys as last seen */
+	struct cl_known *known; /* every id/<n> -> labels, sorted by number */
+	size_t nknown, known_cap;
+	struct fibril_kv_watch *watch;
+	bool reading;
+	struct cl_alloc *allocs;
+	unsigned deletes_inflight;
+	struct fibril_timer *lease_retry, *gc_timer;
+	struct cl_gc_cand *cands;
+	size_t ncands;
+	bool gc_running;
+	struct fibril_subscription *sub;
+	struct {
+		struct fibril_metric *ops;  /* counter by result */
+		struct fibril_metric *latency;
+	} m;
+	struct {
+		uint64_t allocated, reused, races_lost, timeouts, errors, released, ensured,
+			conflicts, gc_deleted, bad_records;
+	} stats;
+};
+
+/* cluster.c */
+void cl_count(struct ep_cluster *c, const char *result); /* the ops counter */
+void cl_used_set(struct ep_cluster *c, uint32_t n, bool on); /* id/<n> in use */
+void cl_id_key(char *buf, size_t len, uint32_t n);        /* id/<n> */
+/* value/<enc>/ (node NULL) or value/<enc>/<node>, malloc'd */
+char *cl_ref_key(const char *enc, const char *node);
+void cl_shown_labels(const char *labels, char *buf, size_t len); /* a,b,c */
+void cl_kick_all(struct ep_cluster *c); /* the allocations waiting go on */
+void cl_allocs_cancel(struct ep_cluster *c); /* stop: every waiter hears -ECANCELED */
+/* cluster_refs.c: every identity held here written again (a new lease) */
+void cl_ensure_all(struct ep_cluster *c);
+/* cluster_ids.c */
+void cl_read_ids(struct ep_cluster *c); /* read id/ whole, then watch it */
+void cl_known_clear(struct ep_cluster *c);
+/* cluster_gc.c: the GC timer's tick */
+void cl_on_gc_tick(struct fibril_timer *t, void *ud);
 
 /* ---- spec.c --------------------------------------------------------------------- */
 /* Fill spec from a PUT body or a state file; on error a one-line reason
@@ -253,8 +322,28 @@ int ep_store_sync(struct ep_manager *mg, void (*done)(void *ud, int status), voi
 int ep_store_migrated(struct ep_manager *mg, const uint16_t *ids, size_t n);
 void ep_store_free_stored(struct ep_manager *mg);
 
-/* ---- api.c ------------------------------------------------------------------- */
+/* ---- api.c, api_put.c --------------------------------------------------------- */
 int ep_api_register(struct ep_manager *mg);
+/* An endpoint ref as the routes take it: an ID, or container-id:CID[:IFNAME]. */
+struct ep_ref {
+	unsigned id;                       /* 0 when by container */
+	char cid[FIBRIL_ENDPOINT_CONTAINER_ID_LEN];
+	char ifname[IFNAMSIZ];             /* "" when not given */
+};
+/* false after answering 400 */
+bool ep_api_parse_ref(const char *text, struct ep_ref *ref, struct fibril_response *resp);
+/* Text safe to show in an error line (at most 80 bytes). */
+const char *ep_api_shown(const char *s, char *buf, size_t len);
+/* The JSON object of a body, or NULL after answering 400 (500: no memory). */
+struct json_object *ep_api_parse_body(const char *body, size_t len, struct fibril_response *resp);
+void ep_api_reply_endpoint(struct fibril_response *resp, int status, const struct ep_endpoint *ep);
+/* Answer the deferred response once the endpoint journal (and IPAM's, when
+ * it can say) has flushed what the handler wrote; the request's latency (it
+ * arrived at `started`) is observed when the answer goes. */
+void ep_api_answer_when_durable(struct ep_manager *mg, struct fibril_response *deferred,
+				enum ep_api_method method, double started);
+/* api_put.c: PUT /v1/endpoint/{ref} */
+void ep_api_put(struct fibril_request *req, struct fibril_response *resp, void *ud);
 
 /* ---- restore.c ------------------------------------------------------------- */
 /* 0 done, FIBRIL_START_PENDING (finishes with fibril_module_start_done), or

@@ -3,8 +3,9 @@
  * table that gives services and backends stable IDs, the JSON form of a
  * service (parse and print), Maglev table construction, and the
  * programming of the BPF maps (bpf/fibril_lb.h layouts) and their restore.
- * model.c, maglev.c and maps.c use no host function, so the fuzz target
- * and the benchmark link them alone; lb.c is the module around them. */
+ * model.c, table.c, maglev.c and maps.c use no host function, so the fuzz
+ * target and the benchmark link them alone; lb.c and the other files
+ * (lb_mod.h) are the module around them. */
 #ifndef FIBRIL_LB_INT_H
 #define FIBRIL_LB_INT_H
 
@@ -59,7 +60,9 @@ struct lb_svc {
 	bool fallback;         /* the selectable ones are terminating */
 };
 
-/* ---- address helpers (model.c) ------------------------------------------- */
+/* ---- errors, address helpers (model.c) ------------------------------------ */
+/* err (len bytes) = the message, made one line; nothing when err is NULL. */
+void lb_seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool lb_addr_is_v4(const struct lb_addr *a);
 /* "10.0.0.1:80" or "[fd00::1]:80"; 0 or -EINVAL */
 int lb_parse_addrport(const char *s, struct lb_addr *addr, uint16_t *port);
@@ -80,7 +83,7 @@ int lb_svc_from_json(struct json_object *o, struct lb_svc **out, char *err, size
 void lb_svc_free(struct lb_svc *s);
 struct json_object *lb_svc_to_json(const struct lb_svc *s);
 
-/* ---- the table: IDs, maps (model.c, maps.c) -------------------------------- */
+/* ---- the table: IDs, maps (table.c, maps.c) -------------------------------- */
 struct lb_hash; /* fixed-size key -> uint32 */
 
 struct lb_be_ent {
@@ -173,10 +176,11 @@ size_t lb_origin_encode(const struct lb_origin_rec *rec, uint8_t *out);
 /* 0, or -EINVAL with a one-line reason (a bad length, op, source, name). */
 int lb_origin_decode(const void *buf, size_t len, struct lb_origin_rec *out, char *err,
 		     size_t errlen);
-/* The 24-byte key of a frontend in the table's and the origins' hashes. */
+/* The 24-byte key of a frontend in the table's and the origins' hashes
+ * (table.c). */
 void lb_frontend_key(uint8_t key[24], const struct lb_addr *a, uint16_t port, uint8_t proto);
 
-/* ---- the hash (model.c) ------------------------------------------------------ */
+/* ---- the hash (table.c) ------------------------------------------------------ */
 struct lb_hash *lb_hash_new(size_t cap);
 void lb_hash_free(struct lb_hash *h);
 bool lb_hash_get(const struct lb_hash *h, const void *key24, uint32_t *val);

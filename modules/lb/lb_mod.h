@@ -1,22 +1,70 @@
 /* modules/lb/lb_mod.h - what the lb module's files share beyond the model
- * (lb_int.h): the module state (lb.c) and the operations every source of
- * services goes through, so that the metrics and the timing are counted
+ * (lb_int.h): the module state (lb.c), its maps (map_specs.c), programs and
+ * cgroup hooks (hooks.c), routes (api.c), and the operations every source
+ * of services goes through, so that the metrics and the timing are counted
  * in one place. */
 #ifndef FIBRIL_LB_MOD_H
 #define FIBRIL_LB_MOD_H
 
 #include "lb_int.h"
 
-struct lb;
+struct fibril_lb; /* the skeleton (fibril_lb.skel.h) */
+struct fibril_map;
+struct fibril_metric;
 struct fibril_module;
+struct fibril_series;
+struct lb_k8s;
+struct lb_origin;
+struct lb_tc;
 
+/* the module's maps: the index of each in struct lb's maps[] */
+enum lb_map_index {
+	LB_MI_SERVICES, LB_MI_BACKENDS, LB_MI_REVNAT, LB_MI_MAGLEV, LB_MI_AFFINITY, LB_MI_AFF_MATCH,
+	LB_MI_SK_REVNAT, LB_MI_METRICS, LB_MI_CT, LB_MI_DEVICES, LB_MI_COUNT
+};
+
+/* the module's state */
+struct lb {
+	struct fibril_module *m;
+	struct lb_table t;
+	bool table_ready;
+	struct fibril_map *maps[LB_MI_COUNT];
+	struct fibril_lb *skel;
+	uint32_t maglev_m;
+	char cgroup[4096];
+	int hooks_attached;
+	size_t restored, restore_skipped, restored_known, restored_k8s;
+	struct lb_k8s *k8s;
+	struct lb_tc *tc;
+	struct lb_origin *origin;
+	/* metrics */
+	struct fibril_metric *m_services, *m_backends, *m_ops, *m_dp, *m_prog_secs;
+	struct fibril_series *s_services, *s_backends, *s_prog;
+};
+
+/* lb.c: the operations */
 int lb_upsert(struct lb *lb, struct lb_svc **spec, uint16_t *id, char *err, size_t len);
 int lb_delete(struct lb *lb, uint16_t id, char *err, size_t len);
 struct lb_table *lb_table_of(struct lb *lb);
 struct fibril_module *lb_module_of(struct lb *lb);
+/* fibril_lb_operations_total{op, result of rc} */
+void lb_count_op(struct lb *lb, const char *op, int rc);
+
+/* map_specs.c: every map opened through the registry (sized by [lb]
+ * config), with its formatter; lb->t.maps set. 0 or a negative errno with err. */
+int lb_open_maps(struct lb *lb, char *err, size_t len);
+/* the lb_metrics counters' names, by index */
+extern const char *const lb_metric_names[LB_M_COUNT];
+
+/* hooks.c: the skeleton loaded with the registry's maps (lb->skel) */
+int lb_load_programs(struct lb *lb, char *err, size_t len);
+/* Attach (or re-adopt) every cgroup hook; enable false removes the links. */
+int lb_attach_hooks(struct lb *lb, bool enable, char *err, size_t len);
+
+/* api.c: the /v1/service routes (init) */
+int lb_api_register(struct lb *lb);
 
 /* origin.c: each frontend's origin and name, kept through the SDK journal */
-struct lb_origin;
 int lb_origin_open(struct fibril_module *m, struct lb_origin **out, char *err, size_t len);
 /* Gives the restored services of t the origin and name their records say;
  * returns how many had one (*kubernetes of them from k8s). Compacts. */
@@ -27,7 +75,6 @@ void lb_origin_flush(struct lb_origin *o); /* group commit of what was appended 
 void lb_origin_close(struct lb_origin *o);
 
 /* k8s.c: Services and EndpointSlices from the k8s module's informers */
-struct lb_k8s;
 int lb_k8s_init(struct lb *lb, struct lb_k8s **out);    /* init: bus subscriptions */
 int lb_k8s_start(struct lb_k8s *k, const char *node_addrs); /* start: watch, if k8s is there */
 void lb_k8s_stop(struct lb_k8s *k);

@@ -9,8 +9,9 @@
  * entries out of the datapath (nodes_ipcache_node_gone), one that comes
  * back puts them again. This node's IP is `host` in the ipcache (route.c
  * makes the others' `remote-node` and their pod CIDRs `world`). Remote
- * entries are kept in a hash table by address (100,000 endpoints per
- * cluster is the scale this is measured at). GET /v1/ipcache lists them. */
+ * entries are kept in a hash table by address (ipcache_table.c; 100,000
+ * endpoints per cluster is the scale this is measured at). GET /v1/ipcache
+ * lists them. */
 #include "nodes_int.h"
 
 #include <arpa/inet.h>
@@ -20,140 +21,6 @@
 #include <string.h>
 
 #include <json.h>
-
-/* What an entry keeps of its record: the pod's namespace and name in one
- * allocation of their own length, not the record's fixed 318 bytes (an
- * entry is ~130 bytes with it; 100,000 of them). */
-struct ip_rec {
-	uint8_t family, host_family;
-	uint8_t addr[16], host[16];
-	uint32_t identity;
-	char node[FIBRIL_NODE_NAME_LEN];
-	char *pod; /* "namespace/name" (malloc'd), NULL: none */
-};
-
-struct nodes_ip {
-	struct ip_rec r;
-	bool programmed;      /* in the datapath's ipcache */
-	bool mark;            /* seen in the current full read */
-	bool local;           /* one of ours, published */
-	bool published;       /* ours: the put succeeded under the current lease */
-	struct nodes_ip *next; /* hash chain */
-};
-
-/* ---- the table ------------------------------------------------------------------------------ */
-
-static void rec_set(struct ip_rec *d, const struct nodes_ip_record *r)
-{
-	d->family = r->family;
-	d->host_family = r->host_family;
-	memcpy(d->addr, r->addr, sizeof(d->addr));
-	memcpy(d->host, r->host, sizeof(d->host));
-	d->identity = r->identity;
-	memcpy(d->node, r->node, sizeof(d->node));
-	free(d->pod);
-	d->pod = NULL;
-	if (r->pod_name[0]) {
-		size_t ns = strlen(r->pod_namespace), name = strlen(r->pod_name);
-		if ((d->pod = malloc(ns + name + 2))) {
-			memcpy(d->pod, r->pod_namespace, ns);
-			d->pod[ns] = '/';
-			memcpy(d->pod + ns + 1, r->pod_name, name + 1);
-		}
-	}
-}
-
-/* the whole record again (to publish ours) */
-static void rec_expand(const struct ip_rec *d, struct nodes_ip_record *r)
-{
-	memset(r, 0, sizeof(*r));
-	r->family = d->family;
-	r->host_family = d->host_family;
-	memcpy(r->addr, d->addr, sizeof(r->addr));
-	memcpy(r->host, d->host, sizeof(r->host));
-	r->identity = d->identity;
-	memcpy(r->node, d->node, sizeof(r->node));
-	const char *slash = d->pod ? strchr(d->pod, '/') : NULL;
-	if (slash) {
-		snprintf(r->pod_namespace, sizeof(r->pod_namespace), "%.*s", (int)(slash - d->pod),
-			 d->pod);
-		snprintf(r->pod_name, sizeof(r->pod_name), "%s", slash + 1);
-	}
-}
-
-static void entry_free(struct nodes_ip *e)
-{
-	free(e->r.pod);
-	free(e);
-}
-
-static uint32_t ip_hash(uint8_t family, const uint8_t *addr)
-{
-	uint32_t h = 2166136261u ^ family;
-	unsigned n = family == 4 ? 4 : 16;
-	for (unsigned i = 0; i < n; i++)
-		h = (h ^ addr[i]) * 16777619u;
-	return h;
-}
-
-static struct nodes_ip **slot(struct nodes_ipcache *c, uint8_t family, const uint8_t *addr)
-{
-	struct nodes_ip **p = &c->buckets[ip_hash(family, addr) & (c->nbuckets - 1)];
-	for (; *p; p = &(*p)->next)
-		if ((*p)->r.family == family && !memcmp((*p)->r.addr, addr, 16))
-			break;
-	return p;
-}
-
-static int grow(struct nodes_ipcache *c)
-{
-	size_t n = c->nbuckets ? c->nbuckets * 2 : 1024;
-	struct nodes_ip **b = calloc(n, sizeof(*b));
-	if (!b)
-		return -ENOMEM;
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		for (struct nodes_ip *e = c->buckets[i], *next; e; e = next) {
-			next = e->next;
-			struct nodes_ip **p = &b[ip_hash(e->r.family, e->r.addr) & (n - 1)];
-			e->next = *p;
-			*p = e;
-		}
-	}
-	free(c->buckets);
-	c->buckets = b;
-	c->nbuckets = n;
-	return 0;
-}
-
-static struct nodes_ip *lookup(struct nodes_ipcache *c, uint8_t family, const uint8_t *addr)
-{
-	return c->nbuckets ? *slot(c, family, addr) : NULL;
-}
-
-static struct nodes_ip *insert(struct nodes_ipcache *c, const struct nodes_ip_record *r)
-{
-	if ((c->count + 1 > c->nbuckets) && grow(c))
-		return NULL;
-	struct nodes_ip **p = slot(c, r->family, r->addr);
-	if (*p)
-		return *p;
-	struct nodes_ip *e = calloc(1, sizeof(*e));
-	if (!e)
-		return NULL;
-	rec_set(&e->r, r);
-	*p = e;
-	c->count++;
-	return e;
-}
-
-static void unlink_entry(struct nodes_ipcache *c, struct nodes_ip *e)
-{
-	struct nodes_ip **p = slot(c, e->r.family, e->r.addr);
-	if (*p == e) {
-		*p = e->next;
-		c->count--;
-	}
-}
 
 /* ---- the datapath ----------------------------------------------------------------------------- */
 
@@ -315,8 +182,8 @@ static void settle(struct nodes *s, struct nodes_ip *e)
 static void drop(struct nodes *s, struct nodes_ip *e)
 {
 	dp_del(s, e);
-	unlink_entry(&s->ipc, e);
-	entry_free(e);
+	nodes_ipc_unlink(&s->ipc, e);
+	nodes_ipc_entry_free(e);
 }
 
 /* ---- remote entries: read and watch ---------------------------------------------------------- */
@@ -334,12 +201,12 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 		s->ipc.stats.bad_records++;
 		fibril_warn(s->m, "ipcache key %s (revision %lld): %s; ignored", kv->key,
 			    (long long)kv->mod_revision, why);
-		struct nodes_ip *stale = lookup(&s->ipc, r.family, r.addr);
+		struct nodes_ip *stale = nodes_ipc_lookup(&s->ipc, r.family, r.addr);
 		if (stale && r.family)
 			stale->mark = true; /* keep what was known rather than drop it */
 		return;
 	}
-	struct nodes_ip *e = lookup(&s->ipc, r.family, r.addr);
+	struct nodes_ip *e = nodes_ipc_lookup(&s->ipc, r.family, r.addr);
 	if (!strcmp(r.node, s->self.name)) {
 		if (e)
 			e->mark = true;
@@ -348,12 +215,12 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 	if (e && e->local)
 		return; /* a remote record for one of our addresses: ours wins here */
 	if (!e) {
-		if (!(e = insert(&s->ipc, &r)))
+		if (!(e = nodes_ipc_insert(&s->ipc, &r)))
 			return;
 		s->ipc.stats.added++;
 	} else if (e->r.identity != r.identity || strcmp(e->r.node, r.node) ||
 		   e->r.host_family != r.host_family || memcmp(e->r.host, r.host, 16)) {
-		rec_set(&e->r, &r); /* settle's upsert replaces the datapath's entry */
+		nodes_ipc_rec_set(&e->r, &r); /* settle's upsert replaces the datapath's entry */
 		s->ipc.stats.updated++;
 	} else {
 		e->mark = true;
@@ -377,7 +244,7 @@ static void apply_delete(struct nodes *s, const struct fibril_kv *kv)
 		family = 6;
 	else
 		return;
-	struct nodes_ip *e = lookup(&s->ipc, family, addr);
+	struct nodes_ip *e = nodes_ipc_lookup(&s->ipc, family, addr);
 	if (!e)
 		return;
 	if (e->local) {
@@ -662,7 +529,7 @@ static void publish_one(struct nodes *s, struct nodes_ip *e)
 	snprintf(key, sizeof(key), NODES_IP_PREFIX "%s",
 		 nodes_ip_text(e->r.family, e->r.addr, a, sizeof(a)));
 	struct nodes_ip_record full;
-	rec_expand(&e->r, &full);
+	nodes_ipc_rec_expand(&e->r, &full);
 	char *json = nodes_ip_record_encode(&full);
 	if (!json)
 		return;
@@ -708,16 +575,16 @@ static void local_put(struct nodes *s, const struct fibril_endpoint_event *ev, u
 	snprintf(r.node, sizeof(r.node), "%s", s->self.name);
 	snprintf(r.pod_namespace, sizeof(r.pod_namespace), "%s", ev->pod_namespace);
 	snprintf(r.pod_name, sizeof(r.pod_name), "%s", ev->pod_name);
-	struct nodes_ip *e = lookup(&s->ipc, family, r.addr);
+	struct nodes_ip *e = nodes_ipc_lookup(&s->ipc, family, r.addr);
 	if (e && !e->local) {
 		drop(s, e); /* a remote record for an address now ours */
 		e = NULL;
 	}
-	if (!e && !(e = insert(&s->ipc, &r)))
+	if (!e && !(e = nodes_ipc_insert(&s->ipc, &r)))
 		return;
 	if (e->local && e->r.identity == r.identity && e->published)
 		return;
-	rec_set(&e->r, &r);
+	nodes_ipc_rec_set(&e->r, &r);
 	e->local = true;
 	e->published = false;
 	nodes_ipcache_publish(s);
@@ -728,11 +595,11 @@ static void local_delete(struct nodes *s, uint8_t family, const void *addr)
 	uint8_t a16[16] = {0};
 	char key[sizeof(NODES_IP_PREFIX) + INET6_ADDRSTRLEN], a[INET6_ADDRSTRLEN];
 	memcpy(a16, addr, family == 4 ? 4 : 16);
-	struct nodes_ip *e = lookup(&s->ipc, family, a16);
+	struct nodes_ip *e = nodes_ipc_lookup(&s->ipc, family, a16);
 	if (!e || !e->local)
 		return;
-	unlink_entry(&s->ipc, e);
-	entry_free(e);
+	nodes_ipc_unlink(&s->ipc, e);
+	nodes_ipc_entry_free(e);
 	if (!s->lease)
 		return; /* it goes with the old lease */
 	snprintf(key, sizeof(key), NODES_IP_PREFIX "%s", nodes_ip_text(family, a16, a, sizeof(a)));
@@ -782,7 +649,7 @@ void nodes_ipcache_free(struct nodes *s)
 	for (size_t b = 0; b < s->ipc.nbuckets; b++) {
 		for (struct nodes_ip *e = s->ipc.buckets[b], *next; e; e = next) {
 			next = e->next;
-			entry_free(e);
+			nodes_ipc_entry_free(e);
 		}
 	}
 	free(s->ipc.buckets);

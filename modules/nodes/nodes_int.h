@@ -68,7 +68,25 @@ struct nodes_ip_record {
 	char pod_name[254];
 };
 
-struct nodes_ip;
+/* What an entry keeps of its record: the pod's namespace and name in one
+ * allocation of their own length, not the record's fixed 318 bytes (an
+ * entry is ~130 bytes with it; 100,000 of them). */
+struct nodes_ip_compact {
+	uint8_t family, host_family;
+	uint8_t addr[16], host[16];
+	uint32_t identity;
+	char node[FIBRIL_NODE_NAME_LEN];
+	char *pod; /* "namespace/name" (malloc'd), NULL: none */
+};
+
+struct nodes_ip {
+	struct nodes_ip_compact r;
+	bool programmed;      /* in the datapath's ipcache */
+	bool mark;            /* seen in the current full read */
+	bool local;           /* one of ours, published */
+	bool published;       /* ours: the put succeeded under the current lease */
+	struct nodes_ip *next; /* hash chain */
+};
 
 /* ipcache.c's state */
 struct nodes_ipcache {
@@ -157,6 +175,11 @@ struct nodes {
 	} stats;
 };
 
+/* registry.c: the kvstore's node registry (start: the lease, then the record) */
+void nodes_registry_start(struct nodes *s);
+/* the kvstore's lease-lost and connected topics */
+int nodes_registry_on_kv_event(const struct fibril_event *ev, void *ud);
+
 /* nodes.c: the table both sources write */
 struct node_entry *nodes_find(struct nodes *s, const char *name);
 /* add, update or (the same) just mark the node n (not this one) */
@@ -193,6 +216,16 @@ int nodes_ip_record_decode(const char *json, size_t len, const char *key_ip,
 int nodes_ip_record_decode_json(const char *json, size_t len, const char *key_ip,
 				struct nodes_ip_record *out, char *why, size_t whylen);
 const char *nodes_ip_text(uint8_t family, const uint8_t *addr, char *buf, size_t len);
+
+/* ipcache_table.c: the entries by address */
+struct nodes_ip *nodes_ipc_lookup(struct nodes_ipcache *c, uint8_t family, const uint8_t *addr);
+/* the entry of r's address: the one there, or a new one holding r (NULL: no memory) */
+struct nodes_ip *nodes_ipc_insert(struct nodes_ipcache *c, const struct nodes_ip_record *r);
+void nodes_ipc_unlink(struct nodes_ipcache *c, struct nodes_ip *e); /* out of the table */
+void nodes_ipc_entry_free(struct nodes_ip *e);
+void nodes_ipc_rec_set(struct nodes_ip_compact *d, const struct nodes_ip_record *r);
+/* the whole record again (to publish ours) */
+void nodes_ipc_rec_expand(const struct nodes_ip_compact *d, struct nodes_ip_record *r);
 
 /* ipcache.c */
 /* after the registry is read, at that read's revision */

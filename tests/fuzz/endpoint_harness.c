@@ -6,6 +6,7 @@
  * Kubernetes knows one pod (default/web) whose JSON the target chooses. */
 #include "../../modules/endpoint/api.c"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 /* tests/fuzz/fuzz_lb_service.c - fuzz target: the lb module's service JSON
  * (modules/lb/model.c: frontend and backend addresses, protocol, type,
  * states, affinity, algorithm; strict about unknown fields), then the
- * table (IDs, backend references; no maps) and a Maglev table of the
+ * table (table.c: IDs, backend references; no maps) and a Maglev table of the
  * parsed backends. A refusal must be one line; an accepted service must
  * print back to JSON that parses to the same frontend and backends, its
  * upsert must give it an ID, the Maglev table may only hold its backends'

@@ -1,0 +1,274 @@
+/* modules/lb/map_specs.c - the lb module's BPF maps as it opens them
+ * through the host's registry: each map's spec (type, key and value, sizes
+ * from [lb] config), the formatters `fibril map dump` shows their entries
+ * with, and the names of the datapath's lb_metrics counters. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <net/if.h>
+#include <time.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <fibril/fibril.h>
+
+#include "lb_mod.h"
+#include "lb_tc.h"
+
+static int fmt_proto_addr(const uint8_t addr[16], uint16_t port_be, char *out, size_t len)
+{
+	struct lb_addr a;
+	memcpy(a.a, addr, 16);
+	lb_format_addrport(&a, ntohs(port_be), out, len);
+	return 0;
+}
+
+static int fmt_services(const void *key, const void *value, char *ko, size_t kl, char *vo,
+			size_t vl, void *ud)
+{
+	(void)ud;
+	const struct lb_svc_key *k = key;
+	const struct lb_svc_val *v = value;
+	char a[80];
+	fmt_proto_addr(k->addr, k->port, a, sizeof(a));
+	snprintf(ko, kl, "%s/%s slot=%u", a, lb_proto_name(k->proto), k->slot);
+	if (k->slot)
+		snprintf(vo, vl, "backend=%u service=%u", v->backend_id, v->rev_nat_id);
+	else
+		snprintf(vo, vl, "service=%u type=%s count=%u qcount=%u algorithm=%s%s%s%s%s "
+				 "affinity-timeout=%u",
+			 v->rev_nat_id, lb_type_name(v->flags & LB_SVC_TYPE_MASK), v->count, v->qcount,
+			 lb_algorithm_name(v->algorithm), v->flags & LB_F_AFFINITY ? " affinity" : "",
+			 v->flags & LB_F_EXT_LOCAL ? " ext-local" : "",
+			 v->flags & LB_F_INT_LOCAL ? " int-local" : "",
+			 v->flags & LB_F_FALLBACK ? " terminating-fallback" : "", v->affinity_timeout);
+	return 0;
+}
+
+static int fmt_backends(const void *key, const void *value, char *ko, size_t kl, char *vo,
+			size_t vl, void *ud)
+{
+	(void)ud;
+	const struct lb_backend *b = value;
+	char a[80];
+	snprintf(ko, kl, "%u", *(const uint32_t *)key);
+	fmt_proto_addr(b->addr, b->port, a, sizeof(a));
+	snprintf(vo, vl, "%s/%s %s", a, lb_proto_name(b->proto), lb_state_name(b->state));
+	return 0;
+}
+
+static int fmt_revnat(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		      size_t vl, void *ud)
+{
+	(void)ud;
+	const struct lb_revnat *r = value;
+	snprintf(ko, kl, "%u", *(const uint32_t *)key);
+	return fmt_proto_addr(r->addr, r->port, vo, vl);
+}
+
+/* a Maglev table as "M=16381 backend:slots ..." (how many slots each holds) */
+static int fmt_maglev(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		      size_t vl, void *ud)
+{
+	struct lb *lb = ud;
+	const uint32_t *tbl = value;
+	uint32_t ids[64], cnt[64];
+	size_t n = 0, other = 0;
+	snprintf(ko, kl, "%u", *(const uint32_t *)key);
+	for (uint32_t i = 0; i < lb->maglev_m; i++) {
+		size_t j = 0;
+		while (j < n && ids[j] != tbl[i])
+			j++;
+		if (j == n) {
+			if (n == 64) {
+				other++;
+				continue;
+			}
+			ids[n] = tbl[i];
+			cnt[n++] = 0;
+		}
+		cnt[j]++;
+	}
+	int off = snprintf(vo, vl, "M=%u", lb->maglev_m);
+	for (size_t j = 0; j < n && off > 0 && (size_t)off < vl; j++)
+		off += snprintf(vo + off, vl - (size_t)off, " %u:%u", ids[j], cnt[j]);
+	if (other && off > 0 && (size_t)off < vl)
+		snprintf(vo + off, vl - (size_t)off, " others:%zu", other);
+	return 0;
+}
+
+static int fmt_affinity(const void *key, const void *value, char *ko, size_t kl, char *vo,
+			size_t vl, void *ud)
+{
+	(void)ud;
+	const struct lb_aff_key *k = key;
+	const struct lb_aff_val *v = value;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	snprintf(ko, kl, "client=%llu service=%u", (unsigned long long)k->client, k->rev_nat_id);
+	snprintf(vo, vl, "backend=%u idle=%.1fs", v->backend_id,
+		 now > v->last_used_ns ? (double)(now - v->last_used_ns) / 1e9 : 0.0);
+	return 0;
+}
+
+static int fmt_aff_match(const void *key, const void *value, char *ko, size_t kl, char *vo,
+			 size_t vl, void *ud)
+{
+	(void)ud;
+	(void)value;
+	const struct lb_aff_match_key *k = key;
+	snprintf(ko, kl, "backend=%u service=%u", k->backend_id, k->rev_nat_id);
+	snprintf(vo, vl, "selectable");
+	return 0;
+}
+
+static int fmt_sk_revnat(const void *key, const void *value, char *ko, size_t kl, char *vo,
+			 size_t vl, void *ud)
+{
+	(void)ud;
+	const struct lb_sk_revnat_key *k = key;
+	const struct lb_sk_revnat_val *v = value;
+	char a[80], f[80];
+	fmt_proto_addr(k->addr, k->port, a, sizeof(a));
+	fmt_proto_addr(v->addr, v->port, f, sizeof(f));
+	snprintf(ko, kl, "socket=%llu backend=%s", (unsigned long long)k->cookie, a);
+	snprintf(vo, vl, "frontend=%s service=%u", f, v->rev_nat_id);
+	return 0;
+}
+
+const char *const lb_metric_names[LB_M_COUNT] = {
+	[LB_M_TRANSLATED] = "translated", [LB_M_NO_BACKEND] = "no-backend",
+	[LB_M_AFFINITY_HIT] = "affinity-hit", [LB_M_REVNAT] = "reverse-nat",
+	[LB_M_BACKEND_MISSING] = "backend-missing", [LB_M_TC_DNAT] = "tc-dnat",
+	[LB_M_TC_REVNAT] = "tc-reverse-nat", [LB_M_TC_NO_BACKEND] = "tc-no-backend",
+	[LB_M_TC_SNAT] = "tc-snat", [LB_M_TC_SNAT_NO_PORT] = "tc-snat-no-port",
+};
+
+static int fmt_metrics(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		       size_t vl, void *ud)
+{
+	(void)ud;
+	uint32_t k = *(const uint32_t *)key;
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t sum = 0;
+	for (int c = 0; c < ncpu; c++) {
+		uint64_t v;
+		memcpy(&v, (const uint8_t *)value + (size_t)c * 8, 8);
+		sum += v;
+	}
+	snprintf(ko, kl, "%s", k < LB_M_COUNT ? lb_metric_names[k] : "?");
+	snprintf(vo, vl, "%" PRIu64, sum);
+	return 0;
+}
+
+static int fmt_ct(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		  void *ud)
+{
+	(void)ud;
+	const struct lb_ct_key *k = key;
+	const struct lb_ct_val *v = value;
+	char s[80], d[80], a[80];
+	fmt_proto_addr(k->saddr, k->sport, s, sizeof(s));
+	fmt_proto_addr(k->daddr, k->dport, d, sizeof(d));
+	fmt_proto_addr(v->addr, v->port, a, sizeof(a));
+	snprintf(ko, kl, "%s %s -> %s %s", lb_proto_name(k->proto), s, d,
+		 k->dir == LB_CT_EGRESS ? "egress" : "ingress");
+	struct lb_ctgc_params now = {.now_s = lb_ctgc_now_s()};
+	char idle[32] = "?";
+	if (v->seen)
+		snprintf(idle, sizeof(idle), "%us", lb_ctgc_idle(&now, v->seen));
+	snprintf(vo, vl, "%s=%s service=%u idle=%s%s%s",
+		 k->dir == LB_CT_EGRESS ? "source" : "destination", a, v->rev_nat_id, idle,
+		 v->seen & LB_CT_F_SYN ? " syn" : "", v->seen & LB_CT_F_CLOSING ? " closing" : "");
+	return 0;
+}
+
+static int fmt_devices(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		       size_t vl, void *ud)
+{
+	(void)ud;
+	const struct lb_device *d = value;
+	char name[IF_NAMESIZE] = "?", a4[80], a6[80];
+	struct lb_addr a;
+	if_indextoname(*(const uint32_t *)key, name);
+	memcpy(a.a, d->addr4, 16);
+	lb_format_addr(&a, a4, sizeof(a4));
+	memcpy(a.a, d->addr6, 16);
+	lb_format_addr(&a, a6, sizeof(a6));
+	snprintf(ko, kl, "%u (%s)", *(const uint32_t *)key, name);
+	snprintf(vo, vl, "%s snat4=%s snat6=%s", d->flags & LB_DEV_TUNNEL ? "tunnel" : "nodeport", a4,
+		 a6);
+	return 0;
+}
+
+int lb_open_maps(struct lb *lb, char *err, size_t len)
+{
+	struct fibril_module *m = lb->m;
+	uint32_t m_size = lb->maglev_m;
+	const struct fibril_map_spec specs[LB_MI_COUNT] = {
+		[LB_MI_SERVICES] = {.name = LB_MAP_SERVICES, .type = BPF_MAP_TYPE_HASH,
+				.key_size = sizeof(struct lb_svc_key),
+				.value_size = sizeof(struct lb_svc_val),
+				.max_entries = (uint32_t)fibril_config_int(m, "service-map-max")},
+		[LB_MI_BACKENDS] = {.name = LB_MAP_BACKENDS, .type = BPF_MAP_TYPE_HASH,
+				.key_size = sizeof(uint32_t), .value_size = sizeof(struct lb_backend),
+				.max_entries = (uint32_t)fibril_config_int(m, "backend-map-max")},
+		[LB_MI_REVNAT] = {.name = LB_MAP_REVNAT, .type = BPF_MAP_TYPE_HASH,
+			      .key_size = sizeof(uint32_t), .value_size = sizeof(struct lb_revnat),
+			      .max_entries = LB_SVC_ID_MAX + 1},
+		[LB_MI_MAGLEV] = {.name = LB_MAP_MAGLEV, .type = BPF_MAP_TYPE_HASH,
+			      .key_size = sizeof(uint32_t), .value_size = m_size * 4,
+			      .max_entries = (uint32_t)fibril_config_int(m, "maglev-map-max"),
+			      .map_flags = BPF_F_NO_PREALLOC},
+		[LB_MI_AFFINITY] = {.name = LB_MAP_AFFINITY, .type = BPF_MAP_TYPE_LRU_HASH,
+				.key_size = sizeof(struct lb_aff_key),
+				.value_size = sizeof(struct lb_aff_val),
+				.max_entries = (uint32_t)fibril_config_int(m, "affinity-map-max")},
+		[LB_MI_AFF_MATCH] = {.name = LB_MAP_AFF_MATCH, .type = BPF_MAP_TYPE_HASH,
+				 .key_size = sizeof(struct lb_aff_match_key),
+				 .value_size = sizeof(uint8_t), .max_entries = 65536,
+				 .map_flags = BPF_F_NO_PREALLOC},
+		[LB_MI_SK_REVNAT] = {.name = LB_MAP_SK_REVNAT, .type = BPF_MAP_TYPE_LRU_HASH,
+				 .key_size = sizeof(struct lb_sk_revnat_key),
+				 .value_size = sizeof(struct lb_sk_revnat_val),
+				 .max_entries = (uint32_t)fibril_config_int(m, "sock-revnat-map-max")},
+		[LB_MI_METRICS] = {.name = LB_MAP_METRICS, .type = BPF_MAP_TYPE_PERCPU_ARRAY,
+			       .key_size = sizeof(uint32_t), .value_size = sizeof(uint64_t),
+			       .max_entries = LB_M_COUNT},
+		[LB_MI_CT] = {.name = LB_MAP_CT, .type = BPF_MAP_TYPE_LRU_HASH,
+			  .key_size = sizeof(struct lb_ct_key), .value_size = sizeof(struct lb_ct_val),
+			  .max_entries = (uint32_t)fibril_config_int(m, "ct-map-max")},
+		[LB_MI_DEVICES] = {.name = LB_MAP_DEVICES, .type = BPF_MAP_TYPE_HASH,
+			       .key_size = sizeof(uint32_t), .value_size = sizeof(struct lb_device),
+			       .max_entries = 64},
+	};
+	static const fibril_map_format_fn fmts[LB_MI_COUNT] = {
+		fmt_services, fmt_backends, fmt_revnat, fmt_maglev, fmt_affinity, fmt_aff_match,
+		fmt_sk_revnat, fmt_metrics, fmt_ct, fmt_devices,
+	};
+	for (int i = 0; i < LB_MI_COUNT; i++) {
+		struct fibril_map_spec s = specs[i];
+		s.sz = sizeof(s);
+		int rc = fibril_map_open(m, &s, &lb->maps[i]);
+		if (rc < 0) {
+			snprintf(err, len, "cannot open map %s: %s", s.name, strerror(-rc));
+			return rc;
+		}
+		if (fibril_map_origin(lb->maps[i]) == FIBRIL_MAP_RECREATED && i == LB_MI_SERVICES)
+			fibril_warn(m, "%s was recreated (its spec changed): services are not restored",
+				    s.name);
+		fibril_map_set_formatter(lb->maps[i], fmts[i], lb);
+	}
+	lb->t.maps = (struct lb_maps){
+		.services = fibril_map_fd(lb->maps[LB_MI_SERVICES]),
+		.backends = fibril_map_fd(lb->maps[LB_MI_BACKENDS]),
+		.revnat = fibril_map_fd(lb->maps[LB_MI_REVNAT]),
+		.maglev = fibril_map_fd(lb->maps[LB_MI_MAGLEV]),
+		.aff_match = fibril_map_fd(lb->maps[LB_MI_AFF_MATCH]),
+	};
+	return 0;
+}
