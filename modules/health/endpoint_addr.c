@@ -2,11 +2,11 @@
  * the last usable IPv4 address of the node's first IPv4 pod CIDR, and on a
  * dual-stack node the last address but one of its first IPv6 pod CIDR (so
  * every peer derives them from the node registry alone), put as a /32
- * (/128) on the
- * loopback device of the agent's network namespace through rtnetlink
- * (modules/common/nl.c), where the responder listens on it too. A probe of it travels
- * the path pod traffic takes: the route to the node's pod CIDR and the
- * node's forwarding, which a probe of the node address does not. */
+ * (/128) on the loopback device of the agent's network namespace through
+ * rtnetlink (modules/common/nl.c), where the responder listens on it too.
+ * A probe of it travels the path pod traffic takes: the route to the
+ * node's pod CIDR and the node's forwarding, which a probe of the node
+ * address does not. */
 #include "health.h"
 
 #include <arpa/inet.h>
