@@ -1,9 +1,11 @@
-/* cni/netlink.c - fibril-cni's kernel side with libnl-route-3: the veth
- * pair, moving and renaming links, addresses and routes, reading them back
- * for CHECK, listing host veths for GC, switching network namespaces with
- * setns(), and /proc/sys writes. A netlink socket belongs to the namespace
- * it was opened in, so each namespace gets its own (nl_open after the
- * switch). Failures are reported as CNI error 100 naming the step. */
+/* cni/netlink.c - fibril-cni's kernel side: the veth pair, moving and
+ * renaming links, addresses and routes, reading them back for CHECK,
+ * listing host veths for GC (through modules/common/nl.c, the wrapper over
+ * libnl-route-3 the agent's modules use too), switching network
+ * namespaces with setns(), and /proc/sys writes. A netlink socket belongs
+ * to the namespace it was opened in, so each namespace gets its own
+ * (nl_open after the switch). Failures are reported as CNI error 100
+ * naming the step. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,30 +20,20 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <netlink/netlink.h>
-#include <netlink/route/addr.h>
-#include <netlink/route/link.h>
-#include <netlink/route/link/veth.h>
-#include <netlink/route/route.h>
-
 #include "fibril_cni.h"
+#include "nl.h"
 
-static int nl_fail(int err, const char *what, const char *name)
+static int nl_fail(const char *why, const char *what, const char *name)
 {
-	return cni_error(FCNI_ERR_LINK, name, "%s %s: %s", what, name, nl_geterror(err));
+	return cni_error(FCNI_ERR_LINK, name, "%s %s: %s", what, name, why);
 }
 
 struct nl_sock *nl_open(void)
 {
-	struct nl_sock *sk = nl_socket_alloc();
-	if (!sk) {
-		cni_error(FCNI_ERR_LINK, NULL, "cannot allocate a netlink socket");
-		return NULL;
-	}
-	int err = nl_connect(sk, NETLINK_ROUTE);
-	if (err < 0) {
-		nl_socket_free(sk);
-		cni_error(FCNI_ERR_LINK, NULL, "cannot open a netlink socket: %s", nl_geterror(err));
+	struct nl_sock *sk;
+	char why[128];
+	if (mod_nl_open(&sk, why, sizeof(why)) < 0) {
+		cni_error(FCNI_ERR_LINK, NULL, "cannot open a netlink socket: %s", why);
 		return NULL;
 	}
 	return sk;
@@ -49,10 +41,8 @@ struct nl_sock *nl_open(void)
 
 void nl_close(struct nl_sock *sk)
 {
-	if (sk)
-		nl_socket_free(sk);
+	mod_nl_close(sk);
 }
-
 int netns_open_current(void)
 {
 	int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -103,30 +93,24 @@ struct nl_sock *nl_open_in(int ns_fd, const char *what)
 	return sk;
 }
 
-static void fill_info(struct rtnl_link *link, struct link_info *info)
-{
-	memset(info, 0, sizeof(*info));
-	info->ifindex = rtnl_link_get_ifindex(link);
-	info->up = (rtnl_link_get_flags(link) & IFF_UP) != 0;
-	info->mtu = (int)rtnl_link_get_mtu(link);
-	struct nl_addr *mac = rtnl_link_get_addr(link);
-	if (mac)
-		nl_addr2str(mac, info->mac, sizeof(info->mac));
-	const char *kind = rtnl_link_get_type(link);
-	snprintf(info->kind, sizeof(info->kind), "%s", kind ? kind : "");
-}
-
 int link_lookup(struct nl_sock *sk, const char *name, struct link_info *info)
 {
-	struct rtnl_link *link = NULL;
-	int err = rtnl_link_get_kernel(sk, 0, name, &link);
-	if (err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV)
+	struct mod_nl_link l;
+	char why[128];
+	int rc = mod_nl_link_get(sk, name, &l, why, sizeof(why));
+	if (rc < 0)
+		return nl_fail(why, "cannot look up link", name);
+	if (rc == 0)
 		return 0;
-	if (err < 0)
-		return nl_fail(err, "cannot look up link", name);
-	if (info)
-		fill_info(link, info);
-	rtnl_link_put(link);
+	if (info) {
+		memset(info, 0, sizeof(*info));
+		info->ifindex = l.ifindex;
+		info->up = (l.flags & IFF_UP) != 0;
+		info->mtu = (int)l.mtu;
+		snprintf(info->mac, sizeof(info->mac), "%.*s", (int)sizeof(info->mac) - 1, l.mac);
+		snprintf(info->kind, sizeof(info->kind), "%.*s", (int)sizeof(info->kind) - 1, l.kind);
+	}
+	mod_nl_link_release(&l);
 	return 1;
 }
 
@@ -135,49 +119,25 @@ int link_lookup(struct nl_sock *sk, const char *name, struct link_info *info)
  * a link must be to be renamed. */
 int veth_create(struct nl_sock *sk, const char *host, const char *peer, int mtu, int peer_netns_fd)
 {
-	struct rtnl_link *link = rtnl_link_veth_alloc();
-	if (!link)
-		return cni_error(FCNI_ERR_LINK, host, "cannot allocate a veth link");
-	struct rtnl_link *p = rtnl_link_veth_get_peer(link);
-	rtnl_link_set_name(link, host);
-	rtnl_link_set_mtu(link, (unsigned)mtu);
-	rtnl_link_set_flags(link, IFF_UP);
-	rtnl_link_set_name(p, peer);
-	rtnl_link_set_mtu(p, (unsigned)mtu);
-	if (peer_netns_fd >= 0)
-		rtnl_link_set_ns_fd(p, peer_netns_fd);
-	rtnl_link_put(p);
-	int err = rtnl_link_add(sk, link, NLM_F_CREATE | NLM_F_EXCL);
-	rtnl_link_put(link);
-	if (err < 0)
+	char why[128];
+	if (mod_nl_veth_add(sk, host, peer, mtu, peer_netns_fd, IFF_UP, why, sizeof(why)) < 0)
 		return cni_error(FCNI_ERR_LINK, host, "cannot create the veth pair %s/%s: %s", host, peer,
-				 nl_geterror(err));
-	return 0;
-}
-
-/* Apply CHANGES to the link NAME. */
-static int link_change(struct nl_sock *sk, const char *name, struct rtnl_link *changes, const char *what)
-{
-	struct rtnl_link *orig = NULL;
-	int err = rtnl_link_get_kernel(sk, 0, name, &orig);
-	if (err < 0)
-		return nl_fail(err, what, name);
-	err = rtnl_link_change(sk, orig, changes, 0);
-	rtnl_link_put(orig);
-	if (err < 0)
-		return nl_fail(err, what, name);
+				 why);
 	return 0;
 }
 
 int link_rename_up(struct nl_sock *sk, const char *from, const char *to)
 {
+	static const char what[] = "cannot rename and bring up the link";
+	struct mod_nl_link l;
+	char why[128];
+	int rc = mod_nl_link_get(sk, from, &l, why, sizeof(why));
+	if (rc <= 0)
+		return nl_fail(why, what, from);
 	/* The kernel renames first, then applies the flags (do_setlink). */
-	struct rtnl_link *changes = rtnl_link_alloc();
-	rtnl_link_set_name(changes, to);
-	rtnl_link_set_flags(changes, IFF_UP);
-	int rc = link_change(sk, from, changes, "cannot rename and bring up the link");
-	rtnl_link_put(changes);
-	return rc;
+	rc = mod_nl_link_change(sk, &l, to, IFF_UP, why, sizeof(why));
+	mod_nl_link_release(&l);
+	return rc < 0 ? nl_fail(why, what, from) : 0;
 }
 
 int link_delete_present(struct nl_sock *sk, const char *name)
@@ -190,91 +150,55 @@ int link_delete_present(struct nl_sock *sk, const char *name)
 
 int link_delete(struct nl_sock *sk, const char *name)
 {
-	struct rtnl_link *link = rtnl_link_alloc();
-	rtnl_link_set_name(link, name);
-	int err = rtnl_link_delete(sk, link);
-	rtnl_link_put(link);
-	if (err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV)
-		return 0;
-	if (err < 0)
-		return nl_fail(err, "cannot delete the link", name);
-	return 1;
+	char why[128];
+	int rc = mod_nl_link_del(sk, name, why, sizeof(why));
+	return rc < 0 ? nl_fail(why, "cannot delete the link", name) : rc;
 }
 
-/* ADDR as a host prefix (/32 or /128); NULL with the error set. */
-static struct nl_addr *parse_host(const char *addr, int *family)
+/* ADDR's bytes and family; -1 with the error set. */
+static int parse_addr(const char *addr, int *family, uint8_t bytes[16])
 {
-	struct nl_addr *a = NULL;
-	int fam = strchr(addr, ':') ? AF_INET6 : AF_INET;
-	if (nl_addr_parse(addr, fam, &a) < 0) {
-		cni_error(FCNI_ERR_AGENT, addr, "the agent sent an invalid address '%s'", addr);
-		return NULL;
-	}
-	nl_addr_set_prefixlen(a, fam == AF_INET ? 32 : 128);
-	if (family)
-		*family = fam;
-	return a;
+	if (mod_nl_addr_parse(addr, family, bytes) < 0)
+		return cni_error(FCNI_ERR_AGENT, addr, "the agent sent an invalid address '%s'", addr);
+	return 0;
 }
 
 int addr_add_host(struct nl_sock *sk, int ifindex, const char *addr)
 {
 	int family;
-	struct nl_addr *local = parse_host(addr, &family);
-	if (!local)
+	uint8_t bytes[16];
+	char why[128];
+	if (parse_addr(addr, &family, bytes) < 0)
 		return -1;
-	struct rtnl_addr *a = rtnl_addr_alloc();
-	rtnl_addr_set_ifindex(a, ifindex);
-	rtnl_addr_set_family(a, family);
-	rtnl_addr_set_local(a, local);
-	rtnl_addr_set_prefixlen(a, nl_addr_get_prefixlen(local));
-	if (family == AF_INET6)
-		rtnl_addr_set_flags(a, IFA_F_NODAD); /* usable at once: no DAD on a veth */
-	int err = rtnl_addr_add(sk, a, 0);
-	rtnl_addr_put(a);
-	nl_addr_put(local);
-	if (err < 0)
-		return cni_error(FCNI_ERR_LINK, addr, "cannot add the address %s in the pod: %s", addr,
-				 nl_geterror(err));
+	/* IPv6: usable at once, no DAD on a veth */
+	if (mod_nl_addr_add(sk, ifindex, family, bytes, family == AF_INET ? 32 : 128, 0, why,
+			    sizeof(why)) < 0)
+		return cni_error(FCNI_ERR_LINK, addr, "cannot add the address %s in the pod: %s", addr, why);
 	return 0;
 }
 
+/* A host route to the gateway (dst NULL: the default route via it). */
 static int route_add(struct nl_sock *sk, int ifindex, const char *dst, const char *gw, bool scope_link, int mtu)
 {
+	static const uint8_t any[16];
+	uint8_t d[16], g[16];
 	int family;
-	struct nl_addr *d = NULL, *g = NULL;
-	if (dst) {
-		d = parse_host(dst, &family);
-		if (!d)
-			return -1;
-	} else {
-		family = strchr(gw, ':') ? AF_INET6 : AF_INET;
-		nl_addr_parse(family == AF_INET ? "0.0.0.0/0" : "::/0", family, &d);
-		g = parse_host(gw, NULL);
-		if (!g) {
-			nl_addr_put(d);
-			return -1;
-		}
-	}
-	struct rtnl_route *r = rtnl_route_alloc();
-	rtnl_route_set_family(r, (uint8_t)family);
-	rtnl_route_set_table(r, RT_TABLE_MAIN);
-	rtnl_route_set_dst(r, d);
-	rtnl_route_set_scope(r, scope_link ? RT_SCOPE_LINK : RT_SCOPE_UNIVERSE);
-	if (mtu > 0)
-		rtnl_route_set_metric(r, RTAX_MTU, (uint32_t)mtu);
-	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
-	rtnl_route_nh_set_ifindex(nh, ifindex);
-	if (g)
-		rtnl_route_nh_set_gateway(nh, g);
-	rtnl_route_add_nexthop(r, nh);
-	int err = rtnl_route_add(sk, r, NLM_F_EXCL);
-	rtnl_route_put(r);
-	nl_addr_put(d);
-	if (g)
-		nl_addr_put(g);
-	if (err < 0)
+	if (parse_addr(dst ? dst : gw, &family, dst ? d : g) < 0)
+		return -1;
+	struct mod_nl_route r = {
+		.family = family,
+		.dst = dst ? d : any,
+		.dst_len = dst ? (family == AF_INET ? 32 : 128) : 0,
+		.protocol = RTPROT_STATIC,
+		.scope = scope_link ? RT_SCOPE_LINK : RT_SCOPE_UNIVERSE,
+		.oif = ifindex,
+		.gateway = dst ? NULL : g,
+		.mtu = mtu > 0 ? (uint32_t)mtu : 0,
+	};
+	char why[128];
+	if (mod_nl_route_add(sk, &r, NLM_F_EXCL, why, sizeof(why)) < 0)
 		return cni_error(FCNI_ERR_LINK, dst ? dst : gw, "cannot add the %s route in the pod: %s",
-				 dst ? "gateway" : "default", nl_geterror(err));
+				 dst ? "gateway" : "default", why);
 	return 0;
 }
 
@@ -288,115 +212,133 @@ int route_add_default(struct nl_sock *sk, int ifindex, const char *gateway, int 
 	return route_add(sk, ifindex, NULL, gateway, false, mtu);
 }
 
-/* Compare an nl_addr with a textual address (no prefix). */
-static bool addr_equals(struct nl_addr *a, const char *text)
+/* TEXT's family and bytes (no prefix); false when it is no address. */
+static bool text_addr(const char *text, int *family, uint8_t bin[16])
 {
-	unsigned char bin[16];
-	int family = strchr(text, ':') ? AF_INET6 : AF_INET;
-	size_t len = family == AF_INET ? 4 : 16;
-	if (!a || nl_addr_get_family(a) != family || inet_pton(family, text, bin) != 1)
-		return false;
-	return nl_addr_get_len(a) == len && memcmp(nl_addr_get_binary_addr(a), bin, len) == 0;
+	*family = strchr(text, ':') ? AF_INET6 : AF_INET;
+	return inet_pton(*family, text, bin) == 1;
+}
+
+struct addr_match {
+	int ifindex, prefix, family;
+	uint8_t bin[16];
+	bool found;
+};
+
+static void match_addr(struct nl_sock *sk, const struct mod_nl_addr *a, void *ud)
+{
+	struct addr_match *m = ud;
+	if (a->ifindex == m->ifindex && (int)a->prefixlen == m->prefix && a->family == m->family &&
+	    !memcmp(a->addr, m->bin, a->family == AF_INET ? 4 : 16))
+		m->found = true;
 }
 
 int addr_present(struct nl_sock *sk, int ifindex, const char *addr, int prefix)
 {
-	struct nl_cache *cache = NULL;
-	int err = rtnl_addr_alloc_cache(sk, &cache);
-	if (err < 0)
-		return cni_error(FCNI_ERR_LINK, NULL, "cannot list the addresses: %s", nl_geterror(err));
-	int found = 0;
-	for (struct nl_object *o = nl_cache_get_first(cache); o && !found; o = nl_cache_get_next(o)) {
-		struct rtnl_addr *a = (struct rtnl_addr *)o;
-		if (rtnl_addr_get_ifindex(a) == ifindex && rtnl_addr_get_prefixlen(a) == prefix &&
-		    addr_equals(rtnl_addr_get_local(a), addr))
-			found = 1;
-	}
-	nl_cache_free(cache);
-	return found;
+	struct addr_match m = {.ifindex = ifindex, .prefix = prefix};
+	bool valid = text_addr(addr, &m.family, m.bin);
+	char why[128];
+	if (mod_nl_addr_walk(sk, match_addr, &m, why, sizeof(why)) < 0)
+		return cni_error(FCNI_ERR_LINK, NULL, "cannot list the addresses: %s", why);
+	return valid && m.found;
 }
 
 struct route_match {
-	int ifindex;
-	const char *gw;
+	int ifindex, prefix, family;
+	bool scope_link, has_gw;
+	uint8_t dst[16], gw[16];
 	bool found;
 };
 
-static void match_nexthop(struct rtnl_nexthop *nh, void *ud)
+static void match_route(const struct mod_nl_route_entry *r, void *ud)
 {
 	struct route_match *m = ud;
-	if (rtnl_route_nh_get_ifindex(nh) != m->ifindex)
+	if (r->table != RT_TABLE_MAIN || (int)r->dst_len != m->prefix)
 		return;
-	if (m->gw && !addr_equals(rtnl_route_nh_get_gateway(nh), m->gw))
+	if (m->prefix && !(r->has_dst && !memcmp(r->dst, m->dst, m->family == AF_INET ? 4 : 16)))
 		return;
-	m->found = true;
+	if (m->scope_link && r->scope != RT_SCOPE_LINK)
+		return;
+	if (mod_nl_route_through(r, m->ifindex, m->has_gw ? m->gw : NULL))
+		m->found = true;
 }
 
 int route_present(struct nl_sock *sk, int ifindex, const char *dst, int prefix, const char *gw,
 		  bool scope_link)
 {
-	struct nl_cache *cache = NULL;
-	int family = strchr(dst, ':') ? AF_INET6 : AF_INET;
-	int err = rtnl_route_alloc_cache(sk, family, 0, &cache);
-	if (err < 0)
-		return cni_error(FCNI_ERR_LINK, NULL, "cannot list the routes: %s", nl_geterror(err));
-	struct route_match m = {.ifindex = ifindex, .gw = gw};
-	for (struct nl_object *o = nl_cache_get_first(cache); o && !m.found; o = nl_cache_get_next(o)) {
-		struct rtnl_route *r = (struct rtnl_route *)o;
-		struct nl_addr *d = rtnl_route_get_dst(r);
-		if (rtnl_route_get_table(r) != RT_TABLE_MAIN || !d || (int)nl_addr_get_prefixlen(d) != prefix)
-			continue;
-		if (prefix && !addr_equals(d, dst))
-			continue;
-		if (scope_link && rtnl_route_get_scope(r) != RT_SCOPE_LINK)
-			continue;
-		rtnl_route_foreach_nexthop(r, match_nexthop, &m);
+	struct route_match m = {.ifindex = ifindex, .prefix = prefix, .scope_link = scope_link};
+	bool valid = text_addr(dst, &m.family, m.dst) || !prefix;
+	int gw_family = m.family;
+	if (gw) {
+		m.has_gw = true;
+		valid = valid && text_addr(gw, &gw_family, m.gw) && gw_family == m.family;
 	}
-	nl_cache_free(cache);
-	return m.found ? 1 : 0;
+	char why[128];
+	if (mod_nl_route_dump(sk, m.family, match_route, &m, why, sizeof(why)) < 0)
+		return cni_error(FCNI_ERR_LINK, NULL, "cannot list the routes: %s", why);
+	return valid && m.found ? 1 : 0;
+}
+
+struct name_list {
+	char **names;
+	size_t n, cap;
+	bool veths_only, oom;
+};
+
+static void add_name(const struct mod_nl_link *l, void *ud)
+{
+	struct name_list *list = ud;
+	if (!l->name[0] || list->oom)
+		return;
+	if (list->veths_only && (strcmp(l->kind, "veth") != 0 || !is_fibril_host_ifname(l->name)))
+		return;
+	if (list->n + 1 >= list->cap) {
+		size_t cap = list->cap ? list->cap * 2 : 16;
+		char **grown = realloc(list->names, cap * sizeof(*grown));
+		if (!grown) {
+			list->oom = true;
+			return;
+		}
+		list->names = grown;
+		list->cap = cap;
+	}
+	if (!(list->names[list->n] = strdup(l->name))) {
+		list->oom = true;
+		return;
+	}
+	list->names[++list->n] = NULL;
+}
+
+/* The names of the namespace's links (only fibril's host veths with
+ * veths_only), NULL-terminated; NULL after reporting the error. */
+static char **name_list(struct nl_sock *sk, bool veths_only)
+{
+	struct name_list list = {.veths_only = veths_only};
+	char why[128];
+	if (mod_nl_link_walk(sk, add_name, &list, why, sizeof(why)) < 0) {
+		cni_error(FCNI_ERR_LINK, NULL, "cannot list the links: %s", why);
+		return NULL;
+	}
+	if (!list.names && !list.oom)
+		list.names = calloc(1, sizeof(*list.names));
+	if (list.oom || !list.names) {
+		for (size_t i = 0; i < list.n; i++)
+			free(list.names[i]);
+		free(list.names);
+		cni_error(CNI_ERR_IO, NULL, "out of memory");
+		return NULL;
+	}
+	return list.names;
 }
 
 char **host_veth_list(struct nl_sock *sk)
 {
-	struct nl_cache *cache = NULL;
-	int err = rtnl_link_alloc_cache(sk, AF_UNSPEC, &cache);
-	if (err < 0) {
-		cni_error(FCNI_ERR_LINK, NULL, "cannot list the links: %s", nl_geterror(err));
-		return NULL;
-	}
-	size_t n = 0, cap = (size_t)nl_cache_nitems(cache) + 1;
-	char **out = calloc(cap, sizeof(*out));
-	for (struct nl_object *o = nl_cache_get_first(cache); out && o; o = nl_cache_get_next(o)) {
-		struct rtnl_link *l = (struct rtnl_link *)o;
-		const char *name = rtnl_link_get_name(l), *kind = rtnl_link_get_type(l);
-		if (name && kind && strcmp(kind, "veth") == 0 && is_fibril_host_ifname(name) && n + 1 < cap)
-			out[n++] = strdup(name);
-	}
-	nl_cache_free(cache);
-	if (!out)
-		cni_error(CNI_ERR_IO, NULL, "out of memory");
-	return out;
+	return name_list(sk, true);
 }
 
 char **link_name_list(struct nl_sock *sk)
 {
-	struct nl_cache *cache = NULL;
-	int err = rtnl_link_alloc_cache(sk, AF_UNSPEC, &cache);
-	if (err < 0) {
-		cni_error(FCNI_ERR_LINK, NULL, "cannot list the links: %s", nl_geterror(err));
-		return NULL;
-	}
-	size_t n = 0, cap = (size_t)nl_cache_nitems(cache) + 1;
-	char **out = calloc(cap, sizeof(*out));
-	for (struct nl_object *o = nl_cache_get_first(cache); out && o; o = nl_cache_get_next(o)) {
-		const char *name = rtnl_link_get_name((struct rtnl_link *)o);
-		if (name && n + 1 < cap)
-			out[n++] = strdup(name);
-	}
-	nl_cache_free(cache);
-	if (!out)
-		cni_error(CNI_ERR_IO, NULL, "out of memory");
-	return out;
+	return name_list(sk, false);
 }
 
 int sysctl_write(const char *path, const char *value)

@@ -1,5 +1,6 @@
 /* modules/datapath/dp_netlink.c - what the datapath sets up in the node's
- * network namespace through rtnetlink (libnl-route-3): the host device
+ * network namespace through rtnetlink (modules/common/nl.c over
+ * libnl-route-3): the host device
  * (fibril_host: a dummy link, or a veth pair fibril_host/fibril_net where
  * the kernel has no dummy driver, as Cilium's cilium_host/cilium_net) that
  * holds each IPAM pool's gateway (/32, /128), and the /32 (/128) route of
@@ -11,179 +12,102 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <linux/if_addr.h>
+#include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include <netlink/netlink.h>
-#include <netlink/route/addr.h>
-#include <netlink/route/link.h>
-#include <netlink/route/link/veth.h>
-#include <netlink/route/link/vxlan.h>
-#include <netlink/route/route.h>
 
 #include "datapath.h"
+#include "nl.h"
+
+#define NL_WHY 128 /* room for libnl's reason */
 
 int dp_nl_open(struct datapath *dp, char *err, size_t len)
 {
-	struct nl_sock *sk = nl_socket_alloc();
-	if (!sk) {
-		dp_seterr(err, len, "out of memory");
-		return -ENOMEM;
-	}
-	int rc = nl_connect(sk, NETLINK_ROUTE);
-	if (rc < 0) {
-		dp_seterr(err, len, "cannot open an rtnetlink socket: %s", nl_geterror(rc));
-		nl_socket_free(sk);
-		return -EIO;
-	}
-	dp->nl = sk;
-	return 0;
+	char why[NL_WHY];
+	int rc = mod_nl_open(&dp->nl, why, sizeof(why));
+	if (rc < 0)
+		dp_seterr(err, len, "cannot open an rtnetlink socket: %s", why);
+	return rc;
 }
 
 void dp_nl_close(struct datapath *dp)
 {
-	if (dp->nl)
-		nl_socket_free(dp->nl);
+	mod_nl_close(dp->nl);
 	dp->nl = NULL;
-}
-
-/* libnl's -NLE_* as a negative errno, for callers that speak errno. */
-static int nl_errno(int nlerr)
-{
-	switch (-nlerr) {
-	case NLE_EXIST:
-		return -EEXIST;
-	case NLE_OBJ_NOTFOUND:
-		return -ENOENT;
-	case NLE_NODEV:
-		return -ENODEV;
-	case NLE_OPNOTSUPP:
-		return -EOPNOTSUPP;
-	case NLE_PERM:
-		return -EPERM;
-	case NLE_NOMEM:
-		return -ENOMEM;
-	case NLE_INVAL:
-		return -EINVAL;
-	default:
-		return -EIO;
-	}
 }
 
 /* ---- the host device ------------------------------------------------------------------ */
 
-/* Set the flags (IFF_*) the link lacks. */
-static int link_set_flags(struct nl_sock *sk, struct rtnl_link *link, unsigned flags)
-{
-	if ((rtnl_link_get_flags(link) & flags) == flags)
-		return 0;
-	struct rtnl_link *change = rtnl_link_alloc();
-	if (!change)
-		return -NLE_NOMEM;
-	rtnl_link_set_flags(change, flags);
-	int rc = rtnl_link_change(sk, link, change, 0);
-	rtnl_link_put(change);
-	return rc;
-}
-
-static int link_up(struct nl_sock *sk, struct rtnl_link *link)
-{
-	return link_set_flags(sk, link, IFF_UP);
-}
-
-static int create_dummy(struct datapath *dp)
-{
-	struct rtnl_link *link = rtnl_link_alloc();
-	if (!link)
-		return -NLE_NOMEM;
-	rtnl_link_set_name(link, dp->host_dev);
-	int rc = rtnl_link_set_type(link, "dummy");
-	if (rc == 0) {
-		rtnl_link_set_flags(link, IFF_UP);
-		rc = rtnl_link_add(dp->nl, link, NLM_F_CREATE | NLM_F_EXCL);
-	}
-	rtnl_link_put(link);
-	return rc;
-}
-
 /* Make sure the veth peer is up too (a pair from the last run). */
 static void peer_up(struct datapath *dp)
 {
-	struct rtnl_link *peer = NULL;
-	if (rtnl_link_get_kernel(dp->nl, 0, dp->host_peer, &peer) == 0) {
-		link_up(dp->nl, peer);
-		rtnl_link_put(peer);
+	struct mod_nl_link peer;
+	char why[NL_WHY];
+	if (mod_nl_link_get(dp->nl, dp->host_peer, &peer, why, sizeof(why)) == 1) {
+		mod_nl_link_set_flags(dp->nl, &peer, IFF_UP, why, sizeof(why));
+		mod_nl_link_release(&peer);
 	}
 }
 
-static int create_veth_pair(struct datapath *dp)
+static int create_veth_pair(struct datapath *dp, char *why, size_t len)
 {
-	struct rtnl_link *link = rtnl_link_veth_alloc();
-	if (!link)
-		return -NLE_NOMEM;
-	struct rtnl_link *peer = rtnl_link_veth_get_peer(link);
-	rtnl_link_set_name(link, dp->host_dev);
-	rtnl_link_set_flags(link, IFF_UP);
-	rtnl_link_set_name(peer, dp->host_peer); /* flags on the peer: the kernel refuses */
-	int rc = rtnl_link_add(dp->nl, link, NLM_F_CREATE | NLM_F_EXCL);
-	rtnl_link_put(peer);
-	rtnl_link_veth_release(link); /* puts the pair: link and peer */
+	/* flags on the host end only: the kernel refuses them on the peer */
+	int rc = mod_nl_veth_add(dp->nl, dp->host_dev, dp->host_peer, 0, -1, IFF_UP, why, len);
 	if (rc == 0)
 		peer_up(dp);
 	return rc;
 }
 
-/* An existing link of another kind than wanted: refused (the link is put). */
-static int refuse_kind(struct rtnl_link *link, const char *name, const char *kind,
-		       const char *want, const char *hint, char *err, size_t len)
+/* An existing link of another kind than wanted: refused (the link is released). */
+static int refuse_kind(struct mod_nl_link *l, const char *name, const char *want,
+		       const char *hint, char *err, size_t len)
 {
 	dp_seterr(err, len, "device %s exists and is a %s link, not %s: %s", name,
-		  kind ? kind : "plain", want, hint);
-	rtnl_link_put(link);
+		  l->kind[0] ? l->kind : "plain", want, hint);
+	mod_nl_link_release(l);
 	return -EEXIST;
 }
 
-/* An adopted link set up (and its veth peer when veth_peer); the link is put. */
-static int adopt_up(struct datapath *dp, struct rtnl_link *link, const char *name, bool veth_peer,
+/* An adopted link set up (and its veth peer when veth_peer); the link is released. */
+static int adopt_up(struct datapath *dp, struct mod_nl_link *l, const char *name, bool veth_peer,
 		    char *err, size_t len)
 {
-	int rc = link_up(dp->nl, link);
+	char why[NL_WHY];
+	int rc = mod_nl_link_set_flags(dp->nl, l, IFF_UP, why, sizeof(why));
 	if (rc == 0 && veth_peer)
 		peer_up(dp);
-	rtnl_link_put(link);
-	if (rc < 0) {
-		dp_seterr(err, len, "cannot set %s up: %s", name, nl_geterror(rc));
-		return nl_errno(rc);
-	}
-	return 0;
+	mod_nl_link_release(l);
+	if (rc < 0)
+		dp_seterr(err, len, "cannot set %s up: %s", name, why);
+	return rc;
 }
 
 /* Adopt or create the host device; returns its ifindex or a negative errno. */
 static int host_device_ensure(struct datapath *dp, char *err, size_t len)
 {
-	struct rtnl_link *link = NULL;
-	int rc = rtnl_link_get_kernel(dp->nl, 0, dp->host_dev, &link);
-	if (rc == 0) {
-		const char *kind = rtnl_link_get_type(link);
-		if (!kind || (strcmp(kind, "dummy") != 0 && strcmp(kind, "veth") != 0))
-			return refuse_kind(link, dp->host_dev, kind, "dummy or veth",
+	struct mod_nl_link l;
+	char why[NL_WHY];
+	int rc = mod_nl_link_get(dp->nl, dp->host_dev, &l, why, sizeof(why));
+	if (rc == 1) {
+		if (strcmp(l.kind, "dummy") != 0 && strcmp(l.kind, "veth") != 0)
+			return refuse_kind(&l, dp->host_dev, "dummy or veth",
 					   "rename it or set [datapath] host-device", err, len);
-		rc = adopt_up(dp, link, dp->host_dev, !strcmp(kind, "veth"), err, len);
+		rc = adopt_up(dp, &l, dp->host_dev, !strcmp(l.kind, "veth"), err, len);
 		if (rc < 0)
 			return rc;
 	} else {
 		bool want_veth = !strcmp(dp->host_dev_type, "veth");
-		rc = want_veth ? -NLE_OPNOTSUPP : create_dummy(dp);
-		if (rc == -NLE_OPNOTSUPP && strcmp(dp->host_dev_type, "dummy") != 0) {
+		rc = want_veth ? -EOPNOTSUPP : mod_nl_dummy_add(dp->nl, dp->host_dev, IFF_UP, why, sizeof(why));
+		if (rc == -EOPNOTSUPP && strcmp(dp->host_dev_type, "dummy") != 0) {
 			if (!want_veth)
 				fibril_info(dp->m,
 					    "the kernel has no dummy links: %s is a veth pair with %s",
 					    dp->host_dev, dp->host_peer);
-			rc = create_veth_pair(dp);
+			rc = create_veth_pair(dp, why, sizeof(why));
 		}
 		if (rc < 0) {
 			dp_seterr(err, len, "cannot create the host device %s (%s): %s", dp->host_dev,
-				  dp->host_dev_type, nl_geterror(rc));
-			return nl_errno(rc);
+				  dp->host_dev_type, why);
+			return rc;
 		}
 		fibril_info(dp->m, "created the host device %s", dp->host_dev);
 	}
@@ -203,62 +127,38 @@ struct wanted_addr {
 	uint8_t bytes[16];
 };
 
-static int addr_add(struct datapath *dp, int ifindex, const struct wanted_addr *w)
+struct prune {
+	struct datapath *dp;
+	int ifindex;
+	const struct wanted_addr *want;
+	size_t n;
+};
+
+static void prune_one(struct nl_sock *sk, const struct mod_nl_addr *a, void *ud)
 {
-	struct nl_addr *local = nl_addr_build(w->af, w->bytes, w->af == AF_INET ? 4 : 16);
-	struct rtnl_addr *a = rtnl_addr_alloc();
-	int rc = -NLE_NOMEM;
-	if (local && a) {
-		nl_addr_set_prefixlen(local, w->af == AF_INET ? 32 : 128);
-		rtnl_addr_set_ifindex(a, ifindex);
-		rtnl_addr_set_family(a, w->af);
-		rc = rtnl_addr_set_local(a, local);
-		if (rc == 0) {
-			rtnl_addr_set_prefixlen(a, w->af == AF_INET ? 32 : 128);
-			if (w->af == AF_INET6)
-				rtnl_addr_set_flags(a, IFA_F_NODAD);
-			rtnl_addr_set_scope(a, RT_SCOPE_UNIVERSE);
-			rc = rtnl_addr_add(dp->nl, a, NLM_F_REPLACE);
-		}
-	}
-	if (a)
-		rtnl_addr_put(a);
-	if (local)
-		nl_addr_put(local);
-	return rc == -NLE_EXIST ? 0 : rc;
+	const struct prune *p = ud;
+	if (a->ifindex != p->ifindex || a->scope != RT_SCOPE_UNIVERSE)
+		return;
+	size_t blen = a->family == AF_INET ? 4 : 16;
+	for (size_t i = 0; i < p->n; i++)
+		if (p->want[i].af == a->family && !memcmp(p->want[i].bytes, a->addr, blen))
+			return;
+	char text[INET6_ADDRSTRLEN], why[NL_WHY];
+	inet_ntop(a->family, a->addr, text, sizeof(text));
+	int rc = mod_nl_addr_remove(sk, a, why, sizeof(why));
+	fibril_info(p->dp->m, "removed %s from %s (no pool's gateway any more)%s%s", text,
+		    p->dp->host_dev, rc < 0 ? ": " : "", rc < 0 ? why : "");
+	dp_ipcache_del(p->dp, a->family == AF_INET ? 4 : 6, a->addr, a->family == AF_INET ? 32 : 128,
+		       NULL, 0);
 }
 
 /* Remove global addresses of the device that are not gateways any more
  * (a pool changed since the last run), and their ipcache entries. */
 static void addr_prune(struct datapath *dp, int ifindex, const struct wanted_addr *w, size_t n)
 {
-	struct nl_cache *cache = NULL;
-	if (rtnl_addr_alloc_cache(dp->nl, &cache) < 0)
-		return;
-	for (struct nl_object *o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
-		struct rtnl_addr *a = (struct rtnl_addr *)o;
-		if (rtnl_addr_get_ifindex(a) != ifindex || rtnl_addr_get_scope(a) != RT_SCOPE_UNIVERSE)
-			continue;
-		struct nl_addr *local = rtnl_addr_get_local(a);
-		if (!local)
-			continue;
-		int af = nl_addr_get_family(local);
-		const uint8_t *bytes = nl_addr_get_binary_addr(local);
-		size_t blen = nl_addr_get_len(local);
-		bool keep = false;
-		for (size_t i = 0; i < n && !keep; i++)
-			keep = w[i].af == af && blen == (af == AF_INET ? 4u : 16u) &&
-			       !memcmp(w[i].bytes, bytes, blen);
-		if (keep || (af != AF_INET && af != AF_INET6))
-			continue;
-		char text[INET6_ADDRSTRLEN];
-		inet_ntop(af, bytes, text, sizeof(text));
-		int rc = rtnl_addr_delete(dp->nl, a, 0);
-		fibril_info(dp->m, "removed %s from %s (no pool's gateway any more)%s%s", text,
-			    dp->host_dev, rc < 0 ? ": " : "", rc < 0 ? nl_geterror(rc) : "");
-		dp_ipcache_del(dp, af == AF_INET ? 4 : 6, bytes, af == AF_INET ? 32 : 128, NULL, 0);
-	}
-	nl_cache_free(cache);
+	struct prune p = {.dp = dp, .ifindex = ifindex, .want = w, .n = n};
+	char why[NL_WHY];
+	mod_nl_addr_walk(dp->nl, prune_one, &p, why, sizeof(why));
 }
 
 int dp_host_device_setup(struct datapath *dp, const struct fibril_ipam_pool *pools, size_t n,
@@ -295,11 +195,12 @@ int dp_host_device_setup(struct datapath *dp, const struct fibril_ipam_pool *poo
 	for (size_t i = 0; i < nwant; i++) {
 		char text[INET6_ADDRSTRLEN];
 		inet_ntop(want[i].af, want[i].bytes, text, sizeof(text));
-		int rc = addr_add(dp, ifindex, &want[i]);
-		if (rc < 0) {
-			dp_seterr(err, len, "cannot add the gateway %s to %s: %s", text, dp->host_dev,
-				  nl_geterror(rc));
-			return nl_errno(rc);
+		char why[NL_WHY];
+		int rc = mod_nl_addr_add(dp->nl, ifindex, want[i].af, want[i].bytes,
+					 want[i].af == AF_INET ? 32 : 128, NLM_F_REPLACE, why, sizeof(why));
+		if (rc < 0 && rc != -EEXIST) {
+			dp_seterr(err, len, "cannot add the gateway %s to %s: %s", text, dp->host_dev, why);
+			return rc;
 		}
 		int fam = want[i].af == AF_INET ? 4 : 6;
 		rc = dp_ipcache_put(dp, fam, want[i].bytes, fam == 4 ? 32 : 128, DP_IDENTITY_HOST,
@@ -317,83 +218,52 @@ int dp_host_device_setup(struct datapath *dp, const struct fibril_ipam_pool *poo
 
 /* ---- endpoint routes ------------------------------------------------------------------------- */
 
-static struct rtnl_route *route_build(struct datapath *dp, int family, const void *addr,
-				      int ifindex, bool with_src)
+/* The /32 (/128) route of addr out of ifindex, scope link, marked ours;
+ * with_src: from the family's gateway (the node answers its pods from it,
+ * as a router would). */
+static struct mod_nl_route route_of(const struct datapath *dp, int family, const void *addr,
+				    int ifindex, bool with_src)
 {
-	int af = family == 4 ? AF_INET : AF_INET6;
-	struct rtnl_route *r = rtnl_route_alloc();
-	struct nl_addr *dst = nl_addr_build(af, addr, family == 4 ? 4 : 16);
-	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
-	if (!r || !dst || !nh) {
-		if (r)
-			rtnl_route_put(r);
-		if (dst)
-			nl_addr_put(dst);
-		if (nh)
-			rtnl_route_nh_free(nh);
-		return NULL;
-	}
-	nl_addr_set_prefixlen(dst, family == 4 ? 32 : 128);
-	rtnl_route_set_family(r, (uint8_t)af);
-	rtnl_route_set_dst(r, dst);
-	nl_addr_put(dst);
-	rtnl_route_set_table(r, RT_TABLE_MAIN);
-	rtnl_route_set_scope(r, RT_SCOPE_LINK);
-	rtnl_route_set_type(r, RTN_UNICAST);
-	rtnl_route_set_protocol(r, DP_ROUTE_PROTO);
-	rtnl_route_nh_set_ifindex(nh, ifindex);
-	rtnl_route_add_nexthop(r, nh);
-	/* the node answers its pods from the gateway, as a router would */
-	if (with_src && dp->node_ready && ((family == 4 && dp->node.has_ipv4) ||
-					   (family == 6 && dp->node.has_ipv6))) {
-		const void *gw = family == 4 ? (const void *)&dp->node.gateway4
-					     : (const void *)&dp->node.gateway6;
-		struct nl_addr *src = nl_addr_build(af, gw, family == 4 ? 4 : 16);
-		if (src) {
-			rtnl_route_set_pref_src(r, src);
-			nl_addr_put(src);
-		}
-	}
+	struct mod_nl_route r = {
+		.family = family == 4 ? AF_INET : AF_INET6,
+		.dst = addr,
+		.dst_len = family == 4 ? 32 : 128,
+		.protocol = DP_ROUTE_PROTO,
+		.scope = RT_SCOPE_LINK,
+		.oif = ifindex,
+	};
+	if (with_src && dp->node_ready && family == 4 && dp->node.has_ipv4)
+		r.pref_src = &dp->node.gateway4;
+	else if (with_src && dp->node_ready && family == 6 && dp->node.has_ipv6)
+		r.pref_src = &dp->node.gateway6;
 	return r;
 }
 
 int dp_route_add(struct datapath *dp, int family, const void *addr, int ifindex, char *err,
 		 size_t len)
 {
-	char text[INET6_ADDRSTRLEN];
+	char text[INET6_ADDRSTRLEN], why[NL_WHY];
 	inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, text, sizeof(text));
-	struct rtnl_route *r = route_build(dp, family, addr, ifindex, true);
-	if (!r) {
-		dp_seterr(err, len, "out of memory");
-		return -ENOMEM;
-	}
-	int rc = rtnl_route_add(dp->nl, r, NLM_F_REPLACE);
-	rtnl_route_put(r);
-	if (rc < 0) {
+	struct mod_nl_route r = route_of(dp, family, addr, ifindex, true);
+	int rc = mod_nl_route_add(dp->nl, &r, NLM_F_REPLACE, why, sizeof(why));
+	if (rc < 0)
 		dp_seterr(err, len, "cannot add the route %s/%d dev ifindex %d: %s", text,
-			  family == 4 ? 32 : 128, ifindex, nl_geterror(rc));
-		return nl_errno(rc);
-	}
-	return 0;
+			  family == 4 ? 32 : 128, ifindex, why);
+	return rc;
 }
 
 int dp_route_del(struct datapath *dp, int family, const void *addr, int ifindex, char *err,
 		 size_t len)
 {
-	char text[INET6_ADDRSTRLEN];
+	char text[INET6_ADDRSTRLEN], why[NL_WHY];
 	inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, text, sizeof(text));
-	struct rtnl_route *r = route_build(dp, family, addr, ifindex, false);
-	if (!r) {
-		dp_seterr(err, len, "out of memory");
-		return -ENOMEM;
-	}
-	int rc = rtnl_route_delete(dp->nl, r, 0);
-	rtnl_route_put(r);
+	struct mod_nl_route r = route_of(dp, family, addr, ifindex, false);
+	int rc = mod_nl_route_del(dp->nl, &r, why, sizeof(why));
 	/* gone with its veth, or never there */
-	if (rc < 0 && rc != -NLE_OBJ_NOTFOUND && rc != -NLE_NODEV && rc != -NLE_NOADDR) {
+	if (rc < 0 && rc != -ENOENT && rc != -ENODEV && rc != -EADDRNOTAVAIL) {
 		dp_seterr(err, len, "cannot remove the route %s/%d: %s", text,
-			  family == 4 ? 32 : 128, nl_geterror(rc));
-		return nl_errno(rc);
+			  family == 4 ? 32 : 128, why);
+		return rc;
 	}
 	return 0;
 }
@@ -411,87 +281,53 @@ int dp_route_del(struct datapath *dp, int family, const void *addr, int ifindex,
  * when the agent stops (the attached overlay program keeps decapsulated
  * traffic flowing), adopted by the next run when its settings match. */
 
-static int vxlan_create(struct datapath *dp)
-{
-	struct rtnl_link *link = rtnl_link_vxlan_alloc();
-	if (!link)
-		return -NLE_NOMEM;
-	rtnl_link_set_name(link, dp->tunnel_dev);
-	int rc = rtnl_link_vxlan_set_collect_metadata(link, 1);
-	if (rc == 0)
-		rc = rtnl_link_vxlan_set_port(link, dp->tunnel_port);
-	if (rc == 0)
-		rc = rtnl_link_vxlan_set_learning(link, 0);
-	if (rc == 0) {
-		rtnl_link_set_flags(link, IFF_UP | IFF_NOARP);
-		rc = rtnl_link_add(dp->nl, link, NLM_F_CREATE | NLM_F_EXCL);
-	}
-	rtnl_link_put(link);
-	return rc;
-}
-
-static int link_delete(struct datapath *dp, const char *name)
-{
-	struct rtnl_link *link = rtnl_link_alloc();
-	if (!link)
-		return -NLE_NOMEM;
-	rtnl_link_set_name(link, name);
-	int rc = rtnl_link_delete(dp->nl, link);
-	rtnl_link_put(link);
-	return rc;
-}
-
 int dp_tunnel_device_setup(struct datapath *dp, int *ifindex, int *how, char *err, size_t len)
 {
-	struct rtnl_link *link = NULL;
-	int rc = rtnl_link_get_kernel(dp->nl, 0, dp->tunnel_dev, &link);
+	struct mod_nl_link l;
+	char why[NL_WHY];
+	int rc = mod_nl_link_get(dp->nl, dp->tunnel_dev, &l, why, sizeof(why));
 	*how = 0;
-	if (rc == 0) {
-		const char *kind = rtnl_link_get_type(link);
-		uint32_t port = 0;
-		bool is_vxlan = kind && !strcmp(kind, "vxlan");
-		bool external = is_vxlan && rtnl_link_vxlan_get_collect_metadata(link) == 1;
-		if (is_vxlan && rtnl_link_vxlan_get_port(link, &port) != 0)
-			port = 0;
+	if (rc == 1) {
+		bool is_vxlan = !strcmp(l.kind, "vxlan");
+		bool external = is_vxlan && l.vxlan_external;
+		uint16_t port = is_vxlan ? l.vxlan_port : 0;
 		bool fits = external && port == dp->tunnel_port;
 		if (!is_vxlan)
-			return refuse_kind(link, dp->tunnel_dev, kind, "vxlan",
-					   "rename or remove it", err, len);
+			return refuse_kind(&l, dp->tunnel_dev, "vxlan", "rename or remove it", err, len);
 		if (fits) {
-			rc = link_set_flags(dp->nl, link, IFF_NOARP);
+			rc = mod_nl_link_set_flags(dp->nl, &l, IFF_NOARP, why, sizeof(why));
 			if (rc < 0) {
-				rtnl_link_put(link);
-				dp_seterr(err, len, "cannot set %s noarp: %s", dp->tunnel_dev,
-					  nl_geterror(rc));
-				return nl_errno(rc);
+				mod_nl_link_release(&l);
+				dp_seterr(err, len, "cannot set %s noarp: %s", dp->tunnel_dev, why);
+				return rc;
 			}
-			rc = adopt_up(dp, link, dp->tunnel_dev, false, err, len);
+			rc = adopt_up(dp, &l, dp->tunnel_dev, false, err, len);
 			if (rc < 0)
 				return rc;
 			*how = 1;
 		} else {
 			/* another port, or not external: replaced (a VXLAN
 			 * device's settings cannot change in place) */
-			rtnl_link_put(link);
+			mod_nl_link_release(&l);
 			fibril_info(dp->m, "%s is a vxlan device of other settings (port %u%s): "
 				    "replacing it", dp->tunnel_dev, port,
 				    external ? "" : ", not external");
-			rc = link_delete(dp, dp->tunnel_dev);
-			if (rc < 0 && rc != -NLE_NODEV && rc != -NLE_OBJ_NOTFOUND) {
-				dp_seterr(err, len, "cannot remove %s: %s", dp->tunnel_dev,
-					  nl_geterror(rc));
-				return nl_errno(rc);
+			rc = mod_nl_link_del(dp->nl, dp->tunnel_dev, why, sizeof(why));
+			if (rc < 0) {
+				dp_seterr(err, len, "cannot remove %s: %s", dp->tunnel_dev, why);
+				return rc;
 			}
 			*how = 2;
 		}
 	}
 	if (*how != 1) {
-		rc = vxlan_create(dp);
+		rc = mod_nl_vxlan_external_add(dp->nl, dp->tunnel_dev, dp->tunnel_port,
+					       IFF_UP | IFF_NOARP, why, sizeof(why));
 		if (rc < 0) {
 			dp_seterr(err, len,
 				  "cannot create the VXLAN device %s (external, port %u): %s",
-				  dp->tunnel_dev, dp->tunnel_port, nl_geterror(rc));
-			return nl_errno(rc);
+				  dp->tunnel_dev, dp->tunnel_port, why);
+			return rc;
 		}
 	}
 	unsigned idx = if_nametoindex(dp->tunnel_dev);

@@ -2,11 +2,11 @@
  * the last usable IPv4 address of the node's first IPv4 pod CIDR, and on a
  * dual-stack node the last address but one of its first IPv6 pod CIDR (so
  * every peer derives them from the node registry alone), put as a /32
- * (/128) on the
- * loopback device of the agent's network namespace through rtnetlink
- * (libnl), where the responder listens on it too. A probe of it travels
- * the path pod traffic takes: the route to the node's pod CIDR and the
- * node's forwarding, which a probe of the node address does not. */
+ * (/128) on the loopback device of the agent's network namespace through
+ * rtnetlink (modules/common/nl.c), where the responder listens on it too.
+ * A probe of it travels the path pod traffic takes: the route to the
+ * node's pod CIDR and the node's forwarding, which a probe of the node
+ * address does not. */
 #include "health.h"
 
 #include <arpa/inet.h>
@@ -15,8 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <netlink/netlink.h>
-#include <netlink/route/addr.h>
+#include <linux/netlink.h>
+
+#include "nl.h"
 
 bool health_ep_addr_of(const struct fibril_node *n, struct in_addr *out)
 {
@@ -53,43 +54,28 @@ bool health_ep_addr6_of(const struct fibril_node *n, struct in6_addr *out)
 
 static int addr_op(struct health_addr a, bool add, char *why, size_t len)
 {
-	struct nl_sock *sk = nl_socket_alloc();
-	if (!sk) {
-		snprintf(why, len, "out of memory");
-		return -ENOMEM;
+	struct nl_sock *sk;
+	char reason[128];
+	int rc = mod_nl_open(&sk, reason, sizeof(reason));
+	if (rc < 0) {
+		snprintf(why, len, "cannot open an rtnetlink socket: %s", reason);
+		return rc;
 	}
-	int rc = nl_connect(sk, NETLINK_ROUTE);
-	struct rtnl_addr *ra = rc ? NULL : rtnl_addr_alloc();
 	bool v6 = a.family == AF_INET6;
-	struct nl_addr *local = ra ? nl_addr_build(a.family, &a.v6, v6 ? 16 : 4) : NULL;
-	if (rc || !ra || !local) {
-		snprintf(why, len, "cannot open an rtnetlink socket: %s", rc ? nl_geterror(rc) : "out of memory");
-		rc = -ENOMEM;
-		goto out;
-	}
-	nl_addr_set_prefixlen(local, v6 ? 128 : 32);
-	rtnl_addr_set_ifindex(ra, (int)if_nametoindex("lo"));
-	rtnl_addr_set_family(ra, a.family);
-	if (v6)
-		rtnl_addr_set_flags(ra, IFA_F_NODAD);
-	rtnl_addr_set_local(ra, local);
-	rtnl_addr_set_scope(ra, RT_SCOPE_UNIVERSE);
-	rc = add ? rtnl_addr_add(sk, ra, NLM_F_REPLACE) : rtnl_addr_delete(sk, ra, 0);
-	if (rc == -NLE_EXIST)
-		rc = 0;
-	if (rc) {
+	int lo = (int)if_nametoindex("lo"), plen = v6 ? 128 : 32;
+	rc = add ? mod_nl_addr_add(sk, lo, a.family, &a.v6, (unsigned)plen, NLM_F_REPLACE, reason,
+				   sizeof(reason))
+		 : mod_nl_addr_del(sk, lo, a.family, &a.v6, (unsigned)plen, reason, sizeof(reason));
+	if (rc < 0 && rc != -EEXIST) {
 		char s[INET6_ADDRSTRLEN];
 		inet_ntop(a.family, &a.v6, s, sizeof(s));
-		snprintf(why, len, "cannot %s %s/%d %s lo: %s", add ? "add" : "remove", s, v6 ? 128 : 32,
-			 add ? "to" : "from", nl_geterror(rc));
+		snprintf(why, len, "cannot %s %s/%d %s lo: %s", add ? "add" : "remove", s, plen,
+			 add ? "to" : "from", reason);
 		rc = -EIO;
+	} else {
+		rc = 0;
 	}
-out:
-	if (local)
-		nl_addr_put(local);
-	if (ra)
-		rtnl_addr_put(ra);
-	nl_socket_free(sk);
+	mod_nl_close(sk);
 	return rc;
 }
 

@@ -27,15 +27,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/rtnetlink.h>
-#include <netlink/msg.h>
-#include <netlink/netlink.h>
-#include <netlink/socket.h>
 
 #include <fibril/datapath.h>
 #include <fibril/fibril.h>
 
 #include "libbpf_log.h"
 #include "lb_tc.h"
+#include "nl.h"
 #include "node_addrs.h"
 
 #define LB_TC_HANDLE 0xf1b2
@@ -57,7 +55,7 @@ struct lb_tc {
 	bool snat, started;
 	struct lb_tc_dev dev[LB_TC_DEV_MAX + 1]; /* + the tunnel device */
 	int ndev;
-	struct nl_sock *nl;    /* the device events (NULL without nodeport devices) */
+	struct mod_nl_events ev; /* the device events (not open without nodeport devices) */
 	struct fibril_io *nl_io;
 	uint32_t dirty;        /* devices an event batch concerns (bit i: dev[i]) */
 	uint64_t resyncs;
@@ -299,40 +297,26 @@ static void mark_ifindex(struct lb_tc *t, int ifindex)
 	}
 }
 
-static int nl_event(struct nl_msg *msg, void *ud)
+static void nl_event(const struct mod_nl_event *e, void *ud)
 {
 	struct lb_tc *t = ud;
-	struct nlmsghdr *h = nlmsg_hdr(msg);
-	switch (h->nlmsg_type) {
+	switch (e->type) {
 	case RTM_NEWLINK:
-	case RTM_DELLINK: {
-		if (!nlmsg_valid_hdr(h, sizeof(struct ifinfomsg)))
-			break;
-		const struct ifinfomsg *ifi = nlmsg_data(h);
-		struct nlattr *tb[IFLA_MAX + 1];
-		const char *name = NULL;
-		if (nlmsg_parse(h, sizeof(*ifi), tb, IFLA_MAX, NULL) == 0 && tb[IFLA_IFNAME])
-			name = nla_get_string(tb[IFLA_IFNAME]);
+	case RTM_DELLINK:
 		for (int i = 0; i < t->ndev; i++)
-			if ((t->dev[i].ifindex && t->dev[i].ifindex == ifi->ifi_index) ||
-			    (name && !strncmp(name, t->dev[i].name, IF_NAMESIZE)))
+			if ((t->dev[i].ifindex && t->dev[i].ifindex == e->ifindex) ||
+			    (e->ifname && !strncmp(e->ifname, t->dev[i].name, IF_NAMESIZE)))
 				t->dirty |= 1u << i;
 		break;
-	}
 	case RTM_NEWADDR:
 	case RTM_DELADDR:
-		if (nlmsg_valid_hdr(h, sizeof(struct ifaddrmsg)))
-			mark_ifindex(t, (int)((const struct ifaddrmsg *)nlmsg_data(h))->ifa_index);
-		break;
 	case RTM_DELQDISC:
 	case RTM_DELTFILTER:
-		if (nlmsg_valid_hdr(h, sizeof(struct tcmsg)))
-			mark_ifindex(t, ((const struct tcmsg *)nlmsg_data(h))->tcm_ifindex);
+		mark_ifindex(t, e->ifindex);
 		break;
 	default:
 		break;
 	}
-	return NL_OK;
 }
 
 #define LB_NL_READS_MAX 256 /* datagrams read per wake-up: the loop serves others too */
@@ -349,14 +333,15 @@ static void nl_readable(struct fibril_io *io, int fd, uint32_t revents, void *ud
 				  "followed");
 	t->dirty = 0;
 	for (int n = 0; n < LB_NL_READS_MAX; n++) {
-		int rc = nl_recvmsgs_default(t->nl);
+		char why[128];
+		int rc = mod_nl_events_read(&t->ev, why, sizeof(why));
 		if (rc >= 0)
 			continue;
-		if (rc == -NLE_AGAIN)
+		if (rc == -EAGAIN)
 			break;
-		lost = true; /* NLE_NOMEM: ENOBUFS, the kernel dropped events */
-		if (rc != -NLE_NOMEM) {
-			fibril_warn(t->m, "reading device events: %s", nl_geterror(rc));
+		lost = true; /* ENOBUFS: the kernel dropped events */
+		if (rc != -ENOBUFS) {
+			fibril_warn(t->m, "reading device events: %s", why);
 			break;
 		}
 	}
@@ -376,29 +361,15 @@ static void nl_readable(struct fibril_io *io, int fd, uint32_t revents, void *ud
  * missed. */
 static int nl_open(struct lb_tc *t, char *err, size_t len)
 {
-	t->nl = nl_socket_alloc();
-	if (!t->nl) {
-		snprintf(err, len, "out of memory");
-		return -ENOMEM;
-	}
-	nl_socket_disable_seq_check(t->nl);
-	nl_socket_modify_cb(t->nl, NL_CB_VALID, NL_CB_CUSTOM, nl_event, t);
-	int rc = nl_connect(t->nl, NETLINK_ROUTE);
-	if (rc == 0)
-		rc = nl_socket_set_nonblocking(t->nl);
-	if (rc == 0)
-		rc = nl_socket_add_memberships(t->nl, RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR,
-					       RTNLGRP_IPV6_IFADDR, RTNLGRP_TC, 0);
-	if (rc == 0) /* room for bursts (capped by net.core.rmem_max) */
-		nl_socket_set_buffer_size(t->nl, LB_NL_RCVBUF, 0);
-	if (rc < 0) {
-		snprintf(err, len, "cannot listen to the kernel's device events (rtnetlink): %s",
-			 nl_geterror(rc));
-		nl_socket_free(t->nl);
-		t->nl = NULL;
-		return -EIO;
-	}
-	return 0;
+	static const unsigned int groups[] = {RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR,
+					      RTNLGRP_TC};
+	char why[128];
+	/* room for bursts (capped by net.core.rmem_max) */
+	int rc = mod_nl_events_open(&t->ev, groups, sizeof(groups) / sizeof(groups[0]), LB_NL_RCVBUF,
+				    nl_event, t, why, sizeof(why));
+	if (rc < 0)
+		snprintf(err, len, "cannot listen to the kernel's device events (rtnetlink): %s", why);
+	return rc;
 }
 
 int lb_tc_devices(const struct lb_tc *t)
@@ -514,11 +485,11 @@ int lb_tc_start(struct lb_tc *t, int prog_from, int prog_to, int ct_fd, int devi
 	if ((rc = devices_sync(t, DEVICES_ALL(t), true, err, len)) < 0)
 		return rc;
 	devices_prune(t);
-	if (t->nl)
-		t->nl_io = fibril_io_watch(m, nl_socket_get_fd(t->nl), FIBRIL_IO_READ, nl_readable, t);
+	if (t->ev.sk)
+		t->nl_io = fibril_io_watch(m, mod_nl_events_fd(&t->ev), FIBRIL_IO_READ, nl_readable, t);
 	uint64_t every = fibril_config_duration_ms(m, "ct-gc-interval");
 	t->gc_timer = fibril_timer_add(m, every, every, gc_tick, t);
-	if ((t->nl && !t->nl_io) || !t->gc_timer) {
+	if ((t->ev.sk && !t->nl_io) || !t->gc_timer) {
 		snprintf(err, len, "out of memory");
 		return -ENOMEM;
 	}
@@ -536,9 +507,7 @@ void lb_tc_stop(struct lb_tc *t)
 		fibril_timer_cancel(t->gc_timer);
 	t->nl_io = NULL;
 	t->gc_timer = NULL;
-	if (t->nl)
-		nl_socket_free(t->nl);
-	t->nl = NULL;
+	mod_nl_events_close(&t->ev);
 	t->started = false;
 }
 

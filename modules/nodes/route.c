@@ -20,11 +20,11 @@
  * protocol marks them; each names its CIDR and its node IP) and kept:
  * a node that still wants an identical route adopts it (no delete, no
  * re-add), and after the first full read of the registry the rest are
- * removed together with their ipcache entries. */
+ * removed together with their ipcache entries. The rtnetlink requests
+ * go through modules/common/nl.c (libnl-route-3). */
 #include "nodes_int.h"
 
 #include <arpa/inet.h>
-#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,24 +32,21 @@
 
 #include <net/if.h>
 
-#include <linux/lwtunnel.h>
+#include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include <netlink/netlink.h>
-#include <netlink/msg.h>
-#include <netlink/route/route.h>
+
+#include "nl.h"
+
+#define NL_WHY 128 /* room for libnl's reason */
 
 int nodes_nl_open(struct nodes *s, char *why, size_t len)
 {
-	struct nl_sock *sk = nl_socket_alloc();
-	if (!sk) {
-		snprintf(why, len, "out of memory");
-		return -ENOMEM;
-	}
-	int rc = nl_connect(sk, NETLINK_ROUTE);
+	struct nl_sock *sk;
+	char reason[NL_WHY];
+	int rc = mod_nl_open(&sk, reason, sizeof(reason));
 	if (rc < 0) {
-		snprintf(why, len, "cannot open an rtnetlink socket: %s", nl_geterror(rc));
-		nl_socket_free(sk);
-		return -EIO;
+		snprintf(why, len, "cannot open an rtnetlink socket: %s", reason);
+		return rc;
 	}
 	s->nl = sk;
 	return 0;
@@ -57,8 +54,7 @@ int nodes_nl_open(struct nodes *s, char *why, size_t len)
 
 void nodes_nl_close(struct nodes *s)
 {
-	if (s->nl)
-		nl_socket_free(s->nl);
+	mod_nl_close(s->nl);
 	s->nl = NULL;
 	free(s->old);
 	s->old = NULL;
@@ -75,61 +71,34 @@ static int af(int family)
 	return family == 4 ? AF_INET : AF_INET6;
 }
 
-static struct rtnl_route *route_build(const struct fibril_node_cidr *c, const void *via)
+/* The route of the CIDR (via: its gateway, NULL in a delete), ours by its
+ * protocol. */
+static struct mod_nl_route route_of(const struct fibril_node_cidr *c, const void *via)
 {
-	struct rtnl_route *r = rtnl_route_alloc();
-	struct nl_addr *dst = nl_addr_build(af(c->family), c->addr, (size_t)alen(c->family));
-	if (!r || !dst) {
-		if (r)
-			rtnl_route_put(r);
-		if (dst)
-			nl_addr_put(dst);
-		return NULL;
-	}
-	nl_addr_set_prefixlen(dst, c->prefix_len);
-	rtnl_route_set_family(r, (uint8_t)af(c->family));
-	rtnl_route_set_dst(r, dst);
-	nl_addr_put(dst);
-	rtnl_route_set_table(r, RT_TABLE_MAIN);
-	rtnl_route_set_type(r, RTN_UNICAST);
-	rtnl_route_set_protocol(r, NODES_ROUTE_PROTO);
-	/* a delete matches any scope (libnl would guess "link" for a route
-	 * without a gateway, which ours never are) */
-	rtnl_route_set_scope(r, RT_SCOPE_NOWHERE);
-	if (via) {
-		struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
-		struct nl_addr *gw = nl_addr_build(af(c->family), via, (size_t)alen(c->family));
-		if (!nh || !gw) {
-			if (nh)
-				rtnl_route_nh_free(nh);
-			if (gw)
-				nl_addr_put(gw);
-			rtnl_route_put(r);
-			return NULL;
-		}
-		rtnl_route_set_scope(r, RT_SCOPE_UNIVERSE);
-		rtnl_route_nh_set_gateway(nh, gw);
-		nl_addr_put(gw);
-		rtnl_route_add_nexthop(r, nh);
-	}
-	return r;
+	return (struct mod_nl_route){
+		.family = af(c->family),
+		.dst = c->addr,
+		.dst_len = c->prefix_len,
+		.protocol = NODES_ROUTE_PROTO,
+		/* a delete matches any scope (libnl would guess "link" for a
+		 * route without a gateway, which ours never are) */
+		.scope = via ? RT_SCOPE_UNIVERSE : RT_SCOPE_NOWHERE,
+		.gateway = via,
+	};
 }
 
 static int route_add(struct nodes *s, const struct fibril_node_cidr *c, const void *via)
 {
-	char t[64], g[INET6_ADDRSTRLEN];
-	struct rtnl_route *r = route_build(c, via);
-	if (!r)
-		return -ENOMEM;
-	int rc = rtnl_route_add(s->nl, r, NLM_F_CREATE | NLM_F_REPLACE);
-	rtnl_route_put(r);
+	char t[64], g[INET6_ADDRSTRLEN], why[NL_WHY];
+	struct mod_nl_route r = route_of(c, via);
+	int rc = mod_nl_route_add(s->nl, &r, NLM_F_CREATE | NLM_F_REPLACE, why, sizeof(why));
 	if (rc < 0) {
 		s->stats.route_errors++;
 		inet_ntop(af(c->family), via, g, sizeof(g));
 		fibril_warn(s->m, "cannot add the route %s via %s: %s",
-			    nodes_cidr_text(c, t, sizeof(t)), g, nl_geterror(rc));
+			    nodes_cidr_text(c, t, sizeof(t)), g, why);
 		fibril_health_report(s->m, "routes", FIBRIL_HEALTH_DEGRADED,
-				     "cannot add the route %s via %s: %s", t, g, nl_geterror(rc));
+				     "cannot add the route %s via %s: %s", t, g, why);
 		return -EIO;
 	}
 	s->stats.routes_installed++;
@@ -145,78 +114,35 @@ static const void *node_ip(const struct fibril_node *n, int family)
 
 /* Routing-mode tunnel: the CIDR through the VXLAN device, encapsulated
  * towards tep with the VNI remote-node (the receiver's policy sees this
- * node as remote-node), from this node's IP of the CIDR's family. libnl
- * has no helper for an IP encapsulation: the message is built here. */
+ * node as remote-node), from this node's IP of the CIDR's family, with the
+ * pod MTU (the node's own packets leave room for VXLAN). */
 static int route_add_tunnel(struct nodes *s, const struct fibril_node_cidr *c, int tep_family,
 			    const void *tep)
 {
-	char t[64], g[INET6_ADDRSTRLEN];
-	struct rtmsg rtm = {
-		.rtm_family = (uint8_t)af(c->family),
-		.rtm_dst_len = c->prefix_len,
-		.rtm_table = RT_TABLE_MAIN,
-		.rtm_protocol = NODES_ROUTE_PROTO,
-		.rtm_scope = RT_SCOPE_LINK,
-		.rtm_type = RTN_UNICAST,
+	char t[64], g[INET6_ADDRSTRLEN], why[NL_WHY];
+	struct mod_nl_route r = {
+		.family = af(c->family),
+		.dst = c->addr,
+		.dst_len = c->prefix_len,
+		.protocol = NODES_ROUTE_PROTO,
+		.scope = RT_SCOPE_LINK,
+		.oif = s->tunnel_ifindex,
+		.pref_src = node_ip(&s->self, c->family),
+		.mtu = (uint32_t)s->mtu.pod,
+		.encap_family = af(tep_family),
+		.encap_dst = tep,
+		.encap_id = FIBRIL_IDENTITY_REMOTE_NODE,
+		.encap_ttl = 64,
 	};
-	const void *src = node_ip(&s->self, c->family);
-	struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE);
-	if (!msg)
-		return -ENOMEM;
-	struct nlattr *encap = NULL;
-	int rc = nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO);
-	if (rc == 0)
-		rc = nla_put(msg, RTA_DST, alen(c->family), c->addr);
-	if (rc == 0)
-		rc = nla_put_u32(msg, RTA_OIF, (uint32_t)s->tunnel_ifindex);
-	if (rc == 0 && src)
-		rc = nla_put(msg, RTA_PREFSRC, alen(c->family), src);
-	if (rc == 0) {
-		/* the pod MTU: the node's own packets leave room for VXLAN */
-		struct nlattr *metrics = nla_nest_start(msg, RTA_METRICS);
-		if (!metrics)
-			rc = -NLE_NOMEM;
-		else if (!(rc = nla_put_u32(msg, RTAX_MTU, (uint32_t)s->mtu.pod)))
-			nla_nest_end(msg, metrics);
-	}
-	if (rc == 0)
-		rc = nla_put_u16(msg, RTA_ENCAP_TYPE,
-				 tep_family == 4 ? LWTUNNEL_ENCAP_IP : LWTUNNEL_ENCAP_IP6);
-	if (rc == 0 && !(encap = nla_nest_start(msg, RTA_ENCAP)))
-		rc = -NLE_NOMEM;
-	if (rc == 0) {
-		/* the VNI: tunnel ids are 64-bit, big-endian */
-		uint64_t id = htobe64((uint64_t)FIBRIL_IDENTITY_REMOTE_NODE);
-		if (tep_family == 4) {
-			rc = nla_put(msg, LWTUNNEL_IP_ID, sizeof(id), &id);
-			if (rc == 0)
-				rc = nla_put(msg, LWTUNNEL_IP_DST, 4, tep);
-			if (rc == 0)
-				rc = nla_put_u8(msg, LWTUNNEL_IP_TTL, 64);
-		} else {
-			rc = nla_put(msg, LWTUNNEL_IP6_ID, sizeof(id), &id);
-			if (rc == 0)
-				rc = nla_put(msg, LWTUNNEL_IP6_DST, 16, tep);
-			if (rc == 0)
-				rc = nla_put_u8(msg, LWTUNNEL_IP6_HOPLIMIT, 64);
-		}
-	}
-	if (rc == 0) {
-		nla_nest_end(msg, encap);
-		rc = nl_send_auto(s->nl, msg);
-	}
-	if (rc >= 0)
-		rc = nl_wait_for_ack(s->nl);
-	nlmsg_free(msg);
+	int rc = mod_nl_route_add(s->nl, &r, NLM_F_CREATE | NLM_F_REPLACE, why, sizeof(why));
 	if (rc < 0) {
 		s->stats.route_errors++;
 		inet_ntop(af(tep_family), tep, g, sizeof(g));
 		fibril_warn(s->m, "cannot add the route %s through %s to %s: %s",
-			    nodes_cidr_text(c, t, sizeof(t)), FIBRIL_DATAPATH_TUNNEL_DEVICE, g,
-			    nl_geterror(rc));
+			    nodes_cidr_text(c, t, sizeof(t)), FIBRIL_DATAPATH_TUNNEL_DEVICE, g, why);
 		fibril_health_report(s->m, "routes", FIBRIL_HEALTH_DEGRADED,
 				     "cannot add the route %s through %s to %s: %s", t,
-				     FIBRIL_DATAPATH_TUNNEL_DEVICE, g, nl_geterror(rc));
+				     FIBRIL_DATAPATH_TUNNEL_DEVICE, g, why);
 		return -EIO;
 	}
 	s->stats.routes_installed++;
@@ -225,16 +151,13 @@ static int route_add_tunnel(struct nodes *s, const struct fibril_node_cidr *c, i
 
 static void route_del(struct nodes *s, const struct fibril_node_cidr *c)
 {
-	char t[64];
-	struct rtnl_route *r = route_build(c, NULL);
-	if (!r)
-		return;
-	int rc = rtnl_route_delete(s->nl, r, 0);
-	rtnl_route_put(r);
-	if (rc < 0 && rc != -NLE_OBJ_NOTFOUND && rc != -NLE_NOADDR) {
+	char t[64], why[NL_WHY];
+	struct mod_nl_route r = route_of(c, NULL);
+	int rc = mod_nl_route_del(s->nl, &r, why, sizeof(why));
+	if (rc < 0 && rc != -ENOENT && rc != -EADDRNOTAVAIL) {
 		s->stats.route_errors++;
 		fibril_warn(s->m, "cannot remove the route %s: %s",
-			    nodes_cidr_text(c, t, sizeof(t)), nl_geterror(rc));
+			    nodes_cidr_text(c, t, sizeof(t)), why);
 		return;
 	}
 	if (rc == 0)
@@ -244,74 +167,41 @@ static void route_del(struct nodes *s, const struct fibril_node_cidr *c)
 /* ---- the previous run's routes ------------------------------------------------------- */
 
 /* One route of the dump: ours (protocol, main table, a single next hop)
- * is remembered. Parsed here rather than through libnl's route cache, which
- * refuses a route with an IP tunnel encapsulation (tunnel mode's). */
-static int scan_one(struct nl_msg *msg, void *arg)
+ * is remembered. */
+static void scan_one(const struct mod_nl_route_entry *r, void *arg)
 {
 	struct nodes *s = arg;
-	struct nlmsghdr *h = nlmsg_hdr(msg);
-	struct nlattr *tb[RTA_MAX + 1];
-	if (h->nlmsg_type != RTM_NEWROUTE || nlmsg_parse(h, sizeof(struct rtmsg), tb, RTA_MAX, NULL) < 0)
-		return NL_OK;
-	const struct rtmsg *rtm = nlmsg_data(h);
-	uint32_t table = tb[RTA_TABLE] ? nla_get_u32(tb[RTA_TABLE]) : rtm->rtm_table;
-	int family = rtm->rtm_family == AF_INET ? 4 : rtm->rtm_family == AF_INET6 ? 6 : 0;
-	if (!family || rtm->rtm_protocol != NODES_ROUTE_PROTO || table != RT_TABLE_MAIN ||
-	    tb[RTA_MULTIPATH] || !tb[RTA_DST] || nla_len(tb[RTA_DST]) != alen(family) ||
-	    (tb[RTA_GATEWAY] && nla_len(tb[RTA_GATEWAY]) != alen(family)))
-		return NL_OK;
+	int family = r->family == AF_INET ? 4 : 6;
+	if (r->protocol != NODES_ROUTE_PROTO || r->table != RT_TABLE_MAIN || r->multipath ||
+	    !r->has_dst)
+		return;
 	struct nodes_old_route *grown = realloc(s->old, (s->n_old + 1) * sizeof(*grown));
 	if (!grown)
-		return NL_OK; /* out of memory: not adopted (re-added) nor swept */
+		return; /* out of memory: not adopted (re-added) nor swept */
 	s->old = grown;
 	struct nodes_old_route *x = &s->old[s->n_old++];
 	memset(x, 0, sizeof(*x));
 	x->family = family;
 	x->dst.family = (uint8_t)family;
-	x->dst.prefix_len = rtm->rtm_dst_len;
-	memcpy(x->dst.addr, nla_data(tb[RTA_DST]), (size_t)alen(family));
-	if (tb[RTA_GATEWAY])
-		memcpy(x->via, nla_data(tb[RTA_GATEWAY]), (size_t)alen(family));
-	if (tb[RTA_PREFSRC] && nla_len(tb[RTA_PREFSRC]) == alen(family))
-		memcpy(x->src, nla_data(tb[RTA_PREFSRC]), (size_t)alen(family));
-	struct nlattr *mx[RTAX_MAX + 1];
-	if (tb[RTA_METRICS] && nla_parse_nested(mx, RTAX_MAX, tb[RTA_METRICS], NULL) == 0 &&
-	    mx[RTAX_MTU] && nla_len(mx[RTAX_MTU]) >= 4)
-		x->mtu = nla_get_u32(mx[RTAX_MTU]);
-	/* tunnel mode: the outer destination and the VNI of the encapsulation */
-	if (tb[RTA_ENCAP] && tb[RTA_ENCAP_TYPE]) {
-		uint16_t type = nla_get_u16(tb[RTA_ENCAP_TYPE]);
-		struct nlattr *e[LWTUNNEL_IP_MAX + 1];
-		if ((type == LWTUNNEL_ENCAP_IP || type == LWTUNNEL_ENCAP_IP6) &&
-		    nla_parse_nested(e, LWTUNNEL_IP_MAX, tb[RTA_ENCAP], NULL) == 0) {
-			/* LWTUNNEL_IP_ID/DST == LWTUNNEL_IP6_ID/DST */
-			int tf = type == LWTUNNEL_ENCAP_IP ? 4 : 6;
-			uint64_t id = 0;
-			if (e[LWTUNNEL_IP_ID] && nla_len(e[LWTUNNEL_IP_ID]) == sizeof(id))
-				memcpy(&id, nla_data(e[LWTUNNEL_IP_ID]), sizeof(id));
-			if (e[LWTUNNEL_IP_DST] && nla_len(e[LWTUNNEL_IP_DST]) == alen(tf) &&
-			    be64toh(id) == FIBRIL_IDENTITY_REMOTE_NODE) {
-				x->tep_family = tf;
-				memcpy(x->tep, nla_data(e[LWTUNNEL_IP_DST]), (size_t)alen(tf));
-			}
-		}
+	x->dst.prefix_len = (uint8_t)r->dst_len;
+	memcpy(x->dst.addr, r->dst, (size_t)alen(family));
+	if (r->has_gateway)
+		memcpy(x->via, r->gateway, (size_t)alen(family));
+	if (r->has_pref_src)
+		memcpy(x->src, r->pref_src, (size_t)alen(family));
+	x->mtu = r->mtu;
+	/* tunnel mode: the outer destination of the encapsulation, of VNI remote-node */
+	if (r->encap_family && r->encap_id == FIBRIL_IDENTITY_REMOTE_NODE) {
+		x->tep_family = r->encap_family == AF_INET ? 4 : 6;
+		memcpy(x->tep, r->encap_dst, (size_t)alen(x->tep_family));
 	}
-	return NL_OK;
 }
 
 int nodes_routes_scan(struct nodes *s)
 {
-	struct rtmsg rtm = {.rtm_family = AF_UNSPEC};
-	struct nl_cb *cb = nl_cb_alloc(NL_CB_DEFAULT);
-	if (!cb)
-		return -ENOMEM;
-	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, scan_one, s);
-	int rc = nl_send_simple(s->nl, RTM_GETROUTE, NLM_F_DUMP, &rtm, sizeof(rtm));
-	if (rc >= 0)
-		rc = nl_recvmsgs(s->nl, cb);
-	nl_cb_put(cb);
-	if (rc < 0) {
-		fibril_warn(s->m, "cannot read the routes: %s", nl_geterror(rc));
+	char why[NL_WHY];
+	if (mod_nl_route_dump(s->nl, AF_UNSPEC, scan_one, s, why, sizeof(why)) < 0) {
+		fibril_warn(s->m, "cannot read the routes: %s", why);
 		return -EIO;
 	}
 	if (s->n_old)
