@@ -1,7 +1,7 @@
 /* modules/kvstore-etcd/etcd.h - internals shared by the files of the
  * kvstore-etcd module: the module state, requests to etcd's JSON gateway
  * over the module's own HTTP/1.1 client on the loop (http.c, its response
- * parser httpparse.c, TLS through OpenSSL in tls.c), the base64/JSON codec (codec.c),
+ * parser modules/common/http_parse.c, TLS through OpenSSL in tls.c), the base64/JSON codec (codec.c),
  * the key-value calls (kv.c), watches (watch.c), leases (lease.c) and the
  * connection state machine (kvstore_etcd.c). Everything runs on the loop
  * thread. */
@@ -19,7 +19,7 @@
 
 #include <fibril/fibril.h>
 
-#include "httpparse.h"
+#include "http_parse.h"
 
 #define ETCD_BACKOFF_MIN_MS 200u
 #define ETCD_BACKOFF_MAX_MS 10000u
@@ -116,7 +116,7 @@ struct etcd_req {
 	bool retried_stale;   /* already retried once after a kept-alive connection died */
 	bool fail_pending;    /* the timer reports a failure found while launching */
 	size_t addr_tries;    /* other addresses of this endpoint tried so far */
-	struct etcd_httpp parser;
+	struct mod_http_parser parser;
 	bool stream;   /* watch: no total timeout, data delivered as it comes */
 	bool raw;      /* a 200 answer goes to done unparsed (resp NULL, r->buf) */
 	bool has_data; /* stream bytes not yet handed to data() */

@@ -333,7 +333,7 @@ static void req_launch(struct etcd_req *r)
 	r->errbuf[0] = '\0';
 	r->has_data = r->fail_pending = r->waiting_resolve = false;
 	r->started_ms = fibril_now_ms();
-	etcd_httpp_init(&r->parser);
+	mod_http_parser_init(&r->parser);
 	free(r->out);
 	r->out_off = 0;
 	int n = asprintf(&r->out,
@@ -672,7 +672,7 @@ static void conn_step(struct etcd_conn *c)
 			return;
 		}
 		if (rc == 0) {
-			if (etcd_httpp_eof(&r->parser) == 1) {
+			if (mod_http_parser_eof(&r->parser) == 1) {
 				req_succeed(r, false);
 			} else if (!retry_stale(r)) {
 				snprintf(r->errbuf, sizeof(r->errbuf), "%s: %s", e->endpoints[r->endpoint],
@@ -682,7 +682,7 @@ static void conn_step(struct etcd_conn *c)
 			return;
 		}
 		size_t used = 0;
-		int prc = etcd_httpp_feed(&r->parser, buf, (size_t)rc, &used, on_body, r);
+		int prc = mod_http_parser_feed(&r->parser, buf, (size_t)rc, &used, on_body, r);
 		if (prc < 0) {
 			snprintf(r->errbuf, sizeof(r->errbuf), "bad answer from %s to %s: %s",
 				 e->endpoints[r->endpoint], r->path, r->parser.error);
