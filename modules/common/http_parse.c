@@ -1,8 +1,8 @@
 /* modules/common/http_parse.c - the HTTP/1.1 wire format of http_parse.h:
  * the incremental response parser (lines are gathered in a bounded buffer,
  * body bytes go straight to the caller's callback, chunked bodies are
- * decoded, chunk extensions and trailers skipped) and the request head
- * writer. */
+ * decoded, chunk extensions and trailers skipped), the request head
+ * writer and percent-encoding. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,4 +323,24 @@ int mod_http_write_head(char **out, size_t *len, const char *method, const char 
 	*out = buf;
 	*len = n + 2;
 	return 0;
+}
+
+char *mod_http_escape(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = malloc(strlen(s) * 3 + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		    *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+			*o++ = (char)*p;
+		} else {
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 15];
+		}
+	}
+	*o = '\0';
+	return out;
 }

@@ -3,7 +3,7 @@
  * line, the headers a client acts on: Content-Length, Transfer-Encoding:
  * chunked, Connection, Content-Encoding: gzip; and the body by length,
  * chunked, or up to the end of the connection, handed to a callback as it
- * is decoded) and the writer of a request's head. No dependency but libc:
+ * is decoded), the writer of a request's head and percent-encoding. No dependency but libc:
  * the modules' loop client (http_client.c), the CNI plugin's blocking
  * client (cni/agent.c) and the fuzz target (tests/fuzz/fuzz_http_parse.c)
  * compile it in. Internal to the tree, not part of the SDK. */
@@ -69,5 +69,9 @@ int mod_http_parser_eof(struct mod_http_parser *p);
 int mod_http_write_head(char **out, size_t *len, const char *method, const char *path,
 			const char *host, const char *const *headers, bool with_length,
 			size_t body_len);
+
+/* s percent-encoded for a path segment or a query value: every byte but
+ * the unreserved ones (A-Z a-z 0-9 - . _ ~) as %XX. malloc'ed, or NULL. */
+char *mod_http_escape(const char *s);
 
 #endif
