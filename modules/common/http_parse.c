@@ -144,7 +144,7 @@ static int parse_header(struct mod_http_parser *p, char *line, size_t len)
 	for (size_t i = 0; i < name_len; i++)
 		if (line[i] <= ' ' || line[i] == 0x7f)
 			return fail(p, "bad character in a header name");
-	size_t vlen = len - name_len - 1;
+	size_t vlen = len - (size_t)(colon - line) - 1;
 	char *value = trim(colon + 1, &vlen);
 	if (name_len == 14 && strncasecmp(line, "Content-Length", 14) == 0) {
 		uint64_t v;
