@@ -1,22 +1,24 @@
 /* cni/agent.c - fibril-cni's client of the agent API: HTTP/1.1 + JSON over
  * the agent's unix socket, one connection per request (Connection: close),
- * every step under a deadline. Written out rather than with libcurl: the
- * plugin is exec'd for every ADD/DEL, and loading libcurl's 35 shared
- * libraries costs ~10 ms per exec on the test machine, a third of the ADD
- * latency budget. An agent that cannot be reached is CNI error 11 (try
- * again later); an answer with any status is handed to the caller. */
+ * every step under a deadline, blocking I/O with poll. The request head is
+ * written and the reply read with the tree's common HTTP/1.1 code
+ * (modules/common/http_parse.c, compiled in), not with libcurl: the plugin
+ * is exec'd for every ADD/DEL, and loading libcurl's 35 shared libraries
+ * costs ~10 ms per exec on the test machine, a third of the ADD latency
+ * budget. An agent that cannot be reached is CNI error 11 (try again
+ * later); an answer with any status is handed to the caller. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fibril_cni.h"
+#include "http_parse.h"
 
 #define REQUEST_TIMEOUT_MS 60000 /* the endpoint PUT waits for the datapath */
 #define MAX_REPLY ((size_t)64 << 20)
@@ -124,115 +126,72 @@ static int send_all(int fd, const char *buf, size_t len, long deadline)
 	return 0;
 }
 
-/* The value of Content-Length in the header block HEAD (HEAD_LEN bytes, up to
- * and with its blank line), any spaces or tabs around the colon; -1 when it
- * has none or it is not a number. */
-static long content_length(const char *head, size_t head_len)
+/* The reply's body as the parser decodes it. */
+struct reply_body {
+	char *data;
+	size_t len, cap;
+};
+
+static int on_body(void *ud, const char *data, size_t n)
 {
-	static const char name[] = "Content-Length";
-	const char *end = head + head_len;
-	for (const char *h = memmem(head, head_len, "\r\n", 2); h && h + 2 < end;
-	     h = memmem(h + 2, (size_t)(end - h - 2), "\r\n", 2)) {
-		const char *p = h + 2;
-		if ((size_t)(end - p) <= sizeof(name) || strncasecmp(p, name, sizeof(name) - 1) != 0)
-			continue;
-		p += sizeof(name) - 1;
-		while (p < end && (*p == ' ' || *p == '\t'))
-			p++;
-		if (p >= end || *p++ != ':')
-			continue;
-		while (p < end && (*p == ' ' || *p == '\t'))
-			p++;
-		if (p >= end || *p < '0' || *p > '9')
-			return -1;
-		char *stop;
-		unsigned long v = strtoul(p, &stop, 10);
-		return v > MAX_REPLY ? -1 : (long)v;
+	struct reply_body *b = ud;
+	if (b->len + n > MAX_REPLY) {
+		errno = EMSGSIZE;
+		return -1;
 	}
-	return -1;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 8192;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *grown = realloc(b->data, cap);
+		if (!grown)
+			return -1;
+		b->data = grown;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, data, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return 0;
 }
 
-/* Reads the whole reply (the request said Connection: close): done once
- * Content-Length bytes of body are in, or at the end of the stream. Each
- * read scans only the new bytes for the end of the headers. NULL with errno
- * set on an error; ECONNRESET when the agent closed the connection before a
- * whole reply (it died mid-request). */
-static char *recv_all(int fd, size_t *len, long deadline)
+/* Reads the reply with the common HTTP/1.1 parser (modules/common/
+ * http_parse.c): done once the answer is whole (by its Content-Length, its
+ * last chunk, or the end of the stream; the request said Connection:
+ * close, but a whole answer is not waited on for the close). 0; -1 with
+ * errno set on an error, ECONNRESET when the agent closed the connection
+ * before a whole reply (it died mid-request), EPROTO when the reply is not
+ * HTTP. */
+static int recv_reply(int fd, struct mod_http_parser *p, struct reply_body *body, long deadline)
 {
-	size_t cap = 8192, n = 0, head_len = 0;
-	long body_len = -1;
-	char *buf = malloc(cap);
-	while (buf) {
-		if (n + 1 >= cap) {
-			if (cap >= MAX_REPLY) {
-				errno = EMSGSIZE;
-				break;
-			}
-			char *nb = realloc(buf, cap * 2);
-			if (!nb)
-				break;
-			buf = nb;
-			cap *= 2;
-		}
+	char buf[16384];
+	mod_http_parser_init(p);
+	for (;;) {
 		if (wait_fd(fd, POLLIN, deadline) < 0)
-			break;
-		ssize_t r = recv(fd, buf + n, cap - n - 1, MSG_DONTWAIT);
+			return -1;
+		ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (r < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
-			break;
+			return -1;
 		}
 		if (r == 0) {
-			if (!head_len || (body_len >= 0 && n < head_len + (size_t)body_len)) {
-				errno = ECONNRESET; /* closed without a whole answer */
-				break;
-			}
-			buf[n] = '\0';
-			*len = n;
-			return buf;
+			if (mod_http_parser_eof(p) == 1)
+				return 0;
+			errno = ECONNRESET; /* closed without a whole answer */
+			return -1;
 		}
-		size_t from = n > 3 ? n - 3 : 0; /* the blank line may straddle two reads */
-		n += (size_t)r;
-		buf[n] = '\0';
-		if (!head_len) {
-			char *end = memmem(buf + from, n - from, "\r\n\r\n", 4);
-			if (end) {
-				head_len = (size_t)(end + 4 - buf);
-				body_len = content_length(buf, head_len);
-			}
-		}
-		if (head_len && body_len >= 0 && n >= head_len + (size_t)body_len) {
-			*len = n;
-			return buf;
+		size_t used = 0;
+		errno = 0;
+		int rc = mod_http_parser_feed(p, buf, (size_t)r, &used, on_body, body);
+		if (rc == 1)
+			return 0;
+		if (rc < 0) {
+			if (errno != EMSGSIZE && errno != ENOMEM)
+				errno = EPROTO;
+			return -1;
 		}
 	}
-	int e = errno;
-	free(buf);
-	errno = e;
-	return NULL;
-}
-
-/* Decodes a chunked body in place; returns its length. */
-static size_t dechunk(char *body)
-{
-	char *in = body, *out = body;
-	for (;;) {
-		char *endp;
-		unsigned long size = strtoul(in, &endp, 16);
-		char *line = strstr(endp, "\r\n");
-		if (!line || size == 0)
-			break;
-		in = line + 2;
-		if (strlen(in) < size)
-			size = strlen(in);
-		memmove(out, in, size);
-		out += size;
-		in += size;
-		if (strncmp(in, "\r\n", 2) == 0)
-			in += 2;
-	}
-	*out = '\0';
-	return (size_t)(out - body);
 }
 
 static int unreachable(int err, const char *method, const char *path)
@@ -255,52 +214,45 @@ int agent_request(const char *method, const char *path, struct json_object *body
 									       JSON_C_TO_STRING_NOSLASHESCAPE)
 				: "";
 	size_t body_len = strlen(text);
-	char head[2560];
-	int hlen = snprintf(head, sizeof(head),
-			    "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: fibril-cni\r\n"
-			    "Accept: application/json\r\nConnection: close\r\n%s"
-			    "Content-Length: %zu\r\n\r\n",
-			    method, path, body ? "Content-Type: application/json\r\n" : "", body_len);
-	if (hlen < 0 || (size_t)hlen >= sizeof(head))
-		return cni_error(CNI_ERR_IO, path, "request path too long: %s", path);
+	const char *headers[] = {"User-Agent: fibril-cni", "Accept: application/json",
+				 "Connection: close", body ? "Content-Type: application/json" : NULL,
+				 NULL};
+	char *head = NULL;
+	size_t head_len = 0;
+	if (mod_http_write_head(&head, &head_len, method, path, "localhost", headers, true, body_len))
+		return cni_error(CNI_ERR_IO, path, "cannot write the request %s %s", method, path);
 
 	int fd = agent_connect();
-	if (fd < 0)
-		return unreachable(errno, method, path);
-	size_t len = 0;
-	char *resp = NULL;
-	if (send_all(fd, head, (size_t)hlen, deadline) == 0 && send_all(fd, text, body_len, deadline) == 0)
-		resp = recv_all(fd, &len, deadline);
+	if (fd < 0) {
+		int e = errno;
+		free(head);
+		return unreachable(e, method, path);
+	}
+	static struct mod_http_parser parser; /* an 8 KB line buffer: not on the stack */
+	struct reply_body reply_body = {0};
+	int rc = -1;
+	if (send_all(fd, head, head_len, deadline) == 0 && send_all(fd, text, body_len, deadline) == 0)
+		rc = recv_reply(fd, &parser, &reply_body, deadline);
 	int e = errno;
 	close(fd);
-	if (!resp)
+	free(head);
+	if (rc < 0 && e == EPROTO) {
+		free(reply_body.data);
+		return cni_error(FCNI_ERR_AGENT, g_socket, "the agent's reply to %s %s is not HTTP (%s)",
+				 method, path, parser.error ? parser.error : "malformed");
+	}
+	if (rc < 0) {
+		free(reply_body.data);
 		return unreachable(e, method, path);
-
-	char *sep = strstr(resp, "\r\n\r\n");
-	if (strncmp(resp, "HTTP/1.", 7) != 0 || strlen(resp) < 12 || !sep) {
-		free(resp);
-		return cni_error(FCNI_ERR_AGENT, g_socket, "the agent's reply to %s %s is not HTTP", method, path);
 	}
-	reply->status = strtol(resp + 9, NULL, 10);
-	*sep = '\0';
-	char *payload = sep + 4;
-	bool chunked = false;
-	for (char *line = strstr(resp, "\r\n"); line; line = strstr(line, "\r\n")) {
-		line += 2;
-		char *eol = strstr(line, "\r\n");
-		size_t n = eol ? (size_t)(eol - line) : strlen(line);
-		if (n > 18 && strncasecmp(line, "Transfer-Encoding:", 18) == 0 && memmem(line, n, "chunked", 7))
-			chunked = true;
-	}
-	if (chunked)
-		dechunk(payload);
-	if (*payload)
-		reply->json = json_tokener_parse(payload);
+	reply->status = parser.status;
+	if (reply_body.len)
+		reply->json = json_tokener_parse(reply_body.data);
 	const char *err = json_str(reply->json, "error");
 	if (err)
 		snprintf(reply->error, sizeof(reply->error), "%s", err);
 	else if (reply->status >= 400)
 		snprintf(reply->error, sizeof(reply->error), "HTTP %ld", reply->status);
-	free(resp);
+	free(reply_body.data);
 	return 0;
 }

@@ -12,7 +12,7 @@ packages=(
 	etcd-server etcd-client containernetworking-plugins libyaml-dev openssl
 	bpftool golang-go golang-github-appc-cni-dev iperf3 iputils-ping procps
 	libclang-rt-14-dev
-	libssl-dev
+	libssl-dev zlib1g-dev
 	libsystemd-dev debhelper lintian fakeroot dpkg-dev
 	groff-base util-linux systemd
 	python3-prometheus-client

@@ -1,10 +1,16 @@
-/* modules/k8s/http.c - requests to the Kubernetes API server with libcurl's
- * multi interface on the agent's loop (curl sockets are fibril_io watches,
- * its timeout a fibril timer). Completions and stream data run after
- * curl_multi_socket_action returns, never inside a curl callback, so a
- * done function may start new requests. The curl-on-the-loop glue is
- * modules/common/curl_loop.c, shared with kvstore-etcd; this file adds the
- * API server's side (any method, bearer token, TLS blobs, Status errors). */
+/* modules/k8s/http.c - requests to the Kubernetes API server over the
+ * modules' HTTP/1.1 client on the agent's loop (modules/common/
+ * http_client.c, shared with kvstore-etcd: keep-alive connections, TLS
+ * through OpenSSL, gzip answers inflated). This file adds the API server's
+ * side: the server URL of the kubeconfig (with a path prefix, if any), any
+ * method, the bearer token (re-read when its file changes), the CA and
+ * client certificate as files or kubeconfig data, the answer buffered (a
+ * watch's handed over as it comes), Kubernetes Status errors. Completions
+ * and stream data come from loop callbacks, never inside k8s_req_send, so
+ * a done function may start new requests. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* asprintf */
+#endif
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,45 +19,57 @@
 
 #include "k8s_mod.h"
 
-static void http_process(void *ud);
-
-int k8s_http_open(struct k8s *k)
+/* The client to the server without its path, and the path the API sits
+ * under on it ("" mostly: a proxy may put it deeper). */
+int k8s_http_open(struct k8s *k, char *why, size_t len)
 {
-	return mod_curl_loop_open(&k->curl, k->m, NULL, http_process, k);
-}
-
-static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-	struct k8s_req *r = ud;
-	size_t n = size * nmemb;
-	if (mod_curl_buf_append(&r->buf, &r->len, &r->cap, 4096, K8S_MAX_RESPONSE, ptr, n))
-		return 0; /* CURLE_WRITE_ERROR */
-	if (r->stream)
-		r->has_data = true;
-	return n;
+	const char *server = k->conn.server;
+	const char *host = strstr(server, "://");
+	const char *path = host ? strchr(host + 3, '/') : NULL;
+	size_t origin_len = path ? (size_t)(path - server) : strlen(server);
+	char *origin = strndup(server, origin_len);
+	free(k->path_prefix);
+	k->path_prefix = strdup(path ? path : "");
+	if (!origin || !k->path_prefix) {
+		free(origin);
+		snprintf(why, len, "out of memory");
+		return -ENOMEM;
+	}
+	size_t pl = strlen(k->path_prefix);
+	while (pl && k->path_prefix[pl - 1] == '/')
+		k->path_prefix[--pl] = '\0';
+	const char *endpoints[] = {origin};
+	const struct mod_http_client_config cfg = {
+		.endpoints = endpoints,
+		.nendpoints = 1,
+		.tls = {
+			.ca_file = k->conn.ca_file,
+			.cert_file = k->conn.cert_file,
+			.key_file = k->conn.key_file,
+			.ca_pem = k->conn.ca_data,
+			.ca_pem_len = k->conn.ca_len,
+			.cert_pem = k->conn.cert_data,
+			.cert_pem_len = k->conn.cert_len,
+			.key_pem = k->conn.key_data,
+			.key_pem_len = k->conn.key_len,
+			.insecure = k->conn.insecure,
+		},
+		.connect_timeout_ms = 10000,
+		.keepalive_idle_s = 30,
+		.keepalive_intvl_s = 10,
+		.max_idle = 8,
+		.accept_gzip = true, /* the API server compresses large lists */
+		.stopping = "the k8s module is stopping",
+	};
+	k->http = mod_http_client_new(k->m, &cfg, why, len);
+	free(origin);
+	return k->http ? 0 : -EINVAL;
 }
 
 static void req_free(struct k8s_req *r)
 {
-	if (r->easy)
-		curl_easy_cleanup(r->easy);
-	curl_slist_free_all(r->headers);
-	free(r->body);
 	free(r->buf);
 	free(r);
-}
-
-static void req_unlink(struct k8s_req *r)
-{
-	struct k8s *k = r->k;
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		k->reqs = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	r->prev = r->next = NULL;
-	r->linked = false;
 }
 
 /* The bearer token: fixed, or the file's (re-read when it changes). */
@@ -79,6 +97,81 @@ static const char *current_token(struct k8s *k)
 	return k->file_token ? k->file_token : k->conn.token;
 }
 
+/* ---- the client's callbacks ----------------------------------------------------- */
+
+static int on_body(struct mod_http_req *h, const char *data, size_t n)
+{
+	struct k8s_req *r = h->ud;
+	if (mod_http_buf_append(&r->buf, &r->len, &r->cap, 4096, K8S_MAX_RESPONSE, data, n))
+		return -1;
+	if (r->stream)
+		r->has_data = true;
+	return 0;
+}
+
+static void on_head(struct mod_http_req *h)
+{
+	struct k8s_req *r = h->ud;
+	r->status = h->status;
+	if (r->head)
+		r->head(r);
+}
+
+/* A stream's new bytes, on a 200 answer. */
+static void dispatch_data(struct k8s_req *r)
+{
+	if (!r->has_data)
+		return;
+	r->has_data = false;
+	if (r->status == 200 && r->data)
+		r->data(r);
+}
+
+static void on_data(struct mod_http_req *h)
+{
+	struct k8s_req *r = h->ud;
+	r->status = h->status;
+	dispatch_data(r); /* last in the client's callback: it may end the request */
+}
+
+static void on_done(struct mod_http_req *h, int err)
+{
+	struct k8s_req *r = h->ud;
+	r->http = NULL; /* the client frees h after this call */
+	r->status = h->status;
+	/* what came with the end goes to the stream first; it may abort */
+	r->linked = false;
+	r->has_data = r->has_data && r->stream;
+	if (r->has_data) {
+		r->linked = true; /* an abort inside data frees r: see k8s_req_abort */
+		dispatch_data(r);
+		if (!r->linked) {
+			req_free(r);
+			return;
+		}
+		r->linked = false;
+	}
+	if (err) {
+		snprintf(r->errbuf, sizeof(r->errbuf), "%s", h->errbuf);
+		if (err != -ECANCELED && err != -ETIMEDOUT)
+			err = -ENOTCONN;
+	} else if (r->status < 200 || r->status >= 300) {
+		err = -EPROTO;
+		/* the API server's Status document says why */
+		char msg[200] = "";
+		struct json_object *st = r->buf ? json_tokener_parse(r->buf) : NULL;
+		struct json_object *v;
+		if (st && json_object_object_get_ex(st, "message", &v))
+			snprintf(msg, sizeof(msg), ": %s", json_object_get_string(v));
+		json_object_put(st);
+		snprintf(r->errbuf, sizeof(r->errbuf), "%s: HTTP %ld%s", r->what, r->status, msg);
+	}
+	r->done(r, err);
+	req_free(r);
+}
+
+/* ---- requests ------------------------------------------------------------------- */
+
 struct k8s_req *k8s_req_new(struct k8s *k, const char *method, const char *path, char *body,
 			    const char *content_type, k8s_done_fn done, void *ud)
 {
@@ -90,93 +183,65 @@ struct k8s_req *k8s_req_new(struct k8s *k, const char *method, const char *path,
 	r->k = k;
 	r->done = done;
 	r->ud = ud;
-	r->body = body;
-	r->easy = curl_easy_init();
-	if (!r->easy) {
-		req_free(r);
-		return NULL;
-	}
-	CURL *c = r->easy;
-	char url[4096];
-	snprintf(url, sizeof(url), "%s%s", k->conn.server, path);
 	snprintf(r->what, sizeof(r->what), "%s %s", method, path);
 	char *q = strchr(r->what, '?');
 	if (q)
 		*q = '\0';
-	r->headers = curl_slist_append(NULL, "Accept: application/json");
+	if (!k->http) { /* not running: k8s_req_send refuses it */
+		free(body);
+		return r;
+	}
+	char ctype[128] = "", *auth = NULL;
+	const char *headers[5];
+	size_t n = 0;
+	headers[n++] = "Accept: application/json";
+	/* named in the API server's audit log, as client-go names its clients */
+	headers[n++] = "User-Agent: " K8S_USER_AGENT;
 	if (content_type) {
-		char h[128];
-		snprintf(h, sizeof(h), "Content-Type: %s", content_type);
-		r->headers = curl_slist_append(r->headers, h);
+		snprintf(ctype, sizeof(ctype), "Content-Type: %s", content_type);
+		headers[n++] = ctype;
 	}
 	const char *tok = current_token(k);
-	if (tok && *tok) {
-		size_t hl = strlen(tok) + 32;
-		char *h = malloc(hl);
-		if (h) {
-			snprintf(h, hl, "Authorization: Bearer %s", tok);
-			r->headers = curl_slist_append(r->headers, h);
-			free(h);
-		}
+	if (tok && *tok && asprintf(&auth, "Authorization: Bearer %s", tok) > 0)
+		headers[n++] = auth;
+	headers[n] = NULL;
+	char *full = NULL;
+	if (asprintf(&full, "%s%s", k->path_prefix ? k->path_prefix : "", path) < 0)
+		full = NULL;
+	r->http = full ? mod_http_req_new(k->http, method, full, headers, body,
+					  body ? strlen(body) : 0)
+		       : NULL;
+	free(full);
+	free(auth);
+	free(body);
+	if (!r->http) {
+		req_free(r);
+		return NULL;
 	}
-	r->headers = curl_slist_append(r->headers, "Expect:");
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	/* named in the API server's audit log, as client-go names its clients */
-	curl_easy_setopt(c, CURLOPT_USERAGENT, K8S_USER_AGENT);
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	}
-	curl_easy_setopt(c, CURLOPT_PRIVATE, r);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, r->headers);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->errbuf);
-	mod_curl_easy_defaults(c, 10000L, 30L, 10L);
-	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
-	if (k->conn.insecure) {
-		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-	}
-	if (k->conn.ca_file)
-		curl_easy_setopt(c, CURLOPT_CAINFO, k->conn.ca_file);
-	if (k->conn.ca_data) {
-		struct curl_blob b = {k->conn.ca_data, k->conn.ca_len, CURL_BLOB_COPY};
-		curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &b);
-	}
-	if (k->conn.cert_file)
-		curl_easy_setopt(c, CURLOPT_SSLCERT, k->conn.cert_file);
-	if (k->conn.key_file)
-		curl_easy_setopt(c, CURLOPT_SSLKEY, k->conn.key_file);
-	if (k->conn.cert_data) {
-		struct curl_blob b = {k->conn.cert_data, k->conn.cert_len, CURL_BLOB_COPY};
-		curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &b);
-	}
-	if (k->conn.key_data) {
-		struct curl_blob b = {k->conn.key_data, k->conn.key_len, CURL_BLOB_COPY};
-		curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &b);
-	}
+	r->http->done = on_done;
+	r->http->body = on_body;
+	r->http->head = on_head;
+	r->http->ud = r;
 	return r;
 }
 
 int k8s_req_send(struct k8s_req *r, bool stream, uint64_t timeout_ms)
 {
 	struct k8s *k = r->k;
-	if (!k->running || !k->curl.multi) {
+	if (!k->running || !k->http || !r->http) {
+		if (r->http)
+			mod_http_req_abort(r->http);
 		req_free(r);
 		return -ECANCELED;
 	}
 	r->stream = stream;
-	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-	if (curl_multi_add_handle(k->curl.multi, r->easy) != CURLM_OK) {
+	r->http->timeout_ms = timeout_ms;
+	r->http->data = stream ? on_data : NULL;
+	int rc = mod_http_req_send(r->http); /* frees it on failure */
+	if (rc) {
 		req_free(r);
-		return -EIO;
+		return rc;
 	}
-	r->next = k->reqs;
-	if (k->reqs)
-		k->reqs->prev = r;
-	k->reqs = r;
 	r->linked = true;
 	return 0;
 }
@@ -185,8 +250,10 @@ void k8s_req_abort(struct k8s_req *r)
 {
 	if (!r || !r->linked)
 		return;
-	req_unlink(r);
-	curl_multi_remove_handle(r->k->curl.multi, r->easy);
+	r->linked = false;
+	if (!r->http)
+		return; /* inside on_done's stream data: on_done frees it */
+	mod_http_req_abort(r->http);
 	req_free(r);
 }
 
@@ -202,74 +269,11 @@ void k8s_req_consume(struct k8s_req *r, size_t n)
 		r->buf[r->len] = '\0';
 }
 
-static void req_finish(struct k8s_req *r, CURLcode cc)
-{
-	struct k8s *k = r->k;
-	curl_multi_remove_handle(k->curl.multi, r->easy);
-	req_unlink(r);
-	long status = 0;
-	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
-	int err = 0;
-	if (cc != CURLE_OK) {
-		if (!r->errbuf[0])
-			snprintf(r->errbuf, sizeof(r->errbuf), "%s", curl_easy_strerror(cc));
-		err = cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -ENOTCONN;
-	} else if (status < 200 || status >= 300) {
-		err = -EPROTO;
-		/* the API server's Status document says why */
-		char msg[200] = "";
-		struct json_object *st = r->buf ? json_tokener_parse(r->buf) : NULL;
-		struct json_object *v;
-		if (st && json_object_object_get_ex(st, "message", &v))
-			snprintf(msg, sizeof(msg), ": %s", json_object_get_string(v));
-		json_object_put(st);
-		snprintf(r->errbuf, sizeof(r->errbuf), "%s: HTTP %ld%s", r->what, status, msg);
-	}
-	r->status = status;
-	r->done(r, err);
-	req_free(r);
-}
-
-static void finish_one(void *priv, CURLcode cc)
-{
-	req_finish(priv, cc);
-}
-
-static void dispatch_streams(struct k8s *k)
-{
-	for (;;) {
-		struct k8s_req *r = k->reqs;
-		while (r && !r->has_data)
-			r = r->next;
-		if (!r)
-			return;
-		r->has_data = false;
-		long status = 0;
-		curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
-		if (status == 200 && r->data)
-			r->data(r);
-	}
-}
-
-static void http_process(void *ud)
-{
-	struct k8s *k = ud;
-	dispatch_streams(k);
-	mod_curl_loop_each_done(&k->curl, finish_one);
-	dispatch_streams(k);
-}
-
 void k8s_http_close(struct k8s *k)
 {
-	if (!k->curl.multi)
-		return;
-	while (k->reqs) {
-		struct k8s_req *r = k->reqs;
-		req_unlink(r);
-		curl_multi_remove_handle(k->curl.multi, r->easy);
-		snprintf(r->errbuf, sizeof(r->errbuf), "the k8s module is stopping");
-		r->done(r, -ECANCELED);
-		req_free(r);
-	}
-	mod_curl_loop_close(&k->curl);
+	struct mod_http_client *c = k->http;
+	k->http = NULL;
+	mod_http_client_free(c); /* every request in flight: done(-ECANCELED) */
+	free(k->path_prefix);
+	k->path_prefix = NULL;
 }

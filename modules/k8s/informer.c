@@ -225,11 +225,11 @@ static void append_selector(struct k8s_res *r, char *path, size_t len)
 {
 	if (!r->def->selector)
 		return;
-	char *node = curl_easy_escape(NULL, r->k->node, 0);
+	char *node = mod_http_escape(r->k->node);
 	size_t l = strlen(path);
 	snprintf(path + l, len - l, "&fieldSelector=%s%%3D%s",
 		 r->def->selector == 1 ? "metadata.name" : "spec.nodeName", node ? node : "");
-	curl_free(node);
+	free(node);
 }
 
 static void on_retry(struct fibril_timer *t, void *ud)
@@ -429,10 +429,10 @@ static void send_list_page(struct k8s_res *r)
 	char path[4096];
 	snprintf(path, sizeof(path), "%s?limit=%lld", r->def->path, (long long)k->page_size);
 	if (r->cont) {
-		char *c = curl_easy_escape(NULL, r->cont, 0);
+		char *c = mod_http_escape(r->cont);
 		size_t l = strlen(path);
 		snprintf(path + l, sizeof(path) - l, "&continue=%s", c ? c : "");
-		curl_free(c);
+		free(c);
 	}
 	append_selector(r, path, sizeof(path));
 	struct k8s_req *q = k8s_req_new(k, "GET", path, NULL, NULL, on_list_done, r);
@@ -621,19 +621,12 @@ static void watch_answered(struct k8s_res *r, bool data)
 	}
 }
 
-static size_t on_watch_header(char *buf, size_t size, size_t n, void *ud)
+/* The answer's headers are in (q->status). */
+static void on_watch_head(struct k8s_req *q)
 {
-	struct k8s_req *q = ud;
 	struct k8s_res *r = q->ud;
-	size_t len = size * n;
-	if (len > 5 && strncmp(buf, "HTTP/", 5) == 0) {
-		const char *sp = memchr(buf, ' ', len);
-		q->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-	} else if ((len == 2 && buf[0] == '\r') || (len == 1 && buf[0] == '\n')) {
-		if (q->status == 200 && r->req == q)
-			watch_answered(r, false);
-	}
-	return len;
+	if (q->status == 200 && r->req == q)
+		watch_answered(r, false);
 }
 
 static void on_watch_data(struct k8s_req *q)
@@ -740,17 +733,16 @@ static void start_watch(struct k8s_res *r)
 	k->rng = k->rng * 1103515245u + 12345u;
 	unsigned timeout = 300 + (k->rng >> 8) % 300;
 	char path[4096];
-	char *rv = curl_easy_escape(NULL, r->rv, 0);
+	char *rv = mod_http_escape(r->rv);
 	snprintf(path, sizeof(path),
 		 "%s?watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%u",
 		 r->def->path, rv ? rv : "", timeout);
-	curl_free(rv);
+	free(rv);
 	append_selector(r, path, sizeof(path));
 	struct k8s_req *q = k8s_req_new(k, "GET", path, NULL, NULL, on_watch_done, r);
 	if (q) {
 		q->data = on_watch_data;
-		curl_easy_setopt(q->easy, CURLOPT_HEADERFUNCTION, on_watch_header);
-		curl_easy_setopt(q->easy, CURLOPT_HEADERDATA, q);
+		q->head = on_watch_head;
 	}
 	if (!q || k8s_req_send(q, true, (uint64_t)(timeout + 60) * 1000)) {
 		fail(r, "watch: cannot start the request", false);

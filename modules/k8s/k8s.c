@@ -276,9 +276,9 @@ static void annot_send(struct k8s_annot *a)
 {
 	struct k8s *k = a->k;
 	char path[512];
-	char *n = curl_easy_escape(NULL, k->node, 0);
+	char *n = mod_http_escape(k->node);
 	snprintf(path, sizeof(path), "/api/v1/nodes/%s", n ? n : "");
-	curl_free(n);
+	free(n);
 	char *body = strdup(a->body);
 	struct k8s_req *q = body ? k8s_req_new(k, "PATCH", path, body,
 					       "application/merge-patch+json", on_annot_done, a)
@@ -421,10 +421,6 @@ static int k8s_init(struct fibril_module *m)
 	struct k8s *k = calloc(1, sizeof(*k));
 	if (!k)
 		return -ENOMEM;
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		free(k);
-		return -EIO;
-	}
 	k->m = m;
 	k->page_size = 500;
 	for (size_t i = 0; i < K8S_NRES; i++) {
@@ -490,7 +486,6 @@ static int read_config(struct k8s *k)
 	}
 	if (rc) {
 		fibril_module_set_error(m, "k8s: %s", why);
-		k8s_conn_free(&k->conn);
 		return rc;
 	}
 	/* [k8s] resources: watched even if no module asks */
@@ -535,9 +530,10 @@ static int k8s_start(struct fibril_module *m)
 	int rc = read_config(k);
 	if (rc)
 		return rc;
-	rc = k8s_http_open(k);
+	char why[512];
+	rc = k8s_http_open(k, why, sizeof(why));
 	if (rc) {
-		fibril_module_set_error(m, "k8s: cannot create the curl multi handle");
+		fibril_module_set_error(m, "k8s: %s", why);
 		return rc;
 	}
 	k->rng = (uint32_t)time(NULL) ^ ((uint32_t)getpid() << 16) ^ 0x9e3779b9u;
@@ -593,7 +589,7 @@ static void k8s_fini(struct fibril_module *m)
 	struct k8s *k = fibril_module_data(m);
 	if (!k)
 		return;
-	if (k->curl.multi || k->running)
+	if (k->http || k->running)
 		k8s_shutdown(k);
 	for (size_t i = 0; i < K8S_NRES; i++)
 		k8s_res_free(&k->res[i]);
@@ -601,7 +597,6 @@ static void k8s_fini(struct fibril_module *m)
 	free(k->file_token);
 	free(k);
 	fibril_module_set_data(m, NULL);
-	curl_global_cleanup();
 }
 
 static int k8s_summary(struct fibril_module *m, char *buf, size_t len)

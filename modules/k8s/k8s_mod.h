@@ -1,5 +1,6 @@
 /* modules/k8s/k8s_mod.h - the k8s module's state: the connection, requests
- * over libcurl multi (http.c), informers with their caches (informer.c) and
+ * over the modules' HTTP client on the loop (http.c,
+ * modules/common/http_client.c), informers with their caches (informer.c) and
  * the module glue: config, service table, barrier, node annotations, API
  * routes and health (k8s.c). Everything runs on the loop thread. */
 #ifndef FIBRIL_K8S_MOD_H
@@ -10,13 +11,12 @@
 #include <stdint.h>
 #include <time.h>
 
-#include <curl/curl.h>
 #include <json-c/json.h>
 
 #include <fibril/fibril.h>
 #include <fibril/k8s.h>
 
-#include "curl_loop.h"
+#include "http_client.h"
 #include "k8s_int.h"
 
 /* the module's version, and the User-Agent of its requests to the API server */
@@ -37,19 +37,17 @@ typedef void (*k8s_data_fn)(struct k8s_req *r);
 
 struct k8s_req {
 	struct k8s *k;
-	struct k8s_req *prev, *next;
-	bool linked;
-	CURL *easy;
-	struct curl_slist *headers;
-	char *body;
+	bool linked;               /* sent, not finished */
+	struct mod_http_req *http; /* the transfer (NULL: the module is not running) */
 	char *buf;
 	size_t len, cap;
-	char errbuf[CURL_ERROR_SIZE + 256];
+	char errbuf[MOD_HTTP_ERROR_SIZE + 256];
 	char what[128]; /* "GET /api/v1/pods" */
 	long status;
 	bool stream, has_data;
 	k8s_done_fn done;
-	k8s_data_fn data;
+	k8s_data_fn data; /* a stream's new bytes (answers 200 only) */
+	k8s_data_fn head; /* the answer's headers are in (q->status), or NULL */
 	void *ud;
 };
 
@@ -116,8 +114,8 @@ struct k8s {
 	char node[256];
 	uint64_t sync_timeout_ms;
 	int64_t page_size;
-	struct mod_curl_loop curl; /* curl on the loop (modules/common) */
-	struct k8s_req *reqs;
+	struct mod_http_client *http; /* the HTTP client on the loop (modules/common) */
+	char *path_prefix;            /* the server URL's path, before every request's */
 	bool running, start_pending;
 	struct fibril_timer *start_timer;
 	struct k8s_res res[K8S_NRES];
@@ -132,7 +130,8 @@ struct k8s {
 int k8s_metrics_register(struct k8s *k);
 
 /* http.c */
-int k8s_http_open(struct k8s *k);
+/* The client to the server of k->conn. 0, or a negative errno and why. */
+int k8s_http_open(struct k8s *k, char *why, size_t len);
 void k8s_http_close(struct k8s *k);
 /* body (malloc'ed or NULL) is consumed. */
 struct k8s_req *k8s_req_new(struct k8s *k, const char *method, const char *path, char *body,

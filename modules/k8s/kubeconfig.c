@@ -1,8 +1,8 @@
 /* modules/k8s/kubeconfig.c - where the API server is and how to talk to it:
  * a kubeconfig (YAML, read with libyaml: current-context -> context ->
  * cluster and user; *-data fields base64-decoded in memory with
- * modules/common/b64.c and handed to curl as blobs) or the in-cluster
- * service account. Runs in start only. */
+ * modules/common/b64.c and handed to the HTTP client as PEM text) or the
+ * in-cluster service account. Runs in start only. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* modules/kvstore-etcd/etcd.h - internals shared by the files of the
  * kvstore-etcd module: the module state, requests to etcd's JSON gateway
- * over the module's own HTTP/1.1 client on the loop (http.c, its response
- * parser httpparse.c, TLS through OpenSSL in tls.c), the base64/JSON codec (codec.c),
+ * (http.c, over the modules' HTTP/1.1 client on the loop:
+ * modules/common/http_client.c), the base64/JSON codec (codec.c),
  * the key-value calls (kv.c), watches (watch.c), leases (lease.c) and the
  * connection state machine (kvstore_etcd.c). Everything runs on the loop
  * thread. */
@@ -13,40 +13,20 @@
 #include <stdint.h>
 #include <time.h>
 
-#include <sys/socket.h>
-
 #include <json-c/json.h>
 
 #include <fibril/fibril.h>
 
-#include "httpparse.h"
+#include "http_client.h"
 
 #define ETCD_BACKOFF_MIN_MS 200u
 #define ETCD_BACKOFF_MAX_MS 10000u
 #define ETCD_MAX_RESPONSE (64u << 20) /* bytes buffered for one answer */
 #define ETCD_MAX_IDLE_CONNS 8u        /* keep-alive connections kept open */
 #define ETCD_ERROR_SIZE 256u
-#define ETCD_MAX_ADDRS 4u /* addresses of one endpoint name tried in turn */
 
 struct etcd_req;
 struct etcd_lease;
-struct etcd_conn;
-struct etcd_tls;
-struct etcd_resolve;
-
-/* One endpoint URL taken apart (http.c). */
-struct etcd_endpoint {
-	bool tls;
-	char host[256]; /* without the brackets of an IPv6 address */
-	char port[8];
-	char host_header[280];
-	/* its addresses, looked up once, again after every address failed */
-	struct sockaddr_storage addrs[ETCD_MAX_ADDRS];
-	socklen_t addrlens[ETCD_MAX_ADDRS];
-	size_t naddrs, addr_cur;
-	bool numeric;   /* an address, never looked up */
-	bool resolving;
-};
 
 struct etcd {
 	struct fibril_module *m;
@@ -59,14 +39,8 @@ struct etcd {
 	size_t prefix_len;
 	char *ca_file, *cert_file, *key_file;
 	uint64_t dial_timeout_ms, request_timeout_ms, lease_ttl_ms, health_interval_ms;
-	/* the HTTP client on the loop (http.c) */
-	bool http_open;
-	struct etcd_endpoint *eps; /* parsed endpoints[] */
-	struct etcd_tls *tls;      /* OpenSSL's context, only with an https endpoint */
-	struct etcd_conn *idle;    /* keep-alive connections without a request */
-	size_t nidle;
-	struct etcd_resolve *resolving; /* name lookups on the worker pool */
-	struct etcd_req *reqs;     /* every request in flight */
+	/* the HTTP client on the loop (http.c, modules/common/http_client.c) */
+	struct mod_http_client *http;
 	/* connection state */
 	bool running;       /* between start and stop: requests may be sent */
 	bool start_pending; /* start waits for the first answer */
@@ -98,28 +72,16 @@ typedef void (*etcd_user_fn)(void);
 
 struct etcd_req {
 	struct etcd *e;
-	struct etcd_req *prev, *next;
 	const char *path; /* "/v3/kv/range" */
 	char *body;
 	size_t body_len;
 	char *buf; /* the answer's body so far (decoded), NUL-terminated */
 	size_t len, cap;
 	char errbuf[ETCD_ERROR_SIZE];
-	size_t endpoint, tried;
-	/* the transfer (http.c) */
-	struct etcd_conn *conn;     /* while it has one */
-	struct fibril_timer *timer; /* dial, then request timeout */
-	uint64_t started_ms;
-	char *out; /* the request's bytes */
-	size_t out_len, out_off;
-	bool waiting_resolve; /* its endpoint's name is being looked up */
-	bool retried_stale;   /* already retried once after a kept-alive connection died */
-	bool fail_pending;    /* the timer reports a failure found while launching */
-	size_t addr_tries;    /* other addresses of this endpoint tried so far */
-	struct etcd_httpp parser;
+	size_t endpoint; /* the one that answered, or was tried last */
+	struct mod_http_req *http; /* the transfer, while it runs */
 	bool stream;   /* watch: no total timeout, data delivered as it comes */
 	bool raw;      /* a 200 answer goes to done unparsed (resp NULL, r->buf) */
-	bool has_data; /* stream bytes not yet handed to data() */
 	uint64_t t0_us; /* when it was made (metrics.c) */
 	etcd_done_fn done;
 	etcd_data_fn data;
@@ -129,8 +91,8 @@ struct etcd_req {
 	int64_t id; /* lease requests: the lease */
 };
 
-/* Parse the endpoints, set up TLS when one is https. 0, or a negative
- * errno with the module's error set. */
+/* The client: the endpoints parsed, TLS set up when one is https. 0, or a
+ * negative errno with the module's error set. */
 int etcd_http_open(struct etcd *e);
 /* Cancel every request (callbacks get -ECANCELED), close connections. */
 void etcd_http_close(struct etcd *e);
@@ -141,28 +103,6 @@ struct etcd_req *etcd_req_new(struct etcd *e, const char *path, struct json_obje
 int etcd_req_send(struct etcd_req *r);
 /* Drop a request in flight without running its callback. */
 void etcd_req_abort(struct etcd_req *r);
-
-/* ---- TLS (tls.c): OpenSSL, initialised only when an endpoint is https ---- */
-
-/* The context with the CA, client certificate and key. NULL with why set. */
-struct etcd_tls *etcd_tls_new(const char *ca_file, const char *cert_file, const char *key_file,
-			      char *why, size_t len);
-void etcd_tls_free(struct etcd_tls *t);
-struct etcd_tls_conn;
-/* A client session on fd checking host (a name or an address). */
-struct etcd_tls_conn *etcd_tls_conn_new(struct etcd_tls *t, int fd, const char *host);
-void etcd_tls_conn_free(struct etcd_tls_conn *c);
-/* The handshake and I/O: >= 0 done (bytes for read/write; 0 from read is
- * the end), ETCD_TLS_WANT_READ / _WANT_WRITE to wait, or ETCD_TLS_ERROR with
- * why set. */
-#define ETCD_TLS_WANT_READ (-2)
-#define ETCD_TLS_WANT_WRITE (-3)
-#define ETCD_TLS_ERROR (-1)
-int etcd_tls_handshake(struct etcd_tls_conn *c, char *why, size_t len);
-long etcd_tls_read(struct etcd_tls_conn *c, void *buf, size_t n, char *why, size_t len);
-long etcd_tls_write(struct etcd_tls_conn *c, const void *buf, size_t n, char *why, size_t len);
-/* Decrypted bytes wait in OpenSSL's buffer. */
-bool etcd_tls_pending(struct etcd_tls_conn *c);
 
 /* ---- connection state (kvstore_etcd.c) -------------------------------------- */
 

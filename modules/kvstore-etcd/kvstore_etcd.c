@@ -333,7 +333,7 @@ static void kv_fini(struct fibril_module *m)
 	struct etcd *e = fibril_module_data(m);
 	if (!e)
 		return;
-	if (e->http_open) /* the start failed: stop never ran */
+	if (e->http) /* the start failed: stop never ran */
 		kv_shutdown(e);
 	etcd_watch_free_all(e);
 	free_config(e);

@@ -102,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	on_list_done(q, 0);
 	free_req(q);
 
-	/* the WATCH stream, chunk by chunk as curl hands it over */
+	/* the WATCH stream, chunk by chunk as the HTTP client hands it over */
 	if (stream) {
 		size_t total = strlen(stream), at = 0;
 		q = fake_req(r, "", 0);

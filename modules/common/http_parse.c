@@ -1,21 +1,25 @@
-/* modules/kvstore-etcd/httpparse.c - the incremental HTTP/1.1 response
- * parser of the kvstore-etcd module (see httpparse.h): lines are gathered
- * in a bounded buffer, body bytes go straight to the caller's callback,
- * chunked bodies are decoded (chunk extensions and trailers skipped). */
+/* modules/common/http_parse.c - the HTTP/1.1 wire format of http_parse.h:
+ * the incremental response parser (lines are gathered in a bounded buffer,
+ * body bytes go straight to the caller's callback, chunked bodies are
+ * decoded, chunk extensions and trailers skipped), the request head
+ * writer and percent-encoding. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "httpparse.h"
+#include "http_parse.h"
 
-void etcd_httpp_init(struct etcd_httpp *p)
+void mod_http_parser_init(struct mod_http_parser *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->state = HTTPP_STATUS;
+	p->state = MOD_HTTP_STATUS;
 }
 
-static int fail(struct etcd_httpp *p, const char *why)
+static int fail(struct mod_http_parser *p, const char *why)
 {
-	p->state = HTTPP_ERROR;
+	p->state = MOD_HTTP_ERROR;
 	p->error = why;
 	return -1;
 }
@@ -39,7 +43,7 @@ static char *trim(char *s, size_t *len)
 }
 
 /* "HTTP/1.1 200 OK" */
-static int parse_status(struct etcd_httpp *p, char *line)
+static int parse_status(struct mod_http_parser *p, char *line)
 {
 	if (strncmp(line, "HTTP/1.", 7) != 0 || (line[7] != '0' && line[7] != '1') || line[8] != ' ')
 		return fail(p, "not an HTTP/1.x status line");
@@ -49,9 +53,9 @@ static int parse_status(struct etcd_httpp *p, char *line)
 		return fail(p, "bad status code");
 	p->status = (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0');
 	p->http10 = line[7] == '0';
-	p->chunked = p->has_length = false;
+	p->chunked = p->has_length = p->gzip = false;
 	p->close = p->http10;
-	p->state = HTTPP_HEADER;
+	p->state = MOD_HTTP_HEADER;
 	return 0;
 }
 
@@ -99,30 +103,31 @@ static bool has_token(const char *value, const char *token)
 }
 
 /* The blank line after the headers: how the body is framed. */
-static int headers_done(struct etcd_httpp *p)
+static int headers_done(struct mod_http_parser *p)
 {
 	if (p->status < 200) { /* 1xx: an interim answer; the real one follows */
-		p->state = HTTPP_STATUS;
+		p->state = MOD_HTTP_STATUS;
 		return 0;
 	}
+	p->head_done = true;
 	if (p->head_request || p->status == 204 || p->status == 304) {
-		p->state = HTTPP_DONE;
+		p->state = MOD_HTTP_DONE;
 		return 0;
 	}
 	if (p->chunked) {
-		p->state = HTTPP_CHUNK_SIZE;
+		p->state = MOD_HTTP_CHUNK_SIZE;
 		return 0;
 	}
 	if (p->has_length) {
-		p->state = p->remaining ? HTTPP_BODY_LEN : HTTPP_DONE;
+		p->state = p->remaining ? MOD_HTTP_BODY_LEN : MOD_HTTP_DONE;
 		return 0;
 	}
 	p->close = true; /* the body ends with the connection */
-	p->state = HTTPP_BODY_EOF;
+	p->state = MOD_HTTP_BODY_EOF;
 	return 0;
 }
 
-static int parse_header(struct etcd_httpp *p, char *line, size_t len)
+static int parse_header(struct mod_http_parser *p, char *line, size_t len)
 {
 	if (!len)
 		return headers_done(p);
@@ -132,10 +137,14 @@ static int parse_header(struct etcd_httpp *p, char *line, size_t len)
 	if (!colon || colon == line)
 		return fail(p, "header line without a name");
 	size_t name_len = (size_t)(colon - line);
+	while (name_len && is_space(line[name_len - 1]))
+		name_len--; /* "Name :" (RFC 9112 5.1: a server refuses it, a client may read it) */
+	if (!name_len)
+		return fail(p, "header line without a name");
 	for (size_t i = 0; i < name_len; i++)
 		if (line[i] <= ' ' || line[i] == 0x7f)
 			return fail(p, "bad character in a header name");
-	size_t vlen = len - name_len - 1;
+	size_t vlen = len - (size_t)(colon - line) - 1;
 	char *value = trim(colon + 1, &vlen);
 	if (name_len == 14 && strncasecmp(line, "Content-Length", 14) == 0) {
 		uint64_t v;
@@ -149,6 +158,8 @@ static int parse_header(struct etcd_httpp *p, char *line, size_t len)
 		if (vlen < 7 || strcasecmp(value + vlen - 7, "chunked") != 0)
 			return fail(p, "unsupported Transfer-Encoding");
 		p->chunked = true;
+	} else if (name_len == 16 && strncasecmp(line, "Content-Encoding", 16) == 0) {
+		p->gzip = strcasecmp(value, "gzip") == 0 || strcasecmp(value, "x-gzip") == 0;
 	} else if (name_len == 10 && strncasecmp(line, "Connection", 10) == 0) {
 		if (has_token(value, "close"))
 			p->close = true;
@@ -161,7 +172,7 @@ static int parse_header(struct etcd_httpp *p, char *line, size_t len)
 }
 
 /* "1a;ext=1" */
-static int parse_chunk_size(struct etcd_httpp *p, char *line, size_t len)
+static int parse_chunk_size(struct mod_http_parser *p, char *line, size_t len)
 {
 	size_t n = strcspn(line, ";");
 	if (n > len)
@@ -169,56 +180,56 @@ static int parse_chunk_size(struct etcd_httpp *p, char *line, size_t len)
 	char *size = trim(line, &n);
 	if (!parse_number(size, n, 16, &p->remaining))
 		return fail(p, "bad chunk size");
-	p->state = p->remaining ? HTTPP_CHUNK_DATA : HTTPP_TRAILER;
+	p->state = p->remaining ? MOD_HTTP_CHUNK_DATA : MOD_HTTP_TRAILER;
 	return 0;
 }
 
 /* A complete line (CRLF or LF stripped) in the current state. */
-static int handle_line(struct etcd_httpp *p, char *line, size_t len)
+static int handle_line(struct mod_http_parser *p, char *line, size_t len)
 {
 	switch (p->state) {
-	case HTTPP_STATUS:
+	case MOD_HTTP_STATUS:
 		return parse_status(p, line);
-	case HTTPP_HEADER:
+	case MOD_HTTP_HEADER:
 		return parse_header(p, line, len);
-	case HTTPP_CHUNK_SIZE:
+	case MOD_HTTP_CHUNK_SIZE:
 		return parse_chunk_size(p, line, len);
-	case HTTPP_CHUNK_END:
+	case MOD_HTTP_CHUNK_END:
 		if (len)
 			return fail(p, "chunk data longer than its size");
-		p->state = HTTPP_CHUNK_SIZE;
+		p->state = MOD_HTTP_CHUNK_SIZE;
 		return 0;
-	case HTTPP_TRAILER:
+	case MOD_HTTP_TRAILER:
 		if (!len)
-			p->state = HTTPP_DONE;
+			p->state = MOD_HTTP_DONE;
 		return 0;
 	default:
 		return fail(p, "internal: line in a body state");
 	}
 }
 
-static bool line_state(enum etcd_httpp_state s)
+static bool line_state(enum mod_http_state s)
 {
-	return s == HTTPP_STATUS || s == HTTPP_HEADER || s == HTTPP_CHUNK_SIZE ||
-	       s == HTTPP_CHUNK_END || s == HTTPP_TRAILER;
+	return s == MOD_HTTP_STATUS || s == MOD_HTTP_HEADER || s == MOD_HTTP_CHUNK_SIZE ||
+	       s == MOD_HTTP_CHUNK_END || s == MOD_HTTP_TRAILER;
 }
 
-int etcd_httpp_feed(struct etcd_httpp *p, const char *data, size_t n, size_t *used,
-		    etcd_httpp_body_fn body, void *ud)
+int mod_http_parser_feed(struct mod_http_parser *p, const char *data, size_t n, size_t *used,
+		    mod_http_body_fn body, void *ud)
 {
 	size_t i = 0;
 	int rc = 0;
-	while (i < n && p->state != HTTPP_DONE && p->state != HTTPP_ERROR) {
+	while (i < n && p->state != MOD_HTTP_DONE && p->state != MOD_HTTP_ERROR) {
 		if (line_state(p->state)) {
 			const char *nl = memchr(data + i, '\n', n - i);
 			size_t take = nl ? (size_t)(nl - (data + i)) : n - i;
-			bool in_head = p->state == HTTPP_STATUS || p->state == HTTPP_HEADER ||
-				       p->state == HTTPP_TRAILER;
+			bool in_head = p->state == MOD_HTTP_STATUS || p->state == MOD_HTTP_HEADER ||
+				       p->state == MOD_HTTP_TRAILER;
 			if (p->line_len + take >= sizeof(p->line)) {
 				rc = fail(p, "line too long");
 				break;
 			}
-			if (in_head && (p->head_bytes += take + 1) > ETCD_HTTP_MAX_HEAD) {
+			if (in_head && (p->head_bytes += take + 1) > MOD_HTTP_MAX_HEAD) {
 				rc = fail(p, "headers too long");
 				break;
 			}
@@ -242,36 +253,94 @@ int etcd_httpp_feed(struct etcd_httpp *p, const char *data, size_t n, size_t *us
 			continue;
 		}
 		size_t take = n - i;
-		if (p->state != HTTPP_BODY_EOF && take > p->remaining)
+		if (p->state != MOD_HTTP_BODY_EOF && take > p->remaining)
 			take = (size_t)p->remaining;
 		if (take && body && body(ud, data + i, take)) {
 			rc = fail(p, "the body callback refused it");
 			break;
 		}
 		i += take;
-		if (p->state == HTTPP_BODY_EOF)
+		if (p->state == MOD_HTTP_BODY_EOF)
 			continue;
 		p->remaining -= take;
 		if (!p->remaining)
-			p->state = p->state == HTTPP_CHUNK_DATA ? HTTPP_CHUNK_END : HTTPP_DONE;
+			p->state = p->state == MOD_HTTP_CHUNK_DATA ? MOD_HTTP_CHUNK_END : MOD_HTTP_DONE;
 	}
 	*used = i;
-	if (p->state == HTTPP_ERROR)
+	if (p->state == MOD_HTTP_ERROR)
 		return -1;
 	(void)rc;
-	return p->state == HTTPP_DONE ? 1 : 0;
+	return p->state == MOD_HTTP_DONE ? 1 : 0;
 }
 
-int etcd_httpp_eof(struct etcd_httpp *p)
+int mod_http_parser_eof(struct mod_http_parser *p)
 {
-	if (p->state == HTTPP_DONE)
+	if (p->state == MOD_HTTP_DONE)
 		return 1;
-	if (p->state == HTTPP_BODY_EOF) {
-		p->state = HTTPP_DONE;
+	if (p->state == MOD_HTTP_BODY_EOF) {
+		p->state = MOD_HTTP_DONE;
 		return 1;
 	}
-	if (p->state != HTTPP_ERROR)
-		fail(p, p->state == HTTPP_STATUS && !p->status ? "the connection closed without an answer"
+	if (p->state != MOD_HTTP_ERROR)
+		fail(p, p->state == MOD_HTTP_STATUS && !p->status ? "the connection closed without an answer"
 							       : "the connection closed in the middle of the answer");
 	return -1;
+}
+
+/* A part of the head: no line break or NUL inside. */
+static bool head_safe(const char *s)
+{
+	return s && !s[strcspn(s, "\r\n")];
+}
+
+int mod_http_write_head(char **out, size_t *len, const char *method, const char *path,
+			const char *host, const char *const *headers, bool with_length,
+			size_t body_len)
+{
+	*out = NULL;
+	*len = 0;
+	if (!head_safe(method) || !head_safe(path) || !head_safe(host) || !*method || !*path)
+		return -EINVAL;
+	size_t need = strlen(method) + strlen(path) + strlen(host) + 64;
+	for (const char *const *h = headers; h && *h; h++) {
+		if (!head_safe(*h))
+			return -EINVAL;
+		need += strlen(*h) + 2;
+	}
+	char *buf = malloc(need);
+	if (!buf)
+		return -ENOMEM;
+	size_t n = (size_t)snprintf(buf, need, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, path, host);
+	for (const char *const *h = headers; h && *h; h++) {
+		size_t hl = strlen(*h);
+		memcpy(buf + n, *h, hl);
+		memcpy(buf + n + hl, "\r\n", 2);
+		n += hl + 2;
+	}
+	if (with_length)
+		n += (size_t)snprintf(buf + n, need - n, "Content-Length: %zu\r\n", body_len);
+	memcpy(buf + n, "\r\n", 3);
+	*out = buf;
+	*len = n + 2;
+	return 0;
+}
+
+char *mod_http_escape(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = malloc(strlen(s) * 3 + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		    *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+			*o++ = (char)*p;
+		} else {
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 15];
+		}
+	}
+	*o = '\0';
+	return out;
 }
