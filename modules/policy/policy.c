@@ -2116,7 +2116,7 @@ static const struct pol_entry *entry_lookup(const struct pol_ep *ep, uint8_t dir
 }
 
 /* What the datapath decides from the entries in place, as policy_check()
- * in bpf/fibril_dp.bpf.c: the remote identity's entry and the any-identity
+ * in bpf/lib/policy.h: the remote identity's entry and the any-identity
  * entry are looked up, a deny found either way wins. Adds "match" and
  * "rule" (the rule the drop or verdict event names) to o. */
 static void trace_decide(const struct pol_state *st, const struct pol_ep *ep, bool ingress,
