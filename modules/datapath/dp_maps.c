@@ -1,5 +1,5 @@
 /* modules/datapath/dp_maps.c - the datapath's pinned maps: their specs
- * (which must match the declarations in bpf/fibril_dp.bpf.c), opening them
+ * (which must match the declarations in bpf/lib/maps.h), opening them
  * through the host's map registry, the text formatters behind
  * `fibril map dump`, and the writes the module makes (endpoints, ipcache,
  * config) plus reading them back (a restart, metrics). */

@@ -2,7 +2,7 @@
  * for each end, the policies that select it and the rules that allow or
  * deny the flow (resolved again from the repository as pol_resolve does),
  * and what the datapath decides from the entries in place (the lookup of
- * policy_check() in bpf/fibril_dp.bpf.c) with the rule its events name.
+ * policy_check() in bpf/lib/policy.h) with the rule its events name.
  * It only reads the state. */
 #include "policy_state.h"
 
@@ -143,7 +143,7 @@ static const struct pol_entry *entry_lookup(const struct pol_ep *ep, uint8_t dir
 }
 
 /* What the datapath decides from the entries in place, as policy_check()
- * in bpf/fibril_dp.bpf.c: the remote identity's entry and the any-identity
+ * in bpf/lib/policy.h: the remote identity's entry and the any-identity
  * entry are looked up, a deny found either way wins. Adds "match" and
  * "rule" (the rule the drop or verdict event names) to o. */
 static void trace_decide(const struct pol_state *st, const struct pol_ep *ep, bool ingress,

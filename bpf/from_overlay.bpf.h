@@ -1,0 +1,96 @@
+/* bpf/from_overlay.bpf.h - fibril_from_overlay (section tc, attached in
+ * tunnel mode to the VXLAN device's clsact INGRESS: what another node sent
+ * through the tunnel, after the kernel took the outer headers off).
+ * Included once, by fibril_dp.bpf.c.
+ *
+ * The tunnel key (bpf_skb_get_tunnel_key) holds the VNI, which the sending
+ * node's program set to the sender's security identity. That identity goes
+ * into skb->mark (DP_MARK_*) for the rest of this node; a destination that
+ * is a local endpoint is checked against its ingress policy with that
+ * identity (never with the ipcache's answer for the source IP), counted in
+ * conntrack and redirected straight into the pod; anything else goes to
+ * the stack (as for this host, its type set to PACKET_HOST: the inner
+ * frame's MAC is not the VXLAN device's). Returns a redirect into the pod,
+ * TC_ACT_OK (to the stack) or TC_ACT_SHOT (no tunnel key, malformed, the
+ * policy).
+ */
+#ifndef FIBRIL_BPF_FROM_OVERLAY_BPF_H
+#define FIBRIL_BPF_FROM_OVERLAY_BPF_H
+
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "lib/conntrack.h"
+#include "lib/forward.h"
+#include "lib/frag.h"
+#include "lib/identity.h"
+#include "lib/parse.h"
+#include "lib/policy.h"
+#include "lib/verdict.h"
+
+static __always_inline int overlay_to_stack(struct __sk_buff *skb, struct pkt *p)
+{
+	bpf_skb_change_type(skb, 0 /* PACKET_HOST */);
+	return to_stack(skb, p);
+}
+
+static __always_inline int overlay_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
+				      struct iphdr *ip4)
+{
+	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
+	if (!p->dst_ep)
+		return overlay_to_stack(skb, p);
+	p->dst_identity = p->dst_ep->identity;
+	frag_resolve(p);
+	int reason = policy_verdict(skb, p);
+	if (reason)
+		return drop(skb, p, (__u8)reason);
+	conntrack(skb, p);
+	if (*ttl <= 1)
+		return overlay_to_stack(skb, p);
+	ttl_decrement(ttl, ip4);
+	return forward_local(skb, p);
+}
+
+SEC("tc")
+int fibril_from_overlay(struct __sk_buff *skb)
+{
+	struct pkt p;
+	struct bpf_tunnel_key key;
+
+	__builtin_memset(&p, 0, sizeof(p));
+	__builtin_memset(&key, 0, sizeof(key));
+	p.direction = DP_DIR_FROM_OVERLAY;
+	pkt_config(&p);
+	if (bpf_skb_get_tunnel_key(skb, &key, sizeof(key), 0) < 0 &&
+	    bpf_skb_get_tunnel_key(skb, &key, sizeof(key), BPF_F_TUNINFO_IPV6) < 0)
+		return drop(skb, &p, DP_REASON_DROP_NO_TUNNEL_KEY);
+	p.src_identity = key.tunnel_id & DP_VNI_MAX;
+	skb->mark = (p.src_identity << DP_MARK_IDENTITY_SHIFT) | DP_MARK_MAGIC_IDENTITY;
+
+	void *data_end;
+	struct ethhdr *eth = eth_header(skb, &data_end);
+	if (!eth)
+		return drop(skb, &p, DP_REASON_DROP_INVALID);
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if (ipv4_parse(skb, &p, ip, data_end) < 0)
+			return drop(skb, &p, DP_REASON_DROP_INVALID);
+		return overlay_ip(skb, &p, &ip->ttl, ip);
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if (ipv6_parse(skb, &p, ip6, data_end) < 0)
+			return drop(skb, &p, DP_REASON_DROP_INVALID);
+		if (p.is_icmp6_nd)
+			return overlay_to_stack(skb, &p);
+		return overlay_ip(skb, &p, &ip6->hop_limit, 0);
+	}
+	return overlay_to_stack(skb, &p);
+}
+
+#endif /* FIBRIL_BPF_FROM_OVERLAY_BPF_H */
