@@ -90,7 +90,7 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 		 * nothing asks who the destination is (an event would) */
 		p->lazy |= LAZY_DST_ID;
 	}
-	reason = policy_verdict(skb, p);
+	int reason = policy_verdict(skb, p);
 	if (reason)
 		return drop(skb, p, (__u8)reason);
 	conntrack(skb, p);
