@@ -40,8 +40,9 @@ expect_refusal "ABI major mismatch" "$d" "module $d/major.so: ABI major mismatch
 
 # Module built for a newer minor than the host.
 d=$WORK/abi-minor
-build_module "$d" minor cflags="-DTM_DESC_EXTRA=,.abi_minor=9"
-expect_refusal "newer minor than the host" "$d" "module $d/minor.so: built for ABI 1.9, newer than the host's 1.$FIBRIL_ABI_MINOR"
+NEWER_MINOR=$((FIBRIL_ABI_MINOR + 1))
+build_module "$d" minor cflags="-DTM_DESC_EXTRA=,.abi_minor=$NEWER_MINOR"
+expect_refusal "newer minor than the host" "$d" "module $d/minor.so: built for ABI 1.$NEWER_MINOR, newer than the host's 1.$FIBRIL_ABI_MINOR"
 
 # Build signature mismatch.
 d=$WORK/signature
@@ -126,9 +127,9 @@ expect_refusal "bad ABI major: refused before its crashing constructor runs" "$d
 	"module $d/ctorcrash.so: ABI major mismatch: built for ABI 2.$FIBRIL_ABI_MINOR, host provides 1.$FIBRIL_ABI_MINOR"
 check "... the agent exited 1, not of its constructor's crash (rc=$RC)" test "$RC" -eq 1
 d=$WORK/ctor-file
-build_module "$d" ctorfile cflags="-DTM_DESC_EXTRA=,.abi_minor=9 -DTM_CTOR_FILE=\"$WORK/ctor-ran\""
+build_module "$d" ctorfile cflags="-DTM_DESC_EXTRA=,.abi_minor=$NEWER_MINOR -DTM_CTOR_FILE=\"$WORK/ctor-ran\""
 expect_refusal "newer minor: refused before its constructor runs" "$d" \
-	"module $d/ctorfile.so: built for ABI 1.9, newer than the host's 1.$FIBRIL_ABI_MINOR"
+	"module $d/ctorfile.so: built for ABI 1.$NEWER_MINOR, newer than the host's 1.$FIBRIL_ABI_MINOR"
 check "... its constructor never wrote its file" test ! -e "$WORK/ctor-ran"
 d=$WORK/ctor-sig
 build_module "$d" ctorsig cflags="-DTM_DESC_EXTRA=,.signature=\"fibril:1:ilp32:4\" -DTM_CTOR_FILE=\"$WORK/ctor-ran\""
