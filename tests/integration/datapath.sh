@@ -72,15 +72,8 @@ inpod() { local i=$1; shift; ip netns exec "${PODS[$i]}" "$@"; }
 fib() { "$CLI" --socket "$WORK/fibril.sock" "$@"; }
 jget() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null || echo "?"; }
 mac_of() { ip "${@:2}" -j link show "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["address"])'; }
-# wait_for SECONDS COMMAND... : poll until the command succeeds
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	while ! "$@" >/dev/null 2>&1; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
+# wait_for SECONDS COMMAND... : here, tests/lib/common.sh's with the command's output discarded
+wait_for() { wait_quiet "$@"; }
 
 AGENT_OPTS=(--set ipam-cluster-pool.node-cidr=10.201.0.0/24,fd00:201::/120
 	--set datapath.conntrack-timeout-other=20s --set datapath.conntrack-timeout-tcp=20s
@@ -97,12 +90,7 @@ node_agent() {
 	nsenter --net="/run/netns/$NODE" "${AGENT_WRAP[@]}" "$AGENT" "${args[@]}" "${AGENT_OPTS[@]}" "$@" \
 		>>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	local i
-	for i in $(seq 1 200); do
-		[ -S "$WORK/fibril.sock" ] && return 0
-		kill -0 "$AGENT_PID" 2>/dev/null || { cat "$WORK/agent.log"; return 1; }
-		sleep 0.05
-	done
+	wait_alive "$AGENT_PID" 10 test -S "$WORK/fibril.sock" && return 0
 	cat "$WORK/agent.log"
 	return 1
 }
@@ -172,7 +160,7 @@ if sys.argv[1] == "holdclient":
         c.sendall(b"hold-%d" % i)
         c.recv(100)
     print("done", flush=True)
-    time.sleep(float(sys.argv[4]))
+    time.sleep(float(sys.argv[4]))  # sleep: the connection is held open this long
     c.close()
     sys.exit(0)
 if sys.argv[1] == "server":
@@ -461,7 +449,7 @@ check "restart: the 3 endpoints of the last run are known" \
 inpod 0 ping -i 0.02 -c 150 -W 1 10.201.0.11 >"$WORK/ping.out" 2>&1 &
 PING_PID=$!
 BG_PIDS+=($PING_PID)
-sleep 0.5
+wait_for 10 grep -q 'bytes from' "$WORK/ping.out" || true # the pings go through before the filters are replaced
 for i in 0 1 2; do
 	code=$(upsert "$i")
 	check "restart: upsert re-adopts ${HOSTIF[$i]} (got $code)" test "$code" = 200

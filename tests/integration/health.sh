@@ -40,18 +40,12 @@ for n in n1 n2 n3; do start $n || { fail "the agent of $n starts"; finish; }; do
 health_json() { mn_api "$1" http://x/v1/health; }
 # elapsed_until SECONDS CMD... : poll CMD; prints the seconds it took
 elapsed_until() {
-	local limit=$1 t0 now
+	local limit=$1 t0 us
 	shift
-	t0=$(date +%s.%N)
-	while ! QUIET=1 "$@"; do
-		now=$(date +%s.%N)
-		if python3 -c "import sys; sys.exit(0 if $now - $t0 > $limit else 1)"; then
-			echo "timeout"
-			return 1
-		fi
-		sleep 0.05
-	done
-	python3 -c "print('%.2f' % ($(date +%s.%N) - $t0))"
+	t0=$(now_us)
+	QUIET=1 wait_for "$limit" "$@" || { echo "timeout"; return 1; }
+	us=$(($(now_us) - t0))
+	printf '%d.%02d\n' $((us / 1000000)) $((us % 1000000 / 10000))
 }
 ALL_T="['node-icmp', 'node-http', 'endpoint-icmp', 'endpoint-http']"
 all_ok() { QUIET=1 health_is "$1" "len(j['peers']) == 3 and all(tgt(p, t)['reachable'] for p in ['n1', 'n2', 'n3'] for t in $ALL_T) and not j['unreachable']"; }

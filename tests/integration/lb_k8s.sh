@@ -59,14 +59,7 @@ svc_id() { # svc_id FRONTEND -> the service ID, or ""
 import json, sys
 print("".join(str(s["id"]) for s in json.load(sys.stdin)["services"] if s["frontend"] == sys.argv[1]))' "$1"
 }
-wait_for() { # wait_for SECONDS CMD...
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
+wait_for() { wait_quiet "$@"; } # SECONDS CMD... : here with CMD's output discarded
 backends_seen() { jq_ "$(client tcp "$1" "$2" "${3:-60}")" 'sorted(j["backends"]) if not j["errors"] else j'; }
 
 # ---- an EndpointSlice before its Service: a logged skip, kept -------------------------------
