@@ -136,6 +136,10 @@ filter_prog() { # filter_prog HOSTIF [ingress|egress] -> the program id of our f
 }
 prog_id() { jget "$(api http://x/v1/datapath)" 'j["program-id"]'; }
 prog_id_egress() { jget "$(api http://x/v1/datapath)" 'j["program-id-egress"]'; }
+# prog_loaded : the agent's programs are loaded (a start loads them on a
+# worker; an API call meanwhile waits for the load, which on a loaded
+# machine may take longer than api's 10 s)
+prog_loaded() { local p; p=$(prog_id); [ "$p" != "?" ] && [ "$p" != 0 ]; }
 # ct_counts TUPLE -> "TX RX" packets of the conntrack entry whose key is TUPLE
 ct_counts() {
 	fib map dump dp_conntrack | grep -F -- "$1 " |
@@ -435,6 +439,7 @@ check "agent down: the filters stay" test "$(filter_prog lxca)" = "$OLDPROG"
 check "agent down: the egress filter stays" test "$(filter_prog lxca egress)" = "$PROG_EG"
 node_agent
 check "the agent restarts" kill -0 "$AGENT_PID"
+wait_for 60 prog_loaded || true
 MAPS=$(fib map list 2>&1)
 NPINS=$(printf '%s\n' "$MAPS" | grep -c '^dp_')
 check "restart: all $NPINS pins are reused (the 11 of this datapath at least)" \
@@ -473,6 +478,7 @@ check "old layout: a per-CPU hash is pinned as dp_metrics" \
 	contains "$(bpftool map show pinned "$BPFFS_DIR/dp_metrics")" "percpu_hash"
 node_agent
 check "old layout: the agent starts" kill -0 "$AGENT_PID"
+wait_for 60 prog_loaded || true
 check "old layout: dp_metrics is recreated" grep -Eq '^dp_metrics .*recreated' <<<"$(fib map list 2>&1)"
 check "old layout: the pin is a per-CPU array now" \
 	contains "$(bpftool map show pinned "$BPFFS_DIR/dp_metrics")" "percpu_array"

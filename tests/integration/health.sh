@@ -70,8 +70,11 @@ check "  and prints the matrix" grep -Eq "^n2 +ok +ok +ok$" <<<"$out"
 nodelist() { "$CLI" -s "${MN_DIR[$1]}/fibril.sock" node list; }
 reach_col() { nodelist "$1" | awk -v n="$2" '$1 == n { print $NF }'; }
 node_reach_is() { [ "$(reach_col "$1" "$2")" = "$3" ]; }
-check "fibril node list on n1: REACHABLE yes for n1, n2 and n3" \
-	eval 'wait_for 5 node_reach_is n1 n1 yes && node_reach_is n1 n2 yes && node_reach_is n1 n3 yes && grep -q "REACHABLE$" <<<"$(nodelist n1)"' ||
+all_reach_n1() {
+	node_reach_is n1 n1 yes && node_reach_is n1 n2 yes && node_reach_is n1 n3 yes &&
+		grep -q "REACHABLE$" <<<"$(nodelist n1)"
+}
+check "fibril node list on n1: REACHABLE yes for n1, n2 and n3" wait_for 5 all_reach_n1 ||
 	nodelist n1
 check "  GET /v1/nodes has n3's health" eval '[ "$(mn_json n1 /v1/nodes "[n[\"health\"][\"reachable\"] for n in j[\"nodes\"] if n[\"name\"] == \"n3\"]")" = "[True]" ]'
 check "fibril health still prints ok" test "$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health)" = ok

@@ -18,6 +18,10 @@
 #                                      succeeds); prints its last output
 #   await DESCRIPTION SECONDS COMMAND...     a check (common.sh's pass/fail)
 #                                      that waits, naming what it awaited
+#   output_is TEXT COMMAND...          COMMAND prints TEXT; output_isnt: not
+#                                      (conditions to wait on: a
+#                                      "$(...)" in a wait's arguments is
+#                                      read once, before the wait)
 #
 # The deadline is read from the clock (a loaded machine does not stretch it
 # the way counting polls does), and COMMAND runs once more after it. It is
@@ -82,3 +86,10 @@ await() {
 		fail "$what (awaited $secs s: $*)"
 	fi
 }
+
+output_is() {
+	local want=$1
+	shift
+	[ "$("$@" 2>/dev/null)" = "$want" ]
+}
+output_isnt() { ! output_is "$@"; }
