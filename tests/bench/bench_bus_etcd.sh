@@ -32,14 +32,14 @@ etcd_start bench
 start_agent "$mods" --set "kvstore-etcd.endpoints=$ETCD_ENDPOINT" >/dev/null
 for _ in $(seq 1 200); do
 	[ "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz 2>/dev/null)" = 200 ] && break
-	sleep 0.05
+	sleep 0.05 # sleep: the poll interval of a wait with a deadline
 done
 watch=$(api -X POST 'http://x/v1/kvprobe/watch?prefix=bench/')
 case $watch in *'"watch"'*) ;; *) echo "bench_bus_etcd: the watch failed: $watch" >&2; exit 1 ;; esac
 
 status_kb() { sed -n "s/^$1:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$AGENT_PID/status"; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT_PID/stat"; }
-sleep 0.5
+sleep 0.5 # sleep: the agent settles before its RSS baseline is read
 before=$(status_kb VmRSS)
 echo 5 >"/proc/$AGENT_PID/clear_refs"
 
@@ -67,7 +67,7 @@ for _ in $(seq 1 240); do
 	now=$(cpu_ticks)
 	[ "$now" = "$last" ] && break
 	last=$now
-	sleep 1
+	sleep 1 # sleep: idle is a second without CPU time
 done
 peak=$(status_kb VmHWM)
 after=$(status_kb VmRSS)

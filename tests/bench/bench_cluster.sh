@@ -86,7 +86,7 @@ pin=$(find "/sys/fs/bpf/$MN_TAG-n2" -name dp_ipcache | head -n 1)
 [ -n "$pin" ] || { echo "bench_cluster: n2's dp_ipcache pin is not found" >&2; exit 1; }
 "$WORK/watch" "$pin" "$PODS" 120 >"$WORK/seen" &
 WATCH=$!
-for _ in $(seq 1 100); do grep -q ready "$WORK/seen" && break; sleep 0.05; done
+wait_for 5 grep -q ready "$WORK/seen" || true
 pods 1 "$PODS" default >"$WORK/added" || exit 1
 wait "$WATCH" || echo "  (the watcher saw $(($(wc -l <"$WORK/seen") - 1)) of $PODS pods)"
 join <(sort "$WORK/added") <(grep -v ready "$WORK/seen" | sort) >"$WORK/joined"
@@ -213,7 +213,7 @@ sim_round() {
 	for _ in $(seq 1 6000); do
 		grep -q "ipcache read at revision" "${MN_DIR[$node]}/agent.log" 2>/dev/null &&
 			done_sim "$node" 2>/dev/null && break
-		sleep 0.02
+		sleep 0.02 # sleep: the poll interval of a wait with a deadline (this one measures: 20 ms steps)
 	done
 	t1=$(date +%s%N)
 	done_sim "$node" || echo "   (not complete after 120 s)"

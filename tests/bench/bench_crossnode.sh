@@ -156,12 +156,14 @@ serve() { # POD
 	rm -f "$WORK/rrport.$1"
 	ip netns exec "$ns" "${PIN[@]}" "$RR" server "$WORK/rrport.$1" &
 	SERVERS+=($!)
-	for _ in $(seq 1 100); do [ -s "$WORK/rrport.$1" ] && break; sleep 0.05; done
+	wait_for 5 test -s "$WORK/rrport.$1" || true
 	RRPORT[$1]=$(cat "$WORK/rrport.$1")
 	IPERF_PORT[$1]=$(free_port "$ns")
 	ip netns exec "$ns" "${PIN[@]}" iperf3 -s -p "${IPERF_PORT[$1]}" >/dev/null 2>&1 &
 	SERVERS+=($!)
+	wait_for 5 _listening "$ns" "${IPERF_PORT[$1]}" || true
 }
+_listening() { ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .; }
 rr_once() { # CLIENT SERVER -> transactions per second
 	ip netns exec "$(mn_pod_ns "$1")" "${PIN[@]}" "$RR" client "${MN_POD_IP[$2]}" "${RRPORT[$2]}" "$SECS" |
 		sed -n 's/.*rate=\([0-9.]*\).*/\1/p'
@@ -171,7 +173,6 @@ bulk_once() { # CLIENT SERVER -> Gbit/s received
 		python3 -c 'import json, sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))'
 }
 for p in fb na2 va2; do serve "$p"; done
-sleep 0.3
 declare -A CLIENT=([native]=fa [native-bpf]=fa [tunnel]=fa [plain]=na1 [plain-vxlan]=va1)
 declare -A SERVER=([native]=fb [native-bpf]=fb [tunnel]=fb [plain]=na2 [plain-vxlan]=va2)
 declare -A RRS BULKS RR_RATIOS BULK_RATIOS
@@ -197,10 +198,10 @@ fd = libc.syscall(nr, 32, attr, 128)
 if fd < 0:
     sys.exit("BPF_ENABLE_STATS: " + os.strerror(ctypes.get_errno()))
 open(sys.argv[1], "w").close()
-sys.stdin.read()' "$WORK/stats.on" < <(sleep 100000) &
+sys.stdin.read()' "$WORK/stats.on" < <(sleep 100000) & # sleep: a stdin that stays open: the stats stay on while it reads
 	STATS_PID=$!
 	local _
-	for _ in $(seq 1 100); do [ -e "$WORK/stats.on" ] && return 0; sleep 0.05; done
+	wait_for 5 test -e "$WORK/stats.on" && return 0
 	die "cannot enable bpf_stats (BPF_ENABLE_STATS)"
 }
 stats_off() {

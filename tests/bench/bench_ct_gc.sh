@@ -64,7 +64,7 @@ AGENT_PID=$!
 for _ in $(seq 1 200); do
 	[ -S "$WORK/fibril.sock" ] && break
 	kill -0 "$AGENT_PID" 2>/dev/null || { cat "$WORK/agent.log"; exit 1; }
-	sleep 0.05
+	sleep 0.05 # sleep: the poll interval of a wait with a deadline
 done
 # health_ms N -> N latencies of GET /v1/healthz in ms, one a line
 health_ms() {

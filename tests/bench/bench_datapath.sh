@@ -113,7 +113,7 @@ setup_datapath() {
 	nsenter --net="/run/netns/$n" "$AGENT" "${args[@]}" \
 		--set ipam-cluster-pool.node-cidr=10.202.0.0/24 >"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	for _ in $(seq 1 200); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
+	wait_alive "$AGENT_PID" 10 test -S "$WORK/fibril.sock" || true
 	[ -S "$WORK/fibril.sock" ] || { cat "$WORK/agent.log"; echo "bench_datapath: the agent did not start" >&2; exit 1; }
 	for p in a b; do
 		if [ $p = a ]; then ns=${PODA[datapath]} addr=$A id=10; else ns=${PODB[datapath]} addr=$B id=11; fi
@@ -133,11 +133,12 @@ start_servers() {
 	local s=$1 b=${PODB[$1]}
 	rm -f "$WORK/rrport.$s"
 	ip netns exec "$b" "${PIN[@]}" "$RR" server "$WORK/rrport.$s" &
-	for _ in $(seq 1 100); do [ -s "$WORK/rrport.$s" ] && break; sleep 0.05; done
+	wait_for 5 test -s "$WORK/rrport.$s" || true
 	IPERF_PORT[$s]=$(free_port "$b")
 	ip netns exec "$b" "${PIN[@]}" iperf3 -s -p "${IPERF_PORT[$s]}" >/dev/null 2>&1 &
-	sleep 0.3
+	wait_for 5 _listening "$b" "${IPERF_PORT[$s]}" || true
 }
+_listening() { ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .; }
 
 rr_once() { # -> transactions per second
 	local s=$1

@@ -232,14 +232,14 @@ class Agent:
                     while self.ready_ms is None and time.monotonic() - t0 < 30:
                         if self.ready_seen():
                             self.ready_ms = (time.monotonic() - t0) * 1e3
-                        time.sleep(0.0005)
+                        time.sleep(0.0005)  # sleep: the poll interval of a wait with a deadline (0.5 ms: it measures)
                     if self.ready_ms is None:
                         die(f"the {self.name} agent answers but sent no READY=1 on NOTIFY_SOCKET")
                     return healthz_ms
                 last = f"{st} {body.decode()[:300]}"
             except OSError:
                 pass
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # sleep: the poll interval of a wait with a deadline (0.5 ms: it measures)
     def kill9(self):
         self.api.close()
         if self.proc and self.proc.poll() is None:

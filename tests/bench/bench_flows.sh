@@ -55,8 +55,9 @@ seen() { api "http://x/v1/flows?last=1" | python3 -c 'import json,sys; print(jso
 iperf_server() {
 	ip netns exec "${NS[b]}" iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
 	BG+=($!)
-	sleep 0.5
+	wait_for 5 _iperf_listening || true
 }
+_iperf_listening() { ip netns exec "${NS[b]}" ss -Hltn "sport = :5201" | grep -q .; }
 # run_traffic NAME : SECS of UDP a -> b at RATE packets/s; key=value lines in $WORK/NAME
 run_traffic() {
 	local name=$1 t0 t1 s0 s1 l0 l1 h0 h1 w0 w1 u0 u1
@@ -66,7 +67,7 @@ run_traffic() {
 	t0=$(ticks) w0=$(date +%s.%N)
 	ip netns exec "${NS[a]}" iperf3 -c "$B" -p 5201 -u -l 64 -b "$((RATE * 64 * 8))" -t "$SECS" -J \
 		>"$WORK/$name.iperf" 2>&1 || true
-	sleep 1 # the last events
+	sleep 1 # sleep: the agent drains the run's last events before its CPU time is read (a measurement's tail)
 	t1=$(ticks) w1=$(date +%s.%N)
 	s1=$(seen) l1=$(metric_sum '^fibril_datapath_packets_total.*reason="event-lost"') h1=$(metric_sum '^fibril_hubble_lost_events_total')
 	u1=$(metric_sum '^fibril_hubble_flows_total.*protocol="UDP"')
@@ -99,7 +100,7 @@ wait "$AGENT_PID" 2>/dev/null || true
 start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.12.0/24 \
 	--set datapath.trace-events=true --set agent.api-tcp-listen="127.0.0.1:$TCP_PORT" \
 	>>"$WORK/setup.log" 2>&1 || { cat "$WORK/setup.log"; exit 1; }
-sleep 1
+sleep 1 # sleep: the agent settles before its RSS baseline is read
 rss0=$(rss_kb)
 run_traffic on
 rss1=$(rss_kb)
@@ -112,7 +113,7 @@ for i in $(seq 1 "$FOLLOWERS"); do
 	BG+=($!)
 done
 for i in $(seq 1 "$FOLLOWERS"); do
-	for _ in $(seq 1 100); do [ -e "$WORK/follower$i.ready" ] && break; sleep 0.05; done
+	wait_for 5 test -e "$WORK/follower$i.ready" || true
 done
 run_traffic fanout
 for p in "${pids[@]}"; do wait "$p" || true; done

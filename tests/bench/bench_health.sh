@@ -44,7 +44,7 @@ nsx etcd --name bh --data-dir "$WORK/etcd" --listen-client-urls "$ETCD" --advert
 	--listen-peer-urls http://127.0.0.1:$((ETCD_PORT + 1)) --initial-advertise-peer-urls http://127.0.0.1:$((ETCD_PORT + 1)) \
 	--initial-cluster bh=http://127.0.0.1:$((ETCD_PORT + 1)) --logger zap --log-outputs stderr >"$WORK/etcd.log" 2>&1 &
 echo $! >"$WORK/etcd.pid"
-for _ in $(seq 1 100); do nsx curl -sf "$ETCD/health" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_quiet 10 nsx curl -sf "$ETCD/health" || true
 nsx curl -sf "$ETCD/health" >/dev/null || die "etcd did not start: $(tail -5 "$WORK/etcd.log")"
 
 addr() { echo "127.1.$(($1 / 250)).$(($1 % 250 + 1))"; }
@@ -88,19 +88,19 @@ for n in $SIZES; do
 		--set "health.interval=${interval}ms" >"$WORK/agent-$n.log" 2>&1 &
 	pid=$!
 	echo "$pid" >"$WORK/agent.pid"
-	for _ in $(seq 1 300); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
+	wait_alive "$pid" 15 test -S "$WORK/fibril.sock" || true
 	# wait until every peer is known and a whole round answered
 	ok=""
 	for _ in $(seq 1 120); do
 		if [ "$(hget "len(j['peers'])" 2>/dev/null)" = $((n + 1)) ] &&
 			[ "$(hget "sum(1 for p in j['peers'] if p['reachable'])" 2>/dev/null)" = $((n + 1)) ]; then ok=1; break; fi
-		sleep 0.5
+		sleep 0.5 # sleep: the poll interval of a wait with a deadline
 	done
 	[ -n "$ok" ] || die "$n peers: not all reachable: $(hget "j['unreachable'][:5], len(j['peers'])" 2>&1); $(tail -3 "$WORK/agent-$n.log")"
 	# measured between two scrapes of /metrics with nothing in between: the
 	# round histogram's sum and count, and the agent's CPU time
 	read -r c0 s0 < <(round_stats); t0=$(cpu_ns "$pid")
-	sleep "$(python3 -c "print($ROUNDS * $interval / 1000)")"
+	sleep "$(python3 -c "print($ROUNDS * $interval / 1000)")" # sleep: the measurement window (ROUNDS rounds)
 	read -r c1 s1 < <(round_stats); t1=$(cpu_ns "$pid")
 	[ "$c1" -gt "$c0" ] || die "$n peers: no round concluded in $ROUNDS intervals"
 	cpu=$(python3 -c "print('%.2f' % (($t1 - $t0) / 1e6 / ($c1 - $c0)))")

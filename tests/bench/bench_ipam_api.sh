@@ -88,7 +88,7 @@ agent() {
 	for i in $(seq 1 2000); do
 		[ -S "$WORK/$name.sock" ] && return 0
 		kill -0 "$AGENT_PID" 2>/dev/null || break
-		sleep 0.01
+		sleep 0.01 # sleep: the poll interval of a wait with a deadline
 	done
 	tail -n 5 "$WORK/$name.log" >&2
 	return 1

@@ -52,7 +52,7 @@ python3 "$WORK/apiserver.py" --port 0 --token "$TOKEN" --history 200000 \
 	--load "$WORK/objects.json" >"$WORK/api.out" 2>"$WORK/api.err" &
 for _ in $(seq 1 1200); do
 	grep -q LISTENING "$WORK/api.out" 2>/dev/null && break
-	sleep 0.1
+	sleep 0.1 # sleep: the poll interval of a wait with a deadline
 done
 PORT=$(awk '/LISTENING/ {print $2; exit}' "$WORK/api.out")
 [ -n "$PORT" ] || die "the API server did not start: $(cat "$WORK/api.err")"
@@ -144,7 +144,7 @@ elif what == "burst-agent":
     t0 = time.monotonic()
     ctl.call("config", hold_watches="false")
     while updated() < base + BURST:
-        time.sleep(0.01)
+        time.sleep(0.01)  # sleep: the poll interval of a wait (it measures the burst)
     print(f"{time.monotonic() - t0:.3f} {gen_s:.3f}")
 elif what == "burst-plain":
     rv = get(PATHS[0] + "&limit=1")["metadata"]["resourceVersion"]
@@ -152,8 +152,7 @@ elif what == "burst-plain":
     conn = http.client.HTTPConnection(host, int(port), timeout=300)
     conn.request("GET", f"{PATHS[0]}&watch=1&resourceVersion={rv}&timeoutSeconds=600",
                  headers={"Authorization": "Bearer " + token})
-    resp = conn.getresponse()
-    time.sleep(0.3)                        # the watch is registered
+    resp = conn.getresponse()  # the server registers a watch before it answers
     gen_s = load_held(burst_objects(100))
     t0 = time.monotonic()
     ctl.call("config", hold_watches="false")
@@ -181,7 +180,7 @@ AGENT_PID=$!
 for _ in $(seq 1 1200); do
 	[ -S "$WORK/fibril.sock" ] && break
 	kill -0 "$AGENT_PID" 2>/dev/null || die "the agent exited: $(tail -5 "$WORK/agent.log")"
-	sleep 0.1
+	sleep 0.1 # sleep: the poll interval of a wait with a deadline
 done
 status=$(api http://x/v1/status)
 sync_ms=$(python3 -c 'import json,sys; print([m for m in json.loads(sys.argv[1])["modules"] if m["name"]=="k8s"][0]["timings"]["start_ms"])' "$status")

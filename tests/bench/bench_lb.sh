@@ -35,8 +35,7 @@ bench_lb_cleanup() {
 	done
 	if [ -n "$CG" ] && [ -d "$CG" ]; then
 		for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		sleep 0.2
-		rmdir "$CG" 2>/dev/null
+		wait_for 5 rmdir "$CG" 2>/dev/null # once the killed processes have left it
 	fi
 	(exit "$rc")
 	cleanup
@@ -166,7 +165,7 @@ mapfile -t args < <(agent_args "$mods")
 nsenter --net="/run/netns/$NS" "$AGENT_BIN" "${args[@]}" --set lb.socket-lb=false \
 	--set lb.service-map-max=131072 --set lb.backend-map-max=65536 >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
-for _ in $(seq 1 200); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
+wait_alive "$AGENT_PID" 10 test -S "$WORK/fibril.sock" || true
 rss0=$(awk '/VmRSS/ {print $2}' "/proc/$AGENT_PID/status")
 t0=$(date +%s.%N)
 program_api "$N" 5 || bench_die "programming through the API failed"
@@ -199,7 +198,7 @@ ip -n "$BENS" addr add 10.213.2.3/24 dev eth0
 nsenter --net="/run/netns/$BENS" python3 "$top_srcdir/tests/lib/lbnet.py" serve b 8080 >/dev/null 2>&1 &
 for _ in $(seq 1 100); do
 	nsenter --net="/run/netns/$BENS" ss -Hltn "sport = :8080" | grep -q . && break
-	sleep 0.1
+	sleep 0.1 # sleep: the poll interval of a wait with a deadline
 done
 LAT_N=${LB_BENCH_CONNECTS:-400}
 # latency ADDR [CGROUP] -> "p50 p99" of connect() in microseconds
@@ -234,7 +233,7 @@ for n in ${LB_BENCH_LATENCY_N:-10 1000 10000}; do
 		nsenter --net="/run/netns/$LNS" "$AGENT_BIN" "${args[@]}" --set "lb.cgroup=$CG" \
 			--set lb.service-map-max=131072 >"$WORK/agent-lat.log" 2>&1 &
 		AGENT_PID=$!
-		for _ in $(seq 1 200); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
+		wait_alive "$AGENT_PID" 10 test -S "$WORK/fibril.sock" || true
 		if program_api "$n" 2 last-real; then f=$(latency "$vip" "$CG" | tr ' ' /); fi
 		kill -TERM "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null || true
 		AGENT_PID=""

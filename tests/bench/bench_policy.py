@@ -85,7 +85,7 @@ class Agent:
                     return
             except OSError:
                 self.api.close()
-            time.sleep(0.01)
+            time.sleep(0.01)  # sleep: the poll interval of a wait with a deadline
         die("the agent is not ready after 60 s")
     def kill9(self):
         self.api.close()
@@ -145,7 +145,7 @@ def rr_bench(agent, allpol):
         for _ in range(100):
             if os.path.exists(portfile) and open(portfile).read().strip():
                 break
-            time.sleep(0.05)
+            time.sleep(0.05)  # sleep: the poll interval of a wait with a deadline
         port = int(open(portfile).read())
         allow = {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
                  "metadata": {"name": "rr", "namespace": "bench"},

@@ -61,7 +61,7 @@ for _ in $(seq 1 100); do
 	ip netns exec "$MAIN" python3 -c "import urllib.request, sys
 sys.exit(0 if b'true' in urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1).read() else 1)" \
 		2>/dev/null && { etcd_ok=1; break; }
-	sleep 0.1
+	sleep 0.1 # sleep: the poll interval of a wait with a deadline
 done
 [ -n "$etcd_ok" ] || die "etcd did not become healthy: $(tail -n 5 "$WORK/etcd.log")"
 
@@ -191,8 +191,8 @@ class Agent:
                     break
             except OSError:
                 self.api.close()
-            time.sleep(0.02)
-        time.sleep(1)  # let it settle (first keepalives, watches)
+            time.sleep(0.02)  # sleep: the poll interval of a wait with a deadline
+        time.sleep(1)  # sleep: it settles (first keepalives, watches) before its RSS is read
     def stop(self):
         self.api.close()
         self.proc.send_signal(signal.SIGTERM)

@@ -227,7 +227,7 @@ for i in $(seq 1 200); do
 	code=$("$CURL_BIN" -s -o /dev/null -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" \
 		http://localhost/v1/healthz 2>/dev/null || true)
 	[ "$code" = 200 ] && break
-	sleep 0.05
+	sleep 0.05 # sleep: the poll interval of a wait with a deadline
 done
 [ "$code" = 200 ] || die "agent not healthy (healthz $code)"
 "$CLI_BIN" --socket "$SOCK" status -o json >/dev/null || die "fibril status failed"

@@ -70,16 +70,8 @@ start_node_agent() {
 	# give the agent a private bpffs whose pins die with it)
 	nsenter --net=/run/netns/"$NODE_NS" "$AGENT" "${args[@]}" "$@" >>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	local _
-	for _ in $(seq 1 400); do
-		if [ -S "$WORK/fibril.sock" ] &&
-			[ "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz 2>/dev/null)" = 200 ]; then
-			return 0
-		fi
-		kill -0 "$AGENT_PID" 2>/dev/null || { cat "$WORK/agent.log"; return 1; }
-		sleep 0.05
-	done
-	echo "the agent did not become healthy within 20 s" >&2
+	wait_alive "$AGENT_PID" 20 agent_healthy && return 0
+	kill -0 "$AGENT_PID" 2>/dev/null && echo "the agent did not become healthy within 20 s" >&2
 	cat "$WORK/agent.log"
 	return 1
 }
@@ -148,11 +140,5 @@ for a in json.load(sys.stdin)["allocations"]: print(a["owner"], a["address"])'
 
 # wait_listening NS PORT : until something listens on TCP PORT in netns NS
 # (at most 10 s; python servers start slowly on a busy machine)
-wait_listening() {
-	local _
-	for _ in $(seq 1 200); do
-		ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
-		sleep 0.05
-	done
-	return 1
-}
+wait_listening() { wait_for 10 _listening_in "$1" "$2"; }
+_listening_in() { ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .; }

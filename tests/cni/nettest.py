@@ -119,7 +119,7 @@ def probe(port, targets):
                     err = "bad answer"
             except OSError as e:
                 err = str(e)
-            time.sleep(0.2)
+            time.sleep(0.2)  # sleep: a pause between the tries of a probe (a deadline's poll)
         with lock:
             failures.append("FAIL tcp %s:%d: %s" % (target, port, err))
 
@@ -184,7 +184,7 @@ def send(host, port, status):
             if now - last > 0.05:
                 write_status(status, "bytes=%d reset=0 error=" % total)
                 last = now
-            time.sleep(0.01)
+            time.sleep(0.01)  # sleep: paces the stream (64 KiB every 10 ms at most)
     except OSError as e:
         write_status(status, "bytes=%d reset=1 error=%s" % (total, str(e).replace(" ", "_")))
         return 1

@@ -114,19 +114,11 @@ txn() {
 	out=$(api -X POST -H 'Content-Type: application/json' -d "$1" http://x/v1/kvprobe/txn) || true
 	id=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["op"])' "$out" 2>/dev/null) ||
 		{ echo "$out"; return 0; }
-	for _ in $(seq 1 200); do
-		out=$(api "http://x/v1/kvprobe/op/$id") || true
-		case $out in *'"done":true'*) echo "$out"; return 0 ;; esac
-		sleep 0.05
-	done
-	echo "$out"
+	await_output 10 '"done":true' api "http://x/v1/kvprobe/op/$id" || true
 }
 kv_agent() {
 	start_agent "$1" --set "kvstore-etcd.endpoints=$ETCD_ENDPOINT" --set kvstore-etcd.prefix=/g/
-	for _ in $(seq 1 100); do
-		case $(api http://x/v1/healthz -o /dev/null -w '%{http_code}') in 200) return 0 ;; esac
-		sleep 0.1
-	done
+	wait_for 10 agent_healthy || true
 }
 
 build_kvprobe "$WORK/kv13" "$top_srcdir/tests/compat/sdk-1.3"

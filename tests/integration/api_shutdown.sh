@@ -17,7 +17,7 @@ build_module "$WORK/mods" tm
 # up mid-request and a connect/close hammer, until the socket goes away.
 cat >"$WORK/clients.py" <<'PY'
 import os, socket, sys, time, threading
-path, ready = sys.argv[1], sys.argv[2]
+path, ready, trace = sys.argv[1], sys.argv[2], sys.argv[3]
 held = []
 def conn():
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -33,7 +33,14 @@ for i in range(6):
     s = conn()
     s.sendall(b"POST /v1/tm/tm/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":")
     held.append(s)                      # mid-body
-time.sleep(0.2)                          # the deferred GETs reached the handler
+def deferred():                          # the GETs the module has deferred
+    try:
+        return sum(line.startswith("later ") for line in open(trace))
+    except OSError:
+        return 0
+deadline = time.monotonic() + 20
+while deferred() < 12 and time.monotonic() < deadline:
+    time.sleep(0.01)  # sleep: the poll interval of a wait with a deadline
 open(ready, "w").close()
 def hammer():
     end = time.time() + 3
@@ -44,10 +51,10 @@ def hammer():
             s.close()
         except OSError:
             return
-        time.sleep(0.002)
+        time.sleep(0.002)  # sleep: paces the connect/close hammer
 ts = [threading.Thread(target=hammer) for _ in range(2)]
 for t in ts: t.start()
-time.sleep(0.05)
+time.sleep(0.05)  # sleep: the hang-ups race the stop on purpose
 for i, s in enumerate(held):               # hang up while the agent stops
     if i % 2 == 0:
         s.close()
@@ -56,11 +63,11 @@ PY
 
 bad=0
 for r in $(seq 1 "$ROUNDS"); do
+	rm -f "$WORK/ready" "$WORK/trace"
 	start_agent "$WORK/mods" --set tm.trace="$WORK/trace" >/dev/null || { bad=$((bad + 1)); continue; }
-	rm -f "$WORK/ready"
-	python3 "$WORK/clients.py" "$WORK/fibril.sock" "$WORK/ready" 2>/dev/null &
+	python3 "$WORK/clients.py" "$WORK/fibril.sock" "$WORK/ready" "$WORK/trace" 2>/dev/null &
 	cpid=$!
-	for _ in $(seq 1 100); do [ -e "$WORK/ready" ] && break; sleep 0.05; done
+	wait_alive "$cpid" 25 test -e "$WORK/ready" || true
 	rc=0
 	t0=$SECONDS
 	stop_agent TERM || rc=$?

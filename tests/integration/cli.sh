@@ -10,6 +10,7 @@ set -euo pipefail
 FIBRIL=$top_builddir/fibril
 AGENT=$top_builddir/fibril-agent
 HELLO_SO=$top_builddir/.libs/hello.so
+. "$top_srcdir/tests/lib/wait.sh"
 
 if [[ $(id -u) != 0 ]]; then
 	echo "SKIP: the agent only loads root-owned modules; run as root"
@@ -40,10 +41,7 @@ cleanup() {
 	local rc=$?
 	if [[ -n $agent_pid ]] && kill -0 "$agent_pid" 2>/dev/null; then
 		kill -TERM "$agent_pid" 2>/dev/null || true
-		for _ in $(seq 50); do
-			kill -0 "$agent_pid" 2>/dev/null || break
-			sleep 0.1
-		done
+		wait_gone "$agent_pid" 5 || true
 		kill -KILL "$agent_pid" 2>/dev/null || true
 		wait "$agent_pid" 2>/dev/null || true
 	fi
@@ -163,17 +161,12 @@ echo "# fibril.conf for cli.sh: everything comes from --set" >"$tmp/fibril.conf"
 	>"$tmp/agent.log" 2>&1 &
 agent_pid=$!
 
-for _ in $(seq 100); do
-	[[ -S $SOCK ]] && break
-	kill -0 "$agent_pid" 2>/dev/null || { echo "FAIL: the agent exited during startup"; exit 1; }
-	sleep 0.1
-done
+rc=0
+wait_alive "$agent_pid" 10 test -S "$SOCK" || rc=$?
+[[ $rc != 2 ]] || { echo "FAIL: the agent exited during startup"; exit 1; }
 [[ -S $SOCK ]] || { echo "FAIL: no agent socket $SOCK after 10 s"; exit 1; }
 # The socket may come up before the modules have started: wait for ready.
-for _ in $(seq 100); do
-	"$FIBRIL" --socket "$SOCK" health >/dev/null 2>&1 && break
-	sleep 0.1
-done
+wait_quiet 10 "$FIBRIL" --socket "$SOCK" health || true
 
 version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "$top_builddir/config.h")
 

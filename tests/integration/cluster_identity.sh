@@ -145,7 +145,7 @@ check "  a new pod of new labels fails (bounded: $((SECONDS - t0)) s)" test "$rc
 check "  with a clear error" grep -q "no cluster-wide identity from the kvstore" "$WORK/o2.err" || cat "$WORK/o2.err"
 sed 's/^/  /' "$WORK/o2.err"
 check "  n2's agent still serves its endpoints" test "$(mn_api n2 -o /dev/null -w '%{http_code}' http://x/v1/endpoint)" = 200
-sleep $((20 - (SECONDS - down_at) > 0 ? 20 - (SECONDS - down_at) : 0))
+sleep $((20 - (SECONDS - down_at) > 0 ? 20 - (SECONDS - down_at) : 0)) # sleep: 20 s without etcd must pass
 check "after 20 s without etcd, traffic still flows" probe r1n1 "${MN_POD_IP[r1n2]}" "${MN_POD_IP[r1n3]}"
 mn_etcd_start || fail "etcd starts again"
 mn_pod_del n2 o2 >/dev/null 2>&1 || true

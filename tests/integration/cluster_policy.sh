@@ -53,7 +53,9 @@ mn_pod_add n1 other other || fail "a second pod on n1, labelled other"
 pstats() { mn_json n1 /v1/policy "' '.join(str(j['stats'][k]) for k in ('endpoint_resolutions', 'recomputes', 'cluster_identity_updates')) + ' ' + str(len(j['endpoints']))"; }
 two_eps() { [ "$(pstats | cut -d' ' -f4)" = 2 ]; }
 check "n1's policy module knows its two pods" wait_for 10 two_eps
-sleep 1 # the other pod's own identity event has come
+# the identity events of both (srv's and other's, through the kvstore watch) have come
+two_ids() { [ "$(pstats | cut -d' ' -f3)" -ge 2 ]; }
+check "  and the cluster identities of both" wait_for 10 two_ids
 read -r res0 full0 upd0 _ <<<"$(pstats)"
 
 mn_pod_add n2 good good || fail "a pod labelled good on n2"

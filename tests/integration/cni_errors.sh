@@ -172,7 +172,7 @@ for ms in 0 5 10 15 20 25 30 35 40 45; do
 		CNI_CONTAINERID=c-err-1 CNI_NETNS="$POD_PATH" CNI_IFNAME=eth0 "$CNI_PLUGIN" \
 		>/dev/null 2>&1 &
 	kpid=$!
-	sleep "0.0$(printf '%02d' "$ms")"
+	sleep "0.0$(printf '%02d' "$ms")" # sleep: the kill point, ms after the ADD started
 	kill -KILL "$kpid" 2>/dev/null || true
 	wait "$kpid" 2>/dev/null || true
 	plugin ADD "$CONF" "${ATT[@]}"
@@ -247,7 +247,7 @@ while True:
     c.close()
 EOF
 CLOSER_PID=$!
-for _ in $(seq 1 100); do [ -S "$WORK/closing.sock" ] && break; sleep 0.05; done
+wait_alive "$CLOSER_PID" 5 test -S "$WORK/closing.sock" || true
 CLOSING=$(printf '{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"%s"}' "$WORK/closing.sock")
 plugin ADD "$CLOSING" "${ATT[@]}"
 expect_code "ADD: the agent hangs up without answering (try again later)" 11 "closed the connection without answering"

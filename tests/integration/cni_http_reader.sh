@@ -50,7 +50,7 @@ else:
 for i, p in enumerate(pieces):
     c.sendall(p)
     if case != "big" or i % 50 == 0:
-        time.sleep(0.05)
+        time.sleep(0.05)  # sleep: the answer comes in pieces, in separate reads
 # keep the connection open: the client must not wait for the close
 c.settimeout(10)
 try:
@@ -59,11 +59,7 @@ except OSError:
     pass
 PY
 	FAKE_PID=$!
-	for _ in $(seq 1 200); do
-		[ -S "$SOCK" ] && return 0
-		sleep 0.02
-	done
-	return 1
+	wait_alive "$FAKE_PID" 4 test -S "$SOCK"
 }
 
 for case in nospace case-tabs split-blank big; do

@@ -57,29 +57,28 @@ check "fibril endpoint list -o json shows both pods" contains "$BEFORE" "'$(pod_
 # ---- the stream ---------------------------------------------------------------------
 ip netns exec "$(pod_ns b)" python3 "$top_srcdir/tests/cni/nettest.py" recv "$PORT" "$WORK/recv.status" &
 RECV=$!
-for _ in $(seq 1 100); do [ -f "$WORK/recv.status" ] && break; sleep 0.05; done
+wait_alive "$RECV" 10 test -f "$WORK/recv.status" || true
 ip netns exec "$(pod_ns a)" python3 "$top_srcdir/tests/cni/nettest.py" send "${ADDR[b]}" "$PORT" "$WORK/send.status" &
 SEND=$!
 cni_test_cleanup() { kill "$SEND" "$RECV" 2>/dev/null; }
 received() { sed -n 's/.*bytes=\([0-9]*\).*/\1/p' "$WORK/recv.status" 2>/dev/null || echo 0; }
+# received_past N : pod b has received more than N bytes
+received_past() { [ "$(received)" -gt "$1" ]; }
 # the two python processes start slowly on a loaded machine: wait (up to
-# 15 s) for the first bytes rather than a fixed second
-b0=0
-for _ in $(seq 1 150); do
-	b0=$(received)
-	[ "${b0:-0}" -gt 0 ] && break
-	sleep 0.1
-done
-sleep 0.5
+# 15 s) for the first bytes
+wait_for 15 received_past 0 || true
 b0=$(received)
 check "the stream flows from pod a to pod b" test "${b0:-0}" -gt 0
 
 kill -KILL "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null || true
 AGENT_PID=""
-sleep 2
+# with the agent gone (not only signalled), another MiB of the stream arrives
+b_dead=$(received)
+wait_for 15 received_past $((b_dead + 1048576)) || true
 b1=$(received)
-check "the stream keeps flowing while the agent is down ($b0 -> $b1 bytes)" test "${b1:-0}" -gt "${b0:-0}"
+check "the stream keeps flowing while the agent is down ($b0 -> $b_dead at its death -> $b1 bytes)" \
+	test "${b1:-0}" -gt $((b_dead + 1048576))
 check "  pod a still pings pod b" ip netns exec "$(pod_ns a)" ping -c 1 -W 2 "${ADDR[b]}"
 
 start_node_agent "$WORK/mods" "${AGENT_ARGS[@]}"
@@ -88,9 +87,12 @@ map_origins() { api http://x/v1/map | python3 -c 'import json,sys; print(" ".joi
 check "after the restart every pinned map is reused, none created ($(map_origins))" test "$(map_origins)" = reused
 check "  the agent's bpffs is the host's (no private-bpffs warning)" \
 	bash -c "! grep -q 'private to the agent' '$WORK/agent.log'"
-sleep 2
+# another 12 MiB with the agent back: at most 6.4 MB/s (the sender's pace), so
+# at least 2 s in which the restarted agent must leave the stream alone
+b_back=$(received)
+wait_for 30 received_past $((b_back + 12582912)) || true
 b2=$(received)
-check "the stream goes on after the restart ($b1 -> $b2 bytes)" test "${b2:-0}" -gt "${b1:-0}"
+check "the stream goes on after the restart ($b1 -> $b_back -> $b2 bytes)" test "${b2:-0}" -gt $((b_back + 12582912))
 check "  without a reset on the receiver" contains "$(cat "$WORK/recv.status")" "reset=0 eof=0"
 check "  nor on the sender" contains "$(cat "$WORK/send.status")" "reset=0"
 AFTER=$(endpoint_view)

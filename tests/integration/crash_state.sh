@@ -92,7 +92,7 @@ class Conn(http.client.HTTPConnection):
                 s.close()
                 if attempt == 199 or not os.path.exists(sock):
                     raise
-                time.sleep(0.01)
+                time.sleep(0.01)  # sleep: the poll interval of a wait with a deadline
 
 def request(conn, method, path, body=None):
     if body is None:
@@ -118,7 +118,7 @@ def start(env_extra, may_crash=False):
             return p
         if p.poll() is not None:
             break
-        time.sleep(0.01)
+        time.sleep(0.01)  # sleep: the poll interval of a wait with a deadline
     if may_crash and p.poll() == -signal.SIGKILL:
         return None  # the crash point hit a write of the start itself (restore, migration)
     log.close()

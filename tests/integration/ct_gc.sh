@@ -64,11 +64,10 @@ nsenter --net="/run/netns/$NODE" "$bin" "${args[@]}" \
 	--set datapath.conntrack-max-tcp=262144 --set datapath.conntrack-gc-interval=300ms \
 	--set datapath.conntrack-timeout-other=10m >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
-for _ in $(seq 1 400); do
-	[ -S "$WORK/fibril.sock" ] && api http://x/v1/datapath >/dev/null 2>&1 && break
-	kill -0 "$AGENT_PID" 2>/dev/null || { cat "$WORK/agent.log"; fail "the agent started"; finish; }
-	sleep 0.05
-done
+datapath_answers() { [ -S "$WORK/fibril.sock" ] && api http://x/v1/datapath >/dev/null 2>&1; }
+rc=0
+wait_alive "$AGENT_PID" 20 datapath_answers || rc=$?
+[ "$rc" != 2 ] || { cat "$WORK/agent.log"; fail "the agent started"; finish; }
 
 gc_state() { api http://x/v1/datapath | python3 -c 'import json,sys; c=json.load(sys.stdin)["conntrack"]
 print(c["gc-runs"], c["last-gc-bpf-calls"], c["entries-after-last-gc"], c["gc-removed"])'; }
@@ -95,21 +94,18 @@ while time.time() < end:
         bad += r.status != 200
     except OSError:
         bad += 1
-    time.sleep(0.01)
+    time.sleep(0.01)  # sleep: paces the healthz requests (every 10 ms)
 print(ok, bad)
 PY
 hpid=$!
 
 # a pass that started after the fill: the runs counter moves twice
-done_ok=0
-for _ in $(seq 1 300); do
+gc_done() {
 	read -r runs calls left removed <<<"$(gc_state)"
-	if [ "$runs" -ge $((runs0 + 2)) ] && [ "$((removed - removed0))" -ge "$expired" ]; then
-		done_ok=1
-		break
-	fi
-	sleep 0.1
-done
+	[ "$runs" -ge $((runs0 + 2)) ] && [ "$((removed - removed0))" -ge "$expired" ]
+}
+done_ok=0
+wait_for 30 gc_done && done_ok=1
 check "GC passes ran after the fill ($((runs - runs0)) passes)" test "$done_ok" = 1
 check "they removed the $expired expired flows (removed $((removed - removed0)))" \
 	test "$((removed - removed0))" = "$expired"

@@ -72,15 +72,8 @@ inpod() { local i=$1; shift; ip netns exec "${PODS[$i]}" "$@"; }
 fib() { "$CLI" --socket "$WORK/fibril.sock" "$@"; }
 jget() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null || echo "?"; }
 mac_of() { ip "${@:2}" -j link show "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["address"])'; }
-# wait_for SECONDS COMMAND... : poll until the command succeeds
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	while ! "$@" >/dev/null 2>&1; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
+# wait_for SECONDS COMMAND... : here, tests/lib/common.sh's with the command's output discarded
+wait_for() { wait_quiet "$@"; }
 
 AGENT_OPTS=(--set ipam-cluster-pool.node-cidr=10.201.0.0/24,fd00:201::/120
 	--set datapath.conntrack-timeout-other=20s --set datapath.conntrack-timeout-tcp=20s
@@ -97,12 +90,7 @@ node_agent() {
 	nsenter --net="/run/netns/$NODE" "${AGENT_WRAP[@]}" "$AGENT" "${args[@]}" "${AGENT_OPTS[@]}" "$@" \
 		>>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	local i
-	for i in $(seq 1 200); do
-		[ -S "$WORK/fibril.sock" ] && return 0
-		kill -0 "$AGENT_PID" 2>/dev/null || { cat "$WORK/agent.log"; return 1; }
-		sleep 0.05
-	done
+	wait_alive "$AGENT_PID" 10 test -S "$WORK/fibril.sock" && return 0
 	cat "$WORK/agent.log"
 	return 1
 }
@@ -148,6 +136,10 @@ filter_prog() { # filter_prog HOSTIF [ingress|egress] -> the program id of our f
 }
 prog_id() { jget "$(api http://x/v1/datapath)" 'j["program-id"]'; }
 prog_id_egress() { jget "$(api http://x/v1/datapath)" 'j["program-id-egress"]'; }
+# prog_loaded : the agent's programs are loaded (a start loads them on a
+# worker; an API call meanwhile waits for the load, which on a loaded
+# machine may take longer than api's 10 s)
+prog_loaded() { local p; p=$(prog_id); [ "$p" != "?" ] && [ "$p" != 0 ]; }
 # ct_counts TUPLE -> "TX RX" packets of the conntrack entry whose key is TUPLE
 ct_counts() {
 	fib map dump dp_conntrack | grep -F -- "$1 " |
@@ -172,7 +164,7 @@ if sys.argv[1] == "holdclient":
         c.sendall(b"hold-%d" % i)
         c.recv(100)
     print("done", flush=True)
-    time.sleep(float(sys.argv[4]))
+    time.sleep(float(sys.argv[4]))  # sleep: the connection is held open this long
     c.close()
     sys.exit(0)
 if sys.argv[1] == "server":
@@ -469,6 +461,7 @@ check "agent down: the filters stay" test "$(filter_prog lxca)" = "$OLDPROG"
 check "agent down: the egress filter stays" test "$(filter_prog lxca egress)" = "$PROG_EG"
 node_agent
 check "the agent restarts" kill -0 "$AGENT_PID"
+wait_for 60 prog_loaded || true
 MAPS=$(fib map list 2>&1)
 NPINS=$(printf '%s\n' "$MAPS" | grep -c '^dp_')
 check "restart: all $NPINS pins are reused (the 11 of this datapath at least)" \
@@ -483,7 +476,7 @@ check "restart: the 3 endpoints of the last run are known" \
 inpod 0 ping -i 0.02 -c 150 -W 1 10.201.0.11 >"$WORK/ping.out" 2>&1 &
 PING_PID=$!
 BG_PIDS+=($PING_PID)
-sleep 0.5
+wait_for 10 grep -q 'bytes from' "$WORK/ping.out" || true # the pings go through before the filters are replaced
 for i in 0 1 2; do
 	code=$(upsert "$i")
 	check "restart: upsert re-adopts ${HOSTIF[$i]} (got $code)" test "$code" = 200
@@ -507,6 +500,7 @@ check "old layout: a per-CPU hash is pinned as dp_metrics" \
 	contains "$(bpftool map show pinned "$BPFFS_DIR/dp_metrics")" "percpu_hash"
 node_agent
 check "old layout: the agent starts" kill -0 "$AGENT_PID"
+wait_for 60 prog_loaded || true
 check "old layout: dp_metrics is recreated" grep -Eq '^dp_metrics .*recreated' <<<"$(fib map list 2>&1)"
 check "old layout: the pin is a per-CPU array now" \
 	contains "$(bpftool map show pinned "$BPFFS_DIR/dp_metrics")" "percpu_array"

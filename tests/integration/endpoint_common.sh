@@ -52,13 +52,10 @@ start_node_agent() {
 	echo "---- agent start $(date +%T.%N)" >>"$WORK/agent.log"
 	ip netns exec "$NODE" "$AGENT" "${args[@]}" "${NODE_ARGS[@]}" "$@" >>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	local i
-	for i in $(seq 1 400); do
-		[ -S "$WORK/fibril.sock" ] && return 0
-		kill -0 "$AGENT_PID" 2>/dev/null || { tail -20 "$WORK/agent.log"; AGENT_PID=""; return 1; }
-		sleep 0.05
-	done
-	echo "agent did not open its socket within 20 s" >&2
+	local rc=0
+	wait_alive "$AGENT_PID" 20 test -S "$WORK/fibril.sock" || rc=$?
+	[ "$rc" = 0 ] && return 0
+	if [ "$rc" = 2 ]; then AGENT_PID=""; else echo "agent did not open its socket within 20 s" >&2; fi
 	tail -20 "$WORK/agent.log"
 	return 1
 }

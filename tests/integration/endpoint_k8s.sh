@@ -34,19 +34,17 @@ create_pod() { # NAME LABEL=VALUE...
 	kcn create -f "$WORK/pod-$name.yaml" >/dev/null
 }
 
-# wait_for WHAT PYTHON-EXPR PATH : polls GET PATH until EXPR (j = the body) holds, 10 s
-wait_for() {
-	local what=$1 expr=$2 path=$3
-	for _ in $(seq 1 100); do
-		if [ "$(req GET "$path")" = 200 ] && json_ok "$expr" 2>/dev/null; then
-			pass "$what"
-			return 0
-		fi
-		sleep 0.1
-	done
+# await_json WHAT PYTHON-EXPR PATH : a check: GET PATH until EXPR (j = the body) holds, 10 s
+await_json() {
+	local what=$1
+	if wait_for 10 _json_holds "$2" "$3"; then
+		pass "$what"
+		return 0
+	fi
 	fail "$what (last: $(resp))"
 	return 1
 }
+_json_holds() { [ "$(req GET "$2")" = 200 ] && json_ok "$1" 2>/dev/null; }
 
 start_node_agent || { fail "the agent starts with k8s"; finish; exit 1; }
 pass "the agent starts with k8s, ipam-cluster-pool, ipam-api and endpoint"
@@ -57,7 +55,7 @@ make_pod d lxcd$$ ; D=("$POD_NETNS" "lxcd$$" "$HOST_IFINDEX" "$POD_MAC" "$HOST_M
 
 # 1. the pod exists before its endpoint (the usual order): its labels at PUT
 create_pod web-1 app=web pod-template-hash=7c5ddbdf54
-wait_for "the k8s cache has pod web-1" "[i for i in j['items'] if i['name'] == 'web-1']" /v1/k8s/pods
+await_json "the k8s cache has pod web-1" "[i for i in j['items'] if i['name'] == 'web-1']" /v1/k8s/pods
 body cidw$$ "${W[@]}" 10.77.1.2 "" default web-1 '["k8s:from=cni"]' >"$WORK/w.json"
 expect "PUT for pod web-1: 201" PUT "/v1/endpoint/container-id:cidw$$:eth0" 201 '"state":"ready"' \
 	--data-binary @"$WORK/w.json"
@@ -72,7 +70,7 @@ expect "PUT for pod db-1 (not in Kubernetes yet): 201 with the body's labels" \
 	--data-binary @"$WORK/d.json"
 IDENT_CNI=$(jq_py "j['identity']")
 create_pod db-1 app=db
-wait_for "kubectl create pod db-1 (app=db): the endpoint takes its labels" \
+await_json "kubectl create pod db-1 (app=db): the endpoint takes its labels" \
 	"j['labels'] == ['k8s:app=db', 'k8s:io.kubernetes.pod.namespace=default'] and j['state'] == 'ready'" \
 	"/v1/endpoint/container-id:cidd$$:eth0"
 IDENT_DB=$(jq_py "j['identity']")
@@ -80,25 +78,20 @@ check "... with a new identity" test "$IDENT_DB" != "$IDENT_CNI" -a "$IDENT_DB" 
 check "the identity of the CNI labels went with its last endpoint" test "$(req GET "/v1/identity/$IDENT_CNI")" = 404
 # the journal has it once its batch is flushed (a k8s change waits for nobody)
 journal_has_db() {
-	local i
-	for i in $(seq 1 50); do
-		python3 "$top_srcdir/tests/integration/endpoint_journal.py" "$WORK/state/endpoint" 2 |
-			grep -q '"labels":\["k8s:app=db",' && return 0
-		sleep 0.1
-	done
-	return 1
+	python3 "$top_srcdir/tests/integration/endpoint_journal.py" "$WORK/state/endpoint" 2 |
+		grep -q '"labels":\["k8s:app=db",'
 }
-check "the journal has the pod's labels" journal_has_db
+check "the journal has the pod's labels" wait_for 5 journal_has_db
 
 # 3. kubectl label
 kcn label pod db-1 tier=backend >/dev/null
-wait_for "kubectl label pod db-1 tier=backend: labels follow" \
+await_json "kubectl label pod db-1 tier=backend: labels follow" \
 	"j['labels'] == ['k8s:app=db', 'k8s:io.kubernetes.pod.namespace=default', 'k8s:tier=backend']" \
 	"/v1/endpoint/container-id:cidd$$:eth0"
 IDENT_DB2=$(jq_py "j['identity']")
 check "... and the identity changes again" test "$IDENT_DB2" != "$IDENT_DB"
 kcn label pod db-1 tier- app=web pod-template-hash=59b8f6c4d --overwrite >/dev/null
-wait_for "kubectl label pod db-1 app=web tier- (another pod-template-hash): the same labels as web-1" \
+await_json "kubectl label pod db-1 app=web tier- (another pod-template-hash): the same labels as web-1" \
 	"j['labels'] == ['k8s:app=web', 'k8s:io.kubernetes.pod.namespace=default']" "/v1/endpoint/container-id:cidd$$:eth0"
 check "... so the same identity as web-1" json_ok "j['identity'] == $IDENT_WEB"
 expect "identity $IDENT_WEB now counts 2 endpoints" GET "/v1/identity/$IDENT_WEB" 200 '"endpoints":2'
@@ -110,7 +103,7 @@ check "... endpoint.updated published 3 times" \
 stop_agent KILL || true
 kcn label pod web-1 app=frontend --overwrite >/dev/null
 start_node_agent || fail "the agent restarts"
-wait_for "after a restart, web-1's endpoint takes the labels changed meanwhile" \
+await_json "after a restart, web-1's endpoint takes the labels changed meanwhile" \
 	"j['labels'] == ['k8s:app=frontend', 'k8s:io.kubernetes.pod.namespace=default'] and j['state'] == 'ready'" \
 	"/v1/endpoint/container-id:cidw$$:eth0"
 expect "db-1's endpoint kept its identity across the restart" GET "/v1/endpoint/container-id:cidd$$:eth0" 200 \

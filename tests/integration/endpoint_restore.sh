@@ -231,7 +231,7 @@ PY
 		--error-exitcode=99 --log-file="$WORK/vg.%p" "$AGENT" "${args[@]}" "${NODE_ARGS[@]}" \
 		>>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	for _ in $(seq 1 600); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
+	wait_alive "$AGENT_PID" 30 test -S "$WORK/fibril.sock" || true
 	check "the agent starts under valgrind and restores" test -S "$WORK/fibril.sock"
 	expect "valgrind: GET /v1/endpoint" GET /v1/endpoint 200 '"endpoints"'
 	expect "valgrind: PATCH" PATCH /v1/endpoint/3 200 '"id":3' --data-binary '{"labels":["k8s:x=y"]}'

@@ -35,8 +35,7 @@ flows_cleanup() {
 	done
 	if [ -d "$CG" ]; then
 		for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		sleep 0.2
-		rmdir "$CG" 2>/dev/null
+		wait_for 5 rmdir "$CG" 2>/dev/null # once the killed processes have left it
 	fi
 	[ -n "$CG2_MOUNTED" ] && umount "$CG2_MOUNTED"
 	(exit "$rc")
@@ -63,7 +62,7 @@ mapfile -t args < <(agent_args "$mods")
 nsenter --net="/run/netns/$NODE" "$AGENT" "${args[@]}" --set ipam-cluster-pool.node-cidr=10.202.0.0/24 \
 	--set datapath.trace-events=true --set hubble-lite.node-name=node-x --set "lb.cgroup=$CG" >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
-for _ in $(seq 1 400); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
+wait_alive "$AGENT_PID" 20 test -S "$WORK/fibril.sock" || true
 check "the agent starts with hubble-lite" test -S "$WORK/fibril.sock"
 GW4=10.202.0.1
 
@@ -89,8 +88,10 @@ check "pod web created through the endpoint module" test "$(make_pod 0)" = 201
 check "pod client created through the endpoint module" test "$(make_pod 1)" = 201
 
 # traffic: client -> web UDP port 7777 (a listener answers nothing)
-inpod 0 python3 -c 'import socket,time; s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(("0.0.0.0",7777)); time.sleep(8)' &
-sleep 0.5
+inpod 0 python3 -c 'import socket,time; s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(("0.0.0.0",7777)); time.sleep(8)  # sleep: the port stays bound while the test sends' &
+# listening PROTO PORT : pod web has a socket on PORT (ss -l, t or u)
+listening() { inpod 0 ss -Hl"$1"n "sport = :$2" | grep -q .; }
+wait_for 10 listening u 7777 || fail "pod web listens on UDP 7777"
 inpod 1 python3 -c 'import socket; s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(("0.0.0.0",40123)); [s.sendto(b"x"*32,("10.202.0.10",7777)) for _ in range(3)]'
 # a spoofed source from client's veth
 cat >"$WORK/spoof.py" <<'EOF'
@@ -109,10 +110,14 @@ s.send(mac(dmac) + mac(smac) + b"\x08\x00" + ip + udp)
 EOF
 inpod 1 python3 "$WORK/spoof.py" eth0 "$(mac_of eth0 -n "${PODNS[1]}")" "$(mac_of "${HOSTIF[1]}" -n "$NODE")" \
 	10.202.0.99 10.202.0.10
-sleep 0.5
 
 flows() { api "http://x/v1/flows?$1"; }
 count() { jget "$(flows "$1")" 'len(j["flows"])'; }
+# at_least N QUERY : GET /v1/flows?QUERY has N flows or more
+at_least() { local n; n=$(count "$2"); [ "$n" != "?" ] && [ "$n" -ge "$1" ]; }
+# the flows of the packets above reach the ring
+wait_for 10 at_least 3 'from-pod=team/client&to-port=7777' || true
+wait_for 10 at_least 1 'drop-reason=spoofed-source-ip' || true
 ALL=$(flows "")
 check "the UDP packets are FORWARDED flows from team/client to team/web, with ports and labels" \
 	test "$(jget "$ALL" 'len([f for f in j["flows"] if f["verdict"] == "FORWARDED" and f["source"].get("pod_name") == "client" and f["destination"].get("pod_name") == "web" and f["source"]["namespace"] == "team" and f["l4"]["protocol"] == "UDP" and f["l4"]["destination_port"] == 7777 and f["l4"]["source_port"] == 40123 and "k8s:app=client" in f["source"]["labels"] and f["node_name"] == "node-x"])')" -ge 3
@@ -161,7 +166,7 @@ s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", 8080)); s.listen(8); s.settimeout(10)
 for _ in range(3):
     c, _ = s.accept(); c.recv(16); c.sendall(b"ok"); c.close()' &
-sleep 0.5
+wait_for 10 listening t 8080 || fail "pod web listens on TCP 8080"
 # tcp_connect ADDR PORT N: N connections from the client pod, in the cgroup
 tcp_connect() {
 	nsenter --net="/run/netns/${PODNS[1]}" sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" \
@@ -173,7 +178,9 @@ for _ in range(int(sys.argv[3])):
 print("ok")' "$@"
 }
 check "3 TCP connections from client through the ClusterIP" test "$(tcp_connect 10.96.77.1 80 3)" = ok
-sleep 0.5
+# their flows both ways reach the ring
+wait_for 10 at_least 3 'to-service=team/websvc' || true
+wait_for 10 at_least 3 'from-service=team/websvc&from-port=8080' || true
 SVC=$(flows 'to-service=team/websvc')
 check "the flows to the backend name the service (destination_service team/websvc)" \
 	test "$(jget "$SVC" 'len([f for f in j["flows"] if f["destination"].get("pod_name") == "web" and f["l4"]["destination_port"] == 8080 and f["destination_service"] == {"name": "websvc", "namespace": "team"} and f["source"].get("pod_name") == "client"])')" -ge 3 ||
@@ -196,10 +203,13 @@ import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", 8080)); s.listen(8); s.settimeout(10)
 c, _ = s.accept(); c.recv(16); c.sendall(b"ok"); c.close()' &
-sleep 0.5
+wait_for 10 listening t 8080 || fail "pod web listens on TCP 8080 again"
 n_before=$(count 'to-service=team/websvc')
+# a connection's flows to web:8080 (a third of the three through the service)
+per_conn=$(($(count 'to-service=team/websvc') / 3))
+direct_before=$(count 'from-pod=team/client&to-port=8080')
 check "a direct connection to web:8080 after the delete" test "$(tcp_connect 10.202.0.10 8080 1)" = ok
-sleep 0.5
+check "  its flows reach the ring ($per_conn)" wait_for 10 at_least $((direct_before + per_conn)) 'from-pod=team/client&to-port=8080'
 check "... names no service any more" test "$(count 'to-service=team/websvc')" = "$n_before"
 
 PROM=$(api http://x/metrics)

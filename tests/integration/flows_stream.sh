@@ -39,10 +39,9 @@ follow() {
 		2>"$WORK/$name.err" &
 	BG+=($!)
 	eval "PID_$name=$!"
-	local _
-	for _ in $(seq 1 100); do [ -e "$WORK/$name.ready" ] && return 0; sleep 0.05; done
-	return 1
+	wait_alive "$!" 10 test -e "$WORK/$name.ready"
 }
+followers_are() { grep -q "^fibril_hubble_followers $1\$" <<<"$(api http://x/metrics)"; }
 # summary FILE : one line per flow: verdict reason proto src>dst:dport flags
 summary() {
 	python3 - "$1" <<'PY'
@@ -68,7 +67,7 @@ follow tcp "protocol=tcp&from-pod=team/a" --idle 8 --timeout 40 || fail "followe
 "$CLI" --socket "$SOCK" observe -f --to-pod team/a --protocol udp >"$WORK/observe.out" 2>"$WORK/observe.err" &
 OBS=$!
 BG+=($OBS)
-sleep 0.5
+check "the three websocket followers and fibril observe -f are in" wait_for 10 followers_are 4
 udp b a 7000
 udp b a 7001
 check "a -> b TCP 82 is refused (nobody listens)" test "$(tcp_dead a b 82)" = refused
@@ -104,7 +103,8 @@ assert (p["match"], p["direction"], p["name"], p["kind"], p["section"], p["rule_
 assert drop[0]["policy"] == {"match": "default-deny", "direction": "ingress"}, drop[0]
 assert all("policy" not in f for f in flows if f["type"] == "trace"), flows
 PY
-sleep 0.5
+observed() { [ "$(wc -l <"$WORK/observe.out")" -ge 3 ]; }
+wait_for 10 observed || true # (the check below counts the lines)
 kill "$OBS" 2>/dev/null || true
 wait "$OBS" 2>/dev/null || true
 OUT=$(cat "$WORK/observe.out")
@@ -143,7 +143,7 @@ check "TCP: /metrics still answers under a host name (scrapers)" \
 N=6000
 follow fast "from-pod=team/b&to-port=7000" --count "$N" --idle 10 --timeout 60 || fail "the fast follower connects"
 follow slow "from-pod=team/b&to-port=7000" --slow --stall 6 --idle 4 --timeout 60 || fail "the slow follower connects"
-sleep 0.3
+check "the fast and the slow follower are in" wait_for 10 followers_are 2
 t0=$(date +%s.%N)
 udp b a 7000 "$N" 3000
 wait "$PID_fast"
@@ -179,7 +179,8 @@ follow big "from-pod=team/b&to-port=7000" --count 3000 --idle 10 --timeout 60 ||
 strace -qq -f -e trace=sendto -e signal=none -p "$AGENT_PID" -o "$WORK/sends.txt" 2>"$WORK/strace.err" &
 STRACE=$!
 BG+=($STRACE)
-for _ in $(seq 1 50); do grep -q "^TracerPid:[[:space:]]*$STRACE\$" "/proc/$AGENT_PID/status" && break; sleep 0.1; done
+traced() { grep -q "^TracerPid:[[:space:]]*$STRACE\$" "/proc/$AGENT_PID/status"; }
+check "strace is attached to the agent" wait_for 10 traced
 udp b a 7000 3000 3000
 wait "$PID_big" || true
 kill -INT "$STRACE" 2>/dev/null || true
@@ -196,10 +197,9 @@ Q="from-pod=team/b&to-port=7000&protocol=udp"
 follow twin1 "$Q" --count 1 --idle 10 --timeout 30 || fail "follower twin1 connects"
 follow twin2 "$Q" --count 201 --idle 10 --timeout 30 || fail "follower twin2 connects"
 follow twin3 "$Q" --count 201 --idle 10 --timeout 30 || fail "follower twin3 connects"
-sleep 0.3
+check "the three followers with one filter are in" wait_for 10 followers_are 3
 udp b a 7000 1
 wait "$PID_twin1" || true
-followers_are() { grep -q "^fibril_hubble_followers $1\$" <<<"$(api http://x/metrics)"; }
 check "the first of three followers with one filter left after its flow" wait_for 5 followers_are 2
 udp b a 7000 200 2000
 wait "$PID_twin2" || true

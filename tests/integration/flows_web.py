@@ -10,9 +10,11 @@ in the console fails it. Prints one "PASS:/FAIL:" line per check.
 
   flows_web.py URL READY_FILE SHOTS_DIR USER_DATA_DIR
 """
+import json
 import os
 import sys
 import time
+import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -38,7 +40,7 @@ def wait_for(cond, timeout=20.0):
                 return v
         except Exception:  # the page is being redrawn
             pass
-        time.sleep(0.2)
+        time.sleep(0.2)  # sleep: the poll interval of a wait with a deadline
     return None
 
 
@@ -59,7 +61,7 @@ for attempt in (1, 2):
               file=sys.stderr, flush=True)
         if attempt == 2:
             raise
-        time.sleep(2)
+        time.sleep(2)  # sleep: a pause before the one retry of a start that timed out
 try:
     # a busy machine may time the first load out: one more try
     for attempt in (1, 2):
@@ -71,7 +73,7 @@ try:
                   file=sys.stderr, flush=True)
             if attempt == 2:
                 raise
-            time.sleep(2)
+            time.sleep(2)  # sleep: a pause before the one retry of a load that timed out
     check("the page loads with its title", driver.title == "fibril flows", driver.title)
     live = wait_for(lambda: driver.find_element(By.ID, "status").text == "live")
     check("the page's stream is live", bool(live), driver.find_element(By.ID, "status").text)
@@ -88,8 +90,14 @@ try:
             ".map(e => [e.dataset.src, e.dataset.dst, e.dataset.verdict, e.dataset.count])")}
 
     A, B = "pod:team/a", "pod:team/b"
-    # what the ring already held (the page starts with the last 200 flows)
-    time.sleep(1)
+    # what the ring already held (the page starts with the last 200 flows):
+    # every one of them is a row, and the map drawn (its next two frames)
+    held = json.load(urllib.request.urlopen(url.rsplit("/flows", 1)[0] + "/v1/flows?last=200",
+                                            timeout=10))["flows"]
+    check("the page shows the %d flows the ring held" % len(held),
+          bool(wait_for(lambda: len(rows()) >= len(held))), (len(rows()), len(held)))
+    driver.execute_async_script("const done = arguments[arguments.length - 1];"
+                                "requestAnimationFrame(() => requestAnimationFrame(done));")
     base_rows, base_edges = rows(), edges()
     base_ba = base_edges.get((B, A), ("", 0))[1]
     base_ab = base_edges.get((A, B), ("", 0))[1]

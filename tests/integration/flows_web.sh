@@ -35,11 +35,7 @@ ip netns exec "$NODE_NS" /usr/bin/python3 "$top_srcdir/tests/integration/flows_w
 	>"$WORK/browser.out" 2>"$WORK/browser.err" &
 BROWSER=$!
 BG+=($BROWSER)
-for _ in $(seq 1 600); do
-	[ -e "$WORK/browser.ready" ] && break
-	kill -0 "$BROWSER" 2>/dev/null || break
-	sleep 0.1
-done
+wait_alive "$BROWSER" 60 test -e "$WORK/browser.ready" || true
 check "the browser opened the page and its stream" test -e "$WORK/browser.ready"
 udp b a 7000 5
 udp b a 7001 3

@@ -40,18 +40,12 @@ for n in n1 n2 n3; do start $n || { fail "the agent of $n starts"; finish; }; do
 health_json() { mn_api "$1" http://x/v1/health; }
 # elapsed_until SECONDS CMD... : poll CMD; prints the seconds it took
 elapsed_until() {
-	local limit=$1 t0 now
+	local limit=$1 t0 us
 	shift
-	t0=$(date +%s.%N)
-	while ! QUIET=1 "$@"; do
-		now=$(date +%s.%N)
-		if python3 -c "import sys; sys.exit(0 if $now - $t0 > $limit else 1)"; then
-			echo "timeout"
-			return 1
-		fi
-		sleep 0.05
-	done
-	python3 -c "print('%.2f' % ($(date +%s.%N) - $t0))"
+	t0=$(now_us)
+	QUIET=1 wait_for "$limit" "$@" || { echo "timeout"; return 1; }
+	us=$(($(now_us) - t0))
+	printf '%d.%02d\n' $((us / 1000000)) $((us % 1000000 / 10000))
 }
 ALL_T="['node-icmp', 'node-http', 'endpoint-icmp', 'endpoint-http']"
 all_ok() { QUIET=1 health_is "$1" "len(j['peers']) == 3 and all(tgt(p, t)['reachable'] for p in ['n1', 'n2', 'n3'] for t in $ALL_T) and not j['unreachable']"; }
@@ -76,8 +70,11 @@ check "  and prints the matrix" grep -Eq "^n2 +ok +ok +ok$" <<<"$out"
 nodelist() { "$CLI" -s "${MN_DIR[$1]}/fibril.sock" node list; }
 reach_col() { nodelist "$1" | awk -v n="$2" '$1 == n { print $NF }'; }
 node_reach_is() { [ "$(reach_col "$1" "$2")" = "$3" ]; }
-check "fibril node list on n1: REACHABLE yes for n1, n2 and n3" \
-	eval 'wait_for 5 node_reach_is n1 n1 yes && node_reach_is n1 n2 yes && node_reach_is n1 n3 yes && grep -q "REACHABLE$" <<<"$(nodelist n1)"' ||
+all_reach_n1() {
+	node_reach_is n1 n1 yes && node_reach_is n1 n2 yes && node_reach_is n1 n3 yes &&
+		grep -q "REACHABLE$" <<<"$(nodelist n1)"
+}
+check "fibril node list on n1: REACHABLE yes for n1, n2 and n3" wait_for 5 all_reach_n1 ||
 	nodelist n1
 check "  GET /v1/nodes has n3's health" eval '[ "$(mn_json n1 /v1/nodes "[n[\"health\"][\"reachable\"] for n in j[\"nodes\"] if n[\"name\"] == \"n3\"]")" = "[True]" ]'
 check "fibril health still prints ok" test "$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" health)" = ok

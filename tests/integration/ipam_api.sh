@@ -323,7 +323,7 @@ if [ -z "${SAN_CFLAGS:-}" ]; then
 		--error-exitcode=99 --log-file="$WORK/vg-agent.%p" "$AGENT" "${args[@]}" "${VENDOR[@]}" \
 		>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	for _ in $(seq 1 600); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
+	wait_alive "$AGENT_PID" 30 test -S "$WORK/fibril.sock" || true
 	check "the agent starts ipam-api and vendor-ipam under valgrind" test -S "$WORK/fibril.sock"
 	req POST '/v1/ipam?owner=c1/eth0' >/dev/null
 	req POST '/v1/ipam/10.0.3.8?owner=c1/eth0' >/dev/null

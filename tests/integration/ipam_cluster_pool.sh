@@ -53,12 +53,8 @@ node_launch() {
 
 # node_wait NAME : until its socket is there (1 when it exited or 20 s passed)
 node_wait() {
-	local name=$1 i
-	for i in $(seq 1 400); do
-		[ -S "$(nsock "$name")" ] && return 0
-		kill -0 "${NODE_PID[$name]}" 2>/dev/null || break
-		sleep 0.05
-	done
+	local name=$1
+	wait_alive "${NODE_PID[$name]}" 20 test -S "$(nsock "$name")" && return 0
 	echo "node $name did not start; its log:"
 	tail -n 20 "$(ndir "$name")/agent.log"
 	return 1
@@ -137,14 +133,8 @@ healthz() { req "$1" GET /v1/healthz; }
 same() {
 	if [ "$2" = "$3" ]; then pass "$1"; else fail "$1"; echo "  expected: $3"; echo "  got:      $2"; fi
 }
-# until_ok SECONDS 'SHELL CODE' : evaluate the code every 0.2 s until it succeeds
-until_ok() {
-	local end=$((SECONDS + $1))
-	until eval "$2" >/dev/null 2>&1; do
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.2
-	done
-}
+# until_ok SECONDS 'SHELL CODE' : evaluate the code until it succeeds (wait_quiet)
+until_ok() { wait_quiet "$1" eval "$2"; }
 
 # ==== 1. config errors =========================================================================
 node_run cfg "$smods"
@@ -212,7 +202,9 @@ before=$(allocations st)
 	done
 ) &
 burst=$!
-sleep 0.7
+# mid-burst: once a hundred allocations are answered
+answered_past() { [ "$(wc -l <"$WORK/burst" 2>/dev/null || echo 0)" -gt "$1" ]; }
+wait_for 20 answered_past 100 || true
 node_stop st KILL || true
 wait "$burst" || true
 answered=$(python3 -c 'import json, sys
@@ -415,8 +407,7 @@ else
 			--set "agent.run-dir=$d/run" --set "agent.bpffs-dir=$BPFFS_DIR/$name" \
 			--set "agent.node-name=$name" --set agent.start-timeout=60s "$@" >"$d/agent.log" 2>&1 &
 		NODE_PID[$name]=$!
-		local i
-		for i in $(seq 1 600); do [ -S "$d/fibril.sock" ] && break; sleep 0.05; done
+		wait_alive "${NODE_PID[$name]}" 30 test -S "$d/fibril.sock" || true
 		alloc "$name" vg1/eth0 >/dev/null
 		req "$name" POST '/v1/ipam/10.96.0.200?owner=vg2/eth0' >/dev/null
 		req "$name" GET /v1/ipam >/dev/null

@@ -64,27 +64,11 @@ run_pc() { # NODE [more args] : foreground; $OUT, $RC
 	run_agent "$mods" "${pargs[@]}" "$@"
 }
 # wait_ready : until the agent's socket answers /v1/ipam with a pool (or it exited)
-wait_ready() {
-	local _
-	for _ in $(seq 1 100); do
-		api http://x/v1/ipam 2>/dev/null | grep -q '"pools":\[{' && return 0
-		kill -0 "$AGENT_PID" 2>/dev/null || return 1
-		sleep 0.1
-	done
-	return 1
-}
+wait_ready() { wait_alive "$AGENT_PID" 10 has_pool; }
+has_pool() { api http://x/v1/ipam 2>/dev/null | grep -q '"pools":\[{'; }
 pools() { api http://x/v1/ipam | python3 -c 'import json,sys; print(" ".join(p["cidr"] for p in json.load(sys.stdin)["pools"]))'; }
 summary() { api http://x/v1/status | python3 -c 'import json,sys; print([m.get("summary","") for m in json.load(sys.stdin)["modules"] if m["name"]=="ipam-k8s-podcidr"][0])'; }
 annotation() { kc get node "$1" -o "jsonpath={.metadata.annotations.network\.fibril\.io/$2}"; }
-# wait_for SECONDS COMMAND... : poll until the command succeeds
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ $SECONDS -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
 cli() { CRC=0; "$CLI" --socket "$WORK/fibril.sock" "$@" >"$WORK/out" 2>"$WORK/err" || CRC=$?; }
 
 # ---- precedence ------------------------------------------------------------------------
@@ -144,10 +128,13 @@ check "a Node without a CIDR: names the three places" contains "$OUT" \
 mapfile -t args < <(agent_args "$mods")
 mapfile -t pargs < <(NODE_TIMEOUT=30s pc_args late)
 rm -f "$WORK/fibril.sock"
+node_watches0=$(k8s_agent_requests watch nodes)
 "$AGENT" "${args[@]}" "${pargs[@]}" >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
 check "start waits for the Node" wait_for 10 grep -q "waiting up to 30s for node late" "$WORK/agent.log"
-sleep 1
+# the Node comes as an event of the watch (not in the list before it)
+watching_nodes() { [ "$(k8s_agent_requests watch nodes)" -gt "$node_watches0" ]; }
+check "  the agent watches the nodes" wait_for 10 watching_nodes
 node late 'podCIDR: 10.8.0.0/28'
 check "the Node created while start waits: the agent starts" wait_for 10 test -S "$WORK/fibril.sock"
 check "the Node created while start waits: ready" wait_ready
@@ -167,12 +154,9 @@ ann_is() { [ "$(annotation "$1" "$2")" = "$3" ]; }
 check "annotation: the pod CIDR" wait_for 10 ann_is late ipv4-pod-cidr 10.8.0.0/28
 check "annotation: the host (router) address" [ "$(annotation late ipv4-host-ip)" = 10.8.0.1 ]
 kc annotate node late network.fibril.io/ipv4-host-ip- >/dev/null
-got=""
-for _ in $(seq 1 50); do
-	got=$(annotation late ipv4-host-ip)
-	[ -n "$got" ] && break
-	sleep 0.1
-done
+has_host_ip() { [ -n "$(annotation late ipv4-host-ip)" ]; }
+wait_for 5 has_host_ip || true
+got=$(annotation late ipv4-host-ip)
 check "a removed annotation is written again" [ "$got" = 10.8.0.1 ]
 
 # ---- fibril k8s status, the Kubernetes line of fibril status ---------------------------------
@@ -228,7 +212,7 @@ else
 		--log-file="$WORK/vg.log" "$AGENT" "${args[@]}" "${pargs[@]}" \
 		--set ipam-k8s-podcidr.node-timeout=20s >"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	for _ in $(seq 1 300); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.1; done
+	wait_alive "$AGENT_PID" 30 test -S "$WORK/fibril.sock" || true
 	wait_ready || true
 	cli ipam release --owner c13/eth0
 	cli ipam allocate vg/eth0

@@ -114,10 +114,7 @@ EOF
 # a watch from kubectl itself, running while everything below changes
 kc get pods -n app --watch -o json >"$WORK/kubectl-watch.json" 2>"$WORK/kubectl-watch.err" &
 KWATCH=$!
-for i in $(seq 1 100); do
-	[ "$(k8s_ctl stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["watches"])')" -ge 1 ] && break
-	sleep 0.05
-done
+wait_for 5 k8s_watching 1 || true
 
 out=$(kc create -f "$M/all.yaml" 2>&1) && rc=0 || rc=$?
 check "kubectl create -f (no --validate flag) creates all ten objects" test "$rc:$(grep -c ' created$' <<<"$out")" = 0:10 ||
@@ -174,7 +171,9 @@ check "kubectl delete pod (waits until it is gone)" contains "$(kc delete pod -n
 out=$(kc get pod -n app web-2 2>&1) && rc=0 || rc=$?
 check "the deleted pod is NotFound" contains "$rc $out" 'pods "web-2" not found'
 
-sleep 0.5
+# kubectl's watch has written the last change (the delete)
+kwatch_caught_up() { grep -q "\"resourceVersion\": \"$(k8s_rv)\"" "$WORK/kubectl-watch.json"; }
+wait_for 10 kwatch_caught_up || true
 kill "$KWATCH" 2>/dev/null || true
 wait "$KWATCH" 2>/dev/null || true
 check "kubectl get --watch saw ADDED, the label, the status, the delete" python3 - "$WORK/kubectl-watch.json" <<'PY'
@@ -300,15 +299,9 @@ check "... and a watch from before the restart gets 410" contains \
 # -- fault injection -----------------------------------------------------------
 k8s_api -N "/api/v1/pods?watch=1&resourceVersion=$new&timeoutSeconds=30" >"$WORK/dropped.out" 2>&1 &
 wpid=$!
-for i in $(seq 1 100); do
-	[ "$(k8s_ctl stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["watches"])')" -ge 1 ] && break
-	sleep 0.05
-done
+wait_for 5 k8s_watching 1 || true
 kc label pod p1 round=3 --overwrite >/dev/null
-for _ in $(seq 1 100); do
-	grep -q '"round":"3"' "$WORK/dropped.out" && break
-	sleep 0.05
-done
+wait_for 5 grep -q '"round":"3"' "$WORK/dropped.out" || true
 dropped=$(k8s_ctl drop-watches)
 wrc=0
 wait "$wpid" || wrc=$?
@@ -317,7 +310,7 @@ check "... after the event already sent" contains "$(cat "$WORK/dropped.out")" '
 check "drop-watches counted the watch" contains "$dropped" '"watches":1'
 k8s_api -N "/api/v1/pods?watch=1&resourceVersion=$new&timeoutSeconds=30" >"$WORK/err.out" 2>&1 &
 wpid=$!
-sleep 0.5
+wait_for 5 k8s_watching 1 || true
 k8s_ctl "watch-error?code=410" >/dev/null
 wrc=0
 wait "$wpid" || wrc=$?
@@ -328,9 +321,10 @@ assert sys.argv[2] == "0" and evs[-1]["type"] == "ERROR" and evs[-1]["object"]["
 PY
 reach() { curl -sS -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$K8S_CA" "$K8S_URL/version" 2>/dev/null || true; }
 k8s_ctl "pause?seconds=3" >/dev/null
-for _ in $(seq 1 20); do [ "$(reach)" = 000 ] && break; sleep 0.1; done
+reach_is() { [ "$(reach)" = "$1" ]; }
+wait_for 2 reach_is 000 || true
 check "pause: the server is unreachable (connection refused)" test "$(reach)" = 000
-for _ in $(seq 1 100); do [ "$(reach)" = 200 ] && break; sleep 0.1; done
+wait_for 10 reach_is 200 || true
 check "... and back after the pause, on the same port" test "$(k8s_api -o /dev/null -w '%{http_code}' /api/v1/pods)" = 200
 
 k8s_ctl "config?max_page=3" >/dev/null
@@ -342,10 +336,7 @@ PY
 k8s_ctl "config?max_page=0" >/dev/null
 k8s_api -N "/api/v1/pods?watch=1&timeoutSeconds=30" >"$WORK/after.out" 2>&1 &
 wpid=$!
-for _ in $(seq 1 100); do
-	[ "$(k8s_ctl stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["watches"])')" -ge 1 ] && break
-	sleep 0.05
-done
+wait_for 5 k8s_watching 1 || true
 k8s_ctl "drop-watches?after=2" >/dev/null
 for i in 1 2 3; do kc label pod p1 "after=$i" --overwrite >/dev/null; done
 wrc=0

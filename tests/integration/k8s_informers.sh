@@ -53,10 +53,7 @@ start_server() {
 	python3 "$WORK/apiserver.py" --port "${PORT:-0}" --token "$TOKEN" --bookmark-interval 1 "$@" \
 		>"$WORK/api.out" 2>>"$WORK/api.err" &
 	API_PID=$!
-	for _ in $(seq 1 100); do
-		grep -q LISTENING "$WORK/api.out" 2>/dev/null && break
-		sleep 0.1
-	done
+	wait_alive "$API_PID" 10 grep -q LISTENING "$WORK/api.out" || true
 	PORT=$(awk '/LISTENING/ {print $2; exit}' "$WORK/api.out")
 	[ -n "$PORT" ] || { echo "FAIL: the API server did not start"; cat "$WORK/api.err"; exit 1; }
 }
@@ -172,15 +169,21 @@ all_consistent() {
 		same_cache "$r" >/dev/null && counts_ok "$r" >/dev/null && probe_same "$r" >/dev/null || return 1
 	done
 }
-# wait_for SECONDS COMMAND... : poll until the command succeeds
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ $SECONDS -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
+# watched RESOURCE... : the server holds an open watch of each (none a fault is ending)
+watched() {
+	curl -sS --max-time 5 "$SERVER/_control/stats" | python3 -c 'import json, sys
+w = json.load(sys.stdin)["openWatchesByResource"]
+sys.exit(0 if all(w.get(r, 0) >= 1 for r in sys.argv[1:]) else 1)' "$@"
 }
+# relisted RESOURCE N : RESOURCE was listed again since it counted N relists
+relisted() { [ "$(res_field "$1" relists)" -gt "$2" ]; }
+# service_lists : the LIST requests of services the agent made (the server's record)
+service_lists() {
+	local n
+	n=$(grep -c '^list core services$' "$FIBRIL_K8S_REQUEST_LOG_DIR/requests-$API_PID.log" 2>/dev/null) || true
+	echo "${n:-0}"
+}
+lists_past() { [ "$(service_lists)" -gt "$1" ]; }
 # verify WHAT : wait for the caches to converge, then check and explain
 verify() {
 	wait_for 20 all_consistent || true
@@ -224,7 +227,7 @@ verify "watch events"
 
 # ---- fault: watches dropped mid-stream -----------------------------------------
 control drop-watches
-sleep 0.5
+check "drop-watches: the agent watches the three again" wait_for 10 watched pods services nodes
 create_svc svc-d1; label_svc svc-3 drop; delete_pod pod-a2
 verify "after drop-watches"
 check "drop-watches: no relist (resumed from the last resourceVersion)" [ "$(res_field services relists)" = 0 ]
@@ -240,11 +243,11 @@ check "ERROR 410: services relisted" [ "$(res_field services relists)" -ge 1 ]
 # no bookmarks, so the pods watch stays at its last pod while the store moves on
 control "config?bookmark_interval=3600"
 control "drop-watches?resource=pods"
-sleep 0.5
+wait_for 10 watched pods || fail "the agent watches the pods again"
 create_svc svc-x1
 control "expire?resource=pods&mode=http"
 control "drop-watches?resource=pods"
-sleep 0.3
+wait_for 10 grep -q "watch pods: .*expired; relisting" "$WORK/agent.log" || true
 create_pod pod-a11 "$NODE"; delete_pod pod-a3
 control "config?bookmark_interval=1"
 verify "after expire (HTTP 410)"
@@ -261,15 +264,19 @@ check "mid-burst cut: resumed from the last resourceVersion, no relist" \
 
 # ---- fault: the history restarts (every watch dropped, every rv too old) -----------
 before=$(res_field nodes relists)
+before_pods=$(res_field pods relists) before_services=$(res_field services relists)
 control restart-history
-sleep 1
+wait_for 10 relisted nodes "$before" || true
+wait_for 10 relisted pods "$before_pods" || true
+wait_for 10 relisted services "$before_services" || true
 create_svc svc-r1; label_svc svc-5 restart; delete_svc svc-6
 verify "after restart-history"
 check "restart-history: nodes relisted" [ "$(res_field nodes relists)" -gt "$before" ]
 
 # ---- fault: the server paused 10 s -------------------------------------------------
 control "pause?seconds=10"
-sleep 3
+paused_seen() { [ "$(healthz)" = 503 ] && api http://x/v1/healthz | grep -q "retrying in"; }
+wait_for 3 paused_seen || true # (within 3 s of the pause)
 check "paused: healthz 503" [ "$(healthz)" = 503 ]
 health=$(api http://x/v1/healthz || true)
 check "paused: health names the watch and the retry" contains "$health" "retrying in"
@@ -312,8 +319,9 @@ control "config?list_delay=0.3"
 control "watch-error?resource=services&code=410"
 # the relist may wait out its backoff first (forced relists within 2 min)
 services_listing() { [ "$(res_field services phase)" = listing ]; }
+lists0=$(service_lists)
 wait_for 40 services_listing || true
-sleep 1 # a few pages of 7 into the relist
+wait_for 10 lists_past $((lists0 + 2)) || true # a few pages of 7 into the relist
 create_svc svc-midlist
 control "expire?resource=services&mode=event"
 check "continue token expired mid-list: the list starts again" \
@@ -402,14 +410,16 @@ check "probe: the annotation is on the Node" [ "$ann" = yes ]
 check "probe: stop exit 0" stop_agent TERM
 
 # ---- the start fails when the caches do not sync -----------------------------------
-control "pause?seconds=8"
-sleep 0.5
-run_agent "$mods" "${K8S_ARGS[@]}" --set k8s.sync-timeout=2s
+# a server that does not answer: a port nobody listens on (not a paused
+# server: its pause could end before a slow start, valgrind's, tries it)
+DOWN_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+sed -e "s|server: .*|server: http://127.0.0.1:$DOWN_PORT|" "$WORK/kubeconfig" >"$WORK/kubeconfig-down"
+DOWN_ARGS=(--set "k8s.kubeconfig=$WORK/kubeconfig-down" --set "k8s.node-name=$NODE"
+	--set k8s.resources=pods,services,nodes --set k8s.page-size=7)
+run_agent "$mods" "${DOWN_ARGS[@]}" --set k8s.sync-timeout=2s
 check "unsynced start: exit 1" [ "$RC" = 1 ]
 check "unsynced start: names the resources, each with its last error" \
 	python3 -c 'import re,sys; sys.exit(0 if re.search(r"k8s: caches not synced within 2s: nodes \(.*connect.*\), pods \(.*\), services \(.*\)", sys.argv[1]) else 1)' "$OUT"
-wait_for 20 bash -c "curl -s -o /dev/null -H 'Authorization: Bearer $TOKEN' $SERVER/api/v1/nodes" || true
-sleep 1
 
 # ---- a start that fails: bad kubeconfig; unsynced caches under valgrind ----------
 run_agent "$mods" --set "k8s.kubeconfig=$WORK/missing.yaml" --set "k8s.node-name=$NODE"
@@ -422,17 +432,13 @@ if [ -n "${SAN_CFLAGS:-}" ]; then
 elif ! command -v valgrind >/dev/null; then
 	if [ "${CI:-}" = true ]; then fail "valgrind is not installed"; else echo "NOTE: no valgrind"; fi
 else
-	control "pause?seconds=8"
-	sleep 0.5
 	mapfile -t args < <(agent_args "$mods")
 	rc=0
 	valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-		--log-file="$WORK/vg-fail.log" "$AGENT" "${args[@]}" "${K8S_ARGS[@]}" \
+		--log-file="$WORK/vg-fail.log" "$AGENT" "${args[@]}" "${DOWN_ARGS[@]}" \
 		--set k8s.sync-timeout=2s >"$WORK/agent-fail.log" 2>&1 || rc=$?
 	check "valgrind: an unsynced start exits 1, clean" [ "$rc" = 1 ]
 	[ "$rc" = 1 ] || tail -40 "$WORK/vg-fail.log"
-	wait_for 20 bash -c "curl -s -o /dev/null -H 'Authorization: Bearer $TOKEN' $SERVER/api/v1/nodes" || true
-	sleep 1
 fi
 
 # ---- TLS: kubeconfig with certificate-authority-data; in-cluster service account ----
@@ -458,10 +464,7 @@ if command -v openssl >/dev/null; then
 		--tls-key "$WORK/tls/server.key" --client-ca "$WORK/tls/client-ca.pem" \
 		>"$WORK/api-tls.out" 2>"$WORK/api-tls.err" &
 	TLS_PID=$!
-	for _ in $(seq 1 100); do
-		grep -q LISTENING "$WORK/api-tls.out" 2>/dev/null && break
-		sleep 0.1
-	done
+	wait_alive "$TLS_PID" 10 grep -q LISTENING "$WORK/api-tls.out" || true
 	TPORT=$(awk '/LISTENING/ {print $2; exit}' "$WORK/api-tls.out")
 	curl -sS --cacert "$WORK/tls/server.pem" -H "Authorization: Bearer $TOKEN" -X POST \
 		-H 'Content-Type: application/json' "https://127.0.0.1:$TPORT/api/v1/nodes" \

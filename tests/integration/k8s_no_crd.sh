@@ -32,7 +32,7 @@ check "ciliumnetworkpolicies: unavailable, synced, empty" wait_for 10 is ciliumn
 check "ciliumclusterwidenetworkpolicies: unavailable, synced, empty" \
 	wait_for 10 is ciliumclusterwidenetworkpolicies "unavailable True 0"
 check "networkpolicies are watched as usual" wait_for 10 is networkpolicies "watching True 0"
-sleep 3 # a retry loop would log again (0.8 s backoff) and keep health degraded
+sleep 3 # sleep: a window for a retry that must not come (it would log again, 0.8 s backoff, and keep health degraded)
 check "the agent is healthy (200)" test "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200 ||
 	api http://x/v1/healthz
 status=$(api http://x/v1/status)

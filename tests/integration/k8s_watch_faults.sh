@@ -25,10 +25,7 @@ TOKEN=t0ken-$$
 cp "$top_srcdir/tests/k8s/apiserver.py" "$WORK/apiserver.py"
 python3 "$WORK/apiserver.py" --port 0 --token "$TOKEN" --bookmark-interval 1 \
 	>"$WORK/api.out" 2>"$WORK/api.err" &
-for _ in $(seq 1 100); do
-	grep -q LISTENING "$WORK/api.out" 2>/dev/null && break
-	sleep 0.1
-done
+wait_alive "$!" 10 grep -q LISTENING "$WORK/api.out" || true
 PORT=$(awk '/LISTENING/ {print $2; exit}' "$WORK/api.out")
 [ -n "$PORT" ] || { echo "FAIL: the API server did not start"; cat "$WORK/api.err"; exit 1; }
 SERVER=http://127.0.0.1:$PORT
@@ -64,14 +61,6 @@ svc() { api http://x/v1/k8s/services | jfield "$1"; }
 healthz() { api -o /dev/null -w '%{http_code}' http://x/v1/healthz; }
 healthz_is() { [ "$(healthz)" = "$1" ]; }
 svc_is() { [ "$(svc "$1")" = "$2" ]; } # EXPR VALUE
-wait_for() { # SECONDS COMMAND...
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ $SECONDS -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
 has_svc() { [ "$(svc "any(i['name']=='$1' for i in j['items'])")" = True ]; }
 # the agent's services equal the server's (name and resourceVersion)
 same_services() {
@@ -108,7 +97,8 @@ check "  ... the cache equals the server's" same_services
 # a server that stays silent: health is Degraded while the watches stall
 control "config?stall_watches=1"
 control stall-watches
-sleep 4.5
+stalled_503() { healthz_is 503 && svc_is "j['stalled']" True; }
+wait_for 10 stalled_503 || true # (the idle deadline is 3 s)
 check "a silent server: healthz 503" [ "$(healthz)" = 503 ]
 check "  ... /v1/k8s says stalled" [ "$(svc "j['stalled']")" = True ]
 check "  ... /v1/healthz names the stall" contains "$(api http://x/v1/healthz)" "stalled: no data for 3.0s"
@@ -121,7 +111,7 @@ check "  ... stalled is false again" [ "$(svc "j['stalled']")" = False ]
 # ---- health after a failed watch: OK only once the server answers the retry -----------------
 control "config?stall_watches=1" # the retried watch gets no answer at all
 control "watch-error?resource=services&code=500&message=injected"
-sleep 2.5
+sleep 2.5 # sleep: the window in which the retried watch (no answer) must not turn health OK
 check "a retried watch with no answer: healthz stays 503" [ "$(healthz)" = 503 ]
 check "  ... /v1/k8s keeps the error" contains "$(svc "j['error']")" "watch ERROR 500"
 control "config?stall_watches=0"
@@ -144,7 +134,8 @@ print(json.dumps([
 ]))
 EOF
 control "inject-lines?resource=services" -H 'Content-Type: application/json' --data-binary "@$WORK/lines.json"
-sleep 1
+bad_logged() { [ "$(grep -c 'watch services: dropped a bad line (' "$WORK/agent.log")" -ge 6 ]; }
+wait_for 10 bad_logged || true
 bad() { svc "j['bad_lines']['$1']"; }
 check "a malformed line is counted (2)" [ "$(bad malformed)" = 2 ]
 check "an object without a name is counted" [ "$(bad no_name)" = 1 ]
@@ -168,7 +159,7 @@ check "  ... no ghost object" [ "$(svc "sum(i['name'].startswith('ghost') for i 
 control "config?expire_every_watch=1&expired_watch=http"
 control drop-watches
 before=$(svc "j['relists']")
-sleep 6
+sleep 6 # sleep: the relists are counted over a window of 6 s (a rate)
 after=$(svc "j['relists']")
 control "config?expire_every_watch=0"
 echo "  relists in 6 s with a 410 after each: $((after - before))"
@@ -178,7 +169,8 @@ check "  ... the backoff is logged" grep -q "watch services: resourceVersion .* 
 check "  ... back to watching afterwards" wait_for 40 svc_is "j['phase']" watching
 # health and log give the same retry delay (the server unreachable)
 control "pause?seconds=4"
-sleep 2
+says_retry() { api http://x/v1/healthz | grep -q "retrying in [0-9.]*s"; }
+wait_for 4 says_retry || true
 hmsg=$(api http://x/v1/healthz | grep -o "retrying in [0-9.]*s" | head -1 || true)
 check "the server unreachable: health says when it retries ($hmsg)" [ -n "$hmsg" ]
 check "  ... the same figure as the log line" grep -qF "$hmsg" "$WORK/agent.log"

@@ -51,12 +51,7 @@ op() {
 	out=$(api -X POST -G "${q[@]}" "http://x/v1/kvprobe/$name") || true
 	id=$(jget "$out" 'j["op"]')
 	[ "$id" != "?" ] || { echo "$out"; return 0; }
-	for _ in $(seq 1 200); do
-		out=$(api "http://x/v1/kvprobe/op/$id") || true
-		case $out in *'"done":true'*) echo "$out"; return 0 ;; esac
-		sleep 0.05
-	done
-	echo "$out"
+	await_output 10 '"done":true' api "http://x/v1/kvprobe/op/$id" || true
 }
 # txn JSON : the same with a JSON body
 txn() {
@@ -64,27 +59,15 @@ txn() {
 	out=$(api -X POST -H 'Content-Type: application/json' -d "$1" http://x/v1/kvprobe/txn) || true
 	id=$(jget "$out" 'j["op"]')
 	[ "$id" != "?" ] || { echo "$out"; return 0; }
-	for _ in $(seq 1 200); do
-		out=$(api "http://x/v1/kvprobe/op/$id") || true
-		case $out in *'"done":true'*) echo "$out"; return 0 ;; esac
-		sleep 0.05
-	done
-	echo "$out"
+	await_output 10 '"done":true' api "http://x/v1/kvprobe/op/$id" || true
 }
 events() { api http://x/v1/kvprobe/events; }
 events_are() { jtest "$(events)" "$1" >/dev/null; }
 state_is() { jtest "$(api http://x/v1/kvprobe/state)" "$1" >/dev/null; }
 healthz() { api -o "$WORK/healthz" -w '%{http_code}' http://x/v1/healthz; }
 healthz_is() { [ "$(healthz)" = "$1" ]; }
-# wait_for SECONDS COMMAND... : poll until the command succeeds
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		[ $SECONDS -lt $deadline ] || return 1
-		sleep 0.1
-	done
-}
+# wait_for SECONDS COMMAND... : here, tests/lib/common.sh's with the command's output discarded
+wait_for() { wait_quiet "$@"; }
 ectl_value() { etcdctl_run get --print-value-only "$1"; }
 ectl_rev() { jget "$(etcdctl_run "$@" -w json)" 'j["header"]["revision"]'; }
 
@@ -174,7 +157,7 @@ lease=$(jget "$r" 'j["lease"]')
 check "put attached to the lease" jtest "$(op put key=leased value=x lease="$lease")" 'j["err"] == 0'
 check "the key carries the lease" jtest "$(op get key=leased)" "j['kvs'][0]['lease'] == $lease"
 check "the summary counts the lease" contains "$(api http://x/v1/status)" "1 leases"
-sleep 7
+sleep 7 # sleep: 2 x the lease's TTL must pass with the key kept alive
 check "the leased key is still there after 2 x TTL (kept alive)" test "$(ectl_value /fibril/leased)" = x
 check "lease revoke answers" jtest "$(op revoke id="$lease")" 'j["err"] == 0'
 check "revoking the lease deleted its key" test -z "$(etcdctl_run get /fibril/leased)"
@@ -189,7 +172,7 @@ check "a lost lease is no longer kept alive" contains "$(api http://x/v1/status)
 # ---- 5. watch --------------------------------------------------------------------------
 out=$(api -X POST 'http://x/v1/kvprobe/watch?prefix=w/')
 check "watch on a prefix" jtest "$out" 'j["watch"] == 0'
-sleep 0.5
+check "  etcd has created the watch" wait_for 10 etcd_watchers_are 1
 r1=$(ectl_rev put /fibril/w/1 a)
 r2=$(ectl_rev put /fibril/w/2 b)
 etcdctl_run put /fibril/other z >/dev/null
@@ -353,14 +336,14 @@ else
 	txn "$create" >/dev/null
 	op grant ttl=5 >/dev/null
 	etcdctl_run put /fibril/vg/b 2 >/dev/null
-	sleep 0.5
+	wait_for 20 events_are "'vg/b' in [e['key'] for e in j['events']]" || fail "valgrind: the watch sees vg/b"
 	kill -STOP "$ETCD_PID" # requests now hang: stop must cancel them (-ECANCELED)
 	pending=$(jget "$(api -X POST 'http://x/v1/kvprobe/put?key=vg/pending&value=1')" 'j["op"]')
 	api -X POST 'http://x/v1/kvprobe/grant?ttl=5' >/dev/null
-	sleep 0.5
+	sleep 0.5 # sleep: the module writes the two requests to the stopped etcd (nothing shows them in flight)
 	check "valgrind: requests are pending at stop" jtest "$(api "http://x/v1/kvprobe/op/$pending")" \
 		'j["done"] is False'
-	sleep 0.3 # no API connection half-closed at the stop
+	wait_for 10 api_idle || true # no API connection half-closed at the stop
 	rc=0; stop_agent TERM || rc=$?
 	kill -CONT "$ETCD_PID"
 	check "valgrind: connected run, pending requests cancelled at stop: no leaks, no errors (exit $rc)" \

@@ -131,13 +131,22 @@ for n in 1 2 3 4 5 6; do
 	BG_PIDS+=($!)
 	disown $!
 done
-sleep 1
+# oks_at_least FILE N : a held connection logged N answers or more
+oks_at_least() { [ "$(grep -c ok "$1" 2>/dev/null)" -ge "$2" ]; }
+# holds_at N : each of the 6 held connections logged N answers (or an error)
+holds_at() {
+	local n
+	for n in 1 2 3 4 5 6; do
+		grep -q error "$WORK/hold$n" 2>/dev/null || oks_at_least "$WORK/hold$n" "$1" || return 1
+	done
+}
+wait_for 10 holds_at 1 || true # established
 upsert '{"frontend":"10.96.10.1:80","name":"default/web","backends":'"$(be_json active 1 2 3)"'}'
 check "the update keeps ID 1" test "$(jq_ "$UOUT" 'j["id"]')" = 1
 out=$(client tcp 10.96.10.1 80 150)
 check "150 new connections, none to the removed backend b0" \
 	test "$(jq_ "$out" '"b0" not in j["backends"] and sum(j["backends"].values()) == 150')" = True || echo "  $out"
-sleep 0.5
+wait_for 10 holds_at 10 || true
 held_ok=0
 for n in 1 2 3 4 5 6; do
 	if ! grep -q error "$WORK/hold$n" && [ "$(grep -c ok "$WORK/hold$n")" -ge 10 ]; then
@@ -166,7 +175,7 @@ check "affinity: 30 connections, one backend" test "$(jq_ "$out" 'len(j["backend
 check "the affinity entry is in lb_affinity" contains "$(fib map dump lb_affinity)" "service=$(jq_ "$UOUT" 'j["id"]')"
 seen=""
 for n in 1 2 3 4 5 6 7; do
-	sleep 1.3
+	sleep 1.3 # sleep: past the affinity timeout (1 s), so the choice is made again
 	seen="$seen $(jq_ "$(client tcp 10.96.10.5 80 1)" 'list(j["backends"])[0]')"
 done
 check "after the timeout the choice is made again (7 rounds: more than one backend)" \
@@ -214,7 +223,7 @@ before_ids=$(ids_of)
 client hold 10.96.10.1 80 "$WORK/long" &
 BG_PIDS+=($!)
 disown $!
-sleep 0.5
+wait_for 10 oks_at_least "$WORK/long" 1 || true # established
 kill -KILL "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null || true
 AGENT_PID=""
@@ -232,9 +241,11 @@ check "after kill -9: the API service keeps its name and its origin (api)" \
 check "... none of the restored services is of unknown origin" \
 	test "$(jq_ "$(api http://x/v1/service)" 'j["restored-unknown-origin"]')" = 0
 n_before=$(grep -c ok "$WORK/long")
-sleep 1
+# 10 more answers (one each 100 ms: at least 1 s) with the agent back
+long_goes_on() { grep -q error "$WORK/long" || oks_at_least "$WORK/long" $((n_before + 10)); }
+wait_for 20 long_goes_on || true
 check "the long-running connection was never reset" \
-	test -z "$(grep error "$WORK/long")" -a "$(grep -c ok "$WORK/long")" -gt "$n_before" ||
+	test -z "$(grep error "$WORK/long")" -a "$(grep -c ok "$WORK/long")" -ge $((n_before + 10)) ||
 	tail -3 "$WORK/long"
 upsert '{"frontend":"10.96.10.7:80","backends":'"$(be_json active 5)"'}'
 check "a service added after the restart takes a new ID" test "$(jq_ "$UOUT" 'j["id"]')" = 12 || echo "  $UOUT"

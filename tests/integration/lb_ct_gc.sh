@@ -67,7 +67,7 @@ removed1=$(removed)
 check "fibril_lb_ct_gc_removed_total counts them (>= 32: $removed0 -> $removed1)" \
 	test "$(( ${removed1%%.*} - ${removed0:-0} ))" -ge 32
 check "the long connection's entries are still there" test "$(ct | grep -c "$hold_port")" -ge 2
-while [ $((SECONDS - hold_start)) -lt 10 ]; do sleep 0.5; done
+while [ $((SECONDS - hold_start)) -lt 10 ]; do sleep 0.5; done # sleep: the connection must live 10 s, past every timeout
 n_ok=$(grep -c ok "$WORK/hold")
 check "the long connection kept going past every timeout, never broken ($n_ok answers)" \
 	test -z "$(grep error "$WORK/hold")" -a "$n_ok" -gt 40

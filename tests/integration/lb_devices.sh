@@ -81,7 +81,7 @@ while time.monotonic() - t0 < 5:
                 sys.exit(0)
     except OSError:
         pass
-    time.sleep(max(0, 0.05 - (time.monotonic() - start)))
+    time.sleep(max(0, 0.05 - (time.monotonic() - start)))  # sleep: one try every 50 ms (a poll with a deadline; it measures the time)
 print("timeout -")
 PY
 }

@@ -59,14 +59,8 @@ svc_id() { # svc_id FRONTEND -> the service ID, or ""
 import json, sys
 print("".join(str(s["id"]) for s in json.load(sys.stdin)["services"] if s["frontend"] == sys.argv[1]))' "$1"
 }
-wait_for() { # wait_for SECONDS CMD...
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
+wait_for() { wait_quiet "$@"; } # SECONDS CMD... : here with CMD's output discarded
+k8s_synced() { jq_ "$(api http://x/v1/service)" 'j["k8s-synced"]'; }
 backends_seen() { jq_ "$(client tcp "$1" "$2" "${3:-60}")" 'sorted(j["backends"]) if not j["errors"] else j'; }
 
 # ---- an EndpointSlice before its Service: a logged skip, kept -------------------------------
@@ -84,7 +78,7 @@ EOF2
 kc apply -f "$WORK/svc.json" >/dev/null || fail "kubectl apply the Service"
 CIP=$(kc get svc web -o jsonpath='{.spec.clusterIP}')
 check "the Service got a clusterIP" test -n "$CIP"
-check "its frontend is programmed" wait_for 10 test -n "$(svc_id "$CIP:80")"
+check "its frontend is programmed" wait_for 10 output_isnt "" svc_id "$CIP:80"
 ID=$(svc_id "$CIP:80")
 check "the ready backends (b0 on this node, b1 elsewhere) serve; terminating b2 does not" \
 	test "$(backends_seen "$CIP" 80)" = "['b0', 'b1']"
@@ -95,19 +89,19 @@ check "... with b2 terminating" grep -q "10.212.0.12:8080 (terminating)" <<<"$li
 # ---- no ready endpoint left: the terminating one serves ------------------------------------------
 slice web-1 web "[$(ep 0 "$NODE_NAME" false false true),$(ep 2 "$NODE_NAME" false true true)]" >"$WORK/slice.json"
 kc apply -f "$WORK/slice.json" >/dev/null
-check "only terminating endpoints: b2 serves" wait_for 10 test "$(backends_seen "$CIP" 80 10)" = "['b2']"
+check "only terminating endpoints: b2 serves" wait_for 10 output_is "['b2']" backends_seen "$CIP" 80 10
 
 # ---- internalTrafficPolicy Local: only this node's endpoints ----------------------------------------
 slice web-1 web "[$(ep 0 "$NODE_NAME" true true false),$(ep 1 other-node true true false)]" >"$WORK/slice.json"
 kc apply -f "$WORK/slice.json" >/dev/null
-wait_for 10 test "$(backends_seen "$CIP" 80 20)" = "['b0', 'b1']" || fail "b0 and b1 ready again"
+wait_for 10 output_is "['b0', 'b1']" backends_seen "$CIP" 80 20 || fail "b0 and b1 ready again"
 kc patch svc web --type merge -p '{"spec":{"internalTrafficPolicy":"Local"}}' >/dev/null
-check "internalTrafficPolicy Local: only b0 (this node)" wait_for 10 test "$(backends_seen "$CIP" 80 20)" = "['b0']"  || { backends_seen "$CIP" 80 20; fib service list; grep lb: "$WORK/agent.log" | tail -5; }
+check "internalTrafficPolicy Local: only b0 (this node)" wait_for 10 output_is "['b0']" backends_seen "$CIP" 80 20  || { backends_seen "$CIP" 80 20; fib service list; grep lb: "$WORK/agent.log" | tail -5; }
 check "the frontend kept its ID" test "$(svc_id "$CIP:80")" = "$ID" || { echo "  $ID -> $(svc_id "$CIP:80")"; grep "lb:" "$WORK/agent.log"; }
 
 # ---- kubectl changes the port: reprogrammed ----------------------------------------------------------
 kc patch svc web --type json -p '[{"op":"replace","path":"/spec/ports/0/port","value":81}]' >/dev/null
-check "the port change is reprogrammed: :81 served" wait_for 10 test "$(backends_seen "$CIP" 81 10)" = "['b0']"
+check "the port change is reprogrammed: :81 served" wait_for 10 output_is "['b0']" backends_seen "$CIP" 81 10
 check "... and :80 is gone" test -z "$(svc_id "$CIP:80")"
 ID81=$(svc_id "$CIP:81")
 
@@ -134,7 +128,7 @@ NP=$(kc get svc np -o jsonpath='{.spec.ports[0].nodePort}')
 NPCIP=$(kc get svc np -o jsonpath='{.spec.clusterIP}')
 check "the NodePort Service got a nodePort" test -n "$NP"
 check "NodePort on the node address, externalTrafficPolicy Local: only this node's b0" \
-	wait_for 10 test "$(backends_seen 192.0.2.10 "$NP" 20)" = "['b0']"
+	wait_for 10 output_is "['b0']" backends_seen 192.0.2.10 "$NP" 20
 check "... while its clusterIP (internalTrafficPolicy Cluster) uses b0 and b1" \
 	test "$(backends_seen "$NPCIP" 8000 30)" = "['b0', 'b1']"
 check "service list shows the NodePort frontend" grep -q "192.0.2.10:$NP/TCP  *NodePort" <<<"$(fib service list)"
@@ -145,11 +139,11 @@ AGENT_ARGS=(--set "lb.cgroup=$CG" --set "k8s.kubeconfig=$K8S_KUBECONFIG"
 check "the agent stops" stop_agent
 start_agent "$mods" "${AGENT_ARGS[@]}" --set k8s.resources=services,endpointslices ||
 	{ fail "the agent restarts"; finish; }
-check "after a restart: the frontend keeps its ID" wait_for 10 test "$(svc_id "$CIP:81")" = "$ID81"
+check "after a restart: the frontend keeps its ID" wait_for 10 output_is "$ID81" svc_id "$CIP:81"
 check "... and still serves" test "$(backends_seen "$CIP" 81 10)" = "['b0']"
 kc patch svc web --type merge -p '{"spec":{"internalTrafficPolicy":"Cluster"}}' >/dev/null
 check "... and is still followed (policy back to Cluster: b0 and b1)" \
-	wait_for 10 test "$(backends_seen "$CIP" 81 30)" = "['b0', 'b1']"
+	wait_for 10 output_is "['b0', 'b1']" backends_seen "$CIP" 81 30
 
 # ---- changes while the agent is down (Cilium's RestoreServices + SyncWithK8sFinished) ------------
 # a Service deleted and one changed while the agent is down; an unchanged
@@ -162,7 +156,7 @@ kc apply -f "$WORK/keep.json" >/dev/null
 slice keep-1 keep "[$(ep 1 "$NODE_NAME" true true false)]" >"$WORK/keep-slice.json"
 kc apply -f "$WORK/keep-slice.json" >/dev/null
 KCIP=$(kc get svc keep -o jsonpath='{.spec.clusterIP}')
-check "a third Service (keep) is served" wait_for 10 test "$(backends_seen "$KCIP" 90 5)" = "['b1']"
+check "a third Service (keep) is served" wait_for 10 output_is "['b1']" backends_seen "$KCIP" 90 5
 printf '{"frontend":"10.96.200.1:80","name":"ops/manual","backends":[{"address":"10.212.0.12:8080"}]}' |
 	fib service upsert - >/dev/null || fail "an API service is upserted"
 KID=$(svc_id "$KCIP:90") APIID=$(svc_id 10.96.200.1:80) NPID=$(svc_id "$NPCIP:8000")
@@ -176,7 +170,7 @@ check "... and the unchanged one too" test "$(backends_seen "$KCIP" 90 5)" = "['
 # lb module restores from the pins, then waits for their first list
 start_agent "$mods" "${AGENT_ARGS[@]}" || { fail "the agent restarts"; finish; }
 check "after the restart, the first list applied" \
-	wait_for 20 test "$(jq_ "$(api http://x/v1/service)" 'j["k8s-synced"]')" = True
+	wait_for 20 output_is True k8s_synced
 svcs=$(api http://x/v1/service)
 check "the Service deleted while down: its frontends are gone after the sync" \
 	test -z "$(svc_id "$NPCIP:8000")" -a -z "$(svc_id "192.0.2.10:$NP")" || fib service list
@@ -186,7 +180,7 @@ check "... 2 stale frontends removed (clusterIP, NodePort) plus web's old port" 
 check "... and gone from the maps (lb_services, lb_revnat)" \
 	test -z "$(fib map dump lb_services | grep -e "$NPCIP:8000/" -e "192.0.2.10:$NP/")$(fib map dump lb_revnat | grep -e "$NPCIP:8000\$")"
 check "the Service changed while down is reprogrammed: :82 served" \
-	wait_for 10 test "$(backends_seen "$CIP" 82 30)" = "['b0', 'b1']"
+	wait_for 10 output_is "['b0', 'b1']" backends_seen "$CIP" 82 30
 check "... :81 gone" test -z "$(svc_id "$CIP:81")"
 check "the unchanged Service kept its ID and serves" \
 	test "$(svc_id "$KCIP:90")" = "$KID" -a "$(backends_seen "$KCIP" 90 5)" = "['b1']"
@@ -202,7 +196,7 @@ check "the stopped agent restored them with their origins" \
 
 # ---- delete -------------------------------------------------------------------------------------------
 kc delete svc web >/dev/null
-check "deleting the Service removes its frontends" wait_for 10 test -z "$(svc_id "$CIP:82")"
+check "deleting the Service removes its frontends" wait_for 10 output_is "" svc_id "$CIP:82"
 check "k8s skips are counted" test "$(jq_ "$(api http://x/v1/service)" 'j["k8s-skipped"] >= 2')" = True
 check "the agent stops cleanly" stop_agent
 finish

@@ -53,8 +53,7 @@ mn_test_cleanup() {
 	for n in n1 n2 n3; do
 		[ -d "$CG_BASE-$n" ] || continue
 		for p in $(cat "$CG_BASE-$n/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		sleep 0.2
-		rmdir "$CG_BASE-$n" 2>/dev/null
+		wait_for 5 rmdir "$CG_BASE-$n" 2>/dev/null # once the killed processes have left it
 	done
 	[ -n "$CG2_MOUNTED" ] && umount "$CG2_MOUNTED"
 }
@@ -156,9 +155,11 @@ check "100 new connections, none to the removed b3 (n3), b4 on n3 still reached"
 	echo "  $out"
 upsert '{"frontend":"10.96.77.3:80","name":"default/held","backends":'"$(be_json 8080 b1)"'}'
 n_before=$(grep -c ok "$WORK/hold")
-sleep 1
+# 10 more answers after the updates (one each 100 ms: at least 1 s)
+hold_goes_on() { grep -q error "$WORK/hold" || [ "$(grep -c ok "$WORK/hold")" -ge $((n_before + 10)) ]; }
+wait_for 20 hold_goes_on || true
 check "the established connection to b2 went on through both updates" \
-	test -z "$(grep error "$WORK/hold")" -a "$(grep -c ok "$WORK/hold")" -gt "$n_before" -a "$(sort -u "$WORK/hold")" = "ok b2" ||
+	test -z "$(grep error "$WORK/hold")" -a "$(grep -c ok "$WORK/hold")" -ge $((n_before + 10)) -a "$(sort -u "$WORK/hold")" = "ok b2" ||
 	tail -3 "$WORK/hold"
 out=$(client tcp 10.96.77.3 80 10)
 check "new connections to that service go to its new backend b1" \

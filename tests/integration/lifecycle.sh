@@ -87,7 +87,7 @@ start_bg() {
 	AGENT_PID=$!
 }
 start_bg
-for _ in $(seq 1 100); do grep -q "start beta" "$TRACE" 2>/dev/null && break; sleep 0.05; done
+wait_for 5 grep -q "start beta" "$TRACE" 2>/dev/null || true
 rc=0; stop_agent TERM || rc=$?
 check "a signal during start fails the start" test "$rc" -ne 0
 check "a signal during start names the interruption" contains "$(cat "$WORK/agent.log")" "start interrupted by a stop signal; stopped: alpha"
@@ -96,7 +96,7 @@ check "a signal during start names the interruption" contains "$(cat "$WORK/agen
 rm -f "$TRACE"
 start_agent "$mods" "${trace_args[@]}" --set alpha.hang-stop=true
 kill -TERM "$AGENT_PID"
-for _ in $(seq 1 100); do grep -q "stop alpha" "$TRACE" 2>/dev/null && break; sleep 0.05; done
+wait_for 5 grep -q "stop alpha" "$TRACE" 2>/dev/null || true
 rc=0; stop_agent TERM || rc=$?
 check "a second signal forces exit" test "$rc" -eq 143
 check "the forced exit is logged" contains "$(cat "$WORK/agent.log")" "second signal: forcing exit"

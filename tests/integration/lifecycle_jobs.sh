@@ -16,7 +16,7 @@ targs=(--set ticker.trace="$TRACE" --set worker.trace="$TRACE" --set ticker.tick
 # 1. A job that finishes within the stop-timeout.
 rm -f "$TRACE"
 start_agent "$mods" "${targs[@]}" --set worker.stop-job=600ms --set agent.stop-timeout=5s
-sleep 0.1
+wait_for 5 grep -q '^tick ticker' "$TRACE" || true # the ticker runs (its ticks must stop at the stop)
 rc=0; stop_agent TERM || rc=$?
 check "exit 0 after the job finished (got $rc)" test "$rc" -eq 0
 after_stop=$(sed -n '/^stop ticker/,$p' "$TRACE" | grep -c '^tick' || true)

@@ -103,7 +103,7 @@ check "the bus queue and the module health are there" parse "$WORK/unix.txt" '
 assert val("fibril_bus_queue_bytes") is not None
 assert val("fibril_module_health", module="ipam-api", level="ok") == 1
 '
-sleep 1.2 # the loop-lag timer ticks every 500 ms
+sleep 1.2 # sleep: the loop-lag timer ticks every 500 ms: 1.2 s holds two ticks (a scrape to poll would count itself)
 api -o "$WORK/unix2.txt" http://x/metrics
 check "the loop lag is observed every 500 ms" parse "$WORK/unix2.txt" '
 assert val("fibril_loop_lag_seconds_count") >= 2, val("fibril_loop_lag_seconds_count")
@@ -166,9 +166,11 @@ start_agent "$mods2" --set "kvstore-etcd.endpoints=$ETCD_ENDPOINT" \
 	--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.79.0.0/16 --set ipam-cluster-pool.node-name=node-m \
 	--set ipam-cluster-pool.lease-ttl=3s --set nodes.node-ip=127.0.0.1 --set agent.node-name=node-m
 api -o /dev/null http://x/v1/healthz || true
-wait_ready() { [ "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz)" = 200 ]; }
-for _ in $(seq 1 200); do wait_ready && break; sleep 0.1; done
+wait_for 20 agent_healthy || true
 scrape() { api -o "$WORK/$1.txt" http://x/metrics; }
+# scrape_until NAME SECONDS PYTHON-CHECKS : scrape into $WORK/NAME.txt until the checks hold
+scrape_until() { wait_for "$2" _scrape_holds "$1" "$3" || true; }
+_scrape_holds() { scrape "$1" && parse "$WORK/$1.txt" "$2" >/dev/null 2>&1; }
 # the endpoint API: a PUT refused (no such netns) and a DELETE of nothing, both answered
 api -o /dev/null -X PUT -H 'Content-Type: application/json' \
 	-d '{"container-id":"c0ffee","ifname":"eth0","netns":"/nonexistent","host-ifname":"lxc0","host-ifindex":1,"mac":"02:00:00:00:00:01","host-mac":"02:00:00:00:00:02"}' \
@@ -177,8 +179,11 @@ api -o /dev/null -X DELETE "http://x/v1/endpoint/container-id:c0ffee:eth0" || tr
 curl -sS --max-time 20 --cacert "$K8S_CA" -H "Authorization: Bearer $K8S_TOKEN" -X POST \
 	-H 'Content-Type: application/json' "$K8S_URL/api/v1/namespaces/default/services" \
 	-d '{"apiVersion":"v1","kind":"Service","metadata":{"name":"m1"},"spec":{"ports":[{"port":80}]}}' >/dev/null
-sleep 2.5 # lease keepalives every ttl/3
-scrape m1
+# the lease keepalives (every ttl/3), the service's event
+scrape_until m1 15 '
+assert val("fibril_kvstore_etcd_lease_keepalives_total", result="ok") >= 1
+assert val("fibril_k8s_events_total", kind="services", type="added") >= 1
+'
 check "the new families parse and follow the naming rules" parse "$WORK/m1.txt" '
 for n in ("fibril_endpoint_regenerations", "fibril_endpoint_regeneration_duration_seconds",
           "fibril_endpoint_endpoints", "fibril_endpoint_api_request_duration_seconds",
@@ -210,7 +215,9 @@ assert val("fibril_k8s_watch_restarts_total", kind="services") == 0
 '
 # the API server cuts the watches: restarted from the last resourceVersion
 control drop-watches
-sleep 2
+# the watch restarted, and open again on the server (answered, not a 410)
+scrape_until m2 15 'assert val("fibril_k8s_watch_restarts_total", kind="services") >= 1'
+wait_for 10 k8s_watching 1 services || true
 scrape m2
 check "k8s: a cut watch counts a watch restart, no relist" parse "$WORK/m2.txt" '
 assert val("fibril_k8s_watch_restarts_total", kind="services") >= 1, val("fibril_k8s_watch_restarts_total", kind="services")
@@ -218,15 +225,16 @@ assert val("fibril_k8s_relists_total", kind="services") == 0
 '
 # a 410 Gone on the watch: the informer relists
 control "watch-error?code=410&message=gone"
-sleep 2
-scrape m3
+scrape_until m3 15 'assert val("fibril_k8s_relists_total", kind="services") >= 1'
 check "k8s: a 410 counts a relist" parse "$WORK/m3.txt" '
 assert val("fibril_k8s_relists_total", kind="services") >= 1, val("fibril_k8s_relists_total", kind="services")
 '
 # etcd restarts: its watch breaks and is started again
 etcd_restart
-sleep 3
-scrape m4
+scrape_until m4 20 '
+assert val("fibril_kvstore_etcd_watch_restarts_total") >= 1
+assert sum(val("fibril_kvstore_etcd_errors_total", kind=k) for k in ("timeout", "connection", "server")) >= 1
+'
 check "kvstore-etcd: an etcd restart counts watch restarts and errors" parse "$WORK/m4.txt" '
 assert val("fibril_kvstore_etcd_watch_restarts_total") >= 1, val("fibril_kvstore_etcd_watch_restarts_total")
 assert sum(val("fibril_kvstore_etcd_errors_total", kind=k) for k in ("timeout", "connection", "server")) >= 1

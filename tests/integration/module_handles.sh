@@ -29,10 +29,12 @@ vg_errors() { cat "$WORK"/vg.* 2>/dev/null | grep -E "Invalid (read|write)|ERROR
 mapfile -t aargs < <(agent_args "$mods")
 "${VG[@]}" "$AGENT" "${aargs[@]}" "${args[@]}" >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
-for _ in $(seq 1 600); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
+wait_alive "$AGENT_PID" 30 test -S "$WORK/fibril.sock" || true
 check "the agent starts" test -S "$WORK/fibril.sock"
 api http://x/v1/status >/dev/null
-sleep 0.2
+# the one-shot timers have fired (their handles freed) before the stop
+onces_fired() { [ "$(grep -c '^once' "$TRACE" 2>/dev/null)" = 2 ]; }
+check "the one-shot timers fired" wait_for 10 onces_fired
 rc=0; stop_agent TERM || rc=$?
 check "stop and fini release every handle twice: exit 0 (got $rc)" test "$rc" -eq 0
 bad=$(vg_errors)

@@ -309,7 +309,7 @@ class Cluster:
                 print(f"# the agent did not converge: k8s {k8s} (want {self.k8s}), api {api} "
                       f"(want {self.api}), endpoint revisions {revs} vs {j['revision']}")
                 return False
-            time.sleep(0.05)
+            time.sleep(0.05)  # sleep: the poll interval of a wait with a deadline
 
     def reset(self):
         for (kind, ns, name) in list(self.k8s):
@@ -332,7 +332,7 @@ def wait_labels(ns, pod, label):
         for e in eps:
             if e.get("pod-namespace") == ns and e.get("pod-name") == pod and label in e["labels"]:
                 return True
-        time.sleep(0.05)
+        time.sleep(0.05)  # sleep: the poll interval of a wait with a deadline
     print(f"# endpoint {ns}/{pod} never got {label}")
     return False
 
@@ -691,7 +691,7 @@ def wait_invalid_counted(before):
         _, after = agent("GET", "/v1/policy")
         if after["stats"]["k8s_invalid"] > before["stats"]["k8s_invalid"]:
             return
-        time.sleep(0.05)
+        time.sleep(0.05)  # sleep: the poll interval of a wait with a deadline
     raise RuntimeError("the invalid object was not counted (stats.k8s_invalid)")
 
 
@@ -901,7 +901,7 @@ def run():
                 wrong = compare(exp, got)
                 if not wrong:
                     break
-                time.sleep(0.5)
+                time.sleep(0.5)  # sleep: a pause between the 3 tries of the probes (a poll with a deadline)
             if ok and not wrong and getattr(fn, "trace", False):
                 tw = trace_disagreements(world, got)
                 if tw:

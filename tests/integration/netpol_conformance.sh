@@ -78,8 +78,7 @@ start_pod_proc "$NODE_NS" host
 start_pod_proc "$WORLD_NS" world
 
 for s in x-a x-b x-c y-a y-b y-c z-a z-b z-c x-d host world; do
-	for _ in $(seq 1 200); do [ -S "$CTL/$s.sock" ] && break; sleep 0.05; done
-	[ -S "$CTL/$s.sock" ] || { fail "the prober of $s starts"; cat "$WORK/pods.log"; finish; }
+	wait_for 10 test -S "$CTL/$s.sock" || { fail "the prober of $s starts"; cat "$WORK/pods.log"; finish; }
 done
 echo "# set up in $(($(date +%s) - T0)) s"
 
@@ -104,14 +103,11 @@ check "the agent is still running" kill -0 "$AGENT_PID"
 kcn() { K8S_NETNS=$NODE_NS kc "$@"; }
 deny_in() { printf 'apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny-in, namespace: "%s"}\nspec:\n  podSelector: {}\n  policyTypes: [Ingress]\n' "$1"; }
 wait_k8s_policies() { # WANT : the k8s policies in force, "ns/name ..."
-	local _ got=""
-	for _ in $(seq 1 200); do
-		got=$(driver policies 2>/dev/null) && [ "$got" = "$1" ] && return 0
-		sleep 0.05
-	done
-	echo "  k8s policies in force: '$got', want '$1'"
+	wait_for 10 _k8s_policies_are "$1" && return 0
+	echo "  k8s policies in force: '$(driver policies 2>/dev/null)', want '$1'"
 	return 1
 }
+_k8s_policies_are() { [ "$(driver policies 2>/dev/null)" = "$1" ]; }
 deny_in z >"$WORK/deny-z.yaml"
 kcn apply -f "$WORK/deny-z.yaml" >/dev/null
 check "kubectl apply: the NetworkPolicy is in force" wait_k8s_policies "z/deny-in"

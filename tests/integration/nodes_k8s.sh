@@ -59,12 +59,7 @@ start() {
 	nsenter --net=/run/netns/"$NS" "$AGENT" "${args[@]}" --set "k8s.kubeconfig=$K8S_KUBECONFIG" \
 		--set "k8s.node-name=n1" --set "agent.node-name=n1" "$@" >>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	local _
-	for _ in $(seq 1 300); do
-		[ "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz 2>/dev/null)" = 200 ] && return 0
-		kill -0 "$AGENT_PID" 2>/dev/null || { tail -30 "$WORK/agent.log"; return 1; }
-		sleep 0.05
-	done
+	wait_alive "$AGENT_PID" 15 agent_healthy && return 0
 	tail -30 "$WORK/agent.log"
 	return 1
 }

@@ -82,9 +82,11 @@ revision() { api http://x/v1/policy | python3 -c 'import json,sys; print(json.lo
 # from pod FROM to pod TO:PORT, as "match direction kind ns/name section[index]"
 # (waits up to 3 s for the datapath's events to become flows)
 flow_policy() {
-	local got i
-	for i in $(seq 1 30); do
-		got=$(api "http://x/v1/flows?type=$1&from-pod=default/$2&to-pod=default/$3&to-port=$4" | python3 -c '
+	await_output 3 "" _flow_policy "$@" || true
+}
+_flow_policy() {
+	local got
+	got=$(api "http://x/v1/flows?type=$1&from-pod=default/$2&to-pod=default/$3&to-port=$4" | python3 -c '
 import json, sys
 flows = json.load(sys.stdin)["flows"]
 if not flows:
@@ -94,10 +96,8 @@ if not p:
     print("no-policy"); sys.exit()
 print(p["match"], p["direction"], p.get("kind", "?"), p.get("namespace", "?") + "/" + p.get("name", "?"),
       "%s[%s]" % (p.get("section", "?"), p.get("rule_index", "?")))')
-		[ "$got" != none ] && break
-		sleep 0.1
-	done
 	echo "$got"
+	[ "$got" != none ]
 }
 denied() { fib map dump dp_metrics | sed -n 's/.*policy-denied *packets=\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}'; }
 

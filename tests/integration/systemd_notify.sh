@@ -54,13 +54,15 @@ with open(out, "w", buffering=1) as f:
             break
 PY
 listener=$!
-for _ in $(seq 1 100); do [ -e "$notify_sock.ready" ] && break; sleep 0.05; done
+wait_alive "$listener" 5 test -e "$notify_sock.ready" || true
 
 t0=$(python3 -c 'import time; print(time.monotonic())')
 NOTIFY_SOCKET=$notify_sock WATCHDOG_USEC=200000 start_agent "$mods" \
 	--set alpha.trace="$trace" --set alpha.async-start=1s
-for _ in $(seq 1 100); do grep -q READY=1 "$events" 2>/dev/null && break; sleep 0.05; done
-sleep 0.5 # a few watchdog periods
+wait_for 5 grep -q READY=1 "$events" 2>/dev/null || true
+# a few watchdog periods (100 ms each) after READY
+watchdogs() { [ "$(grep -c '"msg": "WATCHDOG=1"' "$events")" -ge 3 ]; }
+wait_for 5 watchdogs || true
 stop_agent TERM
 wait "$listener" || true
 t_stop=$(python3 -c 'import time; print(time.monotonic())')
@@ -104,12 +106,12 @@ with open(sys.argv[2], "w", buffering=1) as f:
         pass
 PY
 listener=$!
-for _ in $(seq 1 100); do [ -e "$notify_sock.ready" ] && break; sleep 0.05; done
+wait_alive "$listener" 5 test -e "$notify_sock.ready" || true
 mapfile -t args < <(agent_args "$mods")
 NOTIFY_SOCKET=$notify_sock "$AGENT" "${args[@]}" --set alpha.trace="$trace" --set alpha.async-start=5s \
 	>"$WORK/agent2.log" 2>&1 &
 AGENT_PID=$!
-for _ in $(seq 1 100); do grep -q "^start alpha" "$trace" 2>/dev/null && break; sleep 0.05; done
+wait_for 5 grep -q "^start alpha" "$trace" 2>/dev/null || true
 stop_agent TERM || true
 wait "$listener" || true
 check "STOPPING=1 and no READY=1 when stopped while starting" \

@@ -25,7 +25,7 @@ mapfile -t args < <(agent_args "$mods")
 "$top_builddir/libtool" --mode=execute "${VG[@]}" "$AGENT" "${args[@]}" --set hello.interval=20ms \
 	>"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
-for _ in $(seq 1 600); do [ -S "$WORK/fibril.sock" ] && break; sleep 0.05; done
+wait_alive "$AGENT_PID" 30 test -S "$WORK/fibril.sock" || true
 check "the agent starts under valgrind" test -S "$WORK/fibril.sock"
 api http://x/v1/status >/dev/null
 api http://x/v1/modules >/dev/null
@@ -33,7 +33,10 @@ api http://x/v1/config >/dev/null
 api -X POST -d '{"k":[1,2]}' http://x/v1/tm/alpha/echo >/dev/null
 api -X POST -d '{"k":' http://x/v1/tm/alpha/echo >/dev/null
 api http://x/v1/nosuch >/dev/null
-sleep 0.3
+# hello's timer has ticked through the bus (every 20 ms); no API connection is left open
+hello_ticked() { api http://x/v1/hello 2>/dev/null | grep -q '"ticks":[1-9]'; }
+wait_for 20 hello_ticked || true
+wait_for 10 api_idle || true
 rc=0; stop_agent TERM || rc=$?
 check "start/serve/stop: no leaks, no errors (exit $rc)" test "$rc" -eq 0
 grep -h -E "definitely lost|ERROR SUMMARY" "$WORK"/vg.* || true

@@ -1365,7 +1365,7 @@ class Handler(BaseHTTPRequestHandler):
     def list(self, res, ns, qs):
         cfg = STATE.config
         if cfg["list_delay"]:
-            time.sleep(cfg["list_delay"])
+            time.sleep(cfg["list_delay"])  # sleep: a slow server is the fault injected
         flt = Filter(ns, parse_field_selector(q1(qs, "fieldSelector")),
                      parse_label_selector(q1(qs, "labelSelector")))
         limit = int(q1(qs, "limit") or 0)
@@ -1642,13 +1642,19 @@ class Handler(BaseHTTPRequestHandler):
         what = path[len("/_control/"):]
         if what == "stats" and method == "GET":
             with store.cond:
+                # openWatchesByResource: the watches no fault is ending
+                # (dropped, erroring, stalled: still listed until closed)
                 out = {"resourceVersion": store.rv, "watches": len(store.watchers),
-                       "watchesByResource": {}, "objects": {}, "compacted": dict(store.compacted),
+                       "watchesByResource": {}, "openWatchesByResource": {},
+                       "objects": {}, "compacted": dict(store.compacted),
                        "history": {k: len(v) for k, v in store.history.items()},
                        "requests": STATE.requests, "config": STATE.config}
                 for w in store.watchers:
                     out["watchesByResource"][w.res.name] = \
                         out["watchesByResource"].get(w.res.name, 0) + 1
+                    if not (w.dropped or w.error or w.stalled):
+                        out["openWatchesByResource"][w.res.name] = \
+                            out["openWatchesByResource"].get(w.res.name, 0) + 1
                 for r in RESOURCES:
                     out["objects"][r.name] = len(store.objects[r.name])
             return self.send_json(200, out)
@@ -1823,7 +1829,7 @@ def make_server(st, port):
             break
         except OSError as e:
             last = e
-            time.sleep(0.05)
+            time.sleep(0.05)  # sleep: a pause between the tries to bind the port again
     else:
         raise last
     if st.args.tls_cert:
@@ -1921,7 +1927,7 @@ def main():
         srv.server_close()
         remaining = STATE.paused_until - time.monotonic()
         if remaining > 0:
-            time.sleep(remaining)
+            time.sleep(remaining)  # sleep: the pause (unreachable this long) is the fault injected
         srv = make_server(STATE, port)
         STATE.server = srv
 

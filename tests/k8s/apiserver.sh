@@ -17,6 +17,13 @@
 #   k8s_api [curl args] PATH  curl the API with the token (PATH like /api/v1/pods)
 #   k8s_ctl [curl args] WHAT  curl a control endpoint (/_control/WHAT, POST
 #                             unless WHAT is "stats")
+#   k8s_watches [RESOURCE]    the open watches the server holds, of RESOURCE
+#                             (e.g. pods) or all (none a fault is ending)
+#   k8s_watching N [RESOURCE] it holds N watches or more
+#   k8s_rv                    the server's resourceVersion (its last change)
+#   k8s_agent_requests VERB RESOURCE  how many VERB (list, watch, ...) requests
+#                             on RESOURCE the agents made so far (the server's
+#                             record of them)
 #
 # K8S_NETNS (optional): a network namespace the server runs in, and where
 # kc, k8s_api and k8s_ctl reach it (for an agent in that namespace).
@@ -69,12 +76,10 @@ k8s_start() {
 		--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server.key" "$@" \
 		>"$dir/server.out" 2>"$dir/server.log" &
 	K8S_PID=$!
-	for _ in $(seq 1 200); do
-		K8S_PORT=$(awk '/^LISTENING/ {print $2; exit}' "$dir/server.out" 2>/dev/null)
-		[ -n "$K8S_PORT" ] && break
-		kill -0 "$K8S_PID" 2>/dev/null || { cat "$dir/server.log"; return 1; }
-		sleep 0.05
-	done
+	local rc=0
+	wait_alive "$K8S_PID" 10 grep -q '^LISTENING' "$dir/server.out" || rc=$?
+	[ "$rc" != 2 ] || { cat "$dir/server.log"; return 1; }
+	K8S_PORT=$(awk '/^LISTENING/ {print $2; exit}' "$dir/server.out" 2>/dev/null)
 	[ -n "$K8S_PORT" ] || { echo "apiserver did not start" >&2; return 1; }
 	K8S_URL=https://127.0.0.1:$K8S_PORT
 	K8S_KUBECONFIG=$dir/kubeconfig
@@ -120,4 +125,20 @@ k8s_ctl() {
 	local what=${*: -1} method=POST
 	case $what in stats*) method=GET ;; esac
 	_k8s_in curl -sS --max-time 20 --cacert "$K8S_CA" -X "$method" "${@:1:$#-1}" "$K8S_URL/_control/$what"
+}
+
+k8s_watches() {
+	k8s_ctl stats | python3 -c 'import json, sys
+s = json.load(sys.stdin)
+print(s["openWatchesByResource"].get(sys.argv[1], 0) if sys.argv[1] else sum(s["openWatchesByResource"].values()))' "${1:-}"
+}
+
+k8s_watching() { [ "$(k8s_watches "${2:-}")" -ge "$1" ]; }
+
+k8s_rv() { k8s_ctl stats | python3 -c 'import json, sys; print(json.load(sys.stdin)["resourceVersion"])'; }
+
+k8s_agent_requests() {
+	local n
+	n=$(grep -c "^$1 [a-z0-9.]* $2\$" "$FIBRIL_K8S_REQUEST_LOG_DIR/requests-$K8S_PID.log" 2>/dev/null) || true
+	echo "${n:-0}"
 }

@@ -159,13 +159,8 @@ start_agent_netns() {
 		"$AGENT" "${args[@]}" "$@" >"$WORK/agent.log" 2>&1 &
 	fi
 	AGENT_PID=$!
-	local i
-	for i in $(seq 1 200); do
-		[ -S "$WORK/fibril.sock" ] && return 0
-		kill -0 "$AGENT_PID" 2>/dev/null || { cat "$WORK/agent.log"; return 1; }
-		sleep 0.05
-	done
-	echo "agent did not open its socket within 10 s" >&2
+	if wait_alive "$AGENT_PID" 10 test -S "$WORK/fibril.sock"; then return 0; fi
+	kill -0 "$AGENT_PID" 2>/dev/null && echo "agent did not open its socket within 10 s" >&2
 	cat "$WORK/agent.log"
 	return 1
 }
@@ -193,16 +188,17 @@ api() { curl -sS --max-time 10 --unix-socket "$WORK/fibril.sock" "$@"; }
 # contains HAYSTACK NEEDLE
 contains() { case $1 in *"$2"*) return 0 ;; *) echo "  expected to find: $2"; echo "  in: $1"; return 1 ;; esac; }
 
-# wait_for SECONDS COMMAND... : run COMMAND every 0.1 s until it succeeds;
-# 1 when SECONDS passed first.
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	while ! "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
+# wait_for, wait_alive, wait_quiet, wait_gone, await_output, await: waiting
+# on a condition with a deadline (tests/lib/wait.sh)
+. "$top_srcdir/tests/lib/wait.sh"
+
+# agent_healthy : the agent's GET /v1/healthz answers 200
+agent_healthy() { [ "$(api -o /dev/null -w '%{http_code}' http://x/v1/healthz 2>/dev/null)" = 200 ]; }
+
+# api_idle : the agent holds no API connection (every client's is closed on
+# its side too); for an agent in this network namespace (unix sockets are
+# listed per namespace)
+api_idle() { [ -z "$(ss -Hx src "$WORK/fibril.sock" 2>/dev/null)" ]; }
 
 # json_is DOC EXPR : python's EXPR over j = the JSON document DOC is true;
 # else DOC is printed (unless QUIET_JSON is set).

@@ -12,6 +12,7 @@
 #   etcd_stop              stop it (SIGTERM, then wait)
 #   etcd_restart           stop and start again: same name, data, ports
 #   etcdctl_run ARGS...    etcdctl (API v3) against it
+#   etcd_watchers          how many watchers it has (etcd_watchers_are N)
 #   etcd_require           fail (CI=true) or skip (exit 77) without etcd
 ETCD_PID=""
 ETCD_ENDPOINT=""
@@ -87,19 +88,25 @@ _etcd_launch() {
 		"${ETCD_TLS_ARGS[@]}" >>"$ETCD_DIR/etcd.log" 2>&1 &
 	export ETCD_PID=$!
 
-	for _ in $(seq 1 200); do
-		if ! kill -0 "$ETCD_PID" 2>/dev/null; then
-			echo "etcd $ETCD_NAME exited; its log:" >&2
-			tail -20 "$ETCD_DIR/etcd.log" >&2
-			return 1
-		fi
-		etcdctl_run endpoint health >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	echo "etcd $ETCD_NAME did not become healthy within 20 s" >&2
+	wait_alive "$ETCD_PID" 20 _quietly etcdctl_run endpoint health && return 0
+	if kill -0 "$ETCD_PID" 2>/dev/null; then
+		echo "etcd $ETCD_NAME did not become healthy within 20 s" >&2
+	else
+		echo "etcd $ETCD_NAME exited; its log:" >&2
+	fi
 	tail -20 "$ETCD_DIR/etcd.log" >&2
 	return 1
 }
+
+# etcd_watchers : how many watchers etcd has (from its /metrics)
+etcd_watchers() {
+	local tls=()
+	[ -z "${ETCD_CA_FILE:-}" ] || tls=(--cacert "$ETCD_CA_FILE" --cert "$ETCD_CLIENT_CERT" --key "$ETCD_CLIENT_KEY")
+	curl -sS --max-time 5 "${tls[@]}" "$ETCD_ENDPOINT/metrics" |
+		sed -n 's/^etcd_debugging_mvcc_watcher_total \([0-9]*\).*/\1/p'
+}
+# etcd_watchers_are N : etcd has N watchers
+etcd_watchers_are() { [ "$(etcd_watchers)" = "$1" ]; }
 
 etcd_stop() {
 	[ -n "$ETCD_PID" ] || return 0

@@ -64,8 +64,18 @@ while True:
 	# starts (so no ARP flow lands among the counted ones)
 	ip netns exec "${NS[a]}" ping -c1 -W1 "$B" >/dev/null 2>&1 || true
 	ip netns exec "${NS[b]}" ping -c1 -W1 "$A" >/dev/null 2>&1 || true
-	sleep 0.5
+	# ... and so do the flows of those pings: the last of them (b's echo
+	# request, dropped by a's policy) is in the ring before any follower
+	# starts; a's listener is up
+	wait_for 10 ring_has "protocol=icmp&from-pod=team/b&to-pod=team/a&verdict=DROPPED" ||
+		fail "the flow of b's ping to a (dropped by policy) reaches the ring"
+	wait_for 10 udp_listening a 7000 || fail "a listens on UDP 7000"
 }
+
+# ring_has QUERY : GET /v1/flows?QUERY has a flow
+ring_has() { api "http://x/v1/flows?last=1&$1" 2>/dev/null | grep -q '"seq"'; }
+# udp_listening POD PORT : a UDP socket is bound to PORT in the pod
+udp_listening() { ip netns exec "${NS[$1]}" ss -Hlun "sport = :$2" | grep -q .; }
 
 # udp FROM TO PORT [COUNT [RATE]] : datagrams from port 40000 + PORT % 1000
 udp() {
@@ -80,7 +90,7 @@ for i in range(n):
     if rate and i % 100 == 99:
         ahead = (i + 1) / rate - (time.monotonic() - t0)
         if ahead > 0:
-            time.sleep(ahead)' "${ADDR[$2]}" "$3" "${4:-1}" "${5:-0}"
+            time.sleep(ahead)  # sleep: paces the datagrams at RATE a second' "${ADDR[$2]}" "$3" "${4:-1}" "${5:-0}"
 }
 
 # tcp_dead FROM TO PORT : "refused" when nobody listens there

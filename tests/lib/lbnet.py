@@ -123,7 +123,7 @@ def hold(addr, port, path):
                     log.write("error closed\n")
                     return
                 log.write("ok %s\n" % line)
-                time.sleep(0.1)
+                time.sleep(0.1)  # sleep: paces the held connection's exchanges (one every 100 ms)
         except OSError as e:
             log.write("error %s\n" % (errno.errorcode.get(e.errno, str(e)) if e.errno else e))
 

@@ -35,8 +35,7 @@ lb_cleanup() {
 	done
 	if [ -d "$CG" ]; then
 		for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		sleep 0.2
-		rmdir "$CG" 2>/dev/null
+		wait_for 5 rmdir "$CG" 2>/dev/null # once the killed processes have left it
 	fi
 	[ -n "$CG2_MOUNTED" ] && umount "$CG2_MOUNTED"
 	[ -n "$LB_EXTRA_CLEANUP" ] && $LB_EXTRA_CLEANUP
@@ -113,13 +112,7 @@ be_json() { # be_json STATE IDX... -> the backends array
 	for i in "$@"; do out="$out${out:+,}{\"address\":\"10.212.0.$((10 + i)):8080\",\"state\":\"$state\"}"; done
 	printf '[%s]' "$out"
 }
-wait_listening() {
-	local i
-	for i in $(seq 1 100); do
-		nsenter --net="/run/netns/$1" ss -Hltn "sport = :8080" | grep -q . && return 0
-		sleep 0.05
-	done
-	return 1
-}
+wait_listening() { wait_for 5 _listening_8080 "$1"; }
+_listening_8080() { nsenter --net="/run/netns/$1" ss -Hltn "sport = :8080" | grep -q .; }
 for ns in "${BACKENDS[@]}"; do wait_listening "$ns" || fail "backend $ns listens"; done
 

@@ -38,6 +38,10 @@
 #   mn_stream_start FROM TO PORT a steady TCP stream from pod FROM to pod TO
 #                                (tests/cni/nettest.py send / recv), established
 #                                when it returns
+#   mn_stream_flows_on BYTES     wait (30 s at most) until another BYTES of the
+#                                stream have arrived (the sender's pace, at most
+#                                6.4 MB/s, makes that a window of BYTES/6.4 MB s
+#                                at least); 1 when they did not
 #   mn_stream_stop               end it; its statuses are in
 #                                $WORK/send.status ("... reset=0 error=" when
 #                                never reset) and $WORK/recv.status
@@ -59,6 +63,7 @@ MN_NETNS_LIST=()
 MN_NODES=()
 MN_BG_PIDS=() # helpers the lib started (stream ends)
 MN_STREAM_SENDER=""
+MN_STREAM_RECEIVER=""
 MN_CAPTURE="" # the underlay capture's pid, MN_CAP its JSON
 MN_CAP=""
 declare -A MN_PID MN_DIR MN_IP MN_IP6 MN_POD_IP MN_POD_IP6 MN_POD_NODE
@@ -134,12 +139,7 @@ mn_etcd_start() {
 		--listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
 		--initial-cluster "mn=$peer" --initial-cluster-state new >"$dir/etcd.log" 2>&1 &
 	MN_ETCD_PID=$!
-	local _
-	for _ in $(seq 1 200); do
-		kill -0 "$MN_ETCD_PID" 2>/dev/null || { tail -20 "$dir/etcd.log"; return 1; }
-		mn_etcdctl endpoint health >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
+	wait_alive "$MN_ETCD_PID" 20 _quietly mn_etcdctl endpoint health && return 0
 	tail -20 "$dir/etcd.log"
 	return 1
 }
@@ -193,18 +193,16 @@ mn_agent_start() {
 	# MN_START_NOWAIT=1: return once started (two agents whose health
 	# needs each other)
 	[ -n "${MN_START_NOWAIT:-}" ] && return 0
-	local _
-	for _ in $(seq 1 400); do
-		if [ -S "$dir/fibril.sock" ] &&
-			[ "$(mn_api "$name" -o /dev/null -w '%{http_code}' http://x/v1/healthz 2>/dev/null)" = 200 ]; then
-			return 0
-		fi
-		kill -0 "${MN_PID[$name]}" 2>/dev/null || { tail -30 "$dir/agent.log"; return 1; }
-		sleep 0.05
-	done
-	echo "the agent of $name did not become healthy within 20 s" >&2
+	wait_alive "${MN_PID[$name]}" 20 mn_healthy "$name" && return 0
+	kill -0 "${MN_PID[$name]}" 2>/dev/null && echo "the agent of $name did not become healthy within 20 s" >&2
 	tail -30 "$dir/agent.log"
 	return 1
+}
+
+# mn_healthy NAME : the node's agent answers healthz 200
+mn_healthy() {
+	[ -S "${MN_DIR[$1]}/fibril.sock" ] &&
+		[ "$(mn_api "$1" -o /dev/null -w '%{http_code}' http://x/v1/healthz 2>/dev/null)" = 200 ]
 }
 
 mn_agent_kill() {
@@ -253,28 +251,28 @@ mn_probe_from() {
 		>"$WORK/probe.out" 2>&1 || { sed 's/^/  /' "$WORK/probe.out"; return 1; }
 }
 
-mn_listening() {
-	local _
-	for _ in $(seq 1 100); do
-		ip netns exec "$(mn_pod_ns "$1")" ss -Hltn "sport = :$2" | grep -q . && return 0
-		sleep 0.05
-	done
-	return 1
-}
+mn_listening() { wait_for 5 _mn_ss "$1" -Hltn "sport = :$2"; }
+# _mn_ss POD SS-ARGS... : ss in the pod's namespace lists a socket
+_mn_ss() { local pod=$1; shift; ip netns exec "$(mn_pod_ns "$pod")" ss "$@" | grep -q .; }
 
 mn_stream_start() {
-	local from=$1 to=$2 port=$3 _
+	local from=$1 to=$2 port=$3
 	ip netns exec "$(mn_pod_ns "$to")" python3 "$top_srcdir/tests/cni/nettest.py" recv "$port" "$WORK/recv.status" &
+	MN_STREAM_RECEIVER=$!
 	MN_BG_PIDS+=($!)
 	mn_listening "$to" "$port"
 	ip netns exec "$(mn_pod_ns "$from")" python3 "$top_srcdir/tests/cni/nettest.py" send "${MN_POD_IP[$to]}" "$port" "$WORK/send.status" &
 	MN_STREAM_SENDER=$!
 	MN_BG_PIDS+=("$MN_STREAM_SENDER")
-	for _ in $(seq 1 200); do
-		ip netns exec "$(mn_pod_ns "$to")" ss -Htn state established "sport = :$port" | grep -q . && return 0
-		sleep 0.05
-	done
-	return 1
+	wait_for 10 _mn_ss "$to" -Htn state established "sport = :$port"
+}
+
+_mn_stream_bytes() { sed -n 's/.*bytes=\([0-9]*\).*/\1/p' "$WORK/recv.status" 2>/dev/null || echo 0; }
+_mn_stream_past() { [ "$(_mn_stream_bytes)" -gt "$1" ]; }
+mn_stream_flows_on() {
+	local from
+	from=$(_mn_stream_bytes)
+	wait_for 30 _mn_stream_past $((${from:-0} + $1))
 }
 
 mn_stream_stop() {
@@ -282,7 +280,8 @@ mn_stream_stop() {
 	kill "$MN_STREAM_SENDER" 2>/dev/null
 	wait "$MN_STREAM_SENDER" 2>/dev/null || true
 	MN_STREAM_SENDER=""
-	sleep 0.2
+	# the receiver sees the end of the stream and writes its last status
+	wait_gone "$MN_STREAM_RECEIVER" 5 || true
 }
 
 mn_capture_start() {

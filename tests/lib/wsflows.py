@@ -139,7 +139,7 @@ def main():
     if a.ready:
         open(a.ready, "w").close()
     if a.slow:
-        time.sleep(a.stall)
+        time.sleep(a.stall)  # sleep: a reader that stalls this long is the case tested
     r = Reader(s)
     if a.count_only:
         count_only(r, a)

@@ -5,7 +5,8 @@
  * finish start asynchronously, hang, report degraded health, and append
  * "init|start|stop|fini NAME" lines to a trace file so tests can check the
  * order of the lifecycle. Also: hold handles the natural way and release
- * them in stop and in fini, twice (handles=true), crash in a hook or
+ * them in stop and in fini, twice (handles=true; its one-shot timer's firing
+ * is a "once NAME" line of the trace), crash in a hook or
  * callback (crash=start|timer|bus|job|stop|route), run a worker job that outlives
  * stop (stop-job=DURATION), tick a repeating timer into the trace, defer
  * the answers of GET /v1/tm/NAME/later until stop (ABI 1.4+); built
@@ -83,7 +84,8 @@ static void echo(struct fibril_request *req, struct fibril_response *resp, void 
 #if FIBRIL_ABI_MINOR >= 4
 /* GET /v1/tm/NAME/later: the answer is deferred and sent only in stop (a
  * handler that answers from a worker or a watch, still pending when the
- * agent stops). 503 when 64 are pending already. */
+ * agent stops). 503 when 64 are pending already. Each one deferred is a
+ * "later NAME" line of the trace. */
 static void later(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct testmod *t = ud;
@@ -94,6 +96,7 @@ static void later(struct fibril_request *req, struct fibril_response *resp, void
 		return;
 	}
 	t->later[t->nlater++] = d;
+	trace(t->m, "later");
 }
 
 static void later_answer_all(struct testmod *t)
@@ -156,6 +159,7 @@ static void on_once(struct fibril_timer *timer, void *ud)
 	struct testmod *t = ud;
 	if (crash_in(t->m, "timer"))
 		crash_now();
+	trace(t->m, "once");
 }
 
 static void on_repeat(struct fibril_timer *timer, void *ud)
