@@ -169,7 +169,12 @@ void loop_stop(void)
 
 uint64_t fibril_now_ms(void)
 {
-	return g_loop_ready ? uv_now(&g_loop) : (uint64_t)mono_ms();
+	if (!g_loop_ready)
+		return (uint64_t)mono_ms();
+	/* the loop's cached time can be seconds old after a long callback: a
+	 * deadline computed from it would be that much too early */
+	uv_update_time(&g_loop);
+	return uv_now(&g_loop);
 }
 
 /* ---- timers ------------------------------------------------------------- */
@@ -208,6 +213,11 @@ struct fibril_timer *fibril_timer_add(struct fibril_module *m, uint64_t first_ms
 	uv_timer_init(&g_loop, &t->uv);
 	t->uv.data = t;
 	link_handle(&t->link, KIND_TIMER, m);
+	/* libuv counts a timer from the loop's cached "now", taken when the
+	 * iteration began: after a callback that held the loop for seconds, a
+	 * timeout armed from it would expire at once (a lease request given up
+	 * after 1 s of its 5). Time is read afresh first. */
+	uv_update_time(&g_loop);
 	uv_timer_start(&t->uv, on_timer, first_ms, repeat_ms);
 	return (struct fibril_timer *)t->link.h;
 }
@@ -218,6 +228,7 @@ int fibril_timer_rearm(struct fibril_timer *h, uint64_t first_ms, uint64_t repea
 	if (!t || t->link.closing)
 		return -EINVAL;
 	t->one_shot = repeat_ms == 0;
+	uv_update_time(&g_loop); /* as in fibril_timer_add */
 	return uv_timer_start(&t->uv, on_timer, first_ms, repeat_ms) ? -EINVAL : 0;
 }
 

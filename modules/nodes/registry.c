@@ -69,11 +69,33 @@ static void on_retry(struct fibril_timer *t, void *ud)
 		nodes_registry_start(s); /* the put failed: a new lease and a new put */
 }
 
-/* A step failed: a pending start fails with it; later, retry. */
+/* Errors a retry can fix: the kvstore was slow or unreachable for a moment
+ * (an agent starting on a busy node, etcd restarting). */
+static bool transient(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case ETIMEDOUT:
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case ECONNABORTED:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ENOTCONN:
+	case EPIPE:
+	case EAGAIN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* A step failed: a pending start fails with it unless a retry can fix it
+ * (then the start stays pending, bounded by [agent] start-timeout, and the
+ * step is retried every [nodes] retry); after the start, retry. */
 static void failed(struct nodes *s, int err, const char *step)
 {
 	snprintf(s->why, sizeof(s->why), "%s: %s", step, strerror(err < 0 ? -err : err));
-	if (s->start_pending) {
+	if (s->start_pending && !transient(err)) {
 		s->start_pending = false;
 		fibril_module_set_error(s->m, "node registry: %s", s->why);
 		if (s->in_start)
