@@ -10,6 +10,7 @@
 set -euo pipefail
 MAX=72
 RULE_START=d721b63 # commits before this one predate the rule
+RULE_START_DATE='2026-11-26 04:58:16 +0000' # just after it (for shallow clones)
 
 check_message() { # NAME < message
 	local name=$1 subject second
@@ -44,12 +45,20 @@ if ! git rev-parse --git-dir >/dev/null 2>&1; then
 	exit 0
 fi
 base=${1:-$RULE_START}
-if ! git cat-file -e "$base^{commit}" 2>/dev/null; then
-	echo "check-commits: $base is not in this clone's history (shallow clone?); fetch it or name a BASE"
+if git cat-file -e "$base^{commit}" 2>/dev/null; then
+	range=("$base..HEAD")
+elif [ -z "${1:-}" ]; then
+	# a shallow clone without the rule's first commit: the commits it has
+	# that are younger than that commit
+	echo "check-commits: $base is not in this clone (shallow?): checking the commits after $RULE_START_DATE"
+	range=(--since="$RULE_START_DATE" HEAD)
+	base="$RULE_START_DATE"
+else
+	echo "check-commits: $base is not a commit of this clone"
 	exit 1
 fi
 fails=0 n=0
-for c in $(git rev-list --no-merges "$base..HEAD"); do
+for c in $(git rev-list --no-merges "${range[@]}"); do
 	n=$((n + 1))
 	git log -1 --format=%B "$c" | check_message "$(git log -1 --format='%h' "$c")" || fails=$((fails + 1))
 done

@@ -45,6 +45,17 @@ stage_done() {
 	stage_t0=$SECONDS
 }
 
+# Commit messages since the rule began follow git's convention (a subject
+# of at most 72 characters, a blank line before the body:
+# scripts/check-commits.sh, also the .githooks/commit-msg hook).
+echo "=== commit messages ==="
+if scripts/check-commits.sh; then
+	total_pass=$((total_pass + 1))
+else
+	total_fail=$((total_fail + 1))
+	commit_rule_failed=1
+fi
+
 # configure_tree NAME CONFIGURE-ARGS... : a fresh build/NAME, configured
 # (its output in build/NAME.configure.log)
 configure_tree() {
@@ -147,7 +158,7 @@ run_suite() {
 	return $rc
 }
 
-status=0
+status=${commit_rule_failed:-0}
 flaky=()
 echo "=== configure: gcc, clang, sanitizers, tsan, fuzz (at once) ==="
 configure_tree gcc CC=gcc &
