@@ -6,7 +6,7 @@
  * read, then watches it, and writes each remote endpoint into the
  * datapath's LPM ipcache (address/32 or /128 -> identity). An entry is
  * programmed only while its node is known: a node that is gone takes its
- * entries out of the datapath (nodes_ipcache_node_gone), one that comes
+ * entries out of the datapath (nodes_ipcache_node_changed), one that comes
  * back puts them again. This node's IP is `host` in the ipcache (route.c
  * makes the others' `remote-node` and their pod CIDRs `world`). Remote
  * entries are kept in a hash table by address (ipcache_table.c; 100,000
