@@ -205,11 +205,15 @@ s.bind(("0.0.0.0", 8080)); s.listen(8); s.settimeout(10)
 c, _ = s.accept(); c.recv(16); c.sendall(b"ok"); c.close()' &
 wait_for 10 listening t 8080 || fail "pod web listens on TCP 8080 again"
 n_before=$(count 'to-service=team/websvc')
-# a connection's flows to web:8080 (a third of the three through the service)
+# a connection's flows to web:8080: a third of the three through the
+# service, but at most 3 (SYN, data, FIN: a slower run's delayed ACKs can
+# fold the rest) and at least 1
 per_conn=$(($(count 'to-service=team/websvc') / 3))
+[ "$per_conn" -gt 3 ] && per_conn=3
+[ "$per_conn" -lt 1 ] && per_conn=1
 direct_before=$(count 'from-pod=team/client&to-port=8080')
 check "a direct connection to web:8080 after the delete" test "$(tcp_connect 10.202.0.10 8080 1)" = ok
-check "  its flows reach the ring ($per_conn)" wait_for 10 at_least $((direct_before + per_conn)) 'from-pod=team/client&to-port=8080'
+check "  its flows reach the ring (at least $per_conn)" wait_for 10 at_least $((direct_before + per_conn)) 'from-pod=team/client&to-port=8080'
 check "... names no service any more" test "$(count 'to-service=team/websvc')" = "$n_before"
 
 PROM=$(api http://x/metrics)
