@@ -327,13 +327,18 @@ int mod_http_write_head(char **out, size_t *len, const char *method, const char 
 
 char *mod_http_escape(const char *s)
 {
+	return mod_http_escape_keep(s, "");
+}
+
+char *mod_http_escape_keep(const char *s, const char *keep)
+{
 	static const char hex[] = "0123456789ABCDEF";
 	char *out = malloc(strlen(s) * 3 + 1), *o = out;
 	if (!out)
 		return NULL;
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		    *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+		    *p == '-' || *p == '.' || *p == '_' || *p == '~' || (*p && strchr(keep, *p))) {
 			*o++ = (char)*p;
 		} else {
 			*o++ = '%';

@@ -73,5 +73,8 @@ int mod_http_write_head(char **out, size_t *len, const char *method, const char 
 /* s percent-encoded for a path segment or a query value: every byte but
  * the unreserved ones (A-Z a-z 0-9 - . _ ~) as %XX. malloc'ed, or NULL. */
 char *mod_http_escape(const char *s);
+/* The same, leaving the characters of keep as they are too (fibril-cni
+ * keeps ':' in its endpoint references, which the agent's routes expect). */
+char *mod_http_escape_keep(const char *s, const char *keep);
 
 #endif
