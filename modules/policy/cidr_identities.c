@@ -16,18 +16,6 @@ static bool cidr_eq(const struct pol_cidr *a, const struct pol_cidr *b)
 	return a->family == b->family && a->plen == b->plen && !memcmp(a->addr, b->addr, 16);
 }
 
-bool pol_cidr_within(const struct pol_cidr *inner, const struct pol_cidr *outer)
-{
-	if (inner->family != outer->family || inner->plen < outer->plen)
-		return false;
-	for (unsigned b = 0; b < outer->plen; b++) {
-		uint8_t m = (uint8_t)(0x80u >> (b % 8));
-		if ((inner->addr[b / 8] & m) != (outer->addr[b / 8] & m))
-			return false;
-	}
-	return true;
-}
-
 /* Whether an address (family 4 or 6, network order) is inside c. */
 bool pol_addr_in(int family, const void *addr, const struct pol_cidr *c)
 {

@@ -41,7 +41,7 @@ static bool parse_cidr_text(const char *t, struct pol_cidr *out)
 	return true;
 }
 
-static bool cidr_within(const struct pol_cidr *inner, const struct pol_cidr *outer)
+bool pol_cidr_within(const struct pol_cidr *inner, const struct pol_cidr *outer)
 {
 	if (inner->family != outer->family || inner->plen < outer->plen)
 		return false;
@@ -91,7 +91,7 @@ bool pol_cidr_add(struct pctx *c, struct pol_peer *p, struct json_object *v, con
 			if (!json_object_is_type(e, json_type_string) ||
 			    !parse_cidr_text(json_object_get_string(e), &r->except[i]))
 				return pol_fail(c, sub, "not a CIDR");
-			if (!cidr_within(&r->except[i], &r->cidr))
+			if (!pol_cidr_within(&r->except[i], &r->cidr))
 				return pol_fail(c, sub, "'%.60s' is not inside %.60s", json_object_get_string(e),
 						json_object_get_string(cidr));
 			r->nexcept++;

@@ -131,6 +131,8 @@ struct json_object *pol_yaml_to_json(const char *text, size_t len, char *err, si
 /* Whether a name is a valid named port (IANA service name: 1-15 of a-z,
  * 0-9 and '-', at least one letter, no leading/trailing/double '-'). */
 bool pol_port_name_ok(const char *s);
+/* inner lies within outer (same family, at least as long a prefix) */
+bool pol_cidr_within(const struct pol_cidr *inner, const struct pol_cidr *outer);
 void pol_policies_free(struct pol_policy **v, size_t n);
 /* Free a selector's expressions (the selector itself is the caller's). */
 void pol_selector_free(struct pol_selector *s);

@@ -215,7 +215,6 @@ void pol_resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_vec
 		 bool *ingress, bool *egress);
 
 /* ---- cidr_identities.c: the local CIDR identities of the prefixes the policies name */
-bool pol_cidr_within(const struct pol_cidr *inner, const struct pol_cidr *outer);
 bool pol_addr_in(int family, const void *addr, const struct pol_cidr *c);
 bool cidrs_collect(struct pol_state *st);
 void cidrs_release(struct pol_state *st);
