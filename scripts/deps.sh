@@ -18,6 +18,7 @@ packages=(
 	python3-prometheus-client
 	chromium chromium-driver python3-selenium
 	iptables nftables strace
+	python3-scapy
 )
 missing=()
 for p in "${packages[@]}"; do
