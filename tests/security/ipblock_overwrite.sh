@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# tests/security/ipblock_overwrite.sh - the attack: a tenant's
+# NetworkPolicy whose ipBlock CIDRs are exactly the cluster's own ipcache
+# prefixes (a node's IP /32, its pod CIDR, a local pod's /32 and a remote
+# pod's /32), created on every node and then deleted. Before the ipcache
+# had owners the policy's CIDR identities overwrote those entries (the
+# last writer won) and its deletion removed them, on every node.
+# The promise: the ipcache keeps a claim per source for each prefix and
+# writes the winner (local endpoint > remote endpoint > node > CIDR
+# policy); a CIDR policy's claim never replaces a higher one and its
+# removal only takes its own claim: with the policy in place and after its
+# deletion, the node and pod entries of every node are exactly as before
+# (a prefix the policy alone names gets its CIDR identity and loses it).
+. "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/multinode.sh"
+
+mn_cluster_up 2 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes policy
+AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.205.0.0/16 --set nodes.retry=300ms)
+for n in n1 n2; do
+	mn_agent_start "$n" "$WORK/mods" "${AGENT_ARGS[@]}" || { fail "the agent of $n starts"; finish; }
+done
+for n in n1 n2; do check "$n knows and routes the other" wait_for 15 mn_routes_all "$n"; done
+mn_pod_add n1 pa || { fail "a pod on n1"; finish; }
+mn_pod_add n2 pb || { fail "a pod on n2"; finish; }
+cidr_of() { mn_json n1 /v1/nodes "[n for n in j['nodes'] if n['name'] == '$1'][0]['pod-cidrs'][0]"; }
+CIDR1=$(cidr_of n1)
+CIDR2=$(cidr_of n2)
+ipcache() { "$CLI" -s "${MN_DIR[$1]}/fibril.sock" map dump dp_ipcache 2>&1; }
+has() { grep -q "^$2 " <<<"$(ipcache "$1")"; }
+check "n1's ipcache has pb (${MN_POD_IP[pb]}/32)" wait_for 10 has n1 "${MN_POD_IP[pb]}/32"
+check "n2's ipcache has pa (${MN_POD_IP[pa]}/32)" wait_for 10 has n2 "${MN_POD_IP[pa]}/32"
+PREFIXES=("${MN_IP[n1]}/32" "${MN_IP[n2]}/32" "${MN_POD_IP[pa]}/32" "${MN_POD_IP[pb]}/32" "$CIDR1" "$CIDR2")
+# the entries of the cluster's own prefixes on NODE (those it has)
+entries() {
+	local all p
+	all=$(ipcache "$1")
+	for p in "${PREFIXES[@]}"; do grep "^$p " <<<"$all" || true; done
+}
+declare -A BEFORE
+for n in n1 n2; do
+	BEFORE[$n]=$(entries "$n")
+	echo "  $n before:"; sed 's/^/    /' <<<"${BEFORE[$n]}"
+done
+
+blocks=""
+for p in "${PREFIXES[@]}" 192.0.2.0/24; do blocks="$blocks${blocks:+,}{\"ipBlock\":{\"cidr\":\"$p\"}}"; done
+cat >"$WORK/np.json" <<EOF2
+{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+ "metadata": {"name": "tenant-ipblock", "namespace": "default"},
+ "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [$blocks]}]}}
+EOF2
+cidr_id_in() { grep -Eq '^192\.0\.2\.0/24 +identity=1677[0-9]{4} ' <<<"$(ipcache "$1")"; }
+cidr_gone() { ! grep -q '^192\.0\.2\.0/24 ' <<<"$(ipcache "$1")"; }
+for n in n1 n2; do
+	out=$("$CLI" -s "${MN_DIR[$n]}/fibril.sock" policy import "$WORK/np.json" 2>&1)
+	check "$n imports the tenant's NetworkPolicy" contains "$out" "Revision:"
+done
+for n in n1 n2; do
+	check "$n: the policy's own prefix (192.0.2.0/24) has its CIDR identity" wait_for 10 cidr_id_in "$n"
+	now=$(entries "$n")
+	check "$n: with the policy in place, the node and pod entries are as before" \
+		test "$now" = "${BEFORE[$n]}" || diff <(echo "${BEFORE[$n]}") <(echo "$now") | sed 's/^/  /'
+done
+for n in n1 n2; do
+	out=$("$CLI" -s "${MN_DIR[$n]}/fibril.sock" policy delete default/tenant-ipblock 2>&1)
+	check "$n deletes the policy" wait_for 10 cidr_gone "$n" || echo "  $out"
+done
+for n in n1 n2; do
+	now=$(entries "$n")
+	check "$n: after the deletion, the node and pod entries are as before" \
+		test "$now" = "${BEFORE[$n]}" || diff <(echo "${BEFORE[$n]}") <(echo "$now") | sed 's/^/  /'
+done
+finish
