@@ -246,11 +246,13 @@ static void ep_undo(struct datapath *dp, const struct fibril_datapath_endpoint *
 {
 	if (ep->has_ipv4 && dp_endpoint_owner(dp, 4, &ep->ipv4) == ep->id) {
 		dp_endpoint_del(dp, ep->id, 4, &ep->ipv4);
-		dp_ipcache_del(dp, 4, &ep->ipv4, 32, NULL, 0);
+		dp_ipc_unclaim(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 4, &ep->ipv4, 32,
+			       NULL, 0);
 	}
 	if (ep->has_ipv6 && dp_endpoint_owner(dp, 6, &ep->ipv6) == ep->id) {
 		dp_endpoint_del(dp, ep->id, 6, &ep->ipv6);
-		dp_ipcache_del(dp, 6, &ep->ipv6, 128, NULL, 0);
+		dp_ipc_unclaim(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 6, &ep->ipv6, 128,
+			       NULL, 0);
 	}
 	if (ep->has_ipv4)
 		dp_route_del(dp, 4, &ep->ipv4, ep->host_ifindex, NULL, 0);
@@ -279,11 +281,13 @@ static int upsert_steps(struct datapath *dp, const struct fibril_datapath_endpoi
 	/* maps first: the (new) program finds the endpoint the moment it runs */
 	if (ep->has_ipv4 &&
 	    ((rc = dp_endpoint_put(dp, ep, 4, &ep->ipv4, err, len)) < 0 ||
-	     (rc = dp_ipcache_put(dp, 4, &ep->ipv4, 32, ep->identity, err, len)) < 0))
+	     (rc = dp_ipc_claim_tunnel(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 4, &ep->ipv4,
+					32, ep->identity, 0, NULL, err, len)) < 0))
 		return rc;
 	if (ep->has_ipv6 &&
 	    ((rc = dp_endpoint_put(dp, ep, 6, &ep->ipv6, err, len)) < 0 ||
-	     (rc = dp_ipcache_put(dp, 6, &ep->ipv6, 128, ep->identity, err, len)) < 0))
+	     (rc = dp_ipc_claim_tunnel(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 6, &ep->ipv6,
+					128, ep->identity, 0, NULL, err, len)) < 0))
 		return rc;
 	if ((rc = dp_prog_attach(dp, ep->host_ifindex, err, len)) < 0)
 		return rc;
@@ -405,7 +409,9 @@ static int op_ipcache_upsert(void *ctx, int family, const void *addr, unsigned p
 		dp_seterr(err, errlen, "ipcache: no address");
 		return -EINVAL;
 	}
-	return dp_ipcache_put(ctx, family, addr, prefixlen, identity, err, errlen);
+	/* an older caller's claim: the lowest source */
+	return dp_ipc_claim_tunnel(ctx, FIBRIL_DATAPATH_IPCACHE_SOURCE_UNSPEC, family, addr, prefixlen,
+				   identity, 0, NULL, err, errlen);
 }
 
 static int op_ipcache_remove(void *ctx, int family, const void *addr, unsigned prefixlen,
@@ -415,7 +421,9 @@ static int op_ipcache_remove(void *ctx, int family, const void *addr, unsigned p
 		dp_seterr(err, errlen, "ipcache: no address");
 		return -EINVAL;
 	}
-	return dp_ipcache_del(ctx, family, addr, prefixlen, err, errlen);
+	/* takes the older callers' claim only (ipcache_remove_entry names its source) */
+	return dp_ipc_unclaim(ctx, FIBRIL_DATAPATH_IPCACHE_SOURCE_UNSPEC, family, addr, prefixlen,
+			      err, errlen);
 }
 
 static int op_node(void *ctx, struct fibril_datapath_node *out)
@@ -469,9 +477,24 @@ static int op_ipcache_upsert_entry(void *ctx, const struct fibril_datapath_ipcac
 		dp_seterr(err, errlen, "%s", why);
 		return rc;
 	}
-	return dp_ipcache_put_tunnel(ctx, given.family, given.addr, given.prefix_len,
-				     given.identity, given.tunnel_family, given.tunnel_endpoint, err,
-				     errlen);
+	given.sz = sizeof(given); /* a shorter caller's source reads as 0: UNSPEC */
+	return dp_ipc_claim(ctx, &given, err, errlen);
+}
+
+static int op_ipcache_remove_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e,
+				   char *err, size_t errlen)
+{
+	struct fibril_datapath_ipcache_entry given;
+	char why[DP_ERR_LEN];
+	int rc = fibril_struct_copy_in(&given, sizeof(given), e, e ? e->sz : 0,
+				       FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry, addr),
+				       "struct fibril_datapath_ipcache_entry", why, sizeof(why));
+	if (rc < 0) {
+		dp_seterr(err, errlen, "%s", why);
+		return rc;
+	}
+	return dp_ipc_unclaim(ctx, given.source, given.family, given.addr, given.prefix_len, err,
+			      errlen);
 }
 
 static int op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcache_entry *entries,
@@ -528,8 +551,8 @@ static int op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcac
 			return rc;
 		}
 	}
-	int rc = full ? dp_ipcache_put_batch(ctx, full, n, sizeof(*full), done, err, errlen)
-		      : dp_ipcache_put_batch(ctx, entries, n, stride, done, err, errlen);
+	int rc = full ? dp_ipc_claim_batch(ctx, full, n, sizeof(*full), done, err, errlen)
+		      : dp_ipc_claim_batch(ctx, entries, n, stride, done, err, errlen);
 	free(full);
 	return rc;
 }
@@ -602,6 +625,7 @@ static const struct fibril_datapath_ops dp_ops = {
 	.ipcache_upsert_entry = op_ipcache_upsert_entry,
 	.ipcache_upsert_batch = op_ipcache_upsert_batch,
 	.tunnel_setup = op_tunnel_setup,
+	.ipcache_remove_entry = op_ipcache_remove_entry,
 };
 
 /* ---- the node (host device + gateways) ------------------------------------------------------ */
@@ -690,6 +714,7 @@ static void dp_release(struct datapath *dp)
 	dp_prog_unload(dp);
 	dp_nl_close(dp);
 	eps_free(dp);
+	dp_ipc_free(dp);
 	dp->node_ready = false;
 }
 
@@ -744,8 +769,10 @@ static int dp_start(struct fibril_module *m)
 		goto fail;
 	/* everything not more specific is the world */
 	static const uint8_t any[16];
-	if ((rc = dp_ipcache_put(dp, 4, any, 0, DP_IDENTITY_WORLD, err, sizeof(err))) < 0 ||
-	    (rc = dp_ipcache_put(dp, 6, any, 0, DP_IDENTITY_WORLD, err, sizeof(err))) < 0)
+	if ((rc = dp_ipc_claim_tunnel(dp, DP_IPC_SRC_DATAPATH, 4, any, 0, DP_IDENTITY_WORLD, 0, NULL,
+				      err, sizeof(err))) < 0 ||
+	    (rc = dp_ipc_claim_tunnel(dp, DP_IPC_SRC_DATAPATH, 6, any, 0, DP_IDENTITY_WORLD, 0, NULL,
+				      err, sizeof(err))) < 0)
 		goto fail;
 	/* the verifier's work runs on a worker while the agent goes on (the
 	 * maps are what the next modules write); an attachment waits for it */
