@@ -55,11 +55,10 @@ good_in() { grep -Eq "^$B2\.81/32 +identity=300 " <<<"$(ipcache)"; }
 check "a good record ($B2.81 of n2, identity 300) reaches n1's ipcache" wait_for 10 good_in
 IPC=$(ipcache)
 for ip in "${!WHAT[@]}"; do
-	check "${WHAT[$ip]} ($ip): not in n1's ipcache" bash -c '! grep -q "^$1/32 " <<<"$2"' _ "$ip" "$IPC" ||
-		grep "^$ip/32 " <<<"$IPC" | sed 's/^/  /'
+	check "${WHAT[$ip]} ($ip): not in n1's ipcache" bash -c '! grep "^$1/32 " <<<"$2"' _ "$ip" "$IPC"
 	check "  refused with a log line naming the key" \
 		grep -Eq "nodes: ipcache key state/ip/v1/default/$ip \(revision [0-9]+\): .*; refused" "${MN_DIR[n1]}/agent.log"
 done
-grep "; refused" "${MN_DIR[n1]}/agent.log" | sed 's/^/  log: /'
+grep "; refused" "${MN_DIR[n1]}/agent.log" | sed 's/^/  log: /' || true
 check "the refusals are counted (records-refused)" test "$(refused)" -ge $((REFUSED0 + ${#WHAT[@]}))
 finish

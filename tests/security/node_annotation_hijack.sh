@@ -53,6 +53,8 @@ node a-own '{"podCIDRs":["10.204.1.0/25"]}' '{}' 172.31.253.16
 node a-selfip '{"podCIDRs":["10.204.7.0/24"]}' '{}' 172.31.253.11
 node a-tep '{"podCIDRs":["10.204.8.0/24"]}' '{"'$A'/tunnel-endpoint":"172.31.253.11"}' 172.31.253.18
 
+# same WANT GOT : equal, else the difference printed
+same() { [ "$1" = "$2" ] && return 0; diff <(echo "$1") <(echo "$2") | sed 's/^/  /'; return 1; }
 start() {
 	mapfile -t args < <(agent_args "$mods")
 	rm -f "$WORK/fibril.sock"
@@ -69,11 +71,9 @@ nodes_get() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(e
 
 start || { fail "the agent starts"; finish; }
 want=$'10.204.2.0/24 via 172.31.253.12 dev eth0\n10.204.5.0/24 via 172.31.253.15 dev eth0\n10.204.8.0/24 via 172.31.253.18 dev eth0'
-check "routes: only the good nodes' spec.podCIDRs (no default route, not our CIDR)" test "$(routes)" = "$want" ||
-	routes | sed 's/^/  route: /'
+check "routes: only the good nodes' spec.podCIDRs (no default route, not our CIDR)" same "$want" "$(routes)"
 IPC=$(ipcache)
-check "the ipcache's 0.0.0.0/0 is world, no tunnel endpoint" grep -Eq '^0\.0\.0\.0/0 +identity=2 \(world\)$' <<<"$IPC" ||
-	grep '^0\.0\.0\.0/0' <<<"$IPC" | sed 's/^/  /'
+check "the ipcache's 0.0.0.0/0 is world, no tunnel endpoint" grep -Eq '^0\.0\.0\.0/0 +identity=2 \(world\)$' <<<"$IPC"
 check "the ipcache holds none of the victim's pod CIDR as a remote node's" \
 	bash -c '! grep -Eq "^10\.204\.1\.0/(24|25) " <<<"$1"' _ "$IPC"
 check "no ipcache entry names the victim as its tunnel endpoint" \
@@ -86,7 +86,7 @@ for h in a-own a-selfip; do
 	check "$h is refused: not known" test "$(nodes_get "any(n['name'] == '$h' for n in j['nodes'])")" = False
 	check "$h: one log line naming the Node, refused" grep -q "nodes: node $h refused: " "$WORK/agent.log"
 done
-grep "refused: " "$WORK/agent.log" | sed 's/^/  log: /'
+grep "refused: " "$WORK/agent.log" | sed 's/^/  log: /' || true
 check "the refusals are counted" test "$(nodes_get "j['metrics'].get('records-refused', 0)")" -ge 2
 
 # ---- the annotations allowed: 0.0.0.0/0 is refused all the same ----------------------------
@@ -99,7 +99,7 @@ check "annotations allowed: a-default (0.0.0.0/0) is refused, named" \
 check "annotations allowed: a-tep (tunnel endpoint: the victim) is refused, named" \
 	grep -q "nodes: node a-tep refused: tunnel endpoint 172.31.253.11 is this node's" "$WORK/agent.log"
 want=$'10.204.2.0/24 via 172.31.253.12 dev eth0\n10.204.5.0/24 via 172.31.253.15 dev eth0'
-check "  no default route, only the good nodes' routes" test "$(routes)" = "$want" || routes | sed 's/^/  route: /'
+check "  no default route, only the good nodes' routes" same "$want" "$(routes)"
 check "  the ipcache's 0.0.0.0/0 is world still" grep -Eq '^0\.0\.0\.0/0 +identity=2 \(world\)$' <<<"$(ipcache)"
 kill -TERM "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null
