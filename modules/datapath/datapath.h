@@ -176,6 +176,17 @@ int dp_ipc_unclaim(struct datapath *dp, unsigned source, int family, const void 
 void dp_ipc_adopt(struct datapath *dp, unsigned source, int family, const void *addr,
 		  unsigned plen);
 void dp_ipc_free(struct datapath *dp);
+/* the ops of <fibril/datapath.h> that write the ipcache */
+int dp_op_ipcache_upsert(void *ctx, int family, const void *addr, unsigned prefixlen,
+			 uint32_t identity, char *err, size_t errlen);
+int dp_op_ipcache_remove(void *ctx, int family, const void *addr, unsigned prefixlen, char *err,
+			 size_t errlen);
+int dp_op_ipcache_upsert_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e, char *err,
+			       size_t errlen);
+int dp_op_ipcache_remove_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e, char *err,
+			       size_t errlen);
+int dp_op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcache_entry *entries,
+			       size_t n, size_t *done, char *err, size_t errlen);
 int dp_endpoint_put(struct datapath *dp, const struct fibril_datapath_endpoint *ep, int family,
 		    const void *addr, char *err, size_t len);
 /* Deletes the entry only if it belongs to endpoint id; 0 also when absent. */

@@ -13,7 +13,9 @@
  * deleted, removes the node's entry). A map write is made only when the
  * winner's value changes, so a batch of claims costs one bpf() call for
  * the entries that do. A prefix whose map write failed is written again
- * at its next claim. */
+ * at its next claim. The ipcache calls of <fibril/datapath.h> are here
+ * too: each entry is copied in by the SDK's growth rule (a shorter
+ * caller's source reads as UNSPEC) and claimed. */
 #include "datapath.h"
 
 #include <errno.h>
@@ -21,6 +23,8 @@
 #include <string.h>
 
 #include <bpf/bpf.h>
+#include <fibril/datapath.h>
+#include <fibril/service.h>
 
 struct dp_ipc_claim {
 	uint8_t source;
@@ -292,4 +296,123 @@ void dp_ipc_free(struct datapath *dp)
 	free(t->buckets);
 	free(t);
 	dp->ipc = NULL;
+}
+
+/* ---- the ipcache calls of <fibril/datapath.h> ---------------------------------------------- */
+
+int dp_op_ipcache_upsert(void *ctx, int family, const void *addr, unsigned prefixlen,
+			     uint32_t identity, char *err, size_t errlen)
+{
+	if (!addr) {
+		dp_seterr(err, errlen, "ipcache: no address");
+		return -EINVAL;
+	}
+	/* an older caller's claim: the lowest source */
+	return dp_ipc_claim_tunnel(ctx, FIBRIL_DATAPATH_IPCACHE_SOURCE_UNSPEC, family, addr, prefixlen,
+				   identity, 0, NULL, err, errlen);
+}
+
+int dp_op_ipcache_remove(void *ctx, int family, const void *addr, unsigned prefixlen,
+			     char *err, size_t errlen)
+{
+	if (!addr) {
+		dp_seterr(err, errlen, "ipcache: no address");
+		return -EINVAL;
+	}
+	/* takes the older callers' claim only (ipcache_remove_entry names its source) */
+	return dp_ipc_unclaim(ctx, FIBRIL_DATAPATH_IPCACHE_SOURCE_UNSPEC, family, addr, prefixlen,
+			      err, errlen);
+}
+
+int dp_op_ipcache_upsert_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e,
+				   char *err, size_t errlen)
+{
+	struct fibril_datapath_ipcache_entry given;
+	char why[DP_ERR_LEN];
+	int rc = fibril_struct_copy_in(&given, sizeof(given), e, e ? e->sz : 0,
+				       FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry,
+							  identity),
+				       "struct fibril_datapath_ipcache_entry", why, sizeof(why));
+	if (rc < 0) {
+		dp_seterr(err, errlen, "%s", why);
+		return rc;
+	}
+	given.sz = sizeof(given); /* a shorter caller's source reads as 0: UNSPEC */
+	return dp_ipc_claim(ctx, &given, err, errlen);
+}
+
+int dp_op_ipcache_remove_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e,
+				   char *err, size_t errlen)
+{
+	struct fibril_datapath_ipcache_entry given;
+	char why[DP_ERR_LEN];
+	int rc = fibril_struct_copy_in(&given, sizeof(given), e, e ? e->sz : 0,
+				       FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry, addr),
+				       "struct fibril_datapath_ipcache_entry", why, sizeof(why));
+	if (rc < 0) {
+		dp_seterr(err, errlen, "%s", why);
+		return rc;
+	}
+	return dp_ipc_unclaim(ctx, given.source, given.family, given.addr, given.prefix_len, err,
+			      errlen);
+}
+
+int dp_op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcache_entry *entries,
+				   size_t n, size_t *done, char *err, size_t errlen)
+{
+	size_t written = 0;
+	if (!done)
+		done = &written;
+	*done = 0;
+	if (!n)
+		return 0;
+	if (!entries) {
+		dp_seterr(err, errlen, "struct fibril_datapath_ipcache_entry: batch of %zu is NULL", n);
+		return -EINVAL;
+	}
+	/* The array's stride is the caller's struct size (entries[0].sz), and
+	 * each entry is taken by the same rule as ipcache_upsert_entry's
+	 * (fibril_struct_copy_in): a shorter struct's missing fields read as
+	 * zero, a longer one is refused if it sets a byte this datapath does
+	 * not know. Every entry must carry the same sz: a mismatch means the
+	 * caller's stride is not what it says. Nothing is written unless the
+	 * whole batch is valid. */
+	size_t stride = entries[0].sz;
+	const size_t min = FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry, identity);
+	if (stride < min || stride > FIBRIL_STRUCT_SIZE_MAX) {
+		dp_seterr(err, errlen,
+			  "struct fibril_datapath_ipcache_entry: sz %zu is not valid (at least %zu, "
+			  "at most %u)", stride, min, FIBRIL_STRUCT_SIZE_MAX);
+		return -EINVAL;
+	}
+	struct fibril_datapath_ipcache_entry *full = NULL;
+	if (stride != sizeof(*full) && !(full = calloc(n, sizeof(*full)))) {
+		dp_seterr(err, errlen, "ipcache: out of memory for a batch of %zu", n);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct fibril_datapath_ipcache_entry *e =
+			(const void *)((const char *)entries + i * stride);
+		if (e->sz != stride) {
+			dp_seterr(err, errlen,
+				  "struct fibril_datapath_ipcache_entry: entry %zu of the batch has sz "
+				  "%u, entry 0 has %zu (one size for the whole array)", i, e->sz, stride);
+			free(full);
+			return -EINVAL;
+		}
+		if (!full)
+			continue;
+		char why[DP_ERR_LEN];
+		int rc = fibril_struct_copy_in(&full[i], sizeof(full[i]), e, stride, min,
+					       "struct fibril_datapath_ipcache_entry", why, sizeof(why));
+		if (rc < 0) {
+			dp_seterr(err, errlen, "entry %zu of the batch: %s", i, why);
+			free(full);
+			return rc;
+		}
+	}
+	int rc = full ? dp_ipc_claim_batch(ctx, full, n, sizeof(*full), done, err, errlen)
+		      : dp_ipc_claim_batch(ctx, entries, n, stride, done, err, errlen);
+	free(full);
+	return rc;
 }

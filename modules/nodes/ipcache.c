@@ -173,63 +173,6 @@ static void dp_del(struct nodes *s, struct nodes_ip *e)
 	s->ipc.stats.removed++;
 }
 
-/* ---- what a remote record may claim (issue 22) ------------------------------------------------ */
-
-/* a cluster-allocated identity: not a reserved one (host, world,
- * remote-node...), not the local CIDR range (2^24 on) */
-static int identity_check(uint32_t id, char *why, size_t len)
-{
-	if (id >= FIBRIL_IDENTITY_LOCAL_MIN && id < NODES_CIDR_IDENTITY_BASE)
-		return 0;
-	snprintf(why, len, "identity %u is not a cluster identity (%u..%u)%s", id,
-		 FIBRIL_IDENTITY_LOCAL_MIN, NODES_CIDR_IDENTITY_BASE - 1,
-		 id < FIBRIL_IDENTITY_LOCAL_MIN ? ": a reserved one" : ": the CIDR range");
-	return -EINVAL;
-}
-
-static bool addr_in(uint8_t family, const uint8_t *addr, const struct fibril_node_cidr *c)
-{
-	if (c->family != family)
-		return false;
-	for (unsigned bit = 0; bit < c->prefix_len; bit++) {
-		uint8_t m = (uint8_t)(0x80u >> (bit % 8));
-		if ((addr[bit / 8] & m) != (c->addr[bit / 8] & m))
-			return false;
-	}
-	return true;
-}
-
-/* Whether the record is bound to the node n it names: its address in n's
- * pod CIDRs, its HostIP n's (its IPv4 or IPv6 address or tunnel endpoint).
- * 0, or -EINVAL with why (when why is not NULL). */
-static int bound(const struct node_entry *n, const struct nodes_ip_compact *r, char *why,
-		 size_t len)
-{
-	char a[INET6_ADDRSTRLEN];
-	bool in = false;
-	for (uint32_t i = 0; i < n->n.n_cidrs && i < FIBRIL_NODE_MAX_CIDRS && !in; i++)
-		in = addr_in(r->family, r->addr, &n->n.cidrs[i]);
-	if (!in) {
-		if (why)
-			snprintf(why, len, "IP %s is not in the pod CIDRs of node %s",
-				 nodes_ip_text(r->family, r->addr, a, sizeof(a)), n->n.name);
-		return -EINVAL;
-	}
-	bool host = (r->host_family == 4 &&
-		     ((n->n.has_ipv4 && !memcmp(r->host, &n->n.ipv4, 4)) ||
-		      (n->n.has_tunnel_endpoint && !memcmp(r->host, &n->n.tunnel_endpoint, 4)))) ||
-		    (r->host_family == 6 && n->n.has_ipv6 && !memcmp(r->host, &n->n.ipv6, 16));
-	if (!host) {
-		if (why)
-			snprintf(why, len, "HostIP %s is not node %s's",
-				 r->host_family ? nodes_ip_text(r->host_family, r->host, a, sizeof(a))
-						: "(none)",
-				 n->n.name);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 /* program it when its node is known and it is bound to that node, else
  * keep it out of the datapath */
 static void settle(struct nodes *s, struct nodes_ip *e)
@@ -237,7 +180,7 @@ static void settle(struct nodes *s, struct nodes_ip *e)
 	if (e->local)
 		return;
 	struct node_entry *n = node_of(s, e->r.node);
-	if (n && !bound(n, &e->r, NULL, 0))
+	if (n && !nodes_ip_bound(n, &e->r, NULL, 0))
 		dp_put(s, e);
 	else
 		dp_del(s, e);
@@ -284,8 +227,8 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 	struct nodes_ip_compact rc = {.family = r.family, .host_family = r.host_family};
 	memcpy(rc.addr, r.addr, sizeof(rc.addr));
 	memcpy(rc.host, r.host, sizeof(rc.host));
-	if (identity_check(r.identity, why, sizeof(why)) ||
-	    (owner && bound(owner, &rc, why, sizeof(why)))) {
+	if (nodes_ip_identity_check(r.identity, why, sizeof(why)) ||
+	    (owner && nodes_ip_bound(owner, &rc, why, sizeof(why)))) {
 		s->ipc.stats.refused++;
 		fibril_warn(s->m, "ipcache key %s (revision %lld): %s; refused", kv->key,
 			    (long long)kv->mod_revision, why);

@@ -196,6 +196,15 @@ void nodes_start_finished(struct nodes *s, int err);
  * -EINVAL with why (a pod CIDR too short or overlapping this node's,
  * another node's or a connected network; this node's or another node's IP) */
 int nodes_validate(struct nodes *s, const struct fibril_node *n, char *why, size_t len);
+/* validate.c: a remote ipcache record's identity is a cluster-allocated one
+ * (256 .. 2^24-1: not reserved, not the CIDR range): 0 or -EINVAL with why */
+int nodes_ip_identity_check(uint32_t id, char *why, size_t len);
+struct nodes_ip_compact;
+/* the record r is bound to the node n it names: its address in n's pod
+ * CIDRs, its HostIP n's (IPv4, IPv6 or tunnel endpoint); 0 or -EINVAL with
+ * why (when why is not NULL) */
+int nodes_ip_bound(const struct node_entry *n, const struct nodes_ip_compact *r, char *why,
+		   size_t len);
 
 /* k8s_source.c: the Kubernetes Node objects; annotations: read the
  * network.fibril.io/ ones ([nodes] k8s-node-annotations) */

@@ -11,7 +11,9 @@
  *     as its IP or tunnel endpoint.
  * The first node to claim a prefix or an address keeps it; a record that
  * breaks a rule is refused whole (the caller logs the reason and counts
- * it) and what was known of that node stays as it was. */
+ * it) and what was known of that node stays as it was. Likewise a remote
+ * ipcache record (ipcache.c) must carry a cluster identity and, its node
+ * known, lie in that node's pod CIDRs with that node's HostIP. */
 #include "nodes_int.h"
 
 #include <arpa/inet.h>
@@ -189,6 +191,58 @@ int nodes_validate(struct nodes *s, const struct fibril_node *n, char *why, size
 			if (cidr_overlap(&n->cidrs[i], &n->cidrs[j]))
 				return refuse_overlap(&n->cidrs[i], "its own pod CIDR", &n->cidrs[j],
 						      why, len);
+	}
+	return 0;
+}
+
+/* ---- what a remote ipcache record may claim ---------------------------------------------------- */
+
+int nodes_ip_identity_check(uint32_t id, char *why, size_t len)
+{
+	if (id >= FIBRIL_IDENTITY_LOCAL_MIN && id < NODES_CIDR_IDENTITY_BASE)
+		return 0;
+	snprintf(why, len, "identity %u is not a cluster identity (%u..%u)%s", id,
+		 FIBRIL_IDENTITY_LOCAL_MIN, NODES_CIDR_IDENTITY_BASE - 1,
+		 id < FIBRIL_IDENTITY_LOCAL_MIN ? ": a reserved one" : ": the CIDR range");
+	return -EINVAL;
+}
+
+static bool addr_in(uint8_t family, const uint8_t *addr, const struct fibril_node_cidr *c)
+{
+	if (c->family != family)
+		return false;
+	for (unsigned bit = 0; bit < c->prefix_len; bit++) {
+		uint8_t m = (uint8_t)(0x80u >> (bit % 8));
+		if ((addr[bit / 8] & m) != (c->addr[bit / 8] & m))
+			return false;
+	}
+	return true;
+}
+
+int nodes_ip_bound(const struct node_entry *n, const struct nodes_ip_compact *r, char *why,
+		   size_t len)
+{
+	char a[INET6_ADDRSTRLEN];
+	bool in = false;
+	for (uint32_t i = 0; i < n->n.n_cidrs && i < FIBRIL_NODE_MAX_CIDRS && !in; i++)
+		in = addr_in(r->family, r->addr, &n->n.cidrs[i]);
+	if (!in) {
+		if (why)
+			snprintf(why, len, "IP %s is not in the pod CIDRs of node %s",
+				 nodes_ip_text(r->family, r->addr, a, sizeof(a)), n->n.name);
+		return -EINVAL;
+	}
+	bool host = (r->host_family == 4 &&
+		     ((n->n.has_ipv4 && !memcmp(r->host, &n->n.ipv4, 4)) ||
+		      (n->n.has_tunnel_endpoint && !memcmp(r->host, &n->n.tunnel_endpoint, 4)))) ||
+		    (r->host_family == 6 && n->n.has_ipv6 && !memcmp(r->host, &n->n.ipv6, 16));
+	if (!host) {
+		if (why)
+			snprintf(why, len, "HostIP %s is not node %s's",
+				 r->host_family ? nodes_ip_text(r->host_family, r->host, a, sizeof(a))
+						: "(none)",
+				 n->n.name);
+		return -EINVAL;
 	}
 	return 0;
 }

@@ -11,6 +11,11 @@
 # removal only takes its own claim: with the policy in place and after its
 # deletion, the node and pod entries of every node are exactly as before
 # (a prefix the policy alone names gets its CIDR identity and loses it).
+# Also: CIDR identities are handed out again once released (the same policy
+# imported again reuses the numbers of the first import), and one
+# namespace's policies may name at most [policy]
+# cidr-identities-per-namespace prefixes (256 by default): a policy past it
+# is refused whole, naming the namespace.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
@@ -80,4 +85,27 @@ for n in n1 n2; do
 	check "$n: after the deletion, the node and pod entries are as before" \
 		same "${BEFORE[$n]}" "$now"
 done
+
+# ---- released identities are used again; a namespace's prefixes are capped -------------------
+cidr_id() { sed -n 's/^192\.0\.2\.0\/24 *identity=\([0-9]*\).*/\1/p' <<<"$(ipcache n1)"; }
+"$CLI" -s "${MN_DIR[n1]}/fibril.sock" policy import "$WORK/np.json" >/dev/null 2>&1 || true
+check "n1: the policy imported again gives 192.0.2.0/24 a CIDR identity" wait_for 10 cidr_id_in n1
+# the first import took 2^24 .. 2^24+6 (7 prefixes): a number past them is not a reused one
+check "  a released number, reused (got $(cidr_id); the first import used 16777216..16777222)" \
+	test "$(cidr_id)" -le 16777222
+blocks=""
+for i in $(seq 0 255) 256; do
+	if [ "$i" -lt 256 ]; then c=203.0.113.$i/32; else c=198.51.100.0/24; fi
+	blocks="$blocks${blocks:+,}{\"ipBlock\":{\"cidr\":\"$c\"}}"
+done
+cat >"$WORK/big.json" <<EOF2
+{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+ "metadata": {"name": "many-blocks", "namespace": "other"},
+ "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [$blocks]}]}}
+EOF2
+out=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" policy import "$WORK/big.json" 2>&1) || true
+check "a policy naming 257 prefixes in one namespace (cap 256) is refused, naming it" \
+	contains "$out" 'namespace "other" would name more than 256 CIDR prefixes'
+check "  none of its prefixes reached the ipcache" \
+	bash -c '! grep -q -e "^198\.51\.100\.0/24 " -e "^203\.0\.113\." <<<"$1"' _ "$(ipcache n1)"
 finish
