@@ -81,6 +81,7 @@ struct datapath {
 	size_t n_prog_waiters;
 	struct nl_sock *nl;
 	bool ipcache_no_batch; /* the kernel's LPM trie refused BPF_MAP_UPDATE_BATCH */
+	struct dp_ipc_table *ipc; /* the ipcache's owners (dp_ipc_owner.c) */
 	/* the node: the host device and the gateways on it */
 	struct fibril_datapath_node node;
 	bool node_ready;
@@ -130,17 +131,62 @@ int dp_next_key(int fd, const void *key, void *next);
 /* ---- maps (dp_maps.c) ---- */
 int dp_maps_open(struct datapath *dp, char *err, size_t len);
 int dp_config_write(struct datapath *dp, char *err, size_t len);
-int dp_ipcache_put(struct datapath *dp, int family, const void *addr, unsigned plen,
-		   uint32_t identity, char *err, size_t len);
-/* The same with the node that hosts the prefix (tunnel_family 0: none). */
-int dp_ipcache_put_batch(struct datapath *dp, const struct fibril_datapath_ipcache_entry *entries,
-			 size_t n, size_t stride, size_t *done, char *err, size_t len);
-int dp_ipcache_put_tunnel(struct datapath *dp, int family, const void *addr, unsigned plen,
-			  uint32_t identity, int tunnel_family, const void *tunnel_ip, char *err,
-			  size_t len);
 uint32_t dp_config_tunnel_ifindex(struct datapath *dp);
-int dp_ipcache_del(struct datapath *dp, int family, const void *addr, unsigned plen,
-		   char *err, size_t len);
+/* the map's key and value of one ipcache entry (0 or -EINVAL with err) */
+int dp_ipcache_entry_kv(const struct fibril_datapath_ipcache_entry *e, struct dp_ipcache_key *k,
+			struct dp_ipcache_value *v, char *err, size_t len);
+int dp_ipcache_key_of(int family, const void *addr, unsigned plen, struct dp_ipcache_key *k,
+		      char *err, size_t len);
+/* the map itself, as dp_ipc_owner.c decides: n entries at once (*done
+ * written, in order), one, or one deleted (absent is fine) */
+int dp_ipcache_write_batch(struct datapath *dp, const struct dp_ipcache_key *keys,
+			   const struct dp_ipcache_value *values, size_t n, size_t *done, char *err,
+			   size_t len);
+int dp_ipcache_write(struct datapath *dp, const struct dp_ipcache_key *k,
+		     const struct dp_ipcache_value *v, char *err, size_t len);
+int dp_ipcache_delete(struct datapath *dp, const struct dp_ipcache_key *k, char *err, size_t len);
+
+/* ---- the ipcache's owners (dp_ipc_owner.c) ----
+ * Per prefix one claim per source, the highest written to the map. The
+ * sources are enum fibril_datapath_ipcache_source (UNSPEC lowest) and,
+ * above them all, the datapath's own (world /0). */
+#define DP_IPC_SRC_DATAPATH 5
+#define DP_IPC_SRC_COUNT 6
+struct dp_ipc_prefix;
+struct dp_ipc_table {
+	struct dp_ipc_prefix **buckets; /* by key hash; nbuckets a power of two */
+	size_t nbuckets, count;
+	uint64_t writes, writes_skipped, deletes; /* map writes made / not needed */
+};
+/* e's claim (e->source; sz already the full struct's) */
+int dp_ipc_claim(struct datapath *dp, const struct fibril_datapath_ipcache_entry *e, char *err,
+		 size_t len);
+int dp_ipc_claim_tunnel(struct datapath *dp, unsigned source, int family, const void *addr,
+			unsigned plen, uint32_t identity, int tunnel_family, const void *tunnel_ip,
+			char *err, size_t len);
+/* n full entries (stride bytes apart): every one checked first (a bad one
+ * refuses the batch), then one map batch of the writes needed; *done: how
+ * many entries are in place, in order */
+int dp_ipc_claim_batch(struct datapath *dp, const struct fibril_datapath_ipcache_entry *entries,
+		       size_t n, size_t stride, size_t *done, char *err, size_t len);
+int dp_ipc_unclaim(struct datapath *dp, unsigned source, int family, const void *addr,
+		   unsigned plen, char *err, size_t len);
+/* the map's entry for the prefix (a previous run's), claimed by source as
+ * it is, without a write; nothing when the map has none */
+void dp_ipc_adopt(struct datapath *dp, unsigned source, int family, const void *addr,
+		  unsigned plen);
+void dp_ipc_free(struct datapath *dp);
+/* the ops of <fibril/datapath.h> that write the ipcache */
+int dp_op_ipcache_upsert(void *ctx, int family, const void *addr, unsigned prefixlen,
+			 uint32_t identity, char *err, size_t errlen);
+int dp_op_ipcache_remove(void *ctx, int family, const void *addr, unsigned prefixlen, char *err,
+			 size_t errlen);
+int dp_op_ipcache_upsert_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e, char *err,
+			       size_t errlen);
+int dp_op_ipcache_remove_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e, char *err,
+			       size_t errlen);
+int dp_op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcache_entry *entries,
+			       size_t n, size_t *done, char *err, size_t errlen);
 int dp_endpoint_put(struct datapath *dp, const struct fibril_datapath_endpoint *ep, int family,
 		    const void *addr, char *err, size_t len);
 /* Deletes the entry only if it belongs to endpoint id; 0 also when absent. */

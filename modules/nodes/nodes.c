@@ -100,6 +100,20 @@ static const struct fibril_config_key nodes_config_keys[] = {
 	 .help = "Key ranges of the ipcache prefix read in parallel at start (one request "
 		 "each, cut at the known nodes' pod CIDRs) with a kvstore that reads ranges",
 	 .min = 1, .max = 16},
+	/* A node's pod CIDR shorter than these is refused (validate.c): /8 is
+	 * the largest pool any cluster hands one node (Kubernetes' own default
+	 * is a /24 per node out of a /16; Cilium's cluster-pool a /24 out of a
+	 * /8), /48 a whole IPv6 site (Kubernetes' node masks are /64../120). */
+	{.name = "min-pod-cidr-prefix-v4", .type = FIBRIL_CONFIG_INT, .default_value = "8",
+	 .help = "The shortest IPv4 pod CIDR a remote node may claim: a shorter one (0.0.0.0/0 "
+		 "routes everything to it) refuses the node's record", .min = 1, .max = 32},
+	{.name = "min-pod-cidr-prefix-v6", .type = FIBRIL_CONFIG_INT, .default_value = "48",
+	 .help = "The shortest IPv6 pod CIDR a remote node may claim (see min-pod-cidr-prefix-v4)",
+	 .min = 1, .max = 128},
+	{.name = "k8s-node-annotations", .type = FIBRIL_CONFIG_BOOL, .default_value = "false",
+	 .help = "Read a Kubernetes Node's network.fibril.io/ipvN-pod-cidr (when its spec has no "
+		 "pod CIDR) and tunnel-endpoint annotations; off: a kubelet, which may set its own "
+		 "Node's annotations, cannot steer routes through them"},
 	{.name = "retry", .type = FIBRIL_CONFIG_DURATION, .default_value = "1s",
 	 .help = "How soon a failed registration or read of the registry is retried",
 	 .min = 100, .max = 600000},
@@ -158,6 +172,16 @@ void nodes_upsert(struct nodes *s, const struct fibril_node *np)
 	const struct fibril_node n = *np;
 	const char *name = n.name;
 	struct node_entry *e = nodes_find(s, name);
+	char why[NODES_WHY_LEN];
+	if (nodes_validate(s, &n, why, sizeof(why))) {
+		s->stats.records_refused++;
+		fibril_warn(s->m, "node %s refused: %s (%s); nothing installed", name, why,
+			    n.source == FIBRIL_NODE_SOURCE_K8S ? "its Kubernetes Node"
+							       : "its registry record");
+		if (e)
+			e->mark = true; /* what was known of it stays */
+		return;
+	}
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e)
@@ -186,6 +210,7 @@ void nodes_upsert(struct nodes *s, const struct fibril_node *np)
 	e->n = n;
 	fibril_info(s->m, "node %s changed", name);
 	nodes_node_program(s, e, &old);
+	nodes_ipcache_node_changed(s, name); /* its endpoints bound to its new CIDRs */
 	s->stats.updated++;
 	publish(s, FIBRIL_NODE_UPDATED, &e->n);
 }
@@ -425,6 +450,7 @@ static void get_nodes(struct fibril_request *req, struct fibril_response *resp, 
 	STAT("nodes-updated", updated);
 	STAT("nodes-deleted", deleted);
 	STAT("bad-records", bad_records);
+	STAT("records-refused", records_refused);
 	STAT("routes-installed", routes_installed);
 	STAT("routes-adopted", routes_adopted);
 	STAT("routes-removed", routes_removed);

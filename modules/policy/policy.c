@@ -228,6 +228,7 @@ static void policy_fini(struct fibril_module *m)
 	pol_policies_free(st->pols, st->npols);
 	sel_cache_clear(st);
 	free(st->cidrs);
+	free(st->free_cidr_ids);
 	rules_free(st);
 	if (st->dirfd >= 0)
 		close(st->dirfd);
@@ -245,11 +246,19 @@ static int policy_summary(struct fibril_module *m, char *buf, size_t len)
 			(unsigned long long)st->revision, n);
 }
 
+static const struct fibril_config_key policy_config_keys[] = {
+	{.name = "cidr-identities-per-namespace", .type = FIBRIL_CONFIG_INT, .default_value = "256",
+	 .help = "The most distinct CIDR prefixes (each a local CIDR identity and an ipcache "
+		 "entry) the policies of one namespace may name; a policy that would name more "
+		 "is refused", .min = 1, .max = 65536},
+	{0},
+};
+
 FIBRIL_MODULE(.name = POL_MODULE, .version = "1.0.0",
 	      .description = "network policy: NetworkPolicy and CiliumNetworkPolicy at L3/L4 in the eBPF datapath",
 	      .provides = FIBRIL_LIST(FIBRIL_POLICY_CAPABILITY),
 	      .requires = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY),
 	      .wants = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY, FIBRIL_K8S_CAPABILITY),
-	      .init = policy_init,
+	      .config_keys = policy_config_keys, .init = policy_init,
 	      .start = policy_start, .stop = policy_stop, .fini = policy_fini,
 	      .summary = policy_summary);

@@ -149,7 +149,9 @@ struct pol_state {
 	size_t ep_hi; /* above the highest ID seen (the loops over eps stop there) */
 	struct pol_cidr_id *cidrs;
 	size_t ncidrs;
-	uint32_t next_cidr_id;
+	uint32_t next_cidr_id;        /* CIDR identities ever handed out */
+	uint32_t *free_cidr_ids;      /* released ones, handed out again first */
+	size_t nfree_cidr_ids, free_cidr_cap;
 	struct pol_rule_rec *rules; /* the rule IDs, sorted by ID */
 	size_t nrules, rules_cap;
 	uint32_t next_rule_id;
@@ -217,6 +219,12 @@ void pol_resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_vec
 /* ---- cidr_identities.c: the local CIDR identities of the prefixes the policies name */
 bool pol_addr_in(int family, const void *addr, const struct pol_cidr *c);
 bool cidrs_collect(struct pol_state *st);
+/* 0 when the policies add (replacing those of the same kind, name and
+ * namespace) keep every namespace within [policy]
+ * cidr-identities-per-namespace prefixes; else -ENOSPC with err */
+struct pol_policy;
+int cidrs_admit(struct pol_state *st, struct pol_policy *const *add, size_t nadd, char *err,
+		size_t len);
 void cidrs_release(struct pol_state *st);
 
 /* ---- rule_ids.c: rule IDs: st->rules sorted by ID, an ID never reused */

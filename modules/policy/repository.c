@@ -152,7 +152,9 @@ void pol_put_policy(struct fibril_request *req, struct fibril_response *resp, vo
 	struct pol_policy **v = NULL;
 	char err[512];
 	int n = pol_parse(body ? body : "", len, &v, err, sizeof(err));
-	if (n < 0) {
+	if (n < 0 || (n > 0 && cidrs_admit(st, v, (size_t)n, err, sizeof(err)))) {
+		if (n > 0)
+			pol_policies_free(v, (size_t)n);
 		st->refused++;
 		fibril_resp_error(resp, 400, "%s", err);
 		return;
