@@ -101,6 +101,9 @@ struct health_peer {
 	struct health_http_conn *http[HT_COUNT]; /* the in-flight HTTP probes */
 	bool queued[HT_COUNT];                   /* waiting for a free HTTP slot */
 	uint8_t published[3];  /* reachable, ipv4, ipv6 last put on the bus */
+	uint8_t reach;         /* FIBRIL_REACH_* over every target, */
+	uint64_t reach_ms;     /* since when (monotonic ms, */
+	int64_t reach_unix;    /* and wall clock) */
 	bool ever_published;
 	/* the peer's own row of the matrix, from its last GET /row answer */
 	struct health_row_entry *row;
@@ -188,9 +191,9 @@ struct health {
 	/* responder */
 	struct { int fd; struct fibril_io *io; struct health_addr addr; } listeners[HEALTH_MAX_LISTENERS];
 	unsigned n_listeners;
-	struct health_rconn *rconns;
-	unsigned n_rconns;
-	uint64_t served, refused;
+	struct health_rconn *rconns, *rconns_tail; /* oldest first */
+	unsigned n_rconns, n_rconns_other, rconn_max; /* other: not from a node's address */
+	uint64_t served, refused, shed;
 	/* rounds */
 	uint64_t rounds;
 	uint64_t round_start_us, last_round_us;
