@@ -81,6 +81,8 @@ check "  fibril health status on n2 exits 0 and shows n1 ok" \
 	eval '[ $rc = 0 ] && grep -Eq "^n1 +${MN_IP[n1]} +ok .* +ok .* $EP1 +ok .* +ok " <<<"$out"' ||
 	sed 's/^/    | /' <<<"$out"
 check "  n1 still reaches itself over HTTP" health_is n1 "tgt('n1', 'node-http')['reachable']"
+check "  n1's responder gave the pod at most three quarters of its slots, refused or shed the rest" \
+	health_is n1 "j['responder']['not_from_nodes'] <= j['responder']['max'] * 3 // 4 and j['responder']['refused'] + j['responder']['shed'] > 0"
 wait "$ATTACKER" "$ATTACKER2" 2>/dev/null || true
 ATTACKER=""
 ATTACKER2=""
