@@ -4,7 +4,8 @@
  * CIDRs of the active IPAM, tunnel endpoint; record.c) under
  * state/nodes/v1/<name>, held by a lease of lease-ttl: a node whose agent
  * is gone past that TTL disappears from the registry, and every other node
- * removes it when its watch sees the delete. The registry is read whole at
+ * unroutes it when its watch sees the delete, keeping it listed as lost
+ * for [nodes] lost-node-grace unless it was deleted on purpose (lost.c). The registry is read whole at
  * start (mark and sweep: the start finishes once every node known is
  * routed, before the API serves), then watched from that revision; a
  * compacted watch re-reads it whole. The Kubernetes Node objects are a
@@ -663,6 +664,8 @@ static void nodes_stop(struct fibril_module *m)
 	s->watch = NULL;
 	fibril_timer_cancel(s->retry);
 	s->retry = NULL;
+	fibril_timer_cancel(s->lost_timer); /* the lost stay as they are */
+	s->lost_timer = NULL;
 	nodes_ipcache_stop(s);
 }
 
@@ -698,8 +701,11 @@ static int nodes_summary(struct fibril_module *m, char *buf, size_t len)
 	struct nodes *s = fibril_module_data(m);
 	if (!s || !len)
 		return -EINVAL;
-	return snprintf(buf, len, "%s: %zu remote node(s), routing %s%s", s->self.name, s->n_nodes,
-			nodes_routing_name(s->routing),
+	size_t lost = 0;
+	for (const struct node_entry *e = s->lost; e; e = e->next)
+		lost++;
+	return snprintf(buf, len, "%s: %zu remote node(s) (%zu lost), routing %s%s", s->self.name,
+			s->n_nodes, lost, nodes_routing_name(s->routing),
 			s->synced ? "" : ", registry not read yet");
 }
 
