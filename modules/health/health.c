@@ -425,6 +425,7 @@ static void route_health(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(rs, "not_from_nodes", json_object_new_int64(h->n_rconns_other));
 	json_object_object_add(rs, "refused", json_object_new_int64((int64_t)h->refused));
 	json_object_object_add(rs, "shed", json_object_new_int64((int64_t)h->shed));
+	json_object_object_add(rs, "parked", json_object_new_int64(h->n_parked));
 	json_object_object_add(o, "responder", rs);
 	struct json_object *peers = json_object_new_array();
 	struct json_object *unreach = json_object_new_array();

@@ -193,6 +193,9 @@ struct health {
 	unsigned n_listeners;
 	struct health_rconn *rconns, *rconns_tail; /* oldest first */
 	unsigned n_rconns, n_rconns_other, rconn_max; /* other: not from a node's address */
+	struct { int fd; uint64_t until_ms; } *parked; /* refused, held a while: a ring */
+	unsigned parked_head, n_parked;
+	struct fibril_timer *park_timer;
 	uint64_t served, refused, shed;
 	/* rounds */
 	uint64_t rounds;

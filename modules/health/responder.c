@@ -8,17 +8,22 @@
  * Anyone who reaches the port may connect (a pod reaches its node's
  * addresses), so its slots are shared out so that no one who is not a
  * node can make this node look unreachable (issue 22): at most
- * rconn_max connections at once (HEALTH_MAX_CONNS, less when the fd
- * limit is low), of which sources that are not a known node's address
+ * rconn_max connections at once (HEALTH_MAX_CONNS, a quarter of the fd
+ * limit when that is lower), of which sources that are not a known node's address
  * (the nodes capability's node addresses, this node's own addresses) may
  * hold all but a quarter, HEALTH_PER_SOURCE each; a connection from a node
  * that finds no free slot sheds the oldest idle one (no request yet) of
  * another source; and each connection has HEALTH_CONN_TIMEOUT_MS for its
- * whole exchange (a probe's takes a round trip). */
+ * whole exchange (a probe's takes a round trip); a refused connection is
+ * held a while before its close (park()), so that a client opening again
+ * whatever is closed gets no faster turn of the loop. The listeners defer the
+ * accept until the request's first bytes arrive (TCP_DEFER_ACCEPT), so a
+ * connection held idle stays in the kernel and costs the loop nothing. */
 #include "health.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +39,7 @@
 #define HEALTH_PER_SOURCE 16 /* from one address that is not a node's */
 #define HEALTH_REQ_MAX 2048
 #define HEALTH_CONN_TIMEOUT_MS 2000
+#define HEALTH_PARK_MS 2000 /* how long a refused connection is held before its close */
 
 struct health_rconn {
 	struct health *h;
@@ -232,6 +238,37 @@ static bool admit(struct health *h, const struct health_addr *src, bool node)
 	return h->n_rconns < h->rconn_max || shed_idle(h);
 }
 
+/* A refused connection is held (unwatched, nothing read) for
+ * HEALTH_PARK_MS before its close, up to rconn_max / 2 of them, so a
+ * client that opens again whatever is closed does not make the loop
+ * accept and close thousands a second (a tarpit); past that, closed. */
+static void park(struct health *h, int fd)
+{
+	unsigned cap = h->rconn_max / 2;
+	if (!h->parked || h->n_parked >= cap) {
+		close(fd);
+		return;
+	}
+	unsigned i = (h->parked_head + h->n_parked) % cap;
+	h->parked[i].fd = fd;
+	h->parked[i].until_ms = fibril_now_ms() + HEALTH_PARK_MS;
+	h->n_parked++;
+}
+
+/* the parked connections whose time is up (oldest first) */
+static void unpark(struct fibril_timer *t, void *ud)
+{
+	struct health *h = ud;
+	(void)t;
+	unsigned cap = h->rconn_max / 2;
+	uint64_t now = fibril_now_ms();
+	while (h->n_parked && h->parked[h->parked_head].until_ms <= now) {
+		close(h->parked[h->parked_head].fd);
+		h->parked_head = (h->parked_head + 1) % cap;
+		h->n_parked--;
+	}
+}
+
 static void accept_ready(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 {
 	struct health *h = ud;
@@ -251,7 +288,7 @@ static void accept_ready(struct fibril_io *io, int fd, uint32_t revents, void *u
 		struct health_rconn *c = admit(h, &src, node) ? calloc(1, sizeof(*c)) : NULL;
 		if (!c) {
 			h->refused++;
-			close(cfd);
+			park(h, cfd);
 			continue;
 		}
 		c->h = h;
@@ -281,8 +318,10 @@ int health_responder_open(struct health *h, struct health_addr addr, char *why, 
 		struct rlimit rl;
 		h->rconn_max = HEALTH_MAX_CONNS;
 		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
-		    rl.rlim_cur / 2 < h->rconn_max)
-			h->rconn_max = rl.rlim_cur / 2 > 64 ? (unsigned)(rl.rlim_cur / 2) : 64;
+		    rl.rlim_cur / 4 < h->rconn_max)
+			h->rconn_max = rl.rlim_cur / 4 > 64 ? (unsigned)(rl.rlim_cur / 4) : 64;
+		h->parked = calloc(h->rconn_max / 2, sizeof(*h->parked));
+		h->park_timer = fibril_timer_add(h->m, 250, 250, unpark, h);
 	}
 	if (h->n_listeners >= HEALTH_MAX_LISTENERS) {
 		snprintf(why, len, "too many responder addresses");
@@ -295,8 +334,11 @@ int health_responder_open(struct health *h, struct health_addr addr, char *why, 
 		snprintf(why, len, "cannot open the responder socket: %s", strerror(errno));
 		return -errno;
 	}
-	int one = 1;
+	int one = 1, defer_s = HEALTH_CONN_TIMEOUT_MS / 1000;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* a connection reaches accept() only with its request (a probe sends it
+	 * at once): one held idle never takes a slot, nor a turn of the loop */
+	setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s));
 	struct sockaddr_storage ss = {0};
 	socklen_t sl;
 	if (addr.family == AF_INET6) {
@@ -345,4 +387,14 @@ void health_responder_close_all(struct health *h)
 	h->n_listeners = 0;
 	while (h->rconns)
 		rconn_close(h->rconns);
+	for (; h->n_parked; h->n_parked--) {
+		close(h->parked[h->parked_head].fd);
+		h->parked_head = (h->parked_head + 1) % (h->rconn_max / 2);
+	}
+	if (h->park_timer)
+		fibril_timer_cancel(h->park_timer);
+	h->park_timer = NULL;
+	free(h->parked);
+	h->parked = NULL;
+	h->rconn_max = 0; /* the next open sizes it again */
 }

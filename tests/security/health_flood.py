@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 # tests/security/health_flood.py - the attacker of health_responder_flood.sh:
 # from a pod, hold COUNT idle TCP connections to TARGET:PORT, spread over
-# the source addresses given, never sending a byte; a connection the server
-# closes is opened again at once. Runs for SECONDS, then writes a JSON
+# the source addresses given, never sending a byte (MODE idle) or one byte
+# of a request that never ends (MODE slow); a connection the server closes
+# is opened again at once. Runs for SECONDS, then writes a JSON
 # summary to OUT: the most connections established at once (as the pod sees
 # them) and how many connects succeeded in all.
 import errno, json, resource, selectors, socket, sys, time
 
-target, port, count, seconds, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
-    float(sys.argv[4]), sys.argv[5]
-sources = sys.argv[6:]
+target, port, count, seconds, out, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+    float(sys.argv[4]), sys.argv[5], sys.argv[6]
+sources = sys.argv[7:]
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, count + 256), hard))
 sel = selectors.DefaultSelector()
@@ -58,6 +59,11 @@ while time.monotonic() < end:
             established += 1
             stats["connects"] += 1
             stats["established_max"] = max(stats["established_max"], established)
+            if mode == "slow":
+                try:
+                    s.send(b"G")
+                except OSError:
+                    pass
             sel.modify(s, selectors.EVENT_READ)
             continue
         try:
