@@ -27,7 +27,6 @@
 
 #define HEALTH_MODULE "health"
 #define HEALTH_CAPABILITY "health"
-#define HEALTH_EP_OWNER "fibril-health"
 
 const char *const health_target_names[HT_COUNT] = {
 	"node-icmp",  "node-http",  "endpoint-icmp",  "endpoint-http",
@@ -633,56 +632,6 @@ static int health_init(struct fibril_module *m)
 	return 0;
 }
 
-/* One health endpoint address: reserve it in the local IPAM (so no pod
- * gets it), put it on the loopback, listen on it. */
-static bool endpoint_addr_up(struct health *h, struct health_addr ep, const char *component,
-			     bool *reserved)
-{
-	char why[256], a[INET6_ADDRSTRLEN];
-	inet_ntop(ep.family, &ep.v6, a, sizeof(a));
-	void *ctx;
-	const struct fibril_ipam_ops *ipam =
-		(const struct fibril_ipam_ops *)fibril_service_lookup(h->m, FIBRIL_IPAM_CAPABILITY, 1, &ctx);
-	if (ipam) {
-		struct fibril_ipam_result r = {.sz = sizeof(r)};
-		int rc = ipam->allocate_ip(ctx, a, HEALTH_EP_OWNER, &r);
-		if (rc < 0) {
-			fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED,
-					     "cannot reserve the health endpoint address %s: %s", a, strerror(-rc));
-			return false;
-		}
-		*reserved = true;
-	}
-	if (health_ep_addr_add(ep, why, sizeof(why)) < 0) {
-		fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED, "%s", why);
-		return false;
-	}
-	if (health_responder_open(h, ep, why, sizeof(why)) < 0) {
-		fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED, "%s", why);
-		return true; /* the address is on lo: taken off at stop */
-	}
-	fibril_log(h->m, FIBRIL_LOG_INFO, ep.family == AF_INET6 ? "health endpoint [%s]:%u" : "health endpoint %s:%u",
-		   a, h->port);
-	return true;
-}
-
-/* The health endpoints: per family of the node's pod CIDRs. */
-static void endpoint_up(struct health *h, const struct fibril_node *self)
-{
-	if (!h->ep_wanted)
-		return;
-	if (!health_ep_addr_of(self, &h->ep_ip)) {
-		fibril_log(h->m, FIBRIL_LOG_WARN, "no IPv4 health endpoint: this node has no IPv4 pod CIDR of /30 or wider");
-	} else {
-		struct health_addr ep = {.family = AF_INET, .v4 = h->ep_ip};
-		h->ep_added = endpoint_addr_up(h, ep, "endpoint", &h->ep_reserved);
-	}
-	if (h->ipv6 && health_ep_addr6_of(self, &h->ep_ip6)) {
-		struct health_addr ep = {.family = AF_INET6, .v6 = h->ep_ip6};
-		h->ep6_added = endpoint_addr_up(h, ep, "endpoint-ipv6", &h->ep6_reserved);
-	}
-}
-
 static int health_start(struct fibril_module *m)
 {
 	struct health *h = fibril_module_data(m);
@@ -718,7 +667,7 @@ static int health_start(struct fibril_module *m)
 		health_responder_close_all(h);
 		return rc;
 	}
-	endpoint_up(h, &self);
+	health_endpoint_up(h, &self);
 	h->nodes->list(h->nodes_ctx, list_one, h);
 	h->timer = fibril_timer_add(m, 50, h->interval_ms, round_run, h);
 	if (!h->timer) {
@@ -739,6 +688,9 @@ static void health_stop(struct fibril_module *m)
 	if (h->timer)
 		fibril_timer_cancel(h->timer);
 	h->timer = NULL;
+	if (h->ep_timer)
+		fibril_timer_cancel(h->ep_timer);
+	h->ep_timer = NULL;
 	for (struct health_peer *p = h->peers; p; p = p->next) {
 		peer_conclude(h, p, "stopping");
 		publish_peer(h, p, true);

@@ -147,6 +147,11 @@ bool health_ep_addr_of(const struct fibril_node *n, struct in_addr *out);
  * (false if none, or /127, /128). */
 bool health_ep_addr6_of(const struct fibril_node *n, struct in6_addr *out);
 
+/* endpoint_addr.c: reserve, add and answer on this node's health endpoint
+ * addresses (the families not up yet; -EAGAIN from the IPAM: again in 1 s) */
+struct health;
+void health_endpoint_up(struct health *h, const struct fibril_node *self);
+
 /* stats */
 uint32_t health_percentile(const struct health_probe_stat *s, unsigned pct);
 
@@ -175,6 +180,8 @@ struct health {
 	bool ipv6;             /* [health] ipv6: answer and probe over IPv6 too */
 	/* the health endpoint */
 	bool ep_wanted, ep_added, ep_reserved, ep6_added, ep6_reserved;
+	bool ep_retrying;                 /* a reservation the IPAM refused for now */
+	struct fibril_timer *ep_timer;    /* its retry */
 	struct in_addr ep_ip;
 	struct in6_addr ep_ip6;
 	/* peers, this node first */
