@@ -1,7 +1,10 @@
 /* host/routes.c - the agent's built-in API routes: health (readiness),
  * status with bootstrap timings, the effective config, the module list, bus
- * counters; and on the TCP listener /healthz, /livez and /metrics in the
- * Prometheus text format. */
+ * counters; and on the TCP listener the kubelet's probes (/livez: the loop
+ * answers; /readyz, and /healthz as before: every started module OK) and
+ * /metrics in the Prometheus text format. Another node's reachability is
+ * in none of them: the health module reports it as information (GET
+ * /v1/health), never as this agent's health. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -79,6 +82,8 @@ static void healthz(struct fibril_request *req, struct fibril_response *resp, vo
 	api_resp_object(resp, 503, o);
 }
 
+/* Liveness: answered on the loop thread, so an answer means the loop runs
+ * (a stuck loop answers nothing and the kubelet restarts the agent). */
 static void livez(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	fibril_resp_body(resp, 200, "text/plain", "ok\n", 3);
@@ -226,6 +231,7 @@ int routes_register(void)
 	rc |= api_route_host("GET", "/v1/config", 0, config, NULL);
 	rc |= api_route_host("GET", "/v1/bus", 0, bus, NULL);
 	rc |= api_route_tcp("GET", "/healthz", healthz, NULL);
+	rc |= api_route_tcp("GET", "/readyz", healthz, NULL); /* the same: readiness */
 	rc |= api_route_tcp("GET", "/livez", livez, NULL);
 	rc |= api_route_tcp("GET", "/metrics", metrics, NULL);
 	rc |= api_route_host("GET", "/metrics", 0, metrics, NULL);

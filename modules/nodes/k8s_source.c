@@ -61,6 +61,8 @@ int nodes_k8s_on_event(const struct fibril_event *ev, void *ud)
 		struct node_entry *e = name ? nodes_find(s, name) : NULL;
 		if (e && e->n.source == FIBRIL_NODE_SOURCE_K8S)
 			nodes_remove_entry(s, e);
+		else if (!e && name) /* a lost node removed from the cluster */
+			nodes_lost_remove_name(s, name, "its Kubernetes Node was deleted");
 		return 0;
 	}
 	const char *obj = FIBRIL_K8S_STR(k, object);

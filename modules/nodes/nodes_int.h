@@ -21,6 +21,10 @@
 #define NODES_MODULE "nodes"
 /* the registry, relative to the kvstore's prefix (Cilium's state/nodes/v1) */
 #define NODES_KEY_PREFIX "state/nodes/v1/"
+/* a key per node held by the same lease as its record (outside the
+ * registry's prefix): present while the lease runs, so a record deleted
+ * while its key is there was deleted on purpose, not expired */
+#define NODES_ALIVE_PREFIX "state/nodes/alive/v1/"
 /* rtm_protocol of the routes this module adds (the datapath's are 0xf1) */
 #define NODES_ROUTE_PROTO 0xf2
 #define NODES_WHY_LEN 256
@@ -43,6 +47,9 @@ struct node_entry {
 	bool mark;   /* seen in the current full read */
 	bool routed; /* its routes and ipcache entries are in place */
 	struct fibril_health_node_event health; /* from the health module; sz 0: none */
+	int64_t reach_since;  /* wall clock: since when health.reachable holds */
+	int64_t lost_unix;    /* in s->lost: when its record went with its lease, */
+	uint64_t lost_ms;     /* (monotonic) */
 	struct node_entry *next;
 };
 
@@ -150,6 +157,12 @@ struct nodes {
 	struct fibril_timer *retry;
 	struct node_entry *nodes;
 	size_t n_nodes;
+	/* lost: nodes whose record expired with its lease (their agent died):
+	 * not routed, still listed (and probed by health) until removed or
+	 * [nodes] lost-node-grace passes (lost.c) */
+	struct node_entry *lost;
+	uint64_t lost_grace_ms;
+	struct fibril_timer *lost_timer;
 
 	bool synced, reading, start_pending, in_start, start_done, stopping;
 	int generation; /* bumped by stop: stale callbacks do nothing */
@@ -175,6 +188,7 @@ struct nodes {
 		uint64_t added, updated, deleted, bad_records, records_refused;
 		uint64_t routes_installed, routes_adopted, routes_removed, route_errors;
 		uint64_t registrations, resyncs;
+		uint64_t lost;
 	} stats;
 };
 
@@ -191,6 +205,19 @@ void nodes_upsert(struct nodes *s, const struct fibril_node *n);
 void nodes_remove_entry(struct nodes *s, struct node_entry *e);
 /* the pending start is over (err 0: it went well) */
 void nodes_start_finished(struct nodes *s, int err);
+/* bus: the nodes.node event of n */
+void nodes_publish(struct nodes *s, enum fibril_node_event_type type, const struct fibril_node *n);
+
+/* lost.c: e's registry record went (deleted, or expired with its lease):
+ * a deliberate delete removes it, an expiry keeps it listed as lost */
+void nodes_record_gone(struct nodes *s, struct node_entry *e);
+/* the lost node of that name, taken out of s->lost (it is back), or NULL */
+struct node_entry *nodes_lost_take(struct nodes *s, const char *name);
+/* the lost node of that name is removed from the cluster (its Node deleted) */
+void nodes_lost_remove_name(struct nodes *s, const char *name, const char *why);
+/* this node's alive key, under the registry lease (after its record) */
+void nodes_alive_put(struct nodes *s);
+void nodes_lost_free(struct nodes *s);
 
 /* validate.c: whether a remote node's record may be installed: 0, or
  * -EINVAL with why (a pod CIDR too short or overlapping this node's,
