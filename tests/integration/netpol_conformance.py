@@ -202,6 +202,16 @@ class Reach:
         self.dests = world.pods()
         self.m = {(s, d, p, pr): default for s in self.sources for d in self.dests
                   for p, pr in PORTS}
+        # Kubernetes: traffic from the pod's own node (kubelet's probes) is
+        # always allowed in ([policy] allow-localhost = always, the agent's
+        # default); only a deny rule naming the host (deny_host) stops it
+        self.host_denied = set()
+
+    def deny_host(self, dsts=None, ports=None):
+        """A deny rule names the node: these cells from "host" are dropped."""
+        self.deny(srcs="host", dsts=dsts, ports=ports)
+        self.host_denied |= {k for k, v in self.m.items() if k[0] == "host" and not v}
+        return self
 
     def set(self, srcs=None, dsts=None, ports=None, value=False):
         """srcs/dsts: None (all), a list, or a namespace "x/" prefix; ports: None
@@ -231,6 +241,8 @@ def compare(exp, got):
     for k, v in exp.m.items():
         if k[0] == k[1]:
             v = True  # a pod always reaches itself (never leaves its namespace)
+        if k[0] == "host" and k not in exp.host_denied:
+            v = True  # allow-localhost: the node reaches its pods whatever the policy
         if got.get(k) is not v:
             wrong.append((k, v, got.get(k)))
     return wrong
@@ -244,7 +256,8 @@ def render(exp, got):
         for d in exp.dests:
             cell = ""
             for p, pr in PORTS:
-                v = True if s == d else exp.m[(s, d, p, pr)]
+                v = True if s == d or (s == "host" and (s, d, p, pr) not in exp.host_denied) \
+                    else exp.m[(s, d, p, pr)]
                 g = got.get((s, d, p, pr))
                 cell += ("." if v else "-") if g is v else "X"
             row.append(cell)
@@ -859,6 +872,99 @@ def c_union(w, cl):
         .allow(srcs=["y/", "host"], dsts="z/b").allow(srcs="y/", dsts=["x/b", "y/b"])
 
 
+# ---- the node's own traffic (allow-localhost) ------------------------------------------------
+
+@scenario("deny-all ingress in x: the node still reaches every pod of x (kubelet probes)")
+def h_deny_in(w, cl):
+    cl.apply(knp("x", "deny-in", DENY_ALL_IN))
+    return Reach(w, extra=True).deny(dsts="x/")
+
+
+@scenario("x/a only from x/b on TCP 80: the node still reaches x/a on every port")
+def h_from_b(w, cl):
+    cl.apply(x_a_from([{"podSelector": sel(pod="b")}], [{"port": 80}]))
+    return Reach(w, extra=True).deny(dsts="x/a").allow(srcs="x/b", dsts="x/a", ports=[T80])
+
+
+@scenario("CNP ingressDeny fromEntities host: a deny naming the node wins over allow-localhost")
+def h_deny_host(w, cl):
+    cl.apply(cnp("x", "x-a-no-host", {"endpointSelector": sel(pod="a"),
+                                      "ingress": [{"fromEntities": ["all"]}],
+                                      "ingressDeny": [{"fromEntities": ["host"],
+                                                       "toPorts": [{"ports": [
+                                                           {"port": "81", "protocol": "ANY"}]}]}]}))
+    return Reach(w, extra=True).deny_host(dsts="x/a", ports=[T81, U81])
+
+
+# ---- policyTypes defaulting (SetDefaults_NetworkPolicy): absent or empty policyTypes is
+# [Ingress], plus Egress only when the egress list is non-empty --------------------------------
+
+@scenario("policyTypes [] and egress [] (API server): ingress isolated, egress open")
+def d_empty_types(w, cl):
+    cl.apply(knp("x", "pt-empty", {"podSelector": {}, "policyTypes": [], "egress": []}))
+    return Reach(w).deny(dsts="x/")
+
+
+@scenario("no policyTypes, egress [] (JSON import): only ingress from x/b, egress open")
+def d_egress_empty_import(w, cl):
+    cl.import_(json.dumps(knp("x", "pt-eg-empty", {
+        "podSelector": {}, "ingress": [{"from": [{"podSelector": sel(pod="b")}]}],
+        "egress": []})), suffix=".json")
+    return Reach(w).deny(dsts="x/").allow(srcs="x/b", dsts="x/")
+
+
+@scenario("no policyTypes, egress [] and ingress [] (YAML import): ingress isolated, egress open")
+def d_both_empty_yaml(w, cl):
+    cl.import_("""apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: pt-both-empty
+  namespace: y
+spec:
+  podSelector:
+    matchLabels:
+      pod: a
+  ingress: []
+  egress: []
+""")
+    return Reach(w).deny(dsts="y/a")
+
+
+@scenario("no policyTypes, ingress absent, egress to y (YAML import): both directions isolated")
+def d_egress_rules_yaml(w, cl):
+    cl.import_("""apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: pt-egress-y
+  namespace: x
+spec:
+  podSelector:
+    matchLabels:
+      pod: a
+  egress:
+  - to:
+    - namespaceSelector:
+        matchLabels:
+          ns: y
+""")
+    return Reach(w).deny(dsts="x/a").deny(srcs="x/a").allow(srcs="x/a", dsts="y/")
+
+
+@scenario("policyTypes [] with egress rules (API server): Ingress and Egress")
+def d_empty_types_egress(w, cl):
+    cl.apply(knp("x", "pt-empty-eg", {"podSelector": sel(pod="a"), "policyTypes": [],
+                                      "egress": [{"to": [{"podSelector": sel(pod="b")}]}]}))
+    return Reach(w).deny(dsts="x/a").deny(srcs="x/a").allow(srcs="x/a", dsts="x/b")
+
+
+@scenario("explicit policyTypes [Ingress] with egress rules (JSON import): egress open")
+def d_explicit_ingress(w, cl):
+    cl.import_(json.dumps(knp("x", "pt-in", {
+        "podSelector": sel(pod="a"), "policyTypes": ["Ingress"],
+        "egress": [{"to": [{"podSelector": sel(pod="b")}]}]})), suffix=".json")
+    return Reach(w).deny(dsts="x/a")
+
+
 def trace_disagreements(world, got):
     """`fibril policy trace` (GET /v1/policy/trace) on every cell probed: its
     verdict must be what the probe saw."""
@@ -939,6 +1045,8 @@ def run():
 
 
 # `fibril policy trace` is checked against the probes of these
+h_deny_in.trace = True
+h_deny_host.trace = True
 s_both.trace = True
 s_named_out.trace = True
 c_deny_in.trace = True
@@ -956,7 +1064,7 @@ if __name__ == "__main__":
         src, dst, port, proto = sys.argv[2:6]
         w = World()
         out = {}
-        probe_row(w.sources[src][0], None, [(dst, w.ips[dst], int(port), proto)], out, src)
+        probe_row((w.sources.get(src) or w.extra[src])[0], None, [(dst, w.ips[dst], int(port), proto)], out, src)
         print("ok" if out.get((src, dst, int(port), proto)) else "fail")
     elif sys.argv[1] == "policies":
         _, j = agent("GET", "/v1/policy")
