@@ -1028,6 +1028,13 @@ def run():
                 print(f"FAIL: scenario {i}: {title}: {len(wrong)} of {len(exp.m)} cells wrong "
                       "(X below; . reachable, - not; per cell TCP80 TCP81 UDP80 UDP81)")
                 print(render(exp, got))
+                # what the agent says of the first wrong cell
+                (src, dst, port, proto), _, _ = wrong[0]
+                ends = {"host": "host", "world": "198.18.0.2", "world2": os.environ.get("WORLD2_SRC")}
+                r = cli("policy", "trace", "--src", ends.get(src, src), "--dst", dst, "--dport",
+                        f"{port}/{proto}")
+                for line in (r.stdout + r.stderr).splitlines():
+                    print("#   " + line)
         except Exception as e:  # a scenario that cannot run is a failure, the rest go on
             failed += 1
             print(f"FAIL: scenario {i}: {title}: {type(e).__name__}: {e}")

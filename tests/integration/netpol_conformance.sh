@@ -144,7 +144,8 @@ kill -TERM "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null || true
 start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.19.0/24 \
 	--set "k8s.kubeconfig=$K8S_KUBECONFIG" --set k8s.node-name=node-a --set k8s.sync-timeout=20s \
-	--set policy.allow-localhost=policy || { fail "the agent restarts with allow-localhost = policy"; finish; }
+	--set policy.allow-localhost=policy >/dev/null || wait_alive "$AGENT_PID" 30 agent_healthy ||
+	{ fail "the agent restarts with allow-localhost = policy"; finish; }
 check "allow-localhost = policy: y's deny-all is in force" wait_k8s_policies "y/deny-in"
 _host_dropped() { [ "$(driver probe host y/a 80 tcp)" = fail ]; }
 check "allow-localhost = policy: the node is an ordinary peer, y's deny-all drops it" \

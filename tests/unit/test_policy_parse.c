@@ -5,8 +5,9 @@
  * one peer per from/to element with the rule's ports, empty from meaning every peer, namespaceSelector as
  * namespace-label expressions, ipBlock, named ports, endPort, protocol
  * TCP by default), YAML input (several documents, plain scalars typed),
- * the one-line refusals naming the policy and the field, and selector
- * matching with namespace labels. */
+ * the one-line refusals naming the policy and the field, selector
+ * matching with namespace labels, and the warnings on peer selectors
+ * naming labels that identities leave out. */
 #include "cunit_main.h"
 #include "policy_int.h"
 
@@ -168,6 +169,50 @@ static void test_knp_policy_types_defaulting(void)
 			}
 }
 
+/* Selectors on labels the endpoint module leaves out of identities: a
+ * peer selector naming one is warned about (path and label), a subject
+ * selector is not (the module matches it against the pod's own labels),
+ * nor are namespace labels or other sources. */
+static void test_filtered_label_warnings(void)
+{
+	CU_ASSERT_TRUE(pol_key_filtered("pod-template-hash"));
+	CU_ASSERT_TRUE(pol_key_filtered("k8s:statefulset.kubernetes.io/pod-name"));
+	CU_ASSERT_TRUE(pol_key_filtered("controller-revision-hash"));
+	CU_ASSERT_FALSE(pol_key_filtered("app"));
+	CU_ASSERT_FALSE(pol_key_filtered("app.kubernetes.io/name"));
+	CU_ASSERT_FALSE(pol_key_filtered("io.kubernetes.pod.namespace"));
+	CU_ASSERT_FALSE(pol_key_filtered(POL_NS_LABELS_PREFIX "kubernetes.io/metadata.name"));
+	CU_ASSERT_FALSE(pol_key_filtered("container:pod-template-hash"));
+	struct pol_policy **v = parse_ok(
+		"{\"kind\":\"NetworkPolicy\",\"metadata\":{\"name\":\"p\",\"namespace\":\"s\"},"
+		"\"spec\":{\"podSelector\":{\"matchLabels\":{\"statefulset.kubernetes.io/pod-name\":\"web-0\"}},"
+		"\"ingress\":[{\"from\":[{\"namespaceSelector\":{\"matchLabels\":"
+		"{\"kubernetes.io/metadata.name\":\"s\"}}},{\"podSelector\":{\"matchLabels\":"
+		"{\"app\":\"c\",\"pod-template-hash\":\"h1\"}}}]}]}}",
+		1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(v[0]->warnings);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v[0]->warnings, "spec.ingress[0].from[1].podSelector: label "
+						       "'pod-template-hash' is left out of identities"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v[0]->warnings, "allows nothing (fail closed)"));
+	CU_ASSERT_PTR_NULL(strchr(v[0]->warnings, '\n')); /* the one peer: the subject is fine */
+	pol_policies_free(v, 1);
+	v = parse_ok("{\"kind\":\"CiliumNetworkPolicy\",\"metadata\":{\"name\":\"c\",\"namespace\":\"s\"},"
+		     "\"spec\":{\"endpointSelector\":{},\"ingressDeny\":[{\"fromEndpoints\":[{"
+		     "\"matchExpressions\":[{\"key\":\"k8s:statefulset.kubernetes.io/pod-name\","
+		     "\"operator\":\"NotIn\",\"values\":[\"web-0\"]}]}]}]}}",
+		     1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(v[0]->warnings);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v[0]->warnings, "spec.ingressDeny[0].fromEndpoints[0]: "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v[0]->warnings, "holds for every pod: it denies every pod"));
+	pol_policies_free(v, 1);
+	v = parse_ok("{\"kind\":\"NetworkPolicy\",\"metadata\":{\"name\":\"q\",\"namespace\":\"s\"},"
+		     "\"spec\":{\"podSelector\":{\"matchLabels\":{\"pod-template-hash\":\"h\"}},"
+		     "\"ingress\":[{\"from\":[{\"podSelector\":{\"matchLabels\":{\"app\":\"c\"}}}]}]}}",
+		     1);
+	CU_ASSERT_PTR_NULL(v[0]->warnings);
+	pol_policies_free(v, 1);
+}
+
 static void test_yaml(void)
 {
 	struct pol_policy **v = parse_ok("apiVersion: networking.k8s.io/v1\n"
@@ -240,4 +285,5 @@ static void test_port_names(void)
 FIBRIL_TEST_MAIN("policy_parse", NULL, NULL, FIBRIL_TEST(test_knp_translation),
 		 FIBRIL_TEST(test_knp_policy_types),
 		 FIBRIL_TEST(test_knp_policy_types_defaulting), FIBRIL_TEST(test_yaml),
-		 FIBRIL_TEST(test_refusals), FIBRIL_TEST(test_port_names))
+		 FIBRIL_TEST(test_refusals),
+		 FIBRIL_TEST(test_filtered_label_warnings), FIBRIL_TEST(test_port_names))
