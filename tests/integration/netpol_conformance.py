@@ -32,7 +32,7 @@ import time
 import urllib.parse
 
 from netpol_lib import (  # the machinery: agent, API server, probes, matrices
-    T80, T81, U81, Cluster, Reach, World, agent, ccnp, cli, cnp, compare, knp, kube,
+    T80, T81, U81, Cluster, Reach, UnixHTTP, World, agent, ccnp, cli, cnp, compare, knp, kube,
     pod_object, probe_all, probe_row, relabel, render, sel, setup, wait_labels)
 
 
