@@ -66,6 +66,10 @@ struct pol_ep {
 	uint32_t identity;
 	char *labels;
 	char *match_labels; /* labels + its namespace's (POL_NS_LABELS_PREFIX) */
+	/* what a policy's subject selector is matched with: match_labels + its
+	 * pod's labels that identities leave out (label_filter.h; the policy
+	 * map is per endpoint, so these cost no identity) */
+	char *subject_labels;
 	char pod_ns[64], pod_name[254];
 	bool has_ipv4, has_ipv6;
 	struct in_addr ipv4;
@@ -159,6 +163,11 @@ struct pol_state {
 	size_t nsels;
 	uint64_t sel_gen;
 	bool full; /* the next update resolves every endpoint */
+	/* [policy] allow-localhost = always: the node's own traffic (kubelet's
+	 * probes) is allowed into every endpoint whose ingress is enforced, as
+	 * Cilium's allow-localhost (an allow entry for the host identity that
+	 * only a deny naming the host overrides); policy: an ordinary peer */
+	bool allow_localhost;
 	/* counters */
 	uint64_t imports, refused, deletes, recomputes, map_writes, map_removes, map_errors;
 	uint64_t incrementals, resolutions;
@@ -167,11 +176,16 @@ struct pol_state {
 	uint64_t last_update_eps;
 	uint64_t k8s_applied, k8s_invalid, k8s_deleted, k8s_missed;
 	struct fibril_metric *m_k8s_invalid;
+	uint64_t sel_warnings; /* policies admitted with a warning (a peer selector on a filtered label) */
+	struct fibril_metric *m_sel_warnings;
 	char last_error[256];
 	int dirfd; /* <state-dir>/policy, -1 when none */
 };
 
 #define POL_STATE_FILE "policies.json"
+/* The sort key of the allow-localhost entry while pol_resolve merges (after
+ * every rule's: a rule making the same entry names it), 0 in the map. */
+#define POL_RULE_LOCALHOST UINT32_MAX
 
 /* A set of entries being built (oom: one could not be added). */
 struct entry_vec {
