@@ -687,6 +687,7 @@ static void dp_release(struct datapath *dp)
 		fibril_timer_cancel(dp->gc_timer);
 	dp->gc_timer = NULL;
 	dp_events_stop(dp);
+	dp->start_pending = false; /* a stop during the start: nothing to finish */
 	dp_prog_unload(dp);
 	dp_nl_close(dp);
 	eps_free(dp);
@@ -770,8 +771,15 @@ static int dp_start(struct fibril_module *m)
 		goto fail;
 	}
 	fibril_info(m, "tc programs %s; conntrack GC every %llu ms; trace events %s",
-		    dp->prog ? "loaded" : "loading", (unsigned long long)dp->gc_interval_ms,
-		    dp->trace ? "on" : "off");
+		    dp->prog ? (dp->prog_reused ? "reused" : "loaded") : "loading",
+		    (unsigned long long)dp->gc_interval_ms, dp->trace ? "on" : "off");
+	if (dp->prog_job) {
+		/* ready means pods can be served: the start (and so the modules
+		 * after it, the API and READY=1) ends when the programs are in,
+		 * while the loop goes on serving what started before */
+		dp->start_pending = true;
+		return FIBRIL_START_PENDING;
+	}
 	return 0;
 fail:
 	fibril_module_set_error(m, "%s", err);

@@ -75,7 +75,9 @@ struct datapath {
 	struct dp_prog_job *prog_job; /* the load running on the worker pool (dp_prog.c) */
 	char prog_error[DP_ERR_LEN];  /* why no program is loaded, "" when it is */
 	double prog_load_ms;          /* the last load, open to verified */
-	bool stopping;                /* in stop: a failed load is not done again */
+	bool stopping;                /* in stop: what waited for the load is not done */
+	bool prog_reused;             /* the programs were adopted from their pins */
+	bool start_pending;           /* start returned FIBRIL_START_PENDING: the load's end finishes it */
 	/* GET /v1/datapath requests deferred until the load is done (dp_api.c) */
 	struct fibril_response *prog_waiters[DP_PROG_WAITERS];
 	size_t n_prog_waiters;
