@@ -232,8 +232,8 @@ class Agent:
             if self.proc.poll() is not None:
                 die(f"the {self.name} agent exited ({self.proc.returncode}) before ready; log: "
                     + open(self.log).read()[-2000:])
-            if time.monotonic() - t0 > 30:
-                die(f"the {self.name} agent is not ready after 30 s (last healthz: {last}); log: "
+            if time.monotonic() - t0 > 180:
+                die(f"the {self.name} agent is not ready after 180 s (last healthz: {last}); log: "
                     + open(self.log).read()[-2000:])
             if self.ready_ms is None and self.ready_seen():
                 self.ready_ms = (time.monotonic() - t0) * 1e3
