@@ -90,7 +90,8 @@ node_agent() {
 	nsenter --net="/run/netns/$NODE" "${AGENT_WRAP[@]}" "$AGENT" "${args[@]}" "${AGENT_OPTS[@]}" "$@" \
 		>>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	wait_alive "$AGENT_PID" 10 test -S "$WORK/fibril.sock" && return 0
+	# the API opens once the programs are in (a first start verifies them)
+	wait_alive "$AGENT_PID" 120 test -S "$WORK/fibril.sock" && return 0
 	cat "$WORK/agent.log"
 	return 1
 }
