@@ -102,8 +102,13 @@ int render_status(struct json_object *st)
 	double at, slow;
 
 	if (jnum(lp, "longest_stall_ms", &d) && jnum(lp, "longest_stall_at_ms", &at))
-		printf("Loop:       longest stall %.1fms (%.1fs after the start began), %.0f of 50ms or more\n",
-		       d, at / 1000.0, jnum(lp, "stalls_over_50ms", &slow) ? slow : 0.0);
+	{
+		const char *in = jstr(lp, "longest_stall_in");
+
+		printf("Loop:       longest stall %.1fms (%.1fs after the start began%s%s), %.0f of 50ms or more\n",
+		       d, at / 1000.0, in && *in ? "; longest call: " : "", in && *in ? in : "",
+		       jnum(lp, "stalls_over_50ms", &slow) ? slow : 0.0);
+	}
 	putchar('\n');
 
 	size_t n = json_object_array_length(mods);

@@ -98,7 +98,12 @@ struct loop_stall_stats {
 	double max_at_ms; /* when it ended, since loop_stall_begin() */
 	uint64_t slow;    /* iterations of LOOP_STALL_SLOW_MS or more */
 	uint64_t iterations;
+	char max_in[160]; /* the longest call into a module in it, "" none */
 };
+/* From crash.c: a call into module code on the loop thread took ns. */
+HIDDEN bool loop_is_loop_thread(void);
+HIDDEN void loop_note_call(const struct fibril_module *m, const char *what, const char *detail,
+			   uint64_t ns);
 HIDDEN void loop_stall_begin(void);
 HIDDEN void loop_stall_end(void);
 HIDDEN void loop_stall_stats(struct loop_stall_stats *out);
@@ -287,6 +292,7 @@ struct crash_ctx {
 	const char *detail;
 	long num;
 	struct crash_ctx *prev;
+	uint64_t t0_ns; /* on the loop thread: when the call began (loop stalls) */
 };
 HIDDEN void crash_enter(struct crash_ctx *c, const struct fibril_module *m, const char *what,
 			const char *detail, long num);

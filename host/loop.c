@@ -89,6 +89,9 @@ static uv_check_t g_stall_check;
 static bool g_stall_on;
 static uint64_t g_stall_last_ns, g_stall_idle_ns, g_stall_begin_ns;
 static struct loop_stall_stats g_stall;
+static pthread_t g_loop_thread;
+static uint64_t g_iter_call_ns; /* the longest module call of this iteration */
+static char g_iter_call[160];
 static void (*g_stop_cb)(int signum);
 static int g_stop_signal_count;
 
@@ -155,6 +158,7 @@ int loop_init(void)
 	uv_unref((uv_handle_t *)&g_stall_check);
 	g_stall_on = false;
 	memset(&g_stall, 0, sizeof(g_stall));
+	g_loop_thread = pthread_self();
 	g_loop_ready = true;
 	return 0;
 }
@@ -187,6 +191,21 @@ void loop_stop(void)
  * the wall time since the previous one less what the poll waited
  * (uv_metrics_idle_time). From loop_stall_begin() on, so a start's hooks
  * count, the loading of modules before it does not. */
+bool loop_is_loop_thread(void)
+{
+	return g_loop_ready && pthread_equal(pthread_self(), g_loop_thread);
+}
+
+void loop_note_call(const struct fibril_module *m, const char *what, const char *detail,
+		    uint64_t ns)
+{
+	if (!g_stall_on || ns <= g_iter_call_ns)
+		return;
+	g_iter_call_ns = ns;
+	snprintf(g_iter_call, sizeof(g_iter_call), "module %s: %s%s%s%s (%.1f ms)", m->name, what,
+		 detail ? " '" : "", detail ? detail : "", detail ? "'" : "", (double)ns / 1e6);
+}
+
 static void on_stall_check(uv_check_t *c)
 {
 	(void)c;
@@ -201,7 +220,10 @@ static void on_stall_check(uv_check_t *c)
 	if (ms > g_stall.max_ms) {
 		g_stall.max_ms = ms;
 		g_stall.max_at_ms = (double)(now - g_stall_begin_ns) / 1e6;
+		snprintf(g_stall.max_in, sizeof(g_stall.max_in), "%s", g_iter_call);
 	}
+	g_iter_call_ns = 0;
+	g_iter_call[0] = '\0';
 	metrics_loop_stall(ms / 1000.0);
 }
 
@@ -211,6 +233,8 @@ void loop_stall_begin(void)
 		return;
 	g_stall_begin_ns = g_stall_last_ns = uv_hrtime();
 	g_stall_idle_ns = uv_metrics_idle_time(&g_loop);
+	g_iter_call_ns = 0;
+	g_iter_call[0] = '\0';
 	if (uv_check_start(&g_stall_check, on_stall_check) == 0)
 		g_stall_on = true;
 }
@@ -234,6 +258,7 @@ void loop_stall_stats(struct loop_stall_stats *out)
 	if (ms > out->max_ms) {
 		out->max_ms = ms;
 		out->max_at_ms = (double)(now - g_stall_begin_ns) / 1e6;
+		snprintf(out->max_in, sizeof(out->max_in), "%s", g_iter_call);
 	}
 }
 

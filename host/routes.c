@@ -134,6 +134,7 @@ static void status(struct fibril_request *req, struct fibril_response *resp, voi
 	struct json_object *lp = json_object_new_object();
 	json_object_object_add(lp, "longest_stall_ms", json_object_new_double(ls.max_ms));
 	json_object_object_add(lp, "longest_stall_at_ms", json_object_new_double(ls.max_at_ms));
+	json_object_object_add(lp, "longest_stall_in", json_object_new_string(ls.max_in));
 	json_object_object_add(lp, "stalls_over_50ms", json_object_new_int64((int64_t)ls.slow));
 	json_object_object_add(lp, "iterations", json_object_new_int64((int64_t)ls.iterations));
 	json_object_object_add(o, "loop", lp);

@@ -45,7 +45,7 @@ struct dp_ep {
 struct dp_prog;     /* dp_prog.c */
 struct dp_prog_job; /* dp_prog.c */
 struct nl_sock;
-struct ring_buffer;
+struct dp_ring; /* dp_gc.c: the dp_events reader */
 
 struct datapath {
 	struct fibril_module *m;
@@ -95,7 +95,7 @@ struct datapath {
 	uint64_t gc_last_us, gc_last_syscalls; /* the last pass: time, bpf() calls */
 	size_t gc_last_entries, gc_last_tcp, gc_last_other;
 	/* events */
-	struct ring_buffer *rb;
+	struct dp_ring *rb;
 	struct fibril_io *rb_io;
 	struct fibril_timer *rb_timer; /* reads what no wakeup announced */
 	struct dp_event ring[DP_EVENT_RING];

@@ -581,9 +581,16 @@ static int advance(struct ep_manager *mg, struct ep_restore *r)
 static int arm(struct ep_manager *mg, struct ep_restore *r, int rc)
 {
 	r->waiting_ipam = rc == -EAGAIN;
+	if (r->waiting_ipam && !r->waiting_logged) {
+		r->waiting_logged = true;
+		fibril_info(mg->m, "ipam has no pool yet: restore of %zu endpoints waits for it (retrying every %d ms)",
+			    r->n, RETRY_MS);
+	}
 	if (r->waiting_ipam)
 		clock_gettime(CLOCK_MONOTONIC, &r->wait_start);
-	mg->restore_timer = fibril_timer_add(mg->m, r->waiting_ipam ? RETRY_MS : 0, 0, restore_tick, mg);
+	/* 1 ms, not 0: a timer due at the loop's cached time runs in the same
+	 * timers phase (libuv), and the loop would never turn between slices */
+	mg->restore_timer = fibril_timer_add(mg->m, r->waiting_ipam ? RETRY_MS : 1, 0, restore_tick, mg);
 	return mg->restore_timer ? 0 : -ENOMEM;
 }
 
@@ -633,14 +640,13 @@ int ep_restore_start(struct ep_manager *mg)
 		return rc;
 	}
 	r->active_ms = now_ms() - t0;
-	rc = advance(mg, r);
+	/* no endpoint: done; else steps 2 and 3 after a turn of the loop (the
+	 * files took this hook's time already) */
+	rc = r->n ? -EINPROGRESS : advance(mg, r);
 	if (rc == 0) {
 		restore_free(r);
 		return 0;
 	}
-	if (rc == -EAGAIN)
-		fibril_info(mg->m, "ipam has no pool yet: restore of %zu endpoints waits for it (retrying every %d ms)",
-			    r->n, RETRY_MS);
 	mg->restore = r;
 	if (arm(mg, r, rc)) {
 		mg->restore = NULL;
