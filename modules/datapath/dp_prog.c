@@ -622,8 +622,8 @@ int dp_prog_overlay_id(struct datapath *dp)
 	return dp->prog ? dp->prog->overlay_id : 0;
 }
 
-/* One filter: the clsact qdisc (created by the first hook), then ours. */
-static int attach_fd(int prog_fd, int ifindex, enum dp_hook h, char *err, size_t len)
+/* The clsact qdisc of ifindex (one already there is fine). */
+static int hook_create(int ifindex, enum dp_hook h, char *err, size_t len)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = hook_point[h]);
 	/* a clsact qdisc already there (EEXIST) is fine: keep libbpf from
@@ -638,11 +638,33 @@ static int attach_fd(int prog_fd, int ifindex, enum dp_hook h, char *err, size_t
 			  strerror(-rc));
 		return rc;
 	}
+	return 0;
+}
+
+static int tc_replace(int prog_fd, int ifindex, enum dp_hook h)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = hook_point[h]);
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY,
 		    .prog_fd = prog_fd, .flags = BPF_TC_F_REPLACE);
+	libbpf_print_fn_t old = modcommon_libbpf_quiet_begin();
 	dp_vg_quiet_begin();
-	rc = bpf_tc_attach(&hook, &opts);
+	int rc = bpf_tc_attach(&hook, &opts);
 	dp_vg_quiet_end();
+	modcommon_libbpf_log_end(old);
+	return rc;
+}
+
+/* One filter, replaced atomically. The clsact qdisc is created only when
+ * the filter cannot go in without it: a veth re-adopted at a restart has
+ * it, and its filter is one netlink round trip, not two. */
+static int attach_fd(int prog_fd, int ifindex, enum dp_hook h, char *err, size_t len)
+{
+	if (tc_replace(prog_fd, ifindex, h) == 0)
+		return 0;
+	int rc = hook_create(ifindex, h, err, len);
+	if (rc < 0)
+		return rc;
+	rc = tc_replace(prog_fd, ifindex, h);
 	if (rc < 0) {
 		dp_seterr(err, len, "cannot attach the tc program to ifindex %d %s: %s", ifindex,
 			  hook_name[h], strerror(-rc));
