@@ -116,6 +116,7 @@ struct datapath {
 	/* endpoints in place */
 	struct dp_ep *eps;
 	size_t neps;
+	struct dp_ep **ep_by_id; /* [65536], calloc'd (pages touched only for IDs in use) */
 };
 
 /* ---- util (dp_util.c) ---- */
@@ -149,6 +150,9 @@ int dp_endpoint_put(struct datapath *dp, const struct fibril_datapath_endpoint *
 int dp_endpoint_del(struct datapath *dp, uint16_t id, int family, const void *addr);
 /* The endpoint ID that holds addr in dp_endpoints, or 0. */
 uint16_t dp_endpoint_owner(struct datapath *dp, int family, const void *addr);
+/* dp->eps and its index by ID (datapath.c): find, and add one made. */
+struct dp_ep *dp_ep_find(struct datapath *dp, uint16_t id);
+int dp_ep_add(struct datapath *dp, struct dp_ep *e);
 /* Rebuild dp->eps from dp_endpoints (a restart). */
 void dp_endpoints_restore(struct datapath *dp);
 /* Every (direction, reason) slot of dp_metrics summed over the CPUs, in

@@ -566,10 +566,10 @@ int dp_endpoint_del(struct datapath *dp, uint16_t id, int family, const void *ad
 
 static struct dp_ep *restore_find_or_add(struct datapath *dp, const struct dp_endpoint_info *v)
 {
-	for (struct dp_ep *e = dp->eps; e; e = e->next)
-		if (e->ep.id == v->ep_id)
-			return e;
-	struct dp_ep *e = calloc(1, sizeof(*e));
+	struct dp_ep *e = dp_ep_find(dp, v->ep_id);
+	if (e)
+		return e;
+	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
 	e->ep.sz = sizeof(e->ep);
@@ -578,9 +578,10 @@ static struct dp_ep *restore_find_or_add(struct datapath *dp, const struct dp_en
 	e->ep.host_ifindex = (int)v->ifindex;
 	memcpy(e->ep.mac, v->mac, 6);
 	memcpy(e->ep.host_mac, v->host_mac, 6);
-	e->next = dp->eps;
-	dp->eps = e;
-	dp->neps++;
+	if (dp_ep_add(dp, e) < 0) {
+		free(e);
+		return NULL;
+	}
 	return e;
 }
 
