@@ -7,10 +7,10 @@
 #   1. READY=1 (sd_notify) comes only once the tc programs are in: on a
 #      first start the log already says they are loaded when READY=1 arrives;
 #   2. a restart under CPU load that must run the verifier (the program pins
-#      removed) never holds the event loop: the 500 ms lag timer that ran
-#      through it was never 1 s late (fibril_loop_lag_seconds), and GET
-#      /v1/status shows the longest stall under 1 s; a restart that reuses
-#      the pins verifies nothing ("reused") and is as quick;
+#      removed) never holds the event loop: GET /v1/status shows the
+#      longest stall since the start began (hooks included) under 1 s (the
+#      500 ms lag timer cannot tell: it runs only once the loop does); a
+#      restart that reuses the pins verifies nothing ("reused");
 #   3. a veth deleted while a restarted agent loads its programs does not
 #      keep it unready: /v1/healthz is 200 without any CNI DEL.
 # Bounds are generous for CI; the figures are the bench's
@@ -24,8 +24,6 @@ install -m 0644 "$top_builddir/.libs/datapath.so" "$mods/datapath.so"
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 
 N=${ENDPOINTS:-200}
-PORT=$((30000 + RANDOM % 20000))
-NODE_ARGS+=(--set "agent.api-tcp-listen=127.0.0.1:$PORT")
 HOGS=()
 rl_cleanup() {
 	local rc=$? p
@@ -62,7 +60,6 @@ agent_bg() {
 }
 healthy_within() { wait_alive "$AGENT_PID" "$1" agent_healthy; }
 drop_prog_pins() { rm -f "$BPFFS_DIR"/dp_prog_*; }
-metrics() { ip netns exec "$NODE" curl -sS --max-time 10 "http://127.0.0.1:$PORT/metrics"; }
 
 # the pods: one namespace holds every pod end
 ip netns add "fibep-$$-pods"
@@ -134,15 +131,6 @@ check "$N endpoints PUT" ip netns exec "$NODE" python3 "$WORK/put.py" "$WORK/fib
 	"/run/netns/fibep-$$-pods" "$N"
 
 # ---- 2. restarts under CPU load ----------------------------------------------------------------
-# lag: the largest bucket bound a 500 ms lag-timer observation needed
-lag_ok() { # every observation of fibril_loop_lag_seconds within 1 s
-	local m le1 cnt
-	m=$(metrics) || return 1
-	le1=$(sed -n 's/^fibril_loop_lag_seconds_bucket{le="1"} \([0-9]*\).*/\1/p' <<<"$m")
-	cnt=$(sed -n 's/^fibril_loop_lag_seconds_count \([0-9]*\).*/\1/p' <<<"$m")
-	echo "  lag timer: $le1 of $cnt observations within 1 s"
-	[ -n "$cnt" ] && [ "$cnt" -gt 0 ] && [ "$le1" = "$cnt" ]
-}
 stall_ms() { jget "$(api http://x/v1/status)" 'j["loop"]["longest_stall_ms"]' 2>/dev/null; }
 jget() { python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$1" "$2"; }
 
@@ -159,7 +147,6 @@ for mode in load reuse; do
 	echo "FIGURE: restart ($mode) under $(nproc) busy loops: longest loop stall $STALL ms;" \
 		"$(grep -o 'tc programs [a-z]* [a-z ]*in [0-9.]* ms' <<<"$RUN" | head -1);" \
 		"$(grep -o 'restored [0-9]* endpoints in [0-9.]* ms' <<<"$RUN")"
-	check "restart ($mode) under CPU load: the loop-lag timer was never 1 s late" lag_ok
 	check "restart ($mode) under CPU load: /v1/status shows the longest stall, under 1 s ($STALL ms)" \
 		python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) < 1000 else 1)' "$STALL"
 	check "restart ($mode): every endpoint restored" contains "$RUN" "restored $N endpoints in"
