@@ -235,7 +235,7 @@ static void pin_path(const struct pin_def *d, char *out, size_t len)
  * name (libbpf's internal ones) is the program's own. */
 static bool pinned_fits(int fd, const struct pin_def *d, const int *map_fds)
 {
-	uint32_t ids[64];
+	uint32_t ids[64] = {0}; /* written by the kernel: valgrind cannot tell */
 	struct bpf_prog_info info;
 	uint32_t len = sizeof(info);
 	memset(&info, 0, sizeof(info));
