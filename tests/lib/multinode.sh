@@ -195,7 +195,7 @@ mn_agent_start() {
 	[ -n "${MN_START_NOWAIT:-}" ] && return 0
 	# healthy once its tc programs are in (a first start verifies them)
 	wait_alive "${MN_PID[$name]}" 60 mn_healthy "$name" && return 0
-	kill -0 "${MN_PID[$name]}" 2>/dev/null && echo "the agent of $name did not become healthy within 20 s" >&2
+	kill -0 "${MN_PID[$name]}" 2>/dev/null && echo "the agent of $name did not become healthy within 60 s" >&2
 	tail -30 "$dir/agent.log"
 	return 1
 }
