@@ -166,56 +166,6 @@ static void config_read(struct datapath *dp)
 
 /* ---- endpoints table ----------------------------------------------------------------------- */
 
-/* The list's index by endpoint ID: a restart with 10,000 endpoints looks
- * each one up twice, and a walk of the list each time is quadratic. */
-struct dp_ep *dp_ep_find(struct datapath *dp, uint16_t id)
-{
-	return dp->ep_by_id ? dp->ep_by_id[id] : NULL;
-}
-
-int dp_ep_add(struct datapath *dp, struct dp_ep *e)
-{
-	if (!dp->ep_by_id && !(dp->ep_by_id = calloc(65536, sizeof(*dp->ep_by_id))))
-		return -ENOMEM;
-	e->next = dp->eps;
-	dp->eps = e;
-	dp->neps++;
-	dp->ep_by_id[e->ep.id] = e;
-	return 0;
-}
-
-static struct dp_ep *ep_find(struct datapath *dp, uint16_t id)
-{
-	return dp_ep_find(dp, id);
-}
-
-static void ep_forget(struct datapath *dp, uint16_t id)
-{
-	for (struct dp_ep **pp = &dp->eps; *pp; pp = &(*pp)->next) {
-		if ((*pp)->ep.id == id) {
-			struct dp_ep *e = *pp;
-			*pp = e->next;
-			free(e);
-			dp->neps--;
-			if (dp->ep_by_id)
-				dp->ep_by_id[id] = NULL;
-			return;
-		}
-	}
-}
-
-static void eps_free(struct datapath *dp)
-{
-	while (dp->eps) {
-		struct dp_ep *e = dp->eps;
-		dp->eps = e->next;
-		free(e);
-	}
-	dp->neps = 0;
-	free(dp->ep_by_id);
-	dp->ep_by_id = NULL;
-}
-
 /* Health of the "endpoints" component: Degraded while one failed. */
 static void eps_health(struct datapath *dp)
 {
@@ -356,7 +306,7 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 	    (ep->has_ipv6 && (rc = addr_taken(dp, ep, 6, &ep->ipv6, err, errlen)) < 0))
 		return rc;
 
-	struct dp_ep *known = ep_find(dp, ep->id);
+	struct dp_ep *known = dp_ep_find(dp, ep->id);
 	rc = upsert_steps(dp, ep, why, sizeof(why));
 	if (rc < 0) {
 		if (!known) {
@@ -408,11 +358,11 @@ static int op_endpoint_remove(void *ctx, const struct fibril_datapath_endpoint *
 	if (rc < 0)
 		return rc;
 	ep = &given;
-	struct dp_ep *known = ep_find(dp, ep->id);
+	struct dp_ep *known = dp_ep_find(dp, ep->id);
 	if (known)
 		ep_undo(dp, &known->ep, true);
 	ep_undo(dp, ep, !known || known->ep.host_ifindex != ep->host_ifindex);
-	ep_forget(dp, ep->id);
+	dp_ep_forget(dp, ep->id);
 	eps_health(dp);
 	fibril_debug(dp->m, "endpoint %u removed", ep->id);
 	return 0;
@@ -710,7 +660,7 @@ static void dp_release(struct datapath *dp)
 	dp->start_pending = false; /* a stop during the start: nothing to finish */
 	dp_prog_unload(dp);
 	dp_nl_close(dp);
-	eps_free(dp);
+	dp_eps_free(dp);
 	dp->node_ready = false;
 }
 

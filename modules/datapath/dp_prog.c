@@ -16,7 +16,6 @@
  * verifier at all. Otherwise the load runs on a worker, the start stays
  * pending meanwhile (the loop runs; nothing waits on it), and the new
  * programs are pinned in place of the old ones. */
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <net/if.h>
@@ -207,113 +206,19 @@ static uint64_t object_hash(void)
 	return hash = h ? h : 1;
 }
 
-/* One pinned program: its pin's suffix and the program's name. */
-struct pin_def {
-	const char *suffix, *name;
-};
-static const struct pin_def pin_ingress = {"from_endpoint", "fibril_from_endpoint"};
-static const struct pin_def pin_egress = {"to_endpoint", "fibril_to_endpoint"};
-static const struct pin_def pin_overlay = {"from_overlay", "fibril_from_overlay"};
-static const struct pin_def pin_netdev = {"from_netdev", "fibril_from_netdev"};
-#define PIN_PREFIX "dp_prog_"
-
-static const char *pin_dir(void)
-{
-	const char *dir = fibril_config_get("agent", "bpffs-dir");
-	return dir && dir[0] ? dir : "/sys/fs/bpf/fibril";
-}
-
-static void pin_path(const struct pin_def *d, char *out, size_t len)
-{
-	snprintf(out, len, "%s/" PIN_PREFIX "%016llx_%s", pin_dir(),
-		 (unsigned long long)object_hash(), d->suffix);
-}
-
-/* Is the pinned program fd what this object loads as d->name, on the
- * registry's maps as they are now? A map of ours it uses that is not the
- * registry's instance (recreated since) makes it stale; a map of another
- * name (libbpf's internal ones) is the program's own. */
-static bool pinned_fits(int fd, const struct pin_def *d, const int *map_fds)
-{
-	uint32_t ids[64] = {0}; /* written by the kernel: valgrind cannot tell */
-	struct bpf_prog_info info;
-	uint32_t len = sizeof(info);
-	memset(&info, 0, sizeof(info));
-	info.nr_map_ids = sizeof(ids) / sizeof(ids[0]);
-	info.map_ids = (uint64_t)(uintptr_t)ids;
-	dp_vg_quiet_begin();
-	int rc = bpf_obj_get_info_by_fd(fd, &info, &len);
-	dp_vg_quiet_end();
-	if (rc < 0 || info.type != BPF_PROG_TYPE_SCHED_CLS ||
-	    strncmp(info.name, d->name, sizeof(info.name) - 1) ||
-	    info.nr_map_ids > sizeof(ids) / sizeof(ids[0]))
-		return false;
-	uint32_t ours[DPM_COUNT];
-	char names[DPM_COUNT][BPF_OBJ_NAME_LEN];
-	for (int i = 0; i < DPM_COUNT; i++) {
-		struct bpf_map_info mi;
-		uint32_t ml = sizeof(mi);
-		memset(&mi, 0, sizeof(mi));
-		dp_vg_quiet_begin();
-		rc = bpf_obj_get_info_by_fd(map_fds[i], &mi, &ml);
-		dp_vg_quiet_end();
-		if (rc < 0)
-			return false;
-		ours[i] = mi.id;
-		memcpy(names[i], mi.name, sizeof(names[i]));
-	}
-	for (uint32_t k = 0; k < info.nr_map_ids; k++) {
-		bool known = false;
-		for (int i = 0; i < DPM_COUNT && !known; i++)
-			known = ids[k] == ours[i];
-		if (known)
-			continue;
-		int mfd = bpf_map_get_fd_by_id(ids[k]);
-		if (mfd < 0)
-			return false;
-		struct bpf_map_info mi;
-		uint32_t ml = sizeof(mi);
-		memset(&mi, 0, sizeof(mi));
-		dp_vg_quiet_begin();
-		rc = bpf_obj_get_info_by_fd(mfd, &mi, &ml);
-		dp_vg_quiet_end();
-		close(mfd);
-		if (rc < 0)
-			return false;
-		for (int i = 0; i < DPM_COUNT; i++)
-			if (!strncmp(mi.name, names[i], sizeof(mi.name)))
-				return false; /* an older instance of one of our maps */
-	}
-	return true;
-}
-
-/* The pinned program of d if it fits (its fd, and its id in *id), else -1. */
-static int pin_adopt(const struct pin_def *d, const int *map_fds, int *id)
-{
-	char path[4200];
-	pin_path(d, path, sizeof(path));
-	int fd = bpf_obj_get(path);
-	if (fd < 0)
-		return -1;
-	if (!pinned_fits(fd, d, map_fds)) {
-		close(fd);
-		return -1;
-	}
-	*id = prog_id_of(fd);
-	return fd;
-}
-
 /* Adopt every program of `which` from the pins, or none (0 or -ENOENT). */
 static int prog_adopt(struct dp_prog *p, unsigned which, const int *map_fds)
 {
 	int fd[4] = {-1, -1, -1, -1}, id[4] = {0, 0, 0, 0};
-	const struct pin_def *defs[4] = {&pin_ingress, &pin_egress, &pin_overlay, &pin_netdev};
+	const struct dp_pin_def *defs[4] = {&dp_pin_ingress, &dp_pin_egress, &dp_pin_overlay,
+					    &dp_pin_netdev};
 	bool want[4] = {which & DP_PROGS_ENDPOINT, which & DP_PROGS_ENDPOINT,
 			which & DP_PROGS_OVERLAY, which & DP_PROGS_NETDEV};
 	bool ok = true;
 	for (int i = 0; i < 4 && ok; i++)
 		if (want[i])
-			ok = (fd[i] = pin_adopt(defs[i], map_fds, &id[i])) >= 0;
+			if ((ok = (fd[i] = dp_pin_adopt(object_hash(), defs[i], map_fds)) >= 0))
+				id[i] = prog_id_of(fd[i]);
 	if (!ok) {
 		for (int i = 0; i < 4; i++)
 			if (fd[i] >= 0)
@@ -332,43 +237,19 @@ static int prog_adopt(struct dp_prog *p, unsigned which, const int *map_fds)
 	return 0;
 }
 
-/* Pin one loaded program (replacing a pin of that name); a failure is
- * logged: the next start loads again, nothing else is lost. */
-static void pin_one(struct datapath *dp, const struct pin_def *d, int fd)
-{
-	char path[4200];
-	if (fd < 0)
-		return;
-	pin_path(d, path, sizeof(path));
-	unlink(path);
-	if (bpf_obj_pin(fd, path) < 0)
-		fibril_warn(dp->m, "cannot pin %s at %s: %s (the next start loads it again)", d->name,
-			    path, strerror(errno));
-}
-
 /* Pin what p loaded (not what it adopted) and remove the pins of other
  * objects (an older agent's): the filters hold their own references. */
 static void prog_pin(struct datapath *dp, const struct dp_prog *p)
 {
 	if (p->skel && !(p->adopted & DP_PROGS_ENDPOINT) && p->fd[DP_HOOK_INGRESS] > 0) {
-		pin_one(dp, &pin_ingress, p->fd[DP_HOOK_INGRESS]);
-		pin_one(dp, &pin_egress, p->fd[DP_HOOK_EGRESS]);
+		dp_pin_one(dp, object_hash(), &dp_pin_ingress, p->fd[DP_HOOK_INGRESS]);
+		dp_pin_one(dp, object_hash(), &dp_pin_egress, p->fd[DP_HOOK_EGRESS]);
 	}
 	if (!(p->adopted & DP_PROGS_OVERLAY))
-		pin_one(dp, &pin_overlay, p->overlay_fd);
+		dp_pin_one(dp, object_hash(), &dp_pin_overlay, p->overlay_fd);
 	if (!(p->adopted & DP_PROGS_NETDEV))
-		pin_one(dp, &pin_netdev, p->netdev_fd);
-	char mine[64];
-	snprintf(mine, sizeof(mine), PIN_PREFIX "%016llx_", (unsigned long long)object_hash());
-	DIR *d = opendir(pin_dir());
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, PIN_PREFIX, strlen(PIN_PREFIX)) &&
-		    strncmp(e->d_name, mine, strlen(mine)))
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
+		dp_pin_one(dp, object_hash(), &dp_pin_netdev, p->netdev_fd);
+	dp_pins_drop_others(object_hash());
 }
 
 /* At start: the pins of this object, when they fit (see pinned_fits). */
@@ -697,7 +578,7 @@ int dp_prog_attach_overlay(struct datapath *dp, int ifindex, char *err, size_t l
 			dp->prog->overlay_skel = NULL;
 			return rc;
 		}
-		pin_one(dp, &pin_overlay, dp->prog->overlay_fd);
+		dp_pin_one(dp, object_hash(), &dp_pin_overlay, dp->prog->overlay_fd);
 	}
 	return attach_fd(dp->prog->overlay_fd, ifindex, DP_HOOK_INGRESS, err, len);
 }
