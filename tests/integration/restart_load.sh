@@ -158,7 +158,8 @@ stop_agent KILL || true
 drop_prog_pins
 hogs_start
 agent_bg
-wait_for 30 grep -q "tc programs loading" <(last_log) || true
+loading() { last_log | grep -q "tc programs loading"; }
+wait_for 60 loading || true
 ip -n "$NODE" link del lxc1
 hogs_stop
 healthy_within 30 && ok=0 || ok=1
