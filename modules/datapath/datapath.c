@@ -166,37 +166,6 @@ static void config_read(struct datapath *dp)
 
 /* ---- endpoints table ----------------------------------------------------------------------- */
 
-static struct dp_ep *ep_find(struct datapath *dp, uint16_t id)
-{
-	for (struct dp_ep *e = dp->eps; e; e = e->next)
-		if (e->ep.id == id)
-			return e;
-	return NULL;
-}
-
-static void ep_forget(struct datapath *dp, uint16_t id)
-{
-	for (struct dp_ep **pp = &dp->eps; *pp; pp = &(*pp)->next) {
-		if ((*pp)->ep.id == id) {
-			struct dp_ep *e = *pp;
-			*pp = e->next;
-			free(e);
-			dp->neps--;
-			return;
-		}
-	}
-}
-
-static void eps_free(struct datapath *dp)
-{
-	while (dp->eps) {
-		struct dp_ep *e = dp->eps;
-		dp->eps = e->next;
-		free(e);
-	}
-	dp->neps = 0;
-}
-
 /* Health of the "endpoints" component: Degraded while one failed. */
 static void eps_health(struct datapath *dp)
 {
@@ -341,7 +310,7 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 	    (ep->has_ipv6 && (rc = addr_taken(dp, ep, 6, &ep->ipv6, err, errlen)) < 0))
 		return rc;
 
-	struct dp_ep *known = ep_find(dp, ep->id);
+	struct dp_ep *known = dp_ep_find(dp, ep->id);
 	rc = upsert_steps(dp, ep, why, sizeof(why));
 	if (rc < 0) {
 		if (!known) {
@@ -349,9 +318,10 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 			known = calloc(1, sizeof(*known));
 			if (known) {
 				known->ep = *ep;
-				known->next = dp->eps;
-				dp->eps = known;
-				dp->neps++;
+				if (dp_ep_add(dp, known) < 0) {
+					free(known);
+					known = NULL;
+				}
 			}
 		}
 		if (known)
@@ -365,13 +335,13 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 		ep_drop_stale(dp, &known->ep, ep);
 	} else {
 		known = calloc(1, sizeof(*known));
-		if (!known) {
+		if (known)
+			known->ep.id = ep->id;
+		if (!known || dp_ep_add(dp, known) < 0) {
+			free(known);
 			dp_seterr(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
-		known->next = dp->eps;
-		dp->eps = known;
-		dp->neps++;
 	}
 	known->ep = *ep;
 	known->ep.sz = sizeof(known->ep);
@@ -392,11 +362,11 @@ static int op_endpoint_remove(void *ctx, const struct fibril_datapath_endpoint *
 	if (rc < 0)
 		return rc;
 	ep = &given;
-	struct dp_ep *known = ep_find(dp, ep->id);
+	struct dp_ep *known = dp_ep_find(dp, ep->id);
 	if (known)
 		ep_undo(dp, &known->ep, true);
 	ep_undo(dp, ep, !known || known->ep.host_ifindex != ep->host_ifindex);
-	ep_forget(dp, ep->id);
+	dp_ep_forget(dp, ep->id);
 	eps_health(dp);
 	fibril_debug(dp->m, "endpoint %u removed", ep->id);
 	return 0;
@@ -594,9 +564,10 @@ static void dp_release(struct datapath *dp)
 		fibril_timer_cancel(dp->gc_timer);
 	dp->gc_timer = NULL;
 	dp_events_stop(dp);
+	dp->start_pending = false; /* a stop during the start: nothing to finish */
 	dp_prog_unload(dp);
 	dp_nl_close(dp);
-	eps_free(dp);
+	dp_eps_free(dp);
 	dp_ipc_free(dp);
 	dp->node_ready = false;
 }
@@ -680,8 +651,15 @@ static int dp_start(struct fibril_module *m)
 		goto fail;
 	}
 	fibril_info(m, "tc programs %s; conntrack GC every %llu ms; trace events %s",
-		    dp->prog ? "loaded" : "loading", (unsigned long long)dp->gc_interval_ms,
-		    dp->trace ? "on" : "off");
+		    dp->prog ? (dp->prog_reused ? "reused" : "loaded") : "loading",
+		    (unsigned long long)dp->gc_interval_ms, dp->trace ? "on" : "off");
+	if (dp->prog_job) {
+		/* ready means pods can be served: the start (and so the modules
+		 * after it, the API and READY=1) ends when the programs are in,
+		 * while the loop goes on serving what started before */
+		dp->start_pending = true;
+		return FIBRIL_START_PENDING;
+	}
 	return 0;
 fail:
 	fibril_module_set_error(m, "%s", err);

@@ -45,7 +45,7 @@ struct dp_ep {
 struct dp_prog;     /* dp_prog.c */
 struct dp_prog_job; /* dp_prog.c */
 struct nl_sock;
-struct ring_buffer;
+struct dp_ring; /* dp_gc.c: the dp_events reader */
 
 struct datapath {
 	struct fibril_module *m;
@@ -75,7 +75,9 @@ struct datapath {
 	struct dp_prog_job *prog_job; /* the load running on the worker pool (dp_prog.c) */
 	char prog_error[DP_ERR_LEN];  /* why no program is loaded, "" when it is */
 	double prog_load_ms;          /* the last load, open to verified */
-	bool stopping;                /* in stop: a failed load is not done again */
+	bool stopping;                /* in stop: what waited for the load is not done */
+	bool prog_reused;             /* the programs were adopted from their pins */
+	bool start_pending;           /* start returned FIBRIL_START_PENDING: the load's end finishes it */
 	/* GET /v1/datapath requests deferred until the load is done (dp_api.c) */
 	struct fibril_response *prog_waiters[DP_PROG_WAITERS];
 	size_t n_prog_waiters;
@@ -94,7 +96,7 @@ struct datapath {
 	uint64_t gc_last_us, gc_last_syscalls; /* the last pass: time, bpf() calls */
 	size_t gc_last_entries, gc_last_tcp, gc_last_other;
 	/* events */
-	struct ring_buffer *rb;
+	struct dp_ring *rb;
 	struct fibril_io *rb_io;
 	struct fibril_timer *rb_timer; /* reads what no wakeup announced */
 	struct dp_event ring[DP_EVENT_RING];
@@ -115,6 +117,7 @@ struct datapath {
 	/* endpoints in place */
 	struct dp_ep *eps;
 	size_t neps;
+	struct dp_ep **ep_by_id; /* [65536], calloc'd (pages touched only for IDs in use) */
 };
 
 /* ---- util (dp_util.c) ---- */
@@ -193,6 +196,12 @@ int dp_endpoint_put(struct datapath *dp, const struct fibril_datapath_endpoint *
 int dp_endpoint_del(struct datapath *dp, uint16_t id, int family, const void *addr);
 /* The endpoint ID that holds addr in dp_endpoints, or 0. */
 uint16_t dp_endpoint_owner(struct datapath *dp, int family, const void *addr);
+/* dp->eps and its index by ID: find, add one made (calloc'd), forget
+ * (free) one, free them all. */
+struct dp_ep *dp_ep_find(struct datapath *dp, uint16_t id);
+int dp_ep_add(struct datapath *dp, struct dp_ep *e);
+void dp_ep_forget(struct datapath *dp, uint16_t id);
+void dp_eps_free(struct datapath *dp);
 /* Rebuild dp->eps from dp_endpoints (a restart). */
 void dp_endpoints_restore(struct datapath *dp);
 /* Every (direction, reason) slot of dp_metrics summed over the CPUs, in
@@ -252,6 +261,19 @@ int dp_prog_overlay_id(struct datapath *dp);
 int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err, size_t len);
 /* The id of the program attached by us to ifindex at h, 0 none, <0 error. */
 int dp_prog_attached_id(int ifindex, enum dp_hook h);
+
+/* ---- the programs' pins (dp_pins.c) ---- */
+struct dp_pin_def {
+	const char *suffix, *name; /* the pin's suffix, the program's name */
+};
+extern const struct dp_pin_def dp_pin_ingress, dp_pin_egress, dp_pin_overlay, dp_pin_netdev;
+/* The pin of d for the object of `hash` when it fits the maps (map_fds by
+ * enum dp_map_id): its fd; else -1. */
+int dp_pin_adopt(uint64_t hash, const struct dp_pin_def *d, const int *map_fds);
+/* Pin fd as d (replacing it); a failure is logged. */
+void dp_pin_one(struct datapath *dp, uint64_t hash, const struct dp_pin_def *d, int fd);
+/* Remove the program pins of every other object (an older agent's). */
+void dp_pins_drop_others(uint64_t hash);
 
 /* ---- netlink (dp_netlink.c) ---- */
 int dp_nl_open(struct datapath *dp, char *err, size_t len);
