@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tests/security/lb_source_ranges.sh - the attack: a client outside a
+# LoadBalancer service's loadBalancerSourceRanges talks to its frontend
+# from the underlay; the ranges were parsed nowhere and the client was
+# served. The promise: a service's source ranges (the Service's
+# spec.loadBalancerSourceRanges, the API's "source-ranges") are kept in a
+# map the tc program checks; a packet from outside them to the frontend is
+# dropped and counted (lb_metrics tc-source-range-drop), one from inside
+# them is served; a bad range is a one-line 400 that changes nothing.
+# Topology: tests/lib/lbtopo.sh (the outside netns on ext0 is the underlay;
+# it routes the load-balancer addresses to the node).
+. "$top_srcdir/tests/lib/common.sh"
+
+[ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF, cgroups)"
+for tool in ip nsenter python3 curl; do
+	command -v "$tool" >/dev/null || skip_or_fail "$tool is not installed"
+done
+LB_BACKENDS=2
+. "$top_srcdir/tests/lib/lbtopo.sh"
+start_agent_netns "$NODE" "$mods" --set "lb.cgroup=$CG" --set lb.nodeport-devices=ext0 ||
+	{ fail "the agent starts"; finish; }
+ip -n "$OUTSIDE" route add 10.97.0.0/16 via 192.168.212.1
+ip -n "$OUTSIDE" -6 route add fd00:97::/64 via fd00:213::1
+
+served() { test "$(jq_ "$1" 'sum(j["backends"].values())')" -gt 0; }
+not_served() { test "$(jq_ "$1" 'sum(j["backends"].values())')" = 0; }
+drops() { fib map dump lb_metrics | awk '$1 == "tc-source-range-drop" { print $2 }'; }
+
+lbsvc() { # lbsvc FRONTEND RANGES_JSON
+	upsert '{"frontend":"'"$1"'","type":"LoadBalancer","source-ranges":'"$2"',"backends":'"$(be_json active 0 1)"'}'
+}
+lbsvc 10.97.0.20:80 '["192.168.213.0/24","10.1.0.0/16"]'
+check "a LoadBalancer service with source ranges" test "$URC" = 0 || echo "  $UOUT"
+check "... shown in its JSON" test "$(jq_ "$UOUT" 'j.get("source-ranges")')" = "['192.168.213.0/24', '10.1.0.0/16']"
+out=$(outside tcp 10.97.0.20 80 2)
+check "a client outside the source ranges is not served" not_served "$out" || echo "  $out"
+check "... its packets are dropped and counted" test "$(drops)" -gt 0 2>/dev/null
+lbsvc 10.97.0.20:80 '["192.168.213.0/24","192.168.212.2/32"]'
+out=$(outside tcp 10.97.0.20 80 4)
+check "a client inside the ranges (after the update) is served" served "$out" || echo "  $out"
+upsert '{"frontend":"[fd00:97::20]:80","type":"LoadBalancer","source-ranges":["2001:db8::/32"],"backends":[{"address":"[fd00:212::10]:8080"}]}'
+out=$(outside tcp fd00:97::20 80 2)
+check "IPv6: a client outside the ranges is not served" not_served "$out" || echo "  $out"
+upsert '{"frontend":"[fd00:97::20]:80","type":"LoadBalancer","source-ranges":["fd00:213::/64"],"backends":[{"address":"[fd00:212::10]:8080"}]}'
+out=$(outside tcp fd00:97::20 80 3)
+check "IPv6: a client inside them is served" served "$out" || echo "  $out"
+lbsvc 10.97.0.20:80 '[]'
+out=$(outside tcp 10.97.0.20 80 3)
+check "no ranges: every client is served" served "$out" || echo "  $out"
+
+before=$(api http://x/v1/service)
+for bad in '["10.0.0.0/33"]' '["10.0.0.1"]' '["x/8"]' '"10.0.0.0/8"' '[1]'; do
+	lbsvc 10.97.0.20:80 "$bad"
+	check "refused with one line: source-ranges $bad" test "$URC" = 1 -a "$(wc -l <<<"$UOUT")" = 1 || echo "  $UOUT"
+done
+check "the refusals changed nothing" test "$(api http://x/v1/service)" = "$before"
+finish
