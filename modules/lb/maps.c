@@ -91,6 +91,19 @@ static bool has_range(const struct lb_svc *s, const struct lb_cidr *c)
 	return false;
 }
 
+/* A failed update: the ranges s->ranges[0..n) written that old has not go. */
+static void drop_new_ranges(struct lb_table *t, const struct lb_svc *s, const struct lb_svc *old,
+			    size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct lb_src_range_key rk;
+		if (old && has_range(old, &s->ranges[i]))
+			continue;
+		range_key(s, &s->ranges[i], &rk);
+		del_quiet(t, t->maps.src_range, &rk);
+	}
+}
+
 static bool in_selectable(const struct lb_svc *s, uint32_t id)
 {
 	for (size_t i = 0; i < s->nbe; i++)
@@ -168,8 +181,10 @@ int lb_maps_program(struct lb_table *t, struct lb_svc *s, const struct lb_svc *o
 		uint8_t one = 1;
 		range_key(s, &s->ranges[i], &rk);
 		if (bpf_map_update_elem(t->maps.src_range, &rk, &one, BPF_ANY) < 0) {
+			int e = errno;
 			t->map_errors++;
-			return fail(err, errlen, errno, "service %s: cannot write its source ranges "
+			drop_new_ranges(t, s, old, i);
+			return fail(err, errlen, e, "service %s: cannot write its source ranges "
 							"(" LB_MAP_SRC_RANGE " full?)", fe);
 		}
 	}
@@ -185,9 +200,11 @@ int lb_maps_program(struct lb_table *t, struct lb_svc *s, const struct lb_svc *o
 	v.algorithm = s->algorithm;
 	v.affinity_timeout = s->affinity_timeout;
 	if (t->maps.services >= 0 && bpf_map_update_elem(t->maps.services, &k, &v, BPF_ANY) < 0) {
+		int e = errno;
 		t->map_errors++;
-		return fail(err, errlen, errno, "service %s: cannot write its master entry (" LB_MAP_SERVICES
-						" full?)", fe);
+		drop_new_ranges(t, s, old, s->nranges); /* the old version stays */
+		return fail(err, errlen, e, "service %s: cannot write its master entry (" LB_MAP_SERVICES
+					    " full?)", fe);
 	}
 	/* what the old version had and this one has not */
 	if (old) {

@@ -33,6 +33,7 @@
 #include <fibril/datapath.h>
 #include <fibril/fibril.h>
 
+#include "grow.h"
 #include "libbpf_log.h"
 #include "lb_mod.h"
 #include "lb_tc.h"
@@ -259,21 +260,29 @@ static void node_addrs_sync(struct lb_tc *t)
 	    lb_node_addrs_list(fibril_config_string(t->m, "node-addresses"), &addrs, &n) < 0)
 		return;
 	uint8_t one = 1;
+	size_t failed = 0;
 	for (size_t i = 0; i < n; i++)
-		if (bpf_map_update_elem(t->addrs_fd, addrs[i].a, &one, BPF_ANY) < 0)
-			fibril_warn(t->m, "cannot write a node address to " LB_MAP_NODE_ADDRS ": %s",
-				    strerror(errno));
-	struct lb_addr key, next, gone[64];
+		failed += bpf_map_update_elem(t->addrs_fd, addrs[i].a, &one, BPF_ANY) < 0;
+	if (failed)
+		fibril_warn(t->m, "%zu of the node's %zu addresses do not fit in " LB_MAP_NODE_ADDRS
+				  ": NodePorts on them are not served at tc", failed, n);
+	struct lb_addr key, next, *gone = NULL;
 	void *cur = NULL;
-	size_t ng = 0;
-	while (bpf_map_get_next_key(t->addrs_fd, cur, next.a) == 0 && ng < 64) {
+	size_t ng = 0, cap = 0;
+	while (bpf_map_get_next_key(t->addrs_fd, cur, next.a) == 0) {
 		key = next;
 		cur = key.a;
-		if (!lb_addr_in(addrs, n, &key))
-			gone[ng++] = key;
+		if (lb_addr_in(addrs, n, &key))
+			continue;
+		struct lb_addr *g = mod_grow(gone, ng, &cap, sizeof(*g), 64);
+		if (!g)
+			break;
+		gone = g;
+		gone[ng++] = key;
 	}
 	for (size_t i = 0; i < ng; i++)
 		bpf_map_delete_elem(t->addrs_fd, gone[i].a);
+	free(gone);
 	free(addrs);
 	t->addrs_dirty = false;
 }

@@ -12,7 +12,14 @@
  *     a source port of LB_SNAT_PORT_MIN..MAX, then the whole round trip
  *     (client -> backend with the node's address, the reply back to the
  *     client from the frontend); a backend routed elsewhere (this node) and
- *     a service with externalTrafficPolicy Local get no SNAT.
+ *     a service with externalTrafficPolicy Local get no SNAT;
+ *   - issue 22: a ClusterIP and a NodePort off the node's addresses are not
+ *     translated, an ExternalIP is; loadBalancerSourceRanges drop (and
+ *     count) a client outside them; IPv4 options; IPv4 and IPv6 fragments
+ *     (the later ones through lb_frag, the reassembled UDP checksum right);
+ *     ICMP frag-needed and ICMPv6 packet-too-big about a DNATed and a
+ *     SNATed flow translated back (outer, inner, every checksum); a rewrite
+ *     whose helper fails drops the packet and counts it.
  * Runs in a network namespace of its own (unshare) whose devices and routes
  * it sets up with iproute2. Needs root and BPF: without them it skips (exit
  * 77), and fails in CI (CI=true). */

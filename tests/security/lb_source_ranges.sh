@@ -6,15 +6,19 @@
 # spec.loadBalancerSourceRanges, the API's "source-ranges") are kept in a
 # map the tc program checks; a packet from outside them to the frontend is
 # dropped and counted (lb_metrics tc-source-range-drop), one from inside
-# them is served; a bad range is a one-line 400 that changes nothing.
+# them is served; a bad range is a one-line 400 that changes nothing. The
+# Kubernetes half runs the fake kube-apiserver (tests/k8s) in the node netns.
 # Topology: tests/lib/lbtopo.sh (the outside netns on ext0 is the underlay;
 # it routes the load-balancer addresses to the node).
 . "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/k8s/apiserver.sh"
 
 [ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF, cgroups)"
 for tool in ip nsenter python3 curl; do
 	command -v "$tool" >/dev/null || skip_or_fail "$tool is not installed"
 done
+k8s_require
+[ -f "$top_builddir/.libs/k8s.so" ] || { echo "FAIL: k8s.so is not built"; exit 1; }
 LB_BACKENDS=2
 . "$top_srcdir/tests/lib/lbtopo.sh"
 start_agent_netns "$NODE" "$mods" --set "lb.cgroup=$CG" --set lb.nodeport-devices=ext0 ||
@@ -54,4 +58,38 @@ for bad in '["10.0.0.0/33"]' '["10.0.0.1"]' '["x/8"]' '"10.0.0.0/8"' '[1]'; do
 	check "refused with one line: source-ranges $bad" test "$URC" = 1 -a "$(wc -l <<<"$UOUT")" = 1 || echo "  $UOUT"
 done
 check "the refusals changed nothing" test "$(api http://x/v1/service)" = "$before"
+
+# ---- from Kubernetes: spec.loadBalancerSourceRanges ---------------------------------------------
+export K8S_NETNS=$NODE
+k8s_start --service-cidr 10.96.0.0/16 || { fail "the fake apiserver starts"; finish; }
+stop_agent || true
+install -m 0644 "$top_builddir/.libs/k8s.so" "$mods/"
+start_agent_netns "$NODE" "$mods" --set "lb.cgroup=$CG" --set lb.nodeport-devices=ext0 \
+	--set "k8s.kubeconfig=$K8S_KUBECONFIG" --set k8s.node-name=n1 --set k8s.sync-timeout=20s ||
+	{ fail "the agent starts with the k8s module"; finish; }
+cat >"$WORK/svc.json" <<'EOF2'
+{"apiVersion":"v1","kind":"Service","metadata":{"name":"lb","namespace":"default"},
+ "spec":{"type":"LoadBalancer","loadBalancerSourceRanges":["192.168.213.0/24"],
+         "ports":[{"name":"http","port":80,"protocol":"TCP","targetPort":8080}]}}
+EOF2
+kc apply -f "$WORK/svc.json" >/dev/null || fail "kubectl apply the Service"
+kc patch svc lb --subresource=status --type merge \
+	-p '{"status":{"loadBalancer":{"ingress":[{"ip":"10.97.0.30"}]}}}' >/dev/null ||
+	fail "kubectl patch the Service's status"
+cat >"$WORK/slice.json" <<'EOF2'
+{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+ "metadata":{"name":"lb-1","namespace":"default","labels":{"kubernetes.io/service-name":"lb"}},
+ "addressType":"IPv4","ports":[{"name":"http","port":8080,"protocol":"TCP"}],
+ "endpoints":[{"addresses":["10.212.0.10"],"conditions":{"ready":true}}]}
+EOF2
+kc apply -f "$WORK/slice.json" >/dev/null || fail "kubectl apply the EndpointSlice"
+lb_ranges() { jq_ "$(api http://x/v1/service)" '[s.get("source-ranges") for s in j["services"] if s["frontend"] == "10.97.0.30:80"]'; }
+check "the load-balancer frontend carries the Service's loadBalancerSourceRanges" \
+	wait_for 10 output_is "[['192.168.213.0/24']]" lb_ranges || lb_ranges
+out=$(outside tcp 10.97.0.30 80 2)
+check "Kubernetes: a client outside loadBalancerSourceRanges is not served" not_served "$out" || echo "  $out"
+kc patch svc lb --type merge -p '{"spec":{"loadBalancerSourceRanges":["192.168.212.0/24"]}}' >/dev/null
+check "... the ranges changed in Kubernetes follow" wait_for 10 output_is "[['192.168.212.0/24']]" lb_ranges
+out=$(outside tcp 10.97.0.30 80 3)
+check "Kubernetes: a client inside them is served" served "$out" || echo "  $out"
 finish
