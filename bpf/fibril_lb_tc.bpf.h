@@ -148,59 +148,100 @@ static __always_inline int icmp_parse(struct __sk_buff *skb, struct tc_pkt *p, _
 	return 1;
 }
 
+/* Ethernet + IPv6 + the TCP header up to its flags: what the fast path
+ * reads directly from the packet */
+#define TC_PULL_LEN (ETH_HLEN + sizeof(struct ipv6hdr) + 14)
+
+/* The ports (and TCP flags) at off: read directly when that part of the
+ * packet is in its linear data, else copied out. */
+static __always_inline int l4_ports(struct __sk_buff *skb, struct tc_pkt *p, __u32 off)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	__u8 buf[14];
+	__u8 *l4 = buf;
+	__u32 need = p->proto == IPPROTO_TCP ? 14 : 4;
+	if (off <= TC_PULL_LEN && data + off + 14 <= end) {
+		l4 = data + off;
+		if ((void *)(l4 + 14) > end)
+			return 0;
+	} else if (bpf_skb_load_bytes(skb, off, buf, need) < 0) {
+		return 0;
+	}
+	__builtin_memcpy(&p->sport, l4, 2);
+	__builtin_memcpy(&p->dport, l4 + 2, 2);
+	p->tcp_flags = p->proto == IPPROTO_TCP ? l4[13] : 0;
+	return 1;
+}
+
+/* IPv6 extension headers from off (next header *nh): walked with copies,
+ * the fragment header noted. The offset of the L4 header. */
+static __always_inline int ipv6_exthdrs(struct __sk_buff *skb, struct tc_pkt *p, __u8 *nh,
+					__u32 *off, int *frag, int *later)
+{
+#pragma unroll
+	for (int i = 0; i < LB_IPV6_EXT_MAX; i++) {
+		__u8 h[8];
+		__u8 n = *nh;
+		if (n != IPPROTO_HOPOPTS && n != IPPROTO_ROUTING && n != IPPROTO_DSTOPTS &&
+		    n != IPPROTO_AH && n != IPPROTO_FRAGMENT)
+			return 1;
+		if (bpf_skb_load_bytes(skb, *off, h, sizeof(h)) < 0)
+			return 0;
+		if (n == IPPROTO_FRAGMENT) {
+			__u16 fo = (__u16)(h[2] << 8 | h[3]);
+			*frag = (fo & 0xfff9) != 0; /* an offset or M */
+			*later = (fo & 0xfff8) != 0;
+			p->frag_id = (__u32)h[4] << 24 | (__u32)h[5] << 16 | (__u32)h[6] << 8 | h[7];
+			*off += 8;
+		} else if (n == IPPROTO_AH) {
+			*off += ((__u32)h[1] + 2) * 4;
+		} else {
+			*off += ((__u32)h[1] + 1) * 8;
+		}
+		*nh = h[0];
+	}
+	return 1;
+}
+
 /* IPv4 (with options) or IPv6 (past its extension headers) carrying TCP,
- * UDP (a fragment of either too) or an ICMP error; anything else: 0. */
+ * UDP (a fragment of either too) or an ICMP error; anything else: 0. The
+ * common case (no options, no extension header) reads the packet
+ * directly; the rest is copied out with bpf_skb_load_bytes. */
 static __always_inline int tc_parse(struct __sk_buff *skb, struct tc_pkt *p)
 {
-	__u16 eth_proto;
 	__u32 off = ETH_HLEN;
 	__u8 nh;
 	int frag = 0, later = 0;
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &eth_proto, 2) < 0)
+	if (skb->data_end - skb->data < TC_PULL_LEN && skb->len > skb->data_end - skb->data)
+		bpf_skb_pull_data(skb, skb->len < TC_PULL_LEN ? skb->len : TC_PULL_LEN);
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
 		return 0;
-	if (eth_proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr ip;
-		if (bpf_skb_load_bytes(skb, off, &ip, sizeof(ip)) < 0 || ip.version != 4 || ip.ihl < 5)
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
 			return 0;
-		__u16 fo = bpf_ntohs(ip.frag_off);
+		__u16 fo = bpf_ntohs(ip->frag_off);
 		frag = (fo & 0x3fff) != 0; /* MF or an offset */
 		later = (fo & 0x1fff) != 0;
-		p->frag_id = bpf_ntohs(ip.id);
-		nh = ip.protocol;
-		v4_to_addr(ip.saddr, p->saddr);
-		v4_to_addr(ip.daddr, p->daddr);
+		p->frag_id = bpf_ntohs(ip->id);
+		nh = ip->protocol;
+		v4_to_addr(ip->saddr, p->saddr);
+		v4_to_addr(ip->daddr, p->daddr);
 		p->v6 = 0;
-		off += (__u32)ip.ihl * 4;
-	} else if (eth_proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr ip6;
-		if (bpf_skb_load_bytes(skb, off, &ip6, sizeof(ip6)) < 0)
+		off += (__u32)ip->ihl * 4;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > end)
 			return 0;
-		nh = ip6.nexthdr;
-		__builtin_memcpy(p->saddr, &ip6.saddr, 16);
-		__builtin_memcpy(p->daddr, &ip6.daddr, 16);
+		nh = ip6->nexthdr;
+		__builtin_memcpy(p->saddr, &ip6->saddr, 16);
+		__builtin_memcpy(p->daddr, &ip6->daddr, 16);
 		p->v6 = 1;
-		off += sizeof(ip6);
-#pragma unroll
-		for (int i = 0; i < LB_IPV6_EXT_MAX; i++) {
-			__u8 h[8];
-			if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_ROUTING && nh != IPPROTO_DSTOPTS &&
-			    nh != IPPROTO_AH && nh != IPPROTO_FRAGMENT)
-				break;
-			if (bpf_skb_load_bytes(skb, off, h, sizeof(h)) < 0)
-				return 0;
-			if (nh == IPPROTO_FRAGMENT) {
-				__u16 fo = (__u16)(h[2] << 8 | h[3]);
-				frag = (fo & 0xfff9) != 0; /* an offset or M */
-				later = (fo & 0xfff8) != 0;
-				p->frag_id = (__u32)h[4] << 24 | (__u32)h[5] << 16 | (__u32)h[6] << 8 | h[7];
-				off += 8;
-			} else if (nh == IPPROTO_AH) {
-				off += ((__u32)h[1] + 2) * 4;
-			} else {
-				off += ((__u32)h[1] + 1) * 8;
-			}
-			nh = h[0];
-		}
+		off += sizeof(*ip6);
+		if (!ipv6_exthdrs(skb, p, &nh, &off, &frag, &later))
+			return 0;
 	} else {
 		return 0;
 	}
@@ -214,17 +255,7 @@ static __always_inline int tc_parse(struct __sk_buff *skb, struct tc_pkt *p)
 	p->kind = later ? PKT_FRAG_LATER : frag ? PKT_FRAG_FIRST : PKT_PLAIN;
 	if (later)
 		return 1;
-	__u8 l4[14];
-	if (bpf_skb_load_bytes(skb, off, l4, 4) < 0)
-		return 0;
-	__builtin_memcpy(&p->sport, l4, 2);
-	__builtin_memcpy(&p->dport, l4 + 2, 2);
-	if (nh == IPPROTO_TCP) {
-		if (bpf_skb_load_bytes(skb, off, l4, sizeof(l4)) < 0)
-			return 0;
-		p->tcp_flags = l4[13];
-	}
-	return 1;
+	return l4_ports(skb, p, off);
 }
 
 /* lb_frag's key for the fragments of p's datagram */

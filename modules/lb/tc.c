@@ -252,6 +252,11 @@ static int devices_sync(struct lb_tc *t, uint32_t mask, bool strict, char *err, 
 /* lb_node_addrs = the node's addresses now (every device's and [lb]
  * node-addresses): what a NodePort frontend may be at tc. Written before
  * the stale ones go, so an address that stays is never missing. */
+static int addr_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct lb_addr));
+}
+
 static void node_addrs_sync(struct lb_tc *t)
 {
 	struct lb_addr *addrs = NULL;
@@ -259,6 +264,8 @@ static void node_addrs_sync(struct lb_tc *t)
 	if (t->addrs_fd < 0 ||
 	    lb_node_addrs_list(fibril_config_string(t->m, "node-addresses"), &addrs, &n) < 0)
 		return;
+	if (n) /* thousands of addresses: the stale ones are found by bsearch */
+		qsort(addrs, n, sizeof(*addrs), addr_cmp);
 	uint8_t one = 1;
 	size_t failed = 0;
 	for (size_t i = 0; i < n; i++)
@@ -272,7 +279,7 @@ static void node_addrs_sync(struct lb_tc *t)
 	while (bpf_map_get_next_key(t->addrs_fd, cur, next.a) == 0) {
 		key = next;
 		cur = key.a;
-		if (lb_addr_in(addrs, n, &key))
+		if (n && bsearch(&key, addrs, n, sizeof(*addrs), addr_cmp))
 			continue;
 		struct lb_addr *g = mod_grow(gone, ng, &cap, sizeof(*g), 64);
 		if (!g)
@@ -399,11 +406,11 @@ static void nl_readable(struct fibril_io *io, int fd, uint32_t revents, void *ud
 		t->dirty = DEVICES_ALL(t);
 		t->addrs_dirty = true;
 	}
-	if (t->addrs_dirty)
-		node_addrs_sync(t);
 	char err[256];
 	devices_sync(t, t->dirty, false, err, sizeof(err));
 	t->dirty = 0;
+	if (t->addrs_dirty)
+		node_addrs_sync(t);
 }
 
 /* Subscribed before the first sync, so that no change between the two is
