@@ -37,23 +37,24 @@ upsert '{"frontend":"192.168.212.1:30080","type":"NodePort","backends":'"$(be_js
 upsert '{"frontend":"10.97.0.5:30080","type":"NodePort","backends":'"$(be_json active 0 1)"'}'
 upsert '{"frontend":"10.97.0.9:80","type":"ExternalIP","backends":'"$(be_json active 1)"'}'
 
-served() { test "$(jq_ "$1" 'sum(j["backends"].values())')" -gt 0; }
-not_served() { test "$(jq_ "$1" 'sum(j["backends"].values())')" = 0; }
+# served JSON / not_served JSON: lbnet.py's report says so (else it is shown)
+served() { test "$(jq_ "$1" 'sum(j["backends"].values())')" -gt 0 || { echo "  $1"; return 1; }; }
+not_served() { test "$(jq_ "$1" 'sum(j["backends"].values())')" = 0 || { echo "  $1"; return 1; }; }
 
 out=$(client tcp 10.96.30.1 80 4)
-check "a pod reaches the ClusterIP (socket hooks)" served "$out" || echo "  $out"
+check "a pod reaches the ClusterIP (socket hooks)" served "$out"
 out=$(outside tcp 10.96.30.1 80 2)
-check "a ClusterIP is not served to a client on the underlay (TCP)" not_served "$out" || echo "  $out"
+check "a ClusterIP is not served to a client on the underlay (TCP)" not_served "$out"
 out=$(outside tcp fd00:96::30 80 2)
-check "a ClusterIP is not served to a client on the underlay (IPv6)" not_served "$out" || echo "  $out"
+check "a ClusterIP is not served to a client on the underlay (IPv6)" not_served "$out"
 out=$(outside udp 10.96.30.2 53 2)
-check "a ClusterIP is not served to a client on the underlay (UDP)" not_served "$out" || echo "  $out"
+check "a ClusterIP is not served to a client on the underlay (UDP)" not_served "$out"
 out=$(outside tcp 192.168.212.1 30080 6)
-check "a NodePort on the node's address is served from the underlay" served "$out" || echo "  $out"
+check "a NodePort on the node's address is served from the underlay" served "$out"
 out=$(outside tcp 10.97.0.5 30080 2)
-check "a NodePort on an address that is not the node's is not served" not_served "$out" || echo "  $out"
+check "a NodePort on an address that is not the node's is not served" not_served "$out"
 out=$(outside tcp 10.97.0.9 80 4)
-check "an ExternalIP is served from the underlay" served "$out" || echo "  $out"
+check "an ExternalIP is served from the underlay" served "$out"
 check "lb_ct holds no flow to the refused frontends" \
 	bash -c '! "$0" --socket "$1" map dump lb_ct | grep -Eq "10\.96\.30\.|fd00:96::30|10\.97\.0\.5"' "$CLI" "$SOCK"
 
@@ -61,7 +62,7 @@ check "lb_ct holds no flow to the refused frontends" \
 stop_agent || true
 node_agent --set lb.external-clusterip=true || { fail "the agent starts with external-clusterip"; finish; }
 out=$(outside tcp 10.96.30.1 80 4)
-check "with [lb] external-clusterip = true the ClusterIP is served from outside" served "$out" || echo "  $out"
+check "with [lb] external-clusterip = true the ClusterIP is served from outside" served "$out"
 out=$(outside tcp 10.97.0.5 30080 2)
-check "... a NodePort on a foreign address still is not" not_served "$out" || echo "  $out"
+check "... a NodePort on a foreign address still is not" not_served "$out"
 finish
