@@ -31,6 +31,9 @@
 #define LB_MAP_METRICS "lb_metrics"
 #define LB_MAP_CT "lb_ct"
 #define LB_MAP_DEVICES "lb_devices"
+#define LB_MAP_SRC_RANGE "lb_src_range"
+#define LB_MAP_FRAG "lb_frag"
+#define LB_MAP_NODE_ADDRS "lb_node_addrs"
 
 /* Cilium's default Maglev table size; [lb] maglev-table-size must be a
  * prime no larger than LB_MAGLEV_MAX. */
@@ -49,6 +52,7 @@ enum lb_svc_type {
 #define LB_F_EXT_LOCAL 0x08     /* externalTrafficPolicy Local */
 #define LB_F_INT_LOCAL 0x10     /* internalTrafficPolicy Local */
 #define LB_F_FALLBACK 0x20      /* the selectable set is the terminating backends */
+#define LB_F_SRC_RANGES 0x40    /* loadBalancerSourceRanges: lb_src_range says who may */
 
 enum lb_algorithm {
 	LB_ALG_RANDOM = 0,
@@ -134,7 +138,11 @@ struct lb_sk_revnat_val {
 	__u16 rev_nat_id;
 };
 
-/* ---- lb_ct: LRU_HASH, the per-packet NAT's flows (tc, IPv4 and IPv6) -----
+/* ---- lb_ct: HASH, the per-packet NAT's flows (tc, IPv4 and IPv6) ---------
+ * Not an LRU: a live flow is never evicted to make room for a new one (a
+ * SYN flood would push out established connections and free SNAT ports
+ * still in use). When it is full a new flow is dropped (tc-ct-full); the
+ * module's GC (modules/lb/ctgc.c) removes the idle ones.
  * dir 0 (LB_CT_INGRESS): a packet arriving on a nodeport device whose
  * (source, destination) is the key gets its destination rewritten to the
  * value; dir 1 (LB_CT_EGRESS): a packet leaving through a nodeport (or the
@@ -180,7 +188,46 @@ struct lb_ct_val {
  * (32768-60999), so that a port is never one the node's own sockets use */
 #define LB_SNAT_PORT_MIN 61000
 #define LB_SNAT_PORT_MAX 65535
-#define LB_SNAT_RETRIES 16
+#define LB_SNAT_RETRIES 16  /* random ports tried for a new flow */
+
+/* ---- lb_src_range: LPM_TRIE, (service ID, source prefix) -> 1 ------------
+ * A service with LB_F_SRC_RANGES (loadBalancerSourceRanges) serves a new
+ * flow from tc only when its source matches one of its prefixes. prefixlen
+ * counts the 32 bits of rev_nat_id and pad, then the address's (an IPv4
+ * prefix /n is stored IPv4-mapped: 96 + n). */
+struct lb_src_range_key {
+	__u32 prefixlen;
+	__u16 rev_nat_id; /* network order (the trie matches bytes in order) */
+	__u16 pad;
+	__u8 addr[16];
+};
+#define LB_SRC_RANGE_MAX 65536
+
+/* ---- lb_frag: LRU_HASH, a fragmented datagram's ports ---------------------
+ * The first fragment of a translated datagram leaves its ports here under
+ * (source, destination, protocol, IP id) as they arrived, so that the later
+ * fragments (which carry no L4 header) find the same flow. */
+struct lb_frag_key {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u32 id;     /* IPv4 id or IPv6 fragment identification */
+	__u8 proto;
+	__u8 pad[3];
+};
+struct lb_frag_val {
+	__u16 sport;  /* network order */
+	__u16 dport;
+};
+#define LB_FRAG_MAX 8192
+
+/* ---- lb_node_addrs: HASH, an address of this node -> 1 ------------------
+ * The node's own addresses (every device's, and [lb] node-addresses), kept
+ * up to date by the module from rtnetlink: tc translates a NodePort only
+ * when its destination is one of them. */
+struct lb_node_addr_key {
+	__u8 addr[16];
+};
+#define LB_NODE_ADDRS_MAX 4096
 
 /* ---- lb_devices: HASH, ifindex -> a device the tc programs are on ------- */
 #define LB_DEV_NODEPORT 0x1 /* [lb] nodeport-devices: traffic from outside */
@@ -203,7 +250,12 @@ enum lb_metric {
 	LB_M_TC_REVNAT,        /* tc: a backend's reply rewritten to the frontend */
 	LB_M_TC_NO_BACKEND,    /* tc: dropped, the service has no backend */
 	LB_M_TC_SNAT,          /* tc: a new flow to another node's backend, SNATed */
-	LB_M_TC_SNAT_NO_PORT,  /* tc: no free SNAT port: sent without SNAT */
+	LB_M_TC_SNAT_NO_PORT,  /* tc: no free SNAT port: dropped */
+	LB_M_TC_CT_FULL,       /* tc: lb_ct full: a new flow dropped */
+	LB_M_TC_SRC_RANGE_DROP, /* tc: a source outside loadBalancerSourceRanges: dropped */
+	LB_M_TC_REWRITE_FAIL,  /* tc: a checksum or store helper failed: dropped */
+	LB_M_TC_ICMP_REVNAT,   /* tc: an ICMP error about a flow translated */
+	LB_M_TC_FRAG,          /* tc: a later fragment translated through lb_frag */
 	LB_M_COUNT,
 };
 

@@ -104,6 +104,29 @@ static void put_service(struct fibril_request *req, struct fibril_response *resp
 		fibril_resp_error(resp, 400, "%s", err);
 		return;
 	}
+	/* a backend on the node's own address (kube-proxy refuses it too):
+	 * loopback and link-local ones the parser refused already */
+	struct lb_addr *mine = NULL;
+	size_t nmine = 0;
+	if (spec->nbe && lb_node_addrs_list(fibril_config_string(lb_module_of(lb), "node-addresses"),
+					    &mine, &nmine) < 0) {
+		lb_svc_free(spec);
+		fibril_resp_error(resp, 500, "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < spec->nbe; i++) {
+		if (!lb_addr_in(mine, nmine, &spec->be[i].addr))
+			continue;
+		char a[80];
+		lb_format_addrport(&spec->be[i].addr, spec->be[i].port, a, sizeof(a));
+		free(mine);
+		lb_svc_free(spec);
+		lb_count_op(lb, "upsert", -EINVAL);
+		fibril_resp_error(resp, 400, "backends[%zu].address: '%s' is the node's own address, "
+					     "not a backend", i, a);
+		return;
+	}
+	free(mine);
 	spec->source = LB_SRC_API;
 	uint16_t id = 0;
 	rc = lb_upsert(lb, &spec, &id, err, sizeof(err));

@@ -45,6 +45,7 @@ int lb_load_programs(struct lb *lb, char *err, size_t len)
 		goto out;
 	}
 	skel->rodata->maglev_m = lb->maglev_m;
+	skel->rodata->external_clusterip = fibril_config_bool(lb->m, "external-clusterip");
 	struct {
 		struct bpf_map *map;
 		int id;
@@ -53,7 +54,8 @@ int lb_load_programs(struct lb *lb, char *err, size_t len)
 		{skel->maps.lb_maglev, LB_MI_MAGLEV},     {skel->maps.lb_affinity, LB_MI_AFFINITY},
 		{skel->maps.lb_aff_match, LB_MI_AFF_MATCH}, {skel->maps.lb_sk_revnat, LB_MI_SK_REVNAT},
 		{skel->maps.lb_metrics, LB_MI_METRICS}, {skel->maps.lb_ct, LB_MI_CT},
-		{skel->maps.lb_devices, LB_MI_DEVICES},
+		{skel->maps.lb_devices, LB_MI_DEVICES}, {skel->maps.lb_src_range, LB_MI_SRC_RANGE},
+		{skel->maps.lb_frag, LB_MI_FRAG}, {skel->maps.lb_node_addrs, LB_MI_NODE_ADDRS},
 	};
 	for (size_t i = 0; i < sizeof(reuse) / sizeof(reuse[0]); i++)
 		if ((rc = bpf_map__reuse_fd(reuse[i].map, fibril_map_fd(lb->maps[reuse[i].id]))) < 0) {

@@ -12,7 +12,10 @@
  * address or port) or an EndpointSlice whose Service is unknown is a logged
  * skip that touches nothing else; the slices are kept, and used once their
  * Service arrives. Each change reprograms only that Service's frontends,
- * keeping their IDs (the table's frontend -> ID). */
+ * keeping their IDs (the table's frontend -> ID). An endpoint on a
+ * loopback, link-local or the node's own address is no backend (as
+ * kube-proxy): taken out of its slice, counted, logged once per slice.
+ * spec.loadBalancerSourceRanges go with the load-balancer frontends. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -50,6 +53,8 @@ struct lb_k8s {
 	struct lb_addr node_addrs[16];
 	size_t nnode_addrs;
 	char node[256];
+	char **refused_logged;       /* "ns/name" of the slices whose refusals were logged */
+	size_t nrefused_logged, refused_cap;
 	uint64_t skipped;
 	bool synced;                 /* the first list is applied, the stale swept */
 	uint64_t stale_removed;
@@ -209,6 +214,22 @@ static void remove_gone(struct lb_k8s *k, struct k8s_svc *s, const struct fe_lis
 	}
 }
 
+/* spec.loadBalancerSourceRanges (checked by svc_valid) into sv */
+static int source_ranges(struct json_object *spec, struct lb_svc *sv)
+{
+	struct json_object *r = path(spec, "loadBalancerSourceRanges", NULL);
+	size_t n = r && json_object_is_type(r, json_type_array) ? json_object_array_length(r) : 0;
+	if (!n)
+		return 0;
+	if (!(sv->ranges = calloc(n, sizeof(*sv->ranges))))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (lb_parse_cidr(json_object_get_string(json_object_array_get_idx(r, i)),
+				  &sv->ranges[sv->nranges]) == 0)
+			sv->nranges++;
+	return 0;
+}
+
 static int add_frontend(struct lb_k8s *k, struct k8s_svc *s, struct fe_list *fl,
 			struct json_object *port, const struct lb_addr *ip, uint16_t fport,
 			uint8_t type, bool local)
@@ -238,6 +259,8 @@ static int add_frontend(struct lb_k8s *k, struct k8s_svc *s, struct fe_list *fl,
 	snprintf(sv->name, sizeof(sv->name), "%.190s%s%.63s", s->key, pname && *pname ? ":" : "",
 		 pname ? pname : "");
 	int rc = backends_for(k, s, pname ? pname : "", proto, lb_addr_is_v4(ip), local, sv);
+	if (!rc && type == LB_SVC_LOAD_BALANCER)
+		rc = source_ranges(spec, sv);
 	char err[512];
 	uint16_t id;
 	if (!rc)
@@ -275,6 +298,23 @@ static bool svc_valid(struct json_object *spec, char *why, size_t len)
 		}
 		if (!proto_of(str(p, "protocol"))) {
 			snprintf(why, len, "spec.ports[%zu].protocol is not TCP, UDP or SCTP", i);
+			return false;
+		}
+	}
+	struct json_object *ranges = path(spec, "loadBalancerSourceRanges", NULL);
+	size_t nr = ranges && json_object_is_type(ranges, json_type_array)
+			    ? json_object_array_length(ranges) : 0;
+	if (nr > LB_SRC_RANGES_PER_SVC_MAX) {
+		snprintf(why, len, "spec.loadBalancerSourceRanges has more than %u entries",
+			 LB_SRC_RANGES_PER_SVC_MAX);
+		return false;
+	}
+	for (size_t i = 0; i < nr; i++) {
+		struct lb_cidr c;
+		const char *r = json_object_get_string(json_object_array_get_idx(ranges, i));
+		if (lb_parse_cidr(r, &c) < 0) {
+			snprintf(why, len, "spec.loadBalancerSourceRanges[%zu] '%.60s' is not a CIDR", i,
+				 r ? r : "");
 			return false;
 		}
 	}
@@ -399,6 +439,66 @@ static void apply_service(struct lb_k8s *k, const char *ns, const char *name, co
 	sync_service(k, s);
 }
 
+/* Has the refusal in slice key been logged (and note it now)? */
+static bool refusal_logged(struct lb_k8s *k, const char *key)
+{
+	for (size_t i = 0; i < k->nrefused_logged; i++)
+		if (!strcmp(k->refused_logged[i], key))
+			return true;
+	char **v = mod_grow(k->refused_logged, k->nrefused_logged, &k->refused_cap, sizeof(*v), 16);
+	char *dup = v ? strdup(key) : NULL;
+	if (v)
+		k->refused_logged = v;
+	if (dup)
+		k->refused_logged[k->nrefused_logged++] = dup;
+	return false;
+}
+
+/* Takes out of the slice o every endpoint address that must not be a
+ * backend, as kube-proxy refuses them: loopback, link-local (the cloud
+ * metadata service), the node's own addresses. Each is counted
+ * (fibril_lb_backends_refused_total{reason}); the first time a slice has
+ * some, they are logged with its name. */
+static void refuse_backends(struct lb_k8s *k, const char *ns, const char *name,
+			    struct json_object *o)
+{
+	struct json_object *eps = path(o, "endpoints", NULL);
+	if (!eps || !json_object_is_type(eps, json_type_array))
+		return;
+	struct lb_addr *mine = NULL;
+	size_t nmine = 0, nref = 0;
+	char list[256] = "";
+	size_t off = 0;
+	if (lb_node_addrs_list(fibril_config_string(k->m, "node-addresses"), &mine, &nmine) < 0)
+		return;
+	for (size_t e = 0; e < json_object_array_length(eps); e++) {
+		struct json_object *addrs = path(json_object_array_get_idx(eps, e), "addresses", NULL);
+		if (!addrs || !json_object_is_type(addrs, json_type_array))
+			continue;
+		for (size_t a = json_object_array_length(addrs); a-- > 0;) {
+			const char *txt = json_object_get_string(json_object_array_get_idx(addrs, a));
+			struct lb_addr ad;
+			const char *why = ip_of(txt, &ad) ? lb_backend_refusal(&ad, mine, nmine) : NULL;
+			if (!why)
+				continue;
+			lb_count_refused(k->lb, why);
+			if (off < sizeof(list)) {
+				int w = snprintf(list + off, sizeof(list) - off, "%s%s (%s)", nref ? ", " : "",
+						 txt, why);
+				off += w > 0 ? (size_t)w : 0;
+			}
+			nref++;
+			json_object_array_del_idx(addrs, a, 1);
+		}
+	}
+	free(mine);
+	char key[LB_NAME_MAX + 1];
+	snprintf(key, sizeof(key), "%.120s/%.120s", ns ? ns : "", name ? name : "");
+	if (nref && !refusal_logged(k, key))
+		fibril_warn(k->m, "endpointslice %s: %zu endpoint addresses refused as backends: %s",
+			    key, nref, list);
+}
+
 static void apply_slice(struct lb_k8s *k, const char *ns, const char *name, const char *json,
 			bool deleted)
 {
@@ -423,6 +523,7 @@ static void apply_slice(struct lb_k8s *k, const char *ns, const char *name, cons
 		json_object_object_del(s->slices, name ? name : "");
 		json_object_put(o);
 	} else {
+		refuse_backends(k, ns, name, o);
 		json_object_object_add(s->slices, name ? name : "", o);
 	}
 	if (!s->svc) {
@@ -630,6 +731,11 @@ void lb_k8s_stop(struct lb_k8s *k)
 		json_object_put(k->svcs[i].slices);
 		free(k->svcs[i].fes);
 	}
+	for (size_t i = 0; i < k->nrefused_logged; i++)
+		free(k->refused_logged[i]);
+	free(k->refused_logged);
+	k->refused_logged = NULL;
+	k->nrefused_logged = k->refused_cap = 0;
 	free(k->svcs);
 	k->svcs = NULL;
 	k->n = k->cap = 0;

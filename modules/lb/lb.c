@@ -11,6 +11,7 @@
  * module (k8s.c), both through lb_upsert / lb_delete here. This file: the
  * [lb] config keys, those operations, the metrics (fibril_lb_*) and the
  * module's lifecycle. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 
 #include "libbpf_log.h"
 #include "lb_mod.h"
+#include "node_addrs.h"
 #include "lb_tc.h"
 #include "fibril_lb.skel.h"
 
@@ -99,6 +101,10 @@ static const struct fibril_config_key lb_config_keys[] = {
 	 .help = "Idle time after which a UDP flow leaves lb_ct", .min = 1000, .max = 604800000},
 	{.name = "ct-gc-interval", .type = FIBRIL_CONFIG_DURATION, .default_value = "30s",
 	 .help = "How often the lb_ct garbage collector runs", .min = 100, .max = 3600000},
+	{.name = "external-clusterip", .type = FIBRIL_CONFIG_BOOL, .default_value = "false",
+	 .help = "Also balance ClusterIP frontends at tc, for clients outside the cluster that "
+		 "route the service CIDR to a node (Cilium's bpf-lb-external-clusterip); off: only "
+		 "NodePort, ExternalIP and LoadBalancer frontends are reachable from outside"},
 	{.name = "node-addresses", .type = FIBRIL_CONFIG_LIST, .default_value = "",
 	 .help = "This node's addresses: the frontends of a Kubernetes Service's NodePorts"},
 	{.name = "sock-revnat-map-max", .type = FIBRIL_CONFIG_INT, .default_value = "262144",
@@ -120,6 +126,64 @@ void lb_count_op(struct lb *lb, const char *op, int rc)
 	const char *res = rc == 0 ? "ok" : rc == -EINVAL ? "invalid" : rc == -EEXIST ? "conflict"
 		: rc == -ENOENT ? "not-found" : "error";
 	fibril_series_inc(fibril_metric_labels(lb->m_ops, op, res));
+}
+
+void lb_count_refused(struct lb *lb, const char *reason)
+{
+	fibril_series_inc(fibril_metric_labels(lb->m_refused, reason));
+}
+
+bool lb_addr_in(const struct lb_addr *set, size_t n, const struct lb_addr *a)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!memcmp(&set[i], a, sizeof(*a)))
+			return true;
+	return false;
+}
+
+const char *lb_backend_refusal(const struct lb_addr *a, const struct lb_addr *addrs, size_t n)
+{
+	const char *why = lb_backend_addr_refusal(a);
+	return why ? why : lb_addr_in(addrs, n, a) ? "node-address" : NULL;
+}
+
+int lb_node_addrs_list(const char *list, struct lb_addr **out, size_t *n)
+{
+	struct mod_node_addr *all = NULL;
+	size_t nall = 0, cap, k = 0;
+	(void)mod_node_addrs(&all, &nall); /* unreadable: [lb] node-addresses alone */
+	char buf[1024];
+	snprintf(buf, sizeof(buf), "%s", list ? list : "");
+	cap = nall + 1 + strlen(buf) / 2;
+	struct lb_addr *v = calloc(cap, sizeof(*v));
+	if (!v) {
+		free(all);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nall; i++) {
+		if (all[i].family == AF_INET) {
+			v[k].a[10] = v[k].a[11] = 0xff;
+			memcpy(v[k].a + 12, &all[i].addr.v4, 4);
+		} else {
+			memcpy(v[k].a, &all[i].addr.v6, 16);
+		}
+		k++;
+	}
+	free(all);
+	for (char *save = NULL, *w = strtok_r(buf, ", ", &save); w && k < cap;
+	     w = strtok_r(NULL, ", ", &save)) {
+		struct in_addr a4;
+		if (inet_pton(AF_INET, w, &a4) == 1) {
+			v[k].a[10] = v[k].a[11] = 0xff;
+			memcpy(v[k].a + 12, &a4, 4);
+			k++;
+		} else if (inet_pton(AF_INET6, w, v[k].a) == 1) {
+			k++;
+		}
+	}
+	*out = v;
+	*n = k;
+	return 0;
 }
 
 /* The service's event on the bus (<fibril/lb.h>): its frontend, name and
@@ -278,7 +342,12 @@ static int register_metrics(struct lb *lb)
 		.name = "fibril_lb_program_duration_seconds",
 		.help = "Time to program one service upsert into the maps",
 		.buckets = buckets, .nbuckets = sizeof(buckets) / sizeof(buckets[0])});
-	if (!lb->m_services || !lb->m_backends || !lb->m_ops || !lb->m_dp || !lb->m_prog_secs)
+	static const char *const reason_labels[] = {"reason", NULL};
+	lb->m_refused = reg(lb, FIBRIL_METRIC_COUNTER, "fibril_lb_backends_refused_total",
+			    "EndpointSlice endpoints refused as backends (loopback, link-local, "
+			    "unspecified, multicast, the node's own address)", reason_labels);
+	if (!lb->m_services || !lb->m_backends || !lb->m_ops || !lb->m_dp || !lb->m_prog_secs ||
+	    !lb->m_refused)
 		return -EINVAL;
 	lb->s_services = fibril_metric_series(lb->m_services, NULL);
 	lb->s_backends = fibril_metric_series(lb->m_backends, NULL);
@@ -369,8 +438,8 @@ static int lb_start(struct fibril_module *m)
 	}
 	if ((rc = lb_tc_start(lb->tc, bpf_program__fd(lb->skel->progs.fibril_lb_from_netdev),
 			      bpf_program__fd(lb->skel->progs.fibril_lb_to_netdev),
-			      fibril_map_fd(lb->maps[LB_MI_CT]), fibril_map_fd(lb->maps[LB_MI_DEVICES]), err,
-			      sizeof(err))) < 0) {
+			      fibril_map_fd(lb->maps[LB_MI_CT]), fibril_map_fd(lb->maps[LB_MI_DEVICES]),
+			      fibril_map_fd(lb->maps[LB_MI_NODE_ADDRS]), err, sizeof(err))) < 0) {
 		fibril_module_set_error(m, "%s", err);
 		return rc;
 	}

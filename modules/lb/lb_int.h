@@ -22,10 +22,18 @@
 #define LB_BACKENDS_PER_SVC_MAX 8192u
 #define LB_AFFINITY_TIMEOUT_DEFAULT 10800u /* Kubernetes' default, 3 h */
 #define LB_AFFINITY_TIMEOUT_MAX 86400u
+#define LB_SRC_RANGES_PER_SVC_MAX 256u /* loadBalancerSourceRanges of one service */
 
 /* an address as the maps hold it: 16 bytes, IPv4 mapped */
 struct lb_addr {
 	uint8_t a[16];
+};
+
+/* a prefix as lb_src_range holds it: plen counts the bits of the 16-byte
+ * form (an IPv4 /n is 96 + n), the bits past it are zero */
+struct lb_cidr {
+	struct lb_addr addr;
+	uint8_t plen;
 };
 
 struct lb_be_spec {
@@ -54,6 +62,8 @@ struct lb_svc {
 	char name[LB_NAME_MAX + 1]; /* "namespace/name[:port]" or "" */
 	size_t nbe;
 	struct lb_be_spec *be;
+	size_t nranges;          /* loadBalancerSourceRanges ("source-ranges"); */
+	struct lb_cidr *ranges;  /* none: every source */
 	/* as programmed */
 	uint16_t slots;        /* slots written (count + qcount) */
 	uint16_t count;        /* selectable */
@@ -69,6 +79,13 @@ int lb_parse_addrport(const char *s, struct lb_addr *addr, uint16_t *port);
 /* prints "10.0.0.1:80" / "[fd00::1]:80" */
 void lb_format_addrport(const struct lb_addr *a, uint16_t port, char *out, size_t len);
 void lb_format_addr(const struct lb_addr *a, char *out, size_t len);
+/* "10.0.0.0/8" / "fd00::/64"; 0 or -EINVAL (the host bits are cleared) */
+int lb_parse_cidr(const char *s, struct lb_cidr *out);
+void lb_format_cidr(const struct lb_cidr *c, char *out, size_t len);
+/* Why the address cannot be a backend, as kube-proxy refuses it
+ * ("loopback", "link-local", "unspecified", "multicast"), or NULL. The
+ * node's own addresses are the module's to check (lb_node_addrs_list). */
+const char *lb_backend_addr_refusal(const struct lb_addr *a);
 const char *lb_proto_name(uint8_t proto);
 const char *lb_type_name(uint8_t type);
 const char *lb_state_name(uint8_t state);
@@ -95,7 +112,7 @@ struct lb_be_ent {
 };
 
 struct lb_maps {
-	int services, backends, revnat, maglev, aff_match; /* fds; -1: absent */
+	int services, backends, revnat, maglev, aff_match, src_range; /* fds; -1: absent */
 };
 
 struct lb_table {

@@ -20,7 +20,8 @@ struct lb_tc;
 /* the module's maps: the index of each in struct lb's maps[] */
 enum lb_map_index {
 	LB_MI_SERVICES, LB_MI_BACKENDS, LB_MI_REVNAT, LB_MI_MAGLEV, LB_MI_AFFINITY, LB_MI_AFF_MATCH,
-	LB_MI_SK_REVNAT, LB_MI_METRICS, LB_MI_CT, LB_MI_DEVICES, LB_MI_COUNT
+	LB_MI_SK_REVNAT, LB_MI_METRICS, LB_MI_CT, LB_MI_DEVICES, LB_MI_SRC_RANGE, LB_MI_FRAG,
+	LB_MI_NODE_ADDRS, LB_MI_COUNT
 };
 
 /* the module's state */
@@ -38,7 +39,7 @@ struct lb {
 	struct lb_tc *tc;
 	struct lb_origin *origin;
 	/* metrics */
-	struct fibril_metric *m_services, *m_backends, *m_ops, *m_dp, *m_prog_secs;
+	struct fibril_metric *m_services, *m_backends, *m_ops, *m_dp, *m_prog_secs, *m_refused;
 	struct fibril_series *s_services, *s_backends, *s_prog;
 };
 
@@ -49,6 +50,15 @@ struct lb_table *lb_table_of(struct lb *lb);
 struct fibril_module *lb_module_of(struct lb *lb);
 /* fibril_lb_operations_total{op, result of rc} */
 void lb_count_op(struct lb *lb, const char *op, int rc);
+/* The node's own addresses: every device's and [lb] node-addresses (list,
+ * comma or space separated). 0 and *out (free it), or -ENOMEM. */
+int lb_node_addrs_list(const char *list, struct lb_addr **out, size_t *n);
+bool lb_addr_in(const struct lb_addr *set, size_t n, const struct lb_addr *a);
+/* Why a backend address is refused (lb_backend_addr_refusal, or
+ * "node-address" when it is one of the node's own, addrs[0..n)), or NULL. */
+const char *lb_backend_refusal(const struct lb_addr *a, const struct lb_addr *addrs, size_t n);
+/* fibril_lb_backends_refused_total{reason} */
+void lb_count_refused(struct lb *lb, const char *reason);
 
 /* map_specs.c: every map opened through the registry (sized by [lb]
  * config), with its formatter; lb->t.maps set. 0 or a negative errno with err. */

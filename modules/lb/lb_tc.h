@@ -38,10 +38,10 @@ struct lb_tc;
 /* init: metrics */
 int lb_tc_init(struct fibril_module *m, struct lb_tc **out);
 /* start: the devices ([lb] nodeport-devices and the tunnel device when it
- * exists, followed through the kernel's rtnetlink events), lb_devices, and
- * the GC timer. */
+ * exists, followed through the kernel's rtnetlink events), lb_devices,
+ * lb_node_addrs (the node's addresses, followed too), and the GC timer. */
 int lb_tc_start(struct lb_tc *t, int prog_from, int prog_to, int ct_fd, int devices_fd,
-		char *err, size_t len);
+		int node_addrs_fd, char *err, size_t len);
 void lb_tc_stop(struct lb_tc *t);
 void lb_tc_free(struct lb_tc *t);
 int lb_tc_devices(const struct lb_tc *t); /* nodeport devices attached */

@@ -146,6 +146,9 @@ const char *const lb_metric_names[LB_M_COUNT] = {
 	[LB_M_BACKEND_MISSING] = "backend-missing", [LB_M_TC_DNAT] = "tc-dnat",
 	[LB_M_TC_REVNAT] = "tc-reverse-nat", [LB_M_TC_NO_BACKEND] = "tc-no-backend",
 	[LB_M_TC_SNAT] = "tc-snat", [LB_M_TC_SNAT_NO_PORT] = "tc-snat-no-port",
+	[LB_M_TC_CT_FULL] = "tc-ct-full", [LB_M_TC_SRC_RANGE_DROP] = "tc-source-range-drop",
+	[LB_M_TC_REWRITE_FAIL] = "tc-rewrite-fail", [LB_M_TC_ICMP_REVNAT] = "tc-icmp-reverse-nat",
+	[LB_M_TC_FRAG] = "tc-fragment",
 };
 
 static int fmt_metrics(const void *key, const void *value, char *ko, size_t kl, char *vo,
@@ -205,6 +208,50 @@ static int fmt_devices(const void *key, const void *value, char *ko, size_t kl, 
 	return 0;
 }
 
+static int fmt_src_range(const void *key, const void *value, char *ko, size_t kl, char *vo,
+			 size_t vl, void *ud)
+{
+	(void)ud;
+	(void)value;
+	const struct lb_src_range_key *k = key;
+	struct lb_cidr c = {.plen = (uint8_t)(k->prefixlen >= 32 ? k->prefixlen - 32 : 0)};
+	char a[80];
+	memcpy(c.addr.a, k->addr, 16);
+	lb_format_cidr(&c, a, sizeof(a));
+	snprintf(ko, kl, "service=%u %s", ntohs(k->rev_nat_id), a);
+	snprintf(vo, vl, "allowed");
+	return 0;
+}
+
+static int fmt_frag(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		    void *ud)
+{
+	(void)ud;
+	const struct lb_frag_key *k = key;
+	const struct lb_frag_val *v = value;
+	struct lb_addr s, d;
+	char sa[64], da[64];
+	memcpy(s.a, k->saddr, 16);
+	memcpy(d.a, k->daddr, 16);
+	lb_format_addr(&s, sa, sizeof(sa));
+	lb_format_addr(&d, da, sizeof(da));
+	snprintf(ko, kl, "%s %s -> %s id=%u", lb_proto_name(k->proto), sa, da, k->id);
+	snprintf(vo, vl, "ports %u -> %u", ntohs(v->sport), ntohs(v->dport));
+	return 0;
+}
+
+static int fmt_node_addr(const void *key, const void *value, char *ko, size_t kl, char *vo,
+			 size_t vl, void *ud)
+{
+	(void)ud;
+	(void)value;
+	struct lb_addr a;
+	memcpy(a.a, key, 16);
+	lb_format_addr(&a, ko, kl);
+	snprintf(vo, vl, "node address");
+	return 0;
+}
+
 int lb_open_maps(struct lb *lb, char *err, size_t len)
 {
 	struct fibril_module *m = lb->m;
@@ -239,16 +286,26 @@ int lb_open_maps(struct lb *lb, char *err, size_t len)
 		[LB_MI_METRICS] = {.name = LB_MAP_METRICS, .type = BPF_MAP_TYPE_PERCPU_ARRAY,
 			       .key_size = sizeof(uint32_t), .value_size = sizeof(uint64_t),
 			       .max_entries = LB_M_COUNT},
-		[LB_MI_CT] = {.name = LB_MAP_CT, .type = BPF_MAP_TYPE_LRU_HASH,
+		[LB_MI_CT] = {.name = LB_MAP_CT, .type = BPF_MAP_TYPE_HASH, /* never evicts */
 			  .key_size = sizeof(struct lb_ct_key), .value_size = sizeof(struct lb_ct_val),
 			  .max_entries = (uint32_t)fibril_config_int(m, "ct-map-max")},
 		[LB_MI_DEVICES] = {.name = LB_MAP_DEVICES, .type = BPF_MAP_TYPE_HASH,
 			       .key_size = sizeof(uint32_t), .value_size = sizeof(struct lb_device),
 			       .max_entries = 64},
+		[LB_MI_SRC_RANGE] = {.name = LB_MAP_SRC_RANGE, .type = BPF_MAP_TYPE_LPM_TRIE,
+				 .key_size = sizeof(struct lb_src_range_key),
+				 .value_size = sizeof(uint8_t), .max_entries = LB_SRC_RANGE_MAX,
+				 .map_flags = BPF_F_NO_PREALLOC},
+		[LB_MI_FRAG] = {.name = LB_MAP_FRAG, .type = BPF_MAP_TYPE_LRU_HASH,
+			    .key_size = sizeof(struct lb_frag_key),
+			    .value_size = sizeof(struct lb_frag_val), .max_entries = LB_FRAG_MAX},
+		[LB_MI_NODE_ADDRS] = {.name = LB_MAP_NODE_ADDRS, .type = BPF_MAP_TYPE_HASH,
+				  .key_size = sizeof(struct lb_node_addr_key),
+				  .value_size = sizeof(uint8_t), .max_entries = LB_NODE_ADDRS_MAX},
 	};
 	static const fibril_map_format_fn fmts[LB_MI_COUNT] = {
 		fmt_services, fmt_backends, fmt_revnat, fmt_maglev, fmt_affinity, fmt_aff_match,
-		fmt_sk_revnat, fmt_metrics, fmt_ct, fmt_devices,
+		fmt_sk_revnat, fmt_metrics, fmt_ct, fmt_devices, fmt_src_range, fmt_frag, fmt_node_addr,
 	};
 	for (int i = 0; i < LB_MI_COUNT; i++) {
 		struct fibril_map_spec s = specs[i];
@@ -269,6 +326,7 @@ int lb_open_maps(struct lb *lb, char *err, size_t len)
 		.revnat = fibril_map_fd(lb->maps[LB_MI_REVNAT]),
 		.maglev = fibril_map_fd(lb->maps[LB_MI_MAGLEV]),
 		.aff_match = fibril_map_fd(lb->maps[LB_MI_AFF_MATCH]),
+		.src_range = fibril_map_fd(lb->maps[LB_MI_SRC_RANGE]),
 	};
 	return 0;
 }

@@ -75,6 +75,35 @@ static void del_quiet(struct lb_table *t, int fd, const void *key)
 		t->map_errors++;
 }
 
+static void range_key(const struct lb_svc *s, const struct lb_cidr *c, struct lb_src_range_key *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->prefixlen = 32u + c->plen;
+	k->rev_nat_id = htons(s->id);
+	memcpy(k->addr, c->addr.a, 16);
+}
+
+static bool has_range(const struct lb_svc *s, const struct lb_cidr *c)
+{
+	for (size_t i = 0; i < s->nranges; i++)
+		if (s->ranges[i].plen == c->plen && !memcmp(&s->ranges[i].addr, &c->addr, 16))
+			return true;
+	return false;
+}
+
+/* A failed update: the ranges s->ranges[0..n) written that old has not go. */
+static void drop_new_ranges(struct lb_table *t, const struct lb_svc *s, const struct lb_svc *old,
+			    size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct lb_src_range_key rk;
+		if (old && has_range(old, &s->ranges[i]))
+			continue;
+		range_key(s, &s->ranges[i], &rk);
+		del_quiet(t, t->maps.src_range, &rk);
+	}
+}
+
 static bool in_selectable(const struct lb_svc *s, uint32_t id)
 {
 	for (size_t i = 0; i < s->nbe; i++)
@@ -146,6 +175,19 @@ int lb_maps_program(struct lb_table *t, struct lb_svc *s, const struct lb_svc *o
 			}
 		}
 	}
+	/* loadBalancerSourceRanges: in place before the master says to check them */
+	for (size_t i = 0; i < s->nranges && t->maps.src_range >= 0; i++) {
+		struct lb_src_range_key rk;
+		uint8_t one = 1;
+		range_key(s, &s->ranges[i], &rk);
+		if (bpf_map_update_elem(t->maps.src_range, &rk, &one, BPF_ANY) < 0) {
+			int e = errno;
+			t->map_errors++;
+			drop_new_ranges(t, s, old, i);
+			return fail(err, errlen, e, "service %s: cannot write its source ranges "
+							"(" LB_MAP_SRC_RANGE " full?)", fe);
+		}
+	}
 	/* the master: from now on lookups use the new slots */
 	lb_svc_key_of(s, 0, &k);
 	memset(&v, 0, sizeof(v));
@@ -154,16 +196,25 @@ int lb_maps_program(struct lb_table *t, struct lb_svc *s, const struct lb_svc *o
 	v.rev_nat_id = s->id;
 	v.flags = (uint8_t)((s->type & LB_SVC_TYPE_MASK) | (s->affinity ? LB_F_AFFINITY : 0) |
 			    (s->ext_local ? LB_F_EXT_LOCAL : 0) | (s->int_local ? LB_F_INT_LOCAL : 0) |
-			    (s->fallback ? LB_F_FALLBACK : 0));
+			    (s->fallback ? LB_F_FALLBACK : 0) | (s->nranges ? LB_F_SRC_RANGES : 0));
 	v.algorithm = s->algorithm;
 	v.affinity_timeout = s->affinity_timeout;
 	if (t->maps.services >= 0 && bpf_map_update_elem(t->maps.services, &k, &v, BPF_ANY) < 0) {
+		int e = errno;
 		t->map_errors++;
-		return fail(err, errlen, errno, "service %s: cannot write its master entry (" LB_MAP_SERVICES
-						" full?)", fe);
+		drop_new_ranges(t, s, old, s->nranges); /* the old version stays */
+		return fail(err, errlen, e, "service %s: cannot write its master entry (" LB_MAP_SERVICES
+					    " full?)", fe);
 	}
 	/* what the old version had and this one has not */
 	if (old) {
+		for (size_t i = 0; i < old->nranges; i++) {
+			struct lb_src_range_key rk;
+			if (has_range(s, &old->ranges[i]))
+				continue;
+			range_key(s, &old->ranges[i], &rk);
+			del_quiet(t, t->maps.src_range, &rk);
+		}
 		for (uint16_t i = (uint16_t)(s->nbe + 1); i <= old->slots; i++) {
 			lb_svc_key_of(s, i, &k);
 			del_quiet(t, t->maps.services, &k);
@@ -202,6 +253,11 @@ int lb_maps_unprogram(struct lb_table *t, const struct lb_svc *s, char *err, siz
 	if (s->algorithm == LB_ALG_MAGLEV)
 		del_quiet(t, t->maps.maglev, &id32);
 	del_quiet(t, t->maps.revnat, &id32);
+	for (size_t i = 0; i < s->nranges; i++) {
+		struct lb_src_range_key rk;
+		range_key(s, &s->ranges[i], &rk);
+		del_quiet(t, t->maps.src_range, &rk);
+	}
 	if (s->affinity)
 		for (size_t i = 0; i < s->nbe; i++) {
 			struct lb_aff_match_key mk = {.backend_id = s->be[i].id, .rev_nat_id = s->id};
@@ -264,6 +320,41 @@ static struct lb_svc *restore_one(struct lb_table *t, const struct lb_svc_key *m
 	return s;
 }
 
+/* Each restored service's source ranges from lb_src_range; the entries of
+ * no service go. */
+static void restore_ranges(struct lb_table *t)
+{
+	struct lb_src_range_key key, next, *cur = NULL, *gone = NULL;
+	size_t ng = 0, gcap = 0;
+	if (t->maps.src_range < 0)
+		return;
+	while (bpf_map_get_next_key(t->maps.src_range, cur, &next) == 0) {
+		key = next;
+		cur = &key;
+		uint16_t id = ntohs(key.rev_nat_id);
+		struct lb_svc *s = id ? t->svc[id] : NULL;
+		struct lb_cidr c = {.plen = (uint8_t)(key.prefixlen - 32)};
+		memcpy(c.addr.a, key.addr, 16);
+		if (s && key.prefixlen >= 32 && key.prefixlen <= 160 &&
+		    s->nranges < LB_SRC_RANGES_PER_SVC_MAX) {
+			struct lb_cidr *r = realloc(s->ranges, (s->nranges + 1) * sizeof(*r));
+			if (r) {
+				s->ranges = r;
+				s->ranges[s->nranges++] = c;
+				continue;
+			}
+		}
+		struct lb_src_range_key *g = mod_grow(gone, ng, &gcap, sizeof(*g), 16);
+		if (!g)
+			break;
+		gone = g;
+		gone[ng++] = key;
+	}
+	for (size_t i = 0; i < ng; i++)
+		del_quiet(t, t->maps.src_range, &gone[i]);
+	free(gone);
+}
+
 int lb_table_restore(struct lb_table *t, size_t *skipped, char *err, size_t errlen)
 {
 	int restored = 0;
@@ -313,6 +404,7 @@ int lb_table_restore(struct lb_table *t, size_t *skipped, char *err, size_t errl
 		restored++;
 	}
 	free(masters);
+	restore_ranges(t);
 	/* entries nothing refers to: backends, reverse NAT, Maglev tables */
 	uint32_t id, nid, *cid = NULL;
 	uint32_t *gone = NULL;

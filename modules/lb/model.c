@@ -156,6 +156,66 @@ int lb_parse_addrport(const char *s, struct lb_addr *addr, uint16_t *port)
 	return 0;
 }
 
+int lb_parse_cidr(const char *s, struct lb_cidr *out)
+{
+	char host[64];
+	const char *slash = s ? strchr(s, '/') : NULL;
+	if (!slash || (size_t)(slash - s) >= sizeof(host) || !slash[1] || strlen(slash + 1) > 3)
+		return -EINVAL;
+	memcpy(host, s, (size_t)(slash - s));
+	host[slash - s] = '\0';
+	unsigned v = 0;
+	for (const char *p = slash + 1; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		v = v * 10 + (unsigned)(*p - '0');
+	}
+	memset(out, 0, sizeof(*out));
+	if (parse_addr(host, &out->addr) < 0)
+		return -EINVAL;
+	bool v4 = lb_addr_is_v4(&out->addr) && !strchr(host, ':');
+	if (v > (v4 ? 32u : 128u) || (!v4 && lb_addr_is_v4(&out->addr)))
+		return -EINVAL;
+	out->plen = (uint8_t)(v4 ? 96 + v : v);
+	for (unsigned bit = out->plen; bit < 128; bit++) /* the host bits */
+		out->addr.a[bit / 8] &= (uint8_t)~(0x80u >> (bit % 8));
+	return 0;
+}
+
+void lb_format_cidr(const struct lb_cidr *c, char *out, size_t len)
+{
+	char buf[INET6_ADDRSTRLEN];
+	bool v4 = lb_addr_is_v4(&c->addr) && c->plen >= 96;
+	lb_format_addr(&c->addr, buf, sizeof(buf));
+	snprintf(out, len, "%s/%u", buf, v4 ? c->plen - 96u : c->plen);
+}
+
+const char *lb_backend_addr_refusal(const struct lb_addr *a)
+{
+	static const uint8_t zero[16], loop6[16] = {[15] = 1};
+	if (lb_addr_is_v4(a)) {
+		const uint8_t *b = a->a + 12;
+		if (b[0] == 127)
+			return "loopback";
+		if (b[0] == 169 && b[1] == 254)
+			return "link-local";
+		if (!memcmp(b, zero, 4))
+			return "unspecified";
+		if (b[0] >= 224)
+			return "multicast";
+		return NULL;
+	}
+	if (!memcmp(a->a, loop6, 16))
+		return "loopback";
+	if (a->a[0] == 0xfe && (a->a[1] & 0xc0) == 0x80)
+		return "link-local";
+	if (!memcmp(a->a, zero, 16))
+		return "unspecified";
+	if (a->a[0] == 0xff)
+		return "multicast";
+	return NULL;
+}
+
 void lb_format_addr(const struct lb_addr *a, char *out, size_t len)
 {
 	char buf[INET6_ADDRSTRLEN];
@@ -229,6 +289,7 @@ void lb_svc_free(struct lb_svc *s)
 	if (!s)
 		return;
 	free(s->be);
+	free(s->ranges);
 	free(s);
 }
 
@@ -261,6 +322,12 @@ static int parse_backend(struct json_object *b, size_t i, const struct lb_svc *s
 				       a ? short_str(a, q, sizeof(q)) : "(not a string)");
 				return -EINVAL;
 			}
+			const char *why = lb_backend_addr_refusal(&out->addr);
+			if (why) {
+				lb_seterr(err, errlen, "backends[%zu].address: '%s' is a %s address, not a "
+						       "backend", i, short_str(a, q, sizeof(q)), why);
+				return -EINVAL;
+			}
 			have_addr = true;
 		} else if (!strcmp(key, "state")) {
 			const char *st = json_object_is_type(val, json_type_string)
@@ -289,6 +356,39 @@ static int parse_backend(struct json_object *b, size_t i, const struct lb_svc *s
 	if (lb_addr_is_v4(&out->addr) != lb_addr_is_v4(&s->addr)) {
 		lb_seterr(err, errlen, "backends[%zu].address: its family differs from the frontend's", i);
 		return -EINVAL;
+	}
+	return 0;
+}
+
+/* "source-ranges": an array of CIDRs (loadBalancerSourceRanges) */
+static int parse_ranges(struct json_object *v, struct lb_svc *s, char *err, size_t errlen)
+{
+	char q[80];
+	if (!json_object_is_type(v, json_type_array)) {
+		lb_seterr(err, errlen, "source-ranges: expected an array of CIDRs");
+		return -EINVAL;
+	}
+	size_t n = json_object_array_length(v);
+	if (n > LB_SRC_RANGES_PER_SVC_MAX) {
+		lb_seterr(err, errlen, "source-ranges: %zu is more than %u", n, LB_SRC_RANGES_PER_SVC_MAX);
+		return -EINVAL;
+	}
+	free(s->ranges);
+	s->ranges = NULL;
+	s->nranges = 0;
+	if (n && !(s->ranges = calloc(n, sizeof(*s->ranges)))) {
+		lb_seterr(err, errlen, "out of memory");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *e = json_object_array_get_idx(v, i);
+		const char *c = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+		if (!c || lb_parse_cidr(c, &s->ranges[i]) < 0) {
+			lb_seterr(err, errlen, "source-ranges[%zu]: '%s' is not a CIDR (address/prefix)", i,
+				  c ? short_str(c, q, sizeof(q)) : "(not a string)");
+			return -EINVAL;
+		}
+		s->nranges = i + 1;
 	}
 	return 0;
 }
@@ -417,6 +517,9 @@ int lb_svc_from_json(struct json_object *o, struct lb_svc **out, char *err, size
 				s->ext_local = local;
 			else
 				s->int_local = local;
+		} else if (!strcmp(key, "source-ranges")) {
+			if (parse_ranges(val, s, err, errlen) < 0)
+				goto bad;
 		} else if (!strcmp(key, "backends")) {
 			if (!json_object_is_type(val, json_type_array)) {
 				lb_seterr(err, errlen, "backends: expected an array");
@@ -526,5 +629,13 @@ struct json_object *lb_svc_to_json(const struct lb_svc *s)
 		json_object_array_add(arr, b);
 	}
 	json_object_object_add(o, "backends", arr);
+	if (s->nranges) {
+		struct json_object *r = json_object_new_array();
+		for (size_t i = 0; i < s->nranges; i++) {
+			lb_format_cidr(&s->ranges[i], buf, sizeof(buf));
+			json_object_array_add(r, json_object_new_string(buf));
+		}
+		json_object_object_add(o, "source-ranges", r);
+	}
 	return o;
 }

@@ -147,7 +147,7 @@ void lb_frontend_key(uint8_t key[KEYSZ], const struct lb_addr *a, uint16_t port,
 int lb_table_init(struct lb_table *t, uint32_t be_max, uint32_t maglev_m, uint8_t default_alg)
 {
 	memset(t, 0, sizeof(*t));
-	t->maps = (struct lb_maps){-1, -1, -1, -1, -1};
+	t->maps = (struct lb_maps){-1, -1, -1, -1, -1, -1};
 	t->be_max = be_max;
 	t->maglev_m = maglev_m;
 	t->default_algorithm = default_alg;

@@ -12,7 +12,9 @@
  * when events were lost (ENOBUFS); and
  * lb_ct's GC: a timer every [lb] ct-gc-interval has the worker pool walk
  * lb_ct with batch operations (ctgc.c) and remove the flows idle past their
- * timeout. Metrics: fibril_lb_ct_gc_runs_total, fibril_lb_ct_gc_removed_total,
+ * timeout; lb_node_addrs (the node's addresses, the only ones a NodePort
+ * is served on at tc) synced at start and on every address event.
+ * Metrics: fibril_lb_ct_gc_runs_total, fibril_lb_ct_gc_removed_total,
  * fibril_lb_ct_entries, fibril_lb_device_resyncs_total. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,7 +33,9 @@
 #include <fibril/datapath.h>
 #include <fibril/fibril.h>
 
+#include "grow.h"
 #include "libbpf_log.h"
+#include "lb_mod.h"
 #include "lb_tc.h"
 #include "nl.h"
 #include "node_addrs.h"
@@ -51,7 +55,8 @@ struct lb_tc_dev {
 
 struct lb_tc {
 	struct fibril_module *m;
-	int prog_from, prog_to, ct_fd, dev_fd;
+	int prog_from, prog_to, ct_fd, dev_fd, addrs_fd;
+	bool addrs_dirty;      /* an address event: lb_node_addrs is synced again */
 	bool snat, started;
 	struct lb_tc_dev dev[LB_TC_DEV_MAX + 1]; /* + the tunnel device */
 	int ndev;
@@ -80,7 +85,7 @@ int lb_tc_init(struct fibril_module *m, struct lb_tc **out)
 	if (!t)
 		return -ENOMEM;
 	t->m = m;
-	t->ct_fd = t->dev_fd = t->prog_from = t->prog_to = -1;
+	t->ct_fd = t->dev_fd = t->addrs_fd = t->prog_from = t->prog_to = -1;
 	t->m_runs = reg(t, FIBRIL_METRIC_COUNTER, "fibril_lb_ct_gc_runs_total",
 			"Passes of the lb_ct garbage collector");
 	t->m_removed = reg(t, FIBRIL_METRIC_COUNTER, "fibril_lb_ct_gc_removed_total",
@@ -244,6 +249,51 @@ static int devices_sync(struct lb_tc *t, uint32_t mask, bool strict, char *err, 
 	return rc;
 }
 
+/* lb_node_addrs = the node's addresses now (every device's and [lb]
+ * node-addresses): what a NodePort frontend may be at tc. Written before
+ * the stale ones go, so an address that stays is never missing. */
+static int addr_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct lb_addr));
+}
+
+static void node_addrs_sync(struct lb_tc *t)
+{
+	struct lb_addr *addrs = NULL;
+	size_t n = 0;
+	if (t->addrs_fd < 0 ||
+	    lb_node_addrs_list(fibril_config_string(t->m, "node-addresses"), &addrs, &n) < 0)
+		return;
+	if (n) /* thousands of addresses: the stale ones are found by bsearch */
+		qsort(addrs, n, sizeof(*addrs), addr_cmp);
+	uint8_t one = 1;
+	size_t failed = 0;
+	for (size_t i = 0; i < n; i++)
+		failed += bpf_map_update_elem(t->addrs_fd, addrs[i].a, &one, BPF_ANY) < 0;
+	if (failed)
+		fibril_warn(t->m, "%zu of the node's %zu addresses do not fit in " LB_MAP_NODE_ADDRS
+				  ": NodePorts on them are not served at tc", failed, n);
+	struct lb_addr key, next, *gone = NULL;
+	void *cur = NULL;
+	size_t ng = 0, cap = 0;
+	while (bpf_map_get_next_key(t->addrs_fd, cur, next.a) == 0) {
+		key = next;
+		cur = key.a;
+		if (n && bsearch(&key, addrs, n, sizeof(*addrs), addr_cmp))
+			continue;
+		struct lb_addr *g = mod_grow(gone, ng, &cap, sizeof(*g), 64);
+		if (!g)
+			break;
+		gone = g;
+		gone[ng++] = key;
+	}
+	for (size_t i = 0; i < ng; i++)
+		bpf_map_delete_elem(t->addrs_fd, gone[i].a);
+	free(gone);
+	free(addrs);
+	t->addrs_dirty = false;
+}
+
 /* Entries of lb_devices no device of ours has (an earlier run's). */
 static void devices_prune(struct lb_tc *t)
 {
@@ -310,6 +360,9 @@ static void nl_event(const struct mod_nl_event *e, void *ud)
 		break;
 	case RTM_NEWADDR:
 	case RTM_DELADDR:
+		t->addrs_dirty = true;
+		mark_ifindex(t, e->ifindex);
+		break;
 	case RTM_DELQDISC:
 	case RTM_DELTFILTER:
 		mark_ifindex(t, e->ifindex);
@@ -351,10 +404,13 @@ static void nl_readable(struct fibril_io *io, int fd, uint32_t revents, void *ud
 		fibril_info(t->m, "device events were lost (socket buffer full): every device is "
 				  "checked again");
 		t->dirty = DEVICES_ALL(t);
+		t->addrs_dirty = true;
 	}
 	char err[256];
 	devices_sync(t, t->dirty, false, err, sizeof(err));
 	t->dirty = 0;
+	if (t->addrs_dirty)
+		node_addrs_sync(t);
 }
 
 /* Subscribed before the first sync, so that no change between the two is
@@ -449,13 +505,14 @@ static uint32_t secs(struct fibril_module *m, const char *key)
 }
 
 int lb_tc_start(struct lb_tc *t, int prog_from, int prog_to, int ct_fd, int devices_fd,
-		char *err, size_t len)
+		int node_addrs_fd, char *err, size_t len)
 {
 	struct fibril_module *m = t->m;
 	t->prog_from = prog_from;
 	t->prog_to = prog_to;
 	t->ct_fd = ct_fd;
 	t->dev_fd = devices_fd;
+	t->addrs_fd = node_addrs_fd;
 	t->snat = fibril_config_bool(m, "nodeport-snat");
 	t->params = (struct lb_ctgc_params){
 		.tcp_s = secs(m, "ct-timeout-tcp"), .syn_s = secs(m, "ct-timeout-tcp-syn"),
@@ -482,6 +539,7 @@ int lb_tc_start(struct lb_tc *t, int prog_from, int prog_to, int ct_fd, int devi
 	int rc = t->ndev ? nl_open(t, err, len) : 0;
 	if (rc < 0)
 		return rc;
+	node_addrs_sync(t); /* before the programs are attached */
 	if ((rc = devices_sync(t, DEVICES_ALL(t), true, err, len)) < 0)
 		return rc;
 	devices_prune(t);

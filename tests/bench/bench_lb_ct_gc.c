@@ -2,7 +2,7 @@
  * tests/bench/bench_lb.sh from `make bench`, as root):
  *
  *   bench_lb_ct_gc N ROUNDS
- *       an unpinned LRU_HASH of N lb_ct entries (bpf/fibril_lb.h), of
+ *       an unpinned HASH of N lb_ct entries (bpf/fibril_lb.h, as lb_ct), of
  *       which 10% are idle past their timeout; per round, one pass with a
  *       per-entry walk (get_next_key + lookup per entry, delete per expired
  *       entry: the reference) and one with the module's batch pass
@@ -30,7 +30,7 @@ static double now_ms(void)
 
 static int fill(uint32_t n)
 {
-	int fd = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "bench_lb_ct", sizeof(struct lb_ct_key),
+	int fd = bpf_map_create(BPF_MAP_TYPE_HASH, "bench_lb_ct", sizeof(struct lb_ct_key),
 				sizeof(struct lb_ct_val), n, NULL);
 	if (fd < 0) {
 		fprintf(stderr, "bench_lb_ct_gc: cannot create a map of %u: %s\n", n, strerror(-fd));

@@ -12,7 +12,14 @@
  *     a source port of LB_SNAT_PORT_MIN..MAX, then the whole round trip
  *     (client -> backend with the node's address, the reply back to the
  *     client from the frontend); a backend routed elsewhere (this node) and
- *     a service with externalTrafficPolicy Local get no SNAT.
+ *     a service with externalTrafficPolicy Local get no SNAT;
+ *   - issue 22: a ClusterIP and a NodePort off the node's addresses are not
+ *     translated, an ExternalIP is; loadBalancerSourceRanges drop (and
+ *     count) a client outside them; IPv4 options; IPv4 and IPv6 fragments
+ *     (the later ones through lb_frag, the reassembled UDP checksum right);
+ *     ICMP frag-needed and ICMPv6 packet-too-big about a DNATed and a
+ *     SNATed flow translated back (outer, inner, every checksum); a rewrite
+ *     whose helper fails drops the packet and counts it.
  * Runs in a network namespace of its own (unshare) whose devices and routes
  * it sets up with iproute2. Needs root and BPF: without them it skips (exit
  * 77), and fails in CI (CI=true). */
@@ -111,6 +118,7 @@ struct frame {
 	size_t len;
 	bool v6;
 	uint8_t proto;
+	size_t ext6; /* IPv6: bytes of extension headers before L4 */
 };
 
 static uint32_t sum16(const uint8_t *p, size_t n, uint32_t s)
@@ -129,7 +137,12 @@ static uint16_t fold(uint32_t s)
 	return (uint16_t)~s;
 }
 
-static size_t l3len(const struct frame *f) { return f->v6 ? 40 : 20; }
+/* the L3 header's length: IPv4 with its options (IHL), IPv6 with the
+ * extension headers the frame was made with */
+static size_t l3len(const struct frame *f)
+{
+	return f->v6 ? 40 + f->ext6 : (size_t)(f->b[14] & 0xf) * 4;
+}
 
 /* the L4 checksum over the pseudo header and the segment: 0 when right */
 static uint16_t l4_check(const struct frame *f)
@@ -234,7 +247,7 @@ static bool frame_is(const struct frame *f, const char *src, uint16_t sport, con
 		s[10] = s[11] = d[10] = d[11] = 0xff;
 		memcpy(s + 12, ip + 12, 4);
 		memcpy(d + 12, ip + 16, 4);
-		if (fold(sum16(ip, 20, 0)) != 0) {
+		if (fold(sum16(ip, l3len(f), 0)) != 0) {
 			printf("  the IPv4 header checksum is wrong\n");
 			return false;
 		}
@@ -372,6 +385,334 @@ static void test_snat(void)
 	check(ct_count() == before + 2, "without a SNAT address ([lb] nodeport-snat off): DNAT only");
 }
 
+/* ---- frames with IPv4 options, fragments, ICMP errors ---------------------------------- */
+static void ip4_fix(struct frame *f)
+{
+	uint8_t *ip = f->b + 14;
+	size_t tot = f->len - 14;
+	ip[2] = (uint8_t)(tot >> 8);
+	ip[3] = (uint8_t)tot;
+	ip[10] = ip[11] = 0;
+	uint16_t c = fold(sum16(ip, l3len(f), 0));
+	ip[10] = (uint8_t)(c >> 8);
+	ip[11] = (uint8_t)c;
+}
+
+/* four bytes of IPv4 options (NOPs) between the header and L4 */
+static void add_ip4_options(struct frame *f)
+{
+	uint8_t *ip = f->b + 14;
+	memmove(ip + 24, ip + 20, f->len - 14 - 20);
+	memset(ip + 20, 1, 4);
+	ip[0] = 0x46;
+	f->len += 4;
+	ip4_fix(f);
+}
+
+/* Splits the UDP datagram f (made by mkframe: 8 bytes of header, 4 of
+ * data) into two fragments with the same id: a holds the UDP header, b the
+ * data (offset 8); IPv6 ones with a fragment header. */
+static void fragment(const struct frame *f, struct frame *a, struct frame *b, uint16_t id)
+{
+	size_t l3 = l3len(f), l4n = f->len - 14 - l3; /* 12: 8 header + 4 data */
+	const uint8_t *l4 = f->b + 14 + l3;
+	*a = *f;
+	*b = *f;
+	if (!f->v6) {
+		/* a: the UDP header (8 bytes), offset 0, MF; b: the 4 bytes of data at offset 8 */
+		a->len = 14 + l3 + 8;
+		a->b[14 + 4] = b->b[14 + 4] = (uint8_t)(id >> 8);
+		a->b[14 + 5] = b->b[14 + 5] = (uint8_t)id;
+		a->b[14 + 6] = 0x20; /* MF */
+		a->b[14 + 7] = 0;
+		memcpy(b->b + 14 + l3, l4 + 8, l4n - 8);
+		b->len = 14 + l3 + (l4n - 8);
+		b->b[14 + 6] = 0;
+		b->b[14 + 7] = 1; /* offset 8 bytes */
+		ip4_fix(a);
+		ip4_fix(b);
+		return;
+	}
+	/* IPv6: a fragment header (8 bytes) after the fixed header */
+	for (int i = 0; i < 2; i++) {
+		struct frame *x = i ? b : a;
+		uint8_t *ip = x->b + 14, *fh = ip + 40;
+		size_t n = i ? l4n - 8 : 8;
+		memcpy(fh + 8, l4 + (i ? 8 : 0), n);
+		memset(fh, 0, 8);
+		fh[0] = IPPROTO_UDP;
+		fh[2] = 0;
+		fh[3] = i ? (uint8_t)(1 << 3) : 1; /* offset 1 (x 8 bytes), M */
+		fh[4] = fh[5] = 0;
+		fh[6] = (uint8_t)(id >> 8);
+		fh[7] = (uint8_t)id;
+		ip[6] = 44;
+		ip[4] = (uint8_t)((8 + n) >> 8);
+		ip[5] = (uint8_t)(8 + n);
+		x->ext6 = 8;
+		x->len = 14 + 40 + 8 + n;
+	}
+}
+
+/* the addresses of a (fragment) frame, its IPv4 header checksum right */
+static bool addrs_are(const struct frame *f, const char *src, const char *dst)
+{
+	const uint8_t *ip = f->b + 14;
+	uint8_t s[16], d[16];
+	addr_of(src, s);
+	addr_of(dst, d);
+	if (f->v6)
+		return !memcmp(ip + 8, s, 16) && !memcmp(ip + 24, d, 16);
+	return !memcmp(ip + 12, s + 12, 4) && !memcmp(ip + 16, d + 12, 4) &&
+	       fold(sum16(ip, l3len(f), 0)) == 0;
+}
+
+/* the UDP checksum of the datagram the two fragments make: 0 when right */
+static uint16_t reassembled_udp_check(const struct frame *a, const struct frame *b)
+{
+	struct frame w = *a;
+	size_t l3 = l3len(a), bl3 = l3len(b);
+	memcpy(w.b + 14 + l3 + 8, b->b + 14 + bl3, b->len - 14 - bl3);
+	w.len = a->len + (b->len - 14 - bl3);
+	w.proto = IPPROTO_UDP;
+	if (w.v6) { /* the checksum is over L4 only: drop the fragment header */
+		memmove(w.b + 14 + 40, w.b + 14 + 48, w.len - 14 - 48);
+		w.len -= 8;
+		w.ext6 = 0;
+	}
+	return l4_check(&w);
+}
+
+/* An ICMP error (IPv4 type/code, or ICMPv6) from src to dst about the
+ * packet `about` (its IP header and the first 8 bytes of L4) */
+static void mkicmp(struct frame *f, const char *src, const char *dst, uint8_t type, uint8_t code,
+		   const struct frame *about)
+{
+	struct frame in = *about;
+	mkframe(f, src, 0, dst, 0, IPPROTO_UDP, 0);
+	size_t l3 = l3len(f), n = l3len(&in) + 8;
+	uint8_t *icmp = f->b + 14 + l3;
+	memset(icmp, 0, 8);
+	icmp[0] = type;
+	icmp[1] = code;
+	if (type == 3 && code == 4)
+		icmp[7] = 0xdc, icmp[6] = 0x05; /* MTU 1500 */
+	if (f->v6 && type == 2)
+		icmp[6] = 0x05, icmp[7] = 0xdc;
+	memcpy(icmp + 8, in.b + 14, n);
+	f->len = 14 + l3 + 8 + n;
+	f->proto = f->v6 ? 58 : IPPROTO_ICMP;
+	uint8_t *ip = f->b + 14;
+	if (f->v6) {
+		ip[6] = 58;
+		ip[4] = 0;
+		ip[5] = (uint8_t)(8 + n);
+		uint32_t s = sum16(ip + 8, 32, 0) + 58 + (uint32_t)(8 + n);
+		uint16_t c = fold(sum16(icmp, 8 + n, s));
+		icmp[2] = (uint8_t)(c >> 8);
+		icmp[3] = (uint8_t)c;
+	} else {
+		ip[9] = IPPROTO_ICMP;
+		ip4_fix(f);
+		uint16_t c = fold(sum16(icmp, 8 + n, 0));
+		icmp[2] = (uint8_t)(c >> 8);
+		icmp[3] = (uint8_t)c;
+	}
+}
+
+/* The ICMP error f: its outer addresses, the inner packet's addresses and
+ * ports, every checksum (outer IPv4 header, ICMP / ICMPv6 with its pseudo
+ * header, the inner IPv4 header) right. */
+static bool icmp_is(const struct frame *f, const char *osrc, const char *odst, const char *isrc,
+		    uint16_t isport, const char *idst, uint16_t idport)
+{
+	const uint8_t *ip = f->b + 14, *icmp = ip + l3len(f), *in = icmp + 8;
+	size_t n = f->len - 14 - l3len(f);
+	bool ok = addrs_are(f, osrc, odst);
+	if (!ok)
+		printf("  the outer addresses are not %s -> %s\n", osrc, odst);
+	uint32_t s = f->v6 ? sum16(ip + 8, 32, 0) + 58 + (uint32_t)n : 0;
+	if (fold(sum16(icmp, n, s)) != 0) {
+		printf("  the ICMP checksum is wrong\n");
+		ok = false;
+	}
+	struct frame inner = {.v6 = f->v6};
+	memcpy(inner.b + 14, in, n - 8);
+	inner.len = 14 + n - 8;
+	size_t il3 = f->v6 ? 40 : (size_t)(in[0] & 0xf) * 4;
+	if (!addrs_are(&inner, isrc, idst)) {
+		printf("  the inner packet's addresses (or its IPv4 header checksum) are wrong\n");
+		ok = false;
+	}
+	const uint8_t *l4 = in + il3;
+	if ((l4[0] << 8 | l4[1]) != isport || (l4[2] << 8 | l4[3]) != idport) {
+		printf("  the inner ports are %u -> %u\n", l4[0] << 8 | l4[1], l4[2] << 8 | l4[3]);
+		ok = false;
+	}
+	return ok;
+}
+
+static uint64_t metric(uint32_t which)
+{
+	uint64_t v[256] = {0}, sum = 0;
+	int ncpu = libbpf_num_possible_cpus();
+	if (ncpu > 256 ||
+	    bpf_map_lookup_elem(bpf_map__fd(g_skel->maps.lb_metrics), &which, v) != 0)
+		return 0;
+	for (int c = 0; c < ncpu; c++)
+		sum += v[c];
+	return sum;
+}
+
+static void node_addr(const char *a)
+{
+	uint8_t k[16], one = 1;
+	addr_of(a, k);
+	bpf_map_update_elem(bpf_map__fd(g_skel->maps.lb_node_addrs), k, &one, BPF_ANY);
+}
+
+/* which service types tc translates, and where */
+static void test_types(void)
+{
+	struct frame f;
+	put_backend(25, LOCAL_BE, 8080, IPPROTO_TCP);
+	put_service(NODE, 30105, IPPROTO_TCP, 25, 25, LB_SVC_CLUSTER_IP);
+	mkframe(&f, CLIENT, 43010, NODE, 30105, IPPROTO_TCP, 0x02);
+	check(run(g_from, &f, g_dev) == TC_ACT_OK && frame_is(&f, CLIENT, 43010, NODE, 30105),
+	      "a ClusterIP frontend is not translated at tc (from outside)");
+	put_service("10.98.0.99", 30106, IPPROTO_TCP, 26, 25, LB_SVC_NODE_PORT);
+	mkframe(&f, CLIENT, 43011, "10.98.0.99", 30106, IPPROTO_TCP, 0x02);
+	check(run(g_from, &f, g_dev) == TC_ACT_OK && frame_is(&f, CLIENT, 43011, "10.98.0.99", 30106),
+	      "a NodePort on an address that is not the node's is not translated");
+	put_service("10.98.0.99", 30107, IPPROTO_TCP, 27, 25, LB_SVC_EXTERNAL_IP);
+	mkframe(&f, CLIENT, 43012, "10.98.0.99", 30107, IPPROTO_TCP, 0x02);
+	check(run(g_from, &f, g_dev) == TC_ACT_OK && frame_is(&f, CLIENT, 43012, LOCAL_BE, 8080),
+	      "an ExternalIP frontend is translated");
+}
+
+static void test_source_ranges(void)
+{
+	struct frame f;
+	struct lb_src_range_key k = {.prefixlen = 32 + 96 + 25, .rev_nat_id = htons(28)};
+	uint8_t one = 1;
+	addr_of("198.51.100.0", k.addr);
+	bpf_map_update_elem(bpf_map__fd(g_skel->maps.lb_src_range), &k, &one, BPF_ANY);
+	put_backend(28, LOCAL_BE, 8080, IPPROTO_TCP);
+	put_service("10.98.0.98", 80, IPPROTO_TCP, 28, 28, LB_SVC_LOAD_BALANCER | LB_F_SRC_RANGES);
+	mkframe(&f, CLIENT, 43013, "10.98.0.98", 80, IPPROTO_TCP, 0x02);
+	check(run(g_from, &f, g_dev) == TC_ACT_OK && frame_is(&f, CLIENT, 43013, LOCAL_BE, 8080),
+	      "a client inside loadBalancerSourceRanges (198.51.100.0/25) is served");
+	uint64_t before = metric(LB_M_TC_SRC_RANGE_DROP);
+	mkframe(&f, "198.51.100.200", 43014, "10.98.0.98", 80, IPPROTO_TCP, 0x02);
+	check(run(g_from, &f, g_dev) == TC_ACT_SHOT && metric(LB_M_TC_SRC_RANGE_DROP) == before + 1,
+	      "a client outside them is dropped and counted");
+}
+
+static void test_ip_options(void)
+{
+	struct frame f;
+	put_backend(20, LOCAL_BE, 8080, IPPROTO_TCP);
+	put_service(NODE, 30100, IPPROTO_TCP, 20, 20, LB_SVC_NODE_PORT);
+	mkframe(&f, CLIENT, 43000, NODE, 30100, IPPROTO_TCP, 0x02);
+	add_ip4_options(&f);
+	check(run(g_from, &f, g_dev) == TC_ACT_OK && frame_is(&f, CLIENT, 43000, LOCAL_BE, 8080),
+	      "IPv4 with options: DNAT (L4 found past the options), checksums right");
+	mkframe(&f, LOCAL_BE, 8080, CLIENT, 43000, IPPROTO_TCP, 0x12);
+	add_ip4_options(&f);
+	check(run(g_to, &f, g_dev) == TC_ACT_OK && frame_is(&f, NODE, 30100, CLIENT, 43000),
+	      "IPv4 with options: the reply leaves from the frontend");
+}
+
+static void test_fragments(void)
+{
+	struct frame f, a, b;
+	put_backend(21, LOCAL_BE, 8080, IPPROTO_UDP);
+	put_service(NODE, 30101, IPPROTO_UDP, 21, 21, LB_SVC_NODE_PORT);
+	mkframe(&f, CLIENT, 43001, NODE, 30101, IPPROTO_UDP, 0);
+	fragment(&f, &a, &b, 0x4242);
+	check(run(g_from, &a, g_dev) == TC_ACT_OK && addrs_are(&a, CLIENT, LOCAL_BE) &&
+		      (a.b[14 + 20 + 2] << 8 | a.b[14 + 20 + 3]) == 8080,
+	      "IPv4 first fragment: DNAT to " LOCAL_BE ":8080");
+	check(run(g_from, &b, g_dev) == TC_ACT_OK && addrs_are(&b, CLIENT, LOCAL_BE),
+	      "IPv4 later fragment (no L4 header): the same backend, header checksum right");
+	check(reassembled_udp_check(&a, &b) == 0, "... the reassembled datagram's UDP checksum is right");
+	mkframe(&f, LOCAL_BE, 8080, CLIENT, 43001, IPPROTO_UDP, 0);
+	fragment(&f, &a, &b, 0x4343);
+	check(run(g_to, &a, g_dev) == TC_ACT_OK && run(g_to, &b, g_dev) == TC_ACT_OK &&
+		      addrs_are(&a, NODE, CLIENT) && addrs_are(&b, NODE, CLIENT) &&
+		      reassembled_udp_check(&a, &b) == 0,
+	      "IPv4 fragmented reply: both fragments from the frontend, UDP checksum right");
+	/* IPv6: a fragment header */
+	mkframe(&f, CLIENT6, 43002, FE6, 30053, IPPROTO_UDP, 0);
+	fragment(&f, &a, &b, 0x77);
+	check(run(g_from, &a, 1) == TC_ACT_OK && addrs_are(&a, CLIENT6, BE6) &&
+		      (a.b[14 + 48 + 2] << 8 | a.b[14 + 48 + 3]) == 8080,
+	      "IPv6 first fragment (fragment header): DNAT to [" BE6 "]:8080");
+	check(run(g_from, &b, 1) == TC_ACT_OK && addrs_are(&b, CLIENT6, BE6),
+	      "IPv6 later fragment: the same backend");
+	check(reassembled_udp_check(&a, &b) == 0, "... the reassembled datagram's UDP checksum is right");
+}
+
+static void test_icmp_errors(void)
+{
+	struct frame f, e;
+	/* DNAT only: the backend (this node) tells the client "fragmentation needed" */
+	put_backend(22, LOCAL_BE, 8080, IPPROTO_TCP);
+	put_service(NODE, 30102, IPPROTO_TCP, 22, 22, LB_SVC_NODE_PORT);
+	mkframe(&f, CLIENT, 43003, NODE, 30102, IPPROTO_TCP, 0x02);
+	run(g_from, &f, g_dev);
+	mkicmp(&e, LOCAL_BE, CLIENT, 3, 4, &f); /* about the DNATed SYN */
+	check(run(g_to, &e, g_dev) == TC_ACT_OK &&
+		      icmp_is(&e, NODE, CLIENT, CLIENT, 43003, NODE, 30102),
+	      "ICMP frag needed from the backend: outer source and inner destination are the "
+	      "frontend again, checksums right");
+	/* SNAT: a router on the way to the remote backend tells the node */
+	struct lb_device d = {.flags = LB_DEV_NODEPORT};
+	uint32_t k = (uint32_t)g_dev;
+	addr_of(NODE, d.addr4);
+	bpf_map_update_elem(bpf_map__fd(g_skel->maps.lb_devices), &k, &d, BPF_ANY);
+	put_service(NODE, 30103, IPPROTO_TCP, 23, 10, LB_SVC_NODE_PORT);
+	mkframe(&f, CLIENT, 43004, NODE, 30103, IPPROTO_TCP, 0x02);
+	run(g_from, &f, g_dev);
+	run(g_to, &f, g_dev); /* SNATed on the way out */
+	uint16_t port = (uint16_t)(f.b[14 + 20] << 8 | f.b[14 + 21]);
+	mkicmp(&e, "192.0.2.2", NODE, 3, 4, &f);
+	check(run(g_from, &e, g_dev) == TC_ACT_OK &&
+		      icmp_is(&e, "192.0.2.2", CLIENT, CLIENT, 43004, REMOTE_BE, 8080),
+	      "ICMP about a SNATed flow (node port %u): to the client, inner source the client", port);
+	check(run(g_to, &e, g_dev) == TC_ACT_OK &&
+		      icmp_is(&e, "192.0.2.2", CLIENT, CLIENT, 43004, NODE, 30103),
+	      "... and on the way out the inner destination is the frontend (the router stays)");
+	memset(d.addr4, 0, 16);
+	bpf_map_update_elem(bpf_map__fd(g_skel->maps.lb_devices), &k, &d, BPF_ANY);
+	/* ICMPv6 packet too big from the backend about a UDP flow */
+	mkframe(&f, CLIENT6, 43005, FE6, 30053, IPPROTO_UDP, 0);
+	run(g_from, &f, 1);
+	mkicmp(&e, BE6, CLIENT6, 2, 0, &f);
+	check(run(g_to, &e, 1) == TC_ACT_OK && icmp_is(&e, FE6, CLIENT6, CLIENT6, 43005, FE6, 30053),
+	      "ICMPv6 packet too big from the backend: translated back, ICMPv6 checksum right");
+	/* an ICMP error about no flow of ours: untouched */
+	mkframe(&f, CLIENT, 43999, "10.98.0.77", 80, IPPROTO_TCP, 0x02);
+	mkicmp(&e, "10.98.0.77", CLIENT, 3, 3, &f);
+	struct frame copy = e;
+	check(run(g_to, &e, g_dev) == TC_ACT_OK && !memcmp(copy.b, e.b, e.len),
+	      "an ICMP error about another flow passes untouched");
+}
+
+static void test_rewrite_failure(void)
+{
+	struct frame f;
+	put_backend(24, LOCAL_BE, 8080, IPPROTO_UDP);
+	put_service(NODE, 30104, IPPROTO_UDP, 24, 24, LB_SVC_NODE_PORT);
+	mkframe(&f, CLIENT, 43006, NODE, 30104, IPPROTO_UDP, 0);
+	f.len = 14 + 20 + 4; /* the datagram cut after its ports: no room for the checksum */
+	ip4_fix(&f);
+	uint64_t before = metric(LB_M_TC_REWRITE_FAIL);
+	int rc = run(g_from, &f, g_dev);
+	check(rc == TC_ACT_SHOT, "a rewrite that fails (the checksum beyond the packet) drops it (%d)", rc);
+	check(metric(LB_M_TC_REWRITE_FAIL) == before + 1, "... counted as tc-rewrite-fail");
+}
+
 static int sh(const char *cmd)
 {
 	int rc = system(cmd);
@@ -392,7 +733,7 @@ int main(void)
 	       "ip neigh replace 192.0.2.2 lladdr 02:00:00:00:00:02 dev lbt0 && "
 	       "ip link add lbt1 type veth peer name lbt1p && ip link set lbt1p up && ip link set lbt1 up && "
 	       "ip route add 10.98.0.0/24 dev lbt1 && ip route add 198.51.100.0/24 via 192.0.2.3 dev lbt0 && "
-	       "sysctl -qw net.ipv4.ip_forward=1") != 0) {
+	       "ip addr add " FE6 "/64 dev lbt1 nodad && sysctl -qw net.ipv4.ip_forward=1") != 0) {
 		printf("%s: cannot set up the test's network namespace (iproute2?)\n", g_ci ? "FAIL" : "SKIP");
 		return g_ci ? 1 : 77;
 	}
@@ -408,6 +749,8 @@ int main(void)
 		bpf_map__set_max_entries(g_skel->maps.lb_aff_match, 16);
 		bpf_map__set_max_entries(g_skel->maps.lb_sk_revnat, 16);
 		bpf_map__set_max_entries(g_skel->maps.lb_maglev, 1);
+		bpf_map__set_max_entries(g_skel->maps.lb_src_range, 64);
+		bpf_map__set_max_entries(g_skel->maps.lb_node_addrs, 64);
 	}
 	if (!g_skel || fibril_lb__load(g_skel) != 0) {
 		printf("%s: cannot load the lb programs: %s\n", g_ci ? "FAIL" : "SKIP", strerror(errno));
@@ -415,9 +758,17 @@ int main(void)
 	}
 	g_from = bpf_program__fd(g_skel->progs.fibril_lb_from_netdev);
 	g_to = bpf_program__fd(g_skel->progs.fibril_lb_to_netdev);
+	node_addr(NODE); /* what the module keeps in lb_node_addrs */
+	node_addr(FE6);
 
 	test_ipv6_nodeport();
 	test_snat();
+	test_types();
+	test_source_ranges();
+	test_ip_options();
+	test_fragments();
+	test_icmp_errors();
+	test_rewrite_failure();
 
 	fibril_lb__destroy(g_skel);
 	printf("%d passed, %d failed\n", g_passed, g_failed);
