@@ -131,6 +131,9 @@ check "the record deleted: n2's Node object takes over (source k8s, its Internal
 	wait_for 5 bash -c 'ip -n '"$NS"' route show proto 242 | grep -q "10.203.22.0/24 via 172.31.252.12"'
 check "  and n2 stays known" nodes_is x "[(n['source'], n['ips']) for n in j['nodes'] if n['name'] == 'n2'] == [('k8s', ['172.31.252.12'])]"
 kill -TERM "$AGENT_PID"
-wait "$AGENT_PID" 2>/dev/null
+rc=0
+wait "$AGENT_PID" 2>/dev/null || rc=$?
 AGENT_PID=""
+check "the agent stops cleanly (exit $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || tail -30 "$WORK/agent.log"
 finish
