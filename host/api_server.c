@@ -22,6 +22,14 @@ static struct lws_context *g_ctx;
 static struct lws_vhost *g_unix_vhost, *g_tcp_vhost;
 static char *g_socket_path;
 static struct session *g_live; /* the connections lws has bound to our protocol */
+static char *g_ifaces[2];       /* the TCP listeners' addresses, which lws keeps */
+static size_t g_nifaces;
+
+struct listen_addr {
+	char host[INET6_ADDRSTRLEN];
+	int port;
+	bool v6;
+};
 
 /* ---- connections ------------------------------------------------------------ */
 
@@ -396,21 +404,76 @@ static int claim_socket_path(const char *path, char *err)
 	return 0;
 }
 
-static int parse_listen(const char *spec, char *host, size_t hostlen, int *port, char *err)
+/* "ADDR:PORT" or "[ADDR6]:PORT", ADDR an IP literal: a name (an interface,
+ * a host name) is refused, since libwebsockets binds whatever it resolves
+ * to, and an IPv4 address on its IPv6 socket became every address. */
+static int parse_listen(const char *setting, const char *spec, struct listen_addr *out, char *err)
 {
 	const char *colon = strrchr(spec, ':');
 	char *end = NULL;
 	long p = colon ? strtol(colon + 1, &end, 10) : -1;
-	if (!colon || colon == spec || !end || *end || p <= 0 || p > 65535 ||
-	    (size_t)(colon - spec) >= hostlen) {
-		errbuf_set(err, "[agent] api-tcp-listen '%s': expected HOST:PORT, e.g. 127.0.0.1:9876",
-			   spec);
+	const char *host = spec;
+	size_t len = colon ? (size_t)(colon - spec) : 0;
+	if (len >= 2 && host[0] == '[' && host[len - 1] == ']') {
+		host++;
+		len -= 2;
+	}
+	unsigned char addr[16];
+	if (colon && len < sizeof(out->host)) {
+		memcpy(out->host, host, len);
+		out->host[len] = '\0';
+	}
+	out->v6 = colon && len < sizeof(out->host) && host != spec &&
+		  inet_pton(AF_INET6, out->host, addr) == 1;
+	bool v4 = colon && len < sizeof(out->host) && host == spec &&
+		  inet_pton(AF_INET, out->host, addr) == 1;
+	if (!colon || !end || *end || p <= 0 || p > 65535 || (!v4 && !out->v6)) {
+		errbuf_set(err, "[agent] %s '%s': expected ADDRESS:PORT with an IP address, e.g. "
+			   "127.0.0.1:9876 or [::1]:9876", setting, spec);
 		return -1;
 	}
-	memcpy(host, spec, (size_t)(colon - spec));
-	host[colon - spec] = '\0';
-	*port = (int)p;
+	out->port = (int)p;
 	return 0;
+}
+
+/* A TCP listener's vhost bound to exactly the address of spec: an IPv4
+ * address on an IPv4 socket, an IPv6 one on an IPV6_V6ONLY socket. */
+static struct lws_vhost *tcp_vhost(struct lws_context_creation_info *info, const char *name,
+				   const char *setting, const char *spec, char *err)
+{
+	struct listen_addr la;
+	if (parse_listen(setting, spec, &la, err))
+		return NULL;
+	/* lws logs an address that is not on this host and goes on without
+	 * a listener: find out first */
+	int fd = socket(la.v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6};
+	struct sockaddr_in sa4 = {.sin_family = AF_INET};
+	inet_pton(la.v6 ? AF_INET6 : AF_INET, la.host, la.v6 ? (void *)&sa6.sin6_addr : (void *)&sa4.sin_addr);
+	int rc = fd < 0 ? -1 : la.v6 ? bind(fd, (struct sockaddr *)&sa6, sizeof(sa6))
+				     : bind(fd, (struct sockaddr *)&sa4, sizeof(sa4));
+	int bind_errno = errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc) {
+		errbuf_set(err, "[agent] %s %s: cannot bind %s: %s", setting, spec, la.host,
+			   strerror(bind_errno));
+		return NULL;
+	}
+	char *iface = xstrdup(la.host); /* lws keeps the pointer */
+	info->iface = iface;
+	info->port = la.port;
+	info->options |= la.v6 ? LWS_SERVER_OPTION_IPV6_V6ONLY_MODIFY | LWS_SERVER_OPTION_IPV6_V6ONLY_VALUE
+			       : LWS_SERVER_OPTION_DISABLE_IPV6;
+	info->vhost_name = name;
+	struct lws_vhost *vh = lws_create_vhost(g_ctx, info);
+	if (!vh) {
+		free(iface);
+		errbuf_set(err, "[agent] %s %s: cannot listen (see the log above)", setting, spec);
+		return NULL;
+	}
+	g_ifaces[g_nifaces++] = iface;
+	return vh;
 }
 
 int api_listen(const struct api_options *opts, char *err)
@@ -455,21 +518,11 @@ int api_listen(const struct api_options *opts, char *err)
 		return -1;
 	}
 	if (opts->tcp_listen && *opts->tcp_listen) {
-		char host[128];
-		int port;
-		if (parse_listen(opts->tcp_listen, host, sizeof(host), &port, err))
-			return -1;
 		memset(&info, 0, sizeof(info));
-		info.iface = host;
-		info.port = port;
 		info.protocols = api_protocols;
-		info.vhost_name = "tcp";
-		g_tcp_vhost = lws_create_vhost(g_ctx, &info);
-		if (!g_tcp_vhost) {
-			errbuf_set(err, "[agent] api-tcp-listen %s: cannot listen (see the log above)",
-				   opts->tcp_listen);
+		g_tcp_vhost = tcp_vhost(&info, "tcp", "api-tcp-listen", opts->tcp_listen, err);
+		if (!g_tcp_vhost)
 			return -1;
-		}
 	}
 	return 0;
 }
@@ -518,6 +571,8 @@ void api_close(void)
 	lws_context_destroy(g_ctx);
 	g_ctx = NULL;
 	g_unix_vhost = g_tcp_vhost = NULL;
+	while (g_nifaces)
+		free(g_ifaces[--g_nifaces]);
 	if (g_socket_path) {
 		unlink(g_socket_path);
 		free(g_socket_path);
