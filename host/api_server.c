@@ -115,6 +115,51 @@ static void parse_request_line(struct lws *wsi, struct session *s, const char *u
 		s->content_length = strtoull(cl, NULL, 10);
 }
 
+/* A control character in the request target, after percent-decoding
+ * (%0A, %0D, %09, %7F ...), is refused: libwebsockets ends the request
+ * line at a decoded CR or LF and drops the rest, so "owner=a/eth0%0Ajunk"
+ * reached a handler as "owner=a/eth0", another owner's name. Such a cut
+ * line has no HTTP version left (lws skipped it with the rest); any other
+ * control character is still in the decoded text. The one place every
+ * route's path and query go through; "" when the target is clean, else
+ * the error line naming the parameter. */
+static bool has_control(const char *text)
+{
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			return true;
+	return false;
+}
+
+static bool target_refused(struct lws *wsi, const struct session *s, char *msg, size_t len)
+{
+	const char *why = "a control character (after percent-decoding) is not allowed";
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP) <= 0) {
+		/* cut at a decoded CR or LF: in the last query parameter, else the path */
+		if (s->req.nquery)
+			snprintf(msg, len, "query '%s': %s", s->req.query[s->req.nquery - 1][0], why);
+		else
+			snprintf(msg, len, "request path: %s", why);
+		return true;
+	}
+	if (has_control(s->req.path)) {
+		snprintf(msg, len, "request path: %s", why);
+		return true;
+	}
+	for (size_t i = 0; i < s->req.nquery; i++) {
+		if (has_control(s->req.query[i][0]) || has_control(s->req.query[i][1])) {
+			char name[64];
+			snprintf(name, sizeof(name), "%s", s->req.query[i][0]);
+			for (char *c = name; *c; c++)
+				if ((unsigned char)*c < 0x20 || *c == 0x7f)
+					*c = '?';
+			snprintf(msg, len, "query '%s': %s", name, why);
+			return true;
+		}
+	}
+	return false;
+}
+
 void api_session_wake(struct session *s)
 {
 	s->deferred_ready = true;
@@ -265,6 +310,12 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 					  big == 414 ? API_MAX_REQUEST_LINE : API_MAX_HEADERS);
 			return send_response(wsi, s);
 		}
+		char bad[160];
+		if (target_refused(wsi, s, bad, sizeof(bad))) {
+			s->close_after = true; /* what followed the cut is not a request */
+			fibril_resp_error(&s->resp, 400, "%s", bad);
+			return send_response(wsi, s);
+		}
 		if (s->content_length > api_max_body) {
 			/* Answer now and close: the body is never read. */
 			s->too_big = true;
@@ -334,6 +385,12 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			return -1;
 		api_session_reset(s);
 		parse_request_line(wsi, s, uri);
+		char bad[160];
+		if (target_refused(wsi, s, bad, sizeof(bad))) {
+			host_log(FIBRIL_LOG_WARN, "api: websocket refused: %s", bad);
+			api_request_free(s);
+			return -1;
+		}
 		int rc = api_stream_established(wsi, s, tcp);
 		api_request_free(s);
 		return rc;
