@@ -64,6 +64,14 @@ static const struct fibril_config_key agent_keys[] = {
 	 .help = "HOST:PORT for /healthz, /livez and /metrics over TCP; empty: off"},
 	{.name = "api-max-body", .type = FIBRIL_CONFIG_INT, .default_value = "1048576",
 	 .help = "Largest API request body in bytes", .min = 1024, .max = 64 * 1024 * 1024},
+	{.name = "api-max-connections", .type = FIBRIL_CONFIG_INT, .default_value = "256",
+	 .help = "Connections a TCP listener holds at most (more are closed at once)", .min = 1,
+	 .max = 65536},
+	{.name = "api-max-connections-per-source", .type = FIBRIL_CONFIG_INT, .default_value = "32",
+	 .help = "Connections a TCP listener holds at most from one address", .min = 1, .max = 65536},
+	{.name = "api-idle-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "10s",
+	 .help = "A TCP connection idle, or sending its request headers, this long is closed",
+	 .min = 1000, .max = 3600 * 1000},
 	{.name = "start-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "2m",
 	 .help = "How long one module's start may take", .min = 1000, .max = 3600 * 1000},
 	{.name = "stop-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "10s",
@@ -371,6 +379,9 @@ static int run(void)
 		.socket_mode = (unsigned)strtoul(config_value("agent", "socket-mode"), NULL, 8),
 		.tcp_listen = config_value("agent", "api-tcp-listen"),
 		.max_body = (size_t)fibril_config_int(NULL, "api-max-body"),
+		.max_connections = (unsigned)fibril_config_int(NULL, "api-max-connections"),
+		.max_per_source = (unsigned)fibril_config_int(NULL, "api-max-connections-per-source"),
+		.idle_timeout_s = (unsigned)((fibril_config_duration_ms(NULL, "api-idle-timeout") + 999) / 1000),
 	};
 	if (api_listen(&api, err)) {
 		host_error("%s", err);

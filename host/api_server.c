@@ -286,6 +286,12 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 {
 	struct session *s = user;
 	bool tcp = lws_get_vhost(wsi) == g_tcp_vhost && g_tcp_vhost;
+	if (reason == LWS_CALLBACK_FILTER_NETWORK_CONNECTION) {
+		/* accepted on a TCP listener (wsi is the listener): within the limits? */
+		if (!tcp)
+			return 0;
+		return api_conn_admit(API_LISTENER_TCP, "api-tcp-listen", (int)(intptr_t)in) ? 0 : 1;
+	}
 	if (!s) /* a connection that never got as far as a request */
 		return lws_callback_http_dummy(wsi, reason, user, in, len);
 	switch (reason) {
@@ -533,8 +539,21 @@ static struct lws_vhost *tcp_vhost(struct lws_context_creation_info *info, const
 	return vh;
 }
 
+/* A TCP listener's timeouts: a connection that sends no request, or not
+ * all of its headers, or sits idle between requests, is closed after
+ * [agent] api-idle-timeout. */
+static void tcp_timeouts(struct lws_context_creation_info *info, const struct api_options *opts)
+{
+	unsigned idle = opts->idle_timeout_s ? opts->idle_timeout_s : 10;
+	info->timeout_secs = idle;
+	info->timeout_secs_ah_idle = idle;
+	info->keepalive_timeout = (int)idle;
+}
+
 int api_listen(const struct api_options *opts, char *err)
 {
+	api_limits_set(opts->max_connections ? opts->max_connections : 256,
+		       opts->max_per_source ? opts->max_per_source : 32);
 	api_max_body = opts->max_body ? opts->max_body : api_max_body;
 	if (strlen(opts->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		errbuf_set(err, "[agent] socket %s: path too long for a unix socket", opts->socket_path);
@@ -577,6 +596,7 @@ int api_listen(const struct api_options *opts, char *err)
 	if (opts->tcp_listen && *opts->tcp_listen) {
 		memset(&info, 0, sizeof(info));
 		info.protocols = api_protocols;
+		tcp_timeouts(&info, opts);
 		g_tcp_vhost = tcp_vhost(&info, "tcp", "api-tcp-listen", opts->tcp_listen, err);
 		if (!g_tcp_vhost)
 			return -1;
@@ -630,6 +650,7 @@ void api_close(void)
 	g_unix_vhost = g_tcp_vhost = NULL;
 	while (g_nifaces)
 		free(g_ifaces[--g_nifaces]);
+	api_limits_free();
 	if (g_socket_path) {
 		unlink(g_socket_path);
 		free(g_socket_path);
