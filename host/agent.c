@@ -64,6 +64,15 @@ static const struct fibril_config_key agent_keys[] = {
 	 .help = "HOST:PORT for /healthz, /livez and /metrics over TCP; empty: off"},
 	{.name = "api-max-body", .type = FIBRIL_CONFIG_INT, .default_value = "1048576",
 	 .help = "Largest API request body in bytes", .min = 1024, .max = 64 * 1024 * 1024},
+	{.name = "api-remote-listen", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "ADDRESS:PORT for remote readers of flows and /metrics: TLS, a client certificate "
+		 "signed by api-remote-client-ca required; empty: off"},
+	{.name = "api-remote-cert", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "The remote listener's certificate (PEM, with its chain)"},
+	{.name = "api-remote-key", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "The remote listener's private key (PEM)"},
+	{.name = "api-remote-client-ca", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "The CA (PEM) whose client certificates the remote listener accepts"},
 	{.name = "api-max-connections", .type = FIBRIL_CONFIG_INT, .default_value = "256",
 	 .help = "Connections a TCP listener holds at most (more are closed at once)", .min = 1,
 	 .max = 65536},
@@ -382,6 +391,10 @@ static int run(void)
 		.max_connections = (unsigned)fibril_config_int(NULL, "api-max-connections"),
 		.max_per_source = (unsigned)fibril_config_int(NULL, "api-max-connections-per-source"),
 		.idle_timeout_s = (unsigned)((fibril_config_duration_ms(NULL, "api-idle-timeout") + 999) / 1000),
+		.remote_listen = config_value("agent", "api-remote-listen"),
+		.remote_cert = config_value("agent", "api-remote-cert"),
+		.remote_key = config_value("agent", "api-remote-key"),
+		.remote_client_ca = config_value("agent", "api-remote-client-ca"),
 	};
 	if (api_listen(&api, err)) {
 		host_error("%s", err);

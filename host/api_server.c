@@ -19,10 +19,10 @@
 
 #define WRITE_CHUNK 16384
 static struct lws_context *g_ctx;
-static struct lws_vhost *g_unix_vhost, *g_tcp_vhost;
+static struct lws_vhost *g_unix_vhost, *g_tcp_vhost, *g_remote_vhost;
 static char *g_socket_path;
 static struct session *g_live; /* the connections lws has bound to our protocol */
-static char *g_ifaces[2];       /* the TCP listeners' addresses, which lws keeps */
+static char *g_ifaces[API_LISTENERS];       /* the TCP listeners' addresses, which lws keeps */
 static size_t g_nifaces;
 
 struct listen_addr {
@@ -285,13 +285,24 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			size_t len)
 {
 	struct session *s = user;
-	bool tcp = lws_get_vhost(wsi) == g_tcp_vhost && g_tcp_vhost;
+	struct lws_vhost *vh = lws_get_vhost(wsi);
+	bool remote = vh == g_remote_vhost && g_remote_vhost;
+	/* the remote listener serves what the TCP one does (flows, /metrics),
+	 * GET only */
+	bool tcp = (vh == g_tcp_vhost && g_tcp_vhost) || remote;
 	if (reason == LWS_CALLBACK_FILTER_NETWORK_CONNECTION) {
 		/* accepted on a TCP listener (wsi is the listener): within the limits? */
 		if (!tcp)
 			return 0;
-		return api_conn_admit(API_LISTENER_TCP, "api-tcp-listen", (int)(intptr_t)in) ? 0 : 1;
+		return api_conn_admit(remote ? API_LISTENER_REMOTE : API_LISTENER_TCP,
+				      remote ? "api-remote-listen" : "api-tcp-listen", (int)(intptr_t)in)
+			       ? 0
+			       : 1;
 	}
+	if (reason == LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION)
+		/* OpenSSL's verdict on the client's chain (len: preverify_ok) is
+		 * the answer; lws takes 0 as "accept" whatever it was */
+		return len ? 0 : 1;
 	if (!s) /* a connection that never got as far as a request */
 		return lws_callback_http_dummy(wsi, reason, user, in, len);
 	switch (reason) {
@@ -320,6 +331,12 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		if (target_refused(wsi, s, bad, sizeof(bad))) {
 			s->close_after = true; /* what followed the cut is not a request */
 			fibril_resp_error(&s->resp, 400, "%s", bad);
+			return send_response(wsi, s);
+		}
+		if (remote && strcmp(s->req.method, "GET") && strcmp(s->req.method, "HEAD")) {
+			s->close_after = true;
+			fibril_resp_error(&s->resp, 405, "method %s not allowed on the remote listener "
+					  "(read-only: GET)", s->req.method);
 			return send_response(wsi, s);
 		}
 		if (s->content_length > api_max_body) {
@@ -550,6 +567,40 @@ static void tcp_timeouts(struct lws_context_creation_info *info, const struct ap
 	info->keepalive_timeout = (int)idle;
 }
 
+/* The remote listener's certificate, key and client CA: each set and
+ * readable, else the line names the first that is not. */
+static int remote_files_missing(const struct api_options *opts, char *err)
+{
+	const struct {
+		const char *key, *path;
+	} files[] = {{"api-remote-cert", opts->remote_cert},
+		     {"api-remote-key", opts->remote_key},
+		     {"api-remote-client-ca", opts->remote_client_ca}};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if (!files[i].path || !*files[i].path) {
+			errbuf_set(err, "[agent] api-remote-listen %s needs %s (its clients must show a "
+				   "certificate: the listener has no other authentication)",
+				   opts->remote_listen, files[i].key);
+			return -1;
+		}
+		if (access(files[i].path, R_OK)) {
+			errbuf_set(err, "[agent] %s %s: %s", files[i].key, files[i].path, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The unauthenticated listener belongs on loopback: say so otherwise. */
+static void warn_unless_loopback(const char *spec)
+{
+	if (!strncmp(spec, "127.", 4) || !strncmp(spec, "[::1]:", 6))
+		return;
+	host_log(FIBRIL_LOG_WARN, "[agent] api-tcp-listen %s is not a loopback address: whoever "
+		 "reaches it reads every flow of this node and its metrics without authentication; "
+		 "serve remote readers with api-remote-listen (TLS, client certificates)", spec);
+}
+
 int api_listen(const struct api_options *opts, char *err)
 {
 	api_limits_set(opts->max_connections ? opts->max_connections : 256,
@@ -570,6 +621,11 @@ int api_listen(const struct api_options *opts, char *err)
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.max_http_header_data = API_HEADER_BUFFER;
 	info.protocols = api_protocols;
+	bool remote = opts->remote_listen && *opts->remote_listen;
+	if (remote && remote_files_missing(opts, err))
+		return -1;
+	if (remote)
+		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 	g_ctx = lws_create_context(&info);
 	if (!g_ctx) {
 		errbuf_set(err, "api: cannot create the server context");
@@ -599,6 +655,20 @@ int api_listen(const struct api_options *opts, char *err)
 		tcp_timeouts(&info, opts);
 		g_tcp_vhost = tcp_vhost(&info, "tcp", "api-tcp-listen", opts->tcp_listen, err);
 		if (!g_tcp_vhost)
+			return -1;
+		warn_unless_loopback(opts->tcp_listen);
+	}
+	if (remote) {
+		memset(&info, 0, sizeof(info));
+		info.protocols = api_protocols;
+		tcp_timeouts(&info, opts);
+		info.options = LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+		info.ssl_cert_filepath = opts->remote_cert;
+		info.ssl_private_key_filepath = opts->remote_key;
+		info.ssl_ca_filepath = opts->remote_client_ca;
+		info.alpn = "http/1.1"; /* the request checks above are HTTP/1.1's */
+		g_remote_vhost = tcp_vhost(&info, "remote", "api-remote-listen", opts->remote_listen, err);
+		if (!g_remote_vhost)
 			return -1;
 	}
 	return 0;
@@ -647,7 +717,7 @@ void api_close(void)
 		loop_run_once(false);
 	lws_context_destroy(g_ctx);
 	g_ctx = NULL;
-	g_unix_vhost = g_tcp_vhost = NULL;
+	g_unix_vhost = g_tcp_vhost = g_remote_vhost = NULL;
 	while (g_nifaces)
 		free(g_ifaces[--g_nifaces]);
 	api_limits_free();
