@@ -160,6 +160,7 @@ bool api_conn_admit(int listener, const char *listener_name, int fd)
 
 void api_limits_free(void)
 {
+
 	free(g_slots);
 	free(g_sources);
 	g_slots = NULL;

@@ -281,6 +281,33 @@ static bool origin_is_foreign(struct lws *wsi)
 	return strcmp(o, host) != 0;
 }
 
+/* Write a JSON error straight to a connection about to be closed. */
+static void send_error_now(int fd, int status, const char *reason, const char *msg)
+{
+	char buf[512];
+	int body = snprintf(buf, sizeof(buf), "{\"error\":\"%s\",\"code\":%d}", msg, status);
+	char out[768];
+	int n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+			 "content-length: %d\r\nconnection: close\r\n\r\n%s", status, reason, body, buf);
+	if (n > 0 && (size_t)n < sizeof(out))
+		(void)!send(fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* A first request line that is not HTTP: lws hands the connection to this
+ * raw protocol (LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG)
+ * instead of answering its own HTML page. */
+static int raw_fallback_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+				 void *in, size_t len)
+{
+	(void)user, (void)in, (void)len;
+	if (reason == LWS_CALLBACK_RAW_RX) {
+		send_error_now(lws_get_socket_fd(wsi), 400, "Bad Request",
+			       "malformed request line: expected METHOD /path HTTP/1.1");
+		return -1;
+	}
+	return 0;
+}
+
 static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 			size_t len)
 {
@@ -441,6 +468,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 
 static const struct lws_protocols api_protocols[] = {
 	{"fibril-api", api_callback, sizeof(struct session), 4096, 0, NULL, API_TX_PACKET},
+	{"fibril-raw", raw_fallback_callback, 0, 0, 0, NULL, 0},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -559,8 +587,16 @@ static struct lws_vhost *tcp_vhost(struct lws_context_creation_info *info, const
 /* A TCP listener's timeouts: a connection that sends no request, or not
  * all of its headers, or sits idle between requests, is closed after
  * [agent] api-idle-timeout. */
+static void raw_fallback(struct lws_context_creation_info *info)
+{
+	info->options |= LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG;
+	info->listen_accept_role = "raw-skt";
+	info->listen_accept_protocol = "fibril-raw";
+}
+
 static void tcp_timeouts(struct lws_context_creation_info *info, const struct api_options *opts)
 {
+	raw_fallback(info);
 	unsigned idle = opts->idle_timeout_s ? opts->idle_timeout_s : 10;
 	info->timeout_secs = idle;
 	info->timeout_secs_ah_idle = idle;
@@ -633,6 +669,7 @@ int api_listen(const struct api_options *opts, char *err)
 	}
 	memset(&info, 0, sizeof(info));
 	info.options = LWS_SERVER_OPTION_UNIX_SOCK;
+	raw_fallback(&info);
 	info.iface = opts->socket_path;
 	info.port = 0;
 	info.protocols = api_protocols;
