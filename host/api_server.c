@@ -133,7 +133,7 @@ static bool has_control(const char *text)
 
 static bool target_refused(struct lws *wsi, const struct session *s, char *msg, size_t len)
 {
-	const char *why = "a control character (after percent-decoding) is not allowed";
+	const char *why = "control characters are not allowed";
 	if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP) <= 0) {
 		/* cut at a decoded CR or LF: in the last query parameter, else the path */
 		if (s->req.nquery)
