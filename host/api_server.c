@@ -1,5 +1,6 @@
 /* host/api_server.c - the agent's API server: HTTP/1.1 + JSON on a unix
- * socket (and an optional TCP listener for probes and scrapers), served by
+ * socket (and optional TCP listeners: one on loopback for probes and
+ * scrapers, one with TLS and client certificates for remote readers), served by
  * libwebsockets on the agent's own libuv loop: the listeners, each
  * connection's life (reading a request, writing its answer in chunks,
  * closing them all at shutdown) and the websocket upgrades. What a request

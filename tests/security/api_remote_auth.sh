@@ -6,7 +6,7 @@
 # only, over TLS with a client certificate signed by
 # `api-remote-client-ca` (as Hubble's relay does): without a certificate,
 # with one of another CA, or in plain HTTP, a pod gets nothing; with one it
-# reads /metrics (and the flow routes), and nothing else of the API (no
+# reads /metrics and the flows, and nothing else of the API (no
 # /v1/status, /v1/config, no write); the unauthenticated listener stays on
 # loopback, out of the pod's reach.
 . "$top_srcdir/tests/lib/common.sh"
@@ -50,6 +50,7 @@ leaf intruder rogue-ca
 
 mods=$WORK/mods
 mkdir -p "$mods"
+install -m 0644 "$top_builddir/.libs/hubble-lite.so" "$mods/hubble-lite.so"
 TPORT=$((20000 + $$ % 20000))
 RPORT=$((TPORT + 1))
 start_agent_netns "$NODE" "$mods" --set "agent.api-tcp-listen=127.0.0.1:$TPORT" \
@@ -70,7 +71,10 @@ AUTH=(--cacert "$PKI/server-ca.crt" --cert "$PKI/reader.crt" --key "$PKI/reader.
 check "with a client certificate of the configured CA, a pod reads /metrics" \
 	test "$(from_pod "$R/metrics" "${AUTH[@]}")" = 200
 check "... and it is Prometheus text" grep -q '^fibril_uptime_seconds' "$WORK/body"
+check "with it, a pod reads the flows (GET /v1/flows)" test "$(from_pod "$R/v1/flows?last=5" "${AUTH[@]}")" = 200
+check "... a flow answer" grep -q '"flows":' "$WORK/body"
 check "without a client certificate: nothing" test "$(from_pod "$R/metrics" --cacert "$PKI/server-ca.crt")" = 000
+check "without a client certificate: no flows" test "$(from_pod "$R/v1/flows?last=5" --cacert "$PKI/server-ca.crt")" = 000
 check "with a certificate of another CA: nothing" \
 	test "$(from_pod "$R/metrics" --cacert "$PKI/server-ca.crt" --cert "$PKI/intruder.crt" --key "$PKI/intruder.key")" = 000
 check "plain HTTP on the remote listener: nothing" test "$(from_pod "http://10.78.0.1:$RPORT/metrics")" = 000
