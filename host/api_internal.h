@@ -64,6 +64,16 @@ struct fibril_response {
 /* The request body limit ([agent] api-max-body), set by api_listen. */
 HIDDEN extern size_t api_max_body;
 
+/* api_limits.c: the TCP listeners' connection limits */
+#define API_LISTENERS 2 /* api-tcp-listen, api-remote-listen */
+enum { API_LISTENER_TCP, API_LISTENER_REMOTE };
+HIDDEN void api_limits_set(unsigned max_conns, unsigned max_per_source);
+/* A connection accepted on listener from descriptor fd: counted, or false
+ * (the caller closes it) past a limit. */
+HIDDEN bool api_conn_admit(int listener, const char *listener_name, int fd);
+HIDDEN unsigned api_limits_count(int listener);
+HIDDEN void api_limits_free(void);
+
 /* api_http.c */
 /* Match the request to a route and run its handler (or answer 404/405/413). */
 HIDDEN void api_dispatch(struct session *s, bool tcp);

@@ -1,5 +1,6 @@
 /* host/api_server.c - the agent's API server: HTTP/1.1 + JSON on a unix
- * socket (and an optional TCP listener for probes and scrapers), served by
+ * socket (and optional TCP listeners: one on loopback for probes and
+ * scrapers, one with TLS and client certificates for remote readers), served by
  * libwebsockets on the agent's own libuv loop: the listeners, each
  * connection's life (reading a request, writing its answer in chunks,
  * closing them all at shutdown) and the websocket upgrades. What a request
@@ -19,9 +20,17 @@
 
 #define WRITE_CHUNK 16384
 static struct lws_context *g_ctx;
-static struct lws_vhost *g_unix_vhost, *g_tcp_vhost;
+static struct lws_vhost *g_unix_vhost, *g_tcp_vhost, *g_remote_vhost;
 static char *g_socket_path;
 static struct session *g_live; /* the connections lws has bound to our protocol */
+static char *g_ifaces[API_LISTENERS];       /* the TCP listeners' addresses, which lws keeps */
+static size_t g_nifaces;
+
+struct listen_addr {
+	char host[INET6_ADDRSTRLEN];
+	int port;
+	bool v6;
+};
 
 /* ---- connections ------------------------------------------------------------ */
 
@@ -105,6 +114,51 @@ static void parse_request_line(struct lws *wsi, struct session *s, const char *u
 	char cl[32];
 	if (lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0)
 		s->content_length = strtoull(cl, NULL, 10);
+}
+
+/* A control character in the request target, after percent-decoding
+ * (%0A, %0D, %09, %7F ...), is refused: libwebsockets ends the request
+ * line at a decoded CR or LF and drops the rest, so "owner=a/eth0%0Ajunk"
+ * reached a handler as "owner=a/eth0", another owner's name. Such a cut
+ * line has no HTTP version left (lws skipped it with the rest); any other
+ * control character is still in the decoded text. The one place every
+ * route's path and query go through; "" when the target is clean, else
+ * the error line naming the parameter. */
+static bool has_control(const char *text)
+{
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			return true;
+	return false;
+}
+
+static bool target_refused(struct lws *wsi, const struct session *s, char *msg, size_t len)
+{
+	const char *why = "control characters are not allowed";
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP) <= 0) {
+		/* cut at a decoded CR or LF: in the last query parameter, else the path */
+		if (s->req.nquery)
+			snprintf(msg, len, "query '%s': %s", s->req.query[s->req.nquery - 1][0], why);
+		else
+			snprintf(msg, len, "request path: %s", why);
+		return true;
+	}
+	if (has_control(s->req.path)) {
+		snprintf(msg, len, "request path: %s", why);
+		return true;
+	}
+	for (size_t i = 0; i < s->req.nquery; i++) {
+		if (has_control(s->req.query[i][0]) || has_control(s->req.query[i][1])) {
+			char name[64];
+			snprintf(name, sizeof(name), "%s", s->req.query[i][0]);
+			for (char *c = name; *c; c++)
+				if ((unsigned char)*c < 0x20 || *c == 0x7f)
+					*c = '?';
+			snprintf(msg, len, "query '%s': %s", name, why);
+			return true;
+		}
+	}
+	return false;
 }
 
 void api_session_wake(struct session *s)
@@ -228,11 +282,55 @@ static bool origin_is_foreign(struct lws *wsi)
 	return strcmp(o, host) != 0;
 }
 
+/* Write a JSON error straight to a connection about to be closed. */
+static void send_error_now(int fd, int status, const char *reason, const char *msg)
+{
+	char buf[512];
+	int body = snprintf(buf, sizeof(buf), "{\"error\":\"%s\",\"code\":%d}", msg, status);
+	char out[768];
+	int n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+			 "content-length: %d\r\nconnection: close\r\n\r\n%s", status, reason, body, buf);
+	if (n > 0 && (size_t)n < sizeof(out))
+		(void)!send(fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* A first request line that is not HTTP: lws hands the connection to this
+ * raw protocol (LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG)
+ * instead of answering its own HTML page. */
+static int raw_fallback_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+				 void *in, size_t len)
+{
+	(void)user, (void)in, (void)len;
+	if (reason == LWS_CALLBACK_RAW_RX) {
+		send_error_now(lws_get_socket_fd(wsi), 400, "Bad Request",
+			       "malformed request line: expected METHOD /path HTTP/1.1");
+		return -1;
+	}
+	return 0;
+}
+
 static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 			size_t len)
 {
 	struct session *s = user;
-	bool tcp = lws_get_vhost(wsi) == g_tcp_vhost && g_tcp_vhost;
+	struct lws_vhost *vh = lws_get_vhost(wsi);
+	bool remote = vh == g_remote_vhost && g_remote_vhost;
+	/* the remote listener serves what the TCP one does (flows, /metrics),
+	 * GET only */
+	bool tcp = (vh == g_tcp_vhost && g_tcp_vhost) || remote;
+	if (reason == LWS_CALLBACK_FILTER_NETWORK_CONNECTION) {
+		/* accepted on a TCP listener (wsi is the listener): within the limits? */
+		if (!tcp)
+			return 0;
+		return api_conn_admit(remote ? API_LISTENER_REMOTE : API_LISTENER_TCP,
+				      remote ? "api-remote-listen" : "api-tcp-listen", (int)(intptr_t)in)
+			       ? 0
+			       : 1;
+	}
+	if (reason == LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION)
+		/* OpenSSL's verdict on the client's chain (len: preverify_ok) is
+		 * the answer; lws takes 0 as "accept" whatever it was */
+		return len ? 0 : 1;
 	if (!s) /* a connection that never got as far as a request */
 		return lws_callback_http_dummy(wsi, reason, user, in, len);
 	switch (reason) {
@@ -255,6 +353,18 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			fibril_resp_error(&s->resp, big, "%s longer than %d bytes",
 					  big == 414 ? "request target" : "request header fields",
 					  big == 414 ? API_MAX_REQUEST_LINE : API_MAX_HEADERS);
+			return send_response(wsi, s);
+		}
+		char bad[160];
+		if (target_refused(wsi, s, bad, sizeof(bad))) {
+			s->close_after = true; /* what followed the cut is not a request */
+			fibril_resp_error(&s->resp, 400, "%s", bad);
+			return send_response(wsi, s);
+		}
+		if (remote && strcmp(s->req.method, "GET") && strcmp(s->req.method, "HEAD")) {
+			s->close_after = true;
+			fibril_resp_error(&s->resp, 405, "method %s not allowed on the remote listener "
+					  "(read-only: GET)", s->req.method);
 			return send_response(wsi, s);
 		}
 		if (s->content_length > api_max_body) {
@@ -326,6 +436,12 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			return -1;
 		api_session_reset(s);
 		parse_request_line(wsi, s, uri);
+		char bad[160];
+		if (target_refused(wsi, s, bad, sizeof(bad))) {
+			host_log(FIBRIL_LOG_WARN, "api: websocket refused: %s", bad);
+			api_request_free(s);
+			return -1;
+		}
 		int rc = api_stream_established(wsi, s, tcp);
 		api_request_free(s);
 		return rc;
@@ -353,6 +469,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 
 static const struct lws_protocols api_protocols[] = {
 	{"fibril-api", api_callback, sizeof(struct session), 4096, 0, NULL, API_TX_PACKET},
+	{"fibril-raw", raw_fallback_callback, 0, 0, 0, NULL, 0},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -396,25 +513,135 @@ static int claim_socket_path(const char *path, char *err)
 	return 0;
 }
 
-static int parse_listen(const char *spec, char *host, size_t hostlen, int *port, char *err)
+/* "ADDR:PORT" or "[ADDR6]:PORT", ADDR an IP literal: a name (an interface,
+ * a host name) is refused, since libwebsockets binds whatever it resolves
+ * to, and an IPv4 address on its IPv6 socket became every address. */
+static int parse_listen(const char *setting, const char *spec, struct listen_addr *out, char *err)
 {
 	const char *colon = strrchr(spec, ':');
 	char *end = NULL;
 	long p = colon ? strtol(colon + 1, &end, 10) : -1;
-	if (!colon || colon == spec || !end || *end || p <= 0 || p > 65535 ||
-	    (size_t)(colon - spec) >= hostlen) {
-		errbuf_set(err, "[agent] api-tcp-listen '%s': expected HOST:PORT, e.g. 127.0.0.1:9876",
-			   spec);
+	const char *host = spec;
+	size_t len = colon ? (size_t)(colon - spec) : 0;
+	if (len >= 2 && host[0] == '[' && host[len - 1] == ']') {
+		host++;
+		len -= 2;
+	}
+	unsigned char addr[16];
+	if (colon && len < sizeof(out->host)) {
+		memcpy(out->host, host, len);
+		out->host[len] = '\0';
+	}
+	out->v6 = colon && len < sizeof(out->host) && host != spec &&
+		  inet_pton(AF_INET6, out->host, addr) == 1;
+	bool v4 = colon && len < sizeof(out->host) && host == spec &&
+		  inet_pton(AF_INET, out->host, addr) == 1;
+	if (!colon || !end || *end || p <= 0 || p > 65535 || (!v4 && !out->v6)) {
+		errbuf_set(err, "[agent] %s '%s': expected ADDRESS:PORT with an IP address, e.g. "
+			   "127.0.0.1:9876 or [::1]:9876", setting, spec);
 		return -1;
 	}
-	memcpy(host, spec, (size_t)(colon - spec));
-	host[colon - spec] = '\0';
-	*port = (int)p;
+	out->port = (int)p;
 	return 0;
+}
+
+/* A TCP listener's vhost bound to exactly the address of spec: an IPv4
+ * address on an IPv4 socket, an IPv6 one on an IPV6_V6ONLY socket. */
+static struct lws_vhost *tcp_vhost(struct lws_context_creation_info *info, const char *name,
+				   const char *setting, const char *spec, char *err)
+{
+	struct listen_addr la;
+	if (parse_listen(setting, spec, &la, err))
+		return NULL;
+	/* lws logs an address that is not on this host and goes on without
+	 * a listener: find out first */
+	int fd = socket(la.v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6};
+	struct sockaddr_in sa4 = {.sin_family = AF_INET};
+	inet_pton(la.v6 ? AF_INET6 : AF_INET, la.host, la.v6 ? (void *)&sa6.sin6_addr : (void *)&sa4.sin_addr);
+	int rc = fd < 0 ? -1 : la.v6 ? bind(fd, (struct sockaddr *)&sa6, sizeof(sa6))
+				     : bind(fd, (struct sockaddr *)&sa4, sizeof(sa4));
+	int bind_errno = errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc) {
+		errbuf_set(err, "[agent] %s %s: cannot bind %s: %s", setting, spec, la.host,
+			   strerror(bind_errno));
+		return NULL;
+	}
+	char *iface = xstrdup(la.host); /* lws keeps the pointer */
+	info->iface = iface;
+	info->port = la.port;
+	info->options |= la.v6 ? LWS_SERVER_OPTION_IPV6_V6ONLY_MODIFY | LWS_SERVER_OPTION_IPV6_V6ONLY_VALUE
+			       : LWS_SERVER_OPTION_DISABLE_IPV6;
+	info->vhost_name = name;
+	struct lws_vhost *vh = lws_create_vhost(g_ctx, info);
+	if (!vh) {
+		free(iface);
+		errbuf_set(err, "[agent] %s %s: cannot listen (see the log above)", setting, spec);
+		return NULL;
+	}
+	g_ifaces[g_nifaces++] = iface;
+	return vh;
+}
+
+/* A TCP listener's timeouts: a connection that sends no request, or not
+ * all of its headers, or sits idle between requests, is closed after
+ * [agent] api-idle-timeout. */
+static void raw_fallback(struct lws_context_creation_info *info)
+{
+	info->options |= LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG;
+	info->listen_accept_role = "raw-skt";
+	info->listen_accept_protocol = "fibril-raw";
+}
+
+static void tcp_timeouts(struct lws_context_creation_info *info, const struct api_options *opts)
+{
+	raw_fallback(info);
+	unsigned idle = opts->idle_timeout_s ? opts->idle_timeout_s : 10;
+	info->timeout_secs = idle;
+	info->timeout_secs_ah_idle = idle;
+	info->keepalive_timeout = (int)idle;
+}
+
+/* The remote listener's certificate, key and client CA: each set and
+ * readable, else the line names the first that is not. */
+static int remote_files_missing(const struct api_options *opts, char *err)
+{
+	const struct {
+		const char *key, *path;
+	} files[] = {{"api-remote-cert", opts->remote_cert},
+		     {"api-remote-key", opts->remote_key},
+		     {"api-remote-client-ca", opts->remote_client_ca}};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if (!files[i].path || !*files[i].path) {
+			errbuf_set(err, "[agent] api-remote-listen %s needs %s (its clients must show a "
+				   "certificate: the listener has no other authentication)",
+				   opts->remote_listen, files[i].key);
+			return -1;
+		}
+		if (access(files[i].path, R_OK)) {
+			errbuf_set(err, "[agent] %s %s: %s", files[i].key, files[i].path, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The unauthenticated listener belongs on loopback: say so otherwise. */
+static void warn_unless_loopback(const char *spec)
+{
+	if (!strncmp(spec, "127.", 4) || !strncmp(spec, "[::1]:", 6))
+		return;
+	host_log(FIBRIL_LOG_WARN, "[agent] api-tcp-listen %s is not a loopback address: whoever "
+		 "reaches it reads every flow of this node and its metrics without authentication; "
+		 "serve remote readers with api-remote-listen (TLS, client certificates)", spec);
 }
 
 int api_listen(const struct api_options *opts, char *err)
 {
+	api_limits_set(opts->max_connections ? opts->max_connections : 256,
+		       opts->max_per_source ? opts->max_per_source : 32);
 	api_max_body = opts->max_body ? opts->max_body : api_max_body;
 	if (strlen(opts->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		errbuf_set(err, "[agent] socket %s: path too long for a unix socket", opts->socket_path);
@@ -431,6 +658,11 @@ int api_listen(const struct api_options *opts, char *err)
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.max_http_header_data = API_HEADER_BUFFER;
 	info.protocols = api_protocols;
+	bool remote = opts->remote_listen && *opts->remote_listen;
+	if (remote && remote_files_missing(opts, err))
+		return -1;
+	if (remote)
+		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 	g_ctx = lws_create_context(&info);
 	if (!g_ctx) {
 		errbuf_set(err, "api: cannot create the server context");
@@ -438,6 +670,7 @@ int api_listen(const struct api_options *opts, char *err)
 	}
 	memset(&info, 0, sizeof(info));
 	info.options = LWS_SERVER_OPTION_UNIX_SOCK;
+	raw_fallback(&info);
 	info.iface = opts->socket_path;
 	info.port = 0;
 	info.protocols = api_protocols;
@@ -455,21 +688,26 @@ int api_listen(const struct api_options *opts, char *err)
 		return -1;
 	}
 	if (opts->tcp_listen && *opts->tcp_listen) {
-		char host[128];
-		int port;
-		if (parse_listen(opts->tcp_listen, host, sizeof(host), &port, err))
-			return -1;
 		memset(&info, 0, sizeof(info));
-		info.iface = host;
-		info.port = port;
 		info.protocols = api_protocols;
-		info.vhost_name = "tcp";
-		g_tcp_vhost = lws_create_vhost(g_ctx, &info);
-		if (!g_tcp_vhost) {
-			errbuf_set(err, "[agent] api-tcp-listen %s: cannot listen (see the log above)",
-				   opts->tcp_listen);
+		tcp_timeouts(&info, opts);
+		g_tcp_vhost = tcp_vhost(&info, "tcp", "api-tcp-listen", opts->tcp_listen, err);
+		if (!g_tcp_vhost)
 			return -1;
-		}
+		warn_unless_loopback(opts->tcp_listen);
+	}
+	if (remote) {
+		memset(&info, 0, sizeof(info));
+		info.protocols = api_protocols;
+		tcp_timeouts(&info, opts);
+		info.options = LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+		info.ssl_cert_filepath = opts->remote_cert;
+		info.ssl_private_key_filepath = opts->remote_key;
+		info.ssl_ca_filepath = opts->remote_client_ca;
+		info.alpn = "http/1.1"; /* the request checks above are HTTP/1.1's */
+		g_remote_vhost = tcp_vhost(&info, "remote", "api-remote-listen", opts->remote_listen, err);
+		if (!g_remote_vhost)
+			return -1;
 	}
 	return 0;
 }
@@ -517,7 +755,10 @@ void api_close(void)
 		loop_run_once(false);
 	lws_context_destroy(g_ctx);
 	g_ctx = NULL;
-	g_unix_vhost = g_tcp_vhost = NULL;
+	g_unix_vhost = g_tcp_vhost = g_remote_vhost = NULL;
+	while (g_nifaces)
+		free(g_ifaces[--g_nifaces]);
+	api_limits_free();
 	if (g_socket_path) {
 		unlink(g_socket_path);
 		free(g_socket_path);

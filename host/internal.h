@@ -150,6 +150,11 @@ struct api_options {
 	unsigned socket_mode;    /* e.g. 0660 */
 	const char *tcp_listen;  /* "127.0.0.1:9876" or NULL: off */
 	size_t max_body;         /* bytes */
+	unsigned max_connections;     /* per TCP listener */
+	unsigned max_per_source;      /* per TCP listener and peer address */
+	unsigned idle_timeout_s;      /* a TCP connection idle or mid-request this long is closed */
+	const char *remote_listen;    /* TLS with client certificates, or NULL/"": off */
+	const char *remote_cert, *remote_key, *remote_client_ca; /* PEM files */
 };
 HIDDEN int api_init(void);
 HIDDEN int api_listen(const struct api_options *opts, char *err);

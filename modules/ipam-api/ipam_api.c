@@ -597,6 +597,27 @@ static void reply_released(struct fibril_response *resp, const char *owner,
 	reply_object(resp, 200, o);
 }
 
+/* Owners named "fibril-..." are the agent's own modules' (the health
+ * module's endpoint address, fibril-health): the address is in use on
+ * the node, so it is not released over the API, where another owner
+ * could then be handed it while it stays on the node's loopback. */
+#define AGENT_OWNER_PREFIX "fibril-"
+
+static bool agent_owner(const char *owner)
+{
+	return !strncmp(owner, AGENT_OWNER_PREFIX, strlen(AGENT_OWNER_PREFIX));
+}
+
+static void reply_agent_owner(struct fibril_response *resp, const char *address, const char *owner)
+{
+	if (address)
+		fibril_resp_error(resp, 409, "address %s is held by owner %s (the agent's own): "
+				  "not released over the API", address, owner);
+	else
+		fibril_resp_error(resp, 409, "owner %s is the agent's own: its addresses are not "
+				  "released over the API", owner);
+}
+
 /* DELETE /v1/ipam/{ip} */
 static void delete_ip_now(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
@@ -606,6 +627,14 @@ static void delete_ip_now(struct fibril_request *req, struct fibril_response *re
 
 	if (!ready(api, resp) || !read_address(req, resp, &ip, address, sizeof(address)))
 		return;
+
+	struct holder_search holder = { .address = address };
+
+	api->ops->list(api->ctx, find_holder, &holder);
+	if (holder.found && agent_owner(holder.owner)) {
+		reply_agent_owner(resp, address, holder.owner);
+		return;
+	}
 
 	int rc = api->ops->release_ip(api->ctx, address);
 	struct op_subject what = { .family = ip.family, .address = address };
@@ -653,6 +682,10 @@ static void delete_owner_now(struct fibril_request *req, struct fibril_response 
 	}
 	if (!(owner = read_owner(req, resp)))
 		return;
+	if (agent_owner(owner)) {
+		reply_agent_owner(resp, NULL, owner);
+		return;
+	}
 
 	struct owner_search s = { .owner = owner, .addresses = json_object_new_array() };
 	int rc = api->ops->list(api->ctx, collect_owner, &s);

@@ -53,7 +53,7 @@ for p in ("startupProbe", "livenessProbe", "readinessProbe"):
 assert any(v["name"] == "bpffs" for v in pod["volumes"])
 PY
 cm=$(kc get -n kube-system configmap fibril-config -o jsonpath='{.data.fibril\.conf}' 2>&1) || true
-check "the ConfigMap's fibril.conf sets the TCP listener the probes use" grep -q 'api-tcp-listen = 0.0.0.0:9876' <<<"$cm"
+check "the ConfigMap's fibril.conf sets the TCP listener the probes use" grep -q 'api-tcp-listen = 127.0.0.1:9876' <<<"$cm"
 
 # ---- the agent with every resource the k8s module can inform on -----------
 # (the other tests watch what their modules ask for; here [k8s] resources
