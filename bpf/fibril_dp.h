@@ -19,7 +19,9 @@
 #define DP_MAP_IPCACHE "dp_ipcache"
 #define DP_MAP_CONNTRACK "dp_conntrack" /* TCP flows */
 #define DP_MAP_CT_ANY "dp_ct_any"        /* every other protocol (UDP, ICMP...) */
-#define DP_MAP_FRAGS "dp_frags"
+#define DP_MAP_FRAGS "dp_frags"         /* fragments endpoints sent (from-endpoint) */
+#define DP_MAP_FRAGS_OUT "dp_frags_out" /* fragments from outside (to-endpoint, overlay, netdev) */
+#define DP_MAP_CT_COUNT "dp_ct_count"   /* conntrack entries each endpoint holds */
 #define DP_MAP_EVLIMIT "dp_evlimit"
 #define DP_MAP_METRICS "dp_metrics"
 #define DP_MAP_EVENTS "dp_events"
@@ -44,6 +46,7 @@
 #define DP_EVENTS_POLL_MS 50
 #define DP_POLICY_MAX 65536
 #define DP_POLICY_EP_MAX 65536 /* one slot per local endpoint ID */
+#define DP_CT_COUNT_MAX 65536  /* one slot per local endpoint ID (0: the outside's total) */
 
 #define DP_FAMILY_IPV4 4
 #define DP_FAMILY_IPV6 6
@@ -96,13 +99,24 @@ struct dp_ipcache_value {
 #define DP_IDENTITY_HOST 1
 #define DP_IDENTITY_WORLD 2
 
-/* ---- dp_conntrack (TCP) and dp_ct_any (the rest): LRU_HASH, one entry
- * per flow. Two maps, as Cilium's ct4_global and ct_any4_global, so a flood
- * of UDP/ICMP flows evicts only other non-TCP flows, never a TCP one.
- * The key is the flow as its first packet went (the "forward" direction);
- * packets the other way update the same entry's reply counters. Ports come
- * from the L4 header after the whole IPv6 extension header chain; non-first
- * fragments (IPv4 and IPv6) take them from dp_frags. */
+/* ---- dp_conntrack (TCP) and dp_ct_any (the rest): HASH (not LRU: a full
+ * table refuses new flows, it never evicts a live one), one entry per flow
+ * and enforcement point. Two maps, as Cilium's ct4_global and
+ * ct_any4_global. The key is the flow as its first packet went past that
+ * point (the "forward" direction) plus the point itself, as Cilium keeps
+ * the direction in its CT key: ep_id is the local endpoint, dir says
+ * whether the entry is that endpoint's egress (it sent the first packet;
+ * made only by fibril_from_endpoint, after the source check) or its
+ * ingress (it received it). A packet is a reply at a point only when that
+ * same point recorded the reverse flow: endpoint E's ingress takes X -> E
+ * as a reply only if E's own egress opened E -> X, and E's egress takes
+ * E -> X as one only if E's ingress admitted X -> E - so a packet spoofed
+ * towards another pod plants nothing E's policy honours. A pod-to-pod flow
+ * on one node has two entries (the sender's egress, the receiver's
+ * ingress). Ports come from the L4 header after the whole IPv6 extension
+ * header chain; non-first fragments (IPv4 and IPv6) take them from
+ * dp_frags / dp_frags_out. The key grew (40 -> 44 bytes), so an older pin
+ * is recreated. */
 struct dp_ct_key {
 	__u8 saddr[16];
 	__u8 daddr[16];
@@ -110,11 +124,18 @@ struct dp_ct_key {
 	__u16 dport; /* network order */
 	__u8 proto;  /* IPPROTO_* */
 	__u8 family;
-	__u8 pad[2];
+	__u16 ep_id; /* the local endpoint whose enforcement point this is; 0 in
+		      * a packet's tuple */
+	__u8 dir;    /* enum dp_policy_direction: its egress or its ingress */
+	__u8 pad[3];
 };
 
 #define DP_CT_F_REPLY_SEEN 0x01 /* a packet went the other way */
 #define DP_CT_F_CLOSING 0x02    /* a TCP FIN or RST was seen */
+#define DP_CT_F_CHARGED 0x04    /* counted in dp_ct_count (slot charge_ep_id):
+				 * the GC gives the count back when it removes it */
+#define DP_CT_F_OUTSIDE 0x08    /* charged to that endpoint's "outside" count
+				 * (and slot 0's total), else to its "own" */
 
 /* Timestamps are whole seconds of CLOCK_MONOTONIC (bpf_ktime_get_ns() /
  * 1e9). last_seen_s is rewritten only when it is at least
@@ -129,15 +150,39 @@ struct dp_ct_value {
 	__u32 first_seen_s;
 	__u32 last_seen_s;
 	__u32 ifindex;       /* the veth the first packet was seen on */
-	__u16 src_ep_id;     /* endpoint that opened the flow, 0: the node */
+	__u16 src_ep_id;     /* endpoint that opened the flow, 0: the node or
+			      * outside (only a source-checked sender counts) */
 	__u8 tcp_flags;      /* TCP flags seen, both directions OR-ed */
 	__u8 flags;          /* DP_CT_F_* */
+	__u16 charge_ep_id;  /* whose dp_ct_count slot holds it (DP_CT_F_CHARGED) */
+	__u8 pad[6];
 };
 
-/* ---- dp_frags: LRU_HASH, a fragmented datagram -> its ports -------------
+/* ---- dp_ct_count: ARRAY (mmapable) indexed by endpoint ID: how many
+ * conntrack entries each endpoint is charged with, per map (0 dp_conntrack,
+ * 1 dp_ct_any). An entry is charged to whoever made it: a flow a pod sends
+ * (from-endpoint: its egress entry and, pod to pod, the receiver's ingress
+ * entry) to the sender's "own" count; a flow from outside (the node's
+ * stack, the underlay, another node: whatever no source check vouches for)
+ * to the receiving endpoint's "outside" count and to slot 0's, the
+ * outside's total. Before it creates an entry the program checks the count
+ * against dp_config's limits (a new flow over them is dropped, ct-full);
+ * the GC, which alone removes entries, gives the count back (atomically,
+ * through the mapping). So one pod can hold at most ct_ep_max of a table,
+ * the outside at most ct_ep_max towards one pod and ct_outside_max in all,
+ * and none of it at anybody else's expense: nothing is ever evicted. */
+struct dp_ct_count {
+	__u32 own[2];     /* [0] dp_conntrack, [1] dp_ct_any */
+	__u32 outside[2];
+};
+
+/* ---- dp_frags, dp_frags_out: LRU_HASH, a fragmented datagram -> its ports
  * Filled by the first fragment (offset 0, more-fragments set), read by
  * the later ones (which carry no L4 header), as Cilium's IPv4 fragment
- * tracking; IPv6 fragments (fragment extension header) too. */
+ * tracking; IPv6 fragments (fragment extension header) too. dp_frags holds
+ * what endpoints sent (fibril_from_endpoint, after the source check),
+ * dp_frags_out what came from outside (the other three programs): a
+ * spoofer outside can neither write nor evict the pods' entries. */
 struct dp_frag_key {
 	__u8 saddr[16];
 	__u8 daddr[16];
@@ -195,6 +240,8 @@ enum dp_reason {
 	DP_REASON_DROP_NO_TUNNEL_KEY = 138, /* from the overlay without tunnel
 					     * metadata (not a VXLAN packet) */
 	DP_REASON_DROP_TUNNEL = 139,      /* the tunnel key could not be set */
+	DP_REASON_DROP_CT_FULL = 140,     /* a new flow over its conntrack quota
+					   * (dp_ct_count) or the table full */
 };
 
 /* dp_metrics: PERCPU_ARRAY, one slot per (direction, reason) at
@@ -228,6 +275,11 @@ struct dp_config {
 	__u32 tunnel_ifindex; /* tunnel mode: the VXLAN device (external /
 			       * collect-metadata), 0: no tunnel */
 	__u32 pad;
+	/* appended (24 -> 40 bytes: the pin is recreated): the conntrack
+	 * quotas (dp_ct_count), [0] dp_conntrack, [1] dp_ct_any; 0: no limit */
+	__u32 ct_ep_max[2];      /* entries one endpoint's own flows may hold, and
+				  * as many for the flows opened to it from outside */
+	__u32 ct_outside_max[2]; /* entries all flows from outside may hold */
 };
 
 /* ---- the source identity in the packet's metadata ----------------------

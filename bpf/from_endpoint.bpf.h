@@ -93,7 +93,8 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	int reason = policy_verdict(skb, p);
 	if (reason)
 		return drop(skb, p, (__u8)reason);
-	conntrack(skb, p);
+	if (conntrack(skb, p) < 0)
+		return drop(skb, p, DP_REASON_DROP_CT_FULL);
 
 	/* tunnel mode: a prefix another node hosts goes into the tunnel */
 	__u32 tun = 0;

@@ -49,7 +49,8 @@ static __always_inline int overlay_ip(struct __sk_buff *skb, struct pkt *p, __u8
 	int reason = policy_verdict(skb, p);
 	if (reason)
 		return drop(skb, p, (__u8)reason);
-	conntrack(skb, p);
+	if (conntrack(skb, p) < 0)
+		return drop(skb, p, DP_REASON_DROP_CT_FULL);
 	if (*ttl <= 1)
 		return overlay_to_stack(skb, p);
 	ttl_decrement(ttl, ip4);

@@ -35,16 +35,18 @@ struct {
 } dp_ipcache SEC(".maps");
 
 /* The module sizes both conntrack maps from its config: reuse_fd takes
- * the pinned map's max_entries. */
+ * the pinned map's max_entries. Plain hashes, not LRU: a full table
+ * refuses new flows and never evicts a live one (dp_ct_count bounds what
+ * each endpoint and the outside may hold). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, DP_CONNTRACK_MAX);
 	__type(key, struct dp_ct_key);
 	__type(value, struct dp_ct_value);
 } dp_conntrack SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, DP_CT_ANY_MAX);
 	__type(key, struct dp_ct_key);
 	__type(value, struct dp_ct_value);
@@ -98,5 +100,24 @@ struct {
 	__type(key, __u32);
 	__type(value, struct dp_policy_ep);
 } dp_policy_ep SEC(".maps");
+
+/* fragments from outside (lib/frag.h): apart from dp_frags, which only
+ * source-checked endpoints fill */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, DP_FRAGS_MAX);
+	__type(key, struct dp_frag_key);
+	__type(value, struct dp_frag_ports);
+} dp_frags_out SEC(".maps");
+
+/* conntrack entries charged to each endpoint (lib/conntrack.h); the GC
+ * gives them back through the module's mapping of it */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DP_CT_COUNT_MAX);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct dp_ct_count);
+} dp_ct_count SEC(".maps");
 
 #endif /* FIBRIL_BPF_LIB_MAPS_H */

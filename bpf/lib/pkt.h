@@ -14,19 +14,20 @@
  *   - parse (parse.h) writes the tuple, l4_off, frag, frag_id, tcp_flags,
  *     icmp_type and is_icmp6_nd; after it only frag_resolve() (frag.h) may
  *     change the tuple;
- *   - the conntrack cache (ct, ct_state): CT_UNKNOWN until ct_lookup()
- *     (conntrack.h), which looks up at most once per packet and answers for
- *     the tuple as it was then, so the tuple is final before the first
- *     ct_lookup() (policy_verdict()'s or conntrack()'s, whichever comes
- *     first). After it p->ct is the entry exactly when ct_state is
- *     CT_FORWARD or CT_REPLY; an entry conntrack() creates for a new flow
- *     is not cached (ct_state stays CT_NEW, ct NULL);
+ *   - the conntrack cache (ct[], ct_state[], one per enforcement point:
+ *     [CT_EGRESS] the sender's, [CT_INGRESS] the local receiver's):
+ *     CT_UNKNOWN until ct_lookup() (conntrack.h), which looks up at most
+ *     once per packet and point and answers for the tuple as it was then,
+ *     so the tuple is final before the first ct_lookup() (policy_verdict()'s
+ *     or conntrack()'s, whichever comes first). After it p->ct[d] is the
+ *     entry exactly when ct_state[d] is CT_FORWARD or CT_REPLY; an entry
+ *     conntrack() creates for a new flow is not cached (ct_state stays
+ *     CT_NEW, ct NULL);
  *   - the lazy lookups (lazy, LAZY_*): a hook leaves out a lookup the
  *     established flow's fast path does not need by setting its bit instead
  *     of the field, which is then not valid (0 / NULL) until pkt_resolve()
  *     (identity.h) fills it and clears the bit. What reads a field that may
- *     be lazy calls pkt_resolve() first (event_send(), conntrack() for a new
- *     flow); policy_verdict() reads the fields as they are, so a hook sets a
+ *     be lazy calls pkt_resolve() first (event_send()); policy_verdict() reads the fields as they are, so a hook sets a
  *     bit only when policy_enforced() says no check will read that field;
  *   - src_ep, once set by fibril_from_endpoint's source check, is the
  *     endpoint behind this veth and stays so (that hook sets no LAZY_SRC);
@@ -42,8 +43,9 @@ struct pkt {
 	struct dp_ct_key tuple;          /* family 0: ARP (no IP tuple) */
 	const struct dp_endpoint_info *src_ep;
 	const struct dp_endpoint_info *dst_ep;
-	struct dp_ct_value *ct;          /* the flow's conntrack entry once
-					  * ct_lookup() found it, else NULL */
+	struct dp_ct_value *ct[2];       /* per enforcement point ([CT_EGRESS],
+					  * [CT_INGRESS]): the flow's conntrack
+					  * entry once ct_lookup() found it */
 	__u32 dst_identity;
 	__u32 src_identity;              /* when src_ep is not set (to-endpoint) */
 	__u32 l4_off;                    /* offset of the L4 header in the skb */
@@ -59,7 +61,7 @@ struct pkt {
 	__u8 policy_dir;                 /* enum dp_policy_direction of that check */
 	__u32 policy_rule;               /* the deciding entry's rule ID */
 	__u8 trace;                      /* dp_config says: trace events */
-	__u8 ct_state;                   /* CT_* : what ct_lookup() found */
+	__u8 ct_state[2];                /* CT_* : what ct_lookup() found, per point */
 	__u8 lazy;                       /* LAZY_*: what is not looked up yet */
 	__u8 host_routing;               /* dp_config says: host-routing = bpf */
 };
@@ -69,10 +71,12 @@ struct pkt {
 #define CT_UNKNOWN 0 /* not looked up yet */
 #define CT_NEW 1     /* no entry either way */
 #define CT_FORWARD 2 /* p->ct is the flow's entry, this packet goes its way */
-#define CT_REPLY 3   /* p->ct is the entry of the reverse flow */
+#define CT_REPLY 3   /* p->ct is the entry of the reverse flow, as this
+		      * same point recorded it */
+#define CT_NONE 4    /* the packet has no such enforcement point */
 
 /* lazy: lookups the fast path does without, done only when something needs
- * their answer (a policy, a new conntrack entry, an event): see
+ * their answer (a policy, an event): see
  * pkt_resolve(). */
 #define LAZY_SRC 0x1    /* src_ep / src_identity (to-endpoint) */
 #define LAZY_DST_ID 0x2 /* dst_identity: the ipcache's (from-endpoint,

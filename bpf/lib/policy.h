@@ -10,8 +10,11 @@
  *   DP_DIR_TO_ENDPOINT (host veth egress), and likewise
  *   DP_DIR_FROM_OVERLAY and DP_DIR_FROM_NETDEV (redirected into the pod):
  *     the INGRESS policy of p->dst_ep from p->src_identity.
- * A packet whose reverse flow is in conntrack is the reply of a flow
- * that policy allowed: it passes (a one-way policy does not break TCP).
+ * A packet whose reverse flow this same enforcement point recorded in
+ * conntrack (lib/conntrack.h: the entries are per point) is the reply of a
+ * flow that point allowed: it passes that point (a one-way policy does not
+ * break TCP); an entry made anywhere else for the same addresses - a
+ * spoofed packet delivered to another pod - is no reply here.
  * A direction no policy selects (dp_policy_ep) allows everything.
  *
  * Contract of policy_verdict(skb, p):
@@ -20,8 +23,8 @@
  *     and the identity an enforced check reads not lazy: p->dst_identity
  *     for a sender's egress check, p->src_identity for an ingress check
  *     (the hooks look them up first when policy_enforced() says so);
- *   - reads dp_policy_ep and, only when a direction is enforced, conntrack
- *     (ct_lookup()), p->tuple (protocol, destination port, ICMP type) and
+ *   - reads dp_policy_ep and, only when a direction is enforced, that
+ *     point's conntrack (ct_lookup(p, dir)), p->tuple (protocol, destination port, ICMP type) and
  *     dp_policy;
  *   - writes p->policy_match, policy_dir and policy_rule of the deciding
  *     check, the deciding entry's hit counter (atomic) and, for an allowed
@@ -113,52 +116,63 @@ static __always_inline int policy_check(struct __sk_buff *skb, struct pkt *p, __
 }
 
 #define FLOW_NEW 0
-#define FLOW_ESTABLISHED 1 /* conntrack has the packet's own flow */
-#define FLOW_REPLY 2       /* conntrack has the reverse flow only */
+#define FLOW_ESTABLISHED 1 /* this point has the packet's own flow */
+#define FLOW_REPLY 2       /* this point recorded the reverse flow only */
 
-/* Whether the packet opens a flow, belongs to one conntrack knows, or
- * goes the reverse way of one (a reply). An ICMP echo request is never a
- * reply: ICMP flows carry no ports, so pod b's ping of pod c would
- * otherwise let every ping from c to b through as its "reply". */
-static __always_inline int policy_flow_state(struct pkt *p)
+/* Whether the packet opens a flow at enforcement point dir, belongs to one
+ * that point knows, or goes the reverse way of one that point recorded (a
+ * reply: endpoint E's ingress honours X -> E only if E's egress opened
+ * E -> X, E's egress honours E -> X only if E's ingress admitted X -> E,
+ * never an entry some other hook made for the same addresses). An ICMP
+ * echo request is never a reply: ICMP flows carry no ports, so pod b's ping
+ * of pod c would otherwise let every ping from c to b through as its
+ * "reply". */
+static __always_inline int policy_flow_state(struct pkt *p, __u8 dir)
 {
-	ct_lookup(p); /* conntrack() then uses the same answer */
-	if (p->ct_state == CT_FORWARD)
+	ct_lookup(p, dir); /* conntrack() then uses the same answer */
+	if (p->ct_state[dir] == CT_FORWARD)
 		return FLOW_ESTABLISHED;
 	if ((p->tuple.proto == IPPROTO_ICMP && p->icmp_type == 8) ||
 	    (p->tuple.proto == IPPROTO_ICMPV6 && p->icmp_type == 128))
 		return FLOW_NEW;
-	return p->ct_state == CT_REPLY ? FLOW_REPLY : FLOW_NEW;
+	return p->ct_state[dir] == CT_REPLY ? FLOW_REPLY : FLOW_NEW;
 }
 
 static __always_inline int policy_verdict(struct __sk_buff *skb, struct pkt *p)
 {
-	int reason = 0, flow;
+	int reason, flow;
 
 	if (p->direction == DP_DIR_FROM_ENDPOINT) {
 		if (!p->src_ep)
 			return 0;
-		/* no conntrack lookups for traffic no policy concerns */
-		if (!policy_enforced(p->src_ep->ep_id, DP_POLICY_EGRESS) &&
-		    !(p->dst_ep && policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS)))
-			return 0;
-		flow = policy_flow_state(p);
-		if (flow == FLOW_REPLY)
-			return 0;
 		/* read before policy_check(): its event may resolve the packet's
 		 * lazy fields, and the verifier then cannot tell src_ep is set */
 		__u32 src_identity = p->src_ep->identity;
-		reason = policy_check(skb, p, p->src_ep->ep_id, DP_POLICY_EGRESS, p->dst_identity,
-				      flow == FLOW_NEW);
-		if (!reason && p->dst_ep)
-			reason = policy_check(skb, p, p->dst_ep->ep_id, DP_POLICY_INGRESS,
-					      src_identity, flow == FLOW_NEW);
-		return reason;
+		__u16 src_id = p->src_ep->ep_id;
+		/* no conntrack lookups for a point no policy concerns */
+		if (policy_enforced(src_id, DP_POLICY_EGRESS)) {
+			flow = policy_flow_state(p, CT_EGRESS);
+			if (flow != FLOW_REPLY) {
+				reason = policy_check(skb, p, src_id, DP_POLICY_EGRESS,
+						      p->dst_identity, flow == FLOW_NEW);
+				if (reason)
+					return reason;
+			}
+		}
+		if (!p->dst_ep || !policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS))
+			return 0;
+		ct_lookup(p, CT_EGRESS); /* conntrack() needs it anyway; it orders
+					  * the ingress point's lookups */
+		flow = policy_flow_state(p, CT_INGRESS);
+		if (flow == FLOW_REPLY || !p->dst_ep)
+			return 0;
+		return policy_check(skb, p, p->dst_ep->ep_id, DP_POLICY_INGRESS, src_identity,
+				    flow == FLOW_NEW);
 	}
 	if (!p->dst_ep || !policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS))
 		return 0;
-	flow = policy_flow_state(p);
-	if (flow == FLOW_REPLY)
+	flow = policy_flow_state(p, CT_INGRESS);
+	if (flow == FLOW_REPLY || !p->dst_ep)
 		return 0;
 	return policy_check(skb, p, p->dst_ep->ep_id, DP_POLICY_INGRESS, p->src_identity,
 			    flow == FLOW_NEW);

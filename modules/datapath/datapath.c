@@ -89,18 +89,33 @@ static const struct fibril_config_key dp_config_keys[] = {
 	 .default_value = "10s",
 	 .help = "Idle time after which a TCP flow that saw FIN or RST is removed",
 	 .min = 100, .max = MS_WEEK},
+	{.name = "conntrack-timeout-tcp-syn", .type = FIBRIL_CONFIG_DURATION,
+	 .default_value = "60s",
+	 .help = "Idle time after which a TCP flow no reply was seen for (a SYN flood's) is "
+		 "removed",
+	 .min = 100, .max = MS_WEEK},
 	{.name = "conntrack-timeout-other", .type = FIBRIL_CONFIG_DURATION, .default_value = "60s",
 	 .help = "Idle time after which a UDP, ICMP or other flow is removed",
 	 .min = 100, .max = MS_WEEK},
 	{.name = "conntrack-gc-interval", .type = FIBRIL_CONFIG_DURATION, .default_value = "30s",
 	 .help = "How often the conntrack garbage collector runs", .min = 100, .max = 3600000},
 	{.name = "conntrack-max-tcp", .type = FIBRIL_CONFIG_INT, .default_value = "131072",
-	 .help = "Entries of dp_conntrack (TCP flows); a change recreates the map",
+	 .help = "Entries of dp_conntrack (TCP flows; a flow has one per enforcement point "
+		 "it passes); a change recreates the map",
 	 .min = 1024, .max = 16777216},
 	{.name = "conntrack-max-other", .type = FIBRIL_CONFIG_INT, .default_value = "65536",
 	 .help = "Entries of dp_ct_any (UDP, ICMP and other flows, kept apart so that a flood "
 		 "of them cannot evict TCP flows); a change recreates the map",
 	 .min = 1024, .max = 16777216},
+	{.name = "conntrack-endpoint-share", .type = FIBRIL_CONFIG_INT, .default_value = "25",
+	 .help = "Percent of each conntrack map the flows one endpoint opens may hold, and "
+		 "as much again for the flows opened to it from outside (the node, the "
+		 "underlay, other nodes); a new flow over it is dropped (drop:conntrack-full)",
+	 .min = 1, .max = 100},
+	{.name = "conntrack-outside-share", .type = FIBRIL_CONFIG_INT, .default_value = "50",
+	 .help = "Percent of each conntrack map all flows opened from outside together may "
+		 "hold",
+	 .min = 1, .max = 100},
 	{.name = "conntrack-refresh-interval", .type = FIBRIL_CONFIG_DURATION,
 	 .default_value = "5s",
 	 .help = "A flow's last-seen time (whole seconds) is rewritten at most this often; the "
@@ -138,6 +153,9 @@ static void config_read(struct datapath *dp)
 	dp->ct_tcp_ms = fibril_config_duration_ms(dp->m, "conntrack-timeout-tcp");
 	dp->ct_closing_ms = fibril_config_duration_ms(dp->m, "conntrack-timeout-tcp-closing");
 	dp->ct_other_ms = fibril_config_duration_ms(dp->m, "conntrack-timeout-other");
+	dp->ct_syn_ms = fibril_config_duration_ms(dp->m, "conntrack-timeout-tcp-syn");
+	dp->ct_endpoint_share = (uint32_t)fibril_config_int(dp->m, "conntrack-endpoint-share");
+	dp->ct_outside_share = (uint32_t)fibril_config_int(dp->m, "conntrack-outside-share");
 	dp->gc_interval_ms = fibril_config_duration_ms(dp->m, "conntrack-gc-interval");
 	dp->trace = fibril_config_bool(dp->m, "trace-events");
 	dp->policy_verdicts = fibril_config_bool(dp->m, "policy-verdict-events");

@@ -32,6 +32,8 @@ enum dp_map_id {
 	DPM_EVLIMIT,
 	DPM_POLICY,    /* network policy entries */
 	DPM_POLICY_EP, /* per-endpoint enforcement */
+	DPM_FRAGS_OUT, /* fragments from outside */
+	DPM_CT_COUNT,  /* conntrack entries charged to each endpoint */
 	DPM_COUNT
 };
 
@@ -53,8 +55,9 @@ struct datapath {
 	char host_dev[16];
 	char host_peer[16];
 	char host_dev_type[16]; /* auto, dummy, veth */
-	uint64_t ct_tcp_ms, ct_closing_ms, ct_other_ms, gc_interval_ms;
+	uint64_t ct_tcp_ms, ct_closing_ms, ct_other_ms, ct_syn_ms, gc_interval_ms;
 	uint32_t ct_max_tcp, ct_max_other, ct_refresh_s;
+	uint32_t ct_endpoint_share, ct_outside_share; /* percent of each conntrack map */
 	uint32_t events_bytes; /* dp_events ring buffer size ([datapath] events-ring-bytes) */
 	int64_t events_mono_ns, events_real_ns; /* the clocks at the batch being read */
 	struct dp_event events_pending; /* read, refused by a full bus: published first next time */

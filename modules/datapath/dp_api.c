@@ -157,6 +157,9 @@ static void status_answer(struct datapath *dp, struct fibril_response *resp)
 	add_int(ct, "timeout-tcp-ms", (int64_t)dp->ct_tcp_ms);
 	add_int(ct, "timeout-tcp-closing-ms", (int64_t)dp->ct_closing_ms);
 	add_int(ct, "timeout-other-ms", (int64_t)dp->ct_other_ms);
+	add_int(ct, "timeout-tcp-syn-ms", (int64_t)dp->ct_syn_ms);
+	add_int(ct, "endpoint-share-percent", dp->ct_endpoint_share);
+	add_int(ct, "outside-share-percent", dp->ct_outside_share);
 	add_int(ct, "gc-interval-ms", (int64_t)dp->gc_interval_ms);
 	json_object_object_add(o, "conntrack", ct);
 
@@ -182,7 +185,7 @@ static void status_answer(struct datapath *dp, struct fibril_response *resp)
 		DP_REASON_DROP_FRAG_NOT_FOUND, DP_REASON_DROP_SPOOFED_MAC,
 		DP_REASON_EVENT_SUPPRESSED, DP_REASON_EVENT_LOST, DP_REASON_TO_TUNNEL,
 		DP_REASON_DROP_NO_TUNNEL_KEY, DP_REASON_DROP_TUNNEL,
-		DP_REASON_TO_FIB,
+		DP_REASON_TO_FIB,          DP_REASON_DROP_CT_FULL,
 	};
 	/* packets per reason (summed over the CPUs), one object per direction */
 	static const struct {

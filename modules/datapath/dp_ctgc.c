@@ -19,8 +19,13 @@ bool dp_ctgc_expired(const struct dp_ctgc_params *p, const struct dp_ct_key *k,
 		     const struct dp_ct_value *v)
 {
 	uint64_t ms;
-	if (k->proto == IPPROTO_TCP)
-		ms = (v->flags & DP_CT_F_CLOSING) ? p->closing_ms : p->tcp_ms;
+	if (k->proto == IPPROTO_TCP && (v->flags & DP_CT_F_CLOSING))
+		ms = p->closing_ms;
+	else if (k->proto == IPPROTO_TCP && !(v->flags & DP_CT_F_REPLY_SEEN) && p->syn_ms &&
+		 p->syn_ms < p->tcp_ms)
+		ms = p->syn_ms; /* nobody answered: a SYN flood's half-open flows go soon */
+	else if (k->proto == IPPROTO_TCP)
+		ms = p->tcp_ms;
 	else
 		ms = p->other_ms;
 	if (p->now_s <= v->last_seen_s)
@@ -36,9 +41,35 @@ uint32_t dp_ctgc_now_s(void)
 	return (uint32_t)ts.tv_sec;
 }
 
+/* one count down, never below 0 */
+static void count_down(uint32_t *n)
+{
+	uint32_t cur = __atomic_load_n(n, __ATOMIC_RELAXED);
+	while (cur && !__atomic_compare_exchange_n(n, &cur, cur - 1, false, __ATOMIC_RELAXED,
+						   __ATOMIC_RELAXED))
+		;
+}
+
+void dp_ctgc_uncharge(struct dp_ct_count *counts, unsigned map_index, const struct dp_ct_value *v)
+{
+	if (!counts || !(v->flags & DP_CT_F_CHARGED) || map_index > 1)
+		return;
+	struct dp_ct_count *c = &counts[v->charge_ep_id];
+	if (v->flags & DP_CT_F_OUTSIDE) {
+		count_down(&c->outside[map_index]);
+		count_down(&counts[0].outside[map_index]);
+	} else {
+		count_down(&c->own[map_index]);
+	}
+}
+
 static enum modcommon_gc_verdict ct_verdict(const void *key, void *value, void *ud)
 {
-	return dp_ctgc_expired(ud, key, value) ? MODCOMMON_GC_DELETE : MODCOMMON_GC_KEEP;
+	const struct dp_ctgc_params *p = ud;
+	if (!dp_ctgc_expired(p, key, value))
+		return MODCOMMON_GC_KEEP;
+	dp_ctgc_uncharge(p->counts, p->map_index, value);
+	return MODCOMMON_GC_DELETE;
 }
 
 int dp_ctgc_batch(int fd, const struct dp_ctgc_params *p, struct dp_ctgc_stats *st)

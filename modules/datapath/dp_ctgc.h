@@ -17,7 +17,12 @@ struct dp_ctgc_params {
 	uint64_t tcp_ms;       /* idle timeout of an open TCP flow */
 	uint64_t closing_ms;   /* of a TCP flow that saw FIN or RST */
 	uint64_t other_ms;     /* of every other flow */
+	uint64_t syn_ms;       /* of a TCP flow no reply was seen for (0: tcp_ms) */
 	uint32_t slack_s;      /* conntrack refresh interval: added to every timeout */
+	/* dp_ct_count mapped (NULL: none): what a removed entry was charged
+	 * with is given back, atomically (the program adds to it meanwhile) */
+	struct dp_ct_count *counts;
+	unsigned map_index;    /* 0: dp_conntrack, 1: dp_ct_any (the counts' index) */
 };
 
 struct dp_ctgc_stats {
@@ -30,8 +35,16 @@ struct dp_ctgc_stats {
 bool dp_ctgc_expired(const struct dp_ctgc_params *p, const struct dp_ct_key *k,
 		     const struct dp_ct_value *v);
 
+/* Give back the count an entry was charged with (DP_CT_F_CHARGED), never
+ * below 0; counts NULL: nothing. */
+void dp_ctgc_uncharge(struct dp_ct_count *counts, unsigned map_index, const struct dp_ct_value *v);
+
 /* One pass over the map fd; adds to *st. 0, or a negative errno (what was
- * removed before the error stays removed). */
+ * removed before the error stays removed). Each entry the pass removes has
+ * its charge given back as it is chosen; the program never removes one, so
+ * the counts stay exact unless a delete fails for another reason than the
+ * entry being gone (then the pass stops and the next one finds it again:
+ * its count is given back twice, floored at 0). */
 int dp_ctgc_batch(int fd, const struct dp_ctgc_params *p, struct dp_ctgc_stats *st);
 
 /* CLOCK_MONOTONIC in whole seconds, as the program's bpf_ktime_get_ns()/1e9. */

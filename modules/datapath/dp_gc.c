@@ -32,6 +32,7 @@
 struct gc_job {
 	struct datapath *dp;
 	int fd[2]; /* dup()s of dp_conntrack and dp_ct_any: the job's own */
+	int count_fd; /* and of dp_ct_count, which the job maps */
 	struct dp_ctgc_params params;
 	struct dp_ctgc_stats st[2];
 	int rc[2];
@@ -42,8 +43,17 @@ static void gc_work(void *ud)
 {
 	struct gc_job *j = ud;
 	uint64_t t0 = dp_mono_ns();
-	for (int i = 0; i < 2; i++)
+	/* the job's own mapping of the counts: the module may stop meanwhile */
+	size_t sz = (size_t)DP_CT_COUNT_MAX * sizeof(struct dp_ct_count);
+	void *counts = j->count_fd < 0 ? MAP_FAILED
+					: mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, j->count_fd, 0);
+	j->params.counts = counts == MAP_FAILED ? NULL : counts;
+	for (int i = 0; i < 2; i++) {
+		j->params.map_index = (unsigned)i;
 		j->rc[i] = j->fd[i] < 0 ? -EBADF : dp_ctgc_batch(j->fd[i], &j->params, &j->st[i]);
+	}
+	if (counts != MAP_FAILED)
+		munmap(counts, sz);
 	j->us = (dp_mono_ns() - t0) / 1000;
 }
 
@@ -54,6 +64,8 @@ static void gc_done(void *ud, int status)
 	for (int i = 0; i < 2; i++)
 		if (j->fd[i] >= 0)
 			close(j->fd[i]);
+	if (j->count_fd >= 0)
+		close(j->count_fd);
 	dp->gc_busy = false;
 	if (status == 0) {
 		size_t removed = j->st[0].removed + j->st[1].removed;
@@ -91,10 +103,12 @@ int dp_gc_kick(struct datapath *dp)
 	j->dp = dp;
 	j->fd[0] = fcntl(fibril_map_fd(dp->maps[DPM_CONNTRACK]), F_DUPFD_CLOEXEC, 0);
 	j->fd[1] = fcntl(fibril_map_fd(dp->maps[DPM_CT_ANY]), F_DUPFD_CLOEXEC, 0);
+	j->count_fd = fcntl(fibril_map_fd(dp->maps[DPM_CT_COUNT]), F_DUPFD_CLOEXEC, 0);
 	j->params.now_s = dp_ctgc_now_s();
 	j->params.tcp_ms = dp->ct_tcp_ms;
 	j->params.closing_ms = dp->ct_closing_ms;
 	j->params.other_ms = dp->ct_other_ms;
+	j->params.syn_ms = dp->ct_syn_ms;
 	j->params.slack_s = dp->ct_refresh_s;
 	dp->gc_busy = true;
 	int rc = fibril_work_submit(dp->m, gc_work, gc_done, j);
@@ -103,6 +117,8 @@ int dp_gc_kick(struct datapath *dp)
 		for (int i = 0; i < 2; i++)
 			if (j->fd[i] >= 0)
 				close(j->fd[i]);
+		if (j->count_fd >= 0)
+			close(j->count_fd);
 		free(j);
 	}
 	return rc;

@@ -26,7 +26,7 @@ static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
 			 .value_size = sizeof(struct dp_ipcache_value),
 			 .max_entries = DP_IPCACHE_MAX, .map_flags = BPF_F_NO_PREALLOC},
 	[DPM_CONNTRACK] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_CONNTRACK,
-			   .type = BPF_MAP_TYPE_LRU_HASH, .key_size = sizeof(struct dp_ct_key),
+			   .type = BPF_MAP_TYPE_HASH, .key_size = sizeof(struct dp_ct_key),
 			   .value_size = sizeof(struct dp_ct_value),
 			   .max_entries = DP_CONNTRACK_MAX},
 	[DPM_METRICS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_METRICS,
@@ -39,7 +39,7 @@ static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
 			.type = BPF_MAP_TYPE_ARRAY, .key_size = sizeof(__u32),
 			.value_size = sizeof(struct dp_config), .max_entries = 1},
 	[DPM_CT_ANY] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_CT_ANY,
-			.type = BPF_MAP_TYPE_LRU_HASH, .key_size = sizeof(struct dp_ct_key),
+			.type = BPF_MAP_TYPE_HASH, .key_size = sizeof(struct dp_ct_key),
 			.value_size = sizeof(struct dp_ct_value), .max_entries = DP_CT_ANY_MAX},
 	[DPM_FRAGS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_FRAGS,
 		       .type = BPF_MAP_TYPE_LRU_HASH, .key_size = sizeof(struct dp_frag_key),
@@ -55,6 +55,13 @@ static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
 			   .type = BPF_MAP_TYPE_ARRAY, .key_size = sizeof(__u32),
 			   .value_size = sizeof(struct dp_policy_ep),
 			   .max_entries = DP_POLICY_EP_MAX},
+	[DPM_FRAGS_OUT] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_FRAGS_OUT,
+			   .type = BPF_MAP_TYPE_LRU_HASH, .key_size = sizeof(struct dp_frag_key),
+			   .value_size = sizeof(struct dp_frag_ports), .max_entries = DP_FRAGS_MAX},
+	[DPM_CT_COUNT] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_CT_COUNT,
+			  .type = BPF_MAP_TYPE_ARRAY, .key_size = sizeof(__u32),
+			  .value_size = sizeof(struct dp_ct_count), .max_entries = DP_CT_COUNT_MAX,
+			  .map_flags = BPF_F_MMAPABLE},
 };
 
 /* ---- names ----------------------------------------------------------------------- */
@@ -100,6 +107,8 @@ const char *dp_reason_name(unsigned reason)
 		return "drop:no-tunnel-key";
 	case DP_REASON_DROP_TUNNEL:
 		return "drop:tunnel-key-refused";
+	case DP_REASON_DROP_CT_FULL:
+		return "drop:conntrack-full";
 	default:
 		return "unknown";
 	}
@@ -218,21 +227,26 @@ static int fmt_conntrack(const void *key, const void *value, char *ko, size_t kl
 		return -EINVAL;
 	dp_fmt_addr(k->family, k->saddr, s, sizeof(s));
 	dp_fmt_addr(k->family, k->daddr, d, sizeof(d));
-	snprintf(ko, kl, "%s %s%s%s:%u -> %s%s%s:%u", proto_name(k->proto, pbuf, sizeof(pbuf)),
+	/* the flow, then the enforcement point the entry is */
+	snprintf(ko, kl, "%s %s%s%s:%u -> %s%s%s:%u %s:%u", proto_name(k->proto, pbuf, sizeof(pbuf)),
 		 v6 ? "[" : "", s, v6 ? "]" : "", ntohs(k->sport), v6 ? "[" : "", d, v6 ? "]" : "",
-		 ntohs(k->dport));
+		 ntohs(k->dport), k->dir == DP_POLICY_EGRESS ? "egress" : "ingress", k->ep_id);
 	uint64_t now = dp_mono_ns() / 1000000000ull;
 	/* whole seconds; idle lags by up to [datapath] conntrack-refresh-interval */
 	unsigned long long age = now > v->first_seen_s ? now - v->first_seen_s : 0;
 	unsigned long long idle = now > v->last_seen_s ? now - v->last_seen_s : 0;
 	fmt_tcp_flags(v->tcp_flags, flags, sizeof(flags));
+	char charge[32] = "";
+	if (v->flags & DP_CT_F_CHARGED)
+		snprintf(charge, sizeof(charge), " charged=%u%s", v->charge_ep_id,
+			 (v->flags & DP_CT_F_OUTSIDE) ? "/outside" : "");
 	snprintf(vo, vl,
 		 "tx=%llu pkts/%llu B rx=%llu pkts/%llu B age=%llus idle=%llus tcp=%s%s%s "
-		 "endpoint=%u ifindex=%u",
+		 "endpoint=%u ifindex=%u%s",
 		 (unsigned long long)v->packets, (unsigned long long)v->bytes,
 		 (unsigned long long)v->rx_packets, (unsigned long long)v->rx_bytes, age, idle, flags,
 		 (v->flags & DP_CT_F_REPLY_SEEN) ? " replied" : "",
-		 (v->flags & DP_CT_F_CLOSING) ? " closing" : "", v->src_ep_id, v->ifindex);
+		 (v->flags & DP_CT_F_CLOSING) ? " closing" : "", v->src_ep_id, v->ifindex, charge);
 	return 0;
 }
 
@@ -275,10 +289,12 @@ static int fmt_config(const void *key, const void *value, char *ko, size_t kl, c
 	snprintf(ko, kl, "%u", *(const __u32 *)key);
 	snprintf(vo, vl,
 		 "trace-events=%s conntrack-refresh=%us drop-events-rate=%u/s drop-events-burst=%u "
-		 "tunnel-ifindex=%u policy-verdict-events=%s",
+		 "tunnel-ifindex=%u policy-verdict-events=%s conntrack-endpoint-max=%u/%u "
+		 "conntrack-outside-max=%u/%u",
 		 (c->flags & DP_CFG_F_TRACE) ? "true" : "false", c->ct_refresh_s, c->event_rate,
 		 c->event_burst, c->tunnel_ifindex,
-		 (c->flags & DP_CFG_F_POLICY_VERDICT) ? "true" : "false");
+		 (c->flags & DP_CFG_F_POLICY_VERDICT) ? "true" : "false", c->ct_ep_max[0],
+		 c->ct_ep_max[1], c->ct_outside_max[0], c->ct_outside_max[1]);
 	return 0;
 }
 
@@ -300,12 +316,32 @@ static int fmt_frags(const void *key, const void *value, char *ko, size_t kl, ch
 	return 0;
 }
 
+static int fmt_ct_count(const void *key, const void *value, char *ko, size_t kl, char *vo,
+			size_t vl, void *ud)
+{
+	(void)ud;
+	const struct dp_ct_count *c = value;
+	__u32 slot;
+
+	memcpy(&slot, key, sizeof(slot));
+	if (!c->own[0] && !c->own[1] && !c->outside[0] && !c->outside[1])
+		return FIBRIL_MAP_FORMAT_SKIP; /* an endpoint holding nothing */
+	if (slot == 0)
+		snprintf(ko, kl, "outside-total");
+	else
+		snprintf(ko, kl, "%u", slot);
+	snprintf(vo, vl, "tcp=%u other=%u outside-tcp=%u outside-other=%u", c->own[0], c->own[1],
+		 c->outside[0], c->outside[1]);
+	return 0;
+}
+
 static const fibril_map_format_fn dp_formatters[DPM_COUNT] = {
 	[DPM_ENDPOINTS] = fmt_endpoints, [DPM_IPCACHE] = fmt_ipcache,
 	[DPM_CONNTRACK] = fmt_conntrack, [DPM_METRICS] = fmt_metrics,
 	[DPM_CONFIG] = fmt_config,     [DPM_CT_ANY] = fmt_conntrack,
 	[DPM_FRAGS] = fmt_frags,      [DPM_POLICY] = dp_policy_fmt,
-	[DPM_POLICY_EP] = dp_policy_ep_fmt,
+	[DPM_POLICY_EP] = dp_policy_ep_fmt, [DPM_FRAGS_OUT] = fmt_frags,
+	[DPM_CT_COUNT] = fmt_ct_count,
 };
 
 /* ---- open ------------------------------------------------------------------------- */
@@ -340,6 +376,13 @@ int dp_maps_open(struct datapath *dp, char *err, size_t len)
 	return 0;
 }
 
+/* percent of a map's entries, at least 1 */
+static __u32 dp_share(uint32_t max, uint32_t percent)
+{
+	uint64_t n = (uint64_t)max * percent / 100;
+	return n ? (__u32)n : 1;
+}
+
 int dp_config_write(struct datapath *dp, char *err, size_t len)
 {
 	__u32 zero = 0;
@@ -349,7 +392,11 @@ int dp_config_write(struct datapath *dp, char *err, size_t len)
 			      .ct_refresh_s = dp->ct_refresh_s,
 			      .event_rate = dp->event_rate,
 			      .event_burst = dp->event_burst,
-			      .tunnel_ifindex = dp->tunnel_ifindex};
+			      .tunnel_ifindex = dp->tunnel_ifindex,
+			      .ct_ep_max = {dp_share(dp->ct_max_tcp, dp->ct_endpoint_share),
+					    dp_share(dp->ct_max_other, dp->ct_endpoint_share)},
+			      .ct_outside_max = {dp_share(dp->ct_max_tcp, dp->ct_outside_share),
+						 dp_share(dp->ct_max_other, dp->ct_outside_share)}};
 	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_CONFIG]), &zero, &c, BPF_ANY) != 0) {
 		int e = errno;
 		dp_seterr(err, len, "cannot write %s: %s", DP_MAP_CONFIG, strerror(e));

@@ -110,7 +110,9 @@ static int prog_build(struct dp_prog *p, struct fibril_dp **out, unsigned which,
 	    (rc = reuse(s->maps.dp_frags, map_fds[DPM_FRAGS], err, len)) < 0 ||
 	    (rc = reuse(s->maps.dp_evlimit, map_fds[DPM_EVLIMIT], err, len)) < 0 ||
 	    (rc = reuse(s->maps.dp_policy, map_fds[DPM_POLICY], err, len)) < 0 ||
-	    (rc = reuse(s->maps.dp_policy_ep, map_fds[DPM_POLICY_EP], err, len)) < 0)
+	    (rc = reuse(s->maps.dp_policy_ep, map_fds[DPM_POLICY_EP], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_frags_out, map_fds[DPM_FRAGS_OUT], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_ct_count, map_fds[DPM_CT_COUNT], err, len)) < 0)
 		return rc;
 	bpf_program__set_autoload(s->progs.fibril_from_endpoint, which & DP_PROGS_ENDPOINT);
 	bpf_program__set_autoload(s->progs.fibril_to_endpoint, which & DP_PROGS_ENDPOINT);

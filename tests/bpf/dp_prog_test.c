@@ -28,6 +28,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,34 +313,75 @@ static int run_mark(int prog, struct frame *f, uint32_t mark)
 	return (int)o.retval;
 }
 
+/* A conntrack key of the flow (no enforcement point yet). */
+static void ct_tuple(struct dp_ct_key *k, int family, const char *src, const char *dst,
+		     uint16_t sport, uint16_t dport, uint8_t proto)
+{
+	memset(k, 0, sizeof(*k));
+	int af = family == 4 ? AF_INET : AF_INET6;
+	inet_pton(af, src, k->saddr);
+	inet_pton(af, dst, k->daddr);
+	k->sport = htons(sport);
+	k->dport = htons(dport);
+	k->proto = proto;
+	k->family = family == 4 ? DP_FAMILY_IPV4 : DP_FAMILY_IPV6;
+}
+
+/* The entry of the flow at any enforcement point (the first found; a flow
+ * from a pod to anything but a local pod has one), its key in *key. */
+static bool ct_find(struct bpf_map *m, const struct dp_ct_key *t, struct dp_ct_key *key,
+		    struct dp_ct_value *out)
+{
+	struct dp_ct_key k, n;
+	int fd = map_fd(m);
+	for (int rc = bpf_map_get_next_key(fd, NULL, &n); rc == 0;
+	     rc = bpf_map_get_next_key(fd, &k, &n)) {
+		k = n;
+		if (memcmp(&k, t, offsetof(struct dp_ct_key, ep_id)) == 0 &&
+		    bpf_map_lookup_elem(fd, &k, out) == 0) {
+			if (key)
+				*key = k;
+			return true;
+		}
+	}
+	return false;
+}
+
 static bool ct_get(struct bpf_map *m, int family, const char *src, const char *dst,
 		   uint16_t sport, uint16_t dport, uint8_t proto, struct dp_ct_value *out)
 {
+	struct dp_ct_key t;
+	ct_tuple(&t, family, src, dst, sport, dport, proto);
+	return ct_find(m, &t, NULL, out);
+}
+
+/* The entry of the flow at one enforcement point: endpoint ep's dir. */
+static bool ct_get_at(struct bpf_map *m, const char *src, const char *dst, uint16_t sport,
+		      uint16_t dport, uint16_t ep, uint8_t dir, struct dp_ct_value *out)
+{
 	struct dp_ct_key k;
-	memset(&k, 0, sizeof(k));
-	int af = family == 4 ? AF_INET : AF_INET6;
-	inet_pton(af, src, k.saddr);
-	inet_pton(af, dst, k.daddr);
-	k.sport = htons(sport);
-	k.dport = htons(dport);
-	k.proto = proto;
-	k.family = family == 4 ? DP_FAMILY_IPV4 : DP_FAMILY_IPV6;
+	ct_tuple(&k, 4, src, dst, sport, dport, 6);
+	k.ep_id = ep;
+	k.dir = dir;
 	return bpf_map_lookup_elem(map_fd(m), &k, out) == 0;
 }
 
 static bool ct_put(struct bpf_map *m, int family, const char *src, const char *dst,
 		   uint16_t sport, uint16_t dport, uint8_t proto, const struct dp_ct_value *v)
 {
-	struct dp_ct_key k;
-	memset(&k, 0, sizeof(k));
-	int af = family == 4 ? AF_INET : AF_INET6;
-	inet_pton(af, src, k.saddr);
-	inet_pton(af, dst, k.daddr);
-	k.sport = htons(sport);
-	k.dport = htons(dport);
-	k.proto = proto;
-	k.family = family == 4 ? DP_FAMILY_IPV4 : DP_FAMILY_IPV6;
-	return bpf_map_update_elem(map_fd(m), &k, v, BPF_EXIST) == 0;
+	struct dp_ct_key t, k;
+	struct dp_ct_value old;
+	ct_tuple(&t, family, src, dst, sport, dport, proto);
+	return ct_find(m, &t, &k, &old) && bpf_map_update_elem(map_fd(m), &k, v, BPF_EXIST) == 0;
+}
+
+/* The conntrack entries charged to endpoint slot ep (0: the outside's total). */
+static struct dp_ct_count ct_count(uint32_t ep)
+{
+	struct dp_ct_count c;
+	memset(&c, 0, sizeof(c));
+	bpf_map_lookup_elem(map_fd(g_skel->maps.dp_ct_count), &ep, &c);
+	return c;
 }
 
 static uint32_t mono_s(void)
@@ -354,6 +396,11 @@ static void reset(void)
 	clear_map(g_skel->maps.dp_conntrack, sizeof(struct dp_ct_key));
 	clear_map(g_skel->maps.dp_ct_any, sizeof(struct dp_ct_key));
 	clear_map(g_skel->maps.dp_frags, sizeof(struct dp_frag_key));
+	clear_map(g_skel->maps.dp_frags_out, sizeof(struct dp_frag_key));
+	struct dp_ct_count zero_count;
+	memset(&zero_count, 0, sizeof(zero_count));
+	for (uint32_t i = 0; i < 32; i++)
+		bpf_map_update_elem(map_fd(g_skel->maps.dp_ct_count), &i, &zero_count, BPF_ANY);
 	zero_percpu_array(g_skel->maps.dp_metrics, sizeof(struct dp_metrics_value));
 	set_config(1, 0, 0);
 	drain_events();
@@ -1262,13 +1309,16 @@ static void test_lazy_lookups(void)
 		      e.dst_identity == 256 && e.dst_ep_id == 10 && e.src_ep_id == 0,
 	      "lazy: the trace event of a delivered reply names the sender's identity from the "
 	      "ipcache (%u)", e.src_identity);
-	/* a local sender through the stack: the new flow's entry names it */
+	/* a local sender's address through the stack: nobody checked that
+	 * source, so the new flow is the receiver's, charged as from outside */
 	rc = tcp_run(g_to, POD4B, POD4, 41001, 80, 0x02, false);
 	struct dp_ct_value v;
-	got = ct_get(g_skel->maps.dp_conntrack, 4, POD4B, POD4, 41001, 80, 6, &v);
-	check(rc == TC_ACT_OK && got && v.src_ep_id == 20,
-	      "lazy: a flow a local pod opens through the stack names that endpoint (%u)",
-	      got ? v.src_ep_id : 0);
+	got = ct_get_at(g_skel->maps.dp_conntrack, POD4B, POD4, 41001, 80, 10, DP_POLICY_INGRESS, &v);
+	check(rc == TC_ACT_OK && got && v.src_ep_id == 0 && v.charge_ep_id == 10 &&
+		      (v.flags & DP_CT_F_OUTSIDE),
+	      "lazy: a flow from a local pod's address through the stack is pod a's ingress "
+	      "entry, charged to a as from outside (opener %u, charged %u)",
+	      got ? v.src_ep_id : 0, got ? v.charge_ep_id : 0);
 	check(last_event(&e) && e.src_identity == 300 && e.src_ep_id == 20,
 	      "lazy: its trace event names the local sender (identity %u, ep %u)", e.src_identity,
 	      e.src_ep_id);
@@ -1367,6 +1417,140 @@ static void profile_netdev(const char *name, const char *src, uint16_t sport, ui
 			best = ns;
 	}
 	printf("%-58s %7.1f ns/packet\n", name, best);
+}
+
+/* Issue 22: conntrack's reply check honours only what the same
+ * enforcement point recorded; a spoofed packet delivered to pod a plants
+ * nothing pod b's ingress takes for a reply. */
+static void test_ct_planting(void)
+{
+	policy_reset();
+	enforce(20, true, false); /* b: deny-all ingress */
+	/* from the node's stack: b:80 -> a:1234 delivered to a (unenforced) */
+	int rc = tcp_run(g_to, POD4B, POD4, 80, 1234, 0x12, false);
+	check(rc == TC_ACT_OK, "planting: the spoofed b:80 -> a:1234 is delivered to a (%d)", rc);
+	struct dp_ct_value v;
+	check(!ct_get_at(g_skel->maps.dp_conntrack, POD4B, POD4, 80, 1234, 20, DP_POLICY_EGRESS, &v),
+	      "planting: it made no entry of b's egress");
+	rc = tcp_run(g_from, POD4, POD4B, 1234, 80, 0x02, true);
+	check(rc == TC_ACT_SHOT, "planting: a:1234 -> b:80 is no reply at b's deny-all ingress (%d)",
+	      rc);
+	/* from the underlay (fibril_from_netdev) */
+	uint32_t zero = 0;
+	struct dp_config c = {.flags = DP_CFG_F_HOST_ROUTING, .ct_refresh_s = 1};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	rc = netdev_run(POD4B, POD4, 80, 1235, 0x12, NULL);
+	check(rc == TC_ACT_REDIRECT, "planting: the underlay's b:80 -> a:1235 reaches a (%d)", rc);
+	rc = tcp_run(g_from, POD4, POD4B, 1235, 80, 0x02, true);
+	check(rc == TC_ACT_SHOT, "planting: after the underlay's, a:1235 -> b:80 is denied (%d)", rc);
+	set_config(1, 0, 0);
+	/* the genuine reply: b's egress opened b:5000 -> a:8080 */
+	rc = tcp_run(g_from, POD4B, POD4, 5000, 8080, 0x02, true);
+	check(rc == TC_ACT_OK, "planting: b opens b:5000 -> a:8080 (%d)", rc);
+	check(ct_get_at(g_skel->maps.dp_conntrack, POD4B, POD4, 5000, 8080, 20, DP_POLICY_EGRESS, &v) &&
+		      ct_get_at(g_skel->maps.dp_conntrack, POD4B, POD4, 5000, 8080, 10,
+				DP_POLICY_INGRESS, &v),
+	      "planting: a pod-to-pod flow has b's egress entry and a's ingress entry");
+	rc = tcp_run(g_from, POD4, POD4B, 8080, 5000, 0x12, true);
+	check(rc == TC_ACT_OK, "planting: a's reply passes b's deny-all ingress (%d)", rc);
+	/* a's egress honours what a's ingress admitted: b:80 -> a:1234 came in
+	 * through a's (open) ingress, so a:1234 -> b:80 is a reply to a's
+	 * deny-all egress while b no longer enforces */
+	enforce(20, false, false);
+	enforce(10, false, true);
+	rc = tcp_run(g_from, POD4, POD4B, 1234, 80, 0x10, true);
+	check(rc == TC_ACT_OK, "planting: a's egress takes the reply of what its ingress admitted (%d)",
+	      rc);
+	rc = tcp_run(g_from, POD4, POD4B, 1299, 80, 0x02, true);
+	check(rc == TC_ACT_SHOT, "planting: a's deny-all egress still denies a new flow (%d)", rc);
+	policy_reset();
+}
+
+/* Issue 22: each endpoint, and the outside, holds at most its quota of a
+ * conntrack table; a new flow over it is dropped, established ones go on. */
+static void test_ct_quota(void)
+{
+	policy_reset();
+	uint32_t zero = 0;
+	struct dp_config c = {.ct_refresh_s = 1, .ct_ep_max = {3, 3}, .ct_outside_max = {4, 4}};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	uint64_t full0 = metric(DP_REASON_DROP_CT_FULL, DP_DIR_FROM_ENDPOINT);
+	int ok = 0;
+	for (uint16_t p = 100; p < 103; p++)
+		ok += tcp_run(g_from, POD4, FAR4, p, 80, 0x02, false) == TC_ACT_OK;
+	check(ok == 3 && ct_count(10).own[0] == 3, "quota: a's 3 flows are charged to a (%u)",
+	      ct_count(10).own[0]);
+	int rc = tcp_run(g_from, POD4, FAR4, 103, 80, 0x02, false);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_CT_FULL, DP_DIR_FROM_ENDPOINT) == full0 + 1,
+	      "quota: a's 4th new flow is dropped as conntrack-full (%d)", rc);
+	rc = tcp_run(g_from, POD4, FAR4, 100, 80, 0x10, false);
+	check(rc == TC_ACT_OK, "quota: a's established flow goes on (%d)", rc);
+	rc = tcp_run(g_to, FAR4, POD4, 80, 101, 0x12, false);
+	check(rc == TC_ACT_OK, "quota: and so do its replies (%d)", rc);
+	rc = tcp_run(g_from, POD4B, FAR4, 100, 80, 0x02, false);
+	check(rc == TC_ACT_OK && ct_count(20).own[0] == 1,
+	      "quota: b's new flow is not held up by a's (%d)", rc);
+	/* UDP and ICMP have a quota of their own */
+	struct frame f;
+	eth(&f, POD_MAC, 0x0800);
+	ipv4(&f, POD4, FAR4, 17, 8, 7, 0);
+	udp(&f, 100, 53, 8);
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_OK && ct_count(10).own[1] == 1, "quota: a's UDP flow counts apart (%d)", rc);
+	/* from outside: at most 3 towards a, 4 in all */
+	ok = 0;
+	for (uint16_t p = 200; p < 203; p++)
+		ok += tcp_run(g_to, FAR4, POD4, p, 80, 0x02, false) == TC_ACT_OK;
+	rc = tcp_run(g_to, FAR4, POD4, 203, 80, 0x02, false);
+	check(ok == 3 && rc == TC_ACT_SHOT && ct_count(10).outside[0] == 3,
+	      "quota: 3 flows from outside to a are admitted, the 4th dropped (%d)", rc);
+	rc = tcp_run(g_to, FAR4, POD4B, 200, 80, 0x02, false);
+	int rc2 = tcp_run(g_to, FAR4, POD4B, 201, 80, 0x02, false);
+	check(rc == TC_ACT_OK && rc2 == TC_ACT_SHOT && ct_count(0).outside[0] == 4,
+	      "quota: the outside's total is 4: one more to b, then no more (%d, %d)", rc, rc2);
+	check(ct_count(10).own[0] == 3 && ct_count(20).own[0] == 1,
+	      "quota: the outside's flows took nothing of the pods' own counts");
+	policy_reset();
+}
+
+/* Issue 22: fragments from outside go to dp_frags_out; dp_frags holds only
+ * what source-checked endpoints sent. */
+static void test_frags_outside(void)
+{
+	struct frame f;
+	struct dp_ct_value v;
+	reset();
+	/* a first fragment from outside claiming to be pod a's */
+	eth(&f, HOST_MAC, 0x0800);
+	ipv4(&f, POD4, FAR4, 17, 8 + 16, 0x6161, 0x2000);
+	udp(&f, 5000, 6000, 1500);
+	put_zero(&f, 16);
+	run(g_to, &f);
+	eth(&f, POD_MAC, 0x0800);
+	ipv4(&f, POD4, FAR4, 17, 64, 0x6161, 24);
+	put_zero(&f, 64);
+	int rc = run(g_from, &f);
+	check(rc == TC_ACT_SHOT, "frags: a first fragment from outside gives pod a's later ones no "
+				 "ports (%d)", rc);
+	/* a genuine datagram from outside to a: its later fragment has ports */
+	eth(&f, HOST_MAC, 0x0800);
+	ipv4(&f, FAR4, POD4, 17, 8 + 16, 0x7171, 0x2000);
+	udp(&f, 53, 4000, 1500);
+	put_zero(&f, 16);
+	rc = run(g_to, &f);
+	eth(&f, HOST_MAC, 0x0800);
+	ipv4(&f, FAR4, POD4, 17, 64, 0x7171, 24);
+	put_zero(&f, 64);
+	int rc2 = run(g_to, &f);
+	check(rc == TC_ACT_OK && rc2 == TC_ACT_OK &&
+		      ct_get(g_skel->maps.dp_ct_any, 4, FAR4, POD4, 53, 4000, 17, &v) &&
+		      v.packets == 2,
+	      "frags: fragments from outside are tracked in dp_frags_out (%d, %d)", rc, rc2);
+	struct dp_frag_key k, n;
+	check(bpf_map_get_next_key(map_fd(g_skel->maps.dp_frags), NULL, &n) != 0 &&
+		      bpf_map_get_next_key(map_fd(g_skel->maps.dp_frags_out), NULL, &k) == 0,
+	      "frags: dp_frags is empty, dp_frags_out holds them");
+	reset();
 }
 
 static int profile(uint32_t repeat)
@@ -1476,6 +1660,9 @@ int main(int argc, char **argv)
 	test_from_netdev();
 	test_identity_from_overlay();
 	test_lazy_lookups();
+	test_ct_planting();
+	test_ct_quota();
+	test_frags_outside();
 
 	fibril_dp__destroy(g_skel);
 	printf("%d passed, %d failed\n", g_passed, g_failed);

@@ -373,6 +373,28 @@ check "conntrack GC removes the idle flows (timeouts 12-20 s + 1 s refresh, GC e
 # moment later: the flows can be gone before the count is
 gc_counted() { test "$(jget "$(api http://x/v1/datapath)" 'j["conntrack"]["gc-removed"]')" -ge 4; }
 check "GC counted its removals" wait_for 10 gc_counted
+# every entry is charged to an endpoint (dp_ct_count) and the GC gives the
+# charge back as it removes it: the counts add up to the entries left
+ct_counts_match() {
+	local ct counts
+	ct=$(fib map dump dp_conntrack; fib map dump dp_ct_any) || return 1
+	counts=$(fib map dump dp_ct_count) || return 1
+	python3 -c '
+import re, sys
+ct, counts = sys.argv[1], sys.argv[2]
+own = len(re.findall(r"charged=\d+(?!/outside)\b", ct))
+out = len(re.findall(r"charged=\d+/outside", ct))
+c_own = c_out = total = 0
+for m in re.finditer(r"^(\S+)\s+tcp=(\d+) other=(\d+) outside-tcp=(\d+) outside-other=(\d+)", counts, re.M):
+    if m.group(1) == "outside-total":
+        total = int(m.group(4)) + int(m.group(5))
+    else:
+        c_own += int(m.group(2)) + int(m.group(3))
+        c_out += int(m.group(4)) + int(m.group(5))
+sys.exit(0 if (own, out, out) == (c_own, c_out, total) else 1)' "$ct" "$counts"
+}
+check "conntrack quotas: dp_ct_count holds exactly what the entries left are charged with" \
+	wait_for 10 ct_counts_match
 
 # ---- 4. a spoofed source -------------------------------------------------------------------------
 spoof0=$(metric drop:spoofed-source-ip)
