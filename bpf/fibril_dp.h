@@ -95,6 +95,7 @@ struct dp_ipcache_value {
 #define DP_IDENTITY_UNKNOWN 0
 #define DP_IDENTITY_HOST 1
 #define DP_IDENTITY_WORLD 2
+#define DP_IDENTITY_REMOTE_NODE 6 /* another node's IP (the nodes module writes it) */
 
 /* ---- dp_conntrack (TCP) and dp_ct_any (the rest): LRU_HASH, one entry
  * per flow. Two maps, as Cilium's ct4_global and ct_any4_global, so a flood
@@ -195,6 +196,11 @@ enum dp_reason {
 	DP_REASON_DROP_NO_TUNNEL_KEY = 138, /* from the overlay without tunnel
 					     * metadata (not a VXLAN packet) */
 	DP_REASON_DROP_TUNNEL = 139,      /* the tunnel key could not be set */
+	DP_REASON_DROP_SPOOFED_NETWORK = 144, /* from-netdev: from the network with a
+					       * source that is this node's (identity
+					       * host) or a local endpoint's address */
+	DP_REASON_DROP_TUNNEL_SOURCE = 145, /* from-overlay: the outer source is not
+					     * a known node (ipcache: remote-node) */
 };
 
 /* dp_metrics: PERCPU_ARRAY, one slot per (direction, reason) at

@@ -601,7 +601,7 @@ int fibril_lb_from_netdev(struct __sk_buff *skb)
 {
 	struct tc_pkt p = {};
 	if (!tc_parse(skb, &p))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC; /* nothing to do: the next filter runs */
 	struct lb_ct_key ck = {.sport = p.sport, .dport = p.dport, .proto = p.proto,
 			       .dir = LB_CT_INGRESS};
 	__builtin_memcpy(ck.saddr, p.saddr, 16);
@@ -617,7 +617,7 @@ int fibril_lb_from_netdev(struct __sk_buff *skb)
 	__builtin_memcpy(key.addr, p.daddr, 16);
 	const struct lb_svc_val *svc = bpf_map_lookup_elem(&lb_services, &key);
 	if (!svc)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	__u32 id = 0, s4, d4;
 	__builtin_memcpy(&s4, p.saddr + 12, 4);
 	__builtin_memcpy(&d4, p.daddr + 12, 4);
@@ -683,14 +683,14 @@ int fibril_lb_to_netdev(struct __sk_buff *skb)
 {
 	struct tc_pkt p = {};
 	if (!tc_parse(skb, &p))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC; /* nothing to do: the next filter runs */
 	struct lb_ct_key rk = {.sport = p.sport, .dport = p.dport, .proto = p.proto,
 			       .dir = LB_CT_EGRESS};
 	__builtin_memcpy(rk.saddr, p.saddr, 16);
 	__builtin_memcpy(rk.daddr, p.daddr, 16);
 	struct lb_ct_val *rv = bpf_map_lookup_elem(&lb_ct, &rk);
 	if (!rv)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	ct_touch(&rk, rv, &p);
 	tc_rewrite(skb, &p, 1, rv->addr, rv->port);
 	count(LB_M_TC_REVNAT);

@@ -100,6 +100,10 @@ const char *dp_reason_name(unsigned reason)
 		return "drop:no-tunnel-key";
 	case DP_REASON_DROP_TUNNEL:
 		return "drop:tunnel-key-refused";
+	case DP_REASON_DROP_SPOOFED_NETWORK:
+		return "drop:spoofed-from-network";
+	case DP_REASON_DROP_TUNNEL_SOURCE:
+		return "drop:tunnel-from-unknown-node";
 	default:
 		return "unknown";
 	}

@@ -26,6 +26,11 @@
 #include "fibril_dp.skel.h"
 
 #define DP_TC_HANDLE 0xf1b1
+/* The tc order contract (bpf/README.md): on a device the datapath shares
+ * (fibril_from_netdev on an underlay device's ingress) its filter is at
+ * priority 1, before the lb module's at 2 (modules/lb/tc.c), so the source
+ * check and the pods' redirect run first whichever module attached first;
+ * a program that lets a packet by returns TC_ACT_UNSPEC so the next runs. */
 #define DP_TC_PRIORITY 1
 
 struct dp_prog {

@@ -1435,6 +1435,8 @@ static int profile(uint32_t repeat)
 	return 0;
 }
 
+#include "dp_prog_edge.h" /* the edges' cases (issue 22) */
+
 int main(int argc, char **argv)
 {
 	int rc = prog_test_netns();
@@ -1476,6 +1478,10 @@ int main(int argc, char **argv)
 	test_from_netdev();
 	test_identity_from_overlay();
 	test_lazy_lookups();
+	test_ipv6_later_fragment_walk();
+	test_fib_tot_len();
+	test_netdev_source_check();
+	test_icmp6_nd_only_on_link();
 
 	fibril_dp__destroy(g_skel);
 	printf("%d passed, %d failed\n", g_passed, g_failed);
