@@ -147,7 +147,13 @@ static __always_inline int handle_ipv6(struct __sk_buff *skb, struct pkt *p, voi
 	/* a solicitation of the gateway, its message in the linear part (they
 	 * carry no extension headers; one that does is no solicitation we
 	 * answer) */
-	struct nd_msg6 *nd = nd_gateway_solicitation(p, ip6, data_end);
+	struct nd_msg6 *nd = 0;
+	if (p->is_icmp6_nd && p->icmp_type == ICMP6_NS &&
+	    p->l4_off == ETH_HLEN + sizeof(struct ipv6hdr)) {
+		struct nd_msg6 *m = (void *)(ip6 + 1);
+		if ((void *)(m + 1) <= data_end)
+			nd = m;
+	}
 	p->src_ep = endpoint_of(DP_FAMILY_IPV6, p->tuple.saddr);
 	if (!p->src_ep || p->src_ep->ifindex != skb->ifindex) {
 		p->src_ep = 0;
@@ -163,6 +169,12 @@ static __always_inline int handle_ipv6(struct __sk_buff *skb, struct pkt *p, voi
 	 * stack's; any other ICMPv6 of those types is policy's like the rest */
 	if (p->is_icmp6_nd)
 		return to_stack(skb, p);
+	/* the pod's unicast probe of its gateway (addressed to its target) */
+	if (p->tuple.proto == IPPROTO_ICMPV6 && p->icmp_type == ICMP6_NS) {
+		nd = nd_gateway_solicitation(p, ip6, data_end);
+		if (nd && identity_of(DP_FAMILY_IPV6, nd->target) == DP_IDENTITY_HOST)
+			return nd_answer(skb, p, nd->target);
+	}
 	return route_ip(skb, p, &ip6->hop_limit, 0);
 }
 

@@ -21,7 +21,7 @@
  * in dp_config) it passes everything.
  *
  * The device's ingress is shared (the tc order contract, bpf/README.md):
- * this filter is at priority 1 (DP_TC_PRIORITY_NETDEV), the lb module's
+ * this filter is at priority 1 (DP_TC_PRIORITY, modules/datapath), lb's
  * NodePort program after it at priority 2, so the source check and the
  * pods' redirect come first whichever module attached first. Passing is
  * TC_ACT_UNSPEC, never TC_ACT_OK: the next filter still runs. Returns
@@ -88,25 +88,29 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	struct ethhdr *eth = eth_header(skb, &data_end);
 	if (!eth)
 		return TC_ACT_UNSPEC;
+	/* one path after the parse for both families: each stage below is
+	 * inlined once (the verifier walks it once) */
+	__u8 *ttl;
+	struct iphdr *ip4 = 0;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 		if (ipv4_parse(skb, &p, ip, data_end) < 0)
 			return TC_ACT_UNSPEC;
-		if (netdev_source_check(skb, &p))
-			return TC_ACT_SHOT;
-		return netdev_ip(skb, &p, &ip->ttl, ip);
-	}
-	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		ttl = &ip->ttl;
+		ip4 = ip;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		if (ipv6_parse(skb, &p, ip6, data_end) < 0)
 			return TC_ACT_UNSPEC;
-		if (netdev_source_check(skb, &p))
-			return TC_ACT_SHOT;
-		if (p.is_icmp6_nd)
-			return TC_ACT_UNSPEC;
-		return netdev_ip(skb, &p, &ip6->hop_limit, 0);
+		ttl = &ip6->hop_limit;
+	} else {
+		return TC_ACT_UNSPEC;
 	}
-	return TC_ACT_UNSPEC;
+	if (netdev_source_check(skb, &p))
+		return TC_ACT_SHOT;
+	if (p.is_icmp6_nd)
+		return TC_ACT_UNSPEC; /* ND / MLD on the link: the stack's */
+	return netdev_ip(skb, &p, ttl, ip4);
 }
 
 #endif /* FIBRIL_BPF_FROM_NETDEV_BPF_H */

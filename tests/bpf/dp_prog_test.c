@@ -1130,9 +1130,9 @@ static void test_host_routing_fallback(void)
 
 /* fibril_from_netdev (host-routing = bpf, the receiving half): a frame from
  * another node's pod to a local pod is redirected into it (TTL decremented,
- * counted, in conntrack); the source's identity comes from the ipcache,
- * looked up only when the pod's ingress policy, a new flow or an event
- * needs it (lazy): the policy still decides by it, the event names it. */
+ * counted, in conntrack); the source's identity comes from the ipcache
+ * (looked up for every packet: the source check of dp_prog_edge.h needs
+ * it): the policy decides by it, the event names it. */
 static int netdev_run(const char *src, const char *dst, uint16_t sport, uint16_t dport,
 		      uint8_t flags, uint8_t *ttl_after)
 {
