@@ -265,8 +265,14 @@ static void test_icmp6_nd_only_on_link(void)
 	      "ND / MLD on the link (solicited-node, DAD, an MLDv2 report, an advertisement to "
 	      "a link-local address) goes to the stack under deny-all (%d %d %d %d)", rc, rc2, rc3,
 	      rc4);
-	/* the pod's unicast probe of its gateway is answered */
+	/* the pod's solicitation of its gateway is answered, to the
+	 * solicited-node address and as a unicast probe */
 	uint64_t nd0 = metric(DP_REASON_ND_ANSWERED, DP_DIR_FROM_ENDPOINT);
+	icmp6_msg(&f, POD_MAC, POD6, "ff02::1:ff00:1", 135, 255, "fd00:9::1");
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_REDIRECT && metric(DP_REASON_ND_ANSWERED, DP_DIR_FROM_ENDPOINT) == nd0 + 1,
+	      "ND: the pod's solicitation of its gateway (solicited-node) is answered (%d)", rc);
+	nd0 = metric(DP_REASON_ND_ANSWERED, DP_DIR_FROM_ENDPOINT);
 	icmp6_msg(&f, POD_MAC, POD6, "fd00:9::1", 135, 255, "fd00:9::1");
 	rc = run(g_from, &f);
 	check(rc == TC_ACT_REDIRECT && metric(DP_REASON_ND_ANSWERED, DP_DIR_FROM_ENDPOINT) == nd0 + 1,
