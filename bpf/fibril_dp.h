@@ -98,6 +98,7 @@ struct dp_ipcache_value {
 #define DP_IDENTITY_UNKNOWN 0
 #define DP_IDENTITY_HOST 1
 #define DP_IDENTITY_WORLD 2
+#define DP_IDENTITY_REMOTE_NODE 6 /* another node's IP (the nodes module writes it) */
 
 /* ---- dp_conntrack (TCP) and dp_ct_any (the rest): HASH (not LRU: a full
  * table refuses new flows, it never evicts a live one), one entry per flow
@@ -242,6 +243,11 @@ enum dp_reason {
 	DP_REASON_DROP_TUNNEL = 139,      /* the tunnel key could not be set */
 	DP_REASON_DROP_CT_FULL = 140,     /* a new flow over its conntrack quota
 					   * (dp_ct_count) or the table full */
+	DP_REASON_DROP_SPOOFED_NETWORK = 144, /* from-netdev: from the network with a
+					       * source that is this node's (identity
+					       * host) or a local endpoint's address */
+	DP_REASON_DROP_TUNNEL_SOURCE = 145, /* from-overlay: the outer source is not
+					     * a known node (ipcache: remote-node) */
 };
 
 /* dp_metrics: PERCPU_ARRAY, one slot per (direction, reason) at

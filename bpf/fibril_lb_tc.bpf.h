@@ -27,8 +27,11 @@
  * checksum or store helper that fails drops the packet (tc-rewrite-fail)
  * rather than send it half rewritten. */
 
-/* the verdict when the programs have nothing to do with a packet */
-#define LB_TC_PASS TC_ACT_OK
+/* the verdict when the programs have nothing to do with a packet: hand it
+ * on to the next filter (the tc order contract of bpf/README.md: lb is at
+ * priority 2, after the datapath's 1, and never decides for a packet it
+ * does not translate) */
+#define LB_TC_PASS TC_ACT_UNSPEC
 
 /* [lb] external-clusterip: translate ClusterIP frontends at tc too */
 const volatile __u8 external_clusterip = 0;

@@ -18,7 +18,10 @@
  *   3. IP: the source must be an address of the endpoint behind this veth
  *      (IPv6 link-local/unspecified sources may only send neighbour
  *      discovery and MLD, to the stack); a neighbour solicitation for the
- *      IPv6 gateway is answered here (nd_answer, lib/nd.h);
+ *      IPv6 gateway is answered here (nd_answer, lib/nd.h); ND / MLD is
+ *      only what stays on the link (hop limit 255 / 1, a link-local or
+ *      multicast destination: lib/parse.h), any other ICMPv6 of those
+ *      types goes through policy like the rest;
  *   4. policy_verdict() (lib/policy.h: the sender's egress policy and, for
  *      a local destination, that pod's ingress policy; replies pass);
  *      services are not translated here: the lb module's own programs do
@@ -142,8 +145,9 @@ static __always_inline int handle_ipv6(struct __sk_buff *skb, struct pkt *p, voi
 
 	if (ipv6_parse(skb, p, ip6, data_end) < 0)
 		return drop(skb, p, DP_REASON_DROP_INVALID);
-	/* a solicitation whose message sits in the linear part (they carry no
-	 * extension headers; one that does goes to the stack) */
+	/* a solicitation of the gateway, its message in the linear part (they
+	 * carry no extension headers; one that does is no solicitation we
+	 * answer) */
 	struct nd_msg6 *nd = 0;
 	if (p->is_icmp6_nd && p->icmp_type == ICMP6_NS &&
 	    p->l4_off == ETH_HLEN + sizeof(struct ipv6hdr)) {
@@ -162,8 +166,16 @@ static __always_inline int handle_ipv6(struct __sk_buff *skb, struct pkt *p, voi
 	}
 	if (nd && identity_of(DP_FAMILY_IPV6, nd->target) == DP_IDENTITY_HOST)
 		return nd_answer(skb, p, nd->target);
+	/* neighbour discovery and MLD that stay on the link (parse.h): the
+	 * stack's; any other ICMPv6 of those types is policy's like the rest */
 	if (p->is_icmp6_nd)
 		return to_stack(skb, p);
+	/* the pod's unicast probe of its gateway (addressed to its target) */
+	if (p->tuple.proto == IPPROTO_ICMPV6 && p->icmp_type == ICMP6_NS) {
+		nd = nd_gateway_solicitation(p, ip6, data_end);
+		if (nd && identity_of(DP_FAMILY_IPV6, nd->target) == DP_IDENTITY_HOST)
+			return nd_answer(skb, p, nd->target);
+	}
 	return route_ip(skb, p, &ip6->hop_limit, 0);
 }
 

@@ -3,18 +3,30 @@
  * of the node's underlay devices (those with an address) when [datapath]
  * host-routing = bpf. Included once, by fibril_dp.bpf.c.
  *
- * A packet addressed to this node (PACKET_HOST) for a local endpoint is
- * checked against that endpoint's ingress policy with the source's identity
- * from the ipcache (as fibril_to_endpoint would; looked up only when that
- * policy, a new flow or an event needs it: LAZY_SRC_ID, lib/identity.h),
- * counted in conntrack, its TTL decremented and redirected straight into
- * the pod (bpf_redirect_peer: the node's stack and the veth's egress are
- * skipped); everything else (the node's own traffic, ARP, ND, a TTL of 1)
- * goes on to the stack untouched and uncounted. With host-routing off (the
- * flag cleared in dp_config) it passes everything. Passing is
- * TC_ACT_UNSPEC, not TC_ACT_OK: the next filter on the device (the lb
- * module's NodePort program) still runs. Returns TC_ACT_UNSPEC, a redirect
- * into the pod or TC_ACT_SHOT (the policy).
+ * First the source (every IP packet addressed to this node, PACKET_HOST):
+ * what comes from the network never carries this node's own address (the
+ * ipcache's identity host: its IPs, the gateways) nor a local endpoint's
+ * (dp_endpoints); such a packet is dropped (DP_REASON_DROP_SPOOFED_NETWORK,
+ * counted, a drop event), before anything takes an identity from it: the
+ * redirect below skips the stack and its rp_filter. What remains is a
+ * remote node, another node's pod or the world.
+ *
+ * A packet for a local endpoint is then checked against that endpoint's
+ * ingress policy with the source's identity from the ipcache (as
+ * fibril_to_endpoint would), counted in conntrack, its TTL decremented and
+ * redirected straight into the pod (bpf_redirect_peer: the node's stack
+ * and the veth's egress are skipped); everything else (the node's own
+ * traffic, ARP, ND / MLD that stays on the link, a TTL of 1) goes on to the
+ * stack untouched and uncounted. With host-routing off (the flag cleared
+ * in dp_config) it passes everything.
+ *
+ * The device's ingress is shared (the tc order contract, bpf/README.md):
+ * this filter is at priority 1 (DP_TC_PRIORITY, modules/datapath), lb's
+ * NodePort program after it at priority 2, so the source check and the
+ * pods' redirect come first whichever module attached first. Passing is
+ * TC_ACT_UNSPEC, never TC_ACT_OK: the next filter still runs. Returns
+ * TC_ACT_UNSPEC, a redirect into the pod or TC_ACT_SHOT (the source check,
+ * the policy).
  */
 #ifndef FIBRIL_BPF_FROM_NETDEV_BPF_H
 #define FIBRIL_BPF_FROM_NETDEV_BPF_H
@@ -34,6 +46,18 @@
 #include "lib/parse.h"
 #include "lib/policy.h"
 
+/* From the network: not this node's address, not a local endpoint's.
+ * Leaves the source's identity in p->src_identity; 0 or a drop. */
+static __always_inline int netdev_source_check(struct __sk_buff *skb, struct pkt *p)
+{
+	if (endpoint_of(p->tuple.family, p->tuple.saddr))
+		return drop(skb, p, DP_REASON_DROP_SPOOFED_NETWORK);
+	p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
+	if (p->src_identity == DP_IDENTITY_HOST)
+		return drop(skb, p, DP_REASON_DROP_SPOOFED_NETWORK);
+	return 0;
+}
+
 static __always_inline int netdev_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
 				     struct iphdr *ip4)
 {
@@ -41,12 +65,6 @@ static __always_inline int netdev_ip(struct __sk_buff *skb, struct pkt *p, __u8 
 	if (!p->dst_ep || *ttl <= 1)
 		return TC_ACT_UNSPEC;
 	p->dst_identity = p->dst_ep->identity;
-	/* the source's identity (an ipcache walk) only when the pod's ingress
-	 * policy needs it; else when a new flow or an event does */
-	if (policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS))
-		p->src_identity = identity_of(p->tuple.family, p->tuple.saddr);
-	else
-		p->lazy |= LAZY_SRC_ID;
 	frag_resolve(p);
 	int reason = policy_verdict(skb, p);
 	if (reason)
@@ -71,19 +89,29 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	struct ethhdr *eth = eth_header(skb, &data_end);
 	if (!eth)
 		return TC_ACT_UNSPEC;
+	/* one path after the parse for both families: each stage below is
+	 * inlined once (the verifier walks it once) */
+	__u8 *ttl;
+	struct iphdr *ip4 = 0;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 		if (ipv4_parse(skb, &p, ip, data_end) < 0)
 			return TC_ACT_UNSPEC;
-		return netdev_ip(skb, &p, &ip->ttl, ip);
-	}
-	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		ttl = &ip->ttl;
+		ip4 = ip;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		if (ipv6_parse(skb, &p, ip6, data_end) < 0 || p.is_icmp6_nd)
+		if (ipv6_parse(skb, &p, ip6, data_end) < 0)
 			return TC_ACT_UNSPEC;
-		return netdev_ip(skb, &p, &ip6->hop_limit, 0);
+		ttl = &ip6->hop_limit;
+	} else {
+		return TC_ACT_UNSPEC;
 	}
-	return TC_ACT_UNSPEC;
+	if (netdev_source_check(skb, &p))
+		return TC_ACT_SHOT;
+	if (p.is_icmp6_nd)
+		return TC_ACT_UNSPEC; /* ND / MLD on the link: the stack's */
+	return netdev_ip(skb, &p, ttl, ip4);
 }
 
 #endif /* FIBRIL_BPF_FROM_NETDEV_BPF_H */

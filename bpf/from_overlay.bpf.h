@@ -3,16 +3,21 @@
  * through the tunnel, after the kernel took the outer headers off).
  * Included once, by fibril_dp.bpf.c.
  *
- * The tunnel key (bpf_skb_get_tunnel_key) holds the VNI, which the sending
- * node's program set to the sender's security identity. That identity goes
+ * The tunnel key (bpf_skb_get_tunnel_key) holds the outer source and the
+ * VNI, which the sending node's program set to the sender's security
+ * identity. The VNI is believed only from a known node: the outer source
+ * must have the ipcache's identity remote-node (the nodes module writes
+ * every node's IP so), else the packet is dropped
+ * (DP_REASON_DROP_TUNNEL_SOURCE) whatever it carries: anyone who can
+ * reach UDP 8472 could otherwise claim any identity. That identity goes
  * into skb->mark (DP_MARK_*) for the rest of this node; a destination that
  * is a local endpoint is checked against its ingress policy with that
  * identity (never with the ipcache's answer for the source IP), counted in
  * conntrack and redirected straight into the pod; anything else goes to
  * the stack (as for this host, its type set to PACKET_HOST: the inner
  * frame's MAC is not the VXLAN device's). Returns a redirect into the pod,
- * TC_ACT_OK (to the stack) or TC_ACT_SHOT (no tunnel key, malformed, the
- * policy).
+ * TC_ACT_OK (to the stack) or TC_ACT_SHOT (no tunnel key, an unknown
+ * sender, malformed, the policy).
  */
 #ifndef FIBRIL_BPF_FROM_OVERLAY_BPF_H
 #define FIBRIL_BPF_FROM_OVERLAY_BPF_H
@@ -57,6 +62,18 @@ static __always_inline int overlay_ip(struct __sk_buff *skb, struct pkt *p, __u8
 	return forward_local(skb, p);
 }
 
+/* A frame from an outer source that is no known node: dropped, the
+ * event naming the outer source and the VNI it claimed (as the source
+ * identity; the inner packet is not parsed). */
+static __always_inline int tunnel_source_drop(struct __sk_buff *skb, struct pkt *p, __u8 family,
+					      const __u8 *outer, __u32 vni)
+{
+	p->tuple.family = family;
+	__builtin_memcpy(p->tuple.saddr, outer, 16);
+	p->src_identity = vni & DP_VNI_MAX;
+	return drop(skb, p, DP_REASON_DROP_TUNNEL_SOURCE);
+}
+
 SEC("tc")
 int fibril_from_overlay(struct __sk_buff *skb)
 {
@@ -67,9 +84,21 @@ int fibril_from_overlay(struct __sk_buff *skb)
 	__builtin_memset(&key, 0, sizeof(key));
 	p.direction = DP_DIR_FROM_OVERLAY;
 	pkt_config(&p);
-	if (bpf_skb_get_tunnel_key(skb, &key, sizeof(key), 0) < 0 &&
-	    bpf_skb_get_tunnel_key(skb, &key, sizeof(key), BPF_F_TUNINFO_IPV6) < 0)
+	__u8 outer[16];
+	__u8 outer_family = DP_FAMILY_IPV4;
+	__builtin_memset(outer, 0, sizeof(outer));
+	if (bpf_skb_get_tunnel_key(skb, &key, sizeof(key), 0) == 0) {
+		__u32 a = bpf_htonl(key.remote_ipv4);
+		__builtin_memcpy(outer, &a, 4);
+	} else if (bpf_skb_get_tunnel_key(skb, &key, sizeof(key), BPF_F_TUNINFO_IPV6) == 0) {
+		outer_family = DP_FAMILY_IPV6;
+		__builtin_memcpy(outer, key.remote_ipv6, 16);
+	} else {
 		return drop(skb, &p, DP_REASON_DROP_NO_TUNNEL_KEY);
+	}
+	/* only a known node's VNI is an identity */
+	if (identity_of(outer_family, outer) != DP_IDENTITY_REMOTE_NODE)
+		return tunnel_source_drop(skb, &p, outer_family, outer, key.tunnel_id);
 	p.src_identity = key.tunnel_id & DP_VNI_MAX;
 	skb->mark = (p.src_identity << DP_MARK_IDENTITY_SHIFT) | DP_MARK_MAGIC_IDENTITY;
 

@@ -4,8 +4,8 @@
  *
  * Contract of forward_fib(skb, p, ttl, ip4): p->tuple final; ttl and ip4
  * as ttl_decrement() (forward.h) takes them, not yet decremented. Reads
- * p->tuple, skb->ifindex, skb->len and the IPv4 TOS, and asks
- * bpf_fib_lookup(). Returns -1, having written nothing, when the FIB does
+ * p->tuple, skb->ifindex, skb->len, skb->gso_size and the IPv4 TOS, and
+ * asks bpf_fib_lookup(). Returns -1, having written nothing, when the FIB does
  * not forward it out of another device (the caller goes on to the stack's
  * way); else decrements the TTL, writes the MACs and bpf_redirect()s
  * (resolved neighbour) or lets bpf_redirect_neigh() resolve them, counts
@@ -37,7 +37,14 @@ static __always_inline int forward_fib(struct __sk_buff *skb, struct pkt *p, __u
 	__builtin_memset(&fib, 0, sizeof(fib));
 	fib.ifindex = skb->ifindex;
 	fib.l4_protocol = p->tuple.proto;
-	fib.tot_len = (__u16)skb->len;
+	/* tot_len is the L3 length the kernel compares with the route's MTU
+	 * (a non-zero one asks for that check): skb->len less the Ethernet
+	 * header. A GSO packet's length is its segments' together, so it
+	 * leaves tot_len 0: the kernel then checks the device as the stack's
+	 * forwarding does (is_skb_forwardable(): a GSO packet is segmented on
+	 * the way out), else every TSO packet would fail the MTU check and
+	 * take the slow way */
+	fib.tot_len = skb->gso_size ? 0 : (__u16)(skb->len - ETH_HLEN);
 	if (p->tuple.family == DP_FAMILY_IPV4) {
 		fib.family = 2; /* AF_INET */
 		__builtin_memcpy(&fib.ipv4_src, p->tuple.saddr, 4);

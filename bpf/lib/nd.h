@@ -17,7 +17,13 @@
  *     checksum; counts DP_REASON_ND_ANSWERED (a trace event when p->trace)
  *     and returns bpf_redirect() back out of the veth it came in on (to
  *     the pod), or drops (DP_REASON_DROP_INVALID);
- *   - addr6_is_linklocal_or_unspec(a): 1 for an fe80::/10 address or ::.
+ *   - nd_gateway_solicitation(p, ip6, data_end): the neighbour solicitation
+ *     for a host address that nd_answer() may answer: ICMPv6 type 135,
+ *     not fragmented, no extension headers, hop limit 255, to a link-local
+ *     or multicast address (parse.h's is_icmp6_nd) or to its target itself
+ *     (the pod's unicast probe of its gateway); returns the message in the
+ *     packet or NULL. The caller still checks that the target is a host
+ *     address. (addr6_is_linklocal_or_unspec() is parse.h's.)
  */
 #ifndef FIBRIL_BPF_LIB_ND_H
 #define FIBRIL_BPF_LIB_ND_H
@@ -48,6 +54,24 @@ struct na_packet {
 	__u8 opt_len; /* in units of 8 bytes */
 	__u8 opt_mac[ETH_ALEN];
 } __attribute__((packed));
+
+static __always_inline struct nd_msg6 *nd_gateway_solicitation(const struct pkt *p,
+								struct ipv6hdr *ip6, void *data_end)
+{
+	if (p->tuple.proto != IPPROTO_ICMPV6 || p->icmp_type != ICMP6_NS ||
+	    p->frag != FRAG_NONE || ip6->hop_limit != 255 ||
+	    p->l4_off != ETH_HLEN + sizeof(struct ipv6hdr))
+		return 0;
+	struct nd_msg6 *m = (void *)(ip6 + 1);
+	if ((void *)(m + 1) > data_end)
+		return 0;
+	if (p->is_icmp6_nd)
+		return m;
+	__u64 d[2], t[2];
+	__builtin_memcpy(d, p->tuple.daddr, 16);
+	__builtin_memcpy(t, m->target, 16);
+	return d[0] == t[0] && d[1] == t[1] ? m : 0;
+}
 
 static __always_inline __u16 csum_fold32(__s64 sum)
 {
@@ -125,16 +149,6 @@ static __always_inline int nd_answer(struct __sk_buff *skb, struct pkt *p, const
 	if (p->trace)
 		event_send(skb, p, DP_EVENT_TRACE, DP_REASON_ND_ANSWERED);
 	return bpf_redirect(skb->ifindex, 0);
-}
-
-static __always_inline int addr6_is_linklocal_or_unspec(const __u8 *a)
-{
-	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
-		return 1;
-	__u64 hi, lo;
-	__builtin_memcpy(&hi, a, 8);
-	__builtin_memcpy(&lo, a + 8, 8);
-	return hi == 0 && lo == 0;
 }
 
 #endif /* FIBRIL_BPF_LIB_ND_H */

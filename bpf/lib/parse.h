@@ -17,8 +17,10 @@
  *     bpf_skb_load_bytes (a TCP header in the linear part in place), and
  *     write p->tuple (family, the upper layer protocol, addresses, ports),
  *     l4_off, frag and frag_id, tcp_flags, icmp_type and (IPv6)
- *     is_icmp6_nd. A later fragment (FRAG_LATER) has no L4 header: its
- *     ports stay 0 for frag_resolve(). They write neither the packet nor a
+ *     is_icmp6_nd (1 only for ND / MLD that stays on the link: type, hop
+ *     limit and addresses, icmp6_is_nd()). A later fragment (FRAG_LATER)
+ *     has no L4 header and ends the IPv6 walk: its ports stay 0 for
+ *     frag_resolve(). They write neither the packet nor a
  *     map. Return 0, or -1 for a truncated or malformed header (or an IPv6
  *     chain longer than DP_IPV6_MAX_EXTHDRS), which the hook drops
  *     (fibril_from_netdev passes it on).
@@ -95,7 +97,12 @@ struct ipv6_frag_hdr_min {
  * with p->tuple.proto the fixed header's next header; leaves the upper
  * layer protocol in p->tuple.proto and its offset in p->l4_off. As
  * Cilium's ipv6_hdrlen: bounded, -1 on a truncated header or a chain
- * longer than DP_IPV6_MAX_EXTHDRS. */
+ * longer than DP_IPV6_MAX_EXTHDRS. A fragment header with an offset
+ * (a later fragment) ends the walk: the rest is the datagram's data, so
+ * p->tuple.proto is that header's next header (the first header of the
+ * fragmentable part: the upper layer protocol unless the first fragment
+ * had extension headers after its fragment header) and p->l4_off where
+ * the data starts. */
 static __always_inline int ipv6_walk(struct __sk_buff *skb, struct pkt *p, __u32 off)
 {
 	__u8 nh = p->tuple.proto;
@@ -126,9 +133,15 @@ static __always_inline int ipv6_walk(struct __sk_buff *skb, struct pkt *p, __u32
 			nh = fh.nexthdr;
 			off += sizeof(fh);
 			p->frag_id = bpf_ntohl(fh.id);
-			if (bpf_ntohs(fh.frag_off) & IPV6_FRAG_OFFSET_MASK)
+			if (bpf_ntohs(fh.frag_off) & IPV6_FRAG_OFFSET_MASK) {
+				/* a later fragment: what follows is data, not
+				 * headers (whatever it looks like): stop here */
 				p->frag = FRAG_LATER;
-			else if (bpf_ntohs(fh.frag_off) & IPV6_FRAG_MORE)
+				p->tuple.proto = nh;
+				p->l4_off = off;
+				return 0;
+			}
+			if (bpf_ntohs(fh.frag_off) & IPV6_FRAG_MORE)
 				p->frag = FRAG_FIRST;
 			break;
 		default:
@@ -170,6 +183,45 @@ static __always_inline int ipv4_parse(struct __sk_buff *skb, struct pkt *p, stru
 	return parse_l4(skb, p);
 }
 
+static __always_inline int addr6_is_linklocal_or_unspec(const __u8 *a)
+{
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
+		return 1;
+	__u64 hi, lo;
+	__builtin_memcpy(&hi, a, 8);
+	__builtin_memcpy(&lo, a + 8, 8);
+	return hi == 0 && lo == 0;
+}
+
+/* Is this ICMPv6 message (not fragmented) neighbour discovery or MLD that
+ * never leaves the link? By its type alone any sender could make a
+ * payload-carrying "solicitation" to a global address that the node's
+ * stack forwards; so, as RFC 4861 and 2710/3810 receivers check it, ND
+ * (133-137) only with hop limit 255 (no router forwarded it) and MLD
+ * (130-132, 143) only with hop limit 1 (none will), and only to a
+ * link-local or link-scope multicast destination (ND; solicited-node is
+ * ff02::1:ffXX:XXXX) or any multicast one (MLD reports go to the group),
+ * or from a link-local / unspecified source (the node's own unicast
+ * solicitation of a pod comes from the host veth's link-local address;
+ * the stack never forwards a link-local source). Everything else of
+ * these types is ordinary ICMPv6: policy, conntrack, redirects. The
+ * gateway's unicast solicitations are the hook's to recognise (it knows
+ * the host addresses: fibril_from_endpoint answers them). */
+static __always_inline __u8 icmp6_is_nd(const struct pkt *p, __u8 hop_limit)
+{
+	__u8 t = p->icmp_type;
+	const __u8 *d = p->tuple.daddr;
+	int dst_ll = d[0] == 0xfe && (d[1] & 0xc0) == 0x80;
+
+	if (t >= 133 && t <= 137)
+		return hop_limit == 255 &&
+		       (dst_ll || (d[0] == 0xff && (d[1] & 0x0f) == 0x02) ||
+			addr6_is_linklocal_or_unspec(p->tuple.saddr));
+	if ((t >= 130 && t <= 132) || t == 143)
+		return hop_limit == 1 && (dst_ll || d[0] == 0xff);
+	return 0;
+}
+
 /* IPv6: the tuple, the extension chain, the fragment state and the L4
  * offset; -1 if malformed. */
 static __always_inline int ipv6_parse(struct __sk_buff *skb, struct pkt *p, struct ipv6hdr *ip6,
@@ -185,11 +237,8 @@ static __always_inline int ipv6_parse(struct __sk_buff *skb, struct pkt *p, stru
 		return -1;
 	if (parse_l4(skb, p) < 0)
 		return -1;
-	if (p->tuple.proto == IPPROTO_ICMPV6 && p->frag != FRAG_LATER) {
-		/* MLD (130-132, 143) and ND (133-137) */
-		__u8 t = p->icmp_type;
-		p->is_icmp6_nd = (t >= 130 && t <= 137) || t == 143;
-	}
+	if (p->tuple.proto == IPPROTO_ICMPV6 && p->frag == FRAG_NONE)
+		p->is_icmp6_nd = icmp6_is_nd(p, ip6->hop_limit);
 	return 0;
 }
 

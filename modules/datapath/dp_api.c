@@ -186,6 +186,7 @@ static void status_answer(struct datapath *dp, struct fibril_response *resp)
 		DP_REASON_EVENT_SUPPRESSED, DP_REASON_EVENT_LOST, DP_REASON_TO_TUNNEL,
 		DP_REASON_DROP_NO_TUNNEL_KEY, DP_REASON_DROP_TUNNEL,
 		DP_REASON_TO_FIB,          DP_REASON_DROP_CT_FULL,
+		DP_REASON_DROP_SPOOFED_NETWORK, DP_REASON_DROP_TUNNEL_SOURCE,
 	};
 	/* packets per reason (summed over the CPUs), one object per direction */
 	static const struct {

@@ -109,6 +109,10 @@ const char *dp_reason_name(unsigned reason)
 		return "drop:tunnel-key-refused";
 	case DP_REASON_DROP_CT_FULL:
 		return "drop:conntrack-full";
+	case DP_REASON_DROP_SPOOFED_NETWORK:
+		return "drop:spoofed-from-network";
+	case DP_REASON_DROP_TUNNEL_SOURCE:
+		return "drop:tunnel-from-unknown-node";
 	default:
 		return "unknown";
 	}

@@ -41,6 +41,11 @@
 #define DP_PROGS_NETDEV 4u
 
 #define DP_TC_HANDLE 0xf1b1
+/* The tc order contract (bpf/README.md): on a device the datapath shares
+ * (fibril_from_netdev on an underlay device's ingress) its filter is at
+ * priority 1, before the lb module's at 2 (modules/lb/tc.c), so the source
+ * check and the pods' redirect run first whichever module attached first;
+ * a program that lets a packet by returns TC_ACT_UNSPEC so the next runs. */
 #define DP_TC_PRIORITY 1
 
 struct dp_prog {
@@ -641,9 +646,14 @@ int dp_prog_attached_id(int ifindex, enum dp_hook h)
  * The devices: every one that is up, not loopback, with an IPv4 or IPv6
  * address (getifaddrs: netlink, no shelling out), other than the host
  * device and the tunnel device; the endpoints' veths carry no address. */
+/* An underlay device: up, not loopback, with an IPv4 or a global IPv6
+ * address (an endpoint's host veth has only its link-local one), not the
+ * host or tunnel device. */
 static bool is_netdev_candidate(const struct datapath *dp, const struct mod_node_addr *a)
 {
 	if (!(a->flags & IFF_UP) || (a->flags & IFF_LOOPBACK))
+		return false;
+	if (a->family != AF_INET && !mod_node_addr_v6_global(a))
 		return false;
 	return strcmp(a->ifname, dp->host_dev) && strcmp(a->ifname, dp->host_peer) &&
 	       strcmp(a->ifname, dp->tunnel_dev);
@@ -690,7 +700,10 @@ int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err
 			continue;
 		done[ndone++] = ifindex;
 		int rc = 0;
-		if (attach) {
+		if (attach && dp_prog_attached_id(ifindex, DP_HOOK_INGRESS) > 0 &&
+		    !netdev_prog_attached(ifindex)) {
+			continue; /* an endpoint's veth (fibril_from_endpoint): never ours */
+		} else if (attach) {
 			rc = attach_fd(dp->prog->netdev_fd, ifindex, DP_HOOK_INGRESS, err, len);
 		} else if (netdev_prog_attached(ifindex)) {
 			LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);

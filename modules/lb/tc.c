@@ -41,7 +41,10 @@
 #include "node_addrs.h"
 
 #define LB_TC_HANDLE 0xf1b2
-#define LB_TC_PRIORITY 1
+/* after the datapath's filter (priority 1) on a device both use: the tc
+ * order contract of bpf/README.md; an older agent's filter at 1 is removed */
+#define LB_TC_PRIORITY 2
+#define LB_TC_PRIORITY_OLD 1
 #define LB_TC_DEV_MAX 16
 #define LB_NL_RCVBUF (1 << 20)
 #define DEVICES_ALL(t) ((1u << (t)->ndev) - 1) /* a devices_sync mask of every device */
@@ -151,6 +154,10 @@ static int attach(struct lb_tc *t, struct lb_tc_dev *d, char *err, size_t len)
 				 h ? "egress" : "ingress", strerror(-rc));
 			return rc;
 		}
+		LIBBPF_OPTS(bpf_tc_opts, was, .handle = LB_TC_HANDLE, .priority = LB_TC_PRIORITY_OLD);
+		old = modcommon_libbpf_quiet_begin();
+		bpf_tc_detach(&hook, &was); /* usually not there: ENOENT */
+		modcommon_libbpf_log_end(old);
 	}
 	return 0;
 }

@@ -1177,9 +1177,9 @@ static void test_host_routing_fallback(void)
 
 /* fibril_from_netdev (host-routing = bpf, the receiving half): a frame from
  * another node's pod to a local pod is redirected into it (TTL decremented,
- * counted, in conntrack); the source's identity comes from the ipcache,
- * looked up only when the pod's ingress policy, a new flow or an event
- * needs it (lazy): the policy still decides by it, the event names it. */
+ * counted, in conntrack); the source's identity comes from the ipcache
+ * (looked up for every packet: the source check of dp_prog_edge.h needs
+ * it): the policy decides by it, the event names it. */
 static int netdev_run(const char *src, const char *dst, uint16_t sport, uint16_t dport,
 		      uint8_t flags, uint8_t *ttl_after)
 {
@@ -1619,6 +1619,8 @@ static int profile(uint32_t repeat)
 	return 0;
 }
 
+#include "dp_prog_edge.h" /* the edges' cases (issue 22) */
+
 int main(int argc, char **argv)
 {
 	int rc = prog_test_netns();
@@ -1663,6 +1665,10 @@ int main(int argc, char **argv)
 	test_ct_planting();
 	test_ct_quota();
 	test_frags_outside();
+	test_ipv6_later_fragment_walk();
+	test_fib_tot_len();
+	test_netdev_source_check();
+	test_icmp6_nd_only_on_link();
 
 	fibril_dp__destroy(g_skel);
 	printf("%d passed, %d failed\n", g_passed, g_failed);

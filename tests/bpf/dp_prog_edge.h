@@ -1,0 +1,295 @@
+/* tests/bpf/dp_prog_edge.h - BPF_PROG_RUN cases of the datapath's edges
+ * (issue 22), included once by dp_prog_test.c after its helpers (frames,
+ * maps, run()): a later IPv6 fragment is not walked as headers, the FIB's
+ * tot_len is the L3 length (GSO: the device's check), fibril_from_netdev
+ * drops what claims this node's or a local pod's address, and ICMPv6 of
+ * the ND / MLD types is ND / MLD only when it stays on the link.
+ * Kept apart so dp_prog_test.c does not grow further. */
+#ifndef FIBRIL_TESTS_BPF_DP_PROG_EDGE_H
+#define FIBRIL_TESTS_BPF_DP_PROG_EDGE_H
+
+/* An IPv6 fragment header: next header, offset in 8-byte units, M flag. */
+static void frag6(struct frame *f, uint8_t next, uint16_t offset8, bool more, uint32_t id)
+{
+	put_u8(f, next);
+	put_u8(f, 0);
+	put_be16(f, (uint16_t)(offset8 << 3 | (more ? 1 : 0)));
+	put_be32(f, id);
+}
+
+/* A later fragment (offset 8) whose fragment header names a destination
+ * options header: its data is not headers. Read as headers, the data
+ * below (length 255 units) points past the packet: malformed. */
+static void later_fragment6(struct frame *f, const uint8_t *src_mac, const char *src,
+			    const char *dst)
+{
+	eth(f, src_mac, 0x86dd);
+	ipv6(f, src, dst, 44 /* FRAGMENT */, 8 + 16);
+	frag6(f, 60 /* DSTOPTS */, 1, false, 0x5151);
+	put_u8(f, 60);
+	put_u8(f, 0xff);
+	put_zero(f, 14);
+}
+
+static void test_ipv6_later_fragment_walk(void)
+{
+	struct frame f;
+	reset();
+	uint64_t inv0 = metric(DP_REASON_DROP_INVALID, DP_DIR_TO_ENDPOINT);
+	later_fragment6(&f, HOST_MAC, FAR6, POD6);
+	int rc = run(g_to, &f);
+	check(rc == TC_ACT_OK && metric(DP_REASON_DROP_INVALID, DP_DIR_TO_ENDPOINT) == inv0,
+	      "later IPv6 fragment: its data is not walked as extension headers, to-endpoint "
+	      "delivers it (verdict %d)", rc);
+	/* from the pod: its protocol is the fragment header's next header
+	 * (no ports to carry), which the policy judges like any other */
+	inv0 = metric(DP_REASON_DROP_INVALID, DP_DIR_FROM_ENDPOINT);
+	later_fragment6(&f, POD_MAC, POD6, FAR6);
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_OK && metric(DP_REASON_DROP_INVALID, DP_DIR_FROM_ENDPOINT) == inv0,
+	      "later IPv6 fragment from the pod: not malformed, to the stack (verdict %d)", rc);
+	reset(); /* no flow either way in conntrack (the one above would be its reply) */
+	enforce(10, false, true);
+	uint64_t pol0 = metric(DP_REASON_DROP_POLICY, DP_DIR_FROM_ENDPOINT);
+	later_fragment6(&f, POD_MAC, POD6, FAR6);
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_POLICY, DP_DIR_FROM_ENDPOINT) == pol0 + 1,
+	      "  and judged by the pod's egress policy (deny-all drops it: %d)", rc);
+	enforce(10, false, false);
+	/* a first fragment with UDP, then its later one: the later one's
+	 * walk stops at the fragment header and it takes the first's ports */
+	eth(&f, POD_MAC, 0x86dd);
+	ipv6(&f, POD6, FAR6, 44, 8 + 8 + 8);
+	frag6(&f, 17, 0, true, 0x5252);
+	udp(&f, 3333, 4444, 16);
+	put_zero(&f, 8);
+	check(run(g_from, &f) == TC_ACT_OK, "first IPv6 fragment (UDP) goes to the stack");
+	eth(&f, POD_MAC, 0x86dd);
+	ipv6(&f, POD6, FAR6, 44, 8 + 16);
+	frag6(&f, 17, 2, false, 0x5252);
+	put_u8(&f, 0); /* data, whatever it looks like */
+	put_u8(&f, 0xff);
+	put_zero(&f, 14);
+	struct dp_ct_value v = {0};
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_OK && ct_get(g_skel->maps.dp_ct_any, 6, POD6, FAR6, 3333, 4444, 17, &v) &&
+		      v.packets == 2,
+	      "its later fragment counts in the same UDP flow (verdict %d, %llu packets)", rc,
+	      (unsigned long long)v.packets);
+}
+
+/* ---- bpf_fib_lookup's tot_len ---------------------------------------------------------
+ * A veth of MTU 300 in the test's netns and a route through it: the FIB
+ * forwards 10.77.0.0/24 out of it. */
+static bool g_fib_dev;
+
+static void fib_dev_setup(void)
+{
+	if (g_fib_dev)
+		return;
+	FILE *fw = fopen("/proc/sys/net/ipv4/ip_forward", "w");
+	if (fw) {
+		fputs("1\n", fw);
+		fclose(fw);
+	}
+	g_fib_dev = system("ip link add fbt0 mtu 300 type veth peer name fbt1 mtu 300 && "
+			   "ip link set fbt1 up && ip link set fbt0 up && "
+			   "ip addr add 10.77.1.1/24 dev fbt0 && "
+			   "ip route add 10.77.0.0/24 dev fbt0") == 0;
+}
+
+/* A UDP frame from the pod to 10.77.0.9 whose L3 length is l3 */
+static void udp_frame(struct frame *f, uint16_t l3)
+{
+	eth(f, POD_MAC, 0x0800);
+	ipv4(f, POD4, "10.77.0.9", 17, (uint16_t)(l3 - 20), 9, 0);
+	udp(f, 5000, 6000, (uint16_t)(l3 - 20));
+	put_zero(f, (size_t)l3 - 28);
+}
+
+static int run_gso(int prog, struct frame *f, uint32_t gso_size, uint32_t gso_segs)
+{
+	struct __sk_buff ctx;
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.gso_size = gso_size;
+	ctx.gso_segs = gso_segs;
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f->b, .data_size_in = (uint32_t)f->len,
+		    .data_out = f->b, .data_size_out = sizeof(f->b), .ctx_in = &ctx,
+		    .ctx_size_in = sizeof(ctx));
+	if (bpf_prog_test_run_opts(prog, &o) != 0)
+		return INT32_MIN;
+	return (int)o.retval;
+}
+
+static void test_fib_tot_len(void)
+{
+	fib_dev_setup();
+	check(g_fib_dev, "tot_len: a veth of MTU 300 routes 10.77.0.0/24 in the test's netns");
+	if (!g_fib_dev)
+		return;
+	policy_reset();
+	put_ipcache4("10.77.0.0", 24, 4545); /* another node's pods */
+	uint32_t zero = 0;
+	struct dp_config c = {.flags = DP_CFG_F_HOST_ROUTING, .ct_refresh_s = 1};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	struct frame f;
+	udp_frame(&f, 300); /* exactly the MTU: 314 bytes with Ethernet */
+	int rc = run(g_from, &f);
+	check(rc == TC_ACT_REDIRECT && metric(DP_REASON_TO_FIB, DP_DIR_FROM_ENDPOINT) == 1,
+	      "tot_len: a packet of exactly the route's MTU (L3 300) leaves by the FIB (verdict %d)",
+	      rc);
+	udp_frame(&f, 301);
+	uint64_t stack0 = metric(DP_REASON_TO_STACK, DP_DIR_FROM_ENDPOINT);
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_OK && metric(DP_REASON_TO_STACK, DP_DIR_FROM_ENDPOINT) == stack0 + 1,
+	      "tot_len: one byte more than the MTU goes to the stack, which fragments or "
+	      "answers it (verdict %d)", rc);
+	/* a GSO packet (TSO from the pod): 400 bytes of segments of 200 */
+	udp_frame(&f, 400);
+	rc = run_gso(g_from, &f, 200, 2);
+	check(rc == TC_ACT_REDIRECT && metric(DP_REASON_TO_FIB, DP_DIR_FROM_ENDPOINT) == 2,
+	      "tot_len: a GSO packet longer than the MTU (segments of 200) leaves by the FIB "
+	      "(verdict %d)", rc);
+	set_config(1, 0, 0);
+	policy_reset();
+}
+
+/* ---- fibril_from_netdev's source check --------------------------------------------------- */
+
+static void test_netdev_source_check(void)
+{
+	policy_reset();
+	drain_events();
+	put_ipcache4("10.76.0.0", 24, 4343);         /* another node's pods */
+	put_ipcache4("10.9.0.1", 32, DP_IDENTITY_HOST); /* the gateway */
+	put_ipcache4("172.16.5.11", 32, DP_IDENTITY_HOST); /* this node's IP */
+	put_ipcache4("172.16.5.12", 32, DP_IDENTITY_REMOTE_NODE);
+	uint32_t zero = 0;
+	struct dp_config c = {.flags = DP_CFG_F_HOST_ROUTING, .ct_refresh_s = 1};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	struct dp_event e;
+	int rc = netdev_run(POD4B, POD4, 43000, 80, 0x02, NULL);
+	bool got = last_event(&e);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_SPOOFED_NETWORK, DP_DIR_FROM_NETDEV) == 1 &&
+		      got && e.reason == DP_REASON_DROP_SPOOFED_NETWORK,
+	      "netdev: a local pod's address as source from the network is dropped, "
+	      "spoofed-from-network, with a drop event (%d)", rc);
+	rc = netdev_run("172.16.5.11", POD4, 43001, 80, 0x02, NULL);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_SPOOFED_NETWORK, DP_DIR_FROM_NETDEV) == 2,
+	      "netdev: this node's IP (identity host) as source is dropped (%d)", rc);
+	rc = netdev_run("10.9.0.1", FAR4, 43002, 80, 0x02, NULL);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_SPOOFED_NETWORK, DP_DIR_FROM_NETDEV) == 3,
+	      "netdev: a gateway address as source is dropped, whatever the destination (%d)", rc);
+	rc = netdev_run("10.76.0.9", POD4, 43003, 80, 0x02, NULL);
+	check(rc == TC_ACT_REDIRECT, "netdev: another node's pod still gets in (%d)", rc);
+	rc = netdev_run("172.16.5.12", POD4, 43004, 80, 0x02, NULL);
+	check(rc == TC_ACT_REDIRECT, "netdev: a remote node still gets in (%d)", rc);
+	rc = netdev_run("198.51.100.7", POD4, 43005, 80, 0x02, NULL);
+	check(rc == TC_ACT_REDIRECT, "netdev: the world still gets in (%d)", rc);
+	rc = netdev_run("198.51.100.7", FAR4, 43006, 80, 0x02, NULL);
+	check(rc == TC_ACT_UNSPEC, "netdev: what is not for a pod passes on (TC_ACT_UNSPEC: the "
+				   "next filter runs) (%d)", rc);
+	set_config(1, 0, 0);
+	policy_reset();
+	drain_events();
+}
+
+/* ---- ICMPv6 of the ND / MLD types --------------------------------------------------------- */
+
+/* An ICMPv6 message: type, code 0, checksum 0 (not checked), 4 bytes,
+ * an address (the ND target, the MLD group), 16 bytes of payload. */
+static void icmp6_msg(struct frame *f, const uint8_t *src_mac, const char *src, const char *dst,
+		      uint8_t type, uint8_t hop_limit, const char *addr)
+{
+	struct in6_addr a;
+	inet_pton(AF_INET6, addr, &a);
+	eth(f, src_mac, 0x86dd);
+	ipv6(f, src, dst, 58, 8 + 16 + 16);
+	f->b[14 + 7] = hop_limit;
+	put_u8(f, type);
+	put_u8(f, 0);
+	put_be16(f, 0);
+	put_zero(f, 4);
+	put(f, &a, 16);
+	put(f, "exfiltrated data", 16);
+}
+
+static void put_ipcache6(const char *addr, unsigned plen, uint32_t identity)
+{
+	struct dp_ipcache_key k;
+	memset(&k, 0, sizeof(k));
+	k.prefixlen = DP_IPCACHE_PREFIX_HDR + plen;
+	k.family = DP_FAMILY_IPV6;
+	inet_pton(AF_INET6, addr, k.addr);
+	struct dp_ipcache_value v = {.identity = identity};
+	if (bpf_map_update_elem(map_fd(g_skel->maps.dp_ipcache), &k, &v, BPF_ANY) != 0) {
+		perror("dp_ipcache");
+		exit(1);
+	}
+}
+
+static void test_icmp6_nd_only_on_link(void)
+{
+	policy_reset();
+	put_ipcache6("fd00:9::1", 128, DP_IDENTITY_HOST); /* the IPv6 gateway */
+	enforce(10, true, true);                          /* deny-all both ways */
+	struct frame f;
+	uint64_t pol0 = metric(DP_REASON_DROP_POLICY, DP_DIR_FROM_ENDPOINT);
+	icmp6_msg(&f, POD_MAC, POD6, FAR6, 135, 255, FAR6);
+	int rc = run(g_from, &f);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_POLICY, DP_DIR_FROM_ENDPOINT) == pol0 + 1,
+	      "ND: a solicitation with a payload to a global address is policy's: deny-all "
+	      "egress drops it (%d)", rc);
+	icmp6_msg(&f, POD_MAC, POD6, FAR6, 131, 1, "ff0e::1");
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_SHOT, "MLD: a report to a global unicast address (hop limit 1) is "
+				 "dropped by deny-all egress (%d)", rc);
+	icmp6_msg(&f, POD_MAC, POD6, "ff02::16", 143, 64, "ff02::16");
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_SHOT, "MLD: a report with hop limit 64 is not MLD (%d)", rc);
+	icmp6_msg(&f, POD_MAC, POD6, "ff02::1:ff00:7", 135, 64, FAR6);
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_SHOT, "ND: a solicitation with hop limit 64 is not ND (%d)", rc);
+	/* genuine: to the stack under deny-all */
+	uint64_t st0 = metric(DP_REASON_TO_STACK, DP_DIR_FROM_ENDPOINT);
+	icmp6_msg(&f, POD_MAC, POD6, "ff02::1:ff00:7", 135, 255, "fd00:9::7");
+	rc = run(g_from, &f);
+	icmp6_msg(&f, POD_MAC, "::", "ff02::1:ff00:10", 135, 255, POD6); /* DAD */
+	int rc2 = run(g_from, &f);
+	icmp6_msg(&f, POD_MAC, "fe80::10", "ff02::16", 143, 1, "ff02::16");
+	int rc3 = run(g_from, &f);
+	icmp6_msg(&f, POD_MAC, POD6, "fe80::1", 136, 255, POD6);
+	int rc4 = run(g_from, &f);
+	check(rc == TC_ACT_OK && rc2 == TC_ACT_OK && rc3 == TC_ACT_OK && rc4 == TC_ACT_OK &&
+		      metric(DP_REASON_TO_STACK, DP_DIR_FROM_ENDPOINT) == st0 + 4,
+	      "ND / MLD on the link (solicited-node, DAD, an MLDv2 report, an advertisement to "
+	      "a link-local address) goes to the stack under deny-all (%d %d %d %d)", rc, rc2, rc3,
+	      rc4);
+	/* the pod's solicitation of its gateway is answered, to the
+	 * solicited-node address and as a unicast probe */
+	uint64_t nd0 = metric(DP_REASON_ND_ANSWERED, DP_DIR_FROM_ENDPOINT);
+	icmp6_msg(&f, POD_MAC, POD6, "ff02::1:ff00:1", 135, 255, "fd00:9::1");
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_REDIRECT && metric(DP_REASON_ND_ANSWERED, DP_DIR_FROM_ENDPOINT) == nd0 + 1,
+	      "ND: the pod's solicitation of its gateway (solicited-node) is answered (%d)", rc);
+	nd0 = metric(DP_REASON_ND_ANSWERED, DP_DIR_FROM_ENDPOINT);
+	icmp6_msg(&f, POD_MAC, POD6, "fd00:9::1", 135, 255, "fd00:9::1");
+	rc = run(g_from, &f);
+	check(rc == TC_ACT_REDIRECT && metric(DP_REASON_ND_ANSWERED, DP_DIR_FROM_ENDPOINT) == nd0 + 1,
+	      "ND: the pod's unicast solicitation of its gateway is answered (%d)", rc);
+	/* to the pod */
+	uint64_t tp0 = metric(DP_REASON_DROP_POLICY, DP_DIR_TO_ENDPOINT);
+	icmp6_msg(&f, HOST_MAC, FAR6, POD6, 135, 254, POD6);
+	rc = run(g_to, &f);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_POLICY, DP_DIR_TO_ENDPOINT) == tp0 + 1,
+	      "ND: a forwarded solicitation to the pod's global address meets its deny-all "
+	      "ingress (%d)", rc);
+	icmp6_msg(&f, HOST_MAC, "fe80::1", POD6, 135, 255, POD6);
+	rc = run(g_to, &f);
+	check(rc == TC_ACT_OK, "ND: the node's unicast probe of the pod (from the host veth's "
+			       "link-local address) is delivered (%d)", rc);
+	enforce(10, false, false);
+	policy_reset();
+}
+
+#endif /* FIBRIL_TESTS_BPF_DP_PROG_EDGE_H */
