@@ -7,7 +7,7 @@
  * with a namespaceSelector); a peer selector naming a label that
  * identities leave out is warned about (pol_peer_selector_check). */
 #include "parse_int.h"
-#include "../common/label_filter.h"
+#include "label_filter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
