@@ -578,12 +578,12 @@ static void test_types(void)
 	put_backend(25, LOCAL_BE, 8080, IPPROTO_TCP);
 	put_service(NODE, 30105, IPPROTO_TCP, 25, 25, LB_SVC_CLUSTER_IP);
 	mkframe(&f, CLIENT, 43010, NODE, 30105, IPPROTO_TCP, 0x02);
-	check(run(g_from, &f, g_dev) == TC_ACT_OK && frame_is(&f, CLIENT, 43010, NODE, 30105),
-	      "a ClusterIP frontend is not translated at tc (from outside)");
+	check(run(g_from, &f, g_dev) == TC_ACT_UNSPEC && frame_is(&f, CLIENT, 43010, NODE, 30105),
+	      "a ClusterIP frontend is not translated at tc (from outside): handed on");
 	put_service("10.98.0.99", 30106, IPPROTO_TCP, 26, 25, LB_SVC_NODE_PORT);
 	mkframe(&f, CLIENT, 43011, "10.98.0.99", 30106, IPPROTO_TCP, 0x02);
-	check(run(g_from, &f, g_dev) == TC_ACT_OK && frame_is(&f, CLIENT, 43011, "10.98.0.99", 30106),
-	      "a NodePort on an address that is not the node's is not translated");
+	check(run(g_from, &f, g_dev) == TC_ACT_UNSPEC && frame_is(&f, CLIENT, 43011, "10.98.0.99", 30106),
+	      "a NodePort on an address that is not the node's is not translated: handed on");
 	put_service("10.98.0.99", 30107, IPPROTO_TCP, 27, 25, LB_SVC_EXTERNAL_IP);
 	mkframe(&f, CLIENT, 43012, "10.98.0.99", 30107, IPPROTO_TCP, 0x02);
 	check(run(g_from, &f, g_dev) == TC_ACT_OK && frame_is(&f, CLIENT, 43012, LOCAL_BE, 8080),
@@ -695,8 +695,8 @@ static void test_icmp_errors(void)
 	mkframe(&f, CLIENT, 43999, "10.98.0.77", 80, IPPROTO_TCP, 0x02);
 	mkicmp(&e, "10.98.0.77", CLIENT, 3, 3, &f);
 	struct frame copy = e;
-	check(run(g_to, &e, g_dev) == TC_ACT_OK && !memcmp(copy.b, e.b, e.len),
-	      "an ICMP error about another flow passes untouched");
+	check(run(g_to, &e, g_dev) == TC_ACT_UNSPEC && !memcmp(copy.b, e.b, e.len),
+	      "an ICMP error about another flow passes untouched: handed on");
 }
 
 static void test_rewrite_failure(void)
