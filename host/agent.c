@@ -82,6 +82,7 @@ struct agent_args {
 	bool print_config;
 	bool check_only;
 	bool list_modules;
+	bool untrusted_module_dir;
 };
 
 static void usage(FILE *out)
@@ -95,6 +96,8 @@ static void usage(FILE *out)
 		"      --print-config      print the effective config with defaults and help and exit\n"
 		"      --check             validate config and modules, then exit\n"
 		"      --list-modules      print each module's name, provides, requires and wants, and exit\n"
+		"      --untrusted-module-dir  with --list-modules or --print-config only: read a\n"
+		"                          module directory not owned by root (a package build's tree)\n"
 		"  -V, --version           print the version and exit\n"
 		"  -h, --help              this help\n");
 }
@@ -106,6 +109,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		{"graph", optional_argument, NULL, 'g'},  {"print-config", no_argument, NULL, 'p'},
 		{"check", no_argument, NULL, 'k'},	  {"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},	  {"list-modules", no_argument, NULL, 'l'},
+		{"untrusted-module-dir", no_argument, NULL, 'u'},
 		{0, 0, 0, 0},
 	};
 	a->config_path = FIBRIL_SYSCONF_DIR "/fibril/fibril.conf";
@@ -137,6 +141,9 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		case 'l':
 			a->list_modules = true;
 			break;
+		case 'u':
+			a->untrusted_module_dir = true;
+			break;
 		case 'V':
 			printf("fibril-agent %s (ABI %d.%d, %s)\n", FIBRIL_VERSION, FIBRIL_ABI_MAJOR,
 			       FIBRIL_ABI_MINOR, FIBRIL_BUILD_SIGNATURE);
@@ -153,6 +160,15 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		fprintf(stderr, "fibril-agent: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
+	/* Loading modules from a directory anyone but root may write runs
+	 * their code: allowed to look at a build tree, never to start. */
+	if (a->untrusted_module_dir && !a->list_modules && !a->print_config) {
+		fprintf(stderr, "fibril-agent: --untrusted-module-dir: only with --list-modules or "
+				"--print-config (a start always checks the module directory)\n");
+		return 2;
+	}
+	if (a->untrusted_module_dir)
+		loader_trust_module_dir();
 	return 0;
 }
 
@@ -239,13 +255,18 @@ static int load_modules(char *err)
 static struct fibril_timer *g_watchdog;
 static bool g_stopping_notified;
 
-static void notify(const char *state)
+void host_notify(const char *state)
 {
 #ifdef HAVE_LIBSYSTEMD
 	sd_notify(0, state);
 #else
 	(void)state;
 #endif
+}
+
+static void notify(const char *state)
+{
+	host_notify(state);
 }
 
 #ifdef HAVE_LIBSYSTEMD
@@ -443,8 +464,10 @@ int fibril_agent_main(int argc, char **argv)
 			graph_print(&g_agent.modules, stdout, args.graph == 2);
 		if (args.print_config)
 			config_print(stdout);
-		if (args.check_only)
+		if (args.check_only) {
+			config_warn_unset(stdout);
 			printf("config and modules OK: %zu modules to start\n", g_agent.modules.norder);
+		}
 		shutdown_all(false);
 		return 0;
 	}

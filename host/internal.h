@@ -62,6 +62,9 @@ HIDDEN const char *config_origin(const char *section, const char *key);
 HIDDEN bool config_section_present(const char *section);
 /* `fibril-agent --print-config`: every declared section and key with its
  * effective value, type, default and help, as a valid INI file. */
+/* --check: one "warning: ..." line per site-specific key left at its
+ * default (struct fibril_config_key.site_specific); how many. */
+HIDDEN size_t config_warn_unset(FILE *out);
 HIDDEN void config_print(FILE *out);
 /* For GET /v1/config. */
 HIDDEN struct json_object *config_to_json(void);
@@ -177,6 +180,7 @@ struct fibril_module {
 	bool start_pending;
 	int start_rc;
 	double init_ms, start_ms, stop_ms, fini_ms;
+	double start_began_ms; /* when a pending start began (STATUS=) */
 	struct health_component *health;
 	/* graph */
 	struct fibril_module **deps; /* modules this one starts after */
@@ -195,6 +199,8 @@ struct module_set {
 /* Scan dir (or take the listed names only when `only` is non-NULL) and
  * dlopen each module, checking ownership, mode, symbol, ABI and duplicates.
  * On refusal: one line naming the file and the reason in err, -1. */
+/* Build-time introspection only: skip the ownership and mode checks. */
+HIDDEN void loader_trust_module_dir(void);
 HIDDEN int loader_load_dir(struct module_set *set, const char *dir, const char *only, char *err);
 /* Load one file (used by the directory scan). */
 HIDDEN int loader_load_file(struct module_set *set, const char *path, char *err);
@@ -219,6 +225,8 @@ HIDDEN int lifecycle_init_all(struct module_set *set, uint64_t timeout_ms, char 
 HIDDEN int lifecycle_start_all(struct module_set *set, uint64_t timeout_ms, char *err);
 /* A stop signal during start: abandon the start and roll back. */
 HIDDEN void lifecycle_interrupt_start(void);
+/* A state line for systemd (sd_notify; nothing without it). */
+HIDDEN void host_notify(const char *state);
 HIDDEN void lifecycle_stop_all(struct module_set *set, uint64_t timeout_ms);
 HIDDEN void lifecycle_fini_all(struct module_set *set);
 /* Release everything a module registered (before dlclose). */

@@ -50,10 +50,12 @@
  *       (fibril_lb_service_event.backend_sz, fibril_lb_backend_get in
  *       <fibril/lb.h>), so struct fibril_lb_backend_addr can grow; no new
  *       symbol.
+ *  10 - round 3: struct fibril_config_key.site_specific (`--check` warns
+ *       while such a key is unset).
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
-#define FIBRIL_ABI_MINOR 9
+#define FIBRIL_ABI_MINOR 10
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
