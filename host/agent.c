@@ -70,6 +70,12 @@ static const struct fibril_config_key agent_keys[] = {
 	 .help = "How long one module's stop may take", .min = 1000, .max = 3600 * 1000},
 	{.name = "node-name", .type = FIBRIL_CONFIG_STRING, .default_value = "",
 	 .help = "This node's name; empty: the host name"},
+	{.name = "write-cni-conf-when-ready", .type = FIBRIL_CONFIG_PATH,
+	 .help = "Where to write the CNI network configuration once the agent is ready (e.g. "
+		 "/host/etc/cni/net.d/05-fibril.conflist); empty: never"},
+	{.name = "read-cni-conf", .type = FIBRIL_CONFIG_PATH,
+	 .help = "The CNI configuration written there; empty: a conflist of fibril-cni with this "
+		 "agent's socket"},
 	{0},
 };
 
@@ -358,6 +364,7 @@ static void shutdown_all(bool started)
 	graph_fini();
 	if (started)
 		host_info("agent stopped in %.1f ms", mono_ms() - t0);
+	cni_conf_reset();
 	config_reset();
 }
 
@@ -366,6 +373,11 @@ static int run(void)
 	char err[ERRBUF_LEN] = "";
 	struct module_set *set = &g_agent.modules;
 	double t = mono_ms();
+	if (cni_conf_prepare(err)) {
+		fprintf(stderr, "fibril-agent: %s\n", err);
+		shutdown_all(false);
+		return 1;
+	}
 	if (prepare_dirs(err) || maps_init(config_value("agent", "bpffs-dir")) ||
 	    api_init() || routes_register() || maps_register_routes() || bus_init()) {
 		host_error("%s", err[0] ? err : "cannot set up the host runtime");
@@ -404,6 +416,12 @@ static int run(void)
 	host_info("agent ready in %.1f ms: %zu modules started, API on %s", g_agent.ready_at_ms -
 		  g_agent.started_at_ms, set->norder, api.socket_path);
 	notify_ready(set->norder, api.socket_path);
+	/* Only now may pods be scheduled here: the runtime looks for this file */
+	if (cni_conf_write(err)) {
+		host_error("%s", err);
+		shutdown_all(true);
+		return 1;
+	}
 	loop_run();
 	shutdown_all(true);
 	return 0;
@@ -464,6 +482,11 @@ int fibril_agent_main(int argc, char **argv)
 			graph_print(&g_agent.modules, stdout, args.graph == 2);
 		if (args.print_config)
 			config_print(stdout);
+		if (args.check_only && cni_conf_prepare(err)) {
+			fprintf(stderr, "fibril-agent: %s\n", err);
+			shutdown_all(false);
+			return 1;
+		}
 		if (args.check_only) {
 			config_warn_unset(stdout);
 			printf("config and modules OK: %zu modules to start\n", g_agent.modules.norder);

@@ -489,16 +489,17 @@ static const struct fibril_config_key *alias_key(const struct config_section *s,
 	return NULL;
 }
 
-/* Whether an unknown section's name is close to a declared one (a typo:
- * an error, with the suggestion). */
+/* Whether an unknown section's name is a near miss of a declared one (a
+ * typo: an error, with the suggestion): at most 1 + len/4 edits away, so
+ * [agnet] and [hellp] are typos while a short name such as [lb] is not
+ * taken for [k8s]. */
 static bool section_is_typo(const char *section)
 {
-	const char **names = xcalloc(store.nsections, sizeof(*names));
+	size_t limit = 1 + strlen(section) / 4;
 	for (size_t i = 0; i < store.nsections; i++)
-		names[i] = store.sections[i].name;
-	bool typo = nearest_name(section, names, store.nsections) != NULL;
-	free(names);
-	return typo;
+		if (edit_distance(section, store.sections[i].name) <= limit)
+			return true;
+	return false;
 }
 
 /* A file's section no loaded module declares and no declared section's

@@ -225,6 +225,11 @@ HIDDEN int lifecycle_init_all(struct module_set *set, uint64_t timeout_ms, char 
 HIDDEN int lifecycle_start_all(struct module_set *set, uint64_t timeout_ms, char *err);
 /* A stop signal during start: abandon the start and roll back. */
 HIDDEN void lifecycle_interrupt_start(void);
+/* [agent] write-cni-conf-when-ready (host/cni_conf.c): prepare reads and
+ * checks the source before the start; write writes it after READY. */
+HIDDEN int cni_conf_prepare(char *err);
+HIDDEN int cni_conf_write(char *err);
+HIDDEN void cni_conf_reset(void);
 /* A state line for systemd (sd_notify; nothing without it). */
 HIDDEN void host_notify(const char *state);
 HIDDEN void lifecycle_stop_all(struct module_set *set, uint64_t timeout_ms);

@@ -149,12 +149,18 @@ for m in "${modules[@]}"; do
 	for cap in ${req//,/ }; do
 		alts=$(awk -v c="$cap" '{ for (i = 2; i <= NF; i++) if ($i ~ /^provides=/ && ("," substr($i, 10) ",") ~ ("," c ",")) print "fibril-module-" $1 }' \
 			"$work/modules.list" | paste -sd'|' | sed 's/|/ | /g')
-		expected="$expected, $alts"
+		expected="$expected, $alts | fibril-$cap"
 	done
 	depends=$(dpkg-deb -f "$work/fibril-module-${m}"_*.deb Depends)
 	mod_deps=$(sed -e 's/, */\n/g' <<<"$depends" | grep '^fibril-module-' | paste -sd, | sed 's/,/, /g' || true)
 	check "fibril-module-$m Depends match its requires ($req): $mod_deps" test "$mod_deps" = "${expected#, }"
 	check "fibril-module-$m depends on fibril-agent" grep -q 'fibril-agent (= ' <<<"$depends"
+	prov=$(awk -v m="$m" '$1 == m { for (i = 2; i <= NF; i++) if ($i ~ /^provides=/) print substr($i, 10) }' "$work/modules.list")
+	want_prov=$(for cap in ${prov//,/ }; do printf 'fibril-%s\n' "$cap"; done | paste -sd, | sed 's/,/, /g')
+	got_prov=$(dpkg-deb -f "$work/fibril-module-${m}"_*.deb Provides || true)
+	check "fibril-module-$m Provides the virtual package of each capability it provides (${want_prov:-none})" \
+		test "$got_prov" = "$want_prov"
+	check "fibril-module-$m recommends nothing (its wants are Suggests)" test -z "$(dpkg-deb -f "$work/fibril-module-${m}"_*.deb Recommends)"
 done
 
 # a module set: only the unambiguous one's .so files present
@@ -177,7 +183,7 @@ rm -f "$root/etc/fibril/fibril.conf.d/90-local.conf"
 
 # deploy/Containerfile: every package it names was built, and the agent
 # accepts its module set with the DaemonSet ConfigMap's fibril.conf (the
-# image itself is not built here: no container engine runs in CI)
+# image is built with buildah by scripts/deb-image-test.sh, below)
 cf_modules=$(sed -n 's/^ARG MODULES="\(.*\)"$/\1/p' "$top/deploy/Containerfile")
 check "deploy/Containerfile names its modules (ARG MODULES: $cf_modules)" test -n "$cf_modules"
 cf_missing=""
@@ -193,10 +199,13 @@ isize() { local t=0 p; for p in "$@"; do t=$((t + $(dpkg-deb -f "$work/${p}"_*.d
 	$(printf 'fibril-module-%s ' $cf_modules)) KiB"
 awk '/^  fibril.conf: \|/ { on = 1; next } on && /^  [^ ]/ { on = 0 } on { sub(/^    /, ""); print }' \
 	"$top/deploy/kubernetes/fibril.yaml" >"$work/configmap-fibril.conf"
+awk '/^  05-fibril.conflist: \|/ { on = 1; next } on && /^  [^ ]/ { on = 0 } on { sub(/^    /, ""); print }' \
+	"$top/deploy/kubernetes/fibril.yaml" >"$work/configmap-05-fibril.conflist"
 set_modules $cf_modules
 out=$(LD_LIBRARY_PATH="$libdir" "$root/usr/sbin/fibril-agent" --config "$work/configmap-fibril.conf" \
-	--set agent.module-dir="$moddir" --check 2>&1) && rc=0 || rc=$?
-check "the image's modules + the ConfigMap's fibril.conf pass fibril-agent --check ($out)" test "$rc" -eq 0
+	--set agent.module-dir="$moddir" --set agent.read-cni-conf="$work/configmap-05-fibril.conflist" \
+	--check 2>&1) && rc=0 || rc=$?
+check "the image's modules + the ConfigMap's fibril.conf and CNI conflist pass fibril-agent --check ($out)" test "$rc" -eq 0
 
 # debian/control is what debian/gen-control writes from debian/modules
 check "debian/control is generated from debian/modules (debian/gen-control --check)" sh "$top/debian/gen-control" --check
@@ -249,8 +258,13 @@ if [ "$(id -u)" -eq 0 ] && [ "${DEB_CLEAN_ROOT_TEST:-1}" != 0 ]; then
 	else
 		fail "clean-root test: see above"
 	fi
+	if "$top/scripts/deb-image-test.sh" "$work" 2>&1 | tee "$work/image-test.log"; then
+		pass "image test (deploy/Containerfile built with buildah; agent and plugin from the image): $(tail -1 "$work/image-test.log")"
+	else
+		fail "image test: see above"
+	fi
 elif [ "${CI:-}" = true ]; then
-	fail "clean-root test: needs root"
+	fail "clean-root and image tests: need root"
 fi
 
 echo "deb-check: $(($(date +%s) - t0)) s"

@@ -4,7 +4,7 @@
 # program interpreter and no shared library; in an empty root (a chroot
 # holding the plugin alone, not even a libc) it answers VERSION and wires a
 # pod up (ADD) through the agent's socket and the pod's namespace bound into
-# that root, then takes it down (DEL).
+# that root (and the kernel's /proc), then takes it down (DEL).
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 
@@ -25,14 +25,15 @@ check "fibril-cni has no program interpreter (statically linked)" bash -c '! gre
 check "fibril-cni needs no shared library" bash -c '! readelf -dW "$1" 2>/dev/null | grep -q NEEDED' _ "$CNI_PLUGIN"
 
 root=$WORK/emptyroot
-mkdir -p "$root/netns" "$root/run"
+mkdir -p "$root/run/netns"
 cp "$CNI_PLUGIN" "$root/fibril-cni"
 out=$(printf '%s' '{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni"}' |
-	env -i CNI_COMMAND=VERSION chroot "$root" /fibril-cni 2>&1) && rc=0 || rc=$?
+	env -i CNI_COMMAND=VERSION /usr/sbin/chroot "$root" /fibril-cni 2>&1) && rc=0 || rc=$?
 check "VERSION in an empty root (exit $rc: $out)" bash -c '[ "$1" = 0 ] && grep -q supportedVersions <<<"$2"' _ "$rc" "$out"
 
-# an ADD from the empty root: the agent's socket and the pod's namespace are
-# the only things in it
+# an ADD from the empty root: the agent's socket, the pod's namespace and
+# the kernel's /proc (which a plugin reads on every node: its own network
+# namespace) are the only things in it
 cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath
 netns_add "$NODE_NS"
 start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.11.0/24 ||
@@ -41,14 +42,17 @@ start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.11.0/24 |
 ln "$WORK/fibril.sock" "$root/run/fibril.sock"
 pod=fstat-p$$
 netns_add "$pod"
-touch "$root/netns/$pod"
-mount --bind "/run/netns/$pod" "$root/netns/$pod"
-cni_test_cleanup() { umount "$root/netns/$pod" 2>/dev/null; }
+# the same path inside the root as outside: the agent (outside) opens it too
+touch "$root/run/netns/$pod"
+mount --bind "/run/netns/$pod" "$root/run/netns/$pod"
+mkdir -p "$root/proc"
+mount -t proc proc "$root/proc"
+cni_test_cleanup() { umount "$root/run/netns/$pod" "$root/proc" 2>/dev/null; }
 conf='{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"/run/fibril.sock"}'
 run_in_root() {
 	printf '%s' "$conf" | ip netns exec "$NODE_NS" env -i CNI_COMMAND="$1" CNI_CONTAINERID=static$$ \
-		CNI_NETNS=/netns/$pod CNI_IFNAME=eth0 CNI_PATH=/ CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=static" \
-		chroot "$root" /fibril-cni >"$WORK/out" 2>"$WORK/err"
+		CNI_NETNS=/run/netns/$pod CNI_IFNAME=eth0 CNI_PATH=/ CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=static" \
+		/usr/sbin/chroot "$root" /fibril-cni >"$WORK/out" 2>"$WORK/err"
 }
 run_in_root ADD && rc=0 || rc=$?
 check "ADD from an empty root (exit $rc: $(cat "$WORK/out" "$WORK/err"))" test "$rc" = 0

@@ -38,7 +38,14 @@ api -sf http://x/metrics >/dev/null
 api -sf "http://x/v1/flows?last=5" >/dev/null || true
 plugin DEL "$CONF" CNI_CONTAINERID=sys$$ CNI_NETNS=/var/run/netns/$pod CNI_IFNAME=eth0
 check "the pod is deleted (CNI DEL)" test "$PRC" = 0
-check "the agent stops cleanly" stop_agent TERM
+# the agent is strace's child: stop it, and strace ends with it
+agent=$(pgrep -P "$AGENT_PID" -f fibril-agent || true)
+check "the traced agent is found" test -n "$agent"
+[ -n "$agent" ] && kill -TERM "$agent"
+rc=0
+wait "$AGENT_PID" || rc=$?
+AGENT_PID=""
+check "the agent stops cleanly (exit $rc)" test "$rc" -eq 0
 
 # the set the unit allows: its SystemCallFilter= lines, groups expanded
 out=$(/usr/bin/python3 - "$unit" "$WORK/strace.out" <<'PY'
