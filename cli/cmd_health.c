@@ -3,11 +3,13 @@
  * `fibril health status`: the health module's connectivity view (GET
  * /v1/health, as `cilium-health status`): every node with its node and
  * health endpoint addresses (a second row for IPv6 on a dual-stack node), each probe's result and latency (last, p50,
- * p99 in ms), the connectivity matrix; exit 1 when a node is unreachable. */
+ * p99 in ms; "unknown" before its first probe), the connectivity matrix;
+ * exit 1 when a node is unreachable, each named with since when. */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <json.h>
 
@@ -43,13 +45,16 @@ static int cmd_health_ready(void)
 	return rc;
 }
 
-/* "ok 0.12/0.10/0.30", "FAIL: why", "-" (not probed) */
+/* "ok 0.12/0.10/0.30", "FAIL: why", "unknown" (not probed yet), "-" (no
+ * such target) */
 static char *target_cell(struct json_object *targets, const char *name)
 {
 	struct json_object *t = jget(targets, name, json_type_object);
 	struct json_object *probed = t ? jget(t, "probed", json_type_boolean) : NULL;
-	if (!probed || !json_object_get_boolean(probed))
+	if (!probed)
 		return xasprintf("-");
+	if (!json_object_get_boolean(probed))
+		return xasprintf("unknown");
 	struct json_object *ok = jget(t, "reachable", json_type_boolean);
 	if (!ok || !json_object_get_boolean(ok)) {
 		char *why = clean_dup(jstr(t, "error") ? jstr(t, "error") : "unreachable");
@@ -159,6 +164,23 @@ static int render_health_status(struct json_object *reply)
 		printf("\nUnreachable: %s\n", c);
 		free(c);
 		free(list);
+		/* since when, per node: "  n3 unreachable since 02:14:07 UTC (12s)" */
+		struct json_object *since = jget(reply, "unreachable_since", json_type_object);
+		for (size_t i = 0; since && i < nu; i++) {
+			const char *name = json_object_get_string(json_object_array_get_idx(unreach, i));
+			double when = 0;
+			if (!name || !jnum(since, name, &when) || when <= 0)
+				continue;
+			time_t at = (time_t)when;
+			struct tm tm;
+			char hms[16] = "?";
+			if (gmtime_r(&at, &tm))
+				strftime(hms, sizeof(hms), "%H:%M:%S", &tm);
+			double ago = difftime(time(NULL), at);
+			char *n = clean_dup(name);
+			printf("  %s unreachable since %s UTC (%.0fs)\n", n, hms, ago < 0 ? 0 : ago);
+			free(n);
+		}
 	}
 	return nu ? EXIT_FAIL : 0;
 }

@@ -1,8 +1,10 @@
-/* cli/cmd_ipcache.c - `fibril ipcache list`: the ipcache as the nodes
- * module keeps it (GET /v1/ipcache): each prefix, its identity, where it
- * comes from (this node's endpoints, the kvstore's other endpoints, the
+/* cli/cmd_ipcache.c - `fibril ipcache list [--all]`: the ipcache as the
+ * nodes module keeps it (GET /v1/ipcache): each prefix, its identity, where
+ * it comes from (this node's endpoints, the kvstore's other endpoints, the
  * nodes' IPs and pod CIDRs), its node and host IP, whether it is in the
- * datapath. */
+ * datapath. By default only what is programmed (what the datapath uses: a
+ * deleted node's pods whose kvstore records still wait for their lease to
+ * expire are not); --all lists the rest too. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,8 @@ static int render_ipcache_list(struct json_object *reply)
 		double id = 0;
 		char *idtext;
 
+		if (!opt.all && prog && !json_object_get_boolean(prog))
+			continue;
 		jnum(e, "identity", &id);
 		idtext = xasprintf("%.0f", id);
 		table_row(&t, jstr(e, "prefix"), idtext, jstr(e, "source"), jstr(e, "node"),

@@ -1,7 +1,9 @@
 /* cli/cmd_node.c - `fibril node list`: the nodes the agent knows (GET
  * /v1/nodes): name, node IPs, pod CIDRs, where it was learned, when it was
- * last seen, whether its routes are in place, and whether the health
- * module reaches it (per family when one of them fails). */
+ * last seen, whether its routes are in place, its state (up, or lost: its
+ * registry record expired with its lease, kept until it is removed or
+ * [nodes] lost-node-grace passes), and whether the health module reaches
+ * it (per family when one of them fails) and since how long. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,17 @@ static char *reach_text(struct json_object *n)
 	return xasprintf("no");
 }
 
+/* how long the reachability shown has held: "12s", "-" */
+static char *reach_since_text(struct json_object *n)
+{
+	struct json_object *h = jget(n, "health", json_type_object);
+	double t;
+	if (!h || !jnum(h, "since", &t) || t <= 0)
+		return xasprintf("-");
+	double ago = difftime(time(NULL), (time_t)t);
+	return xasprintf("%.0fs", ago < 0 ? 0 : ago);
+}
+
 static int render_node_list(struct json_object *reply)
 {
 	struct json_object *nodes = jarray_of_objects(reply, "nodes");
@@ -45,17 +58,21 @@ static int render_node_list(struct json_object *reply)
 
 	if (!nodes)
 		return EXIT_FAIL;
-	table_init(&t, 7);
-	table_row(&t, "NAME", "IPS", "POD CIDRS", "SOURCE", "LAST SEEN", "ROUTED", "REACHABLE");
+	table_init(&t, 9);
+	table_row(&t, "NAME", "IPS", "POD CIDRS", "SOURCE", "LAST SEEN", "ROUTED", "STATE", "SINCE",
+		  "REACHABLE");
 	for (size_t i = 0; i < json_object_array_length(nodes); i++) {
 		struct json_object *n = json_object_array_get_idx(nodes, i);
 		struct json_object *routed = jget(n, "routed", json_type_boolean);
 		char *ips = join_list(n, "ips"), *cidrs = join_list(n, "pod-cidrs");
-		char *seen = seen_text(n), *reach = reach_text(n);
+		char *seen = seen_text(n), *reach = reach_text(n), *since = reach_since_text(n);
+		struct json_object *lost = jget(n, "lost", json_type_boolean);
 
 		table_row(&t, jstr(n, "name"), ips, cidrs, jstr(n, "source"), seen,
-			  routed ? (json_object_get_boolean(routed) ? "yes" : "no") : "-", reach);
+			  routed ? (json_object_get_boolean(routed) ? "yes" : "no") : "-",
+			  lost && json_object_get_boolean(lost) ? "lost" : "up", since, reach);
 		free(reach);
+		free(since);
 		free(ips);
 		free(cidrs);
 		free(seen);

@@ -161,6 +161,18 @@ static int render_policy(struct json_object *reply)
 		}
 		table_print(&t);
 		table_free(&t);
+		/* what a policy enforces otherwise than written (the agent's warnings) */
+		for (size_t i = 0; i < json_object_array_length(pols); i++) {
+			struct json_object *p = json_object_array_get_idx(pols, i), *w = NULL;
+			const char *ns = jstr(p, "namespace");
+			if (!json_object_object_get_ex(p, "warnings", &w) ||
+			    !json_object_is_type(w, json_type_array))
+				continue;
+			for (size_t j = 0; j < json_object_array_length(w); j++)
+				printf("Warning: %s%s%s: %s\n", ns && *ns ? ns : "", ns && *ns ? "/" : "",
+				       jstr(p, "name") ? jstr(p, "name") : "?",
+				       json_object_get_string(json_object_array_get_idx(w, j)));
+		}
 	}
 	if (json_object_array_length(eps) > 0) {
 		puts("");
@@ -204,8 +216,12 @@ static void print_dir(const char *title, struct json_object *d)
 	/* what the datapath's entries decide, and the rule its events name */
 	const char *match = jstr(d, "match");
 	char *rule = policy_rule_text(jget(d, "rule", json_type_object));
+	struct json_object *localhost = NULL;
 	if (match && !strcmp(match, "default-deny"))
 		printf("  decided by: default deny (enforced, no rule allows it)\n");
+	else if (json_object_object_get_ex(d, "allow_localhost", &localhost) &&
+		 json_object_get_boolean(localhost))
+		printf("  decided by: allow allow-localhost (the node's own traffic, no rule)\n");
 	else if (match && strcmp(match, "open"))
 		printf("  decided by: %s %s\n", match, rule ? rule : "(an unknown rule)");
 	free(rule);

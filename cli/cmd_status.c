@@ -98,6 +98,17 @@ int render_status(struct json_object *st)
 		       fmt_ms(boot, "config_ms", c, sizeof(c)), fmt_ms(boot, "load_ms", l, sizeof(l)),
 		       fmt_ms(boot, "init_ms", i, sizeof(i)), fmt_ms(boot, "start_ms", s, sizeof(s)));
 	}
+	struct json_object *lp = jget(st, "loop", json_type_object);
+	double at, slow;
+
+	if (jnum(lp, "longest_stall_ms", &d) && jnum(lp, "longest_stall_at_ms", &at))
+	{
+		const char *in = jstr(lp, "longest_stall_in");
+
+		printf("Loop:       longest stall %.1fms (%.1fs after the start began%s%s), %.0f of 50ms or more\n",
+		       d, at / 1000.0, in && *in ? "; longest call: " : "", in && *in ? in : "",
+		       jnum(lp, "stalls_over_50ms", &slow) ? slow : 0.0);
+	}
 	putchar('\n');
 
 	size_t n = json_object_array_length(mods);

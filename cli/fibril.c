@@ -43,6 +43,7 @@ static const char usage_text[] =
 	"  health status   connectivity to every node, latency, the matrix (health module)\n"
 	"  node list       the nodes of the cluster: IPs, pod CIDRs, source, last seen\n"
 	"  ipcache list    the ipcache: prefix -> identity, source, node, host IP\n"
+	"                  (what is programmed; --all: what is known too)\n"
 	"  ipam list       allocated addresses and their owners, and the pools\n"
 	"  ipam allocate [--family ipv4|ipv6|both] OWNER\n"
 	"                  the next free address(es) for OWNER (default: both)\n"
@@ -151,6 +152,8 @@ int main(int argc, char **argv)
 		{ "src", required_argument, NULL, 'S' },
 		{ "dst", required_argument, NULL, 'D' },
 		{ "dport", required_argument, NULL, 'P' },
+		/* of `fibril ipcache list` */
+		{ "all", no_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("FIBRIL_SOCKET");
@@ -197,6 +200,9 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			opt.dport = optarg;
+			break;
+		case 'A':
+			opt.all = true;
 			break;
 		case ':':
 			return usage_error("option '%s' needs an argument", argv[optind - 1]);

@@ -348,6 +348,7 @@ static void shutdown_all(bool started)
 		g_watchdog = NULL;
 	}
 	snprintf(g_agent.state, sizeof(g_agent.state), "stopping");
+	loop_stall_end();
 	double t0 = mono_ms();
 	api_close();
 	if (started)
@@ -393,6 +394,7 @@ static int run(void)
 	g_agent.phase_ms[AGENT_PHASE_INIT] = mono_ms() - t;
 	loop_watch_stop_signals(on_stop_signal);
 	t = mono_ms();
+	loop_stall_begin(); /* from here on, modules hold connections the loop serves */
 	if (lifecycle_start_all(set, (uint64_t)fibril_config_duration_ms(NULL, "start-timeout"), err)) {
 		host_error("start failed: %s", err);
 		shutdown_all(false);

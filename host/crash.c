@@ -14,6 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
+static uint64_t mono_ns_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static __thread struct crash_ctx *g_crash_top __attribute__((tls_model("initial-exec")));
 static __thread bool g_altstack_set __attribute__((tls_model("initial-exec")));
 
@@ -25,6 +32,7 @@ void crash_enter(struct crash_ctx *c, const struct fibril_module *m, const char 
 	c->detail = detail;
 	c->num = num;
 	c->prev = g_crash_top;
+	c->t0_ns = m && loop_is_loop_thread() ? mono_ns_now() : 0;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	g_crash_top = c;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -35,6 +43,8 @@ void crash_leave(struct crash_ctx *c)
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	g_crash_top = c->prev;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (c->t0_ns)
+		loop_note_call(c->m, c->what, c->detail, mono_ns_now() - c->t0_ns);
 }
 
 bool crash_in_module_code(void)

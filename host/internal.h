@@ -91,6 +91,25 @@ HIDDEN unsigned loop_pending_work(struct fibril_module *owner);
 HIDDEN void loop_wake(void);
 /* The agent's own SIGTERM/SIGINT handling. */
 HIDDEN int loop_watch_stop_signals(void (*cb)(int signum));
+/* Stalls: per iteration, the time the loop thread did not wait in its poll
+ * (callbacks, hooks run between iterations), from loop_stall_begin() (the
+ * start of the modules) to loop_stall_end(); each observed into
+ * fibril_loop_stall_seconds. */
+#define LOOP_STALL_SLOW_MS 50.0
+struct loop_stall_stats {
+	double max_ms;    /* the longest */
+	double max_at_ms; /* when it ended, since loop_stall_begin() */
+	uint64_t slow;    /* iterations of LOOP_STALL_SLOW_MS or more */
+	uint64_t iterations;
+	char max_in[160]; /* the longest call into a module in it, "" none */
+};
+/* From crash.c: a call into module code on the loop thread took ns. */
+HIDDEN bool loop_is_loop_thread(void);
+HIDDEN void loop_note_call(const struct fibril_module *m, const char *what, const char *detail,
+			   uint64_t ns);
+HIDDEN void loop_stall_begin(void);
+HIDDEN void loop_stall_end(void);
+HIDDEN void loop_stall_stats(struct loop_stall_stats *out);
 
 /* ---- bus (bus.c) ------------------------------------------------------ */
 HIDDEN int bus_init(void);
@@ -181,6 +200,7 @@ struct fibril_module {
 	int start_rc;
 	double init_ms, start_ms, stop_ms, fini_ms;
 	double start_began_ms; /* when a pending start began (STATUS=) */
+	double start_hook_ms; /* of start_ms, the start hook itself (the loop waited for it) */
 	struct health_component *health;
 	/* graph */
 	struct fibril_module **deps; /* modules this one starts after */
@@ -285,6 +305,7 @@ struct crash_ctx {
 	const char *detail;
 	long num;
 	struct crash_ctx *prev;
+	uint64_t t0_ns; /* on the loop thread: when the call began (loop stalls) */
 };
 HIDDEN void crash_enter(struct crash_ctx *c, const struct fibril_module *m, const char *what,
 			const char *detail, long num);
@@ -314,6 +335,8 @@ HIDDEN void metrics_fini(void);
 /* GET /metrics: every family, each scrape callback run under a crash record
  * naming its module. */
 HIDDEN void metrics_serve(FILE *out);
+/* One iteration's stall (loop.c), in seconds. */
+HIDDEN void metrics_loop_stall(double seconds);
 /* One answered API request (route: the matched pattern, or "unmatched"). */
 HIDDEN void metrics_api_request(const char *method, const char *route, int code, double ms);
 

@@ -84,6 +84,14 @@ static uv_async_t g_defer_async;
 static pthread_mutex_t g_defer_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct deferred_call *g_defer_head, *g_defer_tail;
 static uv_signal_t g_stop_signals[2];
+/* stalls: how long each iteration kept the loop from its poll (see below) */
+static uv_check_t g_stall_check;
+static bool g_stall_on;
+static uint64_t g_stall_last_ns, g_stall_idle_ns, g_stall_begin_ns;
+static struct loop_stall_stats g_stall;
+static pthread_t g_loop_thread;
+static uint64_t g_iter_call_ns; /* the longest module call of this iteration */
+static char g_iter_call[160];
 static void (*g_stop_cb)(int signum);
 static int g_stop_signal_count;
 
@@ -142,6 +150,15 @@ int loop_init(void)
 	if (rc)
 		return rc;
 	uv_unref((uv_handle_t *)&g_defer_async);
+	/* the time spent waiting in the poll, for the stall measurement */
+	if ((rc = uv_loop_configure(&g_loop, UV_METRICS_IDLE_TIME)))
+		return rc;
+	if ((rc = uv_check_init(&g_loop, &g_stall_check)))
+		return rc;
+	uv_unref((uv_handle_t *)&g_stall_check);
+	g_stall_on = false;
+	memset(&g_stall, 0, sizeof(g_stall));
+	g_loop_thread = pthread_self();
 	g_loop_ready = true;
 	return 0;
 }
@@ -165,6 +182,84 @@ void loop_run_once(bool block)
 void loop_stop(void)
 {
 	uv_stop(&g_loop);
+}
+
+/* ---- stalls ---------------------------------------------------------------
+ * A stall is the time the loop thread spent between two of its polls doing
+ * anything but waiting in them: callbacks, a start hook run between two
+ * iterations, a lock waited for. Measured after each poll (a check handle):
+ * the wall time since the previous one less what the poll waited
+ * (uv_metrics_idle_time). From loop_stall_begin() on, so a start's hooks
+ * count, the loading of modules before it does not. */
+bool loop_is_loop_thread(void)
+{
+	return g_loop_ready && pthread_equal(pthread_self(), g_loop_thread);
+}
+
+void loop_note_call(const struct fibril_module *m, const char *what, const char *detail,
+		    uint64_t ns)
+{
+	if (!g_stall_on || ns <= g_iter_call_ns)
+		return;
+	g_iter_call_ns = ns;
+	snprintf(g_iter_call, sizeof(g_iter_call), "module %s: %s%s%s%s (%.1f ms)", m->name, what,
+		 detail ? " '" : "", detail ? detail : "", detail ? "'" : "", (double)ns / 1e6);
+}
+
+static void on_stall_check(uv_check_t *c)
+{
+	(void)c;
+	uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&g_loop);
+	uint64_t wall = now - g_stall_last_ns, waited = idle - g_stall_idle_ns;
+	double ms = wall > waited ? (double)(wall - waited) / 1e6 : 0;
+	g_stall_last_ns = now;
+	g_stall_idle_ns = idle;
+	g_stall.iterations++;
+	if (ms >= LOOP_STALL_SLOW_MS)
+		g_stall.slow++;
+	if (ms > g_stall.max_ms) {
+		g_stall.max_ms = ms;
+		g_stall.max_at_ms = (double)(now - g_stall_begin_ns) / 1e6;
+		snprintf(g_stall.max_in, sizeof(g_stall.max_in), "%s", g_iter_call);
+	}
+	g_iter_call_ns = 0;
+	g_iter_call[0] = '\0';
+	metrics_loop_stall(ms / 1000.0);
+}
+
+void loop_stall_begin(void)
+{
+	if (!g_loop_ready || g_stall_on)
+		return;
+	g_stall_begin_ns = g_stall_last_ns = uv_hrtime();
+	g_stall_idle_ns = uv_metrics_idle_time(&g_loop);
+	g_iter_call_ns = 0;
+	g_iter_call[0] = '\0';
+	if (uv_check_start(&g_stall_check, on_stall_check) == 0)
+		g_stall_on = true;
+}
+
+void loop_stall_end(void)
+{
+	if (g_stall_on)
+		uv_check_stop(&g_stall_check);
+	g_stall_on = false;
+}
+
+void loop_stall_stats(struct loop_stall_stats *out)
+{
+	*out = g_stall;
+	if (!g_stall_on)
+		return;
+	/* the iteration running now (this call's own, or a stall in progress) */
+	uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&g_loop);
+	uint64_t wall = now - g_stall_last_ns, waited = idle - g_stall_idle_ns;
+	double ms = wall > waited ? (double)(wall - waited) / 1e6 : 0;
+	if (ms > out->max_ms) {
+		out->max_ms = ms;
+		out->max_at_ms = (double)(now - g_stall_begin_ns) / 1e6;
+		snprintf(out->max_in, sizeof(out->max_in), "%s", g_iter_call);
+	}
 }
 
 uint64_t fibril_now_ms(void)
@@ -647,6 +742,7 @@ void loop_fini(void)
 {
 	if (!g_loop_ready)
 		return;
+	loop_stall_end();
 	loop_drain_owner_jobs(NULL, 60000);
 	loop_release_owner(NULL);
 	while (g_jobs)

@@ -1,7 +1,7 @@
 /* host/metrics_host.c - the host's side of the Prometheus metrics (the
  * registry and the text format are lib/metrics.c): the agent's own
  * families (API requests by route and code with their latency, the loop's
- * lag, modules by state; the journal's are lib/journal.c's, registered
+ * lag and its stalls, modules by state; the journal's are lib/journal.c's, registered
  * here), and the exposition GET /metrics serves, where each module's
  * scrape callback runs under a crash record naming it. */
 #include "internal.h"
@@ -10,8 +10,8 @@
 
 static struct {
 	struct fibril_metric *api_requests, *api_latency;
-	struct fibril_metric *loop_lag, *modules;
-	struct fibril_series *lag;
+	struct fibril_metric *loop_lag, *loop_stall, *modules;
+	struct fibril_series *lag, *stall;
 	struct fibril_timer *lag_timer;
 	uint64_t lag_expected_ms;
 } g_host;
@@ -64,13 +64,21 @@ int metrics_init(void)
 		.name = "fibril_loop_lag_seconds", .buckets = lag_buckets,
 		.nbuckets = sizeof(lag_buckets) / sizeof(lag_buckets[0]),
 		.help = "How late a 500 ms timer on the loop fired."));
+	static const double stall_buckets[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
+	g_host.loop_stall = fibril_metric_register(NULL, OPTS(.type = FIBRIL_METRIC_HISTOGRAM,
+		.name = "fibril_loop_stall_seconds", .buckets = stall_buckets,
+		.nbuckets = sizeof(stall_buckets) / sizeof(stall_buckets[0]),
+		.help = "Per loop iteration since the modules' start, the time the loop thread "
+			"spent not waiting for events (callbacks, hooks): how long anything "
+			"on the loop waited at worst."));
 	g_host.modules = fibril_metric_register(NULL, OPTS(.type = FIBRIL_METRIC_GAUGE,
 		.name = "fibril_modules", .labels = state, .help = "Loaded modules by state."));
 #undef OPTS
 	if (!g_host.api_requests || !g_host.api_latency || journal_rc || !g_host.loop_lag ||
-	    !g_host.modules)
+	    !g_host.loop_stall || !g_host.modules)
 		return -1;
 	g_host.lag = fibril_metric_series(g_host.loop_lag, NULL);
+	g_host.stall = fibril_metric_series(g_host.loop_stall, NULL);
 	fibril_metrics_on_scrape(NULL, modules_scrape, NULL);
 	g_host.lag_expected_ms = 0;
 	g_host.lag_timer = fibril_timer_add(NULL, 0, LAG_INTERVAL_MS, lag_tick, NULL);
@@ -84,6 +92,12 @@ void metrics_fini(void)
 	journal_metrics_fini();
 	metrics_release_owner(NULL);
 	memset(&g_host, 0, sizeof(g_host));
+}
+
+void metrics_loop_stall(double seconds)
+{
+	if (g_host.stall)
+		fibril_series_observe(g_host.stall, seconds);
 }
 
 void metrics_api_request(const char *method, const char *route, int code, double ms)

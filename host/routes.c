@@ -1,7 +1,10 @@
 /* host/routes.c - the agent's built-in API routes: health (readiness),
  * status with bootstrap timings, the effective config, the module list, bus
- * counters; and on the TCP listener /healthz, /livez and /metrics in the
- * Prometheus text format. */
+ * counters; and on the TCP listener the kubelet's probes (/livez: the loop
+ * answers; /readyz, and /healthz as before: every started module OK) and
+ * /metrics in the Prometheus text format. Another node's reachability is
+ * in none of them: the health module reports it as information (GET
+ * /v1/health), never as this agent's health. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -79,6 +82,8 @@ static void healthz(struct fibril_request *req, struct fibril_response *resp, vo
 	api_resp_object(resp, 503, o);
 }
 
+/* Liveness: answered on the loop thread, so an answer means the loop runs
+ * (a stuck loop answers nothing and the kubelet restarts the agent). */
 static void livez(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	fibril_resp_body(resp, 200, "text/plain", "ok\n", 3);
@@ -95,6 +100,7 @@ static struct json_object *module_status(struct fibril_module *m)
 	bool inited = m->state != MODULE_LOADED;
 	json_object_object_add(t, "init_ms", json_ms(m->init_ms, inited));
 	json_object_object_add(t, "start_ms", json_ms(m->start_ms, m->state >= MODULE_RUNNING));
+	json_object_object_add(t, "start_hook_ms", json_ms(m->start_hook_ms, m->state >= MODULE_RUNNING));
 	json_object_object_add(t, "stop_ms", json_ms(m->stop_ms, m->state == MODULE_STOPPED));
 	json_object_object_add(t, "fini_ms", json_ms(m->fini_ms, false));
 	json_object_object_add(o, "timings", t);
@@ -128,6 +134,15 @@ static void status(struct fibril_request *req, struct fibril_response *resp, voi
 	json_object_object_add(b, "init_ms", json_object_new_double(g_agent.phase_ms[AGENT_PHASE_INIT]));
 	json_object_object_add(b, "start_ms", json_object_new_double(g_agent.phase_ms[AGENT_PHASE_START]));
 	json_object_object_add(o, "bootstrap", b);
+	struct loop_stall_stats ls;
+	loop_stall_stats(&ls);
+	struct json_object *lp = json_object_new_object();
+	json_object_object_add(lp, "longest_stall_ms", json_object_new_double(ls.max_ms));
+	json_object_object_add(lp, "longest_stall_at_ms", json_object_new_double(ls.max_at_ms));
+	json_object_object_add(lp, "longest_stall_in", json_object_new_string(ls.max_in));
+	json_object_object_add(lp, "stalls_over_50ms", json_object_new_int64((int64_t)ls.slow));
+	json_object_object_add(lp, "iterations", json_object_new_int64((int64_t)ls.iterations));
+	json_object_object_add(o, "loop", lp);
 	struct json_object *mods = json_object_new_array();
 	for (size_t i = 0; i < g_agent.modules.norder; i++)
 		json_object_array_add(mods, module_status(g_agent.modules.order[i]));
@@ -226,6 +241,7 @@ int routes_register(void)
 	rc |= api_route_host("GET", "/v1/config", 0, config, NULL);
 	rc |= api_route_host("GET", "/v1/bus", 0, bus, NULL);
 	rc |= api_route_tcp("GET", "/healthz", healthz, NULL);
+	rc |= api_route_tcp("GET", "/readyz", healthz, NULL); /* the same: readiness */
 	rc |= api_route_tcp("GET", "/livez", livez, NULL);
 	rc |= api_route_tcp("GET", "/metrics", metrics, NULL);
 	rc |= api_route_host("GET", "/metrics", 0, metrics, NULL);

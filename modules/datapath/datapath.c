@@ -166,37 +166,6 @@ static void config_read(struct datapath *dp)
 
 /* ---- endpoints table ----------------------------------------------------------------------- */
 
-static struct dp_ep *ep_find(struct datapath *dp, uint16_t id)
-{
-	for (struct dp_ep *e = dp->eps; e; e = e->next)
-		if (e->ep.id == id)
-			return e;
-	return NULL;
-}
-
-static void ep_forget(struct datapath *dp, uint16_t id)
-{
-	for (struct dp_ep **pp = &dp->eps; *pp; pp = &(*pp)->next) {
-		if ((*pp)->ep.id == id) {
-			struct dp_ep *e = *pp;
-			*pp = e->next;
-			free(e);
-			dp->neps--;
-			return;
-		}
-	}
-}
-
-static void eps_free(struct datapath *dp)
-{
-	while (dp->eps) {
-		struct dp_ep *e = dp->eps;
-		dp->eps = e->next;
-		free(e);
-	}
-	dp->neps = 0;
-}
-
 /* Health of the "endpoints" component: Degraded while one failed. */
 static void eps_health(struct datapath *dp)
 {
@@ -246,11 +215,13 @@ static void ep_undo(struct datapath *dp, const struct fibril_datapath_endpoint *
 {
 	if (ep->has_ipv4 && dp_endpoint_owner(dp, 4, &ep->ipv4) == ep->id) {
 		dp_endpoint_del(dp, ep->id, 4, &ep->ipv4);
-		dp_ipcache_del(dp, 4, &ep->ipv4, 32, NULL, 0);
+		dp_ipc_unclaim(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 4, &ep->ipv4, 32,
+			       NULL, 0);
 	}
 	if (ep->has_ipv6 && dp_endpoint_owner(dp, 6, &ep->ipv6) == ep->id) {
 		dp_endpoint_del(dp, ep->id, 6, &ep->ipv6);
-		dp_ipcache_del(dp, 6, &ep->ipv6, 128, NULL, 0);
+		dp_ipc_unclaim(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 6, &ep->ipv6, 128,
+			       NULL, 0);
 	}
 	if (ep->has_ipv4)
 		dp_route_del(dp, 4, &ep->ipv4, ep->host_ifindex, NULL, 0);
@@ -279,11 +250,13 @@ static int upsert_steps(struct datapath *dp, const struct fibril_datapath_endpoi
 	/* maps first: the (new) program finds the endpoint the moment it runs */
 	if (ep->has_ipv4 &&
 	    ((rc = dp_endpoint_put(dp, ep, 4, &ep->ipv4, err, len)) < 0 ||
-	     (rc = dp_ipcache_put(dp, 4, &ep->ipv4, 32, ep->identity, err, len)) < 0))
+	     (rc = dp_ipc_claim_tunnel(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 4, &ep->ipv4,
+					32, ep->identity, 0, NULL, err, len)) < 0))
 		return rc;
 	if (ep->has_ipv6 &&
 	    ((rc = dp_endpoint_put(dp, ep, 6, &ep->ipv6, err, len)) < 0 ||
-	     (rc = dp_ipcache_put(dp, 6, &ep->ipv6, 128, ep->identity, err, len)) < 0))
+	     (rc = dp_ipc_claim_tunnel(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 6, &ep->ipv6,
+					128, ep->identity, 0, NULL, err, len)) < 0))
 		return rc;
 	if ((rc = dp_prog_attach(dp, ep->host_ifindex, err, len)) < 0)
 		return rc;
@@ -337,7 +310,7 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 	    (ep->has_ipv6 && (rc = addr_taken(dp, ep, 6, &ep->ipv6, err, errlen)) < 0))
 		return rc;
 
-	struct dp_ep *known = ep_find(dp, ep->id);
+	struct dp_ep *known = dp_ep_find(dp, ep->id);
 	rc = upsert_steps(dp, ep, why, sizeof(why));
 	if (rc < 0) {
 		if (!known) {
@@ -345,9 +318,10 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 			known = calloc(1, sizeof(*known));
 			if (known) {
 				known->ep = *ep;
-				known->next = dp->eps;
-				dp->eps = known;
-				dp->neps++;
+				if (dp_ep_add(dp, known) < 0) {
+					free(known);
+					known = NULL;
+				}
 			}
 		}
 		if (known)
@@ -361,13 +335,13 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 		ep_drop_stale(dp, &known->ep, ep);
 	} else {
 		known = calloc(1, sizeof(*known));
-		if (!known) {
+		if (known)
+			known->ep.id = ep->id;
+		if (!known || dp_ep_add(dp, known) < 0) {
+			free(known);
 			dp_seterr(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
-		known->next = dp->eps;
-		dp->eps = known;
-		dp->neps++;
 	}
 	known->ep = *ep;
 	known->ep.sz = sizeof(known->ep);
@@ -388,34 +362,14 @@ static int op_endpoint_remove(void *ctx, const struct fibril_datapath_endpoint *
 	if (rc < 0)
 		return rc;
 	ep = &given;
-	struct dp_ep *known = ep_find(dp, ep->id);
+	struct dp_ep *known = dp_ep_find(dp, ep->id);
 	if (known)
 		ep_undo(dp, &known->ep, true);
 	ep_undo(dp, ep, !known || known->ep.host_ifindex != ep->host_ifindex);
-	ep_forget(dp, ep->id);
+	dp_ep_forget(dp, ep->id);
 	eps_health(dp);
 	fibril_debug(dp->m, "endpoint %u removed", ep->id);
 	return 0;
-}
-
-static int op_ipcache_upsert(void *ctx, int family, const void *addr, unsigned prefixlen,
-			     uint32_t identity, char *err, size_t errlen)
-{
-	if (!addr) {
-		dp_seterr(err, errlen, "ipcache: no address");
-		return -EINVAL;
-	}
-	return dp_ipcache_put(ctx, family, addr, prefixlen, identity, err, errlen);
-}
-
-static int op_ipcache_remove(void *ctx, int family, const void *addr, unsigned prefixlen,
-			     char *err, size_t errlen)
-{
-	if (!addr) {
-		dp_seterr(err, errlen, "ipcache: no address");
-		return -EINVAL;
-	}
-	return dp_ipcache_del(ctx, family, addr, prefixlen, err, errlen);
 }
 
 static int op_node(void *ctx, struct fibril_datapath_node *out)
@@ -454,84 +408,6 @@ static int op_policy_list(void *ctx,
 			  int (*cb)(const struct fibril_datapath_policy_entry *e, void *ud), void *ud)
 {
 	return dp_policy_list(ctx, cb, ud);
-}
-
-static int op_ipcache_upsert_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e,
-				   char *err, size_t errlen)
-{
-	struct fibril_datapath_ipcache_entry given;
-	char why[DP_ERR_LEN];
-	int rc = fibril_struct_copy_in(&given, sizeof(given), e, e ? e->sz : 0,
-				       FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry,
-							  identity),
-				       "struct fibril_datapath_ipcache_entry", why, sizeof(why));
-	if (rc < 0) {
-		dp_seterr(err, errlen, "%s", why);
-		return rc;
-	}
-	return dp_ipcache_put_tunnel(ctx, given.family, given.addr, given.prefix_len,
-				     given.identity, given.tunnel_family, given.tunnel_endpoint, err,
-				     errlen);
-}
-
-static int op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcache_entry *entries,
-				   size_t n, size_t *done, char *err, size_t errlen)
-{
-	size_t written = 0;
-	if (!done)
-		done = &written;
-	*done = 0;
-	if (!n)
-		return 0;
-	if (!entries) {
-		dp_seterr(err, errlen, "struct fibril_datapath_ipcache_entry: batch of %zu is NULL", n);
-		return -EINVAL;
-	}
-	/* The array's stride is the caller's struct size (entries[0].sz), and
-	 * each entry is taken by the same rule as ipcache_upsert_entry's
-	 * (fibril_struct_copy_in): a shorter struct's missing fields read as
-	 * zero, a longer one is refused if it sets a byte this datapath does
-	 * not know. Every entry must carry the same sz: a mismatch means the
-	 * caller's stride is not what it says. Nothing is written unless the
-	 * whole batch is valid. */
-	size_t stride = entries[0].sz;
-	const size_t min = FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry, identity);
-	if (stride < min || stride > FIBRIL_STRUCT_SIZE_MAX) {
-		dp_seterr(err, errlen,
-			  "struct fibril_datapath_ipcache_entry: sz %zu is not valid (at least %zu, "
-			  "at most %u)", stride, min, FIBRIL_STRUCT_SIZE_MAX);
-		return -EINVAL;
-	}
-	struct fibril_datapath_ipcache_entry *full = NULL;
-	if (stride != sizeof(*full) && !(full = calloc(n, sizeof(*full)))) {
-		dp_seterr(err, errlen, "ipcache: out of memory for a batch of %zu", n);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
-		const struct fibril_datapath_ipcache_entry *e =
-			(const void *)((const char *)entries + i * stride);
-		if (e->sz != stride) {
-			dp_seterr(err, errlen,
-				  "struct fibril_datapath_ipcache_entry: entry %zu of the batch has sz "
-				  "%u, entry 0 has %zu (one size for the whole array)", i, e->sz, stride);
-			free(full);
-			return -EINVAL;
-		}
-		if (!full)
-			continue;
-		char why[DP_ERR_LEN];
-		int rc = fibril_struct_copy_in(&full[i], sizeof(full[i]), e, stride, min,
-					       "struct fibril_datapath_ipcache_entry", why, sizeof(why));
-		if (rc < 0) {
-			dp_seterr(err, errlen, "entry %zu of the batch: %s", i, why);
-			free(full);
-			return rc;
-		}
-	}
-	int rc = full ? dp_ipcache_put_batch(ctx, full, n, sizeof(*full), done, err, errlen)
-		      : dp_ipcache_put_batch(ctx, entries, n, stride, done, err, errlen);
-	free(full);
-	return rc;
 }
 
 static int op_tunnel_setup(void *ctx, const struct fibril_datapath_tunnel *t, char *err,
@@ -592,16 +468,17 @@ static const struct fibril_datapath_ops dp_ops = {
 	.hdr = {.sz = sizeof(struct fibril_datapath_ops), .version = FIBRIL_DATAPATH_VERSION},
 	.endpoint_upsert = op_endpoint_upsert,
 	.endpoint_remove = op_endpoint_remove,
-	.ipcache_upsert = op_ipcache_upsert,
-	.ipcache_remove = op_ipcache_remove,
+	.ipcache_upsert = dp_op_ipcache_upsert,
+	.ipcache_remove = dp_op_ipcache_remove,
 	.node = op_node,
 	.policy_upsert = op_policy_upsert,
 	.policy_remove = op_policy_remove,
 	.policy_enforce = op_policy_enforce,
 	.policy_list = op_policy_list,
-	.ipcache_upsert_entry = op_ipcache_upsert_entry,
-	.ipcache_upsert_batch = op_ipcache_upsert_batch,
+	.ipcache_upsert_entry = dp_op_ipcache_upsert_entry,
+	.ipcache_upsert_batch = dp_op_ipcache_upsert_batch,
 	.tunnel_setup = op_tunnel_setup,
+	.ipcache_remove_entry = dp_op_ipcache_remove_entry,
 };
 
 /* ---- the node (host device + gateways) ------------------------------------------------------ */
@@ -687,9 +564,11 @@ static void dp_release(struct datapath *dp)
 		fibril_timer_cancel(dp->gc_timer);
 	dp->gc_timer = NULL;
 	dp_events_stop(dp);
+	dp->start_pending = false; /* a stop during the start: nothing to finish */
 	dp_prog_unload(dp);
 	dp_nl_close(dp);
-	eps_free(dp);
+	dp_eps_free(dp);
+	dp_ipc_free(dp);
 	dp->node_ready = false;
 }
 
@@ -744,8 +623,10 @@ static int dp_start(struct fibril_module *m)
 		goto fail;
 	/* everything not more specific is the world */
 	static const uint8_t any[16];
-	if ((rc = dp_ipcache_put(dp, 4, any, 0, DP_IDENTITY_WORLD, err, sizeof(err))) < 0 ||
-	    (rc = dp_ipcache_put(dp, 6, any, 0, DP_IDENTITY_WORLD, err, sizeof(err))) < 0)
+	if ((rc = dp_ipc_claim_tunnel(dp, DP_IPC_SRC_DATAPATH, 4, any, 0, DP_IDENTITY_WORLD, 0, NULL,
+				      err, sizeof(err))) < 0 ||
+	    (rc = dp_ipc_claim_tunnel(dp, DP_IPC_SRC_DATAPATH, 6, any, 0, DP_IDENTITY_WORLD, 0, NULL,
+				      err, sizeof(err))) < 0)
 		goto fail;
 	/* the verifier's work runs on a worker while the agent goes on (the
 	 * maps are what the next modules write); an attachment waits for it */
@@ -770,8 +651,15 @@ static int dp_start(struct fibril_module *m)
 		goto fail;
 	}
 	fibril_info(m, "tc programs %s; conntrack GC every %llu ms; trace events %s",
-		    dp->prog ? "loaded" : "loading", (unsigned long long)dp->gc_interval_ms,
-		    dp->trace ? "on" : "off");
+		    dp->prog ? (dp->prog_reused ? "reused" : "loaded") : "loading",
+		    (unsigned long long)dp->gc_interval_ms, dp->trace ? "on" : "off");
+	if (dp->prog_job) {
+		/* ready means pods can be served: the start (and so the modules
+		 * after it, the API and READY=1) ends when the programs are in,
+		 * while the loop goes on serving what started before */
+		dp->start_pending = true;
+		return FIBRIL_START_PENDING;
+	}
 	return 0;
 fail:
 	fibril_module_set_error(m, "%s", err);

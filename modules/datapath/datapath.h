@@ -45,7 +45,7 @@ struct dp_ep {
 struct dp_prog;     /* dp_prog.c */
 struct dp_prog_job; /* dp_prog.c */
 struct nl_sock;
-struct ring_buffer;
+struct dp_ring; /* dp_gc.c: the dp_events reader */
 
 struct datapath {
 	struct fibril_module *m;
@@ -75,12 +75,15 @@ struct datapath {
 	struct dp_prog_job *prog_job; /* the load running on the worker pool (dp_prog.c) */
 	char prog_error[DP_ERR_LEN];  /* why no program is loaded, "" when it is */
 	double prog_load_ms;          /* the last load, open to verified */
-	bool stopping;                /* in stop: a failed load is not done again */
+	bool stopping;                /* in stop: what waited for the load is not done */
+	bool prog_reused;             /* the programs were adopted from their pins */
+	bool start_pending;           /* start returned FIBRIL_START_PENDING: the load's end finishes it */
 	/* GET /v1/datapath requests deferred until the load is done (dp_api.c) */
 	struct fibril_response *prog_waiters[DP_PROG_WAITERS];
 	size_t n_prog_waiters;
 	struct nl_sock *nl;
 	bool ipcache_no_batch; /* the kernel's LPM trie refused BPF_MAP_UPDATE_BATCH */
+	struct dp_ipc_table *ipc; /* the ipcache's owners (dp_ipc_owner.c) */
 	/* the node: the host device and the gateways on it */
 	struct fibril_datapath_node node;
 	bool node_ready;
@@ -93,7 +96,7 @@ struct datapath {
 	uint64_t gc_last_us, gc_last_syscalls; /* the last pass: time, bpf() calls */
 	size_t gc_last_entries, gc_last_tcp, gc_last_other;
 	/* events */
-	struct ring_buffer *rb;
+	struct dp_ring *rb;
 	struct fibril_io *rb_io;
 	struct fibril_timer *rb_timer; /* reads what no wakeup announced */
 	struct dp_event ring[DP_EVENT_RING];
@@ -114,6 +117,7 @@ struct datapath {
 	/* endpoints in place */
 	struct dp_ep *eps;
 	size_t neps;
+	struct dp_ep **ep_by_id; /* [65536], calloc'd (pages touched only for IDs in use) */
 };
 
 /* ---- util (dp_util.c) ---- */
@@ -130,23 +134,74 @@ int dp_next_key(int fd, const void *key, void *next);
 /* ---- maps (dp_maps.c) ---- */
 int dp_maps_open(struct datapath *dp, char *err, size_t len);
 int dp_config_write(struct datapath *dp, char *err, size_t len);
-int dp_ipcache_put(struct datapath *dp, int family, const void *addr, unsigned plen,
-		   uint32_t identity, char *err, size_t len);
-/* The same with the node that hosts the prefix (tunnel_family 0: none). */
-int dp_ipcache_put_batch(struct datapath *dp, const struct fibril_datapath_ipcache_entry *entries,
-			 size_t n, size_t stride, size_t *done, char *err, size_t len);
-int dp_ipcache_put_tunnel(struct datapath *dp, int family, const void *addr, unsigned plen,
-			  uint32_t identity, int tunnel_family, const void *tunnel_ip, char *err,
-			  size_t len);
 uint32_t dp_config_tunnel_ifindex(struct datapath *dp);
-int dp_ipcache_del(struct datapath *dp, int family, const void *addr, unsigned plen,
-		   char *err, size_t len);
+/* the map's key and value of one ipcache entry (0 or -EINVAL with err) */
+int dp_ipcache_entry_kv(const struct fibril_datapath_ipcache_entry *e, struct dp_ipcache_key *k,
+			struct dp_ipcache_value *v, char *err, size_t len);
+int dp_ipcache_key_of(int family, const void *addr, unsigned plen, struct dp_ipcache_key *k,
+		      char *err, size_t len);
+/* the map itself, as dp_ipc_owner.c decides: n entries at once (*done
+ * written, in order), one, or one deleted (absent is fine) */
+int dp_ipcache_write_batch(struct datapath *dp, const struct dp_ipcache_key *keys,
+			   const struct dp_ipcache_value *values, size_t n, size_t *done, char *err,
+			   size_t len);
+int dp_ipcache_write(struct datapath *dp, const struct dp_ipcache_key *k,
+		     const struct dp_ipcache_value *v, char *err, size_t len);
+int dp_ipcache_delete(struct datapath *dp, const struct dp_ipcache_key *k, char *err, size_t len);
+
+/* ---- the ipcache's owners (dp_ipc_owner.c) ----
+ * Per prefix one claim per source, the highest written to the map. The
+ * sources are enum fibril_datapath_ipcache_source (UNSPEC lowest) and,
+ * above them all, the datapath's own (world /0). */
+#define DP_IPC_SRC_DATAPATH 5
+#define DP_IPC_SRC_COUNT 6
+struct dp_ipc_prefix;
+struct dp_ipc_table {
+	struct dp_ipc_prefix **buckets; /* by key hash; nbuckets a power of two */
+	size_t nbuckets, count;
+	uint64_t writes, writes_skipped, deletes; /* map writes made / not needed */
+};
+/* e's claim (e->source; sz already the full struct's) */
+int dp_ipc_claim(struct datapath *dp, const struct fibril_datapath_ipcache_entry *e, char *err,
+		 size_t len);
+int dp_ipc_claim_tunnel(struct datapath *dp, unsigned source, int family, const void *addr,
+			unsigned plen, uint32_t identity, int tunnel_family, const void *tunnel_ip,
+			char *err, size_t len);
+/* n full entries (stride bytes apart): every one checked first (a bad one
+ * refuses the batch), then one map batch of the writes needed; *done: how
+ * many entries are in place, in order */
+int dp_ipc_claim_batch(struct datapath *dp, const struct fibril_datapath_ipcache_entry *entries,
+		       size_t n, size_t stride, size_t *done, char *err, size_t len);
+int dp_ipc_unclaim(struct datapath *dp, unsigned source, int family, const void *addr,
+		   unsigned plen, char *err, size_t len);
+/* the map's entry for the prefix (a previous run's), claimed by source as
+ * it is, without a write; nothing when the map has none */
+void dp_ipc_adopt(struct datapath *dp, unsigned source, int family, const void *addr,
+		  unsigned plen);
+void dp_ipc_free(struct datapath *dp);
+/* the ops of <fibril/datapath.h> that write the ipcache */
+int dp_op_ipcache_upsert(void *ctx, int family, const void *addr, unsigned prefixlen,
+			 uint32_t identity, char *err, size_t errlen);
+int dp_op_ipcache_remove(void *ctx, int family, const void *addr, unsigned prefixlen, char *err,
+			 size_t errlen);
+int dp_op_ipcache_upsert_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e, char *err,
+			       size_t errlen);
+int dp_op_ipcache_remove_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e, char *err,
+			       size_t errlen);
+int dp_op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcache_entry *entries,
+			       size_t n, size_t *done, char *err, size_t errlen);
 int dp_endpoint_put(struct datapath *dp, const struct fibril_datapath_endpoint *ep, int family,
 		    const void *addr, char *err, size_t len);
 /* Deletes the entry only if it belongs to endpoint id; 0 also when absent. */
 int dp_endpoint_del(struct datapath *dp, uint16_t id, int family, const void *addr);
 /* The endpoint ID that holds addr in dp_endpoints, or 0. */
 uint16_t dp_endpoint_owner(struct datapath *dp, int family, const void *addr);
+/* dp->eps and its index by ID: find, add one made (calloc'd), forget
+ * (free) one, free them all. */
+struct dp_ep *dp_ep_find(struct datapath *dp, uint16_t id);
+int dp_ep_add(struct datapath *dp, struct dp_ep *e);
+void dp_ep_forget(struct datapath *dp, uint16_t id);
+void dp_eps_free(struct datapath *dp);
 /* Rebuild dp->eps from dp_endpoints (a restart). */
 void dp_endpoints_restore(struct datapath *dp);
 /* Every (direction, reason) slot of dp_metrics summed over the CPUs, in
@@ -206,6 +261,19 @@ int dp_prog_overlay_id(struct datapath *dp);
 int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err, size_t len);
 /* The id of the program attached by us to ifindex at h, 0 none, <0 error. */
 int dp_prog_attached_id(int ifindex, enum dp_hook h);
+
+/* ---- the programs' pins (dp_pins.c) ---- */
+struct dp_pin_def {
+	const char *suffix, *name; /* the pin's suffix, the program's name */
+};
+extern const struct dp_pin_def dp_pin_ingress, dp_pin_egress, dp_pin_overlay, dp_pin_netdev;
+/* The pin of d for the object of `hash` when it fits the maps (map_fds by
+ * enum dp_map_id): its fd; else -1. */
+int dp_pin_adopt(uint64_t hash, const struct dp_pin_def *d, const int *map_fds);
+/* Pin fd as d (replacing it); a failure is logged. */
+void dp_pin_one(struct datapath *dp, uint64_t hash, const struct dp_pin_def *d, int fd);
+/* Remove the program pins of every other object (an older agent's). */
+void dp_pins_drop_others(uint64_t hash);
 
 /* ---- netlink (dp_netlink.c) ---- */
 int dp_nl_open(struct datapath *dp, char *err, size_t len);

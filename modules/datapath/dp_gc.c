@@ -3,10 +3,12 @@
  * conntrack-gc-interval has the worker pool remove flows idle longer than
  * their timeout from dp_conntrack (TCP, TCP after FIN/RST) and dp_ct_any
  * (everything else), with batch operations (dp_ctgc.c)) and the events reader (the
- * dp_events ring buffer's epoll fd watched on the loop; each record is
+ * dp_events map fd watched on the loop, its data pages mapped only while
+ * events flow; each record is
  * counted and kept in a small ring for GET /v1/datapath/events). */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -209,6 +211,115 @@ static int on_event(void *ctx, void *data, size_t size)
 	return rc; /* < 0: stop reading, the bus is full */
 }
 
+/* ---- the dp_events reader ------------------------------------------------------------------
+ * The ring's pages are resident only while events flow: the consumer and
+ * producer pages (one each) are mapped at start, the data area (mapped
+ * twice by the kernel, 2 x events-ring-bytes: 16 MiB of resident pages by
+ * default, as the kernel maps a ring's pages when it is mmap'ed) only when
+ * the producer is ahead of us, and unmapped again after DP_RING_IDLE_MS
+ * with nothing to read. The records are read as libbpf's ring_buffer does
+ * (its header: length, busy and discard bits; 8-byte aligned). */
+#define DP_RING_IDLE_MS 5000
+
+struct dp_ring {
+	int fd;
+	size_t page, size;          /* size: the data area (a power of 2) */
+	unsigned long *consumer;    /* RW page 0 */
+	const unsigned long *producer; /* RO page 1 */
+	unsigned char *data;        /* RO, 2 x size, NULL when unmapped */
+	uint64_t last_data_ms;      /* when the data area was last needed */
+};
+
+static void ring_free(struct dp_ring *r)
+{
+	if (!r)
+		return;
+	if (r->data)
+		munmap(r->data, 2 * r->size);
+	if (r->producer)
+		munmap((void *)r->producer, r->page);
+	if (r->consumer)
+		munmap(r->consumer, r->page);
+	free(r);
+}
+
+static struct dp_ring *ring_open(int fd, uint32_t size)
+{
+	struct dp_ring *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->fd = fd;
+	r->page = (size_t)sysconf(_SC_PAGESIZE);
+	r->size = size;
+	void *c = mmap(NULL, r->page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *pr = c == MAP_FAILED ? MAP_FAILED : mmap(NULL, r->page, PROT_READ, MAP_SHARED, fd, (off_t)r->page);
+	if (c == MAP_FAILED || pr == MAP_FAILED) {
+		int e = errno;
+		if (c != MAP_FAILED)
+			munmap(c, r->page);
+		free(r);
+		errno = e;
+		return NULL;
+	}
+	r->consumer = c;
+	r->producer = pr;
+	return r;
+}
+
+static int ring_map_data(struct dp_ring *r)
+{
+	if (r->data)
+		return 0;
+	void *d = mmap(NULL, 2 * r->size, PROT_READ, MAP_SHARED, r->fd, (off_t)(2 * r->page));
+	if (d == MAP_FAILED)
+		return -errno;
+	r->data = d;
+	return 0;
+}
+
+/* Read what waits (as ring_buffer__consume; on_event < 0 stops, past the
+ * record it refused); the data area unmapped once idle. */
+static void ring_consume(struct datapath *dp)
+{
+	struct dp_ring *r = dp->rb;
+	uint64_t now = fibril_now_ms();
+	unsigned long cons = __atomic_load_n(r->consumer, __ATOMIC_ACQUIRE);
+	for (;;) {
+		unsigned long prod = __atomic_load_n(r->producer, __ATOMIC_ACQUIRE);
+		if (cons >= prod)
+			break;
+		if (ring_map_data(r) < 0) {
+			dp->events_bad++;
+			return;
+		}
+		r->last_data_ms = now;
+		bool got = false;
+		while (cons < prod) {
+			const uint32_t *hdr = (const uint32_t *)(r->data + (cons & (r->size - 1)));
+			uint32_t len = __atomic_load_n(hdr, __ATOMIC_ACQUIRE);
+			if (len & BPF_RINGBUF_BUSY_BIT)
+				goto out;
+			got = true;
+			uint32_t n = len & ~(BPF_RINGBUF_BUSY_BIT | BPF_RINGBUF_DISCARD_BIT);
+			cons += (n + BPF_RINGBUF_HDR_SZ + 7) & ~7ul;
+			int rc = 0;
+			if (!(len & BPF_RINGBUF_DISCARD_BIT))
+				rc = on_event(dp, (void *)(hdr + 2), n);
+			__atomic_store_n(r->consumer, cons, __ATOMIC_RELEASE);
+			if (rc < 0)
+				return;
+		}
+		if (!got)
+			break;
+	}
+out:
+	if (r->data && now - r->last_data_ms >= DP_RING_IDLE_MS &&
+	    __atomic_load_n(r->producer, __ATOMIC_ACQUIRE) == cons) {
+		munmap(r->data, 2 * r->size);
+		r->data = NULL;
+	}
+}
+
 /* Read the records waiting in dp_events, the clocks read once for all:
  * at most DP_EVENTS_BATCH of them, so a backlog (the agent was off the CPU
  * for a while) does not become one long callback in which the loop serves
@@ -234,7 +345,7 @@ void dp_events_consume(struct datapath *dp)
 			return;
 		dp->events_has_pending = false;
 	}
-	ring_buffer__consume(dp->rb);
+	ring_consume(dp);
 }
 
 void dp_events_drain(struct datapath *dp)
@@ -262,16 +373,17 @@ static void on_ring_poll(struct fibril_timer *t, void *ud)
 
 int dp_events_start(struct datapath *dp, char *err, size_t len)
 {
-	dp->rb = ring_buffer__new(fibril_map_fd(dp->maps[DPM_EVENTS]), on_event, dp, NULL);
+	dp->rb = ring_open(fibril_map_fd(dp->maps[DPM_EVENTS]), dp->events_bytes);
 	if (!dp->rb) {
 		int e = errno;
 		dp_seterr(err, len, "cannot read the ring buffer %s: %s", DP_MAP_EVENTS, strerror(e));
 		return -e;
 	}
-	dp->rb_io = fibril_io_watch(dp->m, ring_buffer__epoll_fd(dp->rb), FIBRIL_IO_READ,
+	/* the map's fd polls readable when the program wakes its reader */
+	dp->rb_io = fibril_io_watch(dp->m, fibril_map_fd(dp->maps[DPM_EVENTS]), FIBRIL_IO_READ,
 				    on_ring_ready, dp);
 	if (!dp->rb_io) {
-		ring_buffer__free(dp->rb);
+		ring_free(dp->rb);
 		dp->rb = NULL;
 		dp_seterr(err, len, "cannot watch the ring buffer %s", DP_MAP_EVENTS);
 		return -ENOMEM;
@@ -297,7 +409,6 @@ void dp_events_stop(struct datapath *dp)
 	if (dp->rb_io)
 		fibril_io_remove(dp->rb_io);
 	dp->rb_io = NULL;
-	if (dp->rb)
-		ring_buffer__free(dp->rb);
+	ring_free(dp->rb);
 	dp->rb = NULL;
 }

@@ -394,12 +394,6 @@ uint32_t dp_config_tunnel_ifindex(struct datapath *dp)
 	return c.tunnel_ifindex;
 }
 
-int dp_ipcache_put(struct datapath *dp, int family, const void *addr, unsigned plen,
-		   uint32_t identity, char *err, size_t len)
-{
-	return dp_ipcache_put_tunnel(dp, family, addr, plen, identity, 0, NULL, err, len);
-}
-
 static int ipcache_value(uint32_t identity, int tunnel_family, const void *tunnel_ip,
 			 struct dp_ipcache_value *v, char *err, size_t len)
 {
@@ -427,30 +421,32 @@ static int ipcache_write_failed(const struct dp_ipcache_key *k, unsigned plen, i
 	return -e;
 }
 
-/* Many entries: every key and value built first (a bad entry refuses the
- * whole batch, nothing written), then one BPF_MAP_UPDATE_BATCH when the
+int dp_ipcache_entry_kv(const struct fibril_datapath_ipcache_entry *e, struct dp_ipcache_key *k,
+			struct dp_ipcache_value *v, char *err, size_t len)
+{
+	int rc = ipcache_key(e->family, e->addr, e->prefix_len, k, err, len);
+	return rc ? rc : ipcache_value(e->identity, e->tunnel_family, e->tunnel_endpoint, v, err, len);
+}
+
+int dp_ipcache_key_of(int family, const void *addr, unsigned plen, struct dp_ipcache_key *k,
+		      char *err, size_t len)
+{
+	return ipcache_key(family, addr, plen, k, err, len);
+}
+
+/* Many entries built by the caller: one BPF_MAP_UPDATE_BATCH when the
  * kernel's LPM trie takes it (else one update each). *done: how many were
  * written, in order. */
-int dp_ipcache_put_batch(struct datapath *dp, const struct fibril_datapath_ipcache_entry *entries,
-			 size_t n, size_t stride, size_t *done, char *err, size_t len)
+int dp_ipcache_write_batch(struct datapath *dp, const struct dp_ipcache_key *keys,
+			   const struct dp_ipcache_value *values, size_t n, size_t *done, char *err,
+			   size_t len)
 {
+	int rc = 0;
 	*done = 0;
 	if (!n)
 		return 0;
-	struct dp_ipcache_key *keys = malloc(n * sizeof(*keys));
-	struct dp_ipcache_value *values = malloc(n * sizeof(*values));
-	int rc = keys && values ? 0 : -ENOMEM;
-	if (rc)
-		dp_seterr(err, len, "ipcache: out of memory for a batch of %zu", n);
-	for (size_t i = 0; !rc && i < n; i++) {
-		const struct fibril_datapath_ipcache_entry *e =
-			(const void *)((const char *)entries + i * stride);
-		if ((rc = ipcache_key(e->family, e->addr, e->prefix_len, &keys[i], err, len)) == 0)
-			rc = ipcache_value(e->identity, e->tunnel_family, e->tunnel_endpoint, &values[i],
-					   err, len);
-	}
 	int fd = fibril_map_fd(dp->maps[DPM_IPCACHE]);
-	if (!rc && !dp->ipcache_no_batch) {
+	if (!dp->ipcache_no_batch) {
 		__u32 count = (__u32)n;
 		LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
 		if (bpf_map_update_batch(fd, keys, values, &count, &opts) == 0) {
@@ -477,35 +473,20 @@ int dp_ipcache_put_batch(struct datapath *dp, const struct fibril_datapath_ipcac
 				break;
 			}
 	}
-	free(keys);
-	free(values);
 	return rc;
 }
 
-int dp_ipcache_put_tunnel(struct datapath *dp, int family, const void *addr, unsigned plen,
-			  uint32_t identity, int tunnel_family, const void *tunnel_ip, char *err,
-			  size_t len)
+int dp_ipcache_write(struct datapath *dp, const struct dp_ipcache_key *k,
+		     const struct dp_ipcache_value *v, char *err, size_t len)
 {
-	struct dp_ipcache_key k;
-	int rc = ipcache_key(family, addr, plen, &k, err, len);
-	if (rc < 0)
-		return rc;
-	struct dp_ipcache_value v;
-	if ((rc = ipcache_value(identity, tunnel_family, tunnel_ip, &v, err, len)) < 0)
-		return rc;
-	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_IPCACHE]), &k, &v, BPF_ANY) != 0)
-		return ipcache_write_failed(&k, plen, errno, err, len);
+	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_IPCACHE]), k, v, BPF_ANY) != 0)
+		return ipcache_write_failed(k, k->prefixlen - DP_IPCACHE_PREFIX_HDR, errno, err, len);
 	return 0;
 }
 
-int dp_ipcache_del(struct datapath *dp, int family, const void *addr, unsigned plen, char *err,
-		   size_t len)
+int dp_ipcache_delete(struct datapath *dp, const struct dp_ipcache_key *k, char *err, size_t len)
 {
-	struct dp_ipcache_key k;
-	int rc = ipcache_key(family, addr, plen, &k, err, len);
-	if (rc < 0)
-		return rc;
-	if (bpf_map_delete_elem(fibril_map_fd(dp->maps[DPM_IPCACHE]), &k) != 0 && errno != ENOENT) {
+	if (bpf_map_delete_elem(fibril_map_fd(dp->maps[DPM_IPCACHE]), k) != 0 && errno != ENOENT) {
 		int e = errno;
 		dp_seterr(err, len, "cannot delete from %s: %s", DP_MAP_IPCACHE, strerror(e));
 		return -e;
@@ -564,12 +545,57 @@ int dp_endpoint_del(struct datapath *dp, uint16_t id, int family, const void *ad
 	return 0;
 }
 
+/* The list's index by endpoint ID: a restart with 10,000 endpoints looks
+ * each one up twice, and a walk of the list each time is quadratic. */
+struct dp_ep *dp_ep_find(struct datapath *dp, uint16_t id)
+{
+	return dp->ep_by_id ? dp->ep_by_id[id] : NULL;
+}
+
+int dp_ep_add(struct datapath *dp, struct dp_ep *e)
+{
+	if (!dp->ep_by_id && !(dp->ep_by_id = calloc(65536, sizeof(*dp->ep_by_id))))
+		return -ENOMEM;
+	e->next = dp->eps;
+	dp->eps = e;
+	dp->neps++;
+	dp->ep_by_id[e->ep.id] = e;
+	return 0;
+}
+
+void dp_ep_forget(struct datapath *dp, uint16_t id)
+{
+	for (struct dp_ep **pp = &dp->eps; *pp; pp = &(*pp)->next) {
+		if ((*pp)->ep.id == id) {
+			struct dp_ep *e = *pp;
+			*pp = e->next;
+			free(e);
+			dp->neps--;
+			if (dp->ep_by_id)
+				dp->ep_by_id[id] = NULL;
+			return;
+		}
+	}
+}
+
+void dp_eps_free(struct datapath *dp)
+{
+	while (dp->eps) {
+		struct dp_ep *e = dp->eps;
+		dp->eps = e->next;
+		free(e);
+	}
+	dp->neps = 0;
+	free(dp->ep_by_id);
+	dp->ep_by_id = NULL;
+}
+
 static struct dp_ep *restore_find_or_add(struct datapath *dp, const struct dp_endpoint_info *v)
 {
-	for (struct dp_ep *e = dp->eps; e; e = e->next)
-		if (e->ep.id == v->ep_id)
-			return e;
-	struct dp_ep *e = calloc(1, sizeof(*e));
+	struct dp_ep *e = dp_ep_find(dp, v->ep_id);
+	if (e)
+		return e;
+	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
 	e->ep.sz = sizeof(e->ep);
@@ -578,9 +604,10 @@ static struct dp_ep *restore_find_or_add(struct datapath *dp, const struct dp_en
 	e->ep.host_ifindex = (int)v->ifindex;
 	memcpy(e->ep.mac, v->mac, 6);
 	memcpy(e->ep.host_mac, v->host_mac, 6);
-	e->next = dp->eps;
-	dp->eps = e;
-	dp->neps++;
+	if (dp_ep_add(dp, e) < 0) {
+		free(e);
+		return NULL;
+	}
 	return e;
 }
 
@@ -608,6 +635,15 @@ void dp_endpoints_restore(struct datapath *dp)
 			e->ep.has_ipv6 = true;
 			memcpy(&e->ep.ipv6, cur.addr, 16);
 		}
+	}
+	/* their ipcache entries are theirs again (a claim of a lower source
+	 * made before their endpoint_upsert does not replace them) */
+	for (struct dp_ep *e = dp->eps; e; e = e->next) {
+		if (e->ep.has_ipv4)
+			dp_ipc_adopt(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 4, &e->ep.ipv4, 32);
+		if (e->ep.has_ipv6)
+			dp_ipc_adopt(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 6, &e->ep.ipv6,
+				     128);
 	}
 	if (dp->neps)
 		fibril_info(dp->m, "%zu endpoint(s) found in %s from the last run", dp->neps,

@@ -148,8 +148,8 @@ static void prune_one(struct nl_sock *sk, const struct mod_nl_addr *a, void *ud)
 	int rc = mod_nl_addr_remove(sk, a, why, sizeof(why));
 	fibril_info(p->dp->m, "removed %s from %s (no pool's gateway any more)%s%s", text,
 		    p->dp->host_dev, rc < 0 ? ": " : "", rc < 0 ? why : "");
-	dp_ipcache_del(p->dp, a->family == AF_INET ? 4 : 6, a->addr, a->family == AF_INET ? 32 : 128,
-		       NULL, 0);
+	dp_ipc_unclaim(p->dp, DP_IPC_SRC_DATAPATH, a->family == AF_INET ? 4 : 6, a->addr,
+		       a->family == AF_INET ? 32 : 128, NULL, 0);
 }
 
 /* Remove global addresses of the device that are not gateways any more
@@ -203,8 +203,8 @@ int dp_host_device_setup(struct datapath *dp, const struct fibril_ipam_pool *poo
 			return rc;
 		}
 		int fam = want[i].af == AF_INET ? 4 : 6;
-		rc = dp_ipcache_put(dp, fam, want[i].bytes, fam == 4 ? 32 : 128, DP_IDENTITY_HOST,
-				    err, len);
+		rc = dp_ipc_claim_tunnel(dp, DP_IPC_SRC_DATAPATH, fam, want[i].bytes, fam == 4 ? 32 : 128,
+					 DP_IDENTITY_HOST, 0, NULL, err, len);
 		if (rc < 0)
 			return rc;
 	}

@@ -7,7 +7,15 @@
  * delivers to the pod). Attaching with BPF_TC_F_REPLACE swaps the program
  * of an existing filter atomically, so a restarted agent re-adopts a veth
  * without a gap in traffic; stopping leaves the filters (and the programs
- * they hold) in place. */
+ * they hold) in place.
+ *
+ * Reuse: every loaded program is pinned as <bpffs-dir>/dp_prog_<hash>_<hook>,
+ * <hash> being the FNV-1a hash of the embedded object. A start whose object
+ * hashes the same, and whose pinned programs use the registry's maps as
+ * they are now (a recreated map makes them stale), adopts the pins: no
+ * verifier at all. Otherwise the load runs on a worker, the start stays
+ * pending meanwhile (the loop runs; nothing waits on it), and the new
+ * programs are pinned in place of the old ones. */
 #include <errno.h>
 #include <pthread.h>
 #include <net/if.h>
@@ -25,6 +33,13 @@
 #include "node_addrs.h"
 #include "fibril_dp.skel.h"
 
+/* Which programs a load verifies: the endpoints' two always (DP_PROGS_
+ * ENDPOINT); fibril_from_overlay only in tunnel mode and fibril_from_netdev
+ * only with host-routing = bpf, each ~8% of the verifier's work. */
+#define DP_PROGS_ENDPOINT 1u
+#define DP_PROGS_OVERLAY 2u
+#define DP_PROGS_NETDEV 4u
+
 #define DP_TC_HANDLE 0xf1b1
 #define DP_TC_PRIORITY 1
 
@@ -35,6 +50,7 @@ struct dp_prog {
 	int id[DP_HOOK_COUNT];
 	int overlay_fd, overlay_id; /* fibril_from_overlay (tunnel mode) */
 	int netdev_fd, netdev_id;   /* fibril_from_netdev (host-routing = bpf) */
+	unsigned adopted;           /* DP_PROGS_* whose fds came from pins (ours to close) */
 };
 
 static const enum bpf_tc_attach_point hook_point[DP_HOOK_COUNT] = {
@@ -68,12 +84,6 @@ static int reuse(struct bpf_map *map, int fd, char *err, size_t len)
 	return rc;
 }
 
-/* Which programs a load verifies: the endpoints' two always (DP_PROGS_
- * ENDPOINT); fibril_from_overlay only in tunnel mode and fibril_from_netdev
- * only with host-routing = bpf, each ~8% of the verifier's work. */
-#define DP_PROGS_ENDPOINT 1u
-#define DP_PROGS_OVERLAY 2u
-#define DP_PROGS_NETDEV 4u
 
 /* Open the skeleton, hand it the registry's maps (fds by enum dp_map_id)
  * and load the programs in `which`: the kernel verifies them here. The
@@ -160,6 +170,13 @@ static void prog_free(struct dp_prog *p)
 {
 	if (!p)
 		return;
+	if (p->adopted & DP_PROGS_ENDPOINT)
+		for (int h = 0; h < DP_HOOK_COUNT; h++)
+			close(p->fd[h]);
+	if ((p->adopted & DP_PROGS_OVERLAY) && p->overlay_fd >= 0)
+		close(p->overlay_fd);
+	if ((p->adopted & DP_PROGS_NETDEV) && p->netdev_fd >= 0)
+		close(p->netdev_fd);
 	fibril_dp__destroy(p->skel);
 	fibril_dp__destroy(p->overlay_skel);
 	free(p);
@@ -169,6 +186,93 @@ static void map_fds_of(struct datapath *dp, int *fds)
 {
 	for (int i = 0; i < DPM_COUNT; i++)
 		fds[i] = fibril_map_fd(dp->maps[i]);
+}
+
+/* ---- the pins: reuse what is in place ------------------------------------------------------ */
+
+/* The embedded object's FNV-1a hash: the same bytes load the same programs. */
+static uint64_t object_hash(void)
+{
+	static uint64_t hash;
+	if (hash)
+		return hash;
+	size_t n = 0;
+	const unsigned char *b = fibril_dp__elf_bytes(&n);
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return hash = h ? h : 1;
+}
+
+/* Adopt every program of `which` from the pins, or none (0 or -ENOENT). */
+static int prog_adopt(struct dp_prog *p, unsigned which, const int *map_fds)
+{
+	int fd[4] = {-1, -1, -1, -1}, id[4] = {0, 0, 0, 0};
+	const struct dp_pin_def *defs[4] = {&dp_pin_ingress, &dp_pin_egress, &dp_pin_overlay,
+					    &dp_pin_netdev};
+	bool want[4] = {which & DP_PROGS_ENDPOINT, which & DP_PROGS_ENDPOINT,
+			which & DP_PROGS_OVERLAY, which & DP_PROGS_NETDEV};
+	bool ok = true;
+	for (int i = 0; i < 4 && ok; i++)
+		if (want[i])
+			if ((ok = (fd[i] = dp_pin_adopt(object_hash(), defs[i], map_fds)) >= 0))
+				id[i] = prog_id_of(fd[i]);
+	if (!ok) {
+		for (int i = 0; i < 4; i++)
+			if (fd[i] >= 0)
+				close(fd[i]);
+		return -ENOENT;
+	}
+	if (which & DP_PROGS_ENDPOINT) {
+		p->fd[DP_HOOK_INGRESS] = fd[0], p->id[DP_HOOK_INGRESS] = id[0];
+		p->fd[DP_HOOK_EGRESS] = fd[1], p->id[DP_HOOK_EGRESS] = id[1];
+	}
+	if (which & DP_PROGS_OVERLAY)
+		p->overlay_fd = fd[2], p->overlay_id = id[2];
+	if (which & DP_PROGS_NETDEV)
+		p->netdev_fd = fd[3], p->netdev_id = id[3];
+	p->adopted |= which;
+	return 0;
+}
+
+/* Pin what p loaded (not what it adopted) and remove the pins of other
+ * objects (an older agent's): the filters hold their own references. */
+static void prog_pin(struct datapath *dp, const struct dp_prog *p)
+{
+	if (p->skel && !(p->adopted & DP_PROGS_ENDPOINT) && p->fd[DP_HOOK_INGRESS] > 0) {
+		dp_pin_one(dp, object_hash(), &dp_pin_ingress, p->fd[DP_HOOK_INGRESS]);
+		dp_pin_one(dp, object_hash(), &dp_pin_egress, p->fd[DP_HOOK_EGRESS]);
+	}
+	if (!(p->adopted & DP_PROGS_OVERLAY))
+		dp_pin_one(dp, object_hash(), &dp_pin_overlay, p->overlay_fd);
+	if (!(p->adopted & DP_PROGS_NETDEV))
+		dp_pin_one(dp, object_hash(), &dp_pin_netdev, p->netdev_fd);
+	dp_pins_drop_others(object_hash());
+}
+
+/* At start: the pins of this object, when they fit (see pinned_fits). */
+static bool prog_reuse(struct datapath *dp)
+{
+	int fds[DPM_COUNT];
+	map_fds_of(dp, fds);
+	struct dp_prog *p = prog_new();
+	if (!p)
+		return false;
+	uint64_t t0 = dp_mono_ns();
+	if (prog_adopt(p, progs_at_start(dp), fds) < 0) {
+		prog_free(p);
+		return false;
+	}
+	dp->prog = p;
+	dp->prog_reused = true;
+	dp->prog_load_ms = (double)(dp_mono_ns() - t0) / 1e6;
+	fibril_info(dp->m, "tc programs reused from their pins in %.1f ms: same object (%016llx), "
+			   "same maps (ingress id %d, egress id %d)",
+		    dp->prog_load_ms, (unsigned long long)object_hash(), p->id[DP_HOOK_INGRESS],
+		    p->id[DP_HOOK_EGRESS]);
+	return true;
 }
 
 int dp_prog_load(struct datapath *dp, char *err, size_t len)
@@ -189,7 +293,9 @@ int dp_prog_load(struct datapath *dp, char *err, size_t len)
 		return rc;
 	}
 	dp->prog = p;
+	dp->prog_reused = false;
 	dp->prog_load_ms = (double)(dp_mono_ns() - t0) / 1e6;
+	prog_pin(dp, p);
 	return 0;
 }
 
@@ -215,7 +321,7 @@ struct dp_prog_job {
 	/* the verifier log of a failed load lands here, not in libbpf's print
 	 * function (global, maybe another module's at that moment); a failed
 	 * load is done again on the loop thread to log it in full */
-	char log[4096];
+	char log[16384];
 };
 
 static void job_run(void *ud)
@@ -244,30 +350,45 @@ static void job_run(void *ud)
 	pthread_mutex_unlock(&j->mu);
 }
 
-/* The job's result into dp: the programs (and what waited for them), or
- * a refusal, loaded again synchronously first: that load logs the
- * verifier's reasons through the module's log as the load in start did. */
+/* The last lines of a refused load's verifier log, into the module's log
+ * (from the loop thread: libbpf's printer is global). */
+static void log_verifier(struct datapath *dp, char *log, size_t size)
+{
+	log[size - 1] = '\0';
+	size_t n = strlen(log);
+	if (!n)
+		return;
+	char *from = log;
+	int lines = 0;
+	for (char *q = log + n; q > log && lines < 24; q--)
+		if (q[-1] == '\n' && q != log + n && ++lines == 24)
+			from = q;
+	fibril_error(dp->m, "the verifier's log (its end):");
+	for (char *line = strtok(from, "\n"); line; line = strtok(NULL, "\n"))
+		fibril_error(dp->m, "  %s", line);
+}
+
+/* The job's result into dp: the programs (pinned for the next start, and
+ * what waited for them), or a refusal: its reasons in the log, every
+ * attachment fails with them, health component programs Degraded. Nothing
+ * here runs the verifier again: the loop never waits for it. */
 static void job_result(struct datapath *dp, struct dp_prog_job *j)
 {
 	if (j->rc == 0) {
 		dp->prog = j->prog;
 		j->prog = NULL;
+		dp->prog_reused = false;
 		dp->prog_load_ms = (double)(j->t1_ns - j->t0_ns) / 1e6;
 		fibril_info(dp->m, "tc programs loaded in %.0f ms (ingress id %d, egress id %d)",
 			    dp->prog_load_ms, dp->prog->id[DP_HOOK_INGRESS],
 			    dp->prog->id[DP_HOOK_EGRESS]);
+		prog_pin(dp, dp->prog);
 		if (!dp->stopping)
 			dp_programs_loaded(dp);
 		return;
 	}
-	if (!dp->stopping && j->rc != -ENOMEM && j->rc != -ECANCELED &&
-	    dp_prog_load(dp, dp->prog_error, sizeof(dp->prog_error)) == 0) {
-		/* refused on the worker, loaded here: fine, if odd */
-		fibril_warn(dp->m, "the tc programs' load on a worker failed (%s); loaded again",
-			    j->err);
-		dp_programs_loaded(dp);
-		return;
-	}
+	if (j->rc != -ECANCELED && j->rc != -ENOMEM && j->rc != -EPERM)
+		log_verifier(dp, j->log, sizeof(j->log));
 	if (!dp->prog_error[0])
 		snprintf(dp->prog_error, sizeof(dp->prog_error), "%s", j->err);
 	fibril_error(dp->m, "%s", dp->prog_error);
@@ -287,6 +408,11 @@ static void job_adopt(struct datapath *dp, struct dp_prog_job *j)
 	dp->prog_job = NULL;
 	job_result(dp, j);
 	dp_api_programs_loaded(dp);
+	if (dp->start_pending) {
+		/* the start waited for the programs (without holding the loop) */
+		dp->start_pending = false;
+		fibril_module_start_done(dp->m, 0);
+	}
 }
 
 static void job_done(void *ud, int status)
@@ -316,6 +442,11 @@ int dp_prog_load_start(struct datapath *dp, char *err, size_t len)
 		dp_seterr(err, len, "out of memory");
 		return -ENOMEM;
 	}
+	dp->prog_error[0] = '\0';
+	if (prog_reuse(dp)) {
+		free(j);
+		return 0;
+	}
 	pthread_mutex_init(&j->mu, NULL);
 	pthread_cond_init(&j->cv, NULL);
 	j->dp = dp;
@@ -337,6 +468,8 @@ int dp_prog_load_start(struct datapath *dp, char *err, size_t len)
 
 int dp_prog_wait(struct datapath *dp, char *err, size_t len)
 {
+	/* while the start is pending nothing but stop gets here: the API and
+	 * the modules that use this one start after it */
 	if (dp->prog_job)
 		job_adopt(dp, dp->prog_job);
 	if (dp->prog)
@@ -370,8 +503,8 @@ int dp_prog_overlay_id(struct datapath *dp)
 	return dp->prog ? dp->prog->overlay_id : 0;
 }
 
-/* One filter: the clsact qdisc (created by the first hook), then ours. */
-static int attach_fd(int prog_fd, int ifindex, enum dp_hook h, char *err, size_t len)
+/* The clsact qdisc of ifindex (one already there is fine). */
+static int hook_create(int ifindex, enum dp_hook h, char *err, size_t len)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = hook_point[h]);
 	/* a clsact qdisc already there (EEXIST) is fine: keep libbpf from
@@ -386,11 +519,33 @@ static int attach_fd(int prog_fd, int ifindex, enum dp_hook h, char *err, size_t
 			  strerror(-rc));
 		return rc;
 	}
+	return 0;
+}
+
+static int tc_replace(int prog_fd, int ifindex, enum dp_hook h)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = hook_point[h]);
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY,
 		    .prog_fd = prog_fd, .flags = BPF_TC_F_REPLACE);
+	libbpf_print_fn_t old = modcommon_libbpf_quiet_begin();
 	dp_vg_quiet_begin();
-	rc = bpf_tc_attach(&hook, &opts);
+	int rc = bpf_tc_attach(&hook, &opts);
 	dp_vg_quiet_end();
+	modcommon_libbpf_log_end(old);
+	return rc;
+}
+
+/* One filter, replaced atomically. The clsact qdisc is created only when
+ * the filter cannot go in without it: a veth re-adopted at a restart has
+ * it, and its filter is one netlink round trip, not two. */
+static int attach_fd(int prog_fd, int ifindex, enum dp_hook h, char *err, size_t len)
+{
+	if (tc_replace(prog_fd, ifindex, h) == 0)
+		return 0;
+	int rc = hook_create(ifindex, h, err, len);
+	if (rc < 0)
+		return rc;
+	rc = tc_replace(prog_fd, ifindex, h);
 	if (rc < 0) {
 		dp_seterr(err, len, "cannot attach the tc program to ifindex %d %s: %s", ifindex,
 			  hook_name[h], strerror(-rc));
@@ -409,9 +564,11 @@ int dp_prog_attach_overlay(struct datapath *dp, int ifindex, char *err, size_t l
 	int rc = dp_prog_wait(dp, err, len);
 	if (rc < 0)
 		return rc;
-	if (dp->prog->overlay_fd < 0) { /* tunnel mode since the start: load it now */
+	if (dp->prog->overlay_fd < 0) { /* tunnel mode since the start: its pin, else load it */
 		int fds[DPM_COUNT];
 		map_fds_of(dp, fds);
+		if (prog_adopt(dp->prog, DP_PROGS_OVERLAY, fds) == 0)
+			return attach_fd(dp->prog->overlay_fd, ifindex, DP_HOOK_INGRESS, err, len);
 		libbpf_print_fn_t old = modcommon_libbpf_log_begin(dp->m);
 		rc = prog_build(dp->prog, &dp->prog->overlay_skel, DP_PROGS_OVERLAY, fds, NULL, err,
 				len);
@@ -421,6 +578,7 @@ int dp_prog_attach_overlay(struct datapath *dp, int ifindex, char *err, size_t l
 			dp->prog->overlay_skel = NULL;
 			return rc;
 		}
+		dp_pin_one(dp, object_hash(), &dp_pin_overlay, dp->prog->overlay_fd);
 	}
 	return attach_fd(dp->prog->overlay_fd, ifindex, DP_HOOK_INGRESS, err, len);
 }

@@ -383,20 +383,40 @@ int ep_datapath_remove(struct ep_manager *mg, const struct ep_endpoint *ep, char
 
 /* ---- health and retries ------------------------------------------------------------- */
 
+bool ep_iface_gone(struct ep_manager *mg, struct ep_endpoint *ep, const char *why)
+{
+	char *gone = ep_gone_reason(ep);
+
+	if (!gone)
+		return false;
+	if (!ep->iface_gone)
+		fibril_warn(mg->m, "endpoint %u: %s (the datapath: %s): kept until its CNI DEL, "
+			    "not retried", ep->id, gone, why);
+	free(gone);
+	ep->iface_gone = true;
+	ep->datapath_pending = false;
+	return true;
+}
+
 void ep_update_health(struct ep_manager *mg)
 {
-	size_t dp = 0, k8s = 0;
+	size_t dp = 0, k8s = 0, gone = 0;
 
 	for (size_t i = 1; i < mg->eps_cap; i++) {
 		if (!mg->eps[i])
 			continue;
 		dp += mg->eps[i]->datapath_pending;
 		k8s += mg->eps[i]->k8s_pending;
+		gone += mg->eps[i]->iface_gone;
 	}
 	if (dp || k8s)
 		fibril_health_report(mg->m, NULL, FIBRIL_HEALTH_DEGRADED,
 				     "%zu endpoint(s) waiting for the datapath, %zu for their pod labels; retrying",
 				     dp, k8s);
+	else if (gone) /* a fact about those pods, not about this agent */
+		fibril_health_report(mg->m, NULL, FIBRIL_HEALTH_OK,
+				     "%zu endpoints (%zu whose interface is gone, until their DEL)",
+				     mg->count, gone);
 	else
 		fibril_health_report(mg->m, NULL, FIBRIL_HEALTH_OK, "%zu endpoints", mg->count);
 }
@@ -427,7 +447,7 @@ static void retry_pending(struct ep_manager *mg)
 				ep->state = FIBRIL_EP_READY;
 				fibril_info(mg->m, "endpoint %u is in the datapath (retried)", ep->id);
 				ep_publish(mg, FIBRIL_ENDPOINT_TOPIC_UPDATED, ep, identity);
-			} else {
+			} else if (!ep_iface_gone(mg, ep, err)) {
 				fibril_debug(mg->m, "endpoint %u: datapath still refuses: %s", ep->id, err);
 			}
 		}

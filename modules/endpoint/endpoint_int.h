@@ -46,6 +46,7 @@ struct ep_endpoint {
 	uint8_t state;              /* enum fibril_endpoint_state */
 	bool datapath_pending;      /* the datapath did not take it yet: retried */
 	bool k8s_pending;           /* its pod's labels could not be applied: retried */
+	bool iface_gone;            /* its host veth went away: kept (not retried) until its DEL */
 	int host_ifindex;
 	struct ep_identity *identity;
 	char host_ifname[IFNAMSIZ];
@@ -169,6 +170,13 @@ void ep_buf_endpoint(struct ep_buf *b, const struct ep_endpoint *ep, bool for_fi
 int ep_apply_spec(struct ep_endpoint *ep, const struct ep_spec *spec);
 /* Schedule the retry of pending datapath/k8s work. */
 void ep_schedule_retry(struct ep_manager *mg);
+/* Why ep's netns or host veth is gone (malloc'd), or NULL when both are
+ * there (restore.c). */
+char *ep_gone_reason(const struct ep_endpoint *ep);
+/* After the datapath refused ep (why: its error): when its host veth or
+ * netns is gone, that is recorded (iface_gone, logged once) and true: not
+ * a failure to retry or to be unready for, its CNI DEL will come. */
+bool ep_iface_gone(struct ep_manager *mg, struct ep_endpoint *ep, const char *why);
 void ep_update_health(struct ep_manager *mg);
 
 /* ---- labels.c ------------------------------------------------------------ */

@@ -13,6 +13,7 @@
  * one workload share an identity across rollouts. */
 #include "endpoint_int.h"
 #include "grow.h"
+#include "label_filter.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,59 +48,12 @@ static uint32_t label_hash(const char *s)
 	return h;
 }
 
-/* ---- which labels count for the identity ---------------------------------- */
+/* ---- which labels count for the identity: Cilium's default filter, shared
+ * with the policy module (label_filter.h) ------------------------------------ */
 
-static bool has_prefix(const char *s, size_t len, const char *prefix)
-{
-	size_t n = strlen(prefix);
-
-	return len >= n && !memcmp(s, prefix, n);
-}
-
-/* Is the domain part of a key (what stands before its '/') D or a
- * subdomain of D? */
-static bool domain_is(const char *key, size_t len, const char *d)
-{
-	const char *slash = memchr(key, '/', len);
-	size_t dl = strlen(d);
-
-	if (!slash)
-		return false;
-	size_t n = (size_t)(slash - key);
-
-	return n >= dl && !memcmp(slash - dl, d, dl) && (n == dl || slash[-(ptrdiff_t)dl - 1] == '.');
-}
-
-/* One "source:key[=value]" label (LEN bytes): does it count for the identity?
- * Cilium's default filter: every label counts but the Kubernetes ones that
- * change per pod or per rollout, or carry bookkeeping: keys under
- * io.kubernetes (but the namespace label), in the kubernetes.io and k8s.io
- * domains and their subdomains (but app.kubernetes.io, the recommended
- * application labels), pod-template-hash, pod-template-generation,
- * controller-revision-hash, controller-uid, etcd_node and annotation.*. */
 bool ep_label_counts_for_identity(const char *label, size_t len)
 {
-	static const char source[] = "k8s:";
-	static const char *const excluded_keys[] = {
-		"pod-template-hash", "pod-template-generation", "controller-revision-hash",
-		"controller-uid", "etcd_node",
-	};
-
-	if (!has_prefix(label, len, source) || has_prefix(label, len, EP_NAMESPACE_LABEL))
-		return true; /* reserved:, container:, ..., and the namespace label */
-	const char *key = label + sizeof(source) - 1;
-	const char *eq = memchr(key, '=', len - (sizeof(source) - 1));
-	size_t klen = eq ? (size_t)(eq - key) : len - (sizeof(source) - 1);
-
-	if (domain_is(key, klen, "app.kubernetes.io"))
-		return true;
-	if (has_prefix(key, klen, "io.kubernetes") || has_prefix(key, klen, "annotation.") ||
-	    domain_is(key, klen, "kubernetes.io") || domain_is(key, klen, "k8s.io"))
-		return false;
-	for (size_t i = 0; i < sizeof(excluded_keys) / sizeof(excluded_keys[0]); i++)
-		if (klen == strlen(excluded_keys[i]) && !memcmp(key, excluded_keys[i], klen))
-			return false;
-	return true;
+	return mod_label_counts_for_identity(label, len);
 }
 
 void ep_identities_init(struct ep_manager *mg)

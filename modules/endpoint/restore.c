@@ -14,7 +14,10 @@
  *      on a short timer;
  *   3. removed endpoints leave the datapath and the journal; kept ones keep
  *      their IDs, are re-adopted by the datapath (endpoint_upsert) and
- *      announced with endpoint.created.
+ *      announced with endpoint.created. In slices of RESTORE_SLICE_MS, the
+ *      loop running between them (the start stays pending): 10,000
+ *      endpoints never hold it for long. A kept endpoint whose veth went
+ *      away meanwhile is recorded as such (ep_iface_gone), not retried.
  * The log says "restored N endpoints in X ms (M removed)". */
 #include "endpoint_int.h"
 #include "grow.h"
@@ -40,6 +43,7 @@
 #endif
 
 #define RETRY_MS 100
+#define RESTORE_SLICE_MS 5.0 /* step 3's work between two turns of the loop */
 #define MAX_STATE_FILE (1u << 20)
 
 struct restore_entry {
@@ -54,12 +58,17 @@ struct ep_restore {
 	struct restore_entry *v;
 	size_t n, cap;
 	size_t ipam_at;         /* the next entry step 2 handles */
+	size_t finish_at;       /* the next entry step 3 handles */
+	size_t kept, removed;   /* by step 3 */
+	bool waiting_ipam;      /* the timer is step 2's retry (else a slice's turn) */
 	size_t corrupt;
 	double active_ms;       /* time spent restoring (not waiting) */
 	struct timespec wait_start;
 	double waited_ms;
 	bool waiting_logged;
 };
+
+static void restore_tick(struct fibril_timer *t, void *ud);
 
 static double now_ms(void)
 {
@@ -176,7 +185,7 @@ static unsigned state_file_id(const char *name)
 }
 
 /* Why the endpoint cannot be kept (malloc'd), or NULL when it is alive. */
-static char *gone_reason(const struct ep_endpoint *ep)
+char *ep_gone_reason(const struct ep_endpoint *ep)
 {
 	struct statfs sfs;
 	char name[IF_NAMESIZE];
@@ -331,7 +340,7 @@ static int settle_entries(struct ep_manager *mg, struct ep_restore *r)
 			ep_free(e->ep);
 			continue;
 		}
-		e->why = gone_reason(e->ep);
+		e->why = ep_gone_reason(e->ep);
 		if (!e->why) {
 			int rc = ep_identity_restore(mg, *labels ? labels
 								 : mg->reserved[FIBRIL_IDENTITY_INIT].labels,
@@ -480,16 +489,22 @@ static int reserve(struct ep_manager *mg, struct restore_entry *e)
 
 /* ---- step 3: the table and the datapath -------------------------------------------- */
 
-static void finish(struct ep_manager *mg, struct ep_restore *r)
+/* Step 3 for the entries from r->finish_at, for RESTORE_SLICE_MS at most;
+ * then the end of the restore. 0 done, -EINPROGRESS: more (the caller lets
+ * the loop run first). */
+static int finish(struct ep_manager *mg, struct ep_restore *r)
 {
 	double t0 = now_ms();
-	size_t kept = 0, removed = 0;
 	char err[256];
 
-	for (size_t i = 0; i < r->n; i++) {
-		struct restore_entry *e = &r->v[i];
+	for (; r->finish_at < r->n; r->finish_at++) {
+		struct restore_entry *e = &r->v[r->finish_at];
 		struct ep_endpoint *ep = e->ep;
 
+		if (now_ms() - t0 >= RESTORE_SLICE_MS) {
+			r->active_ms += now_ms() - t0;
+			return -EINPROGRESS;
+		}
 		if (e->why) {
 			char owner[FIBRIL_IPAM_OWNER_LEN];
 
@@ -499,7 +514,7 @@ static void finish(struct ep_manager *mg, struct ep_restore *r)
 			ep_store_remove(mg, ep->id);
 			fibril_warn(mg->m, "endpoint %u (%s) removed at restore: %s; its addresses were released",
 				    ep->id, owner, e->why);
-			removed++;
+			r->removed++;
 			continue;
 		}
 		if (ep_table_insert(mg, ep)) {
@@ -508,12 +523,14 @@ static void finish(struct ep_manager *mg, struct ep_restore *r)
 			continue;
 		}
 		e->ep = NULL; /* the table owns it */
-		kept++;
+		r->kept++;
 		ep->state = FIBRIL_EP_REGENERATING;
 		if (ep_datapath_upsert(mg, ep, err, sizeof(err))) {
-			fibril_warn(mg->m, "endpoint %u: the datapath did not re-adopt it: %s; retrying",
-				    ep->id, err);
-			ep->datapath_pending = true;
+			if (!ep_iface_gone(mg, ep, err)) {
+				fibril_warn(mg->m, "endpoint %u: the datapath did not re-adopt it: %s; retrying",
+					    ep->id, err);
+				ep->datapath_pending = true;
+			}
 		} else {
 			ep->state = FIBRIL_EP_READY;
 		}
@@ -530,20 +547,22 @@ static void finish(struct ep_manager *mg, struct ep_restore *r)
 	if (r->waited_ms > 0)
 		snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), "; waited %.0f ms for ipam",
 			 r->waited_ms);
-	fibril_info(mg->m, "restored %zu endpoints in %.1f ms (%zu removed%s)", kept, r->active_ms,
-		    removed, extra);
+	fibril_info(mg->m, "restored %zu endpoints in %.1f ms (%zu removed%s)", r->kept, r->active_ms,
+		    r->removed, extra);
 	ep_apply_cached_pods(mg);
 	ep_update_health(mg);
-	if (kept && mg->retry_timer == NULL) {
+	if (r->kept && mg->retry_timer == NULL) {
 		for (size_t i = 1; i < mg->eps_cap; i++)
 			if (mg->eps[i] && (mg->eps[i]->datapath_pending || mg->eps[i]->k8s_pending)) {
 				ep_schedule_retry(mg);
 				break;
 			}
 	}
+	return 0;
 }
 
-/* Step 2 from where it stopped, then step 3. 0 done, -EAGAIN waiting. */
+/* Step 2 from where it stopped, then step 3. 0 done, -EAGAIN waiting for
+ * IPAM, -EINPROGRESS: step 3 goes on after a turn of the loop. */
 static int advance(struct ep_manager *mg, struct ep_restore *r)
 {
 	double t0 = now_ms();
@@ -555,8 +574,24 @@ static int advance(struct ep_manager *mg, struct ep_restore *r)
 		}
 	}
 	r->active_ms += now_ms() - t0;
-	finish(mg, r);
-	return 0;
+	return finish(mg, r);
+}
+
+/* The timer of the next step: IPAM's retry, or at once (a slice's turn). */
+static int arm(struct ep_manager *mg, struct ep_restore *r, int rc)
+{
+	r->waiting_ipam = rc == -EAGAIN;
+	if (r->waiting_ipam && !r->waiting_logged) {
+		r->waiting_logged = true;
+		fibril_info(mg->m, "ipam has no pool yet: restore of %zu endpoints waits for it (retrying every %d ms)",
+			    r->n, RETRY_MS);
+	}
+	if (r->waiting_ipam)
+		clock_gettime(CLOCK_MONOTONIC, &r->wait_start);
+	/* 1 ms, not 0: a timer due at the loop's cached time runs in the same
+	 * timers phase (libuv), and the loop would never turn between slices */
+	mg->restore_timer = fibril_timer_add(mg->m, r->waiting_ipam ? RETRY_MS : 1, 0, restore_tick, mg);
+	return mg->restore_timer ? 0 : -ENOMEM;
 }
 
 static void restore_tick(struct fibril_timer *t, void *ud)
@@ -569,13 +604,15 @@ static void restore_tick(struct fibril_timer *t, void *ud)
 	mg->restore_timer = NULL;
 	if (!r)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	r->waited_ms += (double)(now.tv_sec - r->wait_start.tv_sec) * 1e3 +
-			(double)(now.tv_nsec - r->wait_start.tv_nsec) / 1e6;
-	if (advance(mg, r) == -EAGAIN) {
-		clock_gettime(CLOCK_MONOTONIC, &r->wait_start);
-		mg->restore_timer = fibril_timer_add(mg->m, RETRY_MS, 0, restore_tick, mg);
-		if (!mg->restore_timer) {
+	if (r->waiting_ipam) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		r->waited_ms += (double)(now.tv_sec - r->wait_start.tv_sec) * 1e3 +
+				(double)(now.tv_nsec - r->wait_start.tv_nsec) / 1e6;
+	}
+	int rc = advance(mg, r);
+
+	if (rc == -EAGAIN || rc == -EINPROGRESS) {
+		if (arm(mg, r, rc)) {
 			fibril_module_set_error(mg->m, "cannot arm the restore retry timer");
 			mg->restore = NULL;
 			restore_free(r);
@@ -603,16 +640,15 @@ int ep_restore_start(struct ep_manager *mg)
 		return rc;
 	}
 	r->active_ms = now_ms() - t0;
-	if (advance(mg, r) == 0) {
+	/* no endpoint: done; else steps 2 and 3 after a turn of the loop (the
+	 * files took this hook's time already) */
+	rc = r->n ? -EINPROGRESS : advance(mg, r);
+	if (rc == 0) {
 		restore_free(r);
 		return 0;
 	}
-	fibril_info(mg->m, "ipam has no pool yet: restore of %zu endpoints waits for it (retrying every %d ms)",
-		    r->n, RETRY_MS);
-	clock_gettime(CLOCK_MONOTONIC, &r->wait_start);
 	mg->restore = r;
-	mg->restore_timer = fibril_timer_add(mg->m, RETRY_MS, 0, restore_tick, mg);
-	if (!mg->restore_timer) {
+	if (arm(mg, r, rc)) {
 		mg->restore = NULL;
 		restore_free(r);
 		fibril_module_set_error(mg->m, "cannot arm the restore retry timer");

@@ -6,7 +6,9 @@
  * rtnetlink (modules/common/nl.c), where the responder listens on it too.
  * A probe of it travels the path pod traffic takes: the route to the
  * node's pod CIDR and the node's forwarding, which a probe of the node
- * address does not. */
+ * address does not. This file also sets them up: the reservation in the
+ * local IPAM (owner fibril-health, so no pod gets them; tried again while
+ * the IPAM answers -EAGAIN), the address, the responder on it. */
 #include "health.h"
 
 #include <arpa/inet.h>
@@ -17,7 +19,11 @@
 
 #include <linux/netlink.h>
 
+#include <fibril/fibril.h>
+
 #include "nl.h"
+
+#define HEALTH_EP_OWNER "fibril-health"
 
 bool health_ep_addr_of(const struct fibril_node *n, struct in_addr *out)
 {
@@ -88,4 +94,82 @@ void health_ep_addr_del(struct health_addr a)
 {
 	char why[128];
 	addr_op(a, false, why, sizeof(why));
+}
+
+/* ---- the set-up ---------------------------------------------------------------------------- */
+
+/* One health endpoint address: reserve it in the local IPAM (so no pod
+ * gets it), put it on the loopback, listen on it. */
+static bool endpoint_addr_up(struct health *h, struct health_addr ep, const char *component,
+			     bool *reserved, bool *again)
+{
+	char why[256], a[INET6_ADDRSTRLEN];
+	inet_ntop(ep.family, &ep.v6, a, sizeof(a));
+	void *ctx;
+	const struct fibril_ipam_ops *ipam =
+		(const struct fibril_ipam_ops *)fibril_service_lookup(h->m, FIBRIL_IPAM_CAPABILITY, 1, &ctx);
+	if (ipam) {
+		struct fibril_ipam_result r = {.sz = sizeof(r)};
+		int rc = ipam->allocate_ip(ctx, a, HEALTH_EP_OWNER, &r);
+		if (rc < 0) {
+			/* -EAGAIN: the IPAM is busy (re-claiming its pool): try again */
+			*again = *again || rc == -EAGAIN;
+			fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED,
+					     "cannot reserve the health endpoint address %s: %s%s", a, strerror(-rc),
+					     rc == -EAGAIN ? " (retrying)" : "");
+			return false;
+		}
+		*reserved = true;
+	}
+	if (health_ep_addr_add(ep, why, sizeof(why)) < 0) {
+		fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED, "%s", why);
+		return false;
+	}
+	if (health_responder_open(h, ep, why, sizeof(why)) < 0) {
+		fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED, "%s", why);
+		return true; /* the address is on lo: taken off at stop */
+	}
+	fibril_log(h->m, FIBRIL_LOG_INFO, ep.family == AF_INET6 ? "health endpoint [%s]:%u" : "health endpoint %s:%u",
+		   a, h->port);
+	return true;
+}
+
+static void endpoint_retry(struct fibril_timer *t, void *ud);
+
+/* The health endpoints: per family of the node's pod CIDRs (those not up
+ * yet); a reservation the IPAM could not make yet is tried again in 1 s. */
+void health_endpoint_up(struct health *h, const struct fibril_node *self)
+{
+	bool again = false, was_retry = h->ep_retrying;
+	if (!h->ep_wanted)
+		return;
+	h->ep_retrying = false;
+	if (!health_ep_addr_of(self, &h->ep_ip)) {
+		fibril_log(h->m, FIBRIL_LOG_WARN, "no IPv4 health endpoint: this node has no IPv4 pod CIDR of /30 or wider");
+	} else if (!h->ep_added) {
+		struct health_addr ep = {.family = AF_INET, .v4 = h->ep_ip};
+		h->ep_added = endpoint_addr_up(h, ep, "endpoint", &h->ep_reserved, &again);
+		if (h->ep_added && was_retry)
+			fibril_health_report(h->m, "endpoint", FIBRIL_HEALTH_OK, "health endpoint up");
+	}
+	if (h->ipv6 && !h->ep6_added && health_ep_addr6_of(self, &h->ep_ip6)) {
+		struct health_addr ep = {.family = AF_INET6, .v6 = h->ep_ip6};
+		h->ep6_added = endpoint_addr_up(h, ep, "endpoint-ipv6", &h->ep6_reserved, &again);
+		if (h->ep6_added && was_retry)
+			fibril_health_report(h->m, "endpoint-ipv6", FIBRIL_HEALTH_OK, "health endpoint up");
+	}
+	if (again && !h->ep_timer) {
+		h->ep_retrying = true;
+		h->ep_timer = fibril_timer_add(h->m, 1000, 0, endpoint_retry, h);
+	}
+}
+
+static void endpoint_retry(struct fibril_timer *t, void *ud)
+{
+	struct health *h = ud;
+	(void)t;
+	h->ep_timer = NULL; /* a one-shot timer frees itself */
+	struct fibril_node self = {.sz = sizeof(self)};
+	if (h->running && h->nodes->self(h->nodes_ctx, &self) == 0)
+		health_endpoint_up(h, &self);
 }

@@ -6,8 +6,9 @@
  * reachability and the latency (last, p50, p99 of the last HEALTH_HISTORY
  * answers), and the connectivity matrix (its own row, and each peer's row
  * as the peer's responder last reported it). GET /v1/health answers it as
- * JSON (`fibril health status`), the module's health turns Degraded naming
- * the unreachable peers, and /metrics exports it. A probe unanswered when
+ * JSON (`fibril health status`), the connectivity component's message
+ * names the unreachable peers (information: it stays OK, another node's
+ * death is not this agent's health), and /metrics exports it. A probe unanswered when
  * the next round starts has failed, so a dead peer shows within two
  * intervals. */
 #include "health.h"
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <json.h>
 
@@ -25,7 +27,6 @@
 
 #define HEALTH_MODULE "health"
 #define HEALTH_CAPABILITY "health"
-#define HEALTH_EP_OWNER "fibril-health"
 
 const char *const health_target_names[HT_COUNT] = {
 	"node-icmp",  "node-http",  "endpoint-icmp",  "endpoint-http",
@@ -91,7 +92,11 @@ static bool peer_unreachable(const struct health_peer *p, char *what, size_t len
 	return bad;
 }
 
-/* The module's health from the peers: Degraded naming the unreachable. */
+/* The unreachable peers, logged and in the connectivity component's
+ * message. Remote reachability is information, never this agent's own
+ * health: the component stays OK (so /v1/healthz, /readyz and the
+ * kubelet's probes do not turn on another node's death); GET /v1/health
+ * and `fibril health status` (exit 1) are where it shows. */
 static void report_health(struct health *h)
 {
 	char msg[sizeof(h->unreachable_msg)] = "";
@@ -111,8 +116,9 @@ static void report_health(struct health *h)
 		return;
 	snprintf(h->unreachable_msg, sizeof(h->unreachable_msg), "%s", n ? msg : "");
 	if (n) {
-		fibril_health_report(h->m, "connectivity", FIBRIL_HEALTH_DEGRADED, "%zu of %zu nodes unreachable: %s",
-				     n, h->n_peers, msg);
+		fibril_health_report(h->m, "connectivity", FIBRIL_HEALTH_OK,
+				     "%zu of %zu nodes unreachable (information, see GET /v1/health): %s", n,
+				     h->n_peers, msg);
 		fibril_log(h->m, FIBRIL_LOG_WARN, "unreachable: %s", msg);
 	} else {
 		fibril_health_report(h->m, "connectivity", FIBRIL_HEALTH_OK, "%zu nodes reachable", h->n_peers);
@@ -188,6 +194,12 @@ void health_probe_done(struct health *h, struct health_peer *p, enum health_targ
 	} else {
 		s->failed++;
 		snprintf(s->error, sizeof(s->error), "%s", error ? error : "failed");
+	}
+	uint8_t reach = reach_of(p, 0);
+	if (reach != p->reach) { /* the node's own state: since when it holds */
+		p->reach = reach;
+		p->reach_ms = fibril_now_ms();
+		p->reach_unix = (int64_t)time(NULL);
 	}
 	if (changed && h->running) {
 		report_health(h);
@@ -368,7 +380,9 @@ static struct json_object *target_json(const struct health_probe_stat *s, uint64
 {
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "probed", json_object_new_boolean(s->probed));
-	json_object_object_add(o, "reachable", json_object_new_boolean(s->probed && s->reachable));
+	/* never probed: unknown, not failing */
+	json_object_object_add(o, "reachable", s->probed ? json_object_new_boolean(s->reachable) : NULL);
+	json_object_object_add(o, "state", json_object_new_string(!s->probed ? "unknown" : s->reachable ? "reachable" : "unreachable"));
 	if (s->n_rtt) {
 		json_object_object_add(o, "last_ms", ms(s->last_rtt_us));
 		json_object_object_add(o, "p50_ms", ms(health_percentile(s, 50)));
@@ -404,8 +418,17 @@ static void route_health(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "rounds", json_object_new_int64((int64_t)h->rounds));
 	json_object_object_add(o, "last_round_ms", ms(h->last_round_us));
 	json_object_object_add(o, "responder_served", json_object_new_int64((int64_t)h->served));
+	struct json_object *rs = json_object_new_object();
+	json_object_object_add(rs, "connections", json_object_new_int64(h->n_rconns));
+	json_object_object_add(rs, "max", json_object_new_int64(h->rconn_max));
+	json_object_object_add(rs, "not_from_nodes", json_object_new_int64(h->n_rconns_other));
+	json_object_object_add(rs, "refused", json_object_new_int64((int64_t)h->refused));
+	json_object_object_add(rs, "shed", json_object_new_int64((int64_t)h->shed));
+	json_object_object_add(rs, "parked", json_object_new_int64(h->n_parked));
+	json_object_object_add(o, "responder", rs);
 	struct json_object *peers = json_object_new_array();
 	struct json_object *unreach = json_object_new_array();
+	struct json_object *unreach_since = json_object_new_object(); /* name: unix time */
 	struct json_object *names = json_object_new_array();
 	struct json_object *rows = json_object_new_object();
 	struct json_object *self_row = json_object_new_object();
@@ -441,7 +464,13 @@ static void route_health(struct fibril_request *req, struct fibril_response *res
 			}
 			json_object_object_add(tg, health_target_names[t], target_json(&p->st[t], now));
 		}
-		json_object_object_add(po, "reachable", json_object_new_boolean(probed && !bad));
+		/* a node none of whose probes concluded yet is unknown, not failing */
+		json_object_object_add(po, "reachable", probed ? json_object_new_boolean(!bad) : NULL);
+		json_object_object_add(po, "state", json_object_new_string(!probed ? "unknown (not yet probed)" : bad ? "unreachable" : "reachable"));
+		if (probed) { /* since when that state holds */
+			json_object_object_add(po, "since_s", json_object_new_double((double)(now - p->reach_ms) / 1000.0));
+			json_object_object_add(po, "since_unix", json_object_new_int64(p->reach_unix));
+		}
 		struct json_object *fams = json_object_new_object();
 		for (int f = 0; f < 2; f++) {
 			if (!fam_probed[f])
@@ -457,8 +486,10 @@ static void route_health(struct fibril_request *req, struct fibril_response *res
 		json_object_object_add(po, "families", fams);
 		json_object_object_add(po, "targets", tg);
 		json_object_array_add(peers, po);
-		if (bad)
+		if (bad) {
 			json_object_array_add(unreach, json_object_new_string(p->name));
+			json_object_object_add(unreach_since, p->name, json_object_new_int64(p->reach_unix));
+		}
 		json_object_array_add(names, json_object_new_string(p->name));
 		if (probed)
 			json_object_object_add(self_row, p->name, json_object_new_boolean(!bad));
@@ -475,6 +506,7 @@ static void route_health(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(rows, h->self, self_row);
 	json_object_object_add(o, "peers", peers);
 	json_object_object_add(o, "unreachable", unreach);
+	json_object_object_add(o, "unreachable_since", unreach_since);
 	struct json_object *matrix = json_object_new_object();
 	json_object_object_add(matrix, "peer_rows", json_object_new_boolean(health_matrix_on(h)));
 	json_object_object_add(matrix, "nodes", names);
@@ -600,56 +632,6 @@ static int health_init(struct fibril_module *m)
 	return 0;
 }
 
-/* One health endpoint address: reserve it in the local IPAM (so no pod
- * gets it), put it on the loopback, listen on it. */
-static bool endpoint_addr_up(struct health *h, struct health_addr ep, const char *component,
-			     bool *reserved)
-{
-	char why[256], a[INET6_ADDRSTRLEN];
-	inet_ntop(ep.family, &ep.v6, a, sizeof(a));
-	void *ctx;
-	const struct fibril_ipam_ops *ipam =
-		(const struct fibril_ipam_ops *)fibril_service_lookup(h->m, FIBRIL_IPAM_CAPABILITY, 1, &ctx);
-	if (ipam) {
-		struct fibril_ipam_result r = {.sz = sizeof(r)};
-		int rc = ipam->allocate_ip(ctx, a, HEALTH_EP_OWNER, &r);
-		if (rc < 0) {
-			fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED,
-					     "cannot reserve the health endpoint address %s: %s", a, strerror(-rc));
-			return false;
-		}
-		*reserved = true;
-	}
-	if (health_ep_addr_add(ep, why, sizeof(why)) < 0) {
-		fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED, "%s", why);
-		return false;
-	}
-	if (health_responder_open(h, ep, why, sizeof(why)) < 0) {
-		fibril_health_report(h->m, component, FIBRIL_HEALTH_DEGRADED, "%s", why);
-		return true; /* the address is on lo: taken off at stop */
-	}
-	fibril_log(h->m, FIBRIL_LOG_INFO, ep.family == AF_INET6 ? "health endpoint [%s]:%u" : "health endpoint %s:%u",
-		   a, h->port);
-	return true;
-}
-
-/* The health endpoints: per family of the node's pod CIDRs. */
-static void endpoint_up(struct health *h, const struct fibril_node *self)
-{
-	if (!h->ep_wanted)
-		return;
-	if (!health_ep_addr_of(self, &h->ep_ip)) {
-		fibril_log(h->m, FIBRIL_LOG_WARN, "no IPv4 health endpoint: this node has no IPv4 pod CIDR of /30 or wider");
-	} else {
-		struct health_addr ep = {.family = AF_INET, .v4 = h->ep_ip};
-		h->ep_added = endpoint_addr_up(h, ep, "endpoint", &h->ep_reserved);
-	}
-	if (h->ipv6 && health_ep_addr6_of(self, &h->ep_ip6)) {
-		struct health_addr ep = {.family = AF_INET6, .v6 = h->ep_ip6};
-		h->ep6_added = endpoint_addr_up(h, ep, "endpoint-ipv6", &h->ep6_reserved);
-	}
-}
-
 static int health_start(struct fibril_module *m)
 {
 	struct health *h = fibril_module_data(m);
@@ -685,7 +667,7 @@ static int health_start(struct fibril_module *m)
 		health_responder_close_all(h);
 		return rc;
 	}
-	endpoint_up(h, &self);
+	health_endpoint_up(h, &self);
 	h->nodes->list(h->nodes_ctx, list_one, h);
 	h->timer = fibril_timer_add(m, 50, h->interval_ms, round_run, h);
 	if (!h->timer) {
@@ -706,6 +688,9 @@ static void health_stop(struct fibril_module *m)
 	if (h->timer)
 		fibril_timer_cancel(h->timer);
 	h->timer = NULL;
+	if (h->ep_timer)
+		fibril_timer_cancel(h->ep_timer);
+	h->ep_timer = NULL;
 	for (struct health_peer *p = h->peers; p; p = p->next) {
 		peer_conclude(h, p, "stopping");
 		publish_peer(h, p, true);

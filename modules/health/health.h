@@ -101,6 +101,9 @@ struct health_peer {
 	struct health_http_conn *http[HT_COUNT]; /* the in-flight HTTP probes */
 	bool queued[HT_COUNT];                   /* waiting for a free HTTP slot */
 	uint8_t published[3];  /* reachable, ipv4, ipv6 last put on the bus */
+	uint8_t reach;         /* FIBRIL_REACH_* over every target, */
+	uint64_t reach_ms;     /* since when (monotonic ms, */
+	int64_t reach_unix;    /* and wall clock) */
 	bool ever_published;
 	/* the peer's own row of the matrix, from its last GET /row answer */
 	struct health_row_entry *row;
@@ -144,6 +147,11 @@ bool health_ep_addr_of(const struct fibril_node *n, struct in_addr *out);
  * (false if none, or /127, /128). */
 bool health_ep_addr6_of(const struct fibril_node *n, struct in6_addr *out);
 
+/* endpoint_addr.c: reserve, add and answer on this node's health endpoint
+ * addresses (the families not up yet; -EAGAIN from the IPAM: again in 1 s) */
+struct health;
+void health_endpoint_up(struct health *h, const struct fibril_node *self);
+
 /* stats */
 uint32_t health_percentile(const struct health_probe_stat *s, unsigned pct);
 
@@ -172,6 +180,8 @@ struct health {
 	bool ipv6;             /* [health] ipv6: answer and probe over IPv6 too */
 	/* the health endpoint */
 	bool ep_wanted, ep_added, ep_reserved, ep6_added, ep6_reserved;
+	bool ep_retrying;                 /* a reservation the IPAM refused for now */
+	struct fibril_timer *ep_timer;    /* its retry */
 	struct in_addr ep_ip;
 	struct in6_addr ep_ip6;
 	/* peers, this node first */
@@ -188,9 +198,12 @@ struct health {
 	/* responder */
 	struct { int fd; struct fibril_io *io; struct health_addr addr; } listeners[HEALTH_MAX_LISTENERS];
 	unsigned n_listeners;
-	struct health_rconn *rconns;
-	unsigned n_rconns;
-	uint64_t served, refused;
+	struct health_rconn *rconns, *rconns_tail; /* oldest first */
+	unsigned n_rconns, n_rconns_other, rconn_max; /* other: not from a node's address */
+	struct { int fd; uint64_t until_ms; } *parked; /* refused, held a while: a ring */
+	unsigned parked_head, n_parked;
+	struct fibril_timer *park_timer;
+	uint64_t served, refused, shed;
 	/* rounds */
 	uint64_t rounds;
 	uint64_t round_start_us, last_round_us;

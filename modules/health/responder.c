@@ -3,16 +3,31 @@
  * address, per address family the node has. GET /hello answers {"node": NAME}; GET /row answers this node's
  * row of the connectivity matrix as well, {"node": NAME, "peers": {NAME:
  * reachable, ...}}; anything else 404. One request per connection, then
- * close. Sockets are non-blocking and watched on the loop; at most
- * HEALTH_MAX_CONNS at once (more are closed at accept), each closed after
- * HEALTH_CONN_TIMEOUT_MS without finishing. */
+ * close. Sockets are non-blocking and watched on the loop.
+ *
+ * Anyone who reaches the port may connect (a pod reaches its node's
+ * addresses), so its slots are shared out so that no one who is not a
+ * node can make this node look unreachable (issue 22): at most
+ * rconn_max connections at once (HEALTH_MAX_CONNS, a quarter of the fd
+ * limit when that is lower), of which sources that are not a known node's address
+ * (the nodes capability's node addresses, this node's own addresses) may
+ * hold all but a quarter, HEALTH_PER_SOURCE each; a connection from a node
+ * that finds no free slot sheds the oldest idle one (no request yet) of
+ * another source; and each connection has HEALTH_CONN_TIMEOUT_MS for its
+ * whole exchange (a probe's takes a round trip); a refused connection is
+ * held a while before its close (park()), so that a client opening again
+ * whatever is closed gets no faster turn of the loop. The listeners defer the
+ * accept until the request's first bytes arrive (TCP_DEFER_ACCEPT), so a
+ * connection held idle stays in the kernel and costs the loop nothing. */
 #include "health.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,19 +36,23 @@
 #include <fibril/fibril.h>
 
 #define HEALTH_MAX_CONNS 2048
+#define HEALTH_PER_SOURCE 16 /* from one address that is not a node's */
 #define HEALTH_REQ_MAX 2048
-#define HEALTH_CONN_TIMEOUT_MS 5000
+#define HEALTH_CONN_TIMEOUT_MS 2000
+#define HEALTH_PARK_MS 2000 /* how long a refused connection is held before its close */
 
 struct health_rconn {
 	struct health *h;
 	int fd;
 	struct fibril_io *io;
 	struct fibril_timer *timer;
+	struct health_addr src;
+	bool node;      /* from a known node's address */
 	char req[HEALTH_REQ_MAX];
 	size_t req_len;
 	char *out;
 	size_t out_len, out_off;
-	struct health_rconn *prev, *next;
+	struct health_rconn *prev, *next; /* oldest first */
 };
 
 static void rconn_close(struct health_rconn *c)
@@ -50,7 +69,11 @@ static void rconn_close(struct health_rconn *c)
 		h->rconns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	else
+		h->rconns_tail = c->prev;
 	h->n_rconns--;
+	if (!c->node)
+		h->n_rconns_other--;
 	free(c->out);
 	free(c);
 }
@@ -155,28 +178,134 @@ static void rconn_timeout(struct fibril_timer *t, void *ud)
 	rconn_close(c);
 }
 
+static bool addr_is(const struct health_addr *a, int family, const void *addr)
+{
+	if (a->family != family)
+		return false;
+	return family == AF_INET ? !memcmp(&a->v4, addr, 4) : !memcmp(&a->v6, addr, 16);
+}
+
+/* Whether a is a known node's address: a peer's node address, or one of
+ * this node's own (it probes itself, from its node or endpoint address). */
+static bool from_node(const struct health *h, const struct health_addr *a)
+{
+	for (unsigned i = 0; i < h->n_listeners; i++)
+		if (addr_is(a, h->listeners[i].addr.family, &h->listeners[i].addr.v6))
+			return true;
+	for (const struct health_peer *p = h->peers; p; p = p->next) {
+		if ((p->has_node_ip && addr_is(a, AF_INET, &p->node_ip)) ||
+		    (p->has_node_ip6 && addr_is(a, AF_INET6, &p->node_ip6)) ||
+		    (p->local && p->has_ep_ip && addr_is(a, AF_INET, &p->ep_ip)) ||
+		    (p->local && p->has_ep_ip6 && addr_is(a, AF_INET6, &p->ep_ip6)))
+			return true;
+	}
+	return false;
+}
+
+static unsigned conns_from(const struct health *h, const struct health_addr *a)
+{
+	unsigned n = 0;
+	for (const struct health_rconn *c = h->rconns; c; c = c->next)
+		n += addr_is(a, c->src.family, &c->src.v6);
+	return n;
+}
+
+/* Close the oldest connection that is not a node's and has sent no
+ * request yet; false when there is none. */
+static bool shed_idle(struct health *h)
+{
+	for (struct health_rconn *c = h->rconns; c; c = c->next) {
+		if (!c->node && !c->out) {
+			rconn_close(c);
+			h->shed++;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Whether a new connection from src (node: a known node's address) gets a
+ * slot, shedding an idle one of another source if need be. */
+static bool admit(struct health *h, const struct health_addr *src, bool node)
+{
+	if (!node) {
+		if (conns_from(h, src) >= HEALTH_PER_SOURCE)
+			return false;
+		/* a quarter of the slots is the nodes' alone */
+		if (h->n_rconns_other >= h->rconn_max - h->rconn_max / 4 && !shed_idle(h))
+			return false;
+	}
+	return h->n_rconns < h->rconn_max || shed_idle(h);
+}
+
+/* A refused connection is held (unwatched, nothing read) for
+ * HEALTH_PARK_MS before its close, up to rconn_max / 2 of them, so a
+ * client that opens again whatever is closed does not make the loop
+ * accept and close thousands a second (a tarpit); past that, closed. */
+static void park(struct health *h, int fd)
+{
+	unsigned cap = h->rconn_max / 2;
+	if (!h->parked || h->n_parked >= cap) {
+		close(fd);
+		return;
+	}
+	unsigned i = (h->parked_head + h->n_parked) % cap;
+	h->parked[i].fd = fd;
+	h->parked[i].until_ms = fibril_now_ms() + HEALTH_PARK_MS;
+	h->n_parked++;
+}
+
+/* the parked connections whose time is up (oldest first) */
+static void unpark(struct fibril_timer *t, void *ud)
+{
+	struct health *h = ud;
+	(void)t;
+	unsigned cap = h->rconn_max / 2;
+	uint64_t now = fibril_now_ms();
+	while (h->n_parked && h->parked[h->parked_head].until_ms <= now) {
+		close(h->parked[h->parked_head].fd);
+		h->parked_head = (h->parked_head + 1) % cap;
+		h->n_parked--;
+	}
+}
+
 static void accept_ready(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 {
 	struct health *h = ud;
-	for (int i = 0; i < 256; i++) {
-		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	/* the whole queue (bounded): one that overflows drops SYNs, a node's too */
+	for (int i = 0; i < 4096; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int cfd = accept4(fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0)
 			return;
-		struct health_rconn *c = h->n_rconns < HEALTH_MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
+		struct health_addr src = {.family = ss.ss_family};
+		if (ss.ss_family == AF_INET6)
+			src.v6 = ((struct sockaddr_in6 *)&ss)->sin6_addr;
+		else
+			src.v4 = ((struct sockaddr_in *)&ss)->sin_addr;
+		bool node = from_node(h, &src);
+		struct health_rconn *c = admit(h, &src, node) ? calloc(1, sizeof(*c)) : NULL;
 		if (!c) {
 			h->refused++;
-			close(cfd);
+			park(h, cfd);
 			continue;
 		}
 		c->h = h;
 		c->fd = cfd;
+		c->src = src;
+		c->node = node;
 		c->io = fibril_io_watch(h->m, cfd, FIBRIL_IO_READ, rconn_event, c);
 		c->timer = fibril_timer_add(h->m, HEALTH_CONN_TIMEOUT_MS, 0, rconn_timeout, c);
-		c->next = h->rconns;
-		if (h->rconns)
-			h->rconns->prev = c;
-		h->rconns = c;
+		c->prev = h->rconns_tail;
+		if (h->rconns_tail)
+			h->rconns_tail->next = c;
+		else
+			h->rconns = c;
+		h->rconns_tail = c;
 		h->n_rconns++;
+		if (!node)
+			h->n_rconns_other++;
 		if (!c->io || !c->timer)
 			rconn_close(c);
 	}
@@ -184,6 +313,16 @@ static void accept_ready(struct fibril_io *io, int fd, uint32_t revents, void *u
 
 int health_responder_open(struct health *h, struct health_addr addr, char *why, size_t len)
 {
+	if (!h->rconn_max) {
+		/* two fds of the limit per slot at most: the agent has others */
+		struct rlimit rl;
+		h->rconn_max = HEALTH_MAX_CONNS;
+		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
+		    rl.rlim_cur / 4 < h->rconn_max)
+			h->rconn_max = rl.rlim_cur / 4 > 64 ? (unsigned)(rl.rlim_cur / 4) : 64;
+		h->parked = calloc(h->rconn_max / 2, sizeof(*h->parked));
+		h->park_timer = fibril_timer_add(h->m, 250, 250, unpark, h);
+	}
 	if (h->n_listeners >= HEALTH_MAX_LISTENERS) {
 		snprintf(why, len, "too many responder addresses");
 		return -ENOSPC;
@@ -195,8 +334,11 @@ int health_responder_open(struct health *h, struct health_addr addr, char *why, 
 		snprintf(why, len, "cannot open the responder socket: %s", strerror(errno));
 		return -errno;
 	}
-	int one = 1;
+	int one = 1, defer_s = HEALTH_CONN_TIMEOUT_MS / 1000;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* a connection reaches accept() only with its request (a probe sends it
+	 * at once): one held idle never takes a slot, nor a turn of the loop */
+	setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s));
 	struct sockaddr_storage ss = {0};
 	socklen_t sl;
 	if (addr.family == AF_INET6) {
@@ -216,7 +358,7 @@ int health_responder_open(struct health *h, struct health_addr addr, char *why, 
 		s4->sin_addr = addr.v4;
 		sl = sizeof(*s4);
 	}
-	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1024) < 0) {
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, SOMAXCONN) < 0) {
 		int e = errno;
 		snprintf(why, len, addr.family == AF_INET6 ? "cannot listen on [%s]:%u: %s" : "cannot listen on %s:%u: %s",
 			 a, h->port, strerror(e));
@@ -245,4 +387,14 @@ void health_responder_close_all(struct health *h)
 	h->n_listeners = 0;
 	while (h->rconns)
 		rconn_close(h->rconns);
+	for (; h->n_parked; h->n_parked--) {
+		close(h->parked[h->parked_head].fd);
+		h->parked_head = (h->parked_head + 1) % (h->rconn_max / 2);
+	}
+	if (h->park_timer)
+		fibril_timer_cancel(h->park_timer);
+	h->park_timer = NULL;
+	free(h->parked);
+	h->parked = NULL;
+	h->rconn_max = 0; /* the next open sizes it again */
 }

@@ -10,8 +10,10 @@
  * back puts them again. This node's IP is `host` in the ipcache (route.c
  * makes the others' `remote-node` and their pod CIDRs `world`). Remote
  * entries are kept in a hash table by address (ipcache_table.c; 100,000
- * endpoints per cluster is the scale this is measured at). GET /v1/ipcache
- * lists them. */
+ * endpoints per cluster is the scale this is measured at). A remote record
+ * is bound to its writer: refused unless its identity is a cluster one and
+ * it lies in the pod CIDRs of the node it names, with that node's HostIP
+ * (checked again whenever its node changes). GET /v1/ipcache lists them. */
 #include "nodes_int.h"
 
 #include <arpa/inet.h>
@@ -76,8 +78,9 @@ walk:
 static bool batch_add(struct nodes *s, struct nodes_ip *e)
 {
 	struct nodes_ipcache *c = &s->ipc;
+	/* (an older datapath: one entry at a time, as its entries are shorter) */
 	if (!c->batching || !FIBRIL_SERVICE_HAS(s->dp, ipcache_upsert_batch) ||
-	    !s->dp->ipcache_upsert_batch)
+	    !s->dp->ipcache_upsert_batch || !nodes_dp_owned(s))
 		return false;
 	if (c->batch_n == c->batch_cap) {
 		size_t cap = c->batch_cap ? c->batch_cap * 2 : 1024;
@@ -93,6 +96,7 @@ static bool batch_add(struct nodes *s, struct nodes_ip *e)
 	struct fibril_datapath_ipcache_entry *b = &c->batch[c->batch_n];
 	memset(b, 0, sizeof(*b));
 	b->sz = sizeof(*b);
+	b->source = FIBRIL_DATAPATH_IPCACHE_SOURCE_REMOTE_ENDPOINT;
 	b->family = e->r.family;
 	b->prefix_len = e->r.family == 4 ? 32 : 128;
 	b->identity = e->r.identity;
@@ -139,7 +143,8 @@ static void dp_put(struct nodes *s, struct nodes_ip *e)
 		return;
 	/* the host IP goes with it: tunnel mode's endpoint for this pod (a /32
 	 * without one would shadow its node CIDR's entry and leave the tunnel) */
-	int rc = nodes_dp_ipcache_put(s, e->r.family, e->r.addr, e->r.family == 4 ? 32 : 128,
+	int rc = nodes_dp_ipcache_put(s, FIBRIL_DATAPATH_IPCACHE_SOURCE_REMOTE_ENDPOINT, e->r.family,
+				      e->r.addr, e->r.family == 4 ? 32 : 128,
 				      e->r.identity, e->r.host_family, e->r.host);
 	if (rc) {
 		s->ipc.stats.errors++;
@@ -157,8 +162,8 @@ static void dp_del(struct nodes *s, struct nodes_ip *e)
 	e->programmed = false;
 	if (!s->dp)
 		return;
-	int rc = s->dp->ipcache_remove(s->dpctx, e->r.family, e->r.addr, e->r.family == 4 ? 32 : 128,
-				       err, sizeof(err));
+	int rc = nodes_dp_ipcache_del(s, FIBRIL_DATAPATH_IPCACHE_SOURCE_REMOTE_ENDPOINT, e->r.family,
+				      e->r.addr, e->r.family == 4 ? 32 : 128, err, sizeof(err));
 	if (rc && rc != -ENOENT) {
 		s->ipc.stats.errors++;
 		fibril_warn(s->m, "ipcache %s: %s", nodes_ip_text(e->r.family, e->r.addr, a, sizeof(a)),
@@ -168,12 +173,14 @@ static void dp_del(struct nodes *s, struct nodes_ip *e)
 	s->ipc.stats.removed++;
 }
 
-/* program it when its node is known, else keep it out of the datapath */
+/* program it when its node is known and it is bound to that node, else
+ * keep it out of the datapath */
 static void settle(struct nodes *s, struct nodes_ip *e)
 {
 	if (e->local)
 		return;
-	if (node_of(s, e->r.node))
+	struct node_entry *n = node_of(s, e->r.node);
+	if (n && !nodes_ip_bound(n, &e->r, NULL, 0))
 		dp_put(s, e);
 	else
 		dp_del(s, e);
@@ -214,6 +221,21 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 	}
 	if (e && e->local)
 		return; /* a remote record for one of our addresses: ours wins here */
+	/* bound to its writer: a cluster identity, and (its node known; else
+	 * settle checks when the node comes) in that node's CIDRs, its HostIP */
+	struct node_entry *owner = node_of(s, r.node);
+	struct nodes_ip_compact rc = {.family = r.family, .host_family = r.host_family};
+	memcpy(rc.addr, r.addr, sizeof(rc.addr));
+	memcpy(rc.host, r.host, sizeof(rc.host));
+	if (nodes_ip_identity_check(r.identity, why, sizeof(why)) ||
+	    (owner && nodes_ip_bound(owner, &rc, why, sizeof(why)))) {
+		s->ipc.stats.refused++;
+		fibril_warn(s->m, "ipcache key %s (revision %lld): %s; refused", kv->key,
+			    (long long)kv->mod_revision, why);
+		if (e)
+			e->mark = true; /* keep what was known rather than drop it */
+		return;
+	}
 	if (!e) {
 		if (!(e = nodes_ipc_insert(&s->ipc, &r)))
 			return;
@@ -494,10 +516,8 @@ void nodes_ipcache_start(struct nodes *s, int64_t revision)
 
 void nodes_ipcache_host(struct nodes *s, int family, const void *addr)
 {
-	char err[256] = "";
-	if (s->dp && s->dp->ipcache_upsert(s->dpctx, family, addr, family == 4 ? 32 : 128,
-					   FIBRIL_IDENTITY_HOST, err, sizeof(err)))
-		fibril_warn(s->m, "ipcache: this node's IP as host: %s", err);
+	nodes_dp_ipcache_put(s, FIBRIL_DATAPATH_IPCACHE_SOURCE_NODE, family, addr,
+			     family == 4 ? 32 : 128, FIBRIL_IDENTITY_HOST, 0, NULL);
 }
 
 void nodes_ipcache_node_changed(struct nodes *s, const char *name)
@@ -737,6 +757,7 @@ void nodes_ipcache_get(struct fibril_request *req, struct fibril_response *resp,
 	STAT("published", published);
 	STAT("unpublished", unpublished);
 	STAT("bad-records", bad_records);
+	STAT("records-refused", refused);
 	STAT("errors", errors);
 	STAT("resyncs", resyncs);
 #undef STAT

@@ -2,9 +2,11 @@
  * server sends it: outside input, every field checked) -> struct
  * fibril_node, for the nodes module's Kubernetes source (k8s_source.c):
  * metadata.name; status.addresses InternalIP (the first of each family);
- * spec.podCIDRs (else spec.podCIDR, else the network.fibril.io/ipv4-pod-cidr
- * and ipv6-pod-cidr annotations); the tunnel endpoint from the
- * network.fibril.io/tunnel-endpoint annotation, else the IPv4 InternalIP.
+ * spec.podCIDRs (else spec.podCIDR, else - annotations read, [nodes]
+ * k8s-node-annotations - the network.fibril.io/ipv4-pod-cidr and
+ * ipv6-pod-cidr annotations); the tunnel endpoint from the
+ * network.fibril.io/tunnel-endpoint annotation (annotations read), else the
+ * IPv4 InternalIP. A spec pod CIDR always wins over the annotations.
  * A Node that does not fit is refused whole, naming the field. */
 #include "nodes_int.h"
 
@@ -48,8 +50,8 @@ static int add_cidr(struct fibril_node *n, const char *text, const char *field, 
 	return 0;
 }
 
-int nodes_k8s_decode(const char *json, size_t len, struct fibril_node *out, char *why,
-		     size_t whylen)
+int nodes_k8s_decode(const char *json, size_t len, bool annotations, struct fibril_node *out,
+		     char *why, size_t whylen)
 {
 	memset(out, 0, sizeof(*out));
 	out->sz = sizeof(*out);
@@ -112,6 +114,7 @@ int nodes_k8s_decode(const char *json, size_t len, struct fibril_node *out, char
 	}
 
 	struct json_object *cidrs = path_get(o, "spec", "podCIDRs");
+	bool spec_cidrs = cidrs != NULL;
 	if (cidrs) {
 		if (!json_object_is_type(cidrs, json_type_array)) {
 			snprintf(why, whylen, "spec.podCIDRs: not a list");
@@ -131,12 +134,13 @@ int nodes_k8s_decode(const char *json, size_t len, struct fibril_node *out, char
 	} else if ((x = path_get(o, "spec", "podCIDR")) && json_object_is_type(x, json_type_string)) {
 		if (add_cidr(out, json_object_get_string(x), "spec.podCIDR", why, whylen))
 			goto out;
+		spec_cidrs = true;
 	}
-	struct json_object *ann = path_get(o, "metadata", "annotations");
+	struct json_object *ann = annotations ? path_get(o, "metadata", "annotations") : NULL;
 	if (ann && json_object_is_type(ann, json_type_object)) {
 		static const char *const keys[] = {ANN_PREFIX "ipv4-pod-cidr",
 						   ANN_PREFIX "ipv6-pod-cidr"};
-		for (size_t i = 0; i < 2 && !cidrs; i++) {
+		for (size_t i = 0; i < 2 && !spec_cidrs; i++) {
 			struct json_object *v = NULL;
 			if (json_object_object_get_ex(ann, keys[i], &v) &&
 			    json_object_is_type(v, json_type_string) &&

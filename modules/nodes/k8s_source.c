@@ -4,11 +4,15 @@
  * without a kvstore gets node discovery too. From each Node:
  *   name             metadata.name
  *   node IPs         status.addresses, type InternalIP (one per family)
- *   pod CIDRs        spec.podCIDRs (else spec.podCIDR), else the
+ *   pod CIDRs        spec.podCIDRs (else spec.podCIDR), else, with
+ *                    [nodes] k8s-node-annotations, the
  *                    network.fibril.io/ipv4-pod-cidr / ipv6-pod-cidr
  *                    annotations ipam-k8s-podcidr writes
- *   tunnel endpoint  the network.fibril.io/tunnel-endpoint annotation, else
+ *   tunnel endpoint  with k8s-node-annotations, the
+ *                    network.fibril.io/tunnel-endpoint annotation, else
  *                    the IPv4 InternalIP
+ * (a kubelet may set its own Node's annotations: they are not read by
+ * default; what is read is checked by nodes_upsert's nodes_validate)
  * (the decoding: k8s_node.c). A Node that does not parse is refused whole (a log line naming the Node
  * and the field, counted as a bad record); what was known of it stays.
  * When both sources know a node, the kvstore registry's record wins (its
@@ -23,12 +27,17 @@
 
 #include <fibril/k8s.h>
 
+static bool annotations(struct nodes *s)
+{
+	return fibril_config_bool(s->m, "k8s-node-annotations");
+}
+
 /* One Node object (added or updated). */
 static void node_put(struct nodes *s, const char *json, const char *what)
 {
 	struct fibril_node n;
 	char why[NODES_WHY_LEN];
-	if (nodes_k8s_decode(json, strlen(json), &n, why, sizeof(why))) {
+	if (nodes_k8s_decode(json, strlen(json), annotations(s), &n, why, sizeof(why))) {
 		s->stats.bad_records++;
 		fibril_warn(s->m, "Kubernetes Node %s: %s; ignored", what ? what : "?", why);
 		return;
@@ -52,6 +61,8 @@ int nodes_k8s_on_event(const struct fibril_event *ev, void *ud)
 		struct node_entry *e = name ? nodes_find(s, name) : NULL;
 		if (e && e->n.source == FIBRIL_NODE_SOURCE_K8S)
 			nodes_remove_entry(s, e);
+		else if (!e && name) /* a lost node removed from the cluster */
+			nodes_lost_remove_name(s, name, "its Kubernetes Node was deleted");
 		return 0;
 	}
 	const char *obj = FIBRIL_K8S_STR(k, object);
@@ -67,7 +78,8 @@ bool nodes_k8s_fallback(struct nodes *s, struct node_entry *e)
 	const char *json = s->k8s->get(s->k8sctx, FIBRIL_K8S_CLUSTER_NODES, "", e->n.name);
 	struct fibril_node n;
 	char why[NODES_WHY_LEN];
-	if (!json || nodes_k8s_decode(json, strlen(json), &n, why, sizeof(why)))
+	if (!json || nodes_k8s_decode(json, strlen(json), annotations(s), &n, why, sizeof(why)) ||
+	    nodes_validate(s, &n, why, sizeof(why)))
 		return false;
 	fibril_info(s->m, "node %s: its registry record is gone, its Kubernetes Node stays",
 		    e->n.name);

@@ -4,7 +4,8 @@
  * CIDRs of the active IPAM, tunnel endpoint; record.c) under
  * state/nodes/v1/<name>, held by a lease of lease-ttl: a node whose agent
  * is gone past that TTL disappears from the registry, and every other node
- * removes it when its watch sees the delete. The registry is read whole at
+ * unroutes it when its watch sees the delete, keeping it listed as lost
+ * for [nodes] lost-node-grace unless it was deleted on purpose (lost.c). The registry is read whole at
  * start (mark and sweep: the start finishes once every node known is
  * routed, before the API serves), then watched from that revision; a
  * compacted watch re-reads it whole. The Kubernetes Node objects are a
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json.h>
@@ -93,6 +95,11 @@ static const struct fibril_config_key nodes_config_keys[] = {
 	{.name = "lease-ttl", .type = FIBRIL_CONFIG_DURATION, .default_value = "15s",
 	 .help = "TTL of the lease this node's registry key is held by: a node gone for longer "
 		 "is removed everywhere", .min = 2000, .max = 3600000},
+	{.name = "lost-node-grace", .type = FIBRIL_CONFIG_DURATION, .default_value = "10m",
+	 .help = "A node whose registry record expired with its lease (its agent died) stays "
+		 "listed as lost (not routed, probed by health, shown unreachable) until it comes "
+		 "back, is removed (its record or Node deleted), or this long has passed; 0: it goes "
+		 "at once", .min = 0, .max = 7 * 24 * 3600000LL},
 	{.name = "k8s-sync-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "60s",
 	 .help = "With the k8s capability: how long the start waits for the first list of the "
 		 "Kubernetes Nodes (the Node source)", .min = 100, .max = 3600000},
@@ -100,6 +107,20 @@ static const struct fibril_config_key nodes_config_keys[] = {
 	 .help = "Key ranges of the ipcache prefix read in parallel at start (one request "
 		 "each, cut at the known nodes' pod CIDRs) with a kvstore that reads ranges",
 	 .min = 1, .max = 16},
+	/* A node's pod CIDR shorter than these is refused (validate.c): /8 is
+	 * the largest pool any cluster hands one node (Kubernetes' own default
+	 * is a /24 per node out of a /16; Cilium's cluster-pool a /24 out of a
+	 * /8), /48 a whole IPv6 site (Kubernetes' node masks are /64../120). */
+	{.name = "min-pod-cidr-prefix-v4", .type = FIBRIL_CONFIG_INT, .default_value = "8",
+	 .help = "The shortest IPv4 pod CIDR a remote node may claim: a shorter one (0.0.0.0/0 "
+		 "routes everything to it) refuses the node's record", .min = 1, .max = 32},
+	{.name = "min-pod-cidr-prefix-v6", .type = FIBRIL_CONFIG_INT, .default_value = "48",
+	 .help = "The shortest IPv6 pod CIDR a remote node may claim (see min-pod-cidr-prefix-v4)",
+	 .min = 1, .max = 128},
+	{.name = "k8s-node-annotations", .type = FIBRIL_CONFIG_BOOL, .default_value = "false",
+	 .help = "Read a Kubernetes Node's network.fibril.io/ipvN-pod-cidr (when its spec has no "
+		 "pod CIDR) and tunnel-endpoint annotations; off: a kubelet, which may set its own "
+		 "Node's annotations, cannot steer routes through them"},
 	{.name = "retry", .type = FIBRIL_CONFIG_DURATION, .default_value = "1s",
 	 .help = "How soon a failed registration or read of the registry is retried",
 	 .min = 100, .max = 600000},
@@ -108,7 +129,7 @@ static const struct fibril_config_key nodes_config_keys[] = {
 
 /* ---- the table of nodes -------------------------------------------------------------- */
 
-static void publish(struct nodes *s, enum fibril_node_event_type type, const struct fibril_node *n)
+void nodes_publish(struct nodes *s, enum fibril_node_event_type type, const struct fibril_node *n)
 {
 	struct fibril_node_event ev = {.sz = sizeof(ev), .type = type, .node = *n};
 	fibril_bus_publish(s->m, FIBRIL_NODES_TOPIC, 1, &ev, sizeof(ev));
@@ -149,7 +170,7 @@ void nodes_remove_entry(struct nodes *s, struct node_entry *e)
 	nodes_node_unprogram(s, &e->n);
 	nodes_ipcache_node_changed(s, e->n.name); /* its endpoints leave the datapath */
 	s->stats.deleted++;
-	publish(s, FIBRIL_NODE_DELETED, &e->n);
+	nodes_publish(s, FIBRIL_NODE_DELETED, &e->n);
 	free(e);
 }
 
@@ -158,8 +179,20 @@ void nodes_upsert(struct nodes *s, const struct fibril_node *np)
 	const struct fibril_node n = *np;
 	const char *name = n.name;
 	struct node_entry *e = nodes_find(s, name);
+	char why[NODES_WHY_LEN];
+	if (nodes_validate(s, &n, why, sizeof(why))) {
+		s->stats.records_refused++;
+		fibril_warn(s->m, "node %s refused: %s (%s); nothing installed", name, why,
+			    n.source == FIBRIL_NODE_SOURCE_K8S ? "its Kubernetes Node"
+							       : "its registry record");
+		if (e)
+			e->mark = true; /* what was known of it stays */
+		return;
+	}
 	if (!e) {
-		e = calloc(1, sizeof(*e));
+		e = nodes_lost_take(s, name); /* a lost node back: its health stays */
+		if (!e)
+			e = calloc(1, sizeof(*e));
 		if (!e)
 			return;
 		e->n = n;
@@ -171,7 +204,7 @@ void nodes_upsert(struct nodes *s, const struct fibril_node *np)
 		nodes_node_program(s, e, NULL);
 		nodes_ipcache_node_changed(s, name);
 		s->stats.added++;
-		publish(s, FIBRIL_NODE_ADDED, &e->n);
+		nodes_publish(s, FIBRIL_NODE_ADDED, &e->n);
 		return;
 	}
 	e->mark = true;
@@ -186,8 +219,9 @@ void nodes_upsert(struct nodes *s, const struct fibril_node *np)
 	e->n = n;
 	fibril_info(s->m, "node %s changed", name);
 	nodes_node_program(s, e, &old);
+	nodes_ipcache_node_changed(s, name); /* its endpoints bound to its new CIDRs */
 	s->stats.updated++;
-	publish(s, FIBRIL_NODE_UPDATED, &e->n);
+	nodes_publish(s, FIBRIL_NODE_UPDATED, &e->n);
 }
 
 /* ---- this node ------------------------------------------------------------------------------ */
@@ -310,6 +344,11 @@ static int ops_list(void *ctx, fibril_nodes_fn cb, void *ud)
 	for (struct node_entry *e = s->nodes; e; e = e->next) {
 		n++;
 		if (cb(&e->n, ud))
+			return n;
+	}
+	for (struct node_entry *e = s->lost; e; e = e->next) { /* still of the cluster */
+		n++;
+		if (cb(&e->n, ud))
 			break;
 	}
 	return n;
@@ -340,7 +379,8 @@ static const char *source_name(uint32_t source)
 /* "health": {"reachable": ..., "ipv4": ..., "ipv6": ...} as the health
  * module last published it (true, false; a family not probed is left out);
  * nothing without the health module. */
-static void health_json(struct json_object *o, const struct fibril_health_node_event *h)
+static void health_json(struct json_object *o, const struct fibril_health_node_event *h,
+			int64_t since)
 {
 	if (!h->sz || h->reachable == FIBRIL_REACH_UNKNOWN)
 		return;
@@ -352,6 +392,8 @@ static void health_json(struct json_object *o, const struct fibril_health_node_e
 		json_object_object_add(r, "ipv6", json_object_new_boolean(h->ipv6 == FIBRIL_REACH_OK));
 	if (h->node_rtt_us)
 		json_object_object_add(r, "rtt-ms", json_object_new_double(h->node_rtt_us / 1000.0));
+	if (since) /* since when "reachable" holds (wall clock) */
+		json_object_object_add(r, "since", json_object_new_int64(since));
 	json_object_object_add(o, "health", r);
 }
 
@@ -362,13 +404,19 @@ static int on_health(const struct fibril_event *ev, void *ud)
 	if (ev->payload_len < sizeof(*e) || e->sz < sizeof(*e) || !memchr(e->name, '\0', sizeof(e->name)))
 		return -EINVAL;
 	struct fibril_health_node_event *dst = NULL;
+	struct node_entry *ne = NULL;
 	if (!strcmp(e->name, s->self.name))
 		dst = &s->self_health;
 	for (struct node_entry *n = s->nodes; n && !dst; n = n->next)
 		if (!strcmp(n->n.name, e->name))
-			dst = &n->health;
+			ne = n, dst = &n->health;
+	for (struct node_entry *n = s->lost; n && !dst; n = n->next)
+		if (!strcmp(n->n.name, e->name))
+			ne = n, dst = &n->health;
 	if (!dst)
 		return 0; /* a node this module no longer knows */
+	if (ne && (e->removed || !dst->sz || dst->reachable != e->reachable))
+		ne->reach_since = e->removed ? 0 : (int64_t)time(NULL);
 	if (e->removed)
 		memset(dst, 0, sizeof(*dst));
 	else
@@ -377,7 +425,8 @@ static int on_health(const struct fibril_event *ev, void *ud)
 }
 
 static struct json_object *node_json(const struct fibril_node *n, bool routed,
-				     const struct fibril_health_node_event *health)
+				     const struct fibril_health_node_event *health,
+				     const struct node_entry *e)
 {
 	struct json_object *o = json_object_new_object();
 	char a[INET6_ADDRSTRLEN], c[64];
@@ -399,7 +448,13 @@ static struct json_object *node_json(const struct fibril_node *n, bool routed,
 	json_object_object_add(o, "last-seen", json_object_new_int64(n->last_seen_unix));
 	if (n->source != FIBRIL_NODE_SOURCE_LOCAL)
 		json_object_object_add(o, "routed", json_object_new_boolean(routed));
-	health_json(o, health);
+	if (e && e->lost_unix) { /* its record expired: listed, not routed */
+		json_object_object_add(o, "lost", json_object_new_boolean(true));
+		json_object_object_add(o, "lost-since", json_object_new_int64(e->lost_unix));
+	} else if (n->source != FIBRIL_NODE_SOURCE_LOCAL) {
+		json_object_object_add(o, "lost", json_object_new_boolean(false));
+	}
+	health_json(o, health, e ? e->reach_since : 0);
 	return o;
 }
 
@@ -414,9 +469,12 @@ static void get_nodes(struct fibril_request *req, struct fibril_response *resp, 
 	json_object_object_add(o, "synced", json_object_new_boolean(s->synced));
 	json_object_object_add(o, "lease", json_object_new_int64(s->lease));
 	struct json_object *arr = json_object_new_array();
-	json_object_array_add(arr, node_json(&s->self, true, &s->self_health));
+	json_object_array_add(arr, node_json(&s->self, true, &s->self_health, NULL));
 	for (struct node_entry *e = s->nodes; e; e = e->next)
-		json_object_array_add(arr, node_json(&e->n, e->routed, &e->health));
+		json_object_array_add(arr, node_json(&e->n, e->routed, &e->health, e));
+	for (struct node_entry *e = s->lost; e; e = e->next)
+		json_object_array_add(arr, node_json(&e->n, false, &e->health, e));
+	json_object_object_add(o, "lost-node-grace-ms", json_object_new_int64((int64_t)s->lost_grace_ms));
 	json_object_object_add(o, "nodes", arr);
 	json_object_object_add(o, "mtu", nodes_mtu_json(s));
 	struct json_object *m = json_object_new_object();
@@ -424,7 +482,9 @@ static void get_nodes(struct fibril_request *req, struct fibril_response *resp, 
 	STAT("nodes-added", added);
 	STAT("nodes-updated", updated);
 	STAT("nodes-deleted", deleted);
+	STAT("nodes-lost", lost);
 	STAT("bad-records", bad_records);
+	STAT("records-refused", records_refused);
 	STAT("routes-installed", routes_installed);
 	STAT("routes-adopted", routes_adopted);
 	STAT("routes-removed", routes_removed);
@@ -495,6 +555,7 @@ static int nodes_init(struct fibril_module *m)
 							 : NODES_ROUTING_NONE;
 	s->tunnel_port = (uint16_t)fibril_config_int(m, "tunnel-port");
 	s->ttl_s = (int64_t)((fibril_config_duration_ms(m, "lease-ttl") + 999) / 1000);
+	s->lost_grace_ms = (uint64_t)fibril_config_duration_ms(m, "lost-node-grace");
 	static const char *const topics[] = {FIBRIL_KVSTORE_TOPIC_LEASE_LOST,
 					     FIBRIL_KVSTORE_TOPIC_CONNECTED};
 	int rc = fibril_service_provide(m, FIBRIL_NODES_CAPABILITY, &nodes_ops.hdr, s);
@@ -629,6 +690,8 @@ static void nodes_stop(struct fibril_module *m)
 	s->watch = NULL;
 	fibril_timer_cancel(s->retry);
 	s->retry = NULL;
+	fibril_timer_cancel(s->lost_timer); /* the lost stay as they are */
+	s->lost_timer = NULL;
 	nodes_ipcache_stop(s);
 }
 
@@ -647,6 +710,7 @@ static void nodes_fini(struct fibril_module *m)
 		if (s->ep_subs[i])
 			fibril_bus_unsubscribe(s->ep_subs[i]);
 	nodes_ipcache_free(s);
+	nodes_lost_free(s);
 	fibril_timer_cancel(s->retry);
 	while (s->nodes) {
 		struct node_entry *e = s->nodes;
@@ -663,8 +727,11 @@ static int nodes_summary(struct fibril_module *m, char *buf, size_t len)
 	struct nodes *s = fibril_module_data(m);
 	if (!s || !len)
 		return -EINVAL;
-	return snprintf(buf, len, "%s: %zu remote node(s), routing %s%s", s->self.name, s->n_nodes,
-			nodes_routing_name(s->routing),
+	size_t lost = 0;
+	for (const struct node_entry *e = s->lost; e; e = e->next)
+		lost++;
+	return snprintf(buf, len, "%s: %zu remote node(s) (%zu lost), routing %s%s", s->self.name,
+			s->n_nodes, lost, nodes_routing_name(s->routing),
 			s->synced ? "" : ", registry not read yet");
 }
 

@@ -21,6 +21,10 @@
 #define NODES_MODULE "nodes"
 /* the registry, relative to the kvstore's prefix (Cilium's state/nodes/v1) */
 #define NODES_KEY_PREFIX "state/nodes/v1/"
+/* a key per node held by the same lease as its record (outside the
+ * registry's prefix): present while the lease runs, so a record deleted
+ * while its key is there was deleted on purpose, not expired */
+#define NODES_ALIVE_PREFIX "state/nodes/alive/v1/"
 /* rtm_protocol of the routes this module adds (the datapath's are 0xf1) */
 #define NODES_ROUTE_PROTO 0xf2
 #define NODES_WHY_LEN 256
@@ -30,6 +34,9 @@
 /* the underlay MTU when no interface holds the node IP; a pod's least */
 #define NODES_DEFAULT_MTU 1500
 #define NODES_MIN_POD_MTU 68
+/* where the local CIDR identities start (the policy module's, as Cilium's):
+ * a remote endpoint's identity is below it */
+#define NODES_CIDR_IDENTITY_BASE (1u << 24)
 
 enum nodes_routing { NODES_ROUTING_NONE = 0, NODES_ROUTING_NATIVE, NODES_ROUTING_TUNNEL };
 
@@ -40,6 +47,9 @@ struct node_entry {
 	bool mark;   /* seen in the current full read */
 	bool routed; /* its routes and ipcache entries are in place */
 	struct fibril_health_node_event health; /* from the health module; sz 0: none */
+	int64_t reach_since;  /* wall clock: since when health.reachable holds */
+	int64_t lost_unix;    /* in s->lost: when its record went with its lease, */
+	uint64_t lost_ms;     /* (monotonic) */
 	struct node_entry *next;
 };
 
@@ -117,7 +127,7 @@ struct nodes_ipcache {
 	size_t batch_n, batch_cap;
 	struct {
 		uint64_t added, updated, deleted, programmed, removed, published, unpublished,
-			bad_records, errors, resyncs;
+			bad_records, refused, errors, resyncs;
 	} stats;
 };
 
@@ -147,6 +157,12 @@ struct nodes {
 	struct fibril_timer *retry;
 	struct node_entry *nodes;
 	size_t n_nodes;
+	/* lost: nodes whose record expired with its lease (their agent died):
+	 * not routed, still listed (and probed by health) until removed or
+	 * [nodes] lost-node-grace passes (lost.c) */
+	struct node_entry *lost;
+	uint64_t lost_grace_ms;
+	struct fibril_timer *lost_timer;
 
 	bool synced, reading, start_pending, in_start, start_done, stopping;
 	int generation; /* bumped by stop: stale callbacks do nothing */
@@ -169,9 +185,10 @@ struct nodes {
 
 	char why[NODES_WHY_LEN];
 	struct {
-		uint64_t added, updated, deleted, bad_records;
+		uint64_t added, updated, deleted, bad_records, records_refused;
 		uint64_t routes_installed, routes_adopted, routes_removed, route_errors;
 		uint64_t registrations, resyncs;
+		uint64_t lost;
 	} stats;
 };
 
@@ -182,15 +199,44 @@ int nodes_registry_on_kv_event(const struct fibril_event *ev, void *ud);
 
 /* nodes.c: the table both sources write */
 struct node_entry *nodes_find(struct nodes *s, const char *name);
-/* add, update or (the same) just mark the node n (not this one) */
+/* add, update or (the same) just mark the node n (not this one); a node
+ * nodes_validate refuses is logged, counted and not installed */
 void nodes_upsert(struct nodes *s, const struct fibril_node *n);
 void nodes_remove_entry(struct nodes *s, struct node_entry *e);
 /* the pending start is over (err 0: it went well) */
 void nodes_start_finished(struct nodes *s, int err);
+/* bus: the nodes.node event of n */
+void nodes_publish(struct nodes *s, enum fibril_node_event_type type, const struct fibril_node *n);
 
-/* k8s_source.c: the Kubernetes Node objects */
-int nodes_k8s_decode(const char *json, size_t len, struct fibril_node *out, char *why,
-		     size_t whylen);
+/* lost.c: e's registry record went (deleted, or expired with its lease):
+ * a deliberate delete removes it, an expiry keeps it listed as lost */
+void nodes_record_gone(struct nodes *s, struct node_entry *e);
+/* the lost node of that name, taken out of s->lost (it is back), or NULL */
+struct node_entry *nodes_lost_take(struct nodes *s, const char *name);
+/* the lost node of that name is removed from the cluster (its Node deleted) */
+void nodes_lost_remove_name(struct nodes *s, const char *name, const char *why);
+/* this node's alive key, under the registry lease (after its record) */
+void nodes_alive_put(struct nodes *s);
+void nodes_lost_free(struct nodes *s);
+
+/* validate.c: whether a remote node's record may be installed: 0, or
+ * -EINVAL with why (a pod CIDR too short or overlapping this node's,
+ * another node's or a connected network; this node's or another node's IP) */
+int nodes_validate(struct nodes *s, const struct fibril_node *n, char *why, size_t len);
+/* validate.c: a remote ipcache record's identity is a cluster-allocated one
+ * (256 .. 2^24-1: not reserved, not the CIDR range): 0 or -EINVAL with why */
+int nodes_ip_identity_check(uint32_t id, char *why, size_t len);
+struct nodes_ip_compact;
+/* the record r is bound to the node n it names: its address in n's pod
+ * CIDRs, its HostIP n's (IPv4, IPv6 or tunnel endpoint); 0 or -EINVAL with
+ * why (when why is not NULL) */
+int nodes_ip_bound(const struct node_entry *n, const struct nodes_ip_compact *r, char *why,
+		   size_t len);
+
+/* k8s_source.c: the Kubernetes Node objects; annotations: read the
+ * network.fibril.io/ ones ([nodes] k8s-node-annotations) */
+int nodes_k8s_decode(const char *json, size_t len, bool annotations, struct fibril_node *out,
+		     char *why, size_t whylen);
 int nodes_k8s_start(struct nodes *s, char *why, size_t len);
 int nodes_k8s_on_event(const struct fibril_event *ev, void *ud);
 /* e's registry record is gone: its Node object (if any) takes over; true then */
@@ -255,11 +301,22 @@ int nodes_routes_scan(struct nodes *s);
  * the other modes, no encapsulation) */
 int nodes_tunnel_setup(struct nodes *s, char *why, size_t len);
 /* One datapath ipcache entry: prefix -> identity and, tep_family 4 or 6,
- * the tunnel endpoint of the node that hosts it (0: none). In tunnel mode
- * an entry of another node's pod (or CIDR) must name that node, or the
- * datapath passes its packets to the stack instead of the tunnel. */
-int nodes_dp_ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen,
-			 uint32_t id, int tep_family, const void *tep);
+ * the tunnel endpoint of the node that hosts it (0: none), claimed as
+ * source (enum fibril_datapath_ipcache_source: NODE for node IPs and pod
+ * CIDRs and this node's host entry, REMOTE_ENDPOINT for the kvstore's
+ * endpoints). In tunnel mode an entry of another node's pod (or CIDR)
+ * must name that node, or the datapath passes its packets to the stack
+ * instead of the tunnel. */
+int nodes_dp_ipcache_put(struct nodes *s, uint32_t source, int family, const void *addr,
+			 unsigned plen, uint32_t id, int tep_family, const void *tep);
+/* take source's claim on the prefix (an older datapath: remove it) */
+int nodes_dp_ipcache_del(struct nodes *s, uint32_t source, int family, const void *addr,
+			 unsigned plen, char *err, size_t len);
+/* whether the datapath's ipcache has owners (interface version 5) */
+bool nodes_dp_owned(const struct nodes *s);
+/* an entry to fill: sz and source as the datapath takes them */
+void nodes_dp_entry_init(const struct nodes *s, struct fibril_datapath_ipcache_entry *e,
+			 uint32_t source);
 /* install / remove a remote node's routes and ipcache entries */
 int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibril_node *old);
 void nodes_node_unprogram(struct nodes *s, const struct fibril_node *n);

@@ -144,7 +144,7 @@ static void on_watch(void *ud, int err, enum fibril_kv_event_type type, const st
 		}
 		struct node_entry *e = nodes_find(s, name);
 		if (e && !nodes_k8s_fallback(s, e))
-			nodes_remove_entry(s, e);
+			nodes_record_gone(s, e); /* deleted: it goes; expired: lost */
 	}
 }
 
@@ -166,7 +166,7 @@ static void on_get(void *ud, int err, const struct fibril_kv *kvs, size_t n, int
 		next = e->next;
 		/* a node only the Kubernetes source knows is not the registry's */
 		if (!e->mark && e->n.source != FIBRIL_NODE_SOURCE_K8S && !nodes_k8s_fallback(s, e))
-			nodes_remove_entry(s, e);
+			nodes_record_gone(s, e);
 	}
 	if (!s->synced && s->nl)
 		nodes_routes_sweep_old(s);
@@ -207,6 +207,7 @@ static void on_put(void *ud, int err, int64_t revision)
 		return;
 	}
 	s->stats.registrations++;
+	nodes_alive_put(s); /* beside the record, under its lease (lost.c) */
 	nodes_ipcache_publish(s); /* our endpoints, under this lease */
 	if (!s->synced)
 		resync(s);

@@ -265,23 +265,40 @@ int nodes_tunnel_setup(struct nodes *s, char *why, size_t len)
 	return 0;
 }
 
-int nodes_dp_ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen,
-			 uint32_t id, int tep_family, const void *tep)
+bool nodes_dp_owned(const struct nodes *s)
+{
+	return s->dp && FIBRIL_SERVICE_HAS(s->dp, ipcache_remove_entry) && s->dp->ipcache_remove_entry;
+}
+
+void nodes_dp_entry_init(const struct nodes *s, struct fibril_datapath_ipcache_entry *e,
+			 uint32_t source)
+{
+	memset(e, 0, sizeof(*e));
+	if (nodes_dp_owned(s)) {
+		e->sz = sizeof(*e);
+		e->source = source;
+	} else { /* an older datapath (interface < 5) refuses a source it does not know */
+		e->sz = FIBRIL_OFFSETOFEND(struct fibril_datapath_ipcache_entry, tunnel_endpoint);
+	}
+}
+
+int nodes_dp_ipcache_put(struct nodes *s, uint32_t source, int family, const void *addr,
+			 unsigned plen, uint32_t id, int tep_family, const void *tep)
 {
 	char err[256] = "";
 	if (!s->dp)
 		return 0;
 	int rc;
-	if (tep_family && FIBRIL_SERVICE_HAS(s->dp, ipcache_upsert_entry)) {
-		struct fibril_datapath_ipcache_entry e = {
-			.sz = sizeof(e),
-			.family = (uint8_t)family,
-			.prefix_len = (uint8_t)plen,
-			.tunnel_family = (uint8_t)tep_family,
-			.identity = id,
-		};
+	if ((tep_family || nodes_dp_owned(s)) && FIBRIL_SERVICE_HAS(s->dp, ipcache_upsert_entry)) {
+		struct fibril_datapath_ipcache_entry e;
+		nodes_dp_entry_init(s, &e, source);
+		e.family = (uint8_t)family;
+		e.prefix_len = (uint8_t)plen;
+		e.tunnel_family = (uint8_t)tep_family;
+		e.identity = id;
 		memcpy(e.addr, addr, (size_t)(family == 4 ? 4 : 16));
-		memcpy(e.tunnel_endpoint, tep, (size_t)(tep_family == 4 ? 4 : 16));
+		if (tep_family)
+			memcpy(e.tunnel_endpoint, tep, (size_t)(tep_family == 4 ? 4 : 16));
 		rc = s->dp->ipcache_upsert_entry(s->dpctx, &e, err, sizeof(err));
 	} else {
 		rc = s->dp->ipcache_upsert(s->dpctx, family, addr, plen, id, err, sizeof(err));
@@ -291,9 +308,24 @@ int nodes_dp_ipcache_put(struct nodes *s, int family, const void *addr, unsigned
 	return rc;
 }
 
+int nodes_dp_ipcache_del(struct nodes *s, uint32_t source, int family, const void *addr,
+			 unsigned plen, char *err, size_t len)
+{
+	if (!s->dp)
+		return 0;
+	if (!nodes_dp_owned(s))
+		return s->dp->ipcache_remove(s->dpctx, family, addr, plen, err, len);
+	struct fibril_datapath_ipcache_entry e;
+	nodes_dp_entry_init(s, &e, source);
+	e.family = (uint8_t)family;
+	e.prefix_len = (uint8_t)plen;
+	memcpy(e.addr, addr, (size_t)(family == 4 ? 4 : 16));
+	return s->dp->ipcache_remove_entry(s->dpctx, &e, err, len);
+}
+
 static void ipcache_put(struct nodes *s, int family, const void *addr, unsigned plen, uint32_t id)
 {
-	nodes_dp_ipcache_put(s, family, addr, plen, id, 0, NULL);
+	nodes_dp_ipcache_put(s, FIBRIL_DATAPATH_IPCACHE_SOURCE_NODE, family, addr, plen, id, 0, NULL);
 }
 
 /* The node's tunnel endpoint (its registered one, else its IPv4, else its
@@ -320,7 +352,8 @@ static void ipcache_del(struct nodes *s, int family, const void *addr, unsigned 
 	char err[256] = "";
 	if (!s->dp)
 		return;
-	int rc = s->dp->ipcache_remove(s->dpctx, family, addr, plen, err, sizeof(err));
+	int rc = nodes_dp_ipcache_del(s, FIBRIL_DATAPATH_IPCACHE_SOURCE_NODE, family, addr, plen, err,
+				      sizeof(err));
 	if (rc && rc != -ENOENT)
 		fibril_warn(s->m, "ipcache: %s", err[0] ? err : strerror(-rc));
 }
@@ -383,7 +416,8 @@ int nodes_node_program(struct nodes *s, struct node_entry *e, const struct fibri
 				failed++;
 				continue;
 			}
-			nodes_dp_ipcache_put(s, c->family, c->addr, c->prefix_len,
+			nodes_dp_ipcache_put(s, FIBRIL_DATAPATH_IPCACHE_SOURCE_NODE, c->family, c->addr,
+					     c->prefix_len,
 					     FIBRIL_IDENTITY_WORLD, tep_family, tep);
 			if (!s->nl)
 				continue;

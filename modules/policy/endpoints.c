@@ -1,7 +1,10 @@
 /* modules/policy/endpoints.c - the local endpoints (st->eps, by ID) from
  * the endpoint module's events, and what each is matched with: its labels
  * plus its namespace's (under POL_NS_LABELS_PREFIX, from the k8s module's
- * namespace cache), and its pod's named ports (its containers' ports). An
+ * namespace cache), and its pod's named ports (its containers' ports);
+ * a policy's subject also sees its pod's labels that identities leave out
+ * (subject_labels: a deny-all on a StatefulSet pod's name selects that pod,
+ * not its identity). An
  * endpoint that changes leaves the selector cache with what it was
  * matched with and joins it again with what it is now, and is marked
  * dirty; one that goes has its entries removed from the map. */
@@ -44,6 +47,7 @@ void ep_free(struct pol_ep *ep)
 		return;
 	free(ep->labels);
 	free(ep->match_labels);
+	free(ep->subject_labels);
 	free(ep->ports);
 	free(ep->entries);
 	free(ep);
@@ -91,19 +95,50 @@ static char *ns_labels_of(struct pol_state *st, const char *ns)
 	return out;
 }
 
-static void pod_ports_of(struct pol_state *st, struct pol_ep *ep)
+/* match_labels + the pod object's labels that identities leave out, as
+ * "k8s:KEY=VALUE" (malloc'd; NULL: out of memory). */
+static char *subject_labels_of(const char *match_labels, struct json_object *pod)
 {
+	struct json_object *md, *labels;
+	size_t cap = strlen(match_labels) + 1, len = cap - 1;
+	char *out = malloc(cap);
+	if (!out)
+		return NULL;
+	memcpy(out, match_labels, cap);
+	if (!pod || !json_object_object_get_ex(pod, "metadata", &md) ||
+	    !json_object_object_get_ex(md, "labels", &labels) ||
+	    !json_object_is_type(labels, json_type_object))
+		return out;
+	json_object_object_foreach(labels, k, v)
+	{
+		if (!json_object_is_type(v, json_type_string))
+			continue;
+		if (!pol_key_filtered(k))
+			continue; /* the endpoint's own labels have it */
+		const char *val = json_object_get_string(v);
+		size_t need = len + strlen(k) + strlen(val) + 7;
+		if (need > cap) {
+			char *n = realloc(out, need * 2);
+			if (!n)
+				break;
+			out = n;
+			cap = need * 2;
+		}
+		len += (size_t)snprintf(out + len, cap - len, "%sk8s:%s=%s", len ? "\n" : "", k, val);
+	}
+	return out;
+}
+
+static void pod_ports_of(struct pol_ep *ep, struct json_object *o)
+{
+	struct json_object *spec, *ctrs;
 	free(ep->ports);
 	ep->ports = NULL;
 	ep->nports = 0;
-	struct json_object *o = k8s_object(st, FIBRIL_K8S_PODS, ep->pod_ns, ep->pod_name), *spec,
-			   *ctrs;
 	if (!o || !json_object_object_get_ex(o, "spec", &spec) ||
 	    !json_object_object_get_ex(spec, "containers", &ctrs) ||
-	    !json_object_is_type(ctrs, json_type_array)) {
-		json_object_put(o);
+	    !json_object_is_type(ctrs, json_type_array))
 		return;
-	}
 	for (size_t i = 0; i < json_object_array_length(ctrs); i++) {
 		struct json_object *ports, *c = json_object_array_get_idx(ctrs, i);
 		if (!json_object_object_get_ex(c, "ports", &ports) ||
@@ -134,7 +169,6 @@ static void pod_ports_of(struct pol_state *st, struct pol_ep *ep)
 			ep->nports++;
 		}
 	}
-	json_object_put(o);
 }
 
 /* What labels of namespace ns are matched with: they and the namespace's
@@ -156,18 +190,27 @@ bool ep_refresh(struct pol_state *st, struct pol_ep *ep)
 	char nsbuf[POL_NS_MAX];
 	const char *ns = ep->pod_ns[0] ? ep->pod_ns : ep_namespace(ep, nsbuf, sizeof(nsbuf));
 	char *ml = pol_match_labels_of(st, ep->labels, ns);
-	if (!ml)
+	struct json_object *pod = k8s_object(st, FIBRIL_K8S_PODS, ep->pod_ns, ep->pod_name);
+	char *sl = ml ? subject_labels_of(ml, pod) : NULL;
+	if (!ml || !sl) {
+		free(ml);
+		json_object_put(pod);
 		return false;
+	}
 	size_t old_n = ep->nports;
 	struct pol_named_port *old = ep->nports ? malloc(old_n * sizeof(*old)) : NULL;
 	if (old)
 		memcpy(old, ep->ports, old_n * sizeof(*old));
-	pod_ports_of(st, ep);
-	bool changed = !ep->match_labels || strcmp(ml, ep->match_labels) || old_n != ep->nports ||
+	pod_ports_of(ep, pod);
+	json_object_put(pod);
+	bool changed = !ep->match_labels || strcmp(ml, ep->match_labels) || !ep->subject_labels ||
+		       strcmp(sl, ep->subject_labels) || old_n != ep->nports ||
 		       (old_n && (!old || memcmp(old, ep->ports, old_n * sizeof(*old))));
 	free(old);
 	free(ep->match_labels);
 	ep->match_labels = ml;
+	free(ep->subject_labels);
+	ep->subject_labels = sl;
 	return changed;
 }
 

@@ -82,6 +82,15 @@ static void k8s_apply(struct pol_state *st, const char *res, const char *ns, con
 		snprintf(err, sizeof(err), "kind: a %s in the %s informer", pol_kind_name(v[0]->kind), res);
 		n = -1;
 	}
+	if (n == 1) { /* a k8s policy is not yet from_k8s here: set it for the cap's match */
+		v[0]->from_k8s = true;
+		if (cidrs_admit(st, v, 1, err, sizeof(err)))
+			n = -1;
+		if (n != 1)
+			pol_policies_free(v, 1);
+		if (n != 1)
+			v = NULL;
+	}
 	if (n != 1) {
 		pol_policies_free(v, n > 0 ? (size_t)n : 0);
 		st->k8s_invalid++;

@@ -36,6 +36,31 @@ bool pol_fail(struct pctx *c, const char *path, const char *fmt, ...)
 	return false;
 }
 
+void pol_warn(struct pctx *c, const char *path, const char *fmt, ...)
+{
+	char msg[320], line[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	int n = snprintf(line, sizeof(line), "%s: %s", path, msg);
+	if (n < 0)
+		return;
+	for (char *p = line; *p; p++) /* one line each */
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	size_t old = c->warnings ? strlen(c->warnings) : 0, add = strlen(line);
+	if (old > 16384)
+		return; /* enough said */
+	char *w = realloc(c->warnings, old + add + 2);
+	if (!w)
+		return;
+	if (old)
+		w[old++] = '\n';
+	memcpy(w + old, line, add + 1);
+	c->warnings = w;
+}
+
 char *pol_strdup(const char *s)
 {
 	size_t n = strlen(s) + 1;
@@ -98,6 +123,7 @@ void pol_policy_free(struct pol_policy *p)
 		rule_free(&p->rules[i]);
 	free(p->rules);
 	free(p->text);
+	free(p->warnings);
 	free(p);
 }
 
@@ -131,6 +157,8 @@ static struct pol_policy *parse_one(struct pctx *c, struct json_object *o, size_
 	}
 	snprintf(path, sizeof(path), "item %zu", idx);
 	c->policy = path;
+	free(c->warnings);
+	c->warnings = NULL;
 	if (!json_object_is_type(o, json_type_object)) {
 		pol_fail(c, "policy", "must be an object");
 		goto bad;
@@ -221,6 +249,8 @@ static struct pol_policy *parse_one(struct pctx *c, struct json_object *o, size_
 text:;
 	const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 							      JSON_C_TO_STRING_NOSLASHESCAPE);
+	p->warnings = c->warnings;
+	c->warnings = NULL;
 	if (!(p->text = pol_strdup(t))) {
 		pol_fail(c, "policy", "out of memory");
 		goto bad;
@@ -251,6 +281,7 @@ int pol_parse(const char *text, size_t len, struct pol_policy ***out, char *err,
 		if (!root)
 			return -1;
 		int n = pol_parse_json(&c, root, out);
+		free(c.warnings); /* a failed policy's */
 		json_object_put(root);
 		return n;
 	}
@@ -276,6 +307,7 @@ int pol_parse(const char *text, size_t len, struct pol_policy ***out, char *err,
 		}
 	}
 	int n = pol_parse_json(&c, root, out);
+	free(c.warnings); /* a failed policy's */
 	json_object_put(root);
 	return n;
 }

@@ -87,6 +87,7 @@ static bool parse_peer(struct pctx *c, struct json_object *o, const char *path, 
 			if (!pol_parse_selector(c, json_object_array_get_idx(eps, i), sub,
 						&p->endpoints[i]))
 				return false;
+			pol_peer_selector_check(c, &p->endpoints[i], sub, deny);
 		}
 		p->any_l3 = true;
 	}

@@ -19,6 +19,7 @@ struct pctx {
 	size_t errlen;
 	const char *policy; /* its name, for errors */
 	bool failed;
+	char *warnings; /* the policy being parsed: its warnings ('\n'-separated), or NULL */
 };
 
 /* ---- parse.c: the context's helpers */
@@ -26,6 +27,9 @@ struct pctx {
 bool pol_fail(struct pctx *c, const char *path, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 char *pol_strdup(const char *s);
+/* A warning on the policy being parsed: "PATH: ..." appended to c->warnings. */
+void pol_warn(struct pctx *c, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 bool pol_keys_known(struct pctx *c, struct json_object *o, const char *path,
 		    const char *const *allowed);
 struct json_object *pol_field(struct json_object *o, const char *k);
@@ -34,6 +38,10 @@ struct json_object *pol_field(struct json_object *o, const char *k);
 struct pol_expr *pol_expr_add(struct pol_selector *s);
 bool pol_parse_selector(struct pctx *c, struct json_object *o, const char *path,
 			struct pol_selector *s);
+/* A peer selector naming a label identities leave out: warned (the
+ * datapath decides peers by identity, so it selects no pod). */
+void pol_peer_selector_check(struct pctx *c, const struct pol_selector *s, const char *path,
+			     bool deny);
 
 /* ---- parse_peer.c */
 bool pol_cidr_add(struct pctx *c, struct pol_peer *p, struct json_object *v, const char *path);

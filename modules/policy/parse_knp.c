@@ -1,11 +1,12 @@
 /* modules/policy/parse_knp.c - a Kubernetes NetworkPolicy
  * (networking.k8s.io/v1) translated into the rules of a
  * CiliumNetworkPolicy: the podSelector is the subject, policyTypes the
- * enforced directions (when not given: Ingress, plus Egress when there
- * are egress rules), each element of from / to a peer with its rule's
- * ports (no from / to: every peer), a namespaceSelector matched against
- * the namespace's labels the module adds under POL_NS_LABELS_PREFIX, an
- * ipBlock a CIDR with its excepts. */
+ * enforced directions (when absent or empty: Ingress, plus Egress when the
+ * egress list is non-empty, as the API server defaults it), each element
+ * of from / to a peer with its rule's ports (no from / to: every peer), a
+ * namespaceSelector matched against the namespace's labels the module adds
+ * under POL_NS_LABELS_PREFIX, an ipBlock a CIDR with its excepts; a
+ * podSelector peer on a label identities leave out is warned about. */
 #include "parse_int.h"
 
 #include <stdio.h>
@@ -87,6 +88,7 @@ static bool knp_peer(struct pctx *c, struct json_object *o, const char *path, st
 		snprintf(sub, sizeof(sub), "%.300s.podSelector", path);
 		if (!pol_parse_selector(c, ps, sub, &p->endpoints[0]))
 			return false;
+		pol_peer_selector_check(c, &p->endpoints[0], sub, false);
 	}
 	if (ns) {
 		struct pol_selector nsel;
@@ -151,10 +153,12 @@ bool pol_parse_knp_spec(struct pctx *c, struct json_object *spec, struct pol_rul
 		return pol_fail(c, "spec", "podSelector is missing");
 	if (!pol_parse_selector(c, ps, "spec.podSelector", &r->subject))
 		return false;
-	/* policyTypes: given, or Ingress plus Egress when there are egress rules */
-	if (types) {
-		if (!json_object_is_type(types, json_type_array))
-			return pol_fail(c, "spec.policyTypes", "must be an array");
+	/* policyTypes: given, or (absent, null or empty: the API server's
+	 * SetDefaults_NetworkPolicy) Ingress, plus Egress when the egress list
+	 * is non-empty: an empty egress list leaves egress open */
+	if (types && !json_object_is_type(types, json_type_array))
+		return pol_fail(c, "spec.policyTypes", "must be an array");
+	if (types && json_object_array_length(types) > 0) {
 		for (size_t i = 0; i < json_object_array_length(types); i++) {
 			struct json_object *t = json_object_array_get_idx(types, i);
 			const char *tn = json_object_is_type(t, json_type_string) ? json_object_get_string(t)
@@ -169,7 +173,8 @@ bool pol_parse_knp_spec(struct pctx *c, struct json_object *spec, struct pol_rul
 		}
 	} else {
 		r->has_ingress = true;
-		r->has_egress = eg != NULL;
+		r->has_egress = eg && json_object_is_type(eg, json_type_array) &&
+				json_object_array_length(eg) > 0;
 	}
 	for (int d = 0; d < 2; d++) {
 		struct json_object *sec = d == 0 ? in : eg;

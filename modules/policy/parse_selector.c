@@ -4,8 +4,10 @@
  * label set (pol_selector_match, which the module runs for endpoints and
  * identities: a namespaced policy's selector matches in its own namespace
  * only, unless it names the namespace label or is a NetworkPolicy peer's
- * with a namespaceSelector). */
+ * with a namespaceSelector); a peer selector naming a label that
+ * identities leave out is warned about (pol_peer_selector_check). */
 #include "parse_int.h"
+#include "../common/label_filter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,4 +224,35 @@ bool pol_selector_match(const struct pol_selector *sel, const char *labels, cons
 			return false;
 	}
 	return true;
+}
+
+bool pol_key_filtered(const char *key)
+{
+	const char *colon = strchr(key, ':');
+	if (colon && strncmp(key, "k8s:", 4) && strncmp(key, "any:", 4))
+		return false; /* another source: not a Kubernetes label */
+	const char *k = colon ? colon + 1 : key;
+	if (!strncmp(k, POL_NS_LABELS_PREFIX, strlen(POL_NS_LABELS_PREFIX)))
+		return false; /* the namespace's labels, which the module adds */
+	char label[320];
+	int n = snprintf(label, sizeof(label), "k8s:%s=", k);
+	return n > 0 && (size_t)n < sizeof(label) && !mod_label_counts_for_identity(label, (size_t)n);
+}
+
+void pol_peer_selector_check(struct pctx *c, const struct pol_selector *s, const char *path,
+			     bool deny)
+{
+	for (size_t i = 0; i < s->nexprs; i++) {
+		const struct pol_expr *e = &s->exprs[i];
+		if (!pol_key_filtered(e->key))
+			continue;
+		bool never = e->op == POL_OP_IN || e->op == POL_OP_EXISTS;
+		pol_warn(c, path,
+			 "label '%.100s' is left out of identities (it differs per pod or per rollout) "
+			 "and peers are matched by identity, so this %s %s: it %s",
+			 e->key, never ? "selector" : "expression", never ? "selects no pod" : "holds for every pod",
+			 never ? (deny ? "denies nothing" : "allows nothing (fail closed)")
+			       : (deny ? "denies every pod the rest selects"
+				       : "allows every pod the rest selects"));
+	}
 }

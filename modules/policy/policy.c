@@ -150,6 +150,17 @@ static int policy_init(struct fibril_module *m)
 						"(applied, invalid, deleted)",
 					.labels = labels};
 	st->m_k8s_invalid = fibril_metric_register(m, &mo);
+	static const char *const wlabels[] = {"reason", NULL};
+	struct fibril_metric_opts wo = {.sz = sizeof(wo), .type = FIBRIL_METRIC_COUNTER,
+					.name = "fibril_policy_selector_warnings_total",
+					.help = "Policies taken in with a selector enforced otherwise than "
+						"written, by reason (filtered-label: a peer selector on a "
+						"label identities leave out); each is logged and shown by "
+						"fibril policy get",
+					.labels = wlabels};
+	st->m_sel_warnings = fibril_metric_register(m, &wo);
+	const char *al = fibril_config_string(m, "allow-localhost");
+	st->allow_localhost = !al || strcmp(al, "policy");
 	return 0;
 }
 
@@ -228,6 +239,7 @@ static void policy_fini(struct fibril_module *m)
 	pol_policies_free(st->pols, st->npols);
 	sel_cache_clear(st);
 	free(st->cidrs);
+	free(st->free_cidr_ids);
 	rules_free(st);
 	if (st->dirfd >= 0)
 		close(st->dirfd);
@@ -245,11 +257,33 @@ static int policy_summary(struct fibril_module *m, char *buf, size_t len)
 			(unsigned long long)st->revision, n);
 }
 
+static int check_allow_localhost(const char *value, char *why, size_t len)
+{
+	if (!strcmp(value, "always") || !strcmp(value, "policy"))
+		return 0;
+	snprintf(why, len, "expected always or policy");
+	return -EINVAL;
+}
+
+static const struct fibril_config_key pol_config_keys[] = {
+	{.name = "cidr-identities-per-namespace", .type = FIBRIL_CONFIG_INT, .default_value = "256",
+	 .help = "The most distinct CIDR prefixes (each a local CIDR identity and an ipcache "
+		 "entry) the policies of one namespace may name; a policy that would name more "
+		 "is refused", .min = 1, .max = 65536},
+	{.name = "allow-localhost", .type = FIBRIL_CONFIG_STRING, .default_value = "always",
+	 .help = "always (the default, as Kubernetes requires and Cilium's allow-localhost): the "
+		 "node's own traffic (kubelet's liveness and readiness probes) is allowed into its "
+		 "endpoints whatever the policy, unless a deny rule names the host; policy: the "
+		 "host is an ordinary peer, which only a rule allows",
+	 .check = check_allow_localhost},
+	{0},
+};
+
 FIBRIL_MODULE(.name = POL_MODULE, .version = "1.0.0",
 	      .description = "network policy: NetworkPolicy and CiliumNetworkPolicy at L3/L4 in the eBPF datapath",
 	      .provides = FIBRIL_LIST(FIBRIL_POLICY_CAPABILITY),
 	      .requires = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY),
 	      .wants = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY, FIBRIL_K8S_CAPABILITY),
-	      .init = policy_init,
+	      .config_keys = pol_config_keys, .init = policy_init,
 	      .start = policy_start, .stop = policy_stop, .fini = policy_fini,
 	      .summary = policy_summary);

@@ -109,6 +109,10 @@ struct pol_policy {
 	struct pol_rule *rules;
 	size_t nrules;
 	char *text; /* the policy as imported (JSON), for GET */
+	/* what the parser flagged and enforces otherwise than written ('\n'-
+	 * separated lines "PATH: why"; NULL: none): a peer selector naming a
+	 * label that identities leave out (pol_peer_selector_check) */
+	char *warnings;
 	bool admitted; /* its selectors are in the module's selector cache */
 };
 
@@ -134,6 +138,10 @@ bool pol_port_name_ok(const char *s);
 /* inner lies within outer (same family, at least as long a prefix) */
 bool pol_cidr_within(const struct pol_cidr *inner, const struct pol_cidr *outer);
 void pol_policies_free(struct pol_policy **v, size_t n);
+/* Does a selector key ("key" or "source:key") name a Kubernetes label
+ * that the endpoint module leaves out of identities (label_filter.h:
+ * pod-template-hash, statefulset.kubernetes.io/pod-name, ...)? */
+bool pol_key_filtered(const char *key);
 /* Free a selector's expressions (the selector itself is the caller's). */
 void pol_selector_free(struct pol_selector *s);
 

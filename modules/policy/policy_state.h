@@ -66,6 +66,10 @@ struct pol_ep {
 	uint32_t identity;
 	char *labels;
 	char *match_labels; /* labels + its namespace's (POL_NS_LABELS_PREFIX) */
+	/* what a policy's subject selector is matched with: match_labels + its
+	 * pod's labels that identities leave out (label_filter.h; the policy
+	 * map is per endpoint, so these cost no identity) */
+	char *subject_labels;
 	char pod_ns[64], pod_name[254];
 	bool has_ipv4, has_ipv6;
 	struct in_addr ipv4;
@@ -149,7 +153,9 @@ struct pol_state {
 	size_t ep_hi; /* above the highest ID seen (the loops over eps stop there) */
 	struct pol_cidr_id *cidrs;
 	size_t ncidrs;
-	uint32_t next_cidr_id;
+	uint32_t next_cidr_id;        /* CIDR identities ever handed out */
+	uint32_t *free_cidr_ids;      /* released ones, handed out again first */
+	size_t nfree_cidr_ids, free_cidr_cap;
 	struct pol_rule_rec *rules; /* the rule IDs, sorted by ID */
 	size_t nrules, rules_cap;
 	uint32_t next_rule_id;
@@ -157,6 +163,11 @@ struct pol_state {
 	size_t nsels;
 	uint64_t sel_gen;
 	bool full; /* the next update resolves every endpoint */
+	/* [policy] allow-localhost = always: the node's own traffic (kubelet's
+	 * probes) is allowed into every endpoint whose ingress is enforced, as
+	 * Cilium's allow-localhost (an allow entry for the host identity that
+	 * only a deny naming the host overrides); policy: an ordinary peer */
+	bool allow_localhost;
 	/* counters */
 	uint64_t imports, refused, deletes, recomputes, map_writes, map_removes, map_errors;
 	uint64_t incrementals, resolutions;
@@ -165,11 +176,16 @@ struct pol_state {
 	uint64_t last_update_eps;
 	uint64_t k8s_applied, k8s_invalid, k8s_deleted, k8s_missed;
 	struct fibril_metric *m_k8s_invalid;
+	uint64_t sel_warnings; /* policies admitted with a warning (a peer selector on a filtered label) */
+	struct fibril_metric *m_sel_warnings;
 	char last_error[256];
 	int dirfd; /* <state-dir>/policy, -1 when none */
 };
 
 #define POL_STATE_FILE "policies.json"
+/* The sort key of the allow-localhost entry while pol_resolve merges (after
+ * every rule's: a rule making the same entry names it), 0 in the map. */
+#define POL_RULE_LOCALHOST UINT32_MAX
 
 /* A set of entries being built (oom: one could not be added). */
 struct entry_vec {
@@ -217,6 +233,12 @@ void pol_resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_vec
 /* ---- cidr_identities.c: the local CIDR identities of the prefixes the policies name */
 bool pol_addr_in(int family, const void *addr, const struct pol_cidr *c);
 bool cidrs_collect(struct pol_state *st);
+/* 0 when the policies add (replacing those of the same kind, name and
+ * namespace) keep every namespace within [policy]
+ * cidr-identities-per-namespace prefixes; else -ENOSPC with err */
+struct pol_policy;
+int cidrs_admit(struct pol_state *st, struct pol_policy *const *add, size_t nadd, char *err,
+		size_t len);
 void cidrs_release(struct pol_state *st);
 
 /* ---- rule_ids.c: rule IDs: st->rules sorted by ID, an ID never reused */

@@ -108,7 +108,7 @@ static void apply(struct pol_state *st, struct pol_ep *ep, struct entry_vec *vec
 static bool rule_selects(const struct pol_policy *pol, const struct pol_rule *rule,
 			 const struct pol_ep *ep)
 {
-	return ep->match_labels && pol_selector_match(&rule->subject, ep->match_labels, pol->ns);
+	return ep->subject_labels && pol_selector_match(&rule->subject, ep->subject_labels, pol->ns);
 }
 
 void pol_mark_subjects(struct pol_state *st, const struct pol_policy *pol, const struct pol_rule *rule)

@@ -37,6 +37,17 @@ void pol_remove_at(struct pol_state *st, size_t at)
  * endpoints it selects are resolved again. */
 void pol_admit(struct pol_state *st, struct pol_policy *pol)
 {
+	if (pol->warnings) {
+		for (const char *l = pol->warnings; l && *l;) {
+			const char *end = strchr(l, '\n');
+			int n = end ? (int)(end - l) : (int)strlen(l);
+			fibril_warn(st->m, "%s %s%s%s: enforced otherwise than written: %.*s",
+				    pol_kind_name(pol->kind), pol->ns, pol->ns[0] ? "/" : "", pol->name, n, l);
+			l = end ? end + 1 : NULL;
+		}
+		st->sel_warnings++;
+		fibril_series_inc(fibril_metric_labels(st->m_sel_warnings, "filtered-label"));
+	}
 	for (size_t r = 0; r < pol->nrules; r++) {
 		struct pol_rule *rule = &pol->rules[r];
 		sel_register(st, &rule->subject, pol->ns);
@@ -88,6 +99,14 @@ static struct json_object *state_json(struct pol_state *st)
 		json_object_object_add(p, "kind", json_object_new_string(pol_kind_name(st->pols[i]->kind)));
 		json_object_object_add(p, "source", json_object_new_string(st->pols[i]->from_k8s ? "k8s" : "api"));
 		json_object_object_add(p, "policy", json_tokener_parse(st->pols[i]->text));
+		struct json_object *w = json_object_new_array();
+		for (const char *l = st->pols[i]->warnings; l && *l;) {
+			const char *end = strchr(l, '\n');
+			size_t n = end ? (size_t)(end - l) : strlen(l);
+			json_object_array_add(w, json_object_new_string_len(l, (int)n));
+			l = end ? end + 1 : NULL;
+		}
+		json_object_object_add(p, "warnings", w);
 		json_object_array_add(pols, p);
 	}
 	json_object_object_add(o, "policies", pols);
@@ -125,6 +144,7 @@ static struct json_object *state_json(struct pol_state *st)
 	STAT("k8s_applied", st->k8s_applied);
 	STAT("k8s_invalid", st->k8s_invalid);
 	STAT("k8s_deleted", st->k8s_deleted);
+	STAT("selector_warnings", st->sel_warnings);
 #undef STAT
 	json_object_object_add(o, "stats", stats);
 	return o;
@@ -152,7 +172,9 @@ void pol_put_policy(struct fibril_request *req, struct fibril_response *resp, vo
 	struct pol_policy **v = NULL;
 	char err[512];
 	int n = pol_parse(body ? body : "", len, &v, err, sizeof(err));
-	if (n < 0) {
+	if (n < 0 || (n > 0 && cidrs_admit(st, v, (size_t)n, err, sizeof(err)))) {
+		if (n > 0)
+			pol_policies_free(v, (size_t)n);
 		st->refused++;
 		fibril_resp_error(resp, 400, "%s", err);
 		return;

@@ -6,7 +6,10 @@
  * pol_entry_cmp, one entry per key: a deny of a key wins over an allow and
  * names its rule, else the lowest rule ID; an allow that a deny of the
  * same identity covers is left out (the datapath's trie returns the longest
- * match only). It reads the state and writes nothing (program.c writes). */
+ * match only). With allow-localhost (the default) an endpoint whose
+ * ingress is enforced also gets an allow of the host identity on every
+ * port, rule 0, which a deny naming the host overrides. It reads the state
+ * and writes nothing (program.c writes). */
 #include "policy_state.h"
 
 #include "grow.h"
@@ -273,7 +276,7 @@ void pol_resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_vec
 		const struct pol_policy *pol = st->pols[p];
 		for (size_t r = 0; r < pol->nrules; r++) {
 			const struct pol_rule *rule = &pol->rules[r];
-			if (!pol_selector_match(&rule->subject, ep->match_labels, pol->ns))
+			if (!pol_selector_match(&rule->subject, ep->subject_labels, pol->ns))
 				continue;
 			*ingress = *ingress || rule->has_ingress;
 			*egress = *egress || rule->has_egress;
@@ -286,6 +289,13 @@ void pol_resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_vec
 	}
 	free(ids.v);
 	(void)ns;
+	/* allow-localhost: the node's own traffic (kubelet's probes) in, as
+	 * Kubernetes requires; a rule making the same entry names it, a deny
+	 * of the host's wins over it as over any allow */
+	if (*ingress && st->allow_localhost)
+		pol_entry_vec_add(vec, (struct pol_entry){.identity = FIBRIL_IDENTITY_HOST,
+							  .dir = FIBRIL_DATAPATH_INGRESS,
+							  .rule = POL_RULE_LOCALHOST});
 	if (!vec->n)
 		return;
 	qsort(vec->v, vec->n, sizeof(*vec->v), pol_entry_cmp);
@@ -315,4 +325,7 @@ void pol_resolve(struct pol_state *st, const struct pol_ep *ep, struct entry_vec
 			vec->v[o++] = vec->v[i];
 	}
 	vec->n = o;
+	for (size_t i = 0; i < vec->n; i++)
+		if (vec->v[i].rule == POL_RULE_LOCALHOST)
+			vec->v[i].rule = 0; /* no rule: allow-localhost */
 }

@@ -2,7 +2,8 @@
  * for each end, the policies that select it and the rules that allow or
  * deny the flow (resolved again from the repository as pol_resolve does),
  * and what the datapath decides from the entries in place (the lookup of
- * policy_check() in bpf/lib/policy.h) with the rule its events name.
+ * policy_check() in bpf/lib/policy.h) with the rule its events name; the
+ * host's traffic allowed by allow-localhost says so, not a rule.
  * It only reads the state. */
 #include "policy_state.h"
 
@@ -161,6 +162,11 @@ static void trace_decide(const struct pol_state *st, const struct pol_ep *ep, bo
 	json_object_object_add(o, "match", json_object_new_string(match));
 	const struct pol_rule_rec *r = v ? rule_by_id(st, v->rule) : NULL;
 	json_object_object_add(o, "rule", r ? rule_json(r) : NULL);
+	/* the allow-localhost entry: the host's, any port, no rule */
+	json_object_object_add(o, "allow_localhost",
+			       json_object_new_boolean(v && !v->deny && !v->rule && ingress &&
+						       v->identity == FIBRIL_IDENTITY_HOST && !v->proto &&
+						       st->allow_localhost));
 }
 
 /* One direction at one end: the policies selecting it, the rules that match. */
@@ -175,7 +181,8 @@ static struct json_object *trace_dir(struct pol_state *st, const struct pol_ep *
 		const struct pol_policy *pol = st->pols[p];
 		for (size_t r = 0; r < pol->nrules; r++) {
 			const struct pol_rule *rule = &pol->rules[r];
-			if (!pol_selector_match(&rule->subject, subject->match_labels, pol->ns) ||
+			if (!subject->subject_labels ||
+			    !pol_selector_match(&rule->subject, subject->subject_labels, pol->ns) ||
 			    !(ingress ? rule->has_ingress : rule->has_egress))
 				continue;
 			enforced = true;
@@ -205,6 +212,8 @@ static struct json_object *trace_dir(struct pol_state *st, const struct pol_ep *
 		}
 	}
 	free(ids.v);
+	/* allow-localhost: the host's traffic into an enforced endpoint */
+	bool localhost = ingress && enforced && st->allow_localhost && remote == FIBRIL_IDENTITY_HOST;
 	const char *reason;
 	if (!subject) {
 		*allowed = true;
@@ -216,6 +225,13 @@ static struct json_object *trace_dir(struct pol_state *st, const struct pol_ep *
 	} else if (json_object_array_length(deny)) {
 		*allowed = false;
 		reason = "denied by a deny rule (a deny always wins)";
+	} else if (localhost) {
+		*allowed = true;
+		reason = "the node's own traffic (kubelet's probes) is always allowed in: "
+			 "[policy] allow-localhost = always, not a rule";
+		json_object_array_add(allow, json_object_new_string(
+						     "allow-localhost (the node's own traffic; "
+						     "[policy] allow-localhost = policy makes it an ordinary peer)"));
 	} else if (json_object_array_length(allow)) {
 		*allowed = true;
 		reason = "allowed by a rule";

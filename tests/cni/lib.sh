@@ -70,8 +70,10 @@ start_node_agent() {
 	# give the agent a private bpffs whose pins die with it)
 	nsenter --net=/run/netns/"$NODE_NS" "$AGENT" "${args[@]}" "$@" >>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	wait_alive "$AGENT_PID" 20 agent_healthy && return 0
-	kill -0 "$AGENT_PID" 2>/dev/null && echo "the agent did not become healthy within 20 s" >&2
+	# healthy once the tc programs are in: a first start verifies them
+	# (about a second idle, far longer on a loaded machine)
+	wait_alive "$AGENT_PID" 120 agent_healthy && return 0
+	kill -0 "$AGENT_PID" 2>/dev/null && echo "the agent did not become healthy within 120 s" >&2
 	cat "$WORK/agent.log"
 	return 1
 }

@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!text)
 		return 0;
-	if (nodes_k8s_decode(text, size, &n, why, sizeof(why)) == 0) {
+	if (nodes_k8s_decode(text, size, size % 2 == 0, &n, why, sizeof(why)) == 0) {
 		if (!nodes_name_valid(n.name) || n.n_cidrs > FIBRIL_NODE_MAX_CIDRS ||
 		    n.source != FIBRIL_NODE_SOURCE_K8S || (n.has_ipv4 && !n.has_tunnel_endpoint))
 			abort();

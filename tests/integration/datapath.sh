@@ -90,7 +90,8 @@ node_agent() {
 	nsenter --net="/run/netns/$NODE" "${AGENT_WRAP[@]}" "$AGENT" "${args[@]}" "${AGENT_OPTS[@]}" "$@" \
 		>>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	wait_alive "$AGENT_PID" 10 test -S "$WORK/fibril.sock" && return 0
+	# the API opens once the programs are in (a first start verifies them)
+	wait_alive "$AGENT_PID" 120 test -S "$WORK/fibril.sock" && return 0
 	cat "$WORK/agent.log"
 	return 1
 }
@@ -248,7 +249,7 @@ check "ipcache_upsert_batch: nothing of the refused batch is written" \
 # zero, refused (E2BIG, nothing written) when one is set; an older, shorter
 # struct (up to identity: no tunnel endpoint) is read with the rest as zero;
 # an entry whose sz differs from entry 0's refuses the batch
-ESZ=44 # sizeof(struct fibril_datapath_ipcache_entry)
+ESZ=48 # sizeof(struct fibril_datapath_ipcache_entry) (SDK 1.10: with its source)
 BATCH=$(api -X PUT "http://x/v1/test/datapath-ipcache-batch?first=10.79.0.1&count=20&identity=4244&tunnel=172.20.9.9&stride=$((ESZ + 8))")
 check "ipcache_upsert_batch: longer entries with zero tail bytes are taken ($BATCH)" test "$BATCH" = '{"done":20}'
 OUT=$(api -w ' %{http_code}' -X PUT "http://x/v1/test/datapath-ipcache-batch?first=10.80.0.1&count=20&identity=4245&tunnel=172.20.9.9&stride=$((ESZ + 8))&junk=1")
@@ -459,6 +460,9 @@ check "agent down: pod b -> pod c still pings (IPv6)" ping_ok 1 fd00:201::12 3
 check "agent down: pod a -> gateway still pings" ping_ok 0 "$GW4" 3
 check "agent down: the filters stay" test "$(filter_prog lxca)" = "$OLDPROG"
 check "agent down: the egress filter stays" test "$(filter_prog lxca egress)" = "$PROG_EG"
+# the program pins removed: this start loads a new instance and swaps it in
+# (a restart with the pins in place reuses them: section 6c)
+rm -f "$BPFFS_DIR"/dp_prog_*
 node_agent
 check "the agent restarts" kill -0 "$AGENT_PID"
 wait_for 60 prog_loaded || true
@@ -489,6 +493,21 @@ check "no packet lost while the filters were replaced ($(grep -o '[0-9]*% packet
 	grep -q ' 0% packet loss' "$WORK/ping.out"
 check "restart: pod c -> pod a TCP" \
 	test "$(inpod 2 python3 "$WORK/tcp.py" client 10.201.0.11 "$P4" 2>&1)" = "echo:hello-datapath"
+
+# ---- 6c. a restart with the program pins in place reuses them: nothing verified, same ids -----
+RUNPROG=$(prog_id)
+RUNPROG_EG=$(prog_id_egress)
+LOG_FROM=$(($(wc -l <"$WORK/agent.log") + 1))
+stop_agent KILL || true
+node_agent
+check "reuse: the restart adopts the pinned programs (no verifier)" \
+	contains "$(tail -n "+$LOG_FROM" "$WORK/agent.log")" "tc programs reused from their pins"
+check "reuse: the same program ids ($RUNPROG, $RUNPROG_EG)" \
+	test "$(prog_id) $(prog_id_egress)" = "$RUNPROG $RUNPROG_EG"
+code=$(upsert 0)
+check "reuse: upsert re-adopts lxca (got $code), its filters on the same programs" \
+	test "$code $(filter_prog lxca) $(filter_prog lxca egress)" = "200 $RUNPROG $RUNPROG_EG"
+check "reuse: pod a -> pod b still pings" ping_ok 0 10.201.0.11 3
 
 # ---- 6b. an older agent's dp_metrics pin (a per-CPU hash keyed by {reason,
 # direction}; now a per-CPU array): recreated at start, counting again ----------------------------
@@ -560,6 +579,7 @@ $CC -std=gnu11 -Wall -Wextra -Werror -o "$WORK/deny_prog_load" "$top_srcdir/test
 OLD_ING=$(filter_prog lxca ingress)
 check "before: lxca still has an ingress filter from the last run (id $OLD_ING)" test -n "$OLD_ING"
 LOG_FROM=$(($(wc -l <"$WORK/agent.log") + 1))
+rm -f "$BPFFS_DIR"/dp_prog_* # nothing to reuse: the start must load
 AGENT_WRAP=("$WORK/deny_prog_load")
 node_agent
 AGENT_WRAP=()

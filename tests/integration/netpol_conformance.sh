@@ -13,7 +13,10 @@
 # scenario writes down (and, for five of them, `fibril policy trace` on
 # every cell). Then kubectl applies a NetworkPolicy, the agent is killed
 # (-9) and the policy keeps dropping; one policy deleted and one added while
-# it is down are caught up after the restart. The whole table also runs
+# it is down are caught up after the restart; the node reaches a pod
+# through a deny-all (allow-localhost, the default) and `fibril policy
+# trace --src host` says why; restarted with allow-localhost = policy, the
+# node is an ordinary peer and is dropped. The whole table also runs
 # under the sanitizers (about 35 s there: the probes do not wait on the
 # agent).
 . "$top_srcdir/tests/lib/common.sh"
@@ -125,6 +128,33 @@ check "after the restart: the policy deleted meanwhile is gone, the one added is
 	wait_k8s_policies "y/deny-in"
 check "after the restart: y/a -> z/a:80 connects" test "$(driver probe y/a z/a 80 tcp)" = ok
 check "after the restart: z/a -> y/b:80 is dropped" test "$(driver probe z/a y/b 80 tcp)" = fail
+
+# ---- allow-localhost: the node's own traffic (kubelet's probes) into its pods -------------------
+# (the default, always: the node reaches y/a through y's deny-all, and trace says why; policy:
+# the node is an ordinary peer, dropped by the same deny-all)
+check "allow-localhost (default): the node reaches y/a:80 through y's deny-all" \
+	test "$(driver probe host y/a 80 tcp)" = ok
+fcli() { ip netns exec "$NODE_NS" "$CLI" --socket "$SOCK" "$@"; }
+fcli policy trace --src host --dst y/a --dport 80/tcp >"$WORK/trace-host.out" 2>&1
+check "fibril policy trace --src host names allow-localhost, not a rule" \
+	grep -q 'allowed by: allow-localhost' "$WORK/trace-host.out"
+check "fibril policy trace --src host: ALLOWED" grep -q 'Final verdict: ALLOWED' "$WORK/trace-host.out"
+sed 's/^/#   /' "$WORK/trace-host.out"
+kill -TERM "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.19.0/24 \
+	--set "k8s.kubeconfig=$K8S_KUBECONFIG" --set k8s.node-name=node-a --set k8s.sync-timeout=20s \
+	--set policy.allow-localhost=policy >/dev/null || wait_alive "$AGENT_PID" 30 agent_healthy ||
+	{ fail "the agent restarts with allow-localhost = policy"; finish; }
+check "allow-localhost = policy: y's deny-all is in force" wait_k8s_policies "y/deny-in"
+_host_dropped() { [ "$(driver probe host y/a 80 tcp)" = fail ]; }
+check "allow-localhost = policy: the node is an ordinary peer, y's deny-all drops it" \
+	wait_for 10 _host_dropped
+fcli policy trace --src host --dst y/a --dport 80/tcp >"$WORK/trace-host.out" 2>&1
+check "allow-localhost = policy: trace --src host says default deny" \
+	grep -q 'Final verdict: DENIED' "$WORK/trace-host.out"
+check "allow-localhost = policy: the node still reaches z/a (no policy there)" \
+	test "$(driver probe host z/a 80 tcp)" = ok
 check "no sanitizer report in the agent's log" \
 	test "$(grep -cE 'AddressSanitizer|runtime error|LeakSanitizer' "$WORK/agent.log" || true)" = 0
 finish

@@ -4,7 +4,9 @@
 # datapath and nodes modules in a network namespace of its own, talking to
 # the fake kube-apiserver (tests/k8s/) run in that namespace. The other
 # nodes are Node objects: spec.podCIDRs, or the network.fibril.io/
-# ipv4-pod-cidr annotation, and status.addresses InternalIP. Checked:
+# ipv4-pod-cidr annotation (read: [nodes] k8s-node-annotations = true; off
+# by default, see tests/security/node_annotation_hijack.sh), and
+# status.addresses InternalIP. Checked:
 # GET /v1/nodes lists them with source k8s; routing-mode native routes
 # each pod CIDR via the node's InternalIP (proto 242) and the ipcache holds
 # it; a Node changed (new pod CIDR) moves its route; a Node deleted loses
@@ -57,7 +59,8 @@ start() {
 	mapfile -t args < <(agent_args "$mods")
 	rm -f "$WORK/fibril.sock"
 	nsenter --net=/run/netns/"$NS" "$AGENT" "${args[@]}" --set "k8s.kubeconfig=$K8S_KUBECONFIG" \
-		--set "k8s.node-name=n1" --set "agent.node-name=n1" "$@" >>"$WORK/agent.log" 2>&1 &
+		--set "k8s.node-name=n1" --set "agent.node-name=n1" --set nodes.k8s-node-annotations=true \
+		"$@" >>"$WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
 	wait_alive "$AGENT_PID" 15 agent_healthy && return 0
 	tail -30 "$WORK/agent.log"

@@ -17,7 +17,8 @@
 # policy verdict names a-from-b's ingress[0], a drop of an unselected peer
 # is a default deny, a drop of the ingressDeny names a-deny-b's
 # ingressDeny[0] (in GET /v1/flows and `fibril observe`), `policy trace`
-# names the same rules, and the rule IDs in the map survive the restart.
+# names the same rules, and the rule IDs in the map survive the restart
+# (every entry names its rule but allow-localhost's host entry).
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 
@@ -243,8 +244,11 @@ rule_entries() { fib map dump dp_policy | sed -n 's/^\(endpoint=.*[^ ]\)  *\(all
 before_entries=$(entries)
 before_rules=$(rule_entries)
 check "the map holds the policies' entries" test -n "$before_entries"
-check "every entry names its rule (no rule=0)" \
-	test -n "$before_rules" -a "$(grep -c 'rule=0$' <<<"$before_rules")" = 0
+check "every entry names its rule (no rule=0), but allow-localhost's (the host, any port)" \
+	test -n "$before_rules" -a "$(grep -v 'ingress identity=1 any allow rule=0$' <<<"$before_rules" |
+		grep -c 'rule=0$')" = 0
+check "a's enforced ingress has the allow-localhost entry (the node's traffic, rule 0)" \
+	grep -q '^endpoint=[0-9]* ingress identity=1 any allow rule=0$' <<<"$before_rules"
 kill -KILL "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null || true
 expect b a 80 fail  # while the agent is down

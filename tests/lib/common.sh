@@ -159,8 +159,10 @@ start_agent_netns() {
 		"$AGENT" "${args[@]}" "$@" >"$WORK/agent.log" 2>&1 &
 	fi
 	AGENT_PID=$!
-	if wait_alive "$AGENT_PID" 10 test -S "$WORK/fibril.sock"; then return 0; fi
-	kill -0 "$AGENT_PID" 2>/dev/null && echo "agent did not open its socket within 10 s" >&2
+	# the API opens once every module started: with the datapath, once its
+	# programs are in (a first start verifies them: slow on a loaded machine)
+	if wait_alive "$AGENT_PID" 60 test -S "$WORK/fibril.sock"; then return 0; fi
+	kill -0 "$AGENT_PID" 2>/dev/null && echo "agent did not open its socket within 60 s" >&2
 	cat "$WORK/agent.log"
 	return 1
 }

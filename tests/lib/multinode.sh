@@ -193,8 +193,9 @@ mn_agent_start() {
 	# MN_START_NOWAIT=1: return once started (two agents whose health
 	# needs each other)
 	[ -n "${MN_START_NOWAIT:-}" ] && return 0
-	wait_alive "${MN_PID[$name]}" 20 mn_healthy "$name" && return 0
-	kill -0 "${MN_PID[$name]}" 2>/dev/null && echo "the agent of $name did not become healthy within 20 s" >&2
+	# healthy once its tc programs are in (a first start verifies them)
+	wait_alive "${MN_PID[$name]}" 60 mn_healthy "$name" && return 0
+	kill -0 "${MN_PID[$name]}" 2>/dev/null && echo "the agent of $name did not become healthy within 60 s" >&2
 	tail -30 "$dir/agent.log"
 	return 1
 }

@@ -1,11 +1,13 @@
 /* tests/unit/test_policy_parse.c - unit tests of the policy module's parser
  * (modules/policy/parse*.c, yaml.c): a Kubernetes NetworkPolicy translated
- * into rules (policyTypes defaults, one peer per from/to element with the
- * rule's ports, empty from meaning every peer, namespaceSelector as
+ * into rules (policyTypes defaults: every rule of the API server's
+ * defaulting, absent / null / empty x each shape of ingress and egress;
+ * one peer per from/to element with the rule's ports, empty from meaning every peer, namespaceSelector as
  * namespace-label expressions, ipBlock, named ports, endPort, protocol
  * TCP by default), YAML input (several documents, plain scalars typed),
- * the one-line refusals naming the policy and the field, and selector
- * matching with namespace labels. */
+ * the one-line refusals naming the policy and the field, selector
+ * matching with namespace labels, and the warnings on peer selectors
+ * naming labels that identities leave out. */
 #include "cunit_main.h"
 #include "policy_int.h"
 
@@ -115,6 +117,102 @@ static void test_knp_policy_types(void)
 	pol_policies_free(v, 1);
 }
 
+/* Every defaulting rule of policyTypes, as the API server's
+ * SetDefaults_NetworkPolicy: when policyTypes is absent, null or empty it
+ * is [Ingress], plus Egress when the egress list is non-empty (an empty or
+ * null egress list adds nothing); an explicit policyTypes is taken as is.
+ * Each type x each shape of ingress and egress: the directions enforced
+ * and which sections' rules apply. */
+static void test_knp_policy_types_defaulting(void)
+{
+	static const char *const types[] = {NULL, "null", "[]", "[\"Ingress\"]", "[\"Egress\"]",
+					    "[\"Ingress\",\"Egress\"]", "[\"Egress\",\"Ingress\"]"};
+	/* a section: absent, null, empty, one rule */
+	static const char *const sections[] = {NULL, "null", "[]", "[{}]"};
+	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+		for (size_t i = 0; i < 4; i++)
+			for (size_t e = 0; e < 4; e++) {
+				char text[512];
+				int n = snprintf(text, sizeof(text),
+						 "{\"kind\":\"NetworkPolicy\",\"metadata\":{\"name\":\"p\","
+						 "\"namespace\":\"x\"},\"spec\":{\"podSelector\":{}");
+				if (types[t])
+					n += snprintf(text + n, sizeof(text) - (size_t)n,
+						      ",\"policyTypes\":%s", types[t]);
+				if (sections[i])
+					n += snprintf(text + n, sizeof(text) - (size_t)n, ",\"ingress\":%s",
+						      sections[i]);
+				if (sections[e])
+					n += snprintf(text + n, sizeof(text) - (size_t)n, ",\"egress\":%s",
+						      sections[e]);
+				snprintf(text + n, sizeof(text) - (size_t)n, "}}");
+				bool defaulted = t < 3, egress_rules = e == 3, ingress_rules = i == 3;
+				bool want_in = defaulted || strstr(types[t], "Ingress");
+				bool want_eg = defaulted ? egress_rules : strstr(types[t], "Egress") != NULL;
+				struct pol_policy **v = parse_ok(text, 1);
+				const struct pol_rule *r = &v[0]->rules[0];
+				size_t want_in_peers = want_in && ingress_rules, want_eg_peers = want_eg && egress_rules;
+				size_t in_peers = 0, eg_peers = 0;
+				for (size_t k = 0; k < r->npeers; k++)
+					*(r->peers[k].ingress ? &in_peers : &eg_peers) += 1;
+				if (r->has_ingress != want_in || r->has_egress != want_eg ||
+				    in_peers != want_in_peers || eg_peers != want_eg_peers)
+					fprintf(stderr,
+						"%s: ingress %d egress %d (want %d %d), peers %zu/%zu (want %zu/%zu)\n",
+						text, r->has_ingress, r->has_egress, want_in, want_eg, in_peers,
+						eg_peers, want_in_peers, want_eg_peers);
+				CU_ASSERT_EQUAL(r->has_ingress, want_in);
+				CU_ASSERT_EQUAL(r->has_egress, want_eg);
+				CU_ASSERT_EQUAL(in_peers, want_in_peers);
+				CU_ASSERT_EQUAL(eg_peers, want_eg_peers);
+				pol_policies_free(v, 1);
+			}
+}
+
+/* Selectors on labels the endpoint module leaves out of identities: a
+ * peer selector naming one is warned about (path and label), a subject
+ * selector is not (the module matches it against the pod's own labels),
+ * nor are namespace labels or other sources. */
+static void test_filtered_label_warnings(void)
+{
+	CU_ASSERT_TRUE(pol_key_filtered("pod-template-hash"));
+	CU_ASSERT_TRUE(pol_key_filtered("k8s:statefulset.kubernetes.io/pod-name"));
+	CU_ASSERT_TRUE(pol_key_filtered("controller-revision-hash"));
+	CU_ASSERT_FALSE(pol_key_filtered("app"));
+	CU_ASSERT_FALSE(pol_key_filtered("app.kubernetes.io/name"));
+	CU_ASSERT_FALSE(pol_key_filtered("io.kubernetes.pod.namespace"));
+	CU_ASSERT_FALSE(pol_key_filtered(POL_NS_LABELS_PREFIX "kubernetes.io/metadata.name"));
+	CU_ASSERT_FALSE(pol_key_filtered("container:pod-template-hash"));
+	struct pol_policy **v = parse_ok(
+		"{\"kind\":\"NetworkPolicy\",\"metadata\":{\"name\":\"p\",\"namespace\":\"s\"},"
+		"\"spec\":{\"podSelector\":{\"matchLabels\":{\"statefulset.kubernetes.io/pod-name\":\"web-0\"}},"
+		"\"ingress\":[{\"from\":[{\"namespaceSelector\":{\"matchLabels\":"
+		"{\"kubernetes.io/metadata.name\":\"s\"}}},{\"podSelector\":{\"matchLabels\":"
+		"{\"app\":\"c\",\"pod-template-hash\":\"h1\"}}}]}]}}",
+		1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(v[0]->warnings);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v[0]->warnings, "spec.ingress[0].from[1].podSelector: label "
+						       "'pod-template-hash' is left out of identities"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v[0]->warnings, "allows nothing (fail closed)"));
+	CU_ASSERT_PTR_NULL(strchr(v[0]->warnings, '\n')); /* the one peer: the subject is fine */
+	pol_policies_free(v, 1);
+	v = parse_ok("{\"kind\":\"CiliumNetworkPolicy\",\"metadata\":{\"name\":\"c\",\"namespace\":\"s\"},"
+		     "\"spec\":{\"endpointSelector\":{},\"ingressDeny\":[{\"fromEndpoints\":[{"
+		     "\"matchExpressions\":[{\"key\":\"k8s:statefulset.kubernetes.io/pod-name\","
+		     "\"operator\":\"NotIn\",\"values\":[\"web-0\"]}]}]}]}}",
+		     1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(v[0]->warnings);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v[0]->warnings, "spec.ingressDeny[0].fromEndpoints[0]: "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v[0]->warnings, "holds for every pod: it denies every pod"));
+	pol_policies_free(v, 1);
+	v = parse_ok("{\"kind\":\"NetworkPolicy\",\"metadata\":{\"name\":\"q\",\"namespace\":\"s\"},"
+		     "\"spec\":{\"podSelector\":{\"matchLabels\":{\"pod-template-hash\":\"h\"}},"
+		     "\"ingress\":[{\"from\":[{\"podSelector\":{\"matchLabels\":{\"app\":\"c\"}}}]}]}}",
+		     1);
+	CU_ASSERT_PTR_NULL(v[0]->warnings);
+	pol_policies_free(v, 1);
+}
+
 static void test_yaml(void)
 {
 	struct pol_policy **v = parse_ok("apiVersion: networking.k8s.io/v1\n"
@@ -185,5 +283,7 @@ static void test_port_names(void)
 }
 
 FIBRIL_TEST_MAIN("policy_parse", NULL, NULL, FIBRIL_TEST(test_knp_translation),
-		 FIBRIL_TEST(test_knp_policy_types), FIBRIL_TEST(test_yaml),
-		 FIBRIL_TEST(test_refusals), FIBRIL_TEST(test_port_names))
+		 FIBRIL_TEST(test_knp_policy_types),
+		 FIBRIL_TEST(test_knp_policy_types_defaulting), FIBRIL_TEST(test_yaml),
+		 FIBRIL_TEST(test_refusals),
+		 FIBRIL_TEST(test_filtered_label_warnings), FIBRIL_TEST(test_port_names))

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define FIBRIL_DATAPATH_CAPABILITY "datapath"
-#define FIBRIL_DATAPATH_VERSION 4
+#define FIBRIL_DATAPATH_VERSION 5
 
 /* One local endpoint as the datapath needs it. */
 struct fibril_datapath_endpoint {
@@ -91,6 +91,28 @@ struct fibril_datapath_ipcache_entry {
 	uint8_t addr[16];       /* network order, IPv4 in the first 4 bytes */
 	uint32_t identity;      /* numeric security identity */
 	uint8_t tunnel_endpoint[16]; /* the host node's IP, network order */
+	/* SDK 1.10 (appended): who claims the prefix, enum
+	 * fibril_datapath_ipcache_source. A caller whose sz stops before it,
+	 * or that names none (0), claims as FIBRIL_DATAPATH_IPCACHE_SOURCE_UNSPEC. */
+	uint32_t source;
+};
+
+/* SDK 1.10: the ipcache keeps, per prefix, one claim per source and writes
+ * the claim of the highest source (the larger value wins); a removal takes
+ * only the remover's own claim, and a lower claim still there comes back.
+ * So a CIDR policy naming a node's or a pod's address exactly neither
+ * replaces nor, once deleted, removes its entry (as Cilium's ipcache's
+ * resource owners and sources). The datapath's own entries (world /0)
+ * outrank every source. */
+enum fibril_datapath_ipcache_source {
+	/* not named (an older caller: ipcache_upsert, ipcache_remove, an
+	 * entry whose sz has no source): the lowest, below every named one;
+	 * such callers among themselves: the last writer wins, as before */
+	FIBRIL_DATAPATH_IPCACHE_SOURCE_UNSPEC = 0,
+	FIBRIL_DATAPATH_IPCACHE_SOURCE_CIDR_POLICY = 1,     /* a policy's CIDR identity */
+	FIBRIL_DATAPATH_IPCACHE_SOURCE_NODE = 2,            /* node IPs, pod CIDRs, host */
+	FIBRIL_DATAPATH_IPCACHE_SOURCE_REMOTE_ENDPOINT = 3, /* another node's endpoint */
+	FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT = 4,  /* this node's (endpoint_upsert's) */
 };
 
 /* Interface version 3: the tunnel (routing-mode tunnel). */
@@ -119,7 +141,8 @@ struct fibril_datapath_ops {
 	/* Undo endpoint_upsert; a veth that is already gone is not an error. */
 	int (*endpoint_remove)(void *ctx, const struct fibril_datapath_endpoint *ep,
 			       char *err, size_t errlen);
-	/* ipcache: prefix -> identity (family 4 or 6, addr in network order). */
+	/* ipcache: prefix -> identity (family 4 or 6, addr in network order),
+	 * claimed as FIBRIL_DATAPATH_IPCACHE_SOURCE_UNSPEC (see above). */
 	int (*ipcache_upsert)(void *ctx, int family, const void *addr, unsigned prefixlen,
 			      uint32_t identity, char *err, size_t errlen);
 	int (*ipcache_remove)(void *ctx, int family, const void *addr, unsigned prefixlen,
@@ -164,6 +187,15 @@ struct fibril_datapath_ops {
 	 * negative errno with err. */
 	int (*ipcache_upsert_batch)(void *ctx, const struct fibril_datapath_ipcache_entry *entries,
 				    size_t n, size_t *done, char *err, size_t errlen);
+	/* --- interface version 5 (SDK 1.10; check FIBRIL_SERVICE_HAS) --- */
+	/* Take e->source's claim on the prefix e->family, e->addr,
+	 * e->prefix_len (the other fields are not read) out of the ipcache:
+	 * the entry then holds the highest claim left, or goes when none is
+	 * left. A prefix nobody claims since the datapath started (a previous
+	 * run's) is removed; a claim that is not there is not an error. The
+	 * version-1 ipcache_remove takes the UNSPEC claim only. */
+	int (*ipcache_remove_entry)(void *ctx, const struct fibril_datapath_ipcache_entry *e,
+				    char *err, size_t errlen);
 };
 
 /* ---- events on the bus (SDK 1.5, additive) ---------------------------------
