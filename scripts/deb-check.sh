@@ -207,6 +207,23 @@ out=$(LD_LIBRARY_PATH="$libdir" "$root/usr/sbin/fibril-agent" --config "$work/co
 	--check 2>&1) && rc=0 || rc=$?
 check "the image's modules + the ConfigMap's fibril.conf and CNI conflist pass fibril-agent --check ($out)" test "$rc" -eq 0
 
+# --print-config names the provider the graph resolved; the CLI's --version
+set_modules ipam-cluster-pool ipam-api kvstore-etcd datapath endpoint
+out=$("$work/agent" --print-config 2>&1 | grep -A3 '^ipam\|^# ipam =' || true)
+check "--print-config shows the resolved ipam provider" grep -q '^# resolved: ipam-cluster-pool' <<<"$out"
+version=$(dpkg-deb -f "$(ls "$work"/fibril-agent_*.deb)" Version)
+out=$("$root/usr/bin/fibril" --version 2>&1) && rc=0 || rc=$?
+check "fibril --version answers without an agent ($out)" bash -c '[ "$1" -eq 0 ] && grep -qx "fibril $2" <<<"$3"' _ "$rc" "${version%-*}" "$out"
+
+# libfibril1.symbols: each symbol stamped with the version that first
+# shipped its node (debian/sdk-versions), not the version being built; a
+# node the table does not know is refused
+syms=$(sh "$top/debian/gen-symbols" "$top/sdk/libfibril.map" "$top/debian/sdk-versions")
+check "the symbols file stamps FIBRIL_1.0's symbols with 0.1.0" grep -q '^ fibril_module_name@FIBRIL_1.0 0.1.0$' <<<"$syms"
+printf 'FIBRIL_1.99 {\n\tglobal:\n\t\tfibril_future;\n};\n' >"$work/future.map"
+check "gen-symbols refuses a node debian/sdk-versions does not date" \
+	bash -c '! sh "$1/debian/gen-symbols" "$2" "$1/debian/sdk-versions" >/dev/null 2>&1' _ "$top" "$work/future.map"
+
 # debian/control is what debian/gen-control writes from debian/modules
 check "debian/control is generated from debian/modules (debian/gen-control --check)" sh "$top/debian/gen-control" --check
 
