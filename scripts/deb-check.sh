@@ -35,10 +35,12 @@ as_builder() {
 	fi
 }
 # unpack SUBDIR VERSION : the tarball and debian/ into $work/SUBDIR, owned by
-# the builder, group-writable; VERSION (when set) a new changelog entry
+# the builder, group-writable (the .debs land there too, beside the source);
+# VERSION (when set) a new changelog entry
 unpack() {
 	local dir=$work/$1
 	mkdir -p "$dir"
+	[ "$(id -u)" -ne 0 ] || chown fibril-build:fibril-build "$dir"
 	(umask 002 && tar -C "$dir" -xzf "$tarball" && cp -a debian "$(echo "$dir"/fibril-*/)" &&
 		chmod -R g+w "$dir")
 	if [ -n "${2:-}" ]; then
@@ -62,8 +64,7 @@ build() {
 if [ "${DEB_CHECK_REUSE:-}" != 1 ]; then
 	rm -rf "$work"
 	mkdir -p "$work"
-	chmod 0755 "$work"
-	[ "$(id -u)" -ne 0 ] || chown fibril-build:fibril-build "$work"
+	chmod 0755 "$work" # root's: the scratch root below holds modules the agent loads
 	unpack v1
 fi
 src=$(echo "$work"/v1/fibril-*/)
