@@ -65,7 +65,11 @@ in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRON
 mkdir -p "$work"
 if [ ! -s "$cache" ]; then
 	stage "mmdebstrap --variant=minbase bookworm"
-	sources=$(ls /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -1)
+	# this machine's apt sources (its mirror): the first file that exists
+	sources=""
+	for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; do
+		[ -s "$f" ] && { sources=$f; break; }
+	done
 	if ! mmdebstrap --quiet --variant=minbase --mode=root bookworm "$cache.tmp" ${sources:+"$sources"} \
 		>"$work/mmdebstrap.log" 2>&1; then
 		tail -20 "$work/mmdebstrap.log"
@@ -120,7 +124,13 @@ else
 	fail "apt-get install ${pkgs[*]} into the minimal root"
 	exit 1
 fi
-installed=$(in_root dpkg-query -W -f '${Package}\n' 'fibril*' 2>/dev/null | sort | paste -sd' ')
+# installed ones only: dpkg also lists the virtual packages (fibril-ipam...)
+# and the ones apt merely knows, as not installed
+installed_fibril() {
+	in_root dpkg-query -W -f '${db:Status-Abbrev} ${Package} ${Version}\n' 'fibril*' 'libfibril*' 2>/dev/null |
+		awk '$1 !~ /^[up]n/ { print $2, $3, $1 }'
+}
+installed=$(installed_fibril | awk '$1 !~ /^lib/ { print $1 }' | sort | paste -sd' ')
 expected=$(printf '%s\n' "${pkgs[@]}" | sort | paste -sd' ')
 check "apt installed exactly the fibril packages asked for, nothing recommended or suggested ($installed)" \
 	test "$installed" = "$expected"
@@ -216,7 +226,7 @@ out=$(in_root apt-get install -y -qq "${pkgs[@]}" </dev/null 2>&1) && rc=0 || rc
 echo "$out" >"$work/upgrade.log"
 grep -iE 'conffile|fibril.conf' "$work/upgrade.log" | head -5 | sed 's/^/  apt: /' || true
 check "the non-interactive upgrade to $v2 succeeds (exit $rc)" test "$rc" -eq 0
-states=$(in_root dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' 'fibril*' 'libfibril*' | grep -v '^lib.* un ' || true)
+states=$(installed_fibril)
 check "every fibril package is at $v2 and configured" bash -c \
 	'[ -n "$1" ] && ! awk -v v="$2" "\$2 != v || \$3 != \"ii\"" <<<"$1" | grep -q .' _ "$states" "$v2"
 check "the admin's edit of /etc/fibril/fibril.conf is kept" grep -q '^log-level = debug' "$root/etc/fibril/fibril.conf"
@@ -240,8 +250,14 @@ fi
 
 # ---- 7. purge ------------------------------------------------------------------------------
 stage "purge"
-out=$(in_root apt-get purge -y -qq --autoremove 'fibril*' 'libfibril*' </dev/null 2>&1) && rc=0 || rc=$?
-check "apt-get purge --autoremove of every fibril package (exit $rc)" test "$rc" -eq 0
+mapfile -t all < <(installed_fibril | awk '{ print $1 }')
+out=$(in_root apt-get purge -y -qq --autoremove "${all[@]}" </dev/null 2>&1) && rc=0 || rc=$?
+check "apt-get purge --autoremove of every fibril package (${all[*]}; exit $rc)" test "$rc" -eq 0
+# what apt pulled in for them: openssl and ca-certificates recommend each
+# other, which plain autoremove keeps
+in_root apt-get autoremove --purge -y -qq -o APT::AutoRemove::RecommendsImportant=false \
+	-o APT::AutoRemove::SuggestsImportant=false </dev/null >/dev/null 2>&1 || true
+check "no fibril package is left in dpkg's database" test -z "$(installed_fibril)"
 snapshot >"$work/after"
 check "the root's files, users and groups are as before the install" diff -u "$work/before" "$work/after"
 
