@@ -19,6 +19,10 @@
 
 #include "cli.h"
 
+#ifndef FIBRIL_VERSION
+#define FIBRIL_VERSION "unknown"
+#endif
+
 #define DEFAULT_SOCKET "/run/fibril/fibril.sock"
 
 
@@ -72,6 +76,7 @@ static const char usage_text[] =
 	"      --family F        ipam allocate: ipv4, ipv6 or both\n"
 	"      --ip ADDR         ipam allocate: this address\n"
 	"      --owner OWNER     ipam release: everything OWNER holds\n"
+	"  -V, --version         this client's version (fibril version also asks the agent)\n"
 	"  -h, --help            this help\n"
 	"\n"
 	"Exit status: 0 success, 1 agent unreachable or failed, 2 usage error.\n";
@@ -136,6 +141,9 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
+		/* this client's version alone (no agent asked): `fibril version`
+		 * also asks the agent */
+		{ "version", no_argument, NULL, 'V' },
 		/* options of `fibril ipam`, accepted anywhere like -o */
 		{ "family", required_argument, NULL, 'F' },
 		{ "ip", required_argument, NULL, 'I' },
@@ -154,7 +162,7 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "observe")) return cmd_observe_main(argc, argv, i);
 	opt.socket = env && *env ? env : DEFAULT_SOCKET;
 	opterr = 0; /* our own one-line messages */
-	while ((c = getopt_long(argc, argv, ":s:o:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":s:o:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (!*optarg)
@@ -171,6 +179,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
+			return 0;
+		case 'V':
+			printf("fibril %s\n", FIBRIL_VERSION);
 			return 0;
 		case 'F':
 			opt.family = optarg;

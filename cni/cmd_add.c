@@ -289,7 +289,7 @@ static int refuse_second_interface(const struct cni_env *env, const struct netco
 			continue;
 		char host[16];
 		host_ifname_for(env->container_id, *n, host);
-		int found = link_lookup(hsk, host, NULL);
+		int found = cni_link_lookup(hsk, host, NULL);
 		if (found < 0)
 			rc = -1;
 		else if (found)
@@ -326,7 +326,7 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 	if (link_delete_present(hsk, env->host_ifname) < 0 || link_delete_present(hsk, env->tmp_ifname) < 0)
 		goto out;
 
-	int exists = link_lookup(psk, env->ifname, NULL);
+	int exists = cni_link_lookup(psk, env->ifname, NULL);
 	if (exists < 0)
 		goto out;
 	if (exists) {
@@ -357,7 +357,7 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 	snprintf(sysctl, sizeof(sysctl), "/proc/sys/net/ipv4/conf/%s/rp_filter", env->host_ifname);
 	if (sysctl_write(sysctl, "0") < 0 || link_rename_up(psk, env->tmp_ifname, env->ifname) < 0)
 		goto fail;
-	if (link_lookup(psk, env->ifname, &pod) != 1 || link_lookup(hsk, env->host_ifname, &host) != 1) {
+	if (cni_link_lookup(psk, env->ifname, &pod) != 1 || cni_link_lookup(hsk, env->host_ifname, &host) != 1) {
 		cni_error(FCNI_ERR_LINK, env->ifname, "the veth pair %s/%s vanished while being set up",
 			  env->host_ifname, env->ifname);
 		goto fail;
@@ -380,8 +380,8 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 fail:
 	rollback(env, hsk, &st);
 out:
-	nl_close(psk);
-	nl_close(hsk);
+	cni_nl_close(psk);
+	cni_nl_close(hsk);
 	close(pod_ns);
 	return rc;
 }

@@ -96,7 +96,7 @@ static int check_pod(const struct cni_env *env, struct nl_sock *psk, const char 
 		     const struct expected_address *addrs, int naddrs)
 {
 	struct link_info info;
-	int found = link_lookup(psk, env->ifname, &info);
+	int found = cni_link_lookup(psk, env->ifname, &info);
 	if (found < 0)
 		return -1;
 	if (!found)
@@ -189,7 +189,7 @@ int cmd_check(struct cni_env *env, struct netconf *conf)
 		goto out;
 
 	struct link_info host;
-	int found = link_lookup(hsk, env->host_ifname, &host);
+	int found = cni_link_lookup(hsk, env->host_ifname, &host);
 	if (found < 0)
 		goto out;
 	if (!found) {
@@ -202,8 +202,8 @@ int cmd_check(struct cni_env *env, struct netconf *conf)
 	}
 	rc = check_agent(env, addrs, naddrs);
 out:
-	nl_close(psk);
-	nl_close(hsk);
+	cni_nl_close(psk);
+	cni_nl_close(hsk);
 	close(pod_ns);
 	return rc;
 }

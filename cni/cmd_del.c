@@ -42,14 +42,14 @@ static int delete_pod_side(const struct cni_env *env)
 	if (!psk)
 		goto out;
 	struct link_info info;
-	int found = link_lookup(psk, env->ifname, &info);
+	int found = cni_link_lookup(psk, env->ifname, &info);
 	if (found < 0)
 		goto out;
 	rc = 0;
 	if (found && strcmp(info.kind, "veth") == 0)
 		rc = link_delete(psk, env->ifname) < 0 ? -1 : 0;
 out:
-	nl_close(psk);
+	cni_nl_close(psk);
 	close(pod_ns);
 	return rc;
 }
@@ -86,7 +86,7 @@ int cmd_del(struct cni_env *env, struct netconf *conf)
 	if (link_delete_present(hsk, env->host_ifname) < 0 ||
 	    link_delete_present(hsk, env->tmp_ifname) < 0)
 		rc = -1;
-	nl_close(hsk);
+	cni_nl_close(hsk);
 	(void)conf;
 	return rc;
 }

@@ -236,7 +236,7 @@ int cmd_gc(struct netconf *conf)
 	else
 		rc = 0;
 out:
-	nl_close(hsk);
+	cni_nl_close(hsk);
 	attachments_free(&valid);
 	return rc;
 }

@@ -138,7 +138,7 @@ struct link_info {
 };
 
 struct nl_sock *nl_open(void);
-void nl_close(struct nl_sock *sk);
+void cni_nl_close(struct nl_sock *sk);
 int netns_open_current(void);
 int netns_switch(int fd, const char *what); /* setns(fd, CLONE_NEWNET) */
 /* A netlink socket bound to the network namespace ns_fd (this process
@@ -146,7 +146,7 @@ int netns_switch(int fd, const char *what); /* setns(fd, CLONE_NEWNET) */
 struct nl_sock *nl_open_in(int ns_fd, const char *what);
 
 /* 1 and the info when NAME exists, 0 when not, -1 on error. */
-int link_lookup(struct nl_sock *sk, const char *name, struct link_info *info);
+int cni_link_lookup(struct nl_sock *sk, const char *name, struct link_info *info);
 /* The pair HOST/PEER; PEER is made inside PEER_NETNS_FD when >= 0 (the
  * kernel creates it there at once: moving a link later costs an RCU grace
  * period, ~20 ms). */

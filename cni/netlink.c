@@ -39,7 +39,7 @@ struct nl_sock *nl_open(void)
 	return sk;
 }
 
-void nl_close(struct nl_sock *sk)
+void cni_nl_close(struct nl_sock *sk)
 {
 	mod_nl_close(sk);
 }
@@ -93,7 +93,7 @@ struct nl_sock *nl_open_in(int ns_fd, const char *what)
 	return sk;
 }
 
-int link_lookup(struct nl_sock *sk, const char *name, struct link_info *info)
+int cni_link_lookup(struct nl_sock *sk, const char *name, struct link_info *info)
 {
 	struct mod_nl_link l;
 	char why[128];

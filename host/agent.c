@@ -87,6 +87,12 @@ static const struct fibril_config_key agent_keys[] = {
 	 .help = "How long one module's stop may take", .min = 1000, .max = 3600 * 1000},
 	{.name = "node-name", .type = FIBRIL_CONFIG_STRING, .default_value = "",
 	 .help = "This node's name; empty: the host name"},
+	{.name = "write-cni-conf-when-ready", .type = FIBRIL_CONFIG_PATH,
+	 .help = "Where to write the CNI network configuration once the agent is ready (e.g. "
+		 "/host/etc/cni/net.d/05-fibril.conflist); empty: never"},
+	{.name = "read-cni-conf", .type = FIBRIL_CONFIG_PATH,
+	 .help = "The CNI configuration written there; empty: a conflist of fibril-cni with this "
+		 "agent's socket"},
 	{0},
 };
 
@@ -99,6 +105,7 @@ struct agent_args {
 	bool print_config;
 	bool check_only;
 	bool list_modules;
+	bool untrusted_module_dir;
 };
 
 static void usage(FILE *out)
@@ -112,6 +119,8 @@ static void usage(FILE *out)
 		"      --print-config      print the effective config with defaults and help and exit\n"
 		"      --check             validate config and modules, then exit\n"
 		"      --list-modules      print each module's name, provides, requires and wants, and exit\n"
+		"      --untrusted-module-dir  with --list-modules or --print-config only: read a\n"
+		"                          module directory not owned by root (a package build's tree)\n"
 		"  -V, --version           print the version and exit\n"
 		"  -h, --help              this help\n");
 }
@@ -123,6 +132,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		{"graph", optional_argument, NULL, 'g'},  {"print-config", no_argument, NULL, 'p'},
 		{"check", no_argument, NULL, 'k'},	  {"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},	  {"list-modules", no_argument, NULL, 'l'},
+		{"untrusted-module-dir", no_argument, NULL, 'u'},
 		{0, 0, 0, 0},
 	};
 	a->config_path = FIBRIL_SYSCONF_DIR "/fibril/fibril.conf";
@@ -154,6 +164,9 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		case 'l':
 			a->list_modules = true;
 			break;
+		case 'u':
+			a->untrusted_module_dir = true;
+			break;
 		case 'V':
 			printf("fibril-agent %s (ABI %d.%d, %s)\n", FIBRIL_VERSION, FIBRIL_ABI_MAJOR,
 			       FIBRIL_ABI_MINOR, FIBRIL_BUILD_SIGNATURE);
@@ -170,6 +183,15 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		fprintf(stderr, "fibril-agent: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
+	/* Loading modules from a directory anyone but root may write runs
+	 * their code: allowed to look at a build tree, never to start. */
+	if (a->untrusted_module_dir && !a->list_modules && !a->print_config) {
+		fprintf(stderr, "fibril-agent: --untrusted-module-dir: only with --list-modules or "
+				"--print-config (a start always checks the module directory)\n");
+		return 2;
+	}
+	if (a->untrusted_module_dir)
+		loader_trust_module_dir();
 	return 0;
 }
 
@@ -256,13 +278,18 @@ static int load_modules(char *err)
 static struct fibril_timer *g_watchdog;
 static bool g_stopping_notified;
 
-static void notify(const char *state)
+void host_notify(const char *state)
 {
 #ifdef HAVE_LIBSYSTEMD
 	sd_notify(0, state);
 #else
 	(void)state;
 #endif
+}
+
+static void notify(const char *state)
+{
+	host_notify(state);
 }
 
 #ifdef HAVE_LIBSYSTEMD
@@ -355,6 +382,7 @@ static void shutdown_all(bool started)
 	graph_fini();
 	if (started)
 		host_info("agent stopped in %.1f ms", mono_ms() - t0);
+	cni_conf_reset();
 	config_reset();
 }
 
@@ -363,6 +391,11 @@ static int run(void)
 	char err[ERRBUF_LEN] = "";
 	struct module_set *set = &g_agent.modules;
 	double t = mono_ms();
+	if (cni_conf_prepare(err)) {
+		fprintf(stderr, "fibril-agent: %s\n", err);
+		shutdown_all(false);
+		return 1;
+	}
 	if (prepare_dirs(err) || maps_init(config_value("agent", "bpffs-dir")) ||
 	    api_init() || routes_register() || maps_register_routes() || bus_init()) {
 		host_error("%s", err[0] ? err : "cannot set up the host runtime");
@@ -409,6 +442,12 @@ static int run(void)
 	host_info("agent ready in %.1f ms: %zu modules started, API on %s", g_agent.ready_at_ms -
 		  g_agent.started_at_ms, set->norder, api.socket_path);
 	notify_ready(set->norder, api.socket_path);
+	/* Only now may pods be scheduled here: the runtime looks for this file */
+	if (cni_conf_write(err)) {
+		host_error("%s", err);
+		shutdown_all(true);
+		return 1;
+	}
 	loop_run();
 	shutdown_all(true);
 	return 0;
@@ -469,8 +508,15 @@ int fibril_agent_main(int argc, char **argv)
 			graph_print(&g_agent.modules, stdout, args.graph == 2);
 		if (args.print_config)
 			config_print(stdout);
-		if (args.check_only)
+		if (args.check_only && cni_conf_prepare(err)) {
+			fprintf(stderr, "fibril-agent: %s\n", err);
+			shutdown_all(false);
+			return 1;
+		}
+		if (args.check_only) {
+			config_warn_unset(stdout);
 			printf("config and modules OK: %zu modules to start\n", g_agent.modules.norder);
+		}
 		shutdown_all(false);
 		return 0;
 	}

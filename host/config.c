@@ -489,11 +489,46 @@ static const struct fibril_config_key *alias_key(const struct config_section *s,
 	return NULL;
 }
 
+/* Whether an unknown section's name is a near miss of a declared one (a
+ * typo: an error, with the suggestion): at most 1 + len/4 edits away, so
+ * [agnet] and [hellp] are typos while a short name such as [lb] is not
+ * taken for [k8s]. */
+static bool section_is_typo(const char *section)
+{
+	size_t limit = 1 + strlen(section) / 4;
+	for (size_t i = 0; i < store.nsections; i++)
+		if (edit_distance(section, store.sections[i].name) <= limit)
+			return true;
+	return false;
+}
+
+/* A file's section no loaded module declares and no declared section's
+ * near miss: a warning, once per section and file, and its settings
+ * ignored. A removed but not purged module package leaves its drop-in
+ * (50-NAME.conf) behind: Debian's normal state, which must not stop the
+ * next start. A near miss ([agnet]) and --set are still errors. */
+static void unknown_section_warning(const struct config_entry *e)
+{
+	for (const struct config_entry *p = config_file_entries()->head; p && p != e; p = p->next)
+		if (strcmp(p->section, e->section) == 0 && p->file && e->file &&
+		    strcmp(p->file, e->file) == 0)
+			return; /* said already */
+	char where[ERRBUF_LEN], why[ERRBUF_LEN];
+	config_entry_where(e, where, sizeof(where));
+	unknown_section_error(where, e->section, why);
+	host_warn("%s; no loaded module has this section, its settings are ignored (a removed "
+		  "module's configuration?)", why);
+}
+
 static int validate_entry(struct config_entry *e, char *err)
 {
 	char where[ERRBUF_LEN];
 	config_entry_where(e, where, sizeof(where));
 	const struct config_section *s = section_find(e->section);
+	if (!s && e->file && !section_is_typo(e->section)) {
+		unknown_section_warning(e);
+		return 0;
+	}
 	if (!s)
 		return unknown_section_error(where, e->section, err);
 	if (!e->key)
@@ -580,6 +615,26 @@ bool config_section_present(const char *section)
 			   config_entries_have_section(config_override_entries(), section));
 }
 
+/* ---- --check's warnings ---------------------------------------------------- */
+
+size_t config_warn_unset(FILE *out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < store.nsections; i++) {
+		const struct config_section *s = &store.sections[i];
+		for (size_t j = 0; j < s->nkeys; j++) {
+			const struct fibril_config_key *k = &s->keys[j];
+			if (!k->site_specific || effective_entry(s->name, k->name))
+				continue;
+			fprintf(out, "warning: [%s] %s is not set: the default (%s) is used; set it for "
+				     "this node in a drop-in (fibril.conf(5))\n",
+				s->name, k->name, k->default_value && k->default_value[0] ? k->default_value : "none");
+			n++;
+		}
+	}
+	return n;
+}
+
 /* ---- --print-config ------------------------------------------------------ */
 
 /* Help text on one comment line. */
@@ -614,6 +669,12 @@ static void print_key(FILE *out, const char *section, const struct fibril_config
 		fprintf(out, "%s =\n", k->name);
 	else
 		fprintf(out, "%s = %s\n", k->name, value);
+	/* [providers]: the module the resolved graph chose, set or not */
+	if (strcmp(section, "providers") == 0) {
+		const struct fibril_module *p = graph_provider(k->name);
+		fprintf(out, "# resolved: %s%s\n", p ? p->name : "no module",
+			value && value[0] ? "" : " (the only provider loaded)");
+	}
 }
 
 void config_print(FILE *out)

@@ -62,6 +62,9 @@ HIDDEN const char *config_origin(const char *section, const char *key);
 HIDDEN bool config_section_present(const char *section);
 /* `fibril-agent --print-config`: every declared section and key with its
  * effective value, type, default and help, as a valid INI file. */
+/* --check: one "warning: ..." line per site-specific key left at its
+ * default (struct fibril_config_key.site_specific); how many. */
+HIDDEN size_t config_warn_unset(FILE *out);
 HIDDEN void config_print(FILE *out);
 /* For GET /v1/config. */
 HIDDEN struct json_object *config_to_json(void);
@@ -201,6 +204,7 @@ struct fibril_module {
 	bool start_pending;
 	int start_rc;
 	double init_ms, start_ms, stop_ms, fini_ms;
+	double start_began_ms; /* when a pending start began (STATUS=) */
 	double start_hook_ms; /* of start_ms, the start hook itself (the loop waited for it) */
 	struct health_component *health;
 	/* graph */
@@ -220,6 +224,8 @@ struct module_set {
 /* Scan dir (or take the listed names only when `only` is non-NULL) and
  * dlopen each module, checking ownership, mode, symbol, ABI and duplicates.
  * On refusal: one line naming the file and the reason in err, -1. */
+/* Build-time introspection only: skip the ownership and mode checks. */
+HIDDEN void loader_trust_module_dir(void);
 HIDDEN int loader_load_dir(struct module_set *set, const char *dir, const char *only, char *err);
 /* Load one file (used by the directory scan). */
 HIDDEN int loader_load_file(struct module_set *set, const char *path, char *err);
@@ -244,6 +250,13 @@ HIDDEN int lifecycle_init_all(struct module_set *set, uint64_t timeout_ms, char 
 HIDDEN int lifecycle_start_all(struct module_set *set, uint64_t timeout_ms, char *err);
 /* A stop signal during start: abandon the start and roll back. */
 HIDDEN void lifecycle_interrupt_start(void);
+/* [agent] write-cni-conf-when-ready (host/cni_conf.c): prepare reads and
+ * checks the source before the start; write writes it after READY. */
+HIDDEN int cni_conf_prepare(char *err);
+HIDDEN int cni_conf_write(char *err);
+HIDDEN void cni_conf_reset(void);
+/* A state line for systemd (sd_notify; nothing without it). */
+HIDDEN void host_notify(const char *state);
 HIDDEN void lifecycle_stop_all(struct module_set *set, uint64_t timeout_ms);
 HIDDEN void lifecycle_fini_all(struct module_set *set);
 /* Release everything a module registered (before dlclose). */

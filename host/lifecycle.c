@@ -209,6 +209,22 @@ static void on_start_timeout(struct fibril_timer *t, void *ud)
 	}
 }
 
+/* While a module's start is pending, systemd's STATUS= says which module
+ * the start waits for, for how long, and what the module reports (its
+ * health message: "etcd: connecting to 127.0.0.1:2379: ..."), refreshed
+ * every 2 s, so `systemctl status` shows why READY=1 has not come. */
+static void on_start_status(struct fibril_timer *t, void *ud)
+{
+	(void)t;
+	const struct fibril_module *m = ud;
+	const char *why = NULL;
+	health_of(m, &why);
+	char status[512];
+	snprintf(status, sizeof(status), "STATUS=starting module %s: waiting %.0f s%s%s", m->name,
+		 (mono_ms() - m->start_began_ms) / 1000.0, why && *why ? ": " : "", why ? why : "");
+	host_notify(status);
+}
+
 /* Run one module's start, waiting on the loop when it completes later. */
 static int start_one(struct fibril_module *m, uint64_t timeout_ms)
 {
@@ -227,7 +243,9 @@ static int start_one(struct fibril_module *m, uint64_t timeout_ms)
 	if (rc != FIBRIL_START_PENDING)
 		return rc;
 	m->start_pending = true;
+	m->start_began_ms = mono_ms();
 	struct fibril_timer *t = fibril_timer_add(NULL, timeout_ms, 0, on_start_timeout, m);
+	struct fibril_timer *status = fibril_timer_add(NULL, 2000, 2000, on_start_status, m);
 	/* The loop runs here, from the agent's main and never from inside a
 	 * callback or hook (checked: libuv's loop is not re-entrant), so the
 	 * modules already started keep working while this one finishes. */
@@ -244,6 +262,7 @@ static int start_one(struct fibril_module *m, uint64_t timeout_ms)
 	}
 	if (m->start_rc != -ETIMEDOUT)
 		fibril_timer_cancel(t);
+	fibril_timer_cancel(status);
 	return m->start_rc;
 }
 

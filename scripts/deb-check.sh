@@ -10,32 +10,78 @@
 # Everything happens under build/deb.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$top" log -1 --format=%ct 2>/dev/null || date +%s)}
 cd "$top"
 tarball=${1:-$(ls build/gcc/fibril-*.tar.gz 2>/dev/null | head -1)}
 [ -n "$tarball" ] && [ -f "$tarball" ] || { echo "deb-check: no release tarball (run make dist first)"; exit 1; }
 work=$top/build/deb
-# DEB_CHECK_REUSE=1: check the packages a previous run built (no rebuild)
+# As a build daemon builds (issue 25): as an unprivileged user (root's CI
+# makes one: fibril-build) in a group-writable tree (umask 002, as gbp and
+# `git archive` leave it), with the package's own tests (no nocheck: what
+# debian/rules runs must pass without root); then the same source again,
+# with the next version, in another directory (the upgrade of
+# deb-clean-root-test.sh; a build path leaking into a conffile shows there).
+builder=$(id -un)
+if [ "$(id -u)" -eq 0 ]; then
+	id fibril-build >/dev/null 2>&1 || useradd --system --user-group --home-dir /nonexistent \
+		--shell /usr/sbin/nologin fibril-build
+	builder=fibril-build
+fi
+as_builder() {
+	if [ "$(id -u)" -eq 0 ]; then
+		setpriv --reuid=fibril-build --regid=fibril-build --init-groups env HOME="$work" "$@"
+	else
+		"$@"
+	fi
+}
+# unpack SUBDIR VERSION : the tarball and debian/ into $work/SUBDIR, owned by
+# the builder, group-writable (the .debs land there too, beside the source);
+# VERSION (when set) a new changelog entry
+unpack() {
+	local dir=$work/$1
+	mkdir -p "$dir"
+	[ "$(id -u)" -ne 0 ] || chown fibril-build:fibril-build "$dir"
+	(umask 002 && tar -C "$dir" -xzf "$tarball" && cp -a debian "$(echo "$dir"/fibril-*/)" &&
+		chmod -R g+w "$dir")
+	if [ -n "${2:-}" ]; then
+		local s
+		s=$(echo "$dir"/fibril-*/)
+		{
+			printf 'fibril (%s) unstable; urgency=medium\n\n  * Rebuild (deb-check: the upgrade test).\n\n' "$2"
+			printf ' -- fibril maintainers <fibril@example.org>  %s\n\n' "$(date -R -u -d @"${SOURCE_DATE_EPOCH:-$(date +%s)}")"
+			cat "$s/debian/changelog"
+		} >"$s/debian/changelog.new" && mv "$s/debian/changelog.new" "$s/debian/changelog"
+	fi
+	[ "$(id -u)" -ne 0 ] || chown -R fibril-build:fibril-build "$dir"
+}
+# build SUBDIR OPTIONS : dpkg-buildpackage as the builder; the .debs land in $work/SUBDIR
+build() {
+	local s
+	s=$(echo "$work/$1"/fibril-*/)
+	(cd "$s" && umask 002 && as_builder env DEB_BUILD_OPTIONS="$2 noautodbgsym parallel=${JOBS:-2}" \
+		dpkg-buildpackage -b -uc -us) >"$work/$1.build.log" 2>&1
+}
 if [ "${DEB_CHECK_REUSE:-}" != 1 ]; then
 	rm -rf "$work"
 	mkdir -p "$work"
-	chmod 0755 "$work"
-	tar -C "$work" -xzf "$tarball"
-	cp -a debian "$(echo "$work"/fibril-*/)"
+	chmod 0755 "$work" # root's: the scratch root below holds modules the agent loads
+	unpack v1
 fi
-src=$(echo "$work"/fibril-*/)
+src=$(echo "$work"/v1/fibril-*/)
 passed=0 failed=0
 pass() { passed=$((passed + 1)); echo "PASS: $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
 check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
 
 t0=$(date +%s)
-if [ "${DEB_CHECK_REUSE:-}" != 1 ] && ! (cd "$src" && DEB_BUILD_OPTIONS="nocheck noautodbgsym parallel=${JOBS:-2}" dpkg-buildpackage -b -uc -us) \
-	>"$work/build.log" 2>&1; then
-	tail -60 "$work/build.log"
-	echo "deb-check: dpkg-buildpackage FAILED"
+if [ "${DEB_CHECK_REUSE:-}" != 1 ] && ! build v1 ""; then
+	tail -60 "$work/v1.build.log"
+	echo "deb-check: dpkg-buildpackage as $builder FAILED"
 	exit 1
 fi
-echo "dpkg-buildpackage: $(($(date +%s) - t0)) s"
+echo "dpkg-buildpackage as $builder (unit tests included): $(($(date +%s) - t0)) s"
+grep -E '^# (TOTAL|PASS|FAIL):' "$work/v1.build.log" | sed 's/^/  package build tests: /' | head -3 || true
+mv "$work"/v1/*.deb "$work"/ 2>/dev/null || true
 rm -rf "$work/root"
 debs=("$work"/*.deb)
 echo "packages (size in bytes):"
@@ -104,12 +150,18 @@ for m in "${modules[@]}"; do
 	for cap in ${req//,/ }; do
 		alts=$(awk -v c="$cap" '{ for (i = 2; i <= NF; i++) if ($i ~ /^provides=/ && ("," substr($i, 10) ",") ~ ("," c ",")) print "fibril-module-" $1 }' \
 			"$work/modules.list" | paste -sd'|' | sed 's/|/ | /g')
-		expected="$expected, $alts"
+		expected="$expected, $alts | fibril-$cap"
 	done
 	depends=$(dpkg-deb -f "$work/fibril-module-${m}"_*.deb Depends)
 	mod_deps=$(sed -e 's/, */\n/g' <<<"$depends" | grep '^fibril-module-' | paste -sd, | sed 's/,/, /g' || true)
 	check "fibril-module-$m Depends match its requires ($req): $mod_deps" test "$mod_deps" = "${expected#, }"
 	check "fibril-module-$m depends on fibril-agent" grep -q 'fibril-agent (= ' <<<"$depends"
+	prov=$(awk -v m="$m" '$1 == m { for (i = 2; i <= NF; i++) if ($i ~ /^provides=/) print substr($i, 10) }' "$work/modules.list")
+	want_prov=$(for cap in ${prov//,/ }; do printf 'fibril-%s\n' "$cap"; done | paste -sd, | sed 's/,/, /g')
+	got_prov=$(dpkg-deb -f "$work/fibril-module-${m}"_*.deb Provides || true)
+	check "fibril-module-$m Provides the virtual package of each capability it provides (${want_prov:-none})" \
+		test "$got_prov" = "$want_prov"
+	check "fibril-module-$m recommends nothing (its wants are Suggests)" test -z "$(dpkg-deb -f "$work/fibril-module-${m}"_*.deb Recommends)"
 done
 
 # a module set: only the unambiguous one's .so files present
@@ -132,7 +184,7 @@ rm -f "$root/etc/fibril/fibril.conf.d/90-local.conf"
 
 # deploy/Containerfile: every package it names was built, and the agent
 # accepts its module set with the DaemonSet ConfigMap's fibril.conf (the
-# image itself is not built here: no container engine runs in CI)
+# image is built with buildah by scripts/deb-image-test.sh, below)
 cf_modules=$(sed -n 's/^ARG MODULES="\(.*\)"$/\1/p' "$top/deploy/Containerfile")
 check "deploy/Containerfile names its modules (ARG MODULES: $cf_modules)" test -n "$cf_modules"
 cf_missing=""
@@ -148,10 +200,30 @@ isize() { local t=0 p; for p in "$@"; do t=$((t + $(dpkg-deb -f "$work/${p}"_*.d
 	$(printf 'fibril-module-%s ' $cf_modules)) KiB"
 awk '/^  fibril.conf: \|/ { on = 1; next } on && /^  [^ ]/ { on = 0 } on { sub(/^    /, ""); print }' \
 	"$top/deploy/kubernetes/fibril.yaml" >"$work/configmap-fibril.conf"
+awk '/^  05-fibril.conflist: \|/ { on = 1; next } on && /^  [^ ]/ { on = 0 } on { sub(/^    /, ""); print }' \
+	"$top/deploy/kubernetes/fibril.yaml" >"$work/configmap-05-fibril.conflist"
 set_modules $cf_modules
 out=$(LD_LIBRARY_PATH="$libdir" "$root/usr/sbin/fibril-agent" --config "$work/configmap-fibril.conf" \
-	--set agent.module-dir="$moddir" --check 2>&1) && rc=0 || rc=$?
-check "the image's modules + the ConfigMap's fibril.conf pass fibril-agent --check ($out)" test "$rc" -eq 0
+	--set agent.module-dir="$moddir" --set agent.read-cni-conf="$work/configmap-05-fibril.conflist" \
+	--check 2>&1) && rc=0 || rc=$?
+check "the image's modules + the ConfigMap's fibril.conf and CNI conflist pass fibril-agent --check ($out)" test "$rc" -eq 0
+
+# --print-config names the provider the graph resolved; the CLI's --version
+set_modules ipam-cluster-pool ipam-api kvstore-etcd datapath endpoint
+out=$("$work/agent" --print-config 2>&1 | grep -A3 '^ipam\|^# ipam =' || true)
+check "--print-config shows the resolved ipam provider" grep -q '^# resolved: ipam-cluster-pool' <<<"$out"
+version=$(dpkg-deb -f "$(ls "$work"/fibril-agent_*.deb)" Version)
+out=$("$root/usr/bin/fibril" --version 2>&1) && rc=0 || rc=$?
+check "fibril --version answers without an agent ($out)" bash -c '[ "$1" -eq 0 ] && grep -qx "fibril $2" <<<"$3"' _ "$rc" "${version%-*}" "$out"
+
+# libfibril1.symbols: each symbol stamped with the version that first
+# shipped its node (debian/sdk-versions), not the version being built; a
+# node the table does not know is refused
+syms=$(sh "$top/debian/gen-symbols" "$top/sdk/libfibril.map" "$top/debian/sdk-versions")
+check "the symbols file stamps FIBRIL_1.0's symbols with 0.1.0" grep -q '^ fibril_module_name@FIBRIL_1.0 0.1.0$' <<<"$syms"
+printf 'FIBRIL_1.99 {\n\tglobal:\n\t\tfibril_future;\n};\n' >"$work/future.map"
+check "gen-symbols refuses a node debian/sdk-versions does not date" \
+	bash -c '! sh "$1/debian/gen-symbols" "$2" "$1/debian/sdk-versions" >/dev/null 2>&1' _ "$top" "$work/future.map"
 
 # debian/control is what debian/gen-control writes from debian/modules
 check "debian/control is generated from debian/modules (debian/gen-control --check)" sh "$top/debian/gen-control" --check
@@ -168,6 +240,49 @@ elif [ "${CI:-}" = true ]; then
 	fail "install test: needs root"
 else
 	echo "SKIP: install test (not root, or DEB_INSTALL_TEST=0)"
+fi
+
+# ---- the rebuild: the next version, built in another directory -----------
+version=$(dpkg-deb -f "$(ls "$work"/fibril-agent_*.deb)" Version)
+next=${version%-*}-$((${version##*-} + 1))
+rm -rf "$work/v2"
+tb=$(date +%s)
+if unpack v2 "$next" && build v2 nocheck; then
+	pass "the rebuild ($next, in another directory, as $builder): $(($(date +%s) - tb)) s"
+else
+	tail -40 "$work/v2.build.log"
+	fail "the rebuild ($next, in another directory, as $builder)"
+fi
+# conffiles: the same bytes from both builds (a conffile that changes with
+# every build prompts the admin who edited it at every upgrade)
+conffiles_of() {
+	local d out=$1
+	rm -rf "$out"
+	mkdir -p "$out"
+	for d in "$2"/*.deb; do dpkg-deb -x "$d" "$out"; done
+	(cd "$out" && find etc -type f | sort | xargs md5sum)
+}
+c1=$(conffiles_of "$work/c1" "$work")
+c2=$(conffiles_of "$work/c2" "$work/v2")
+check "every conffile is byte for byte the same in both builds" diff <(echo "$c1") <(echo "$c2")
+check "no conffile names a build directory" bash -c '! grep -rlE "/(tmp|build|home|nonexistent)/|debian/tmp" "$1/etc"' _ "$work/c1"
+check "the shipped fibril.conf shows the real module directory" \
+	grep -qx "# module-dir = /usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/fibril/modules" "$work/c1/etc/fibril/fibril.conf"
+
+# ---- a machine that has nothing: mmdebstrap's minimal root ----------------
+if [ "$(id -u)" -eq 0 ] && [ "${DEB_CLEAN_ROOT_TEST:-1}" != 0 ]; then
+	if "$top/scripts/deb-clean-root-test.sh" "$work" "$work/v2" 2>&1 | tee "$work/clean-root-test.log"; then
+		pass "clean-root test (apt install into a minimal root, start, pod, upgrade, remove, purge): $(tail -1 "$work/clean-root-test.log")"
+	else
+		fail "clean-root test: see above"
+	fi
+	if "$top/scripts/deb-image-test.sh" "$work" 2>&1 | tee "$work/image-test.log"; then
+		pass "image test (deploy/Containerfile built with buildah; agent and plugin from the image): $(tail -1 "$work/image-test.log")"
+	else
+		fail "image test: see above"
+	fi
+elif [ "${CI:-}" = true ]; then
+	fail "clean-root and image tests: need root"
 fi
 
 echo "deb-check: $(($(date +%s) - t0)) s"

@@ -17,7 +17,8 @@
 #     with dpkg-buildpackage against the installed libfibril-dev, installed
 #     beside ipam-cluster-pool: the postinst names the ambiguity, a drop-in
 #     chooses it, --list-modules lists it, --graph resolves ipam-api to it,
-#     the agent starts it;
+#     the agent starts it; its Provides: fibril-ipam lets the in-tree IPAM
+#     mode be removed while ipam-api stays;
 #  6. purge of everything leaves the machine as it was: the same files under
 #     /etc, /usr, /var/lib, /run/fibril, the same users and groups.
 # The machine is left as found even on failure: the EXIT trap stops the
@@ -264,6 +265,17 @@ if [ -n "$vdeb" ]; then
 		grep -q "vendor-ipam" <<<"$1" && grep -q "ipam-api .*after .*vendor-ipam" <<<"$1" &&
 		! grep -q "^ *[0-9]*\. ipam-cluster-pool" <<<"$1"' _ "$out"
 	start_and_expect "vendor-ipam chosen" "endpoint ipam-api vendor-ipam"
+	# the vendor package provides the virtual package fibril-ipam, which
+	# satisfies the Depends of ipam-api and endpoint: the in-tree IPAM mode
+	# can go, and the vendor's is then the only one
+	check "the vendor package Provides fibril-ipam" bash -c 'dpkg-deb -f "$1" Provides | grep -qw fibril-ipam' _ "$vdeb"
+	out=$(dpkg -r fibril-module-ipam-cluster-pool 2>&1) && rc=0 || rc=$?
+	check "dpkg -r fibril-module-ipam-cluster-pool: the vendor's fibril-ipam keeps ipam-api and endpoint installed ($(tail -1 <<<"$out"))" \
+		bash -c '[ "$1" -eq 0 ] && [ "$(dpkg-query -W -f "\${db:Status-Abbrev}" fibril-module-ipam-api)" = "ii " ]' _ "$rc"
+	start_and_expect "vendor-ipam alone" "endpoint ipam-api vendor-ipam"
+	out=$(dpkg -r fibril-module-vendor-ipam 2>&1) && rc=0 || rc=$?
+	check "dpkg -r fibril-module-vendor-ipam is refused while it is the only fibril-ipam (ipam-api needs one)" test "$rc" -ne 0
+	check "dpkg -i fibril-module-ipam-cluster-pool again" dpkg -i $(deb fibril-module-ipam-cluster-pool)
 	check "dpkg -r fibril-module-vendor-ipam" dpkg -r fibril-module-vendor-ipam
 fi
 

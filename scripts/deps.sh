@@ -19,6 +19,7 @@ packages=(
 	chromium chromium-driver python3-selenium
 	iptables nftables strace
 	python3-scapy
+	mmdebstrap buildah
 )
 missing=()
 for p in "${packages[@]}"; do

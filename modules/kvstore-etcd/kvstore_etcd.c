@@ -364,7 +364,7 @@ static int kv_summary(struct fibril_module *m, char *buf, size_t len)
 static const struct fibril_config_key kv_keys[] = {
 	{.name = "endpoints", .type = FIBRIL_CONFIG_LIST, .default_value = "http://127.0.0.1:2379",
 	 .help = "etcd client URLs (http:// or https://), tried in order on failure",
-	 .check = check_endpoints},
+	 .check = check_endpoints, .site_specific = true},
 	{.name = "prefix", .type = FIBRIL_CONFIG_STRING, .default_value = "/fibril/",
 	 .help = "Prepended to every key"},
 	{.name = "ca-file", .type = FIBRIL_CONFIG_PATH,

@@ -57,7 +57,7 @@ struct nl_sock *nl_open(void)
 	abort();
 }
 
-void nl_close(struct nl_sock *sk)
+void cni_nl_close(struct nl_sock *sk)
 {
 	(void)sk;
 	abort();

@@ -53,7 +53,7 @@ void cni_set_error_version(const char *v)
 }
 
 /* ---- never reached from read_prev_result ------------------------------------ */
-int link_lookup(struct nl_sock *sk, const char *name, struct link_info *info)
+int cni_link_lookup(struct nl_sock *sk, const char *name, struct link_info *info)
 {
 	(void)sk, (void)name, (void)info;
 	abort();
@@ -83,7 +83,7 @@ int netns_open_path(const char *path)
 	abort();
 }
 
-void nl_close(struct nl_sock *sk)
+void cni_nl_close(struct nl_sock *sk)
 {
 	(void)sk;
 	abort();

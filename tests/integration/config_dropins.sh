@@ -89,6 +89,14 @@ rm "$dropins/60-range.conf"
 printf '[alhpa]\n' >"$dropins/60-typo.conf"
 expect_refused "an unknown section in a drop-in" "fibril-agent: $dropins/60-typo.conf:1: unknown section [alhpa] (did you mean [alpha]?)"
 rm "$dropins/60-typo.conf"
+# a removed (not purged) module package leaves its drop-in, which the admin
+# may have edited: Debian's normal state must not stop the next start
+printf '[ipam-k8s-podcidr]\nsome-key = 1\n' >"$dropins/50-ipam-k8s-podcidr.conf"
+run_agent "$mods" --config "$conf" --check
+check "a removed module's edited drop-in: --check passes (exit $RC)" test "$RC" -eq 0
+check "  and warns, naming the file and the section" contains "$OUT" \
+	"$dropins/50-ipam-k8s-podcidr.conf:1: unknown section [ipam-k8s-podcidr]; no loaded module has this section, its settings are ignored"
+rm "$dropins/50-ipam-k8s-podcidr.conf"
 printf '[alpha]\nnot a key value line\n' >"$dropins/60-syntax.conf"
 expect_refused "a syntax error in a drop-in" "fibril-agent: $dropins/60-syntax.conf:2: syntax error"
 rm "$dropins/60-syntax.conf"

@@ -253,6 +253,9 @@ static void finish_start(struct fibril_timer *timer, void *ud)
 		return;
 	}
 	trace(m, "started");
+	const char *waiting = fibril_config_string(m, "degraded");
+	if (waiting && *waiting)
+		fibril_health_report(m, NULL, FIBRIL_HEALTH_OK, "running");
 	fibril_module_start_done(m, 0);
 }
 
@@ -271,6 +274,10 @@ static int tm_start(struct fibril_module *m)
 			pause();
 	uint64_t delay = fibril_config_duration_ms(m, "async-start");
 	if (delay) {
+		/* what the pending start waits for, as a real module says it */
+		const char *waiting = fibril_config_string(m, "degraded");
+		if (waiting && *waiting)
+			fibril_health_report(m, NULL, FIBRIL_HEALTH_DEGRADED, "%s", waiting);
 		t->timer = fibril_timer_add(m, delay, 0, finish_start, m);
 		return t->timer ? FIBRIL_START_PENDING : -ENOMEM;
 	}

@@ -47,6 +47,11 @@ struct fibril_config_key {
 	/* A former name of this key (after a rename), still accepted in the
 	 * file and in --set with a warning naming the new one; NULL: none. */
 	const char *deprecated_alias;
+	/* --- ABI 1.10 --- */
+	/* The default rarely fits a real node (an etcd address, a table of
+	 * one's own): `fibril-agent --check` and the packages' postinst warn
+	 * while the key is not set. */
+	bool site_specific;
 };
 
 /* Effective value of one of the calling module's keys: the file's value, a

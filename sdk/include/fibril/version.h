@@ -50,12 +50,15 @@
  *       (fibril_lb_service_event.backend_sz, fibril_lb_backend_get in
  *       <fibril/lb.h>), so struct fibril_lb_backend_addr can grow; no new
  *       symbol.
- *  10 - issue 22: the ipcache has owners: fibril_datapath_ipcache_entry.
- *       source (appended; enum fibril_datapath_ipcache_source), one claim
- *       per source and prefix, the highest written; <fibril/datapath.h>
- *       interface version 5 (ipcache_remove_entry: a removal names its
- *       source). An older caller's entries claim as the lowest source
- *       (UNSPEC) and its removals take that claim only. No new symbol.
+ *  10 - round 3. Issue 22: the ipcache has owners:
+ *       fibril_datapath_ipcache_entry.source (appended; enum
+ *       fibril_datapath_ipcache_source), one claim per source and prefix,
+ *       the highest written; <fibril/datapath.h> interface version 5
+ *       (ipcache_remove_entry: a removal names its source). An older
+ *       caller's entries claim as the lowest source (UNSPEC) and its
+ *       removals take that claim only. Issue 25: struct fibril_config_key.
+ *       site_specific (`--check` warns while such a key is unset). No new
+ *       symbol.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
