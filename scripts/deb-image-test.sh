@@ -72,8 +72,8 @@ else
 	echo "deb-image-test: $passed passed, $failed failed"
 	exit 1
 fi
-size=$(B inspect --format '{{.Size}}' localhost/fibril:test 2>/dev/null || echo "?")
-echo "  image size: $size bytes"
+size=$(B images --format '{{.Size}}' localhost/fibril:test 2>/dev/null || echo "?")
+echo "  image size: $size"
 entry=$(B inspect --format '{{.OCIv1.Config.Entrypoint}}' localhost/fibril:test)
 check "the image's entrypoint is the agent ($entry)" grep -q '/usr/sbin/fibril-agent' <<<"$entry"
 
