@@ -144,3 +144,24 @@ for a in json.load(sys.stdin)["allocations"]: print(a["owner"], a["address"])'
 # (at most 10 s; python servers start slowly on a busy machine)
 wait_listening() { wait_for 10 _listening_in "$1" "$2"; }
 _listening_in() { ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .; }
+
+# labelled_pods PREFIX POD... : for each POD a namespace PREFIX-$$-POD
+# (NS[POD]) wired up by the plugin in $NODE_NS with the conf $CONF (CNI ADD;
+# a failure ends the test), its IPv4 address in ADDR[POD], its endpoint
+# labelled app=POD (an identity of its own). The caller declares
+# `declare -A ADDR NS` and sets CONF.
+labelled_pods() {
+	local prefix=$1 pod code
+	shift
+	for pod in "$@"; do
+		NS[$pod]="$prefix-$$-$pod"
+		netns_add "${NS[$pod]}"
+		plugin ADD "$CONF" CNI_CONTAINERID="$prefix$$$pod" CNI_NETNS="/var/run/netns/${NS[$pod]}" \
+			CNI_IFNAME=eth0 CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=$pod"
+		[ "$PRC" = 0 ] || { fail "ADD pod $pod: $(out) $(cat "$WORK/err")"; finish; }
+		ADDR[$pod]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ips"][0]["address"].split("/")[0])' "$WORK/out")
+		code=$(api -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
+			-d '{"labels":["k8s:app='"$pod"'"]}' "http://x/v1/endpoint/container-id:$prefix$$$pod")
+		check "pod $pod is labelled app=$pod" test "$code" = 200 || cat "$WORK/patch.out"
+	done
+}

@@ -47,17 +47,7 @@ cni_test_cleanup() {
 
 CONF='{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"'$SOCK'"}'
 declare -A ADDR NS
-for pod in a b f; do
-	NS[$pod]="fctf-$$-$pod"
-	netns_add "${NS[$pod]}"
-	plugin ADD "$CONF" CNI_CONTAINERID="fctf$$$pod" CNI_NETNS="/var/run/netns/${NS[$pod]}" \
-		CNI_IFNAME=eth0 CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=$pod"
-	[ "$PRC" = 0 ] || { fail "ADD pod $pod: $(out) $(cat "$WORK/err")"; finish; }
-	ADDR[$pod]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ips"][0]["address"].split("/")[0])' "$WORK/out")
-	code=$(api -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
-		-d '{"labels":["k8s:app='"$pod"'"]}' "http://x/v1/endpoint/container-id:fctf$$$pod")
-	check "pod $pod is labelled app=$pod" test "$code" = 200 || cat "$WORK/patch.out"
-done
+labelled_pods fctf a b f
 
 # a server on b:7000 that sends a byte on every connection twice a second:
 # b speaks first, so once a's conntrack state is gone nothing of a's

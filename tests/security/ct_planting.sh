@@ -47,17 +47,7 @@ cni_test_cleanup() {
 
 CONF='{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"'$SOCK'"}'
 declare -A ADDR NS
-for pod in a b c; do
-	NS[$pod]="fctp-$$-$pod"
-	netns_add "${NS[$pod]}"
-	plugin ADD "$CONF" CNI_CONTAINERID="fctp$$$pod" CNI_NETNS="/var/run/netns/${NS[$pod]}" \
-		CNI_IFNAME=eth0 CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=$pod"
-	[ "$PRC" = 0 ] || { fail "ADD pod $pod: $(out) $(cat "$WORK/err")"; finish; }
-	ADDR[$pod]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ips"][0]["address"].split("/")[0])' "$WORK/out")
-	code=$(api -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
-		-d '{"labels":["k8s:app='"$pod"'"]}' "http://x/v1/endpoint/container-id:fctp$$$pod")
-	check "pod $pod is labelled app=$pod" test "$code" = 200 || cat "$WORK/patch.out"
-done
+labelled_pods fctp a b c
 ip netns exec "${NS[b]}" python3 "$top_srcdir/tests/cni/nettest.py" serve 80 >/dev/null 2>&1 &
 SERVERS+=($!)
 disown $!
