@@ -41,7 +41,7 @@ FIBRIL_DEFINE_LIST(cxx_wants, "nothing-at-all");
 
 const fibril_config_key cxx_keys[] = {
 	{"greeting", FIBRIL_CONFIG_STRING, "hello from C++", "what GET /v1/cxx/hello says", 0, 0,
-	 nullptr, "salutation"},
+	 nullptr, "salutation", false},
 	{},
 };
 

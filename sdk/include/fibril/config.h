@@ -50,7 +50,10 @@ struct fibril_config_key {
 	/* --- ABI 1.10 --- */
 	/* The default rarely fits a real node (an etcd address, a table of
 	 * one's own): `fibril-agent --check` and the packages' postinst warn
-	 * while the key is not set. */
+	 * while the key is not set. (A C++17 module that lists the fields
+	 * positionally, as tests/modules/cxxmod.cpp does, names it too, or
+	 * -Wextra's missing-field-initializers warns; designated initializers,
+	 * in C and C++20, need nothing.) */
 	bool site_specific;
 };
 
