@@ -63,14 +63,15 @@ in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRON
 
 # ---- 1. the minimal root ------------------------------------------------------
 mkdir -p "$work"
-if [ ! -s "$cache" ]; then
+if [ ! -f "$cache" ] || [ ! -s "$cache" ]; then
 	stage "mmdebstrap --variant=minbase bookworm"
+	rm -rf "$cache" "$cache.tmp"
 	# this machine's apt sources (its mirror): the first file that exists
 	sources=""
 	for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; do
 		[ -s "$f" ] && { sources=$f; break; }
 	done
-	if ! mmdebstrap --quiet --variant=minbase --mode=root bookworm "$cache.tmp" ${sources:+"$sources"} \
+	if ! mmdebstrap --quiet --variant=minbase --mode=root --format=tar bookworm "$cache.tmp" ${sources:+"$sources"} \
 		>"$work/mmdebstrap.log" 2>&1; then
 		tail -20 "$work/mmdebstrap.log"
 		echo "deb-clean-root-test: mmdebstrap FAILED"
