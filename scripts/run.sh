@@ -142,12 +142,14 @@ CONF
 nsenter --net=/run/netns/"$node" /usr/local/sbin/fibril-agent --config "$demo/fibril.conf" &
 agent=$!
 ready=""
-for _ in $(seq 1 300); do
+# ready once its programs are verified and attached: seconds on an idle
+# machine, much longer on a loaded one
+for _ in $(seq 1 1200); do
 	fibril health >/dev/null 2>&1 && { ready=1; break; }
 	kill -0 "$agent" 2>/dev/null || { echo "run.sh: fibril-agent exited; see its log above"; exit 1; }
 	sleep 0.1
 done
-[ -n "$ready" ] || { echo "run.sh: fibril-agent did not become ready in 30 s"; fibril status || true; exit 1; }
+[ -n "$ready" ] || { echo "run.sh: fibril-agent did not become ready in 120 s"; fibril status || true; exit 1; }
 
 echo
 fibril modules
