@@ -13,7 +13,7 @@ const r = (e) => { const b = e.getBoundingClientRect(); return { x: b.left, y: b
 const hit = (a, b, m) => a.x + m < b.x + b.w && b.x + m < a.x + a.w && a.y + m < b.y + b.h && b.y + m < a.y + a.h;
 const inside = (a, b, m) => a.x >= b.x - m && a.y >= b.y - m && a.x + a.w <= b.x + b.w + m && a.y + a.h <= b.y + b.h + m;
 const fmt = (b) => `[${Math.round(b.x)},${Math.round(b.y)} ${Math.round(b.w)}x${Math.round(b.h)}]`;
-const svg = document.getElementById("map"), wrap = document.getElementById("mapwrap");
+const svg = document.getElementById("map"), wrap = document.getElementById("mapwrap") || svg.parentElement;
 const sb = r(svg);
 const nodes = [...svg.querySelectorAll("g.node")].map((g) => ({ id: g.dataset.id, box: r(g.querySelector("rect")),
   text: r(g.querySelector("text")) }));
@@ -83,7 +83,7 @@ for (let i = 0; i < labels.length; i++)
     if (hit(labels[i].box, labels[j].box, 0.5)) problems.push(`the counts of ${labels[i].e} and ${labels[j].e} overlap`);
 
 /* the table */
-const tw = document.getElementById("tablewrap"), twb = r(tw);
+const tw = document.getElementById("tablewrap") || document.querySelector(".tablewrap"), twb = r(tw);
 if (twb.x + twb.w > vw + 0.5) problems.push(`the flows table's box ends past the window (${twb.x + twb.w} > ${vw})`);
 const table = document.getElementById("flows");
 if (r(table).x + r(table).w > twb.x + twb.w + 0.5) problems.push("the flows table is wider than its box");
