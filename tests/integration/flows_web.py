@@ -344,17 +344,18 @@ try:
         noise_rows = [c for c in cells() if c["noise"] == "1"]
         noise_nodes = [n for n in node_ids() if n == "l2" or n.startswith("ip:fe80") or n.startswith("ip:ff02") or
                        n.startswith("ip:169.254")]
+        # (the node's own IPv6 chatter may add to the count meanwhile)
         check("ARP / link-local / multicast noise is hidden by default (rows, map) and counted",
-              not noise_rows and not noise_nodes and hidden() == hidden_before + 4,
+              not noise_rows and not noise_nodes and hidden() >= hidden_before + 4,
               (noise_rows, noise_nodes, hidden_before, hidden()))
-        hidden_now = hidden()
         driver.find_element(By.ID, "hidenoise").click()
         settle()
         noise_rows = [c for c in cells() if c["noise"] == "1"]
         noise_nodes = [n for n in node_ids() if n == "l2" or n.startswith("ip:fe80") or n.startswith("ip:ff02")]
-        check("the toggle shows the noise (its rows, the ARP and link-local nodes)",
-              len(noise_rows) == hidden_now and "l2" in noise_nodes and "ip:fe80::1" in noise_nodes,
-              (len(noise_rows), hidden_now, noise_nodes))
+        fed = {str(f["seq"]) for f in noise}
+        check("the toggle shows the noise (the 4 fed among its rows, the ARP and link-local nodes)",
+              fed <= {c["seq"] for c in noise_rows} and "l2" in noise_nodes and "ip:fe80::1" in noise_nodes,
+              (len(noise_rows), noise_nodes))
         layout_ok("the map with the noise shown")
         driver.find_element(By.ID, "hidenoise").click()
         settle()
@@ -408,32 +409,36 @@ try:
     part("the detail panel", part_2)
 
     def part_3():
-        # pause
-        before = len(rows())
+        # pause (the node's own chatter may come meanwhile: counted, not compared)
+        held = [flow("web-1", "api-1"), flow("web-2", "api-1"), flow("api-1", "db-0")]
+        seqs = {str(f["seq"]) for f in held}
         driver.find_element(By.ID, "pause").click()
-        js("window.__fibrilFeed(arguments[0], 0)", [flow("web-1", "api-1"), flow("web-2", "api-1"), flow("api-1", "db-0")])
+        js("window.__fibrilFeed(arguments[0], 0)", held)
         settle()
         st = status()
+        m = re.search(r"paused, (\d+) new flows waiting", st[1])
+        shown = {c["seq"] for c in cells()}
         check("paused: new flows are held back and counted in the status",
-              len(rows()) == before and st[0] == "status paused" and "3 new flows waiting" in st[1], (before, len(rows()), st))
+              not seqs & shown and st[0] == "status paused" and m and int(m.group(1)) >= 3, st)
         driver.find_element(By.ID, "pause").click()
         settle()
-        check("resumed: the held flows are shown", len(rows()) == before + 3 and status()[0] == "status live",
-              (before, len(rows()), status()))
+        shown = {c["seq"] for c in cells()}
+        check("resumed: the held flows are shown", seqs <= shown and status()[0] == "status live", status())
 
     part("pause", part_3)
 
     def part_4():
         # lag, and lost events
         time.sleep(1.6)  # sleep: the page counts lag only once its backlog (the first 1.5 s) is in
-        js("window.__fibrilFeed(arguments[0], 30)", [flow("web-1", "api-1")])
-        st = status()
+        st = js("window.__fibrilFeed(arguments[0], 30); const s = document.getElementById('status');"
+                "return [s.className, s.textContent]", [flow("web-1", "api-1")])
         m = re.search(r"(\d+) s behind", st[1])
         check("a flow 30 s old makes the status say so (N s behind, not live)",
               st[0] == "status behind" and m and 28 <= int(m.group(1)) <= 40, st)
         shot("1400x900-behind.png")
-        js("window.__fibrilFeed(arguments[0], 0)", [flow("web-1", "api-1")])
-        check("a fresh flow makes it live again", status() == ["status live", "live"], status())
+        st = js("window.__fibrilFeed(arguments[0], 0); const s = document.getElementById('status');"
+                "return [s.className, s.textContent]", [flow("web-1", "api-1")])
+        check("a fresh flow makes it live again", st == ["status live", "live"], st)
         js("window.__fibrilFeed(arguments[0], 0)", [
             {"lost_events": {"source": "DATAPATH_RATE_LIMIT", "num_events_lost": 98748}},
             {"lost_events": {"source": "HUBBLE_RING_BUFFER", "num_events_lost": "12"}},
