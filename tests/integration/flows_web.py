@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tests/integration/flows_web.py - drives hubble-lite's web page in
 Debian's headless Chromium (python3-selenium + chromium-driver), for
-flows_web.sh. The window is 1400x900, then 1920x1080 (the device metrics,
+flows_web.sh. The window is 1400x900, then 1280x800 and 1920x1080 (the device metrics,
 so the page gets exactly that viewport).
 
 With the agent's real stream: the page goes live, READY tells the shell to
@@ -17,7 +17,7 @@ one flow in Hubble's {"flow": ...} form, and ARP / IPv6 link-local /
 multicast noise - and the drawn page is measured (flows_web_layout.js): no
 map boxes overlap, no edge runs through a box it does not connect, no two
 edges share a line, nothing is outside the window or its container, no
-table cell is cut; at both sizes and in each grouping (pod, workload,
+table cell is cut; at each size and in each grouping (pod, workload,
 namespace). Then: the noise is hidden by default and shown by the toggle;
 a clicked row opens the detail panel with labels, identity, the policy
 rule and the reason; pause holds new flows back and resume shows them; a
@@ -449,7 +449,10 @@ try:
 
     part("lag and lost events", part_4)
 
-    def part_5():
+    def part_5():  # and 1280x800, the narrowest promised
+        viewport(1280, 800)
+        layout_ok("the map (by pod)")
+        shot("1280x800-map.png")
         viewport(1920, 1080)
         layout_ok("the map (by pod)")
         shot("1920x1080-map.png")

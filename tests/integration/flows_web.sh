@@ -8,7 +8,7 @@
 # rows (event type apart from direction, times with their zone) and the
 # service map's edges of traffic between pods a and b (UDP allowed and
 # dropped by policy, TCP to a dead port). Fed a cluster's worth of flows,
-# its map keeps its promises at 1400x900 and 1920x1080 and in each
+# its map keeps its promises at 1400x900, 1280x800 and 1920x1080 and in each
 # grouping: no boxes overlap, no edge runs through a box it does not
 # connect or lies on another, nothing is clipped, no table cell is cut.
 # Noise (ARP, link-local, multicast) is hidden by default and shown on

@@ -11,11 +11,11 @@
 "use strict";
 window.FibrilMap = (function () {
   const svgNS = "http://www.w3.org/2000/svg";
-  const GUTTER = 72;      /* between columns: vertical runs */
+  const GUTTER = 60;      /* between columns: vertical runs */
   const CORRIDOR = 26;    /* between rows: horizontal runs */
   const PAD = 10;         /* a namespace's box around its nodes */
   const HEAD = 26;        /* a namespace's title */
-  const MIN_COL = 150, MAX_COL = 340, CHAR_W = 6.6;
+  const MIN_COL = 130, MAX_COL = 340, CHAR_W = 6.6;
 
   function el(name, attrs, parent) {
     const e = document.createElementNS(svgNS, name);
