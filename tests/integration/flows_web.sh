@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # tests/integration/flows_web.sh - hubble-lite's web page in a real
 # browser: Debian's headless Chromium driven by python3-selenium and
-# chromium-driver (tests/integration/flows_web.py), in the node namespace
-# against the agent's TCP listener (127.0.0.1 there). The page loads from
-# GET /flows, goes live on /v1/flows/stream, shows the rows and the service
-# map's edges of traffic between pods a and b (UDP allowed and dropped by
-# policy, TCP to a dead port), narrows both to the dropped flows when the
-# verdict filter is applied, and shows a bad filter's error. Screenshots are
-# kept in $top_builddir/test-artifacts/flows_web/. The page is also served
-# on the unix socket.
+# chromium-driver (tests/integration/flows_web.py, which measures the drawn
+# page with flows_web_layout.js), in the node namespace against the agent's
+# TCP listener (127.0.0.1 there). The page loads from GET /flows (and its
+# scripts /flows.js, /flowmap.js), goes live on /v1/flows/stream, shows the
+# rows (event type apart from direction, times with their zone) and the
+# service map's edges of traffic between pods a and b (UDP allowed and
+# dropped by policy, TCP to a dead port). Fed a cluster's worth of flows,
+# its map keeps its promises at 1400x900, 1280x800 and 1920x1080 and in each
+# grouping: no boxes overlap, no edge runs through a box it does not
+# connect or lies on another, nothing is clipped, no table cell is cut.
+# Noise (ARP, link-local, multicast) is hidden by default and shown on
+# request, a row opens the detail panel (labels, identity, policy rule,
+# reason), pause holds flows back, an old flow makes it say "N s behind",
+# lost_events are shown; the verdict filter narrows rows and edges, a bad
+# filter's error is shown. Screenshots: $top_builddir/test-artifacts/
+# flows_web/ (the log names the directory). The page is also served on
+# the unix socket.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 . "$top_srcdir/tests/lib/flowpods.sh"
@@ -28,6 +37,13 @@ check "GET /flows on the unix socket: the page (text/html, no external asset)" \
 	test "$(grep -ci '^content-type: text/html' "$WORK/page.head")" = 1 -a \
 	"$(grep -c '<title>fibril flows</title>' <<<"$PAGE")" = 1 -a \
 	"$(grep -Ec '(src|href)="(https?:)?//' <<<"$PAGE")" = 0
+for js in flows.js flowmap.js; do
+	SCRIPT=$(api -sS -D "$WORK/js.head" "http://x/$js")
+	# (the SVG namespace is a name, not a fetch)
+	check "GET /$js: a script (text/javascript, no external URL)" \
+		test "$(grep -ci '^content-type: text/javascript' "$WORK/js.head")" = 1 -a -n "$SCRIPT" -a \
+		"$(grep -Eo 'https?://[^"]*' <<<"$SCRIPT" | grep -cvx 'http://www.w3.org/2000/svg')" = 0
+done
 
 # the browser and its driver in the node namespace, where the listener is
 ip netns exec "$NODE_NS" /usr/bin/python3 "$top_srcdir/tests/integration/flows_web.py" \
@@ -50,5 +66,8 @@ while read -r line; do
 done <"$WORK/browser.out"
 check "the browser test ran to its end (exit $rc)" test "$rc" = 0
 [ "$rc" = 0 ] || grep -v '^#[0-9]' "$WORK/browser.err" | head -20
-check "screenshots saved in $SHOTS" test -s "$SHOTS/1-all-flows.png" -a -s "$SHOTS/2-dropped.png"
+echo "# screenshots in $(cd "$SHOTS" && pwd):"
+ls "$SHOTS" | sed 's/^/#   /'
+check "screenshots saved in $SHOTS (1400x900 and 1920x1080)" test -s "$SHOTS/1400x900-map.png" -a \
+	-s "$SHOTS/1400x900-detail.png" -a -s "$SHOTS/1920x1080-map.png" -a -s "$SHOTS/2-dropped.png"
 finish
