@@ -33,7 +33,17 @@ int hl_listen_unix(const char *path, int *out, char *err, size_t errlen)
 			snprintf(err, errlen, "[hubble-lite] grpc-socket: %s exists and is not a socket", path);
 			return -1;
 		}
-		unlink(path); /* a stale socket of an earlier run */
+		/* a stale socket of an earlier run goes; a live one is another
+		 * agent's (a shared run-dir): not taken from it */
+		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		bool live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		if (probe >= 0)
+			close(probe);
+		if (live) {
+			snprintf(err, errlen, "[hubble-lite] grpc-socket: %s is in use by another process", path);
+			return -1;
+		}
+		unlink(path);
 	}
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(path, 0660) ||

@@ -6,9 +6,10 @@
  * watches, no threads); each stream one gRPC call whose request message
  * is collected and handed to the observer (grpc_observer.c), whose
  * answers are queued per stream and pulled by nghttp2 as the peer's flow
- * control allows. Limits: connections, concurrent streams per connection,
- * request message size, queued answer bytes per stream (a slow follower
- * loses flows, told in a LostEvent), idle and handshake time. */
+ * control allows. Limits: connections per listener, concurrent streams per
+ * connection, request message size, queued answer bytes per stream and in
+ * all (a slow follower loses flows, told in a LostEvent), idle and
+ * handshake time. */
 #include "grpc.h"
 
 #include <errno.h>
@@ -78,13 +79,14 @@ struct hl_grpc {
 	char sock_path[256];
 	SSL_CTX *tls;
 	struct gconn *conns;
-	unsigned nconns;
+	unsigned nconns, nconns_tcp; /* all, and those of the TCP listener */
+	size_t queued;               /* answer bytes queued on all calls */
 	struct fibril_timer *timer;
 	struct hl_obs_list obs;
 	char address[320];
 	/* limits */
 	unsigned max_conns, max_streams;
-	size_t max_msg, stream_queue;
+	size_t max_msg, stream_queue, queue_total;
 	uint64_t idle_ms;
 };
 
@@ -135,6 +137,7 @@ static ssize_t on_data_read(nghttp2_session *sess, int32_t id, uint8_t *buf, siz
 	if (n) {
 		memcpy(buf, s->out + s->out_off, n);
 		s->out_off += n;
+		s->c->g->queued -= n;
 		if (s->out_off == s->out_len)
 			s->out_off = s->out_len = 0;
 	}
@@ -166,7 +169,8 @@ int hl_grpc_send(struct hl_grpc_stream *s, const uint8_t *msg, size_t len)
 	if (s->done || s->c->dead)
 		return -EPIPE;
 	size_t queued = s->out_len - s->out_off;
-	if (queued && queued + len + 5 > s->c->g->stream_queue)
+	struct hl_grpc *g = s->c->g;
+	if ((queued && queued + len + 5 > g->stream_queue) || g->queued + len + 5 > g->queue_total)
 		return -ENOBUFS;
 	if (s->out_off && s->out_off == s->out_len)
 		s->out_off = s->out_len = 0;
@@ -188,6 +192,7 @@ int hl_grpc_send(struct hl_grpc_stream *s, const uint8_t *msg, size_t len)
 	if (len)
 		memcpy(p + 5, msg, len);
 	s->out_len = need;
+	g->queued += len + 5;
 	if (start_response(s))
 		return -ENOMEM;
 	stream_kick(s);
@@ -378,6 +383,7 @@ static void stream_free(struct hl_grpc *g, struct hl_grpc_stream *s)
 {
 	if (s->call)
 		hl_obs_stream_gone(g, s->call);
+	g->queued -= s->out_len - s->out_off;
 	free(s->in);
 	free(s->out);
 	free(s);
@@ -431,6 +437,7 @@ static void conn_close(struct gconn *c)
 		if (*pp == c) {
 			*pp = c->next;
 			g->nconns--;
+			g->nconns_tcp -= c->tcp;
 			break;
 		}
 	}
@@ -589,8 +596,10 @@ static void on_accept(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0)
 			return;
-		if (g->nconns >= g->max_conns) {
-			close(cfd); /* over [hubble-lite] grpc-max-connections */
+		/* over [hubble-lite] grpc-max-connections: each listener counts
+		 * its own, so remote handshakes never crowd out the unix socket */
+		if ((tcp ? g->nconns_tcp : g->nconns - g->nconns_tcp) >= g->max_conns) {
+			close(cfd);
 			continue;
 		}
 		struct gconn *c = calloc(1, sizeof(*c));
@@ -623,6 +632,7 @@ static void on_accept(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 		c->next = g->conns;
 		g->conns = c;
 		g->nconns++;
+		g->nconns_tcp += tcp;
 		if (!tcp && conn_flush(c)) /* our SETTINGS first */
 			conn_close(c);
 	}
@@ -672,6 +682,7 @@ struct hl_grpc *hl_grpc_new(struct fibril_module *m, const struct hl_grpc_source
 	g->max_streams = (unsigned)fibril_config_int(m, "grpc-max-streams");
 	g->max_msg = (size_t)fibril_config_int(m, "grpc-max-message");
 	g->stream_queue = (size_t)fibril_config_int(m, "grpc-stream-queue");
+	g->queue_total = (size_t)fibril_config_int(m, "grpc-queue-total");
 	g->idle_ms = fibril_config_duration_ms(m, "grpc-idle-timeout");
 	if (*sock) {
 		if (hl_listen_unix(sock, &g->unix_l.fd, err, errlen))
