@@ -83,6 +83,10 @@ static Flow__Endpoint *endpoint(struct ep_pb *e, const struct hl_peer *p, Flow__
 	return &e->ep;
 }
 
+/* Flow keeps Hubble's deprecated fields (drop_reason, reply, Summary):
+ * protobuf-c marks them, and clang warns on their mere initialisation */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 const uint8_t *hl_flow_pb(struct hl_flow_pb *pb, const struct hl_flow *f, const char *node,
 			  size_t *len)
 {
@@ -108,10 +112,7 @@ const uint8_t *hl_flow_pb(struct hl_flow_pb *pb, const struct hl_flow *f, const 
 	if (f->verdict == HL_DROPPED) {
 		fl.drop_reason_desc = drop_reason(f);
 		/* Hubble still fills its deprecated number beside the enum */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 		fl.drop_reason = (uint32_t)fl.drop_reason_desc;
-#pragma GCC diagnostic pop
 		et.sub_type = (int32_t)fl.drop_reason_desc;
 	}
 	if (f->policy.match)
@@ -188,6 +189,7 @@ const uint8_t *hl_flow_pb(struct hl_flow_pb *pb, const struct hl_flow *f, const 
 	*len = protobuf_c_message_pack(&r.base, buf);
 	return buf;
 }
+#pragma GCC diagnostic pop
 
 void hl_flow_pb_done(struct hl_flow_pb *pb)
 {
