@@ -537,7 +537,8 @@ static void on_conn_io(struct fibril_io *io, int fd, uint32_t revents, void *ud)
 		c->handshaken = true;
 	}
 	uint8_t buf[READ_CHUNK];
-	for (int i = 0; i < READS_PER_WAKE; i++) {
+	/* TLS may hold decrypted bytes the fd's poll cannot show: read them too */
+	for (int i = 0; i < READS_PER_WAKE || (c->ssl && SSL_pending(c->ssl) > 0); i++) {
 		ssize_t n = conn_read(c, buf, sizeof(buf));
 		if (n == -EAGAIN)
 			break;

@@ -150,7 +150,8 @@ wait_for 15 udp_in || true
 wait_for 15 drops_in || true
 
 ALL=$(grpc flows)
-echo "$ALL" | head -2 | sed 's/^/  GetFlows: /'
+# shown in the log: one UDP flow and the drop, as the client read them
+jl 'chr(10).join("  GetFlows: " + json.dumps(r) for r in ([x for x in rows if "UDP" in x["flow"].get("l4", {})][:1] + [x for x in rows if x["flow"]["verdict"] == "DROPPED"][:1]))' <<<"$ALL"
 check "GetFlows: the UDP packets are FORWARDED flows team/client -> team/web with ports, labels, identity, node" \
 	test "$(jl 'len([r for r in rows if r["flow"]["verdict"] == "FORWARDED" and r["flow"]["source"].get("pod_name") == "client" and r["flow"]["source"].get("namespace") == "team" and r["flow"]["destination"].get("pod_name") == "web" and r["flow"].get("l4", {}).get("UDP") == {"source_port": 40123, "destination_port": 7777} and "k8s:app=client" in r["flow"]["source"]["labels"] and r["flow"]["source"]["identity"] > 0 and r["flow"]["node_name"] == "node-g" and r["node_name"] == "node-g" and r["flow"]["IP"]["ipVersion"] == "IPv4" and r["flow"]["Type"] == "L3_L4"])' <<<"$ALL")" -ge 3
 check "GetFlows: the spoofed packet is DROPPED, INVALID_SOURCE_IP (132), event type 1" \
