@@ -162,7 +162,8 @@ static void get_flows(struct hl_grpc *g, struct hl_grpc_stream *s, const uint8_t
 		hl_flow_pb_done(&pb);
 	}
 	free(hits);
-	if (!follow) {
+	/* following up to an until already past: nothing more can come */
+	if (!follow || (c->until_ns && c->until_ns <= realtime_ns())) {
 		call_free(c);
 		hl_grpc_finish(s, HL_GRPC_OK, NULL);
 		return;
