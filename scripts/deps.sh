@@ -19,6 +19,7 @@ packages=(
 	chromium chromium-driver python3-selenium
 	iptables nftables strace
 	python3-scapy
+	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-grpc-tools
 	mmdebstrap buildah
 )
 missing=()

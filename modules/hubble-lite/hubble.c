@@ -8,6 +8,7 @@
  * /metrics gets flows by verdict, type and protocol, drops by reason, and
  * the events lost on the way. */
 #include "hubble.h"
+#include "grpc.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,6 +23,7 @@
 
 #include <fibril/fibril.h>
 #include <fibril/lb.h>
+#include <fibril/nodes.h>
 #include <fibril/policy.h>
 
 #define HL_MODULE "hubble-lite"
@@ -73,6 +75,8 @@ struct hubble {
 	void *pol_ctx;
 	struct fibril_series *s_drops[256];          /* by reason code, made on first drop */
 	struct fibril_series *s_lost, *s_overwritten, *s_followers, *s_follower_lost;
+	struct hl_grpc *grpc; /* Hubble's Observer API (grpc_server.c), NULL: off */
+	uint64_t start_ns;
 };
 
 static void follow_flow(struct hubble *h, const struct hl_flow *f);
@@ -83,6 +87,33 @@ static const struct fibril_config_key hl_config_keys[] = {
 	 .help = "Flows kept in memory (the oldest is overwritten)", .min = 1, .max = 1 << 20},
 	{.name = "node-name", .type = FIBRIL_CONFIG_STRING, .default_value = "",
 	 .help = "Node name put on every flow (empty: the host name)"},
+	{.name = "grpc-socket", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "Unix socket of Hubble's Observer gRPC API (mode 0660; empty: <run-dir>/hubble.sock, "
+		 "off: none)"},
+	{.name = "grpc-listen", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "ADDRESS:PORT of the Observer gRPC API for remote readers, TLS with client "
+		 "certificates only (empty: off)"},
+	{.name = "grpc-tls-cert", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "PEM certificate (chain) of the grpc-listen server"},
+	{.name = "grpc-tls-key", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "PEM private key of grpc-tls-cert"},
+	{.name = "grpc-tls-client-ca", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "PEM CA bundle that grpc-listen clients' certificates must chain to"},
+	{.name = "grpc-max-connections", .type = FIBRIL_CONFIG_INT, .default_value = "64",
+	 .help = "gRPC connections at once per listener; more are closed at accept", .min = 1,
+	 .max = 4096},
+	{.name = "grpc-max-streams", .type = FIBRIL_CONFIG_INT, .default_value = "16",
+	 .help = "Concurrent gRPC calls per connection", .min = 1, .max = 1024},
+	{.name = "grpc-max-message", .type = FIBRIL_CONFIG_INT, .default_value = "65536",
+	 .help = "Largest gRPC request message in bytes", .min = 64, .max = 4 << 20},
+	{.name = "grpc-stream-queue", .type = FIBRIL_CONFIG_INT, .default_value = "8388608",
+	 .help = "Answer bytes queued per gRPC call before a slow reader loses flows", .min = 65536,
+	 .max = 1 << 30},
+	{.name = "grpc-queue-total", .type = FIBRIL_CONFIG_INT, .default_value = "67108864",
+	 .help = "Answer bytes queued on all gRPC calls at once (past it, followers lose flows)",
+	 .min = 65536, .max = (int64_t)1 << 34},
+	{.name = "grpc-idle-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "5m",
+	 .help = "Close a gRPC connection with no call for this long"},
 	{.name = "follow-queue", .type = FIBRIL_CONFIG_INT, .default_value = "32768",
 	 .help = "Flows queued per websocket follower before it loses them", .min = 16,
 	 .max = 1 << 20},
@@ -228,6 +259,8 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 		h->lost += d.lost_before;
 		fibril_series_add(h->s_lost, (double)d.lost_before);
 		follow_lost(h, "DATAPATH", d.lost_before);
+		if (h->grpc)
+			hl_grpc_lost(h->grpc, d.lost_before);
 	}
 	struct hl_flow *f = &h->ring[h->head];
 	if (h->count == h->size) {
@@ -277,7 +310,26 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 	}
 	if (h->followers)
 		follow_flow(h, f);
+	if (h->grpc)
+		hl_grpc_flow(h->grpc, f);
 	return 0;
+}
+
+/* ---- the ring, for the gRPC server ------------------------------------------ */
+
+size_t hl_ring_len(const struct hubble *h) { return h->count; }
+
+const struct hl_flow *hl_ring_get(const struct hubble *h, size_t i)
+{
+	return &h->ring[(h->head + h->size - h->count + i) % h->size];
+}
+
+void hl_ring_stats(const struct hubble *h, struct hl_ring_stats *st)
+{
+	st->num = h->count;
+	st->max = h->size;
+	st->seen = h->seq;
+	st->lost = h->lost + h->malformed;
 }
 
 /* ---- GET /v1/flows --------------------------------------------------------------------------- */
@@ -626,6 +678,7 @@ static int hl_init(struct fibril_module *m)
 		fibril_module_set_error(m, "cannot register the page GET /flows: %s", strerror(-rc));
 		return rc;
 	}
+	h->start_ns = realtime_ns();
 	return 0;
 }
 
@@ -637,6 +690,14 @@ static int hl_start(struct fibril_module *m)
 									 &h->pol_ctx);
 	if (h->pol && !FIBRIL_SERVICE_HAS(h->pol, rule_lookup))
 		h->pol = NULL;
+	/* Hubble's Observer API on its listeners (off when both are off) */
+	struct hl_grpc_source src = {.h = h, .node = h->node, .start_ns = h->start_ns};
+	char err[HL_ERR_LEN];
+	h->grpc = hl_grpc_new(m, &src, err, sizeof(err));
+	if (!h->grpc && err[0]) {
+		fibril_module_set_error(m, "%s", err);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -645,6 +706,8 @@ static void hl_stop(struct fibril_module *m)
 	struct hubble *h = fibril_module_data(m);
 	h->pol = NULL;
 	h->pol_ctx = NULL;
+	hl_grpc_free(h->grpc);
+	h->grpc = NULL;
 }
 
 static void hl_fini(struct fibril_module *m)
@@ -670,16 +733,17 @@ static void hl_fini(struct fibril_module *m)
 static int hl_summary(struct fibril_module *m, char *buf, size_t len)
 {
 	struct hubble *h = fibril_module_data(m);
-	return snprintf(buf, len, "%zu/%zu flows, %llu seen, %llu lost, %d following", h->count,
-			h->size, (unsigned long long)h->seq, (unsigned long long)(h->lost + h->malformed),
-			h->nfollowers);
+	return snprintf(buf, len, "%zu/%zu flows, %llu seen, %llu lost, %d following, %u on gRPC",
+			h->count, h->size, (unsigned long long)h->seq,
+			(unsigned long long)(h->lost + h->malformed), h->nfollowers,
+			hl_grpc_followers(h->grpc));
 }
 
 FIBRIL_MODULE(.name = HL_MODULE, .version = "1.0.0",
 	      .description = "Flows from the datapath's events, enriched with pods and labels",
 	      .provides = FIBRIL_LIST(HL_CAPABILITY),
 	      .wants = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY, FIBRIL_ENDPOINT_CAPABILITY,
-				   FIBRIL_POLICY_CAPABILITY),
+				   FIBRIL_POLICY_CAPABILITY, FIBRIL_NODES_CAPABILITY),
 	      .config_keys = hl_config_keys, .init = hl_init, .start = hl_start, .stop = hl_stop,
 	      .fini = hl_fini,
 	      .summary = hl_summary);
