@@ -19,6 +19,8 @@
 # ingressDeny[0] (in GET /v1/flows and `fibril observe`), `policy trace`
 # names the same rules, and the rule IDs in the map survive the restart
 # (every entry names its rule but allow-localhost's host entry).
+# fibril_policy_verdicts_total counts the allowed verdict, the default
+# denies and the ingressDeny drop by match and action.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 
@@ -100,6 +102,11 @@ print(p["match"], p["direction"], p.get("kind", "?"), p.get("namespace", "?") + 
 	echo "$got"
 	[ "$got" != none ]
 }
+# verdicts MATCH ACTION : fibril_policy_verdicts_total{direction="ingress",...} in /metrics
+verdicts() {
+	api http://x/metrics | awk -v want="fibril_policy_verdicts_total{direction=\"ingress\",match=\"$1\",action=\"$2\"}" \
+		'$1 == want {print $2 + 0; found = 1} END {if (!found) print 0}'
+}
 denied() { fib map dump dp_metrics | sed -n 's/.*policy-denied *packets=\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}'; }
 
 # ---- no policy: everything connects -------------------------------------------------------
@@ -134,6 +141,10 @@ got=$(flow_policy drop b a 81)
 check "flows: b -> a:81's drop is a default deny too ($got)" test "$got" = "default-deny ingress ? ?/? ?[?]"
 got=$(flow_policy policy-verdict c b 80)
 check "flows: c -> b (no policy selects b) has no policy verdict ($got)" test "$got" = none
+check "metrics: the allowed b -> a:80 is counted as an ingress rule verdict, allowed ($(verdicts rule allowed))" \
+	test "$(verdicts rule allowed)" -ge 1
+check "metrics: the drops of c and b:81 as ingress default-deny, denied ($(verdicts default-deny denied))" \
+	test "$(verdicts default-deny denied)" -ge 2
 get=$(fib policy get)
 check "policy get lists the policy and a's enforcement" \
 	grep -Eq 'a-from-b.*1' <<<"$get"
@@ -198,6 +209,8 @@ fib policy import "$WORK/deny.json" >/dev/null
 expect b a 80 fail
 check "the revision went to 2" test "$(revision)" = 2
 got=$(flow_policy drop b a 80)
+check "metrics: the ingressDeny drop is counted as deny-rule, denied ($(verdicts deny-rule denied))" \
+	test "$(verdicts deny-rule denied)" -ge 1
 check "flows: b -> a:80's drop names the ingressDeny rule of a-deny-b ($got)" \
 	test "$got" = "deny ingress CiliumNetworkPolicy /a-deny-b ingressDeny[0]"
 out=$(fib observe --from-pod default/b --to-pod default/a --type drop 2>&1)
