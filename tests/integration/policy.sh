@@ -155,13 +155,17 @@ print(sum(1 for e in j["endpoints"] if e["ingress"] == "enforced" and e["egress"
 
 # ---- trace, selectors, endpoint get ---------------------------------------------------------------
 has() { grep -Eq -- "$2" <<<"$1"; }
-out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1)
+trc=0; out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1) || trc=$?
+check "policy trace: ALLOWED exits 0 ($trc)" test "$trc" = 0
 ok=no
 has "$out" "Final verdict: ALLOWED" && has "$out" "allowed by: CiliumNetworkPolicy a-from-b rule 0 ingress peer 0" && ok=yes
 check "policy trace: b -> a:80 is allowed by a-from-b" test "$ok" = yes || echo "$out"
 check "policy trace: b -> a:80 is decided by the rule the flows name" \
 	has "$out" "decided by: allow CiliumNetworkPolicy a-from-b ingress\[0\] \(rule [0-9]+\)"
-out=$(fib policy trace --src "${ADDR[c]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1)
+trc=0; out=$(fib policy trace --src "${ADDR[c]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1) || trc=$?
+check "policy trace: DENIED exits 1, so scripts can branch ($trc)" test "$trc" = 1
+trc=0; fib -o json policy trace --src "${ADDR[c]}" --dst "${ADDR[a]}" --dport 80/tcp >/dev/null 2>&1 || trc=$?
+check "policy trace -o json: DENIED exits 1 too ($trc)" test "$trc" = 1
 check "policy trace: c -> a:80 is denied (selected, no rule allows it)" \
 	grep -q "no rule allows it (default deny)" <<<"$out"
 check "policy trace: c -> a:80 is decided by the default deny" \
@@ -220,7 +224,7 @@ check "observe: the drop's summary names the denying rule" \
 out=$(fib observe -o table --from-pod default/c --to-pod default/a --type drop 2>&1)
 check "observe -o table: the default deny is named as such" \
 	grep -q "policy: default deny (ingress: no rule allows it)" <<<"$out" || echo "$out" | tail -3
-out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1)
+out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1) || true
 check "policy trace: b -> a:80 is decided by the ingressDeny rule the flow names" \
 	has "$out" "decided by: deny CiliumNetworkPolicy a-deny-b ingressDeny\[0\] \(rule [0-9]+\)" || echo "$out"
 read -r res2 full2 inc2 <<<"$(stats)"
@@ -331,10 +335,10 @@ check "IPv6 CIDRs: the prefix and its except are CIDR identities in the ipcache"
 out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:5::1 --dport 443/tcp 2>&1)
 check "policy trace: a -> an address inside the IPv6 CIDR is allowed by a-to-v6's egress[0]" \
 	has "$out" "decided by: allow CiliumNetworkPolicy a-to-v6 egress\[0\]" || echo "$out"
-out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:1::1 --dport 443/tcp 2>&1)
+out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:1::1 --dport 443/tcp 2>&1) || true
 check "policy trace: its except is not (default deny)" \
 	has "$out" "Final verdict: DENIED" || echo "$out"
-out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:5::1 --dport 80/tcp 2>&1)
+out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:5::1 --dport 80/tcp 2>&1) || true
 check "policy trace: nor another port" has "$out" "decided by: default deny" || echo "$out"
 fib policy delete a-to-v6 >/dev/null
 check "IPv6 CIDRs: deleting the policy releases its CIDR identities" test -z "$(v6cidrs | tr -d ' ')"
