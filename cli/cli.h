@@ -49,6 +49,8 @@ struct json_object *jget(struct json_object *o, const char *key, enum json_type 
 const char *jstr(struct json_object *o, const char *key);
 bool jnum(struct json_object *o, const char *key, double *out);
 const char *fmt_int(struct json_object *o, const char *key, char *buf, size_t len);
+/* o[key] (Unix seconds) in RFC 3339 UTC, or "-". */
+const char *fmt_time(struct json_object *o, const char *key, char *buf, size_t len);
 const char *fmt_ms(struct json_object *o, const char *key, char *buf, size_t len);
 /* A JSON array of strings joined with ","; malloc'd ("-" when empty). */
 char *join_list(struct json_object *o, const char *key);
@@ -100,6 +102,18 @@ int ws_follow(const char *socket_path, const char *path_and_query,
 int ws_connect(const char *socket_path, const char *path_and_query);
 int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t len, void *ud),
 	    void *ud);
+
+/* cli/help.c: one command's help (`fibril help CMD`, `fibril CMD --help`);
+ * the module that serves an API path ("/v1/service/3", "service"), NULL
+ * for the host's own; how to enable a module, for error messages. */
+int print_command_help(const char *name);
+const char *module_serving_path(const char *path);
+const char *module_enable_hint(void);
+/* cli/client.c: whether GET /v1/modules lists the module (true when the
+ * agent cannot tell). */
+bool module_is_loaded(const char *name);
+/* The command at most two edits from word ("did you mean"), or NULL. */
+const char *closest_command(const char *word);
 
 /* Commands in their own files: argc/argv start after the group name. */
 int cmd_endpoint(int argc, char **argv);  /* cli/cmd_endpoint.c */

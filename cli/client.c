@@ -24,6 +24,9 @@
 #define TIMEOUT_MS 10000L
 #define MAX_REPLY ((size_t)256 << 20) /* a full 64k-entry map dump is ~10 MiB */
 
+/* The path of the last request, for explaining a 404 (report_http_error). */
+static char last_path[512];
+
 struct reply {
 	char *data;
 	size_t len, cap;
@@ -136,6 +139,7 @@ int fetch_body(const char *method, const char *path, const char *body, size_t bo
 
 	*json = NULL;
 	*http_status = 0;
+	snprintf(last_path, sizeof(last_path), "/v1/%s", path);
 	if (strlen(opt.socket) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		print_error("agent socket path is too long (%zu bytes, at most %zu): %s",
 			    strlen(opt.socket), sizeof(((struct sockaddr_un *)0)->sun_path) - 1, opt.socket);
@@ -183,13 +187,23 @@ int fetch_body(const char *method, const char *path, const char *body, size_t bo
 	return ret;
 }
 
-/* Prints an HTTP error reply as "fibril: <error> (HTTP <code>)". */
+/* Prints an HTTP error reply as "fibril: <error> (HTTP <code>)"; a path
+ * the agent has no route for (its router's "no such path") also names the
+ * module that serves it and how to enable that module. */
 void report_http_error(struct json_object *reply, long status)
 {
 	const char *err = jstr(reply, "error");
 	char *e = clean_dup(err && *err ? err : "request failed");
+	const char *module = status == 404 && err && !strncmp(err, "no such path:", 13)
+				     ? module_serving_path(last_path)
+				     : NULL;
 
-	print_error("%s (HTTP %ld)", e, status);
+	if (module)
+		print_error("%s (HTTP %ld): served by the %s module, which this agent has not loaded; "
+			    "to enable it, %s",
+			    e, status, module, module_enable_hint());
+	else
+		print_error("%s (HTTP %ld)", e, status);
 	free(e);
 }
 
@@ -321,4 +335,25 @@ char *url_escape(const char *s)
 	curl_free(e);
 	curl_easy_cleanup(curl);
 	return out;
+}
+
+/* Whether the agent lists module name in GET /v1/modules (true when that
+ * cannot be told: then nothing is claimed about it). */
+bool module_is_loaded(const char *name)
+{
+	struct json_object *reply = NULL, *mods;
+	long status = 0;
+	bool loaded = true;
+
+	if (fetch("GET", "modules", &reply, &status) == 0 && status == 200 &&
+	    (mods = jget(reply, "modules", json_type_array))) {
+		loaded = false;
+		for (size_t i = 0; i < json_object_array_length(mods); i++) {
+			const char *n = jstr(json_object_array_get_idx(mods, i), "name");
+			if (n && !strcmp(n, name))
+				loaded = true;
+		}
+	}
+	json_object_put(reply);
+	return loaded;
 }

@@ -48,8 +48,31 @@ static void policy_rows(struct table *t, struct json_object *ep)
 	json_object_put(pol);
 }
 
-/* One row per endpoint; the container ID cut to 12 characters as docker
- * shows it (get shows it whole). */
+/* How many characters of the container IDs the list shows: 12 as docker
+ * shows them, more when that leaves two different IDs looking the same (the
+ * demo's "demo-fibril-demo-pod-web" and "...-db"); get shows them whole. */
+static int container_width(struct json_object *eps)
+{
+	size_t n = json_object_array_length(eps), width = 12;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *a = jstr(json_object_array_get_idx(eps, i), "container-id");
+		for (size_t j = i + 1; a && j < n; j++) {
+			const char *b = jstr(json_object_array_get_idx(eps, j), "container-id");
+			size_t common = 0;
+			if (!b || !strcmp(a, b))
+				continue;
+			while (a[common] && a[common] == b[common])
+				common++;
+			if (common + 1 > width)
+				width = common + 1;
+		}
+	}
+	return width > 128 ? 128 : (int)width;
+}
+
+/* One row per endpoint; the container ID cut as container_width says (get
+ * shows it whole). */
 static int render_endpoint_list(struct json_object *reply)
 {
 	struct json_object *eps = jarray_of_objects(reply, "endpoints");
@@ -61,6 +84,7 @@ static int render_endpoint_list(struct json_object *reply)
 		puts("No endpoints.");
 		return 0;
 	}
+	int cid_width = container_width(eps);
 	table_init(&t, 9);
 	table_row(&t, "ID", "STATE", "IDENTITY", "IPV4", "IPV6", "HOST-IF", "POD", "CONTAINER",
 		  "IFNAME");
@@ -69,7 +93,7 @@ static int render_endpoint_list(struct json_object *reply)
 		char id[32], identity[32];
 		const char *cid = jstr(ep, "container-id");
 		char *pod = pod_of(ep);
-		char *short_cid = cid ? xasprintf("%.12s", cid) : NULL;
+		char *short_cid = cid ? xasprintf("%.*s", cid_width, cid) : NULL;
 
 		table_row(&t, fmt_int(ep, "id", id, sizeof(id)), jstr(ep, "state"),
 			  fmt_int(ep, "identity", identity, sizeof(identity)), jstr(ep, "ipv4"),
@@ -111,7 +135,7 @@ static int render_endpoint(struct json_object *ep)
 	table_row(&t, "HOST-IFNAME", jstr(ep, "host-ifname"));
 	table_row(&t, "HOST-IFINDEX", fmt_int(ep, "host-ifindex", ifindex, sizeof(ifindex)));
 	table_row(&t, "HOST-MAC", jstr(ep, "host-mac"));
-	table_row(&t, "CREATED", fmt_int(ep, "created", created, sizeof(created)));
+	table_row(&t, "CREATED", fmt_time(ep, "created", created, sizeof(created)));
 	policy_rows(&t, ep);
 	table_print(&t);
 	table_free(&t);

@@ -164,21 +164,18 @@ static int render_health_status(struct json_object *reply)
 		printf("\nUnreachable: %s\n", c);
 		free(c);
 		free(list);
-		/* since when, per node: "  n3 unreachable since 02:14:07 UTC (12s)" */
+		/* since when, per node: "  n3 unreachable since 2026-11-28T02:14:07Z (12s)" */
 		struct json_object *since = jget(reply, "unreachable_since", json_type_object);
 		for (size_t i = 0; since && i < nu; i++) {
 			const char *name = json_object_get_string(json_object_array_get_idx(unreach, i));
 			double when = 0;
 			if (!name || !jnum(since, name, &when) || when <= 0)
 				continue;
-			time_t at = (time_t)when;
-			struct tm tm;
-			char hms[16] = "?";
-			if (gmtime_r(&at, &tm))
-				strftime(hms, sizeof(hms), "%H:%M:%S", &tm);
-			double ago = difftime(time(NULL), at);
+			char at[32];
+			double ago = difftime(time(NULL), (time_t)when);
 			char *n = clean_dup(name);
-			printf("  %s unreachable since %s UTC (%.0fs)\n", n, hms, ago < 0 ? 0 : ago);
+			printf("  %s unreachable since %s (%.0fs)\n", n, fmt_time(since, name, at, sizeof(at)),
+			       ago < 0 ? 0 : ago);
 			free(n);
 		}
 	}

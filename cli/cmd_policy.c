@@ -227,12 +227,17 @@ static void print_dir(const char *title, struct json_object *d)
 	free(rule);
 }
 
+/* The ends as the ipcache named them (NULL: as the agent's reply says). */
+static char *trace_src_name, *trace_dst_name;
+
 static int render_trace(struct json_object *reply)
 {
 	struct json_object *eg = NULL, *in = NULL;
 	char port[32], rev[32];
 	const char *verdict = jstr(reply, "verdict");
-	printf("Tracing %s -> %s, %s/%s (policy revision %s)\n", jstr(reply, "src"), jstr(reply, "dst"),
+	printf("Tracing %s -> %s, %s/%s (policy revision %s)\n",
+	       trace_src_name ? trace_src_name : jstr(reply, "src"),
+	       trace_dst_name ? trace_dst_name : jstr(reply, "dst"),
 	       jstr(reply, "protocol"), fmt_int(reply, "port", port, sizeof(port)),
 	       fmt_int(reply, "revision", rev, sizeof(rev)));
 	if (json_object_object_get_ex(reply, "egress", &eg))
@@ -241,6 +246,48 @@ static int render_trace(struct json_object *reply)
 		print_dir("Ingress to the destination", in);
 	printf("Final verdict: %s\n", verdict && !strcmp(verdict, "allowed") ? "ALLOWED" : "DENIED");
 	return 0;
+}
+
+/* Another node's pod or address, as the ipcache of the nodes module knows
+ * it (GET /v1/ipcache: source "kvstore"): *spec becomes "identity:N", the
+ * identity its packets carry, and *name says who it is. A local endpoint,
+ * an address no remote record holds, or an agent without the nodes module:
+ * unchanged (the policy module resolves those itself). */
+static void resolve_remote(const char **spec, char **rewritten, char **name)
+{
+	struct json_object *reply = NULL, *entries;
+	long status = 0;
+	const char *s = *spec;
+
+	*rewritten = *name = NULL;
+	if (!strncmp(s, "identity:", 9) || !strcmp(s, "host") || !strcmp(s, "world") ||
+	    strspn(s, "0123456789") == strlen(s))
+		return;
+	if (fetch("GET", "ipcache", &reply, &status) < 0 || status != 200 ||
+	    !(entries = jget(reply, "entries", json_type_array))) {
+		json_object_put(reply);
+		return;
+	}
+	for (size_t i = 0; i < json_object_array_length(entries); i++) {
+		struct json_object *e = json_object_array_get_idx(entries, i);
+		const char *prefix = jstr(e, "prefix"), *pod = jstr(e, "pod"), *source = jstr(e, "source");
+		double id = 0;
+		if (!prefix || !source || strcmp(source, "kvstore") || !jnum(e, "identity", &id) || id < 1)
+			continue;
+		size_t n = strlen(s);
+		bool by_ip = !strncmp(prefix, s, n) && (!strcmp(prefix + n, "/32") || !strcmp(prefix + n, "/128"));
+		if (!by_ip && !(pod && !strcmp(pod, s)))
+			continue;
+		const char *node = jstr(e, "node");
+		char *ip = xasprintf("%.*s", (int)strcspn(prefix, "/"), prefix);
+		*rewritten = xasprintf("identity:%.0f", id);
+		*name = xasprintf("%s (%s on node %s, identity %.0f, from the ipcache)", ip, pod ? pod : "a pod",
+				  node ? node : "?", id);
+		free(ip);
+		*spec = *rewritten;
+		break;
+	}
+	json_object_put(reply);
 }
 
 static int render_selectors(struct json_object *reply)
@@ -283,14 +330,32 @@ static int policy_trace(int argc, char **argv)
 		return usage_error("policy trace: unexpected argument '%s'", argv[1]);
 	if (!src || !dst || !dport)
 		return usage_error("policy trace: expected --src ENDPOINT --dst ENDPOINT --dport PORT[/PROTO] "
-				   "(an endpoint: ID, NAMESPACE/POD, IPv4 address, host or world)");
+				   "(an end: endpoint ID, NAMESPACE/POD, IP address, identity:N, host or world)");
+	char *src_id, *dst_id;
+	resolve_remote(&src, &src_id, &trace_src_name);
+	resolve_remote(&dst, &dst_id, &trace_dst_name);
 	char *s = url_escape(src), *d = url_escape(dst), *p = url_escape(dport);
 	char *path = xasprintf("policy/trace?src=%s&dst=%s&dport=%s", s, d, p);
-	int rc = show(path, render_trace);
+	struct json_object *reply = NULL;
+	int rc = EXIT_FAIL;
+	if (get(path, &reply) == 0) {
+		/* a script branches on the verdict: exit 1 when DENIED */
+		const char *verdict = jstr(reply, "verdict");
+		if (opt.json)
+			print_json(reply);
+		else
+			render_trace(reply);
+		rc = verdict && !strcmp(verdict, "allowed") ? 0 : EXIT_FAIL;
+	}
+	json_object_put(reply);
 	free(path);
 	free(s);
 	free(d);
 	free(p);
+	free(src_id);
+	free(dst_id);
+	free(trace_src_name);
+	free(trace_dst_name);
 	return rc;
 }
 

@@ -67,7 +67,7 @@ static const char usage_text[] =
 	"  observe [FILTERS] [-o compact|table|json]\n"
 	"                  flows from hubble-lite (fibril observe --help)\n"
 	"  version         versions of this CLI and of the agent\n"
-	"  help            this help\n"
+	"  help [COMMAND]  this help, or one command's (also: fibril COMMAND --help)\n"
 	"\n"
 	"Options:\n"
 	"  -s, --socket PATH     agent API socket (default: $FIBRIL_SOCKET,\n"
@@ -96,6 +96,10 @@ static int run(int argc, char **argv)
 	int rc;
 
 	if (!strcmp(cmd, "help")) {
+		if (argc > 2)
+			return usage_error("help: unexpected argument '%s'", argv[2]);
+		if (argc == 2)
+			return print_command_help(argv[1]);
 		fputs(usage_text, stdout);
 		return 0;
 	}
@@ -122,6 +126,13 @@ static int run(int argc, char **argv)
 		return cmd_health(argc - 1, argv + 1);
 	if (!strcmp(cmd, "service"))
 		return cmd_service(argc - 1, argv + 1);
+	if (strcmp(cmd, "status") && strcmp(cmd, "modules") && strcmp(cmd, "config") &&
+	    strcmp(cmd, "version")) {
+		const char *near = closest_command(cmd);
+		if (near)
+			return usage_error("unknown command '%s'; did you mean '%s'?", cmd, near);
+		return usage_error("unknown command '%s'", cmd);
+	}
 	if ((rc = no_args(cmd, argc - 1, argv + 1)))
 		return rc;
 	if (!strcmp(cmd, "status"))
@@ -130,9 +141,7 @@ static int run(int argc, char **argv)
 		return show("modules", render_modules);
 	if (!strcmp(cmd, "config"))
 		return show("config", render_config);
-	if (!strcmp(cmd, "version"))
-		return cmd_version();
-	return usage_error("unknown command '%s'", cmd);
+	return cmd_version();
 }
 
 int main(int argc, char **argv)
@@ -157,9 +166,13 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("FIBRIL_SOCKET");
+	bool help = false;
 	int c, rc;
 
-	for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "observe")) return cmd_observe_main(argc, argv, i);
+	/* observe parses its own options (but `fibril help observe` is help) */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "observe") && strcmp(argv[i - 1], "help") != 0)
+			return cmd_observe_main(argc, argv, i);
 	opt.socket = env && *env ? env : DEFAULT_SOCKET;
 	opterr = 0; /* our own one-line messages */
 	while ((c = getopt_long(argc, argv, ":s:o:hV", longopts, NULL)) != -1) {
@@ -177,9 +190,9 @@ int main(int argc, char **argv)
 			else
 				return usage_error("unknown output format '%s' (expected json or table)", optarg);
 			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return 0;
+		case 'h': /* fibril --help, or COMMAND --help: that command's */
+			help = true;
+			break;
 		case 'V':
 			printf("fibril %s\n", FIBRIL_VERSION);
 			return 0;
@@ -211,6 +224,13 @@ int main(int argc, char **argv)
 				return usage_error("unknown option '-%c'", optopt);
 			return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
+	}
+	if (help) {
+		if (optind >= argc) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+		return print_command_help(argv[optind]);
 	}
 	if (optind >= argc)
 		return usage_error("missing COMMAND");

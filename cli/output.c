@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <json.h>
 
@@ -230,6 +231,21 @@ const char *fmt_int(struct json_object *o, const char *key, char *buf, size_t le
 	else if (jnum(o, key, &d))
 		snprintf(buf, len, "%.0f", d);
 	else
+		return "-";
+	return buf;
+}
+
+/* o[key], Unix seconds, as RFC 3339 UTC ("2026-11-28T05:40:12Z"), or "-". */
+const char *fmt_time(struct json_object *o, const char *key, char *buf, size_t len)
+{
+	double d;
+	struct tm tm;
+	time_t t;
+
+	if (!jnum(o, key, &d) || d < 0 || d > 253402300799.0) /* up to year 9999 */
+		return "-";
+	t = (time_t)d;
+	if (!gmtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
 		return "-";
 	return buf;
 }

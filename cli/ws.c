@@ -101,8 +101,20 @@ int ws_connect(const char *socket_path, const char *path_and_query)
 	head[n] = '\0';
 	if (rc || strncmp(head, "HTTP/1.1 101", 12) != 0) {
 		char *line = clean_ndup(head, strcspn(head, "\r\n"));
-		print_error("the agent refused the stream %s: %s", path_and_query,
-			    *line ? line : "no answer");
+		/* a 404, or no answer (the agent closes an upgrade to a path
+		 * no module streams): is the module that streams it loaded? */
+		const char *module = !strncmp(head, "HTTP/1.1 404", 12) || !*line
+					     ? module_serving_path(path_and_query)
+					     : NULL;
+		if (module && module_is_loaded(module))
+			module = NULL;
+		if (module)
+			print_error("the agent refused the stream %s: %s: served by the %s module, which "
+				    "this agent has not loaded; to enable it, %s",
+				    path_and_query, *line ? line : "no answer", module, module_enable_hint());
+		else
+			print_error("the agent refused the stream %s: %s", path_and_query,
+				    *line ? line : "no answer");
 		free(line);
 		close(fd);
 		return -1;

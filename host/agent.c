@@ -494,6 +494,8 @@ int fibril_agent_main(int argc, char **argv)
 		free(args.sets);
 		return rc ? 1 : 0;
 	}
+	/* --print-config/--graph show what they can of an ambiguous graph */
+	graph_set_preview((args.graph || args.print_config) && !args.check_only);
 	rc = load_modules(err);
 	g_agent.phase_ms[AGENT_PHASE_LOAD] = mono_ms() - t;
 	if (rc) {
@@ -508,6 +510,12 @@ int fibril_agent_main(int argc, char **argv)
 			graph_print(&g_agent.modules, stdout, args.graph == 2);
 		if (args.print_config)
 			config_print(stdout);
+		/* each ambiguity on stderr, one line each, after what was shown */
+		for (const char *a = graph_ambiguities(); *a;) {
+			size_t n = strcspn(a, "\n");
+			fprintf(stderr, "fibril-agent: warning: %.*s\n", (int)n, a);
+			a += n + (a[n] == '\n');
+		}
 		if (args.check_only && cni_conf_prepare(err)) {
 			fprintf(stderr, "fibril-agent: %s\n", err);
 			shutdown_all(false);

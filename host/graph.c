@@ -76,6 +76,22 @@ void graph_collect_capabilities(const struct module_set *set)
 
 /* Pick one provider per capability; modules that lost a choice are dropped
  * from the set (they are not started) and unloaded by the caller later. */
+/* Preview (--print-config, --graph): an ambiguous capability takes its
+ * first provider and is noted here instead of failing the resolve. */
+static bool g_preview;
+static char g_ambiguities[4096];
+
+void graph_set_preview(bool preview)
+{
+	g_preview = preview;
+	g_ambiguities[0] = '\0';
+}
+
+const char *graph_ambiguities(void)
+{
+	return g_ambiguities;
+}
+
 static int choose_providers(struct module_set *set, char *err)
 {
 	for (size_t c = 0; c < g_ncaps; c++) {
@@ -106,7 +122,15 @@ static int choose_providers(struct module_set *set, char *err)
 				   "choose one with [providers] %s = NAME",
 				   cap->name, first->name, first->path, second->name, second->path,
 				   count > 2 ? " and others" : "", cap->name);
-			return -1;
+			if (!g_preview)
+				return -1;
+			/* --print-config/--graph: show the graph with the first,
+			 * and say so (graph_ambiguities). */
+			size_t used = strlen(g_ambiguities);
+			snprintf(g_ambiguities + used, sizeof(g_ambiguities) - used,
+				 "%s; shown with %s, a start would refuse\n", err, first->name);
+			err[0] = '\0';
+			cap->chosen = first;
 		} else {
 			cap->chosen = first;
 		}
@@ -223,7 +247,9 @@ int graph_resolve(struct module_set *set, char *err)
 	for (size_t i = 0; i < set->n; i++) {
 		struct fibril_module *m = set->mods[i];
 		if (lost_a_choice(m)) {
-			host_info("not starting module %s: [providers] chose another provider", m->name);
+			if (!g_ambiguities[0]) /* else the preview's warning says why */
+				host_info("not starting module %s: [providers] chose another provider",
+					  m->name);
 			m->state = MODULE_STOPPED;
 			m->order = -1;
 		}

@@ -235,6 +235,12 @@ HIDDEN struct fibril_module *module_set_find(const struct module_set *set, const
 /* Resolve capabilities to providers (choices from [providers]), build the
  * dependency edges and the start order. */
 HIDDEN int graph_resolve(struct module_set *set, char *err);
+/* Preview mode (--print-config, --graph): graph_resolve takes the first
+ * provider of an ambiguous capability instead of failing, and
+ * graph_ambiguities() lists each ("...; shown with X, a start would
+ * refuse\n" lines; "" when none). */
+HIDDEN void graph_set_preview(bool preview);
+HIDDEN const char *graph_ambiguities(void);
 /* The provider chosen for a capability (after graph_resolve). */
 HIDDEN struct fibril_module *graph_provider(const char *capability);
 /* Collect every capability the loaded modules provide (graph_resolve does
@@ -337,6 +343,9 @@ HIDDEN void lifecycle_set_stop_timeout(uint64_t timeout_ms);
  * timer (after loop_init). */
 HIDDEN int metrics_init(void);
 HIDDEN void metrics_fini(void);
+/* process_* families as Prometheus client libraries export them
+ * (host/metrics_process.c); called by metrics_init. */
+HIDDEN int metrics_process_init(void);
 /* GET /metrics: every family, each scrape callback run under a crash record
  * naming its module. */
 HIDDEN void metrics_serve(FILE *out);

@@ -29,6 +29,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -549,6 +550,58 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Levenshtein distance of two module names (longer than 64: "far"). */
+static size_t name_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[65];
+	if (la > 64 || lb > 64)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/* The module file in dir whose name is closest to name (at most a third of
+ * its letters, and at least one, away), as "; did you mean 'NAME'?", or "". */
+static void did_you_mean(const char *dir, const char *name, char *out, size_t len)
+{
+	DIR *d = opendir(dir);
+	size_t best = strlen(name) / 3 + 1;
+	char found[NAME_MAX + 1] = "";
+	struct dirent *de;
+
+	out[0] = '\0';
+	while (d && (de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		if (n < 4 || strcmp(de->d_name + n - 3, ".so") != 0 || de->d_name[0] == '.')
+			continue;
+		char stem[NAME_MAX + 1];
+		snprintf(stem, sizeof(stem), "%.*s", (int)(n - 3), de->d_name);
+		size_t dist = name_distance(name, stem);
+		if (dist <= best && (dist < best || !*found || strcmp(stem, found) < 0)) {
+			best = dist;
+			snprintf(found, sizeof(found), "%s", stem);
+		}
+	}
+	if (d)
+		closedir(d);
+	if (*found)
+		snprintf(out, len, "; did you mean '%s'?", found);
+}
+
 static int load_listed(struct module_set *set, const char *dir, const char *only, char *err)
 {
 	char *list = xstrdup(only);
@@ -558,7 +611,10 @@ static int load_listed(struct module_set *set, const char *dir, const char *only
 		char path[PATH_MAX];
 		snprintf(path, sizeof(path), "%s/%s.so", dir, tok);
 		if (access(path, F_OK)) {
-			errbuf_set(err, "module '%s' listed in [agent] modules: %s not found", tok, path);
+			char hint[NAME_MAX + 32];
+			did_you_mean(dir, tok, hint, sizeof(hint));
+			errbuf_set(err, "module '%s' listed in [agent] modules: %s not found%s", tok, path,
+				   hint);
 			rc = -1;
 			break;
 		}

@@ -1,7 +1,8 @@
 /* host/metrics_host.c - the host's side of the Prometheus metrics (the
  * registry and the text format are lib/metrics.c): the agent's own
  * families (API requests by route and code with their latency, the loop's
- * lag and its stalls, modules by state; the journal's are lib/journal.c's, registered
+ * lag and its stalls, modules by state, the process_* ones of
+ * host/metrics_process.c; the journal's are lib/journal.c's, registered
  * here), and the exposition GET /metrics serves, where each module's
  * scrape callback runs under a crash record naming it. */
 #include "internal.h"
@@ -75,7 +76,7 @@ int metrics_init(void)
 		.name = "fibril_modules", .labels = state, .help = "Loaded modules by state."));
 #undef OPTS
 	if (!g_host.api_requests || !g_host.api_latency || journal_rc || !g_host.loop_lag ||
-	    !g_host.loop_stall || !g_host.modules)
+	    !g_host.loop_stall || !g_host.modules || metrics_process_init())
 		return -1;
 	g_host.lag = fibril_metric_series(g_host.loop_lag, NULL);
 	g_host.stall = fibril_metric_series(g_host.loop_stall, NULL);

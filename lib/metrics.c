@@ -81,11 +81,12 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Names the host writes itself (host/routes.c, host/bus.c): not for modules. */
+/* Names the host writes itself (host/routes.c, host/bus.c,
+ * host/metrics_process.c): not for modules. */
 static bool name_reserved(const char *name)
 {
 	static const char *const prefixes[] = {"fibril_bus_", "fibril_module_", "fibril_uptime_",
-					       "fibril_ready"};
+					       "fibril_ready", "process_"};
 	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
 		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
 			return true;

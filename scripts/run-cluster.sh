@@ -16,14 +16,17 @@
 # The nodes, pods and etcd are tests/lib/multinode.sh's, the helpers the
 # multi-node integration tests use (driven here through a small adapter).
 #
-#   sudo scripts/run-cluster.sh [--routing native|tunnel] [--keep]
+#   scripts/run-cluster.sh [--routing native|tunnel] [--keep]    (as root)
 #
 # --routing: how pod traffic crosses nodes: native (a route per remote pod
 # CIDR via its node's IP) or tunnel (VXLAN, the sender's identity in the
 # VNI; the default). --keep: leave the cluster running until Ctrl-C instead
 # of stopping after the show. Everything (namespaces, pins, etcd, agents,
 # work dir) is removed on exit, whatever happens; nothing is added to this
-# machine's own network namespace.
+# machine's own network namespace. The node namespaces are fmn<PID>-n1 ..
+# fmn<PID>-n3 (the script prints them). Exit status: 0 when ping and TCP
+# between the web pods of every pair of nodes answered, 1 when not (or on
+# any other failure), 2 for a usage error.
 set -euo pipefail
 umask 022
 routing=tunnel
@@ -178,7 +181,7 @@ for a in web1 web2 web3; do
 			"$(tr '\n' ' ' <<<"$out")"
 	done
 done
-[ "$failed" = 0 ] && echo "  every pair: ping and TCP answered" || echo "  run-cluster.sh: some cross-node traffic failed (above)"
+[ "$failed" = 0 ] && echo "  every pair: ping and TCP answered" || echo "  run-cluster.sh: some cross-node traffic failed (above); exit status 1 at the end"
 echo "  one ping in full, web1 (n1) -> web3 (n3):"
 ip netns exec "$(mn_pod_ns web1)" ping -c 2 -W 2 "${MN_POD_IP[web3]}" | sed 's/^/    /' || true
 if [ "$routing" = tunnel ]; then
@@ -216,11 +219,19 @@ say "fibril policy trace (on n2): other -> web2, TCP $PORT"
 fibril n2 policy trace --src "${MN_POD_IP[other]}" --dst "${MN_POD_IP[web2]}" --dport "$PORT/tcp" || true
 
 say "the cluster: ${#NODES[@]} nodes, ${#POD_ORDER[@]} pods, routing mode $routing"
+echo "  node namespaces: $(for n in "${NODES[@]}"; do printf '%s ' "$(mn_ns "$n")"; done)(n1..n3 above)"
+# a script (or CI) running the demo learns whether the cluster worked
+if [ "$failed" != 0 ]; then
+	echo "run-cluster.sh: FAILED: cross-node ping or TCP between the web pods did not answer (above)"
+	[ -n "$keep" ] && echo "  (--keep: left running to look into it; the exit status will be 1)"
+	[ -z "$keep" ] && exit 1
+fi
 if [ -n "$keep" ]; then
 	for n in "${NODES[@]}"; do
 		echo "  try: ip netns exec $(mn_ns "$n") $CLI --socket ${MN_DIR[$n]}/fibril.sock node list"
 	done
 	echo "running until Ctrl-C"
+	trap 'exit $((failed ? 1 : 130))' INT TERM
 	# a background sleep and wait: a signal's trap runs at once
 	while :; do
 		sleep 3600 &

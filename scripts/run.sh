@@ -17,8 +17,12 @@
 #     maps.
 # Nothing is added to this machine's own network namespace. The node keeps
 # running until Ctrl-C (or SIGTERM); then the pods are deleted with CNI DEL
-# and everything is removed. FIBRIL_RUN_ONCE=1 stops right after the show;
+# while the agent still runs (etcd and the agent are in a session of their
+# own, so the terminal's Ctrl-C reaches this script alone, which stops them
+# after), and everything is removed: the namespaces, the pins, /run/fibril-demo
+# and /var/lib/fibril-demo. FIBRIL_RUN_ONCE=1 stops right after the show;
 # FIBRIL_INSTALL_ONLY=1 stops after the install (scripts/run-cluster.sh).
+# Run it as root (sudo is not needed, nor used).
 set -euo pipefail
 umask 022
 cd "$(dirname "$0")/.."
@@ -29,7 +33,7 @@ mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 mkdir -p build/run
 [ -f build/run/Makefile ] || (cd build/run && ../../configure -q --prefix=/usr/local)
 make -C build/run -j"$(nproc)" >/dev/null
-make -C build/run install >/dev/null
+make -C build/run install >/dev/null # quiet: the install's libtool runs with -Wnone
 ldconfig
 # scripts/run-cluster.sh reuses the steps above, then runs its own cluster
 [ -n "${FIBRIL_INSTALL_ONLY:-}" ] && exit 0
@@ -71,7 +75,7 @@ cleanup() {
 	[ -n "$etcd_pid" ] && kill -TERM "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null
 	for p in "${pods[@]}"; do ip netns del "$p" 2>/dev/null; done
 	ip netns del "$node" 2>/dev/null
-	rm -rf "$pins" "$run"
+	rm -rf "$pins" "$run" "$demo"
 	return 0
 }
 trap cleanup EXIT
@@ -97,7 +101,9 @@ for p in "${pods[@]}"; do
 done
 
 rm -rf "$demo/etcd"
-ip netns exec "$node" etcd --name fibril-demo --data-dir "$demo/etcd" \
+# setsid: a session of its own, out of the terminal's reach (Ctrl-C is the
+# script's, whose cleanup stops etcd and the agent in order)
+setsid ip netns exec "$node" etcd --name fibril-demo --data-dir "$demo/etcd" \
 	--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
 	--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
 	--initial-cluster fibril-demo=http://127.0.0.1:2380 >"$demo/etcd.log" 2>&1 &
@@ -139,7 +145,7 @@ CONF
 # nsenter --net, not ip netns exec: the agent keeps the host's mounts (ip
 # netns exec gives it a mount namespace and a /sys of its own, so its bpffs
 # and the pinned maps would die with it), as on a node
-nsenter --net=/run/netns/"$node" /usr/local/sbin/fibril-agent --config "$demo/fibril.conf" &
+setsid nsenter --net=/run/netns/"$node" /usr/local/sbin/fibril-agent --config "$demo/fibril.conf" &
 agent=$!
 ready=""
 # ready once its programs are verified and attached: seconds on an idle
@@ -207,4 +213,5 @@ echo
 echo "the node is running (agent pid $agent, API on $sock inside netns $node);"
 echo "try: ip netns exec $node fibril --socket $sock endpoint list. Ctrl-C stops it."
 [ -n "${FIBRIL_RUN_ONCE:-}" ] && exit 0
+# until Ctrl-C: the INT trap runs as soon as the signal comes (wait returns)
 wait "$agent"

@@ -110,6 +110,8 @@ struct datapath {
 	struct fibril_series *m_events[4]; /* drop, trace, malformed, policy-verdict */
 	struct fibril_series *m_gc_runs, *m_gc_removed, *m_gc_seconds;
 	struct fibril_series *m_events_lost; /* not published: the bus was full */
+	/* fibril_policy_verdicts_total by [direction egress/ingress][match] */
+	struct fibril_series *m_verdicts[2][4];
 	uint64_t events_unpublished;         /* ... since the last one published */
 	/* tunnel mode (set up by a consumer through tunnel_setup) */
 	uint32_t tunnel_ifindex;        /* in dp_config; 0: native */

@@ -349,9 +349,22 @@ static int metrics_register(struct datapath *dp)
 		.nbuckets = sizeof(gc_buckets) / sizeof(gc_buckets[0])});
 	struct fibril_metric *lost = reg(dp, FIBRIL_METRIC_COUNTER, "fibril_datapath_events_lost_total",
 					 "Events not published on the bus (its queue was full).", NULL);
+	/* like Cilium's policy_verdict: the verdict events and policy drops the
+	 * ring buffer gives (a drop past the event rate limit is not seen) */
+	static const char *const verdict_labels[] = {"direction", "match", "action", NULL};
+	struct fibril_metric *verdicts = reg(dp, FIBRIL_METRIC_COUNTER, "fibril_policy_verdicts_total",
+					     "Policy verdicts seen in the datapath's events, by direction, "
+					     "what matched and the action.", verdict_labels);
 	if (!dp->m_packets || !dp->m_bytes || !dp->m_ct_entries || !dp->m_endpoints || !events ||
-	    !runs || !removed || !secs || !lost)
+	    !runs || !removed || !secs || !lost || !verdicts)
 		return -errno;
+	static const char *const dirs[2] = {"egress", "ingress"};
+	static const char *const matches[4][2] = {{"none", "allowed"}, {"rule", "allowed"},
+						  {"deny-rule", "denied"}, {"default-deny", "denied"}};
+	for (int d = 0; d < 2; d++)
+		for (int k = 1; k < 4; k++) /* "none" is no verdict of a policy: not counted */
+			dp->m_verdicts[d][k] = fibril_metric_labels(verdicts, dirs[d], matches[k][0],
+								    matches[k][1]);
 	dp->m_events_lost = fibril_metric_series(lost, NULL);
 	dp->m_events[0] = fibril_metric_labels(events, "drop");
 	dp->m_events[1] = fibril_metric_labels(events, "trace");

@@ -212,6 +212,10 @@ static int on_event(void *ctx, void *data, size_t size)
 		fibril_series_inc(dp->m_events[2]);
 		return 0;
 	}
+	if ((e->type == DP_EVENT_POLICY || e->reason == DP_REASON_DROP_POLICY) &&
+	    e->policy_match > DP_POLICY_MATCH_NONE && e->policy_match <= DP_POLICY_MATCH_DEFAULT_DENY &&
+	    e->policy_dir < 2)
+		fibril_series_inc(dp->m_verdicts[e->policy_dir][e->policy_match]);
 	/* libbpf has moved past this record already: kept for the next read */
 	int rc = dp_event_publish(dp, e);
 	if (rc < 0) {

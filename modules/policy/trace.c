@@ -3,8 +3,10 @@
  * deny the flow (resolved again from the repository as pol_resolve does),
  * and what the datapath decides from the entries in place (the lookup of
  * policy_check() in bpf/lib/policy.h) with the rule its events name; the
- * host's traffic allowed by allow-localhost says so, not a rule.
- * It only reads the state. */
+ * host's traffic allowed by allow-localhost says so, not a rule. An end
+ * may be identity:N: another node's pod, which the CLI resolves through
+ * the ipcache (GET /v1/ipcache of the nodes module) to the identity its
+ * packets carry. It only reads the state. */
 #include "policy_state.h"
 
 #include <stdio.h>
@@ -46,8 +48,32 @@ static void end_of_ep(struct trace_end *out, const struct pol_ep *ep)
 		snprintf(out->desc, sizeof(out->desc), "endpoint %u (identity %u)", ep->id, ep->identity);
 }
 
-/* "host", "world", an endpoint ID, "NAMESPACE/POD", or an IPv4 or IPv6 address (a
- * local endpoint's, else the identity of its longest CIDR prefix, else world). */
+/* "identity:N": a security identity itself, as a remote end holds it (the
+ * CLI resolves another node's pod or address to it through the ipcache):
+ * a local endpoint of that identity is not taken as this end. */
+static bool trace_end_identity(const struct pol_state *st, const char *num, struct trace_end *out,
+			       char *err, size_t errlen)
+{
+	char *end = NULL;
+	unsigned long id = strtoul(num, &end, 10);
+	if (!*num || *end || id == 0 || id > UINT32_MAX || strspn(num, "0123456789") != strlen(num)) {
+		snprintf(err, errlen, "identity:%.20s: expected identity:N, N a number from 1 to %u", num,
+			 UINT32_MAX);
+		return false;
+	}
+	out->identity = (uint32_t)id;
+	const char *labels = NULL;
+	for (size_t i = 0; i < st->nrids; i++)
+		if (st->rids[i].identity == id)
+			labels = st->rids[i].labels;
+	snprintf(out->desc, sizeof(out->desc), "identity %lu (%s%s%.120s)", id, identity_name(out->identity),
+		 labels ? ": " : "", labels ? labels : "");
+	return true;
+}
+
+/* "host", "world", "identity:N", an endpoint ID, "NAMESPACE/POD", or an
+ * IPv4 or IPv6 address (a local endpoint's, else the identity of its
+ * longest CIDR prefix, else world). */
 static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace_end *out,
 			    char *err, size_t errlen)
 {
@@ -55,9 +81,11 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 	struct in_addr a;
 	struct in6_addr a6;
 	if (!spec || !*spec) {
-		snprintf(err, errlen, "missing (an endpoint ID, NAMESPACE/POD, an IP address, host or world)");
+		snprintf(err, errlen, "missing (an endpoint ID, NAMESPACE/POD, an IP address, identity:N, host or world)");
 		return false;
 	}
+	if (!strncmp(spec, "identity:", 9))
+		return trace_end_identity(st, spec + 9, out, err, errlen);
 	if (!strcmp(spec, "host") || !strcmp(spec, "world")) {
 		out->identity = spec[0] == 'h' ? FIBRIL_IDENTITY_HOST : FIBRIL_IDENTITY_WORLD;
 		snprintf(out->desc, sizeof(out->desc), "%s (identity %u)", spec, out->identity);
@@ -107,7 +135,7 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 				return true;
 			}
 		}
-	snprintf(err, errlen, "'%.100s' is no local endpoint, pod, IP address, host or world", spec);
+	snprintf(err, errlen, "'%.100s' is no local endpoint, pod, IP address, identity:N, host or world", spec);
 	return false;
 }
 

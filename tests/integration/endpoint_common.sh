@@ -25,6 +25,7 @@ done
 
 ep_cleanup() {
 	local rc=$? ns
+	set +e # else "(exit $rc)" below ends a failed test here, its work dir left behind
 	if [ -n "$AGENT_PID" ] && kill -0 "$AGENT_PID" 2>/dev/null; then
 		kill -KILL "$AGENT_PID" 2>/dev/null || true
 		wait "$AGENT_PID" 2>/dev/null || true

@@ -71,7 +71,7 @@ for n in n1 n2; do
 done
 rc=0; out=$(cli n1 health status) || rc=$?
 check "  fibril health status on n1 exits 1, n3 unreachable since when" \
-	eval '[ $rc = 1 ] && grep -q "^Unreachable: n3$" <<<"$out" && grep -Eq "^  n3 unreachable since [0-9:]+ UTC \([0-9]+s\)$" <<<"$out"' ||
+	eval '[ $rc = 1 ] && grep -q "^Unreachable: n3$" <<<"$out" && grep -Eq "^  n3 unreachable since [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z \([0-9]+s\)$" <<<"$out"' ||
 	sed 's/^/    | /' <<<"$out"
 check "  fibril node list on n1: n3 up, not reachable, since a few seconds" \
 	eval 'cli n1 node list | grep -Eq "^n3 .* up +[0-9]+s +no$"' || cli n1 node list

@@ -19,6 +19,8 @@
 # ingressDeny[0] (in GET /v1/flows and `fibril observe`), `policy trace`
 # names the same rules, and the rule IDs in the map survive the restart
 # (every entry names its rule but allow-localhost's host entry).
+# fibril_policy_verdicts_total counts the allowed verdict, the default
+# denies and the ingressDeny drop by match and action.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/cni/lib.sh"
 
@@ -100,6 +102,11 @@ print(p["match"], p["direction"], p.get("kind", "?"), p.get("namespace", "?") + 
 	echo "$got"
 	[ "$got" != none ]
 }
+# verdicts MATCH ACTION : fibril_policy_verdicts_total{direction="ingress",...} in /metrics
+verdicts() {
+	api http://x/metrics | awk -v want="fibril_policy_verdicts_total{direction=\"ingress\",match=\"$1\",action=\"$2\"}" \
+		'$1 == want {print $2 + 0; found = 1} END {if (!found) print 0}'
+}
 denied() { fib map dump dp_metrics | sed -n 's/.*policy-denied *packets=\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}'; }
 
 # ---- no policy: everything connects -------------------------------------------------------
@@ -134,6 +141,10 @@ got=$(flow_policy drop b a 81)
 check "flows: b -> a:81's drop is a default deny too ($got)" test "$got" = "default-deny ingress ? ?/? ?[?]"
 got=$(flow_policy policy-verdict c b 80)
 check "flows: c -> b (no policy selects b) has no policy verdict ($got)" test "$got" = none
+check "metrics: the allowed b -> a:80 is counted as an ingress rule verdict, allowed ($(verdicts rule allowed))" \
+	test "$(verdicts rule allowed)" -ge 1
+check "metrics: the drops of c and b:81 as ingress default-deny, denied ($(verdicts default-deny denied))" \
+	test "$(verdicts default-deny denied)" -ge 2
 get=$(fib policy get)
 check "policy get lists the policy and a's enforcement" \
 	grep -Eq 'a-from-b.*1' <<<"$get"
@@ -144,13 +155,17 @@ print(sum(1 for e in j["endpoints"] if e["ingress"] == "enforced" and e["egress"
 
 # ---- trace, selectors, endpoint get ---------------------------------------------------------------
 has() { grep -Eq -- "$2" <<<"$1"; }
-out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1)
+trc=0; out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1) || trc=$?
+check "policy trace: ALLOWED exits 0 ($trc)" test "$trc" = 0
 ok=no
 has "$out" "Final verdict: ALLOWED" && has "$out" "allowed by: CiliumNetworkPolicy a-from-b rule 0 ingress peer 0" && ok=yes
 check "policy trace: b -> a:80 is allowed by a-from-b" test "$ok" = yes || echo "$out"
 check "policy trace: b -> a:80 is decided by the rule the flows name" \
 	has "$out" "decided by: allow CiliumNetworkPolicy a-from-b ingress\[0\] \(rule [0-9]+\)"
-out=$(fib policy trace --src "${ADDR[c]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1)
+trc=0; out=$(fib policy trace --src "${ADDR[c]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1) || trc=$?
+check "policy trace: DENIED exits 1, so scripts can branch ($trc)" test "$trc" = 1
+trc=0; fib -o json policy trace --src "${ADDR[c]}" --dst "${ADDR[a]}" --dport 80/tcp >/dev/null 2>&1 || trc=$?
+check "policy trace -o json: DENIED exits 1 too ($trc)" test "$trc" = 1
 check "policy trace: c -> a:80 is denied (selected, no rule allows it)" \
 	grep -q "no rule allows it (default deny)" <<<"$out"
 check "policy trace: c -> a:80 is decided by the default deny" \
@@ -198,6 +213,8 @@ fib policy import "$WORK/deny.json" >/dev/null
 expect b a 80 fail
 check "the revision went to 2" test "$(revision)" = 2
 got=$(flow_policy drop b a 80)
+check "metrics: the ingressDeny drop is counted as deny-rule, denied ($(verdicts deny-rule denied))" \
+	test "$(verdicts deny-rule denied)" -ge 1
 check "flows: b -> a:80's drop names the ingressDeny rule of a-deny-b ($got)" \
 	test "$got" = "deny ingress CiliumNetworkPolicy /a-deny-b ingressDeny[0]"
 out=$(fib observe --from-pod default/b --to-pod default/a --type drop 2>&1)
@@ -207,7 +224,7 @@ check "observe: the drop's summary names the denying rule" \
 out=$(fib observe -o table --from-pod default/c --to-pod default/a --type drop 2>&1)
 check "observe -o table: the default deny is named as such" \
 	grep -q "policy: default deny (ingress: no rule allows it)" <<<"$out" || echo "$out" | tail -3
-out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1)
+out=$(fib policy trace --src "${ADDR[b]}" --dst "${ADDR[a]}" --dport 80/tcp 2>&1) || true
 check "policy trace: b -> a:80 is decided by the ingressDeny rule the flow names" \
 	has "$out" "decided by: deny CiliumNetworkPolicy a-deny-b ingressDeny\[0\] \(rule [0-9]+\)" || echo "$out"
 read -r res2 full2 inc2 <<<"$(stats)"
@@ -318,10 +335,10 @@ check "IPv6 CIDRs: the prefix and its except are CIDR identities in the ipcache"
 out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:5::1 --dport 443/tcp 2>&1)
 check "policy trace: a -> an address inside the IPv6 CIDR is allowed by a-to-v6's egress[0]" \
 	has "$out" "decided by: allow CiliumNetworkPolicy a-to-v6 egress\[0\]" || echo "$out"
-out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:1::1 --dport 443/tcp 2>&1)
+out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:1::1 --dport 443/tcp 2>&1) || true
 check "policy trace: its except is not (default deny)" \
 	has "$out" "Final verdict: DENIED" || echo "$out"
-out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:5::1 --dport 80/tcp 2>&1)
+out=$(fib policy trace --src "${ADDR[a]}" --dst 2001:db8:77:5::1 --dport 80/tcp 2>&1) || true
 check "policy trace: nor another port" has "$out" "decided by: default deny" || echo "$out"
 fib policy delete a-to-v6 >/dev/null
 check "IPv6 CIDRs: deleting the policy releases its CIDR identities" test -z "$(v6cidrs | tr -d ' ')"
