@@ -5,6 +5,7 @@
  * own error and status). */
 
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,6 +54,39 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* When nothing listens on the socket: the agent may be starting (a module
+ * waiting for etcd, say) or its last start may have failed; it says so in
+ * "<socket>.starting" (host/start_status.c). Prints that in one line and
+ * returns true, or returns false when the file is absent or unreadable. */
+static bool report_start_status(void)
+{
+	char path[4096];
+	if ((size_t)snprintf(path, sizeof(path), "%s.starting", opt.socket) >= sizeof(path))
+		return false;
+	struct json_object *o = json_object_from_file(path);
+	if (!o)
+		return false;
+	struct json_object *v;
+	int64_t pid = json_object_object_get_ex(o, "pid", &v) ? json_object_get_int64(v) : 0;
+	const char *state = json_object_object_get_ex(o, "state", &v) ? json_object_get_string(v) : "";
+	const char *since = json_object_object_get_ex(o, "since", &v) ? json_object_get_string(v) : "?";
+	const char *waiting = json_object_object_get_ex(o, "waiting_for", &v) ? json_object_get_string(v) : "";
+	const char *error = json_object_object_get_ex(o, "error", &v) ? json_object_get_string(v) : "";
+	bool alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+	bool told = true;
+	if (!strcmp(state, "starting") && alive)
+		print_error("agent is starting (pid %lld, since %s), the API opens when it is ready: %s",
+			    (long long)pid, since, waiting);
+	else if (!strcmp(state, "failed") && !alive)
+		print_error("agent is not running: its start at %s failed: %s", since, error);
+	else if (!strcmp(state, "starting"))
+		print_error("agent is not running: its start at %s ended while %s", since, waiting);
+	else
+		told = false;
+	json_object_put(o);
+	return told;
+}
+
 /* Explains a failed transfer in one line on stderr. */
 static void report_curl_error(CURL *curl, CURLcode rc, const char *errbuf, const struct reply *r)
 {
@@ -64,7 +98,7 @@ static void report_curl_error(CURL *curl, CURLcode rc, const char *errbuf, const
 
 		if (os_errno == EACCES || os_errno == EPERM)
 			print_error("not allowed to talk to the agent (cannot connect to %s: %s)", opt.socket, why);
-		else
+		else if (!report_start_status())
 			print_error("agent is not running (cannot connect to %s: %s)", opt.socket, why);
 	} else if (rc == CURLE_OPERATION_TIMEDOUT) {
 		print_error("agent did not answer within %ld s (%s)", TIMEOUT_MS / 1000, opt.socket);

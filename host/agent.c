@@ -396,15 +396,23 @@ static int run(void)
 		shutdown_all(false);
 		return 1;
 	}
-	if (prepare_dirs(err) || maps_init(config_value("agent", "bpffs-dir")) ||
-	    api_init() || routes_register() || maps_register_routes() || bus_init()) {
+	if (prepare_dirs(err)) {
+		host_error("%s", err);
+		shutdown_all(false);
+		return 1;
+	}
+	start_status_begin(config_value("agent", "socket"));
+	if (maps_init(config_value("agent", "bpffs-dir")) || api_init() || routes_register() ||
+	    maps_register_routes() || bus_init()) {
 		host_error("%s", err[0] ? err : "cannot set up the host runtime");
+		start_status_failed(err[0] ? err : "cannot set up the host runtime");
 		shutdown_all(false);
 		return 1;
 	}
 	lifecycle_set_stop_timeout((uint64_t)fibril_config_duration_ms(NULL, "stop-timeout"));
 	if (lifecycle_init_all(set, (uint64_t)fibril_config_duration_ms(NULL, "start-timeout"), err)) {
 		host_error("%s", err);
+		start_status_failed(err);
 		shutdown_all(false);
 		return 1;
 	}
@@ -414,6 +422,7 @@ static int run(void)
 	loop_stall_begin(); /* from here on, modules hold connections the loop serves */
 	if (lifecycle_start_all(set, (uint64_t)fibril_config_duration_ms(NULL, "start-timeout"), err)) {
 		host_error("start failed: %s", err);
+		start_status_failed(err);
 		shutdown_all(false);
 		return 1;
 	}
@@ -433,10 +442,12 @@ static int run(void)
 	};
 	if (api_listen(&api, err)) {
 		host_error("%s", err);
+		start_status_failed(err);
 		lifecycle_stop_all(set, (uint64_t)fibril_config_duration_ms(NULL, "stop-timeout"));
 		shutdown_all(false);
 		return 1;
 	}
+	start_status_done();
 	g_agent.ready_at_ms = mono_ms();
 	snprintf(g_agent.state, sizeof(g_agent.state), "running");
 	host_info("agent ready in %.1f ms: %zu modules started, API on %s", g_agent.ready_at_ms -

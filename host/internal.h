@@ -27,6 +27,12 @@ HIDDEN void host_log(enum fibril_log_level level, const char *fmt, ...) __attrib
 #define host_info(...) host_log(FIBRIL_LOG_INFO, __VA_ARGS__)
 #define host_debug(...) host_log(FIBRIL_LOG_DEBUG, __VA_ARGS__)
 
+/* ---- the start, told beside the API socket (start_status.c) ----------- */
+HIDDEN void start_status_begin(const char *socket_path);
+HIDDEN void start_status_waiting(const char *what);
+HIDDEN void start_status_failed(const char *cause);
+HIDDEN void start_status_done(void);
+
 /* ---- config (config.c) ------------------------------------------------ */
 /* Lifecycle of the config store:
  *   config_reset(); config_declare("agent", agent_keys);

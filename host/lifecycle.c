@@ -223,6 +223,7 @@ static void on_start_status(struct fibril_timer *t, void *ud)
 	snprintf(status, sizeof(status), "STATUS=starting module %s: waiting %.0f s%s%s", m->name,
 		 (mono_ms() - m->start_began_ms) / 1000.0, why && *why ? ": " : "", why ? why : "");
 	host_notify(status);
+	start_status_waiting(status + strlen("STATUS=starting "));
 }
 
 /* Run one module's start, waiting on the loop when it completes later. */

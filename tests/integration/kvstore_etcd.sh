@@ -286,6 +286,30 @@ check "the failure names kvstore-etcd and the start timeout" contains "$OUT" \
 	"module kvstore-etcd failed to start: start did not complete within the start timeout"
 check "the log says why (etcd unreachable, retrying)" contains "$OUT" "etcd unreachable: "
 
+# ---- 12b. the CLI while the start waits, and after it failed -----------------------------------
+# no socket yet: `fibril status` reads <socket>.starting and says what the
+# start waits for, then repeats why it failed instead of "not running"
+mapfile -t sargs < <(agent_args "$mods")
+rm -f "$WORK/fibril.sock" "$WORK/fibril.sock.starting"
+"$AGENT" "${sargs[@]}" --set "kvstore-etcd.endpoints=$ETCD_ENDPOINT" "${KV[@]}" \
+	--set agent.start-timeout=6s >"$WORK/agent.log" 2>&1 &
+AGENT_PID=$!
+cli_status() { "$CLI" --socket "$WORK/fibril.sock" status 2>&1 || true; }
+starting() { [[ $(cli_status) == *"agent is starting"* ]]; }
+wait_for 10 starting
+st=$(cli_status)
+check "status during a waiting start: starting, and for what" contains "$st" \
+	"agent is starting (pid $AGENT_PID"
+check "status during a waiting start names the module and etcd" contains "$st" "module kvstore-etcd: waiting"
+RC=0
+wait "$AGENT_PID" || RC=$?
+AGENT_PID=""
+check "that start fails" test "$RC" -ne 0
+st=$(cli_status)
+check "status after the failed start repeats the cause" contains "$st" \
+	"failed: module kvstore-etcd failed to start: start did not complete within the start timeout"
+rm -f "$WORK/fibril.sock.starting"
+
 # ---- 13. TLS with a client certificate ------------------------------------------------------------
 etcd_start tls tls
 TLS=(--set "kvstore-etcd.endpoints=$ETCD_ENDPOINT" --set "kvstore-etcd.ca-file=$ETCD_CA_FILE")
