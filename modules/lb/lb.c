@@ -204,6 +204,7 @@ static void publish_service(struct lb *lb, const struct lb_svc *s, uint32_t op)
 	ev->type = s->type;
 	ev->source = s->source == LB_SRC_API   ? FIBRIL_LB_SOURCE_API
 		     : s->source == LB_SRC_K8S ? FIBRIL_LB_SOURCE_K8S
+		     : s->source == LB_SRC_HOSTPORT ? FIBRIL_LB_SOURCE_HOSTPORT
 					       : FIBRIL_LB_SOURCE_UNKNOWN;
 	memcpy(ev->addr, s->addr.a, 16);
 	/* "ns/name[:port]" (k8s), "ns/name" or "name" (API) */
@@ -367,7 +368,7 @@ static int lb_init(struct fibril_module *m)
 	lb->m = m;
 	fibril_module_set_data(m, lb);
 	int rc;
-	if ((rc = lb_api_register(lb)))
+	if ((rc = lb_api_register(lb)) || (rc = lb_hostport_init(lb)))
 		return rc;
 	if ((rc = register_metrics(lb)) < 0 || (rc = lb_tc_init(m, &lb->tc)) < 0) {
 		fibril_module_set_error(m, "cannot register the lb metrics: %s", strerror(-rc));
