@@ -129,10 +129,10 @@ int portmap_claim(const struct cni_env *env, struct json_object *mappings, const
 	if (rc < 0)
 		return -1;
 	if (reply.status == 409)
-		rc = cni_error(FCNI_ERR_PORT_CONFLICT, reply.error, "fibril-cni: the pod's hostPort cannot be mapped: %s",
+		rc = cni_error(FCNI_ERR_PORT_CONFLICT, "runtimeConfig.portMappings", "fibril-cni: the pod's hostPort cannot be mapped: %s",
 			       reply.error);
 	else if (reply.status == 400)
-		rc = cni_error(CNI_ERR_INVALID_CONFIG, reply.error,
+		rc = cni_error(CNI_ERR_INVALID_CONFIG, "runtimeConfig.portMappings",
 			       "invalid network configuration: runtimeConfig.portMappings: %s", reply.error);
 	else if (reply.status == 404)
 		rc = cni_error(FCNI_ERR_AGENT, reply.error,

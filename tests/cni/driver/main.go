@@ -22,6 +22,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -51,9 +52,11 @@ func die(code int, format string, a ...interface{}) {
 	os.Exit(code)
 }
 
-// report prints a plugin error as CNI error JSON and exits 1.
+// report prints a plugin error as CNI error JSON and exits 1 (libcni wraps
+// the plugin's error: "plugin type=... failed (add): %w").
 func report(err error) {
-	if e, ok := err.(*types.Error); ok {
+	var e *types.Error
+	if errors.As(err, &e) {
 		out, _ := json.Marshal(e)
 		fmt.Println(string(out))
 		fmt.Fprintf(os.Stderr, "cni-driver: %v (code %d)\n", e, e.Code)
