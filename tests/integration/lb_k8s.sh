@@ -17,7 +17,8 @@
 # an API service (with its name) keep their IDs and serve throughout; an
 # EndpointSlice of an unknown Service is a logged skip, used once the Service arrives; a
 # Service with an invalid externalIP is a logged skip that leaves the other
-# services alone; deleting the Service removes its frontends.
+# services alone; an API upsert or delete of a Kubernetes frontend is a 409
+# that changes nothing; deleting the Service removes its frontends.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
 
@@ -85,6 +86,15 @@ check "the ready backends (b0 on this node, b1 elsewhere) serve; terminating b2 
 list=$(fib service list)
 check "service list names it default/web:http, source k8s" grep -q "default/web:http" <<<"$list" || echo "$list"
 check "... with b2 terminating" grep -q "10.212.0.12:8080 (terminating)" <<<"$list"
+
+# ---- the API cannot take a Kubernetes Service over (issue 23): 409, nothing changes -------------
+code=$(api -o "$WORK/put.out" -w '%{http_code}' -X PUT -d '{"frontend":"'"$CIP"':80","backends":[{"address":"10.212.0.12:8080"}]}' http://x/v1/service)
+check "an API upsert of a Kubernetes Service's frontend: 409 naming it" \
+	test "$code:$(grep -c "comes from Kubernetes" "$WORK/put.out")" = 409:1
+code=$(api -o "$WORK/del.out" -w '%{http_code}' -X DELETE "http://x/v1/service/$ID")
+check "an API delete of it: 409" test "$code" = 409
+check "... and it is as Kubernetes says: same ID, b0 and b1 serve" \
+	test "$(svc_id "$CIP:80") $(backends_seen "$CIP" 80)" = "$ID ['b0', 'b1']"
 
 # ---- no ready endpoint left: the terminating one serves ------------------------------------------
 slice web-1 web "[$(ep 0 "$NODE_NAME" false false true),$(ep 2 "$NODE_NAME" false true true)]" >"$WORK/slice.json"
