@@ -18,7 +18,8 @@
 # EndpointSlice of an unknown Service is a logged skip, used once the Service arrives; a
 # Service with an invalid externalIP is a logged skip that leaves the other
 # services alone; an API upsert or delete of a Kubernetes frontend is a 409
-# that changes nothing; deleting the Service removes its frontends.
+# that changes nothing; a restart while the EndpointSlices list is slow
+# refuses nothing and keeps every service and backend ID; deleting the Service removes its frontends.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
 
@@ -203,6 +204,39 @@ check "the k8s services are named again, source k8s" \
 check "the stopped agent restored them with their origins" \
 	grep -q "restored 5 services (4 from Kubernetes, 0 of unknown origin)" "$WORK/agent.log" ||
 	grep "restored" "$WORK/agent.log"
+
+# ---- a restart with a slow EndpointSlice list (issue 23): nothing refused, IDs kept ------------------
+# Services are listed at once, EndpointSlices 5 s later: the restored
+# backends must serve meanwhile, with the IDs they had
+be_ids() {
+	api http://x/v1/service | python3 -c 'import json, sys
+print(sorted((s["id"], s["frontend"], sorted((b["id"], b["address"]) for b in s.get("backends", [])))
+             for s in json.load(sys.stdin)["services"]))'
+}
+ids_before=$(be_ids)
+k8s_ctl "config?list_delay_endpointslices=5" >/dev/null
+check "the agent stops" stop_agent
+start_agent "$mods" "${AGENT_ARGS[@]}" || { fail "the agent restarts"; finish; }
+refused=0 probes=0
+while [ "$(k8s_synced)" != True ] && [ "$probes" -lt 40 ]; do
+	out=$(client tcp "$KCIP" 90 2)
+	probes=$((probes + 1))
+	[ "$(jq_ "$out" 'j["backends"] == {"b1": 2}')" = True ] || refused=$((refused + 1))
+done
+echo "  $probes probes of 2 connections before the sync, $refused with an error"
+check "while the EndpointSlices are being listed: every connection served (restored backends)" \
+	test "$refused" = 0 -a "$probes" -gt 0
+check "the first list applied" wait_for 20 output_is True k8s_synced
+same_ids() {
+	local now
+	now=$(be_ids)
+	[ "$now" = "$ids_before" ] && return 0
+	echo "  before: $ids_before"
+	echo "  after:  $now"
+	return 1
+}
+check "service and backend IDs as before the restart" same_ids
+k8s_ctl "config?list_delay_endpointslices=0" >/dev/null
 
 # ---- delete -------------------------------------------------------------------------------------------
 kc delete svc web >/dev/null
