@@ -107,6 +107,8 @@ struct tc_pkt {
 	__u32 frag_id;
 };
 
+#include "fibril_lb_reject.bpf.h"
+
 /* An ICMP / ICMPv6 error at off (outer header parsed into p): its inner
  * packet (IPv4 without options, or IPv6 whose next header is TCP / UDP)
  * becomes the tuple, reversed: the inner packet went the other way. */
@@ -620,11 +622,11 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct tc_pkt *p,
 					    ((__u64)p->sport << 24 | (__u64)p->dport << 8 | p->proto),
 				    &id);
 	if (!be) {
-		/* to the node's own stack: nothing listens on the frontend's
-		 * port there, so the client gets a RST (TCP) or an ICMP / ICMPv6
-		 * port unreachable (UDP) at once, not a timeout */
+		/* dropped, never to the node's stack (where a node process may
+		 * listen on the frontend's port); the client gets an ICMP /
+		 * ICMPv6 port unreachable at once, not a timeout */
 		count(LB_M_TC_NO_BACKEND);
-		return LB_TC_PASS;
+		return lb_reject_no_backend(skb, p);
 	}
 	__u16 rev_nat_id = svc->rev_nat_id;
 	__u32 seen = ct_seen(0, p);

@@ -6,7 +6,8 @@
  * configuration's "mtu", else the agent's pod MTU: GET /v1/mtu), then
  * PUT /v1/endpoint/container-id:CID:IFNAME, whose answer means the
  * address and the endpoint are both on disk (the address was asked for
- * with durable=later, so one round of flushes).
+ * with durable=later, so one round of flushes), then the pod's hostPorts
+ * when the runtime passed portMappings (portmap.c).
  * Any failure undoes every step done so far (veth deleted, endpoint and
  * IPAM owner released), so a failed ADD leaves nothing behind. Prints the
  * CNI result, merged after a prevResult when fibril-cni is not first in a
@@ -30,6 +31,7 @@ struct add_state {
 	bool ipam_requested;
 	bool veth_created;
 	bool endpoint_requested;
+	bool hostport_requested;
 };
 
 /* POST /v1/ipam: fills ADDRS (at most 2). */
@@ -157,6 +159,8 @@ static int endpoint_put(const struct cni_env *env, const struct link_info *host,
 static void rollback(const struct cni_env *env, struct nl_sock *hsk, const struct add_state *st)
 {
 	struct agent_reply reply;
+	if (st->hostport_requested)
+		(void)portmap_release(env, false);
 	if (st->endpoint_requested) {
 		char *path = endpoint_path(env);
 		if (path && agent_request("DELETE", path, NULL, &reply) == 0)
@@ -310,12 +314,15 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 	struct link_info host = {0}, pod = {0};
 	struct nl_sock *hsk = NULL, *psk = NULL;
 	int rc = -1;
+	struct json_object *mappings = NULL;
 
-	if (refuse_egress_rate(conf) < 0)
+	if (refuse_egress_rate(conf) < 0 || portmap_parse(conf, &mappings) < 0)
 		return -1;
 	int pod_ns = netns_open_path(env->netns);
-	if (pod_ns < 0)
+	if (pod_ns < 0) {
+		json_object_put(mappings);
 		return -1;
+	}
 	if (!(hsk = nl_open()) || !(psk = nl_open_in(pod_ns, env->netns)))
 		goto out;
 
@@ -370,6 +377,14 @@ int cmd_add(struct cni_env *env, struct netconf *conf)
 
 	if (endpoint_put(env, &host, &pod, addrs, naddrs, &st) < 0)
 		goto fail;
+	if (mappings) {
+		const char *ips[2];
+		for (int i = 0; i < naddrs; i++)
+			ips[i] = addrs[i].address;
+		st.hostport_requested = true;
+		if (portmap_claim(env, mappings, ips, naddrs) < 0)
+			goto fail;
+	}
 
 	struct json_object *result = build_result(env, conf, &host, &pod, addrs, naddrs);
 	printf("%s\n", json_object_to_json_string_ext(result, JSON_C_TO_STRING_PLAIN |
@@ -383,5 +398,6 @@ out:
 	cni_nl_close(psk);
 	cni_nl_close(hsk);
 	close(pod_ns);
+	json_object_put(mappings);
 	return rc;
 }

@@ -1,6 +1,6 @@
 /* cni/cmd_del.c - CNI DEL, idempotent: releases the endpoint (404 is fine)
  * and the IPAM owner CONTAINERID/IFNAME at the agent, deletes the pod's
- * veth in CNI_NETNS (when the namespace is still there) and the host side
+ * veth in CNI_NETNS, releasing its hostPorts (portmap.c) first (when the namespace is still there) and the host side
  * lxc<hash> by name. Whatever is already gone is skipped. A container ID
  * longer than an endpoint can carry (ADD refuses it) has no endpoint to
  * release: DEL still succeeds. An agent that
@@ -68,7 +68,10 @@ int cmd_del(struct cni_env *env, struct netconf *conf)
 	snprintf(path, sizeof(path), "/v1/endpoint/%s", eref);
 	/* 404: no such endpoint (or no endpoint module): nothing to release. */
 	bool fits = strlen(env->container_id) <= FIBRIL_ENDPOINT_CONTAINER_ID_MAX;
-	if (fits && agent_delete(path, 404, ref) < 0)
+	/* its hostPorts first: they name the pod's address */
+	if (fits && portmap_release(env, true) < 0)
+		rc = -1;
+	if (rc == 0 && fits && agent_delete(path, 404, ref) < 0)
 		rc = -1;
 	snprintf(path, sizeof(path), "/v1/ipam?owner=%s", eowner);
 	bool owner_whole = strlen(env->container_id) + 1 + strlen(env->ifname) < sizeof(env->owner);

@@ -37,6 +37,7 @@ enum {
 	FCNI_ERR_NO_ADDRESS = 103,    /* IPAM has no address to give */
 	FCNI_ERR_CHECK = 104,	      /* CHECK found something missing */
 	FCNI_ERR_GC = 105,	      /* GC could not remove everything */
+	FCNI_ERR_PORT_CONFLICT = 106, /* a hostPort (portMappings) another pod holds */
 };
 
 /* Set the error to report (the first one set wins); returns -1. */
@@ -182,6 +183,16 @@ int cmd_del(struct cni_env *env, struct netconf *conf);
 int cmd_check(struct cni_env *env, struct netconf *conf);
 int cmd_gc(struct netconf *conf);
 int cmd_status(struct netconf *conf);
+
+/* portmap.c: the portMappings capability (hostPort). portmap_parse: the
+ * mappings of runtimeConfig when the configuration declares the capability,
+ * checked, in the agent's form (*out NULL: none); -1 with the CNI error. */
+int portmap_parse(const struct netconf *conf, struct json_object **out);
+/* PUT /v1/hostport/CID:IFNAME: 0, or -1 with the CNI error (106: taken). */
+int portmap_claim(const struct cni_env *env, struct json_object *mappings, const char *const *addrs,
+		  int naddrs);
+/* DELETE /v1/hostport/CID:IFNAME; strict: an agent error is a CNI error */
+int portmap_release(const struct cni_env *env, bool strict);
 
 /* Helpers shared by the commands. */
 const char *json_str(struct json_object *o, const char *key);

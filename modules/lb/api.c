@@ -5,6 +5,9 @@
  *   PUT    /v1/service        upsert one (its JSON form: model.c)
  *   DELETE /v1/service/{id}   delete one
  *
+ * A frontend that Kubernetes or a pod's hostPort holds is theirs: the API
+ * answers 409 to an upsert or delete of it.
+ *
  * (`fibril service list|get|upsert|delete`). Upserts and deletes go through
  * lb_upsert / lb_delete (lb.c), as Kubernetes' do. */
 #include <errno.h>
@@ -127,6 +130,23 @@ static void put_service(struct fibril_request *req, struct fibril_response *resp
 		return;
 	}
 	free(mine);
+	/* the API never takes over what Kubernetes or a pod's hostPort holds:
+	 * the next sync would put it back, or a hostPort would lose its pod */
+	const struct lb_svc *held = lb->table_ready ? lb_table_find(&lb->t, &spec->addr, spec->port,
+								    spec->proto) : NULL;
+	if (!held && spec->id && lb->table_ready)
+		held = lb_table_get(&lb->t, spec->id);
+	if (held && (held->source == LB_SRC_K8S || held->source == LB_SRC_HOSTPORT)) {
+		char a[80];
+		lb_format_addrport(&held->addr, held->port, a, sizeof(a));
+		lb_count_op(lb, "upsert", -EEXIST);
+		fibril_resp_error(resp, 409, "service %u (%s/%s, %s) comes from %s; the API does not "
+					     "change it", held->id, a, lb_proto_name(held->proto),
+				  held->name[0] ? held->name : "unnamed",
+				  held->source == LB_SRC_K8S ? "Kubernetes" : "a pod's hostPort");
+		lb_svc_free(spec);
+		return;
+	}
 	spec->source = LB_SRC_API;
 	uint16_t id = 0;
 	rc = lb_upsert(lb, &spec, &id, err, sizeof(err));
@@ -149,6 +169,14 @@ static void delete_service(struct fibril_request *req, struct fibril_response *r
 	if (!parse_id(s, &id)) {
 		fibril_resp_error(resp, 400, "service id '%s' is not a number 1-%u", s ? s : "",
 				  LB_SVC_ID_MAX);
+		return;
+	}
+	const struct lb_svc *held = lb->table_ready ? lb_table_get(&lb->t, id) : NULL;
+	if (held && (held->source == LB_SRC_K8S || held->source == LB_SRC_HOSTPORT)) {
+		lb_count_op(lb, "delete", -EEXIST);
+		fibril_resp_error(resp, 409, "service %u (%s) comes from %s; the API does not delete it",
+				  id, held->name[0] ? held->name : "unnamed",
+				  held->source == LB_SRC_K8S ? "Kubernetes" : "a pod's hostPort");
 		return;
 	}
 	int rc = lb_delete(lb, id, err, sizeof(err));

@@ -3,7 +3,9 @@
  * walker of modules/common/bpf_gc.c; an entry idle longer than its TCP
  * state's timeout (Cilium's defaults: 6 h open, 60 s handshake, 10 s after
  * FIN/RST, 60 s for UDP) is removed. The entries of one flow are stamped
- * together by the programs, so they go in the same pass. */
+ * together by the programs, so they go in the same pass. The purge removes
+ * the UDP flows of backends that left their service. */
+#include <string.h>
 #include <time.h>
 
 #include <netinet/in.h>
@@ -57,6 +59,46 @@ int lb_ctgc_pass(int fd, const struct lb_ctgc_params *p, size_t *seen, size_t *r
 	*seen += st.seen;
 	*removed += st.removed;
 	*stamped += st.updated;
+	*syscalls += st.syscalls;
+	return rc;
+}
+
+struct purge_ud {
+	const struct lb_ct_purge *gone;
+	size_t n;
+};
+
+static bool names(const uint8_t a[16], uint16_t port, const struct lb_ct_purge *g)
+{
+	return port == g->port && !memcmp(a, g->addr, 16);
+}
+
+static enum modcommon_gc_verdict purge_verdict(const void *key, void *value, void *ud)
+{
+	const struct purge_ud *p = ud;
+	const struct lb_ct_key *k = key;
+	const struct lb_ct_val *v = value;
+	if (k->proto != IPPROTO_UDP)
+		return MODCOMMON_GC_KEEP;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct lb_ct_purge *g = &p->gone[i];
+		if (v->rev_nat_id == g->svc_id &&
+		    (names(v->addr, v->port, g) || names(k->saddr, k->sport, g) ||
+		     names(k->daddr, k->dport, g)))
+			return MODCOMMON_GC_DELETE;
+	}
+	return MODCOMMON_GC_KEEP;
+}
+
+int lb_ctgc_purge(int fd, const struct lb_ct_purge *gone, size_t n, size_t *seen,
+		  size_t *removed, uint64_t *syscalls)
+{
+	struct purge_ud ud = {gone, n};
+	struct modcommon_gc_stats st = {0};
+	int rc = modcommon_gc_batch(fd, sizeof(struct lb_ct_key), sizeof(struct lb_ct_val),
+				    purge_verdict, &ud, &st);
+	*seen += st.seen;
+	*removed += st.removed;
 	*syscalls += st.syscalls;
 	return rc;
 }

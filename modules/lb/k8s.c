@@ -57,6 +57,7 @@ struct lb_k8s {
 	size_t nrefused_logged, refused_cap;
 	uint64_t skipped;
 	bool synced;                 /* the first list is applied, the stale swept */
+	bool applying;               /* on_synced is applying the caches */
 	uint64_t stale_removed;
 };
 
@@ -341,6 +342,14 @@ static bool svc_valid(struct json_object *spec, char *why, size_t len)
 static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
 {
 	struct fe_list fl = {0};
+	/* Nothing is programmed before the first complete list of both
+	 * Services and EndpointSlices (Cilium starts its service handler only
+	 * once the caches are synced): a Service listed before its slices
+	 * would replace its restored backends with none and refuse every
+	 * connection (and renumber the backends) until they come. The events
+	 * are recorded meanwhile; on_synced programs them all. */
+	if (!k->synced && !k->applying)
+		return;
 	if (!s->svc) {
 		remove_gone(k, s, NULL);
 		free(s->fes);
@@ -625,7 +634,9 @@ static void on_synced(void *ud, int err, const char *pending)
 	struct lb_table *t = lb_table_of(k->lb);
 	if (!t)
 		return;
+	k->applying = true;
 	apply_cache(k);
+	k->applying = false;
 	size_t removed = 0, kept = 0;
 	for (uint32_t id = 1; id <= LB_SVC_ID_MAX; id++) {
 		struct lb_svc *s = t->svc[id];

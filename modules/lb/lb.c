@@ -204,6 +204,7 @@ static void publish_service(struct lb *lb, const struct lb_svc *s, uint32_t op)
 	ev->type = s->type;
 	ev->source = s->source == LB_SRC_API   ? FIBRIL_LB_SOURCE_API
 		     : s->source == LB_SRC_K8S ? FIBRIL_LB_SOURCE_K8S
+		     : s->source == LB_SRC_HOSTPORT ? FIBRIL_LB_SOURCE_HOSTPORT
 					       : FIBRIL_LB_SOURCE_UNKNOWN;
 	memcpy(ev->addr, s->addr.a, 16);
 	/* "ns/name[:port]" (k8s), "ns/name" or "name" (API) */
@@ -235,6 +236,49 @@ static void publish_service(struct lb *lb, const struct lb_svc *s, uint32_t op)
 	free(buf);
 }
 
+/* The UDP backends of `old` (its ID's flows) that `now` no longer serves
+ * with (gone from it, or not ready / in maintenance; now NULL: the
+ * service was deleted): their lb_ct flows are purged on the worker pool,
+ * as kube-proxy clears a removed UDP endpoint's conntrack entries. */
+static void purge_udp_backends(struct lb *lb, uint16_t id, const struct lb_be_spec *old, size_t nold,
+			       const struct lb_svc *now)
+{
+	struct lb_ct_purge *gone = nold ? calloc(nold, sizeof(*gone)) : NULL;
+	size_t n = 0;
+	if (!gone)
+		return;
+	for (size_t i = 0; i < nold; i++) {
+		bool serving = false;
+		for (size_t k = 0; now && k < now->nbe && !serving; k++)
+			serving = now->be[k].port == old[i].port &&
+				  !memcmp(&now->be[k].addr, &old[i].addr, sizeof(old[i].addr)) &&
+				  (now->be[k].state == LB_BE_ACTIVE || now->be[k].state == LB_BE_TERMINATING);
+		if (serving)
+			continue;
+		memcpy(gone[n].addr, old[i].addr.a, 16);
+		gone[n].port = htons(old[i].port);
+		gone[n].svc_id = id;
+		n++;
+	}
+	lb_tc_purge_udp(lb->tc, gone, n);
+	free(gone);
+}
+
+/* A copy of a UDP service's backends before a change (*n = 0: none). */
+static struct lb_be_spec *udp_backends_of(const struct lb_svc *s, size_t *n, uint16_t *id)
+{
+	*n = 0;
+	if (!s || s->proto != IPPROTO_UDP || !s->nbe)
+		return NULL;
+	struct lb_be_spec *v = malloc(s->nbe * sizeof(*v));
+	if (v) {
+		memcpy(v, s->be, s->nbe * sizeof(*v));
+		*n = s->nbe;
+		*id = s->id;
+	}
+	return v;
+}
+
 int lb_upsert(struct lb *lb, struct lb_svc **spec, uint16_t *id, char *err, size_t len)
 {
 	if (!lb->table_ready) {
@@ -242,7 +286,10 @@ int lb_upsert(struct lb *lb, struct lb_svc **spec, uint16_t *id, char *err, size
 		return -EAGAIN;
 	}
 	double t0 = now_s();
-	uint16_t got = 0;
+	uint16_t got = 0, old_id = 0;
+	size_t nold = 0;
+	struct lb_be_spec *old = udp_backends_of(
+		lb_table_find(&lb->t, &(*spec)->addr, (*spec)->port, (*spec)->proto), &nold, &old_id);
 	int rc = lb_table_upsert(&lb->t, spec, &got, err, len);
 	fibril_series_observe(lb->s_prog, now_s() - t0);
 	lb_count_op(lb, "upsert", rc);
@@ -252,7 +299,10 @@ int lb_upsert(struct lb *lb, struct lb_svc **spec, uint16_t *id, char *err, size
 		lb_origin_set(lb->origin, lb->t.svc[got]);
 		lb_origin_flush(lb->origin);
 		publish_service(lb, lb->t.svc[got], FIBRIL_LB_SERVICE_UPSERTED);
+		if (old)
+			purge_udp_backends(lb, old_id, old, nold, old_id == got ? lb->t.svc[got] : NULL);
 	}
+	free(old);
 	return rc;
 }
 
@@ -269,7 +319,13 @@ int lb_delete(struct lb *lb, uint16_t id, char *err, size_t len)
 				       .proto = s->proto, .type = s->type, .source = s->source};
 	if (s)
 		memcpy(gone.name, s->name, sizeof(gone.name));
+	size_t nold = 0;
+	uint16_t old_id = 0;
+	struct lb_be_spec *old = udp_backends_of(s, &nold, &old_id);
 	int rc = lb_table_delete(&lb->t, id, err, len);
+	if (rc == 0 && old)
+		purge_udp_backends(lb, old_id, old, nold, NULL);
+	free(old);
 	lb_count_op(lb, "delete", rc);
 	if (rc == 0) {
 		lb_origin_deleted(lb->origin, &gone);
@@ -367,7 +423,7 @@ static int lb_init(struct fibril_module *m)
 	lb->m = m;
 	fibril_module_set_data(m, lb);
 	int rc;
-	if ((rc = lb_api_register(lb)))
+	if ((rc = lb_api_register(lb)) || (rc = lb_hostport_init(lb)))
 		return rc;
 	if ((rc = register_metrics(lb)) < 0 || (rc = lb_tc_init(m, &lb->tc)) < 0) {
 		fibril_module_set_error(m, "cannot register the lb metrics: %s", strerror(-rc));

@@ -44,7 +44,14 @@ struct lb_be_spec {
 };
 
 /* where a service came from */
-enum lb_source { LB_SRC_API = 0, LB_SRC_K8S = 1, LB_SRC_RESTORED = 2 };
+enum lb_source {
+	LB_SRC_API = 0,
+	LB_SRC_K8S = 1,
+	LB_SRC_RESTORED = 2, /* from the pins, origin not recorded */
+	LB_SRC_HOSTPORT = 3, /* a pod's hostPort (hostport.c); its name is the attachment */
+};
+/* a source the origins journal records (the others are not known) */
+#define LB_SRC_RECORDED(s) ((s) == LB_SRC_API || (s) == LB_SRC_K8S || (s) == LB_SRC_HOSTPORT)
 
 struct lb_svc {
 	uint16_t id;           /* 0 in a parsed spec without "id" */

@@ -73,6 +73,8 @@ int lb_attach_hooks(struct lb *lb, bool enable, char *err, size_t len);
 
 /* api.c: the /v1/service routes (init) */
 int lb_api_register(struct lb *lb);
+/* hostport.c: the /v1/hostport routes and the endpoint.deleted subscription (init) */
+int lb_hostport_init(struct lb *lb);
 
 /* origin.c: each frontend's origin and name, kept through the SDK journal */
 int lb_origin_open(struct fibril_module *m, struct lb_origin **out, char *err, size_t len);

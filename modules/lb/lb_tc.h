@@ -31,6 +31,21 @@ int lb_ctgc_pass(int fd, const struct lb_ctgc_params *p, size_t *seen, size_t *r
 		 size_t *stamped, uint64_t *syscalls);
 uint32_t lb_ctgc_now_s(void);
 
+/* A UDP backend that left a service (or stopped being ready): the flows of
+ * lb_ct that still lead to it go, as kube-proxy clears a removed UDP
+ * endpoint's conntrack entries, so that a client that keeps sending from
+ * one socket is not held on a backend that is gone. */
+struct lb_ct_purge {
+	uint8_t addr[16];
+	uint16_t port;   /* network order */
+	uint16_t svc_id; /* the flows' rev_nat_id */
+};
+/* One pass removing every UDP entry of those flows (the client's, the
+ * reply's and the SNAT pair's: each names the backend and the service).
+ * 0 or a negative errno; counts added to *seen, *removed, *syscalls. */
+int lb_ctgc_purge(int fd, const struct lb_ct_purge *gone, size_t n, size_t *seen,
+		  size_t *removed, uint64_t *syscalls);
+
 /* ---- tc.c ------------------------------------------------------------------ */
 struct fibril_module;
 struct lb_tc;
@@ -45,5 +60,7 @@ int lb_tc_start(struct lb_tc *t, int prog_from, int prog_to, int ct_fd, int devi
 void lb_tc_stop(struct lb_tc *t);
 void lb_tc_free(struct lb_tc *t);
 int lb_tc_devices(const struct lb_tc *t); /* nodeport devices attached */
+/* lb_ctgc_purge of gone[0..n) on the worker pool (the list is copied) */
+void lb_tc_purge_udp(struct lb_tc *t, const struct lb_ct_purge *gone, size_t n);
 
 #endif

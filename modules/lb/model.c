@@ -67,8 +67,9 @@ int lb_origin_decode(const void *buf, size_t len, struct lb_origin_rec *out, cha
 		lb_seterr(err, errlen, "record op %u (expected 1 set or 2 deleted)", out->op);
 		return -EINVAL;
 	}
-	if (out->op == LB_ORIGIN_SET && out->source != LB_SRC_API && out->source != LB_SRC_K8S) {
-		lb_seterr(err, errlen, "record source %u (expected 0 api or 1 k8s)", out->source);
+	if (out->op == LB_ORIGIN_SET && !LB_SRC_RECORDED(out->source)) {
+		lb_seterr(err, errlen, "record source %u (expected 0 api, 1 k8s or 3 hostport)",
+			  out->source);
 		return -EINVAL;
 	}
 	if (!out->id || !out->port) {
@@ -598,7 +599,7 @@ int lb_svc_parse(const char *text, size_t len, struct lb_svc **out, char *err, s
 
 struct json_object *lb_svc_to_json(const struct lb_svc *s)
 {
-	static const char *const src[] = {"api", "k8s", "restored"};
+	static const char *const src[] = {"api", "k8s", "restored", "hostport"};
 	char buf[80];
 	struct json_object *o = json_object_new_object();
 	if (s->id)
@@ -609,7 +610,7 @@ struct json_object *lb_svc_to_json(const struct lb_svc *s)
 	json_object_object_add(o, "type", json_object_new_string(lb_type_name(s->type)));
 	if (s->name[0])
 		json_object_object_add(o, "name", json_object_new_string(s->name));
-	json_object_object_add(o, "source", json_object_new_string(s->source < 3 ? src[s->source] : "?"));
+	json_object_object_add(o, "source", json_object_new_string(s->source < 4 ? src[s->source] : "?"));
 	json_object_object_add(o, "algorithm", json_object_new_string(lb_algorithm_name(s->algorithm)));
 	json_object_object_add(o, "session-affinity", json_object_new_boolean(s->affinity));
 	if (s->affinity)

@@ -69,7 +69,7 @@ static int rec_of(const struct lb_svc *s, uint8_t op, uint8_t *buf, size_t *len)
 {
 	struct lb_origin_rec r = {.op = op, .source = s->source, .proto = s->proto, .id = s->id,
 				  .port = s->port, .addr = s->addr};
-	if (op == LB_ORIGIN_SET && s->source != LB_SRC_API && s->source != LB_SRC_K8S)
+	if (op == LB_ORIGIN_SET && !LB_SRC_RECORDED(s->source))
 		return -ENOENT; /* nothing known to keep */
 	snprintf(r.name, sizeof(r.name), "%s", s->name);
 	*len = lb_origin_encode(&r, buf);
@@ -189,7 +189,7 @@ static void append(struct lb_origin *o, const struct lb_svc *s, uint8_t op)
 
 void lb_origin_set(struct lb_origin *o, const struct lb_svc *s)
 {
-	if (s->source == LB_SRC_API || s->source == LB_SRC_K8S)
+	if (LB_SRC_RECORDED(s->source))
 		append(o, s, LB_ORIGIN_SET);
 	else
 		append(o, s, LB_ORIGIN_DELETED); /* no origin known any more */

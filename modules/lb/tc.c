@@ -506,6 +506,56 @@ static void gc_tick(struct fibril_timer *timer, void *ud)
 	}
 }
 
+/* ---- the purge of a removed UDP backend's flows ----------------------------------------- */
+struct purge_job {
+	struct lb_tc *t;
+	int fd;
+	size_t n, seen, removed;
+	uint64_t syscalls;
+	int rc;
+	struct lb_ct_purge gone[];
+};
+
+static void purge_work(void *ud)
+{
+	struct purge_job *j = ud;
+	j->rc = lb_ctgc_purge(j->fd, j->gone, j->n, &j->seen, &j->removed, &j->syscalls);
+}
+
+static void purge_done(void *ud, int status)
+{
+	struct purge_job *j = ud;
+	close(j->fd);
+	if (status == 0 && j->rc < 0)
+		fibril_warn(j->t->m, "purge of removed UDP backends' flows in " LB_MAP_CT ": %s",
+			    strerror(-j->rc));
+	else if (status == 0 && j->removed)
+		fibril_debug(j->t->m, LB_MAP_CT ": %zu entries of removed UDP backends' flows removed",
+			     j->removed);
+	free(j);
+}
+
+void lb_tc_purge_udp(struct lb_tc *t, const struct lb_ct_purge *gone, size_t n)
+{
+	if (!t || t->ct_fd < 0 || !n)
+		return;
+	struct purge_job *j = calloc(1, sizeof(*j) + n * sizeof(*gone));
+	if (!j)
+		return;
+	j->t = t;
+	j->n = n;
+	memcpy(j->gone, gone, n * sizeof(*gone));
+	j->fd = fcntl(t->ct_fd, F_DUPFD_CLOEXEC, 0);
+	if (j->fd < 0) {
+		free(j);
+		return;
+	}
+	if (fibril_work_submit(t->m, purge_work, purge_done, j) < 0) {
+		close(j->fd);
+		free(j);
+	}
+}
+
 static uint32_t secs(struct fibril_module *m, const char *key)
 {
 	return (uint32_t)((fibril_config_duration_ms(m, key) + 999) / 1000);

@@ -17,7 +17,9 @@
 # an API service (with its name) keep their IDs and serve throughout; an
 # EndpointSlice of an unknown Service is a logged skip, used once the Service arrives; a
 # Service with an invalid externalIP is a logged skip that leaves the other
-# services alone; deleting the Service removes its frontends.
+# services alone; an API upsert or delete of a Kubernetes frontend is a 409
+# that changes nothing; a restart while the EndpointSlices list is slow
+# refuses nothing and keeps every service and backend ID; deleting the Service removes its frontends.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
 
@@ -85,6 +87,15 @@ check "the ready backends (b0 on this node, b1 elsewhere) serve; terminating b2 
 list=$(fib service list)
 check "service list names it default/web:http, source k8s" grep -q "default/web:http" <<<"$list" || echo "$list"
 check "... with b2 terminating" grep -q "10.212.0.12:8080 (terminating)" <<<"$list"
+
+# ---- the API cannot take a Kubernetes Service over (issue 23): 409, nothing changes -------------
+code=$(api -o "$WORK/put.out" -w '%{http_code}' -X PUT -d '{"frontend":"'"$CIP"':80","backends":[{"address":"10.212.0.12:8080"}]}' http://x/v1/service)
+check "an API upsert of a Kubernetes Service's frontend: 409 naming it" \
+	test "$code:$(grep -c "comes from Kubernetes" "$WORK/put.out")" = 409:1
+code=$(api -o "$WORK/del.out" -w '%{http_code}' -X DELETE "http://x/v1/service/$ID")
+check "an API delete of it: 409" test "$code" = 409
+check "... and it is as Kubernetes says: same ID, b0 and b1 serve" \
+	test "$(svc_id "$CIP:80") $(backends_seen "$CIP" 80)" = "$ID ['b0', 'b1']"
 
 # ---- no ready endpoint left: the terminating one serves ------------------------------------------
 slice web-1 web "[$(ep 0 "$NODE_NAME" false false true),$(ep 2 "$NODE_NAME" false true true)]" >"$WORK/slice.json"
@@ -193,6 +204,39 @@ check "the k8s services are named again, source k8s" \
 check "the stopped agent restored them with their origins" \
 	grep -q "restored 5 services (4 from Kubernetes, 0 of unknown origin)" "$WORK/agent.log" ||
 	grep "restored" "$WORK/agent.log"
+
+# ---- a restart with a slow EndpointSlice list (issue 23): nothing refused, IDs kept ------------------
+# Services are listed at once, EndpointSlices 5 s later: the restored
+# backends must serve meanwhile, with the IDs they had
+be_ids() {
+	api http://x/v1/service | python3 -c 'import json, sys
+print(sorted((s["id"], s["frontend"], sorted((b["id"], b["address"]) for b in s.get("backends", [])))
+             for s in json.load(sys.stdin)["services"]))'
+}
+ids_before=$(be_ids)
+k8s_ctl "config?list_delay_endpointslices=5" >/dev/null
+check "the agent stops" stop_agent
+start_agent "$mods" "${AGENT_ARGS[@]}" || { fail "the agent restarts"; finish; }
+refused=0 probes=0
+while [ "$(k8s_synced)" != True ] && [ "$probes" -lt 40 ]; do
+	out=$(client tcp "$KCIP" 90 2)
+	probes=$((probes + 1))
+	[ "$(jq_ "$out" 'j["backends"] == {"b1": 2}')" = True ] || refused=$((refused + 1))
+done
+echo "  $probes probes of 2 connections before the sync, $refused with an error"
+check "while the EndpointSlices are being listed: every connection served (restored backends)" \
+	test "$refused" = 0 -a "$probes" -gt 0
+check "the first list applied" wait_for 20 output_is True k8s_synced
+same_ids() {
+	local now
+	now=$(be_ids)
+	[ "$now" = "$ids_before" ] && return 0
+	echo "  before: $ids_before"
+	echo "  after:  $now"
+	return 1
+}
+check "service and backend IDs as before the restart" same_ids
+k8s_ctl "config?list_delay_endpointslices=0" >/dev/null
 
 # ---- delete -------------------------------------------------------------------------------------------
 kc delete svc web >/dev/null

@@ -442,6 +442,7 @@ class State:
             "expired_watch": "event",     # too-old watch: "event" (200 + ERROR 410) or "http" (410)
             "max_page": 0,                # cap every LIST page (0: no cap); forces continue tokens
             "list_delay": 0.0,            # seconds to sleep before answering a LIST
+            "list_delay_endpointslices": 0.0,  # more of it for EndpointSlices only
             "lenient_status": args.lenient_status,
             "no_cilium": args.no_cilium,  # the cilium.io CRDs are not installed: 404
             "pod_grace_seconds": args.pod_grace_seconds,  # 0: pods go at once on delete
@@ -1366,6 +1367,8 @@ class Handler(BaseHTTPRequestHandler):
         cfg = STATE.config
         if cfg["list_delay"]:
             time.sleep(cfg["list_delay"])  # sleep: a slow server is the fault injected
+        if res.name == "endpointslices" and cfg["list_delay_endpointslices"]:
+            time.sleep(cfg["list_delay_endpointslices"])  # sleep: a slow EndpointSlice list is the fault injected
         flt = Filter(ns, parse_field_selector(q1(qs, "fieldSelector")),
                      parse_label_selector(q1(qs, "labelSelector")))
         limit = int(q1(qs, "limit") or 0)

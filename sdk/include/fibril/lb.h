@@ -45,6 +45,8 @@ enum fibril_lb_service_source {
 	FIBRIL_LB_SOURCE_API = 0,      /* PUT /v1/service, `fibril service upsert` */
 	FIBRIL_LB_SOURCE_K8S = 1,      /* a Kubernetes Service */
 	FIBRIL_LB_SOURCE_UNKNOWN = 2,  /* restored from the pins, origin not recorded */
+	FIBRIL_LB_SOURCE_HOSTPORT = 3, /* a pod's hostPort (the CNI portMappings); the name
+					* is its attachment, CONTAINERID:IFNAME */
 };
 
 /* An address as the LB maps hold it: 16 bytes, IPv4 as ::ffff:a.b.c.d. */

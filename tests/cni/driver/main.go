@@ -22,6 +22,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -39,7 +40,7 @@ var (
 	pluginPath  = flag.String("path", "/usr/lib/cni", "plugin directories, ':' separated")
 	cacheDir    = flag.String("cache", "", "libcni's result cache directory (default: libcni's)")
 	cniArgs     = flag.String("args", "", "CNI_ARGS as KEY=VALUE;KEY=VALUE")
-	portMaps    = flag.String("portmap", "", "portMappings capability: HOSTPORT:CONTAINERPORT[,...] (tcp)")
+	portMaps    = flag.String("portmap", "", "portMappings capability: HOSTPORT:CONTAINERPORT[/PROTO][@HOSTIP][,...] (default tcp)")
 	netnsPrefix = flag.String("netns-prefix", "", "bench: netns path prefix (index appended)")
 	count       = flag.Int("count", 0, "bench: number of attachments")
 	parallel    = flag.Int("parallel", 1, "bench: concurrent calls")
@@ -51,9 +52,11 @@ func die(code int, format string, a ...interface{}) {
 	os.Exit(code)
 }
 
-// report prints a plugin error as CNI error JSON and exits 1.
+// report prints a plugin error as CNI error JSON and exits 1 (libcni wraps
+// the plugin's error: "plugin type=... failed (add): %w").
 func report(err error) {
-	if e, ok := err.(*types.Error); ok {
+	var e *types.Error
+	if errors.As(err, &e) {
 		out, _ := json.Marshal(e)
 		fmt.Println(string(out))
 		fmt.Fprintf(os.Stderr, "cni-driver: %v (code %d)\n", e, e.Code)
@@ -79,17 +82,33 @@ func runtimeConf(id, netns, ifname string) *libcni.RuntimeConf {
 	if *portMaps != "" {
 		var maps []map[string]interface{}
 		for _, m := range strings.Split(*portMaps, ",") {
+			// as kubelet builds them (containerd's CRI: hostPort,
+			// containerPort, protocol in lower case, hostIP when set)
+			hostIP := ""
+			if at := strings.LastIndex(m, "@"); at >= 0 {
+				m, hostIP = m[:at], m[at+1:]
+			}
+			proto := "tcp"
+			if sl := strings.Index(m, "/"); sl >= 0 {
+				m, proto = m[:sl], m[sl+1:]
+			}
 			hc := strings.SplitN(m, ":", 2)
 			if len(hc) != 2 {
-				die(2, "-portmap: %q is not HOSTPORT:CONTAINERPORT", m)
+				die(2, "-portmap: %q is not HOSTPORT:CONTAINERPORT[/PROTO][@HOSTIP]", m)
 			}
 			h, err1 := strconv.Atoi(hc[0])
 			c, err2 := strconv.Atoi(hc[1])
 			if err1 != nil || err2 != nil {
-				die(2, "-portmap: %q is not HOSTPORT:CONTAINERPORT", m)
+				die(2, "-portmap: %q is not HOSTPORT:CONTAINERPORT[/PROTO][@HOSTIP]", m)
 			}
-			maps = append(maps, map[string]interface{}{"hostPort": h, "containerPort": c, "protocol": "tcp"})
+			pm := map[string]interface{}{"hostPort": h, "containerPort": c, "protocol": proto}
+			if hostIP != "" {
+				pm["hostIP"] = hostIP
+			}
+			maps = append(maps, pm)
 		}
+		// libcni puts it in runtimeConfig.portMappings only for a plugin
+		// whose configuration declares the capability
 		rt.CapabilityArgs = map[string]interface{}{"portMappings": maps}
 	}
 	return rt
