@@ -403,7 +403,7 @@ class Store:
         self.next_ip = None
         self.used_ips = set()
         self.next_nodeport = 30000
-        self.gc = None             # apiserver_crd.OwnerGC, kicked by deletions and owned objects
+        self.gc = None             # apiserver_crd.OwnerGC: told of every change (commit)
 
     # -- all callers hold self.cond --
     def keys(self, res):
@@ -433,8 +433,8 @@ class Store:
         for w in self.watchers:
             if w.res is res:
                 w.queue.append(ev)
-        if self.gc and (typ == "DELETED" or "ownerReferences" in obj["metadata"]):
-            self.gc.kick()
+        if self.gc:
+            self.gc.note(res, key, typ, obj, old)
         self.cond.notify_all()
         return entry
 
