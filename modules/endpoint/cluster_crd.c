@@ -124,6 +124,42 @@ static int key_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+void cl_crd_answers_free(struct ep_cluster *c)
+{
+	fibril_timer_cancel(c->crd_answers_timer);
+	c->crd_answers_timer = NULL;
+	for (size_t i = 0; i < c->ncrd_answers; i++)
+		free(c->crd_answers[i]);
+	free(c->crd_answers);
+	c->crd_answers = NULL;
+	c->ncrd_answers = 0;
+}
+
+static void on_answers_timer(struct fibril_timer *t, void *ud)
+{
+	struct ep_cluster *c = ud;
+
+	(void)t;
+	c->crd_answers_timer = NULL; /* a one-shot timer is gone once it fired */
+	cl_crd_answers_free(c);
+}
+
+/* Keep an answer until the loop runs again; NULL (and freed) when that fails. */
+static const char *answer_keep(struct ep_cluster *c, char *s)
+{
+	char **grown = s ? realloc(c->crd_answers, (c->ncrd_answers + 1) * sizeof(*grown)) : NULL;
+
+	if (!grown) {
+		free(s);
+		return NULL;
+	}
+	c->crd_answers = grown;
+	c->crd_answers[c->ncrd_answers++] = s;
+	if (!c->crd_answers_timer)
+		c->crd_answers_timer = fibril_timer_add(c->mg->m, 0, 0, on_answers_timer, c);
+	return s;
+}
+
 const char *cl_crd_labels(struct ep_cluster *c, uint32_t n)
 {
 	char name[16];
@@ -134,10 +170,8 @@ const char *cl_crd_labels(struct ep_cluster *c, uint32_t n)
 	struct json_object *obj = json ? json_tokener_parse(json) : NULL;
 	struct json_object *sec = security_labels(obj);
 	size_t count = sec ? (size_t)json_object_object_length(sec) : 0, i = 0, len = 1;
-	char **lines = count ? calloc(count, sizeof(*lines)) : NULL;
+	char **lines = count ? calloc(count, sizeof(*lines)) : NULL, *out = NULL;
 
-	free(c->crd_labels);
-	c->crd_labels = NULL;
 	if (lines) {
 		json_object_object_foreach(sec, k, v) {
 			const char *val = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
@@ -150,18 +184,18 @@ const char *cl_crd_labels(struct ep_cluster *c, uint32_t n)
 			i++;
 		}
 		qsort(lines, i, sizeof(*lines), key_cmp); /* labels are kept sorted */
-		if (i == count && (c->crd_labels = calloc(1, len)))
+		if (i == count && (out = calloc(1, len)))
 			for (size_t j = 0; j < i; j++) {
 				if (j)
-					strcat(c->crd_labels, "\n");
-				strcat(c->crd_labels, lines[j]);
+					strcat(out, "\n");
+				strcat(out, lines[j]);
 			}
 		for (size_t j = 0; j < i; j++)
 			free(lines[j]);
 		free(lines);
 	}
 	json_object_put(obj);
-	return c->crd_labels;
+	return out ? answer_keep(c, out) : NULL;
 }
 
 int cl_crd_start(struct ep_cluster *c)

@@ -212,6 +212,7 @@ void ep_cluster_stop(struct ep_manager *mg)
 	cl_known_clear(c);
 	/* waiters hear now; an allocation whose request runs goes with its answer */
 	cl_allocs_cancel(c);
+	cl_crd_answers_free(c);
 	c->crd = false;
 	/* the references stay until the lease runs out: a restart keeps them */
 	c->lease = 0;
@@ -225,7 +226,6 @@ void ep_cluster_free(struct ep_manager *mg)
 	if (!c)
 		return;
 	ep_cluster_stop(mg);
-	free(c->crd_labels);
 	if (c->sub)
 		fibril_bus_unsubscribe(c->sub);
 	free(c);

@@ -260,7 +260,11 @@ struct ep_cluster {
 	bool crd;
 	const struct fibril_k8s_ops *k8s;
 	void *k8sctx;
-	char *crd_labels; /* the last answer of ep_cluster_labels in CRD mode */
+	/* ep_cluster_labels' answers in CRD mode, valid until the loop runs
+	 * again (the SDK's promise): freed by a zero-delay timer */
+	char **crd_answers;
+	size_t ncrd_answers;
+	struct fibril_timer *crd_answers_timer;
 	char node[CL_NODE_MAX];
 	int64_t ttl_s;
 	uint64_t timeout_ms, gc_interval_ms, gc_grace_ms;
@@ -311,6 +315,7 @@ char *cl_crd_identity_body(uint32_t n, const char *labels); /* the object to cre
 /* 1: the CiliumIdentity (JSON) holds exactly these labels, 0: others, -1: unreadable */
 int cl_crd_labels_match(const char *json, const char *labels);
 const char *cl_crd_labels(struct ep_cluster *c, uint32_t n); /* any node's identity n */
+void cl_crd_answers_free(struct ep_cluster *c);
 
 /* ---- spec.c --------------------------------------------------------------------- */
 /* Fill spec from a PUT body or a state file; on error a one-line reason
