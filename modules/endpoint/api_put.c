@@ -360,15 +360,19 @@ static void on_put_identity(struct ep_manager *mg, void *ud, int err)
 	struct put_call *pc = ud;
 	char shown[256];
 
-	(void)mg;
 	if (err) {
+		bool crd = mg->cluster_state && mg->cluster_state->crd;
+
 		snprintf(shown, sizeof(shown), "%s", pc->wait_labels);
 		for (char *c = shown; *c; c++)
 			if (*c == '\n')
 				*c = ',';
-		fibril_resp_error(pc->resp, 503, "labels %s: no cluster-wide identity from the kvstore: %s",
-				  shown, err == -ETIMEDOUT ? "it did not answer in time ([endpoint] identity-timeout)"
+		fibril_resp_error(pc->resp, 503, "labels %s: no cluster-wide identity from the %s: %s",
+				  shown, crd ? "Kubernetes API (CiliumIdentity)" : "kvstore",
+				  err == -ETIMEDOUT ? "it did not answer in time ([endpoint] identity-timeout)"
 				  : err == -ENOTCONN ? "it is unreachable ([endpoint] identity-timeout passed)"
+				  : crd && err == -ENOENT ? "the API server does not serve "
+				  "ciliumidentities.cilium.io (is its CRD installed?)"
 				  : strerror(-err));
 		fibril_resp_send(pc->resp);
 		ep_metrics_observe_api(EP_API_PUT, pc->started);

@@ -323,6 +323,7 @@ static uint32_t referenced_number(struct cl_alloc *a, const struct fibril_kv *kv
 
 static void alloc_step_reuse(struct cl_alloc *a, uint32_t n);
 static void alloc_step_create(struct cl_alloc *a);
+static void crd_step_create(struct cl_alloc *a);
 
 static void on_create(void *ud, int err, bool succeeded, const struct fibril_kv *kvs, size_t n,
 		      int64_t revision)
@@ -436,12 +437,130 @@ static void alloc_step_reuse(struct cl_alloc *a, uint32_t n)
 	free(mine);
 }
 
+/* ---- CRD mode: CiliumIdentity objects (cluster_crd.c says how) ------------------------- */
+
+static void crd_send(struct cl_alloc *a, const char *method, const char *body,
+		     fibril_k8s_reply_fn cb)
+{
+	struct ep_cluster *c = a->c;
+	char name[16];
+	int rc;
+
+	snprintf(name, sizeof(name), "%u", a->number);
+	a->inflight = true;
+	rc = c->k8s->request(c->k8sctx, method, FIBRIL_K8S_CILIUM_IDENTITIES, NULL,
+			     strcmp(method, "POST") ? name : NULL, body, cb, a);
+	if (rc) {
+		a->inflight = false;
+		alloc_retry_later(a, rc);
+	}
+}
+
+/* An answer the allocation cannot use: say why, retry (the deadline bounds it). */
+static void crd_unexpected(struct cl_alloc *a, int status, const char *reason, const char *message)
+{
+	if (status)
+		fibril_warn(a->c->mg->m, "CiliumIdentity %u: HTTP %d %s; retrying", a->number, status,
+			    reason);
+	else
+		fibril_warn(a->c->mg->m, "CiliumIdentity %u: %s; retrying", a->number, message);
+	a->c->stats.errors++;
+	alloc_retry_later(a, status ? -EPROTO : -ENOTCONN);
+}
+
+static void on_crd_get(void *ud, int status, const char *reason, const char *body, int err,
+		       const char *message)
+{
+	struct cl_alloc *a = alloc_answer(ud, err);
+
+	if (!a)
+		return;
+	if (status == 200) {
+		int match = cl_crd_labels_match(body, a->labels);
+
+		if (match > 0) {
+			alloc_done(a, a->number, true);
+			return;
+		}
+		if (match < 0)
+			a->c->stats.bad_records++;
+		/* the number names other labels: the next one of the sequence */
+		a->c->stats.races_lost++;
+		cl_count(a->c, "race-lost");
+		if (++a->attempts >= CL_MAX_ATTEMPTS) {
+			alloc_finish(a, -EAGAIN);
+			return;
+		}
+		crd_step_create(a);
+	} else if (status == 404) {
+		crd_step_create(a); /* deleted since: create it again */
+	} else {
+		crd_unexpected(a, status, reason, message);
+	}
+}
+
+static void on_crd_create(void *ud, int status, const char *reason, const char *body, int err,
+			  const char *message)
+{
+	struct cl_alloc *a = alloc_answer(ud, err);
+
+	(void)body;
+	if (!a)
+		return;
+	if (status == 201)
+		alloc_done(a, a->number, false);
+	else if (status == 409 && !strcmp(reason, "AlreadyExists"))
+		crd_send(a, "GET", NULL, on_crd_get); /* whose is it? */
+	else if (status == 404) {
+		/* the collection is not served: said once per allocation */
+		if (a->last_err != -ENOENT)
+			fibril_warn(a->c->mg->m, "identity-allocation = crd: the API server does not "
+				    "serve ciliumidentities.cilium.io (is its CRD installed?)");
+		a->c->stats.errors++;
+		alloc_retry_later(a, -ENOENT);
+	} else
+		crd_unexpected(a, status, reason, message);
+}
+
+/* Try the labels' next candidate number: their hash plus the attempts so
+ * far, skipping numbers this node holds for other labels. */
+static void crd_step_create(struct cl_alloc *a)
+{
+	const uint32_t range = EP_IDENTITY_MAX - FIBRIL_IDENTITY_LOCAL_MIN + 1;
+	uint32_t first = cl_crd_first(a->labels), n = 0;
+
+	for (; a->attempts < CL_MAX_ATTEMPTS; a->attempts++) {
+		n = FIBRIL_IDENTITY_LOCAL_MIN + (first + a->attempts) % range;
+		struct ep_identity *id = ep_identity_find(a->c->mg, n);
+
+		if (!id || !strcmp(id->labels, a->labels))
+			break;
+	}
+	if (a->attempts >= CL_MAX_ATTEMPTS) {
+		alloc_finish(a, -EAGAIN);
+		return;
+	}
+	a->number = n;
+	char *body = cl_crd_identity_body(n, a->labels);
+
+	if (!body) {
+		alloc_finish(a, -ENOMEM);
+		return;
+	}
+	crd_send(a, "POST", body, on_crd_create);
+	free(body);
+}
+
 static void alloc_kick(struct cl_alloc *a)
 {
 	struct ep_cluster *c = a->c;
 
 	if (a->inflight || a->retry || !c->running)
 		return;
+	if (c->crd) {
+		crd_step_create(a);
+		return;
+	}
 	if (!c->lease || c->deletes_inflight) {
 		a->last_err = c->lease ? 0 : -ENOTCONN; /* waits for the lease / a release */
 		return;

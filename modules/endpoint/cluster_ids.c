@@ -43,6 +43,8 @@ const char *ep_cluster_labels(struct ep_manager *mg, uint32_t n)
 
 	if (!c)
 		return NULL;
+	if (c->crd)
+		return cl_crd_labels(c, n);
 	i = known_at(c, n);
 	return i < c->nknown && c->known[i].number == n ? c->known[i].labels : NULL;
 }

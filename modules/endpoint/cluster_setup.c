@@ -85,15 +85,18 @@ static int on_kv_event(const struct fibril_event *ev, void *ud)
 
 static int check_mode(const char *value, char *why, size_t len)
 {
-	if (!strcmp(value, "auto") || !strcmp(value, "local") || !strcmp(value, "kvstore"))
+	if (!strcmp(value, "auto") || !strcmp(value, "local") || !strcmp(value, "kvstore") ||
+	    !strcmp(value, "crd"))
 		return 0;
-	snprintf(why, len, "'%s' is not an identity allocation mode: auto, local or kvstore", value);
+	snprintf(why, len, "'%s' is not an identity allocation mode: auto, local, kvstore or crd",
+		 value);
 	return -EINVAL;
 }
 
 const struct fibril_config_key ep_config_keys[] = {
 	{.name = "identity-allocation", .type = FIBRIL_CONFIG_STRING, .default_value = "auto",
 	 .help = "local: numbers of this node only; kvstore: cluster-wide through the kvstore; "
+		 "crd: cluster-wide through CiliumIdentity objects of the Kubernetes API; "
 		 "auto: kvstore when the kvstore and nodes modules are loaded",
 	 .check = check_mode},
 	{.name = "identity-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "10s",
@@ -145,6 +148,8 @@ int ep_cluster_start(struct ep_manager *mg)
 
 	if (!c || !mode || !strcmp(mode, "local"))
 		return 0;
+	if (!strcmp(mode, "crd"))
+		return cl_crd_start(c);
 	kv = (const struct fibril_kvstore_ops *)fibril_service_lookup(mg->m, FIBRIL_KVSTORE_CAPABILITY,
 								     2, &kvctx);
 	nodes = (const struct fibril_nodes_ops *)fibril_service_lookup(mg->m, FIBRIL_NODES_CAPABILITY,
@@ -207,6 +212,8 @@ void ep_cluster_stop(struct ep_manager *mg)
 	cl_known_clear(c);
 	/* waiters hear now; an allocation whose request runs goes with its answer */
 	cl_allocs_cancel(c);
+	cl_crd_answers_free(c);
+	c->crd = false;
 	/* the references stay until the lease runs out: a restart keeps them */
 	c->lease = 0;
 	c->lease_pending = false;

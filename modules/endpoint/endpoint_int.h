@@ -255,6 +255,16 @@ struct ep_cluster {
 	struct ep_manager *mg;
 	const struct fibril_kvstore_ops *kv;
 	void *kvctx;
+	/* identity-allocation = crd (cluster_crd.c): CiliumIdentity objects
+	 * through the k8s capability's writes instead of the kvstore */
+	bool crd;
+	const struct fibril_k8s_ops *k8s;
+	void *k8sctx;
+	/* ep_cluster_labels' answers in CRD mode, valid until the loop runs
+	 * again (the SDK's promise): freed by a zero-delay timer */
+	char **crd_answers;
+	size_t ncrd_answers;
+	struct fibril_timer *crd_answers_timer;
 	char node[CL_NODE_MAX];
 	int64_t ttl_s;
 	uint64_t timeout_ms, gc_interval_ms, gc_grace_ms;
@@ -298,6 +308,14 @@ void cl_read_ids(struct ep_cluster *c); /* read id/ whole, then watch it */
 void cl_known_clear(struct ep_cluster *c);
 /* cluster_gc.c: the GC timer's tick */
 void cl_on_gc_tick(struct fibril_timer *t, void *ud);
+/* cluster_crd.c: CRD mode's CiliumIdentity objects */
+int cl_crd_start(struct ep_cluster *c);          /* from ep_cluster_start */
+uint32_t cl_crd_first(const char *labels);        /* where the labels' probing starts */
+char *cl_crd_identity_body(uint32_t n, const char *labels); /* the object to create */
+/* 1: the CiliumIdentity (JSON) holds exactly these labels, 0: others, -1: unreadable */
+int cl_crd_labels_match(const char *json, const char *labels);
+const char *cl_crd_labels(struct ep_cluster *c, uint32_t n); /* any node's identity n */
+void cl_crd_answers_free(struct ep_cluster *c);
 
 /* ---- spec.c --------------------------------------------------------------------- */
 /* Fill spec from a PUT body or a state file; on error a one-line reason

@@ -30,6 +30,10 @@ const struct k8s_resdef k8s_resdefs[K8S_NRES] = {
 	{FIBRIL_K8S_CNPS, "/apis/cilium.io/v2/ciliumnetworkpolicies", 0},
 	{FIBRIL_K8S_CCNPS, "/apis/cilium.io/v2/ciliumclusterwidenetworkpolicies", 0},
 	{FIBRIL_K8S_CLUSTER_NODES, "/api/v1/nodes", 0},
+	{FIBRIL_K8S_CILIUM_IDENTITIES, "/apis/cilium.io/v2/ciliumidentities", 0},
+	{FIBRIL_K8S_CILIUM_ENDPOINTS, "/apis/cilium.io/v2/ciliumendpoints", 0},
+	{FIBRIL_K8S_CILIUM_NODES, "/apis/cilium.io/v2/ciliumnodes", 0},
+	{FIBRIL_K8S_LEASES, "/apis/coordination.k8s.io/v1/leases", 0},
 };
 
 struct k8s_res *k8s_res_find(struct k8s *k, const char *name)

@@ -439,6 +439,7 @@ static int k8s_init(struct fibril_module *m)
 		.get = op_get,
 		.annotate_node = op_annotate_node,
 		.node_name = op_node_name,
+		.request = k8s_op_request,
 	};
 	fibril_module_set_data(m, k);
 	int rc = fibril_api_route(m, "GET", "/v1/k8s", 0, on_route_status, k);

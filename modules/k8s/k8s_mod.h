@@ -2,7 +2,7 @@
  * over the modules' HTTP client on the loop (http.c,
  * modules/common/http_client.c), informers with their caches (informer.c) and
  * the module glue: config, service table, barrier, node annotations, API
- * routes and health (k8s.c). Everything runs on the loop thread. */
+ * routes and health (k8s.c), one-shot writes (write.c). Everything runs on the loop thread. */
 #ifndef FIBRIL_K8S_MOD_H
 #define FIBRIL_K8S_MOD_H
 
@@ -27,7 +27,7 @@
 #define K8S_BACKOFF_MIN_MS 800u
 #define K8S_BACKOFF_MAX_MS 30000u
 #define K8S_RELIST_RESET_MS 120000u
-#define K8S_NRES 9
+#define K8S_NRES 13
 
 struct k8s;
 struct k8s_req;
@@ -151,6 +151,10 @@ struct k8s_obj *k8s_cache_get(struct k8s_cache *c, const char *key);
 uint64_t k8s_jitter(struct k8s *k, uint64_t ms);
 bool k8s_status_too_large(struct json_object *status);
 const char *k8s_bad_line_name(int kind);
+
+/* write.c: the `request` op (interface version 2) */
+int k8s_op_request(void *ctx, const char *method, const char *resource, const char *namespace_,
+		   const char *name, const char *body, fibril_k8s_reply_fn cb, void *ud);
 
 /* k8s.c */
 void k8s_synced_changed(struct k8s *k);

@@ -47,7 +47,7 @@ install -m 0644 "$WORK/k8sprobe.so" "$mods/k8sprobe.so"
 
 # ---- the API server ---------------------------------------------------------
 TOKEN=t0ken-$$
-cp "$top_srcdir/tests/k8s/apiserver.py" "$WORK/apiserver.py"
+cp "$top_srcdir/tests/k8s/apiserver.py" "$top_srcdir/tests/k8s/apiserver_crd.py" "$WORK/"
 # start_server [args] : the API server on $PORT (0 at first: a free port)
 start_server() {
 	python3 "$WORK/apiserver.py" --port "${PORT:-0}" --token "$TOKEN" --bookmark-interval 1 "$@" \

@@ -22,7 +22,7 @@ K8S_SO=${K8S_SO:-$top_builddir/.libs/k8s.so}
 install -m 0644 "$K8S_SO" "$mods/k8s.so"
 
 TOKEN=t0ken-$$
-cp "$top_srcdir/tests/k8s/apiserver.py" "$WORK/apiserver.py"
+cp "$top_srcdir/tests/k8s/apiserver.py" "$top_srcdir/tests/k8s/apiserver_crd.py" "$WORK/"
 python3 "$WORK/apiserver.py" --port 0 --token "$TOKEN" --bookmark-interval 1 \
 	>"$WORK/api.out" 2>"$WORK/api.err" &
 wait_alive "$!" 10 grep -q LISTENING "$WORK/api.out" || true

@@ -31,6 +31,8 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+import apiserver_crd
+
 # ---------------------------------------------------------------- resources
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -61,6 +63,14 @@ RESOURCES = [
         ["cnp", "ciliumnp"], categories=["cilium", "ciliumpolicy"], builtin=False, generation=True),
     Res("cilium.io", "v2", "ciliumclusterwidenetworkpolicies", "CiliumClusterwideNetworkPolicy",
         False, ["ccnp"], categories=["cilium", "ciliumpolicy"], builtin=False, generation=True),
+    # CRD mode (identity-allocation = crd): Cilium's kinds, as its CRDs declare them
+    Res("cilium.io", "v2", "ciliumidentities", "CiliumIdentity", False, ["ciliumid"],
+        status=False, categories=["cilium"], builtin=False),
+    Res("cilium.io", "v2", "ciliumendpoints", "CiliumEndpoint", True, ["cep", "ciliumep"],
+        status=False, categories=["cilium"], builtin=False),
+    Res("cilium.io", "v2", "ciliumnodes", "CiliumNode", False, ["cn", "ciliumn"],
+        categories=["cilium"], builtin=False),
+    Res("coordination.k8s.io", "v1", "leases", "Lease", True, status=False),
     # the kinds of deploy/kubernetes/fibril.yaml (checked by k8s_rbac.sh)
     Res("", "v1", "serviceaccounts", "ServiceAccount", True, ["sa"], status=False),
     Res("", "v1", "configmaps", "ConfigMap", True, ["cm"], status=False),
@@ -76,7 +86,7 @@ for _r in RESOURCES:
     BY_KIND[(_r.api_version, _r.kind)] = _r
 
 GROUP_ORDER = ["apps", "rbac.authorization.k8s.io", "discovery.k8s.io", "networking.k8s.io",
-               "cilium.io"]
+               "coordination.k8s.io", "cilium.io"]
 
 # ---------------------------------------------------------------- helpers
 
@@ -393,6 +403,7 @@ class Store:
         self.next_ip = None
         self.used_ips = set()
         self.next_nodeport = 30000
+        self.gc = None             # apiserver_crd.OwnerGC: told of every change (commit)
 
     # -- all callers hold self.cond --
     def keys(self, res):
@@ -422,6 +433,8 @@ class Store:
         for w in self.watchers:
             if w.res is res:
                 w.queue.append(ev)
+        if self.gc:
+            self.gc.note(res, key, typ, obj, old)
         self.cond.notify_all()
         return entry
 
@@ -450,6 +463,9 @@ class State:
             "hold_watches": False,        # open watches queue their events until set back
             "stall_watches": False,       # new watches answer nothing at all (no headers)
             "expire_every_watch": False,  # every watch from a resourceVersion is expired (410)
+            "missing_crds": [],           # these custom resources' CRDs are not installed: 404
+            "gc_delay": 0.05,             # seconds before the collector deletes orphaned dependents
+            "write_delay": 0.0,           # each write waits a random 0..this before committing
         }
         self.paused_until = 0.0
         self.stopping = False
@@ -552,8 +568,11 @@ def validate_object(res, obj):
     the mistakes a manifest makes): DaemonSet selector vs template labels,
     containers' name/image, volumeMounts naming a declared volume, a
     ConfigMap key volume, RBAC rules and a binding's roleRef and subjects."""
+    apiserver_crd.validate_owner_refs(res, obj, _invalid)
     spec = obj.get("spec") or {}
-    if res.name == "daemonsets":
+    if res.name == "leases":
+        apiserver_crd.validate_lease(res, obj, _invalid)
+    elif res.name == "daemonsets":
         sel = (spec.get("selector") or {}).get("matchLabels")
         if not sel:
             _invalid(res, obj, "spec.selector", "Required value")
@@ -751,6 +770,8 @@ def update_object(st, res, key, new, sub=None, dry_run=False, force_rv_check=Tru
         raise ApiError(400, "BadRequest", "the namespace of the provided object does not match "
                        "the namespace sent on the request")
     rv = md.get("resourceVersion")
+    if force_rv_check:
+        apiserver_crd.require_update_rv(res, key, rv, ApiError)
     if rv and force_rv_check and rv != old["metadata"]["resourceVersion"]:
         gr = res.name if not res.group else f"{res.name}.{res.group}"
         raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {gr} "{key[1]}": the '
@@ -824,9 +845,10 @@ def load_objects(st, items, events=True):
             if key in store.objects[res.name]:
                 b = copy.deepcopy(body)
                 b["metadata"].pop("resourceVersion", None)
-                update_object(st, res, key, b)
+                update_object(st, res, key, b, force_rv_check=False)
                 if "status" in body:
-                    update_object(st, res, key, {"status": body["status"]}, sub="status")
+                    update_object(st, res, key, {"status": body["status"]}, sub="status",
+                                  force_rv_check=False)
             else:
                 saved = st.config["lenient_status"]
                 st.config["lenient_status"] = True      # bulk loads keep .status
@@ -840,9 +862,22 @@ def load_objects(st, items, events=True):
 
 # ------------------------------------------------------------- discovery docs
 
+def missing_crd(group, version, rest):
+    """The path names a custom resource whose CRD config missing_crds says is
+    not installed (rest: the path after /apis/GROUP/VERSION)."""
+    gv = BY_GV[(group, version)]
+    parts = rest[1:] if rest[:1] == ["watch"] else rest
+    if len(parts) >= 3 and parts[0] == "namespaces" and parts[2] in gv:
+        parts = parts[2:]
+    res = gv.get(parts[0]) if parts else None
+    return res is not None and not res.builtin and res.name in STATE.config["missing_crds"]
+
+
 def api_resource_list(group, version):
     out = []
     for r in BY_GV[(group, version)].values():
+        if r.name in STATE.config["missing_crds"] and not r.builtin:
+            continue
         d = {"name": r.name, "singularName": r.singular, "namespaced": r.namespaced,
              "kind": r.kind, "verbs": VERBS}
         if r.short:
@@ -1210,6 +1245,8 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             if (group, version) not in BY_GV or (group == "cilium.io" and STATE.config["no_cilium"]):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            if missing_crd(group, version, rest):
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
             if not rest:
                 return self.send_json(200, api_resource_list(group, version))
             self.resource_request(method, group, version, rest, qs)
@@ -1288,6 +1325,7 @@ class Handler(BaseHTTPRequestHandler):
                     raise ApiError(405, "MethodNotAllowed",
                                    "the server does not allow this method on the requested resource")
                 body = self.json_body()
+                apiserver_crd.write_latency(STATE.config)
                 with STATE.store.cond:
                     e = new_object(STATE, res, ns, body, dry, fresh=True)
                 return self.send_bytes(201, e.full)
@@ -1310,12 +1348,14 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_bytes(200, e.full)
         if method == "PUT":
             body = self.json_body()
+            apiserver_crd.write_latency(STATE.config)
             with store.cond:
                 e = update_object(STATE, res, key, body, sub, dry)
             return self.send_bytes(200, e.full)
         if method == "PATCH":
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             patch = self.json_body()
+            apiserver_crd.write_latency(STATE.config)
             with store.cond:
                 cur = store.objects[res.name].get(key)
                 if cur is None:
@@ -1341,7 +1381,15 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_bytes(200, e.full)
         if method == "DELETE":
             body = self.json_body() or {}
+            policy = q1(qs, "propagationPolicy") or body.get("propagationPolicy")
+            if policy not in (None, "Orphan", "Background", "Foreground"):
+                raise ApiError(400, "BadRequest", f"propagationPolicy: Unsupported value: "
+                               f'"{policy}": supported values: "Foreground", "Background", "Orphan"')
+            apiserver_crd.write_latency(STATE.config)
             with store.cond:
+                cur = store.objects[res.name].get(key)
+                if policy == "Orphan" and cur is not None and not dry and store.gc:
+                    store.gc.orphan(cur.obj)
                 e, gone = delete_object(STATE, res, key, dry, body.get("preconditions"))
             return self.send_bytes(200, e.full)
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the "
@@ -1651,7 +1699,8 @@ class Handler(BaseHTTPRequestHandler):
                        "watchesByResource": {}, "openWatchesByResource": {},
                        "objects": {}, "compacted": dict(store.compacted),
                        "history": {k: len(v) for k, v in store.history.items()},
-                       "requests": STATE.requests, "config": STATE.config}
+                       "requests": STATE.requests, "config": STATE.config,
+                       "gc": store.gc.stats() if store.gc else {}}
                 for w in store.watchers:
                     out["watchesByResource"][w.res.name] = \
                         out["watchesByResource"].get(w.res.name, 0) + 1
@@ -1781,6 +1830,8 @@ class Handler(BaseHTTPRequestHandler):
                 cur = STATE.config[k]
                 if isinstance(cur, bool):
                     v = v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes")
+                elif isinstance(cur, list) and not isinstance(v, list):
+                    v = [x for x in str(v).split(",") if x]
                 elif isinstance(cur, (int, float)) and not isinstance(v, (int, float)):
                     v = type(cur)(float(v)) if isinstance(cur, float) else int(v)
                 STATE.config[k] = v
@@ -1912,6 +1963,8 @@ def main():
     if args.client_ca and not args.tls_cert:
         ap.error("--client-ca needs --tls-cert")
     STATE = State(args)
+    STATE.store.gc = apiserver_crd.OwnerGC(STATE, apiserver_crd.GcHooks(
+        RESOURCES, BY_KIND, delete_object, update_object, ApiError))
     with STATE.store.cond:
         create_default_namespaces(STATE)
     for f in args.load:

@@ -66,7 +66,7 @@ k8s_start() {
 	K8S_TOKEN=${K8S_TOKEN:-tok-$RANDOM$RANDOM}
 	K8S_CA=$dir/tls/ca.pem
 	# a copy under $WORK, so cleanup's "$WORK/" match finds the server
-	cp "$top_srcdir/tests/k8s/apiserver.py" "$dir/apiserver.py"
+	cp "$top_srcdir/tests/k8s/apiserver.py" "$top_srcdir/tests/k8s/apiserver_crd.py" "$dir/"
 	rm -f "$dir/server.out"
 	# not through _k8s_in: $! must be the server itself (ip netns exec
 	# execs it), so that k8s_stop's kill reaches it

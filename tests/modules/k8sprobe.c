@@ -17,9 +17,16 @@
  *   GET /v1/k8sprobe/{resource}   the same counts plus
  *                                  "items":[{"namespace","name","resourceVersion"}]
  *
+ *   POST /v1/k8sprobe/request?method=M&resource=R[&namespace=NS][&name=N]
+ *                                 (body: the request's) calls `request` (SDK 1.11):
+ *                                 202 {"op":N}, or 400 {"rc"} when it refused
+ *   GET /v1/k8sprobe/op/{id}      {"done":false} until the reply came, then
+ *                                 {"done":true,"status","reason","body","err","message"}
+ *
  *   [k8sprobe] wait = namespaces        watch_resource + wait_synced in start
  *   [k8sprobe] annotate = key=value     annotate_node in start */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +36,14 @@
 
 #include <fibril/fibril.h>
 
-#define NRES 8
+#define NRES 12
+#define MAX_OPS 4096
 
 static const char *const res_names[NRES] = {
 	FIBRIL_K8S_NODES,          FIBRIL_K8S_PODS,     FIBRIL_K8S_NAMESPACES,
 	FIBRIL_K8S_SERVICES,       FIBRIL_K8S_ENDPOINTSLICES, FIBRIL_K8S_NETWORKPOLICIES,
-	FIBRIL_K8S_CNPS,           FIBRIL_K8S_CCNPS,
+	FIBRIL_K8S_CNPS,           FIBRIL_K8S_CCNPS,    FIBRIL_K8S_CILIUM_IDENTITIES,
+	FIBRIL_K8S_CILIUM_ENDPOINTS, FIBRIL_K8S_CILIUM_NODES, FIBRIL_K8S_LEASES,
 };
 
 struct entry {
@@ -60,6 +69,8 @@ struct probe {
 	char pending[256], last[512];
 	uint64_t events, bad_events;
 	double first_ms, last_ms;
+	int nops;
+	struct json_object *ops_done[MAX_OPS]; /* NULL while the reply is pending */
 };
 
 static double now_ms(void)
@@ -270,6 +281,63 @@ static void on_route_res(struct fibril_request *req, struct fibril_response *res
 	fibril_resp_error(resp, 404, "unknown resource %s", name ? name : "");
 }
 
+static void on_reply(void *ud, int status, const char *reason, const char *body, int err,
+		     const char *message)
+{
+	int op = (int)(intptr_t)ud;
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "done", json_object_new_boolean(1));
+	json_object_object_add(o, "status", json_object_new_int(status));
+	json_object_object_add(o, "reason", json_object_new_string(reason ? reason : "?"));
+	json_object_object_add(o, "body", body ? json_tokener_parse(body) : NULL);
+	json_object_object_add(o, "err", json_object_new_int(err));
+	json_object_object_add(o, "message", json_object_new_string(message ? message : "?"));
+	P.ops_done[op] = o;
+}
+
+static void on_route_request(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	if (!P.ops || !FIBRIL_SERVICE_HAS(P.ops, request) || !P.ops->request || P.nops >= MAX_OPS) {
+		fibril_resp_error(resp, 503, "no request op (k8s interface < 2), or too many ops");
+		return;
+	}
+	size_t len = 0;
+	const char *body = fibril_req_body(req, &len);
+	char *copy = len ? strndup(body, len) : NULL;
+	const char *ns = fibril_req_query(req, "namespace");
+	int op = P.nops;
+	int rc = P.ops->request(P.ctx, fibril_req_query(req, "method"),
+				fibril_req_query(req, "resource"), ns, fibril_req_query(req, "name"),
+				copy, on_reply, (void *)(intptr_t)op);
+	free(copy);
+	struct json_object *o = json_object_new_object();
+	if (rc) {
+		json_object_object_add(o, "rc", json_object_new_int(rc));
+		fibril_resp_json(resp, 400, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+		json_object_put(o);
+		return;
+	}
+	P.nops++;
+	json_object_object_add(o, "op", json_object_new_int(op));
+	fibril_resp_json(resp, 202, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+}
+
+static void on_route_op(struct fibril_request *req, struct fibril_response *resp, void *ud)
+{
+	const char *id = fibril_req_param(req, "id");
+	int op = id ? atoi(id) : -1;
+	if (op < 0 || op >= P.nops) {
+		fibril_resp_error(resp, 404, "no op %s", id ? id : "");
+		return;
+	}
+	if (!P.ops_done[op]) {
+		fibril_resp_json(resp, 200, "{\"done\":false}");
+		return;
+	}
+	fibril_resp_json(resp, 200, json_object_to_json_string_ext(P.ops_done[op], JSON_C_TO_STRING_PLAIN));
+}
+
 static void on_synced(void *ud, int err, const char *pending)
 {
 	P.synced_err = err;
@@ -294,6 +362,10 @@ static int probe_init(struct fibril_module *m)
 			return -ENOMEM;
 	}
 	int rc = fibril_api_route(m, "GET", "/v1/k8sprobe", 0, on_route, NULL);
+	if (!rc)
+		rc = fibril_api_route(m, "POST", "/v1/k8sprobe/request", 0, on_route_request, NULL);
+	if (!rc)
+		rc = fibril_api_route(m, "GET", "/v1/k8sprobe/op/{id}", 0, on_route_op, NULL);
 	return rc ? rc : fibril_api_route(m, "GET", "/v1/k8sprobe/{resource}", 0, on_route_res, NULL);
 }
 
@@ -349,6 +421,8 @@ static void probe_fini(struct fibril_module *m)
 			}
 		free(r->b);
 	}
+	for (int i = 0; i < P.nops; i++)
+		json_object_put(P.ops_done[i]);
 	memset(&P, 0, sizeof(P));
 }
 

@@ -1,4 +1,4 @@
-/* fibril/k8s.h - the "k8s" capability (interface version 1, SDK 1.2): the
+/* fibril/k8s.h - the "k8s" capability (interface version 2, SDK 1.11): the
  * Kubernetes API as modules see it. The k8s module runs client-go style
  * informers (LIST with pagination, then WATCH from the list's
  * resourceVersion with bookmarks; relist on 410; backoff on errors) for the
@@ -7,7 +7,9 @@
  *
  * Objects cross this interface as JSON text (the API server's own
  * encoding); a consumer parses what it needs. Every function runs on the
- * loop thread. Interface version 1. */
+ * loop thread. Interface version 1 (SDK 1.2): informers and the node's
+ * annotations; version 2 (SDK 1.11): writes (`request`) and the resources
+ * of CRD mode. */
 #ifndef FIBRIL_K8S_H
 #define FIBRIL_K8S_H
 
@@ -21,7 +23,7 @@ extern "C" {
 #endif
 
 #define FIBRIL_K8S_CAPABILITY "k8s"
-#define FIBRIL_K8S_VERSION 1
+#define FIBRIL_K8S_VERSION 2
 
 /* Resource names the informers know. */
 #define FIBRIL_K8S_NODES "nodes"                     /* only this agent's Node */
@@ -35,6 +37,13 @@ extern "C" {
 /* SDK 1.6: every Node of the cluster (node discovery; "nodes" stays this
  * agent's own). A provider without it answers watch_resource -ENOENT. */
 #define FIBRIL_K8S_CLUSTER_NODES "cluster-nodes"
+/* SDK 1.11 (interface version 2): CRD mode's resources, every object of the
+ * cluster (cilium.io/v2 custom resources; Leases of coordination.k8s.io/v1).
+ * Watched like the others, and the names `request` takes. */
+#define FIBRIL_K8S_CILIUM_IDENTITIES "ciliumidentities" /* cluster-scoped */
+#define FIBRIL_K8S_CILIUM_ENDPOINTS "ciliumendpoints"   /* namespaced */
+#define FIBRIL_K8S_CILIUM_NODES "ciliumnodes"           /* cluster-scoped */
+#define FIBRIL_K8S_LEASES "leases"                      /* namespaced */
 
 /* Bus topic of a resource's events: "k8s.<resource>", payload
  * struct fibril_k8s_event, type version 1. */
@@ -72,6 +81,13 @@ typedef int (*fibril_k8s_object_fn)(const char *json, void *ud);
  * -ETIMEDOUT with `pending` naming the ones that did not. */
 typedef void (*fibril_k8s_synced_fn)(void *ud, int err, const char *pending);
 typedef void (*fibril_k8s_done_fn)(void *ud, int err, const char *message);
+/* The answer to a request (SDK 1.11). status: the HTTP status, or 0 when no
+ * answer came (err: a negative errno, message says why). reason: the
+ * Status document's reason on an error ("AlreadyExists", "Conflict",
+ * "NotFound", "Invalid", ...; "" on success). body: the object written or
+ * read, or the Status; NULL when none. The texts live only during the call. */
+typedef void (*fibril_k8s_reply_fn)(void *ud, int status, const char *reason, const char *body,
+				    int err, const char *message);
 
 struct fibril_k8s_ops {
 	struct fibril_service_header hdr; /* .version = FIBRIL_K8S_VERSION */
@@ -92,6 +108,20 @@ struct fibril_k8s_ops {
 			     size_t n, fibril_k8s_done_fn cb, void *ud);
 	/* This agent's node name. */
 	const char *(*node_name)(void *ctx);
+	/* --- interface version 2 (SDK 1.11; check FIBRIL_SERVICE_HAS) --- */
+	/* One request to the API server, sent once (a retry is the caller's:
+	 * a conflict needs a fresh read first). method: "GET" (a live read,
+	 * not the cache), "POST" (create; name NULL: the body names it), "PUT"
+	 * (replace; the body carries metadata.resourceVersion, or a custom
+	 * resource is refused 422), "PATCH" (a JSON merge patch), "DELETE"
+	 * (body NULL or DeleteOptions with preconditions). resource: one of
+	 * the names above; namespace_ NULL or "" for a cluster-scoped one. cb
+	 * runs exactly once, later on the loop (never inside this call), unless
+	 * this returns an error: 0, -ENOENT (an unknown resource), -EINVAL
+	 * (a bad method, or a name or namespace that is no RFC 1123 name),
+	 * -EAGAIN (the module is not running), -ENOMEM. */
+	int (*request)(void *ctx, const char *method, const char *resource, const char *namespace_,
+		       const char *name, const char *body, fibril_k8s_reply_fn cb, void *ud);
 };
 
 #ifdef __cplusplus

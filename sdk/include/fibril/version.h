@@ -59,10 +59,16 @@
  *       removals take that claim only. Issue 25: struct fibril_config_key.
  *       site_specific (`--check` warns while such a key is unset). No new
  *       symbol.
+ *  11 - round 3. Issue 27 (CRD mode): <fibril/k8s.h> interface version 2:
+ *       fibril_k8s_ops.request (appended: one GET/POST/PUT/PATCH/DELETE
+ *       answered with the HTTP status and the Status reason, so callers
+ *       resolve AlreadyExists/Conflict races) and the resources
+ *       ciliumidentities, ciliumendpoints, ciliumnodes, leases. No new
+ *       symbol.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
-#define FIBRIL_ABI_MINOR 10
+#define FIBRIL_ABI_MINOR 11
 
 #define FIBRIL_STRINGIFY_(x) #x
 #define FIBRIL_STRINGIFY(x) FIBRIL_STRINGIFY_(x)
