@@ -31,6 +31,7 @@
 #define DP_MAP_NAT "dp_nat"             /* masquerading: both directions of each flow */
 #define DP_MAP_NAT_DEVS "dp_nat_devs"   /* the external devices' addresses */
 #define DP_MAP_NOMASQ "dp_nomasq"       /* destinations never masqueraded */
+#define DP_MAP_NAT_COUNT "dp_nat_count" /* masqueraded flows each endpoint holds */
 
 #define DP_ENDPOINTS_MAX 65536
 #define DP_IPCACHE_MAX 524288  /* Cilium's default: every endpoint of a large cluster (no prealloc) */
@@ -268,6 +269,9 @@ enum dp_reason {
 					   * (destination, node address) (or dp_nat
 					   * full): the flow is refused, never given
 					   * a port another flow holds */
+	DP_REASON_DROP_NAT_QUOTA = 147,   /* to-netdev: the endpoint holds
+					   * dp_config.nat_ep_max masqueraded flows
+					   * already (dp_nat_count) */
 };
 
 /* dp_metrics: PERCPU_ARRAY, one slot per (direction, reason) at
@@ -308,10 +312,13 @@ struct dp_config {
 	__u32 ct_ep_max[2];      /* entries one endpoint's own flows may hold, and
 				  * as many for the flows opened to it from outside */
 	__u32 ct_outside_max[2]; /* entries all flows from outside may hold */
-	/* appended (40 -> 44 bytes: the pin is recreated): masquerading's
-	 * port (and ICMP echo identifier) range, host order, inclusive */
+	/* appended (40 -> 48 bytes: the pin is recreated): masquerading's
+	 * port (and ICMP echo identifier) range, host order, inclusive, and
+	 * the masqueraded flows one endpoint may hold (dp_nat_count; 0: no
+	 * limit) */
 	__u16 nat_port_min;
 	__u16 nat_port_max;
+	__u32 nat_ep_max;
 };
 
 /* ---- the source identity in the packet's metadata ----------------------
@@ -493,6 +500,13 @@ struct dp_nat_dev {
 	__u8 addr6[16];
 	__u32 flags; /* DP_NAT_DEV_F_* */
 };
+
+/* dp_nat_count: ARRAY (mmapable) indexed by endpoint ID: the masqueraded
+ * flows (OUT entries) the endpoint holds. The program checks it against
+ * dp_config.nat_ep_max before it maps a new flow and adds one after; the
+ * GC, which alone removes mappings, takes one off (atomically, through
+ * the mapping). So a pod holds at most nat_ep_max of dp_nat and the rest
+ * stays for the others: nothing is ever evicted. */
 
 /* dp_nomasq: LPM_TRIE keyed as dp_ipcache (struct dp_ipcache_key):
  * destinations a pod reaches with its own address, besides what the

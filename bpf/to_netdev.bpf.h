@@ -12,7 +12,9 @@
  * delivered to the pod through the datapath (its policy and conntrack, as
  * any delivery). When no port is free for (destination, device address)
  * the packet is dropped, DP_REASON_DROP_NAT_NO_PORT, counted and named;
- * no mapping is ever reused or evicted. Anything else (the node's own
+ * no mapping is ever reused or evicted. A pod holding its quota of
+ * masqueraded flows (dp_nat_count, dp_config.nat_ep_max) gets no new one:
+ * DP_REASON_DROP_NAT_QUOTA. Anything else (the node's own
  * traffic, encapsulated packets, cluster destinations) passes untouched
  * with TC_ACT_UNSPEC, so lb's filter after it (priority 2) still runs.
  * Returns TC_ACT_UNSPEC, TC_ACT_OK (translated) or TC_ACT_SHOT.
@@ -44,7 +46,6 @@ int fibril_to_netdev(struct __sk_buff *skb)
 	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
 	if (!cfg || !(cfg->flags & DP_CFG_F_MASQUERADE))
 		return TC_ACT_UNSPEC;
-	__u16 pmin = cfg->nat_port_min, pmax = cfg->nat_port_max;
 	p.ct_refresh_s = cfg->ct_refresh_s ? cfg->ct_refresh_s : 1;
 	p.trace = (cfg->flags & DP_CFG_F_TRACE) != 0;
 	void *data_end;
@@ -84,8 +85,9 @@ int fibril_to_netdev(struct __sk_buff *skb)
 	if (!nat_wanted(&p, p.src_ep->ep_id))
 		return TC_ACT_UNSPEC;
 	struct dp_nat_entry to;
-	if (nat_snat(&p, &k, addr, p.src_ep->ep_id, pmin, pmax, &to) < 0)
-		return drop(skb, &p, DP_REASON_DROP_NAT_NO_PORT);
+	int got = nat_snat(&p, &k, addr, p.src_ep->ep_id, cfg, &to);
+	if (got < 0)
+		return drop(skb, &p, got == -2 ? DP_REASON_DROP_NAT_QUOTA : DP_REASON_DROP_NAT_NO_PORT);
 	if (nat_rewrite(skb, p.tuple.family, p.tuple.proto, p.l4_off, 1, p.tuple.saddr, to.addr,
 			k.sport, to.port) < 0)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);

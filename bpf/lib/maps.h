@@ -144,4 +144,12 @@ struct {
 	__type(value, __u32);
 } dp_nomasq SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DP_CT_COUNT_MAX);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u32);
+} dp_nat_count SEC(".maps");
+
 #endif /* FIBRIL_BPF_LIB_MAPS_H */

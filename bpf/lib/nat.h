@@ -13,11 +13,13 @@
  *   - nat_key_of(p, l4_off, skb, key, dir): the dp_nat key of the packet as
  *     it is (ICMP: only echo request / reply, the identifier as the port);
  *     0, or -1 for what is not translated (other ICMP, a later fragment);
- *   - nat_snat(p, key, addr, ep, min, max, out): the OUT entry of the flow
- *     or a new mapping to addr (a port tried at random in [min, max],
+ *   - nat_snat(p, key, addr, ep, cfg, out): the OUT entry of the flow or
+ *     a new mapping to addr (a port tried at random in cfg's [min, max],
  *     NAT_PORT_TRIES times; the IN entry claimed first with BPF_NOEXIST,
- *     then the OUT one); 0 with *out the translation, -1 no free port or
- *     the table full (the hook drops: DP_REASON_DROP_NAT_NO_PORT). The
+ *     then the OUT one), charged to ep in dp_nat_count against cfg's
+ *     nat_ep_max; 0 with *out the translation, -1 no free port or the
+ *     table full (the hook drops: DP_REASON_DROP_NAT_NO_PORT), -2 ep holds
+ *     its quota (DP_REASON_DROP_NAT_QUOTA). The
  *     address is an argument: a gateway node's egress IP is one more
  *     caller of the same helper;
  *   - nat_rewrite(skb, family, proto, l4_off, is_src, old, new, oldp, newp):
@@ -134,7 +136,7 @@ static __always_inline __u32 nat_now_s(void)
 
 /* The flow's mapping to addr, made when it has none; *out its OUT entry. */
 static __always_inline int nat_snat(const struct pkt *p, const struct dp_nat_key *k,
-				    const __u8 *addr, __u16 ep, __u16 min, __u16 max,
+				    const __u8 *addr, __u16 ep, const struct dp_config *cfg,
 				    struct dp_nat_entry *out)
 {
 	__u32 now = nat_now_s();
@@ -144,6 +146,13 @@ static __always_inline int nat_snat(const struct pkt *p, const struct dp_nat_key
 		__builtin_memcpy(out, e, sizeof(*out));
 		return 0;
 	}
+	__u32 slot = ep;
+	__u32 *held = bpf_map_lookup_elem(&dp_nat_count, &slot);
+	if (!held)
+		return -1;
+	if (cfg->nat_ep_max && *held >= cfg->nat_ep_max)
+		return -2;
+	__u16 min = cfg->nat_port_min, max = cfg->nat_port_max;
 	struct dp_nat_key in;
 	__builtin_memset(&in, 0, sizeof(in));
 	__builtin_memcpy(in.saddr, k->daddr, 16);
@@ -179,6 +188,7 @@ static __always_inline int nat_snat(const struct pkt *p, const struct dp_nat_key
 			__builtin_memcpy(out, e, sizeof(*out));
 			return 0;
 		}
+		__sync_fetch_and_add(held, 1);
 		__builtin_memcpy(out, &fwd, sizeof(*out));
 		return 0;
 	}

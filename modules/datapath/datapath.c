@@ -94,6 +94,11 @@ static const struct fibril_config_key dp_config_keys[] = {
 		 "range 61000-65535 stays clear of the NodePort range and of the kernel's "
 		 "ephemeral ports (32768-60999) the node's own sockets take",
 	 .min = 1024, .max = 65535},
+	{.name = "masquerade-endpoint-max", .type = FIBRIL_CONFIG_INT, .default_value = "16384",
+	 .help = "Masqueraded flows one endpoint may hold at once (a quarter of dp_nat's); a "
+		 "new one over it is dropped (drop:masquerade-endpoint-quota), so one pod "
+		 "cannot take the mappings the others need",
+	 .min = 1, .max = DP_NAT_MAX / 2},
 	{.name = "masquerade-port-max", .type = FIBRIL_CONFIG_INT, .default_value = "65535",
 	 .help = "Highest port a masqueraded flow gets (at least masquerade-port-min)",
 	 .min = 1024, .max = 65535},
@@ -180,6 +185,7 @@ static void config_read(struct datapath *dp)
 	dp->masquerade = fibril_config_bool(dp->m, "masquerade");
 	dp->nat_port_min = (uint16_t)fibril_config_int(dp->m, "masquerade-port-min");
 	dp->nat_port_max = (uint16_t)fibril_config_int(dp->m, "masquerade-port-max");
+	dp->nat_ep_max = (uint32_t)fibril_config_int(dp->m, "masquerade-endpoint-max");
 	snprintf(dp->nomasq_cidrs, sizeof(dp->nomasq_cidrs), "%s",
 		 fibril_config_string(dp->m, "non-masquerade-cidrs"));
 	/* the probes' verifier log is written by the kernel: valgrind cannot

@@ -37,6 +37,7 @@ enum dp_map_id {
 	DPM_NAT,       /* masquerading: the flows' mappings */
 	DPM_NAT_DEVS,  /* the external devices' addresses */
 	DPM_NOMASQ,    /* destinations never masqueraded */
+	DPM_NAT_COUNT, /* masqueraded flows charged to each endpoint */
 	DPM_COUNT
 };
 
@@ -75,6 +76,7 @@ struct datapath {
 	/* masquerading (dp_nat.c) */
 	bool masquerade;        /* [datapath] masquerade */
 	uint16_t nat_port_min, nat_port_max; /* [datapath] masquerade-port-min / -max */
+	uint32_t nat_ep_max;    /* [datapath] masquerade-endpoint-max */
 	char nomasq_cidrs[1024]; /* [datapath] non-masquerade-cidrs as given */
 	int nat_devs;           /* devices fibril_to_netdev is attached to */
 	size_t gc_last_nat;     /* dp_nat entries the last GC pass kept */

@@ -191,7 +191,7 @@ static void status_answer(struct datapath *dp, struct fibril_response *resp)
 		DP_REASON_TO_FIB,          DP_REASON_DROP_CT_FULL,
 		DP_REASON_DROP_SPOOFED_NETWORK, DP_REASON_DROP_TUNNEL_SOURCE,
 		DP_REASON_MASQUERADED,     DP_REASON_REV_NAT,
-		DP_REASON_DROP_NAT_NO_PORT,
+		DP_REASON_DROP_NAT_NO_PORT, DP_REASON_DROP_NAT_QUOTA,
 	};
 	/* packets per reason (summed over the CPUs), one object per direction */
 	static const struct {

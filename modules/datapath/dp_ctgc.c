@@ -118,6 +118,10 @@ static enum modcommon_gc_verdict nat_verdict(const void *key, void *value, void 
 	p->lookups++;
 	if (bpf_map_lookup_elem(p->nat_fd, &o, &ov) == 0 && !nat_idle(p, &o, &ov))
 		return MODCOMMON_GC_KEEP; /* the other way is busy (the reply path) */
+	const struct dp_nat_key *k = key;
+	const struct dp_nat_entry *v = value;
+	if (k->dir == DP_NAT_OUT && p->nat_counts)
+		count_down(&p->nat_counts[v->ep_id]);
 	return MODCOMMON_GC_DELETE;
 }
 

@@ -24,6 +24,8 @@ struct dp_ctgc_params {
 	struct dp_ct_count *counts;
 	unsigned map_index;    /* 0: dp_conntrack, 1: dp_ct_any (the counts' index) */
 	int nat_fd;            /* dp_natgc_batch: the map, for the other half */
+	uint32_t *nat_counts;  /* dp_nat_count mapped (NULL: none): a removed OUT
+				* entry's charge is given back */
 	uint64_t lookups;      /* dp_natgc_batch: bpf() calls of the other halves */
 };
 

@@ -33,6 +33,7 @@ struct gc_job {
 	struct datapath *dp;
 	int fd[2]; /* dup()s of dp_conntrack and dp_ct_any: the job's own */
 	int nat_fd; /* and of dp_nat (masquerading's mappings) */
+	int nat_count_fd; /* and of dp_nat_count, which the job maps */
 	struct dp_ctgc_stats nat_st;
 	int nat_rc;
 	int count_fd; /* and of dp_ct_count, which the job maps */
@@ -58,7 +59,14 @@ static void gc_work(void *ud)
 	if (counts != MAP_FAILED)
 		munmap(counts, sz);
 	j->params.counts = NULL;
+	size_t nsz = (size_t)DP_CT_COUNT_MAX * sizeof(uint32_t);
+	void *nat_counts = j->nat_count_fd < 0 ? MAP_FAILED
+					       : mmap(NULL, nsz, PROT_READ | PROT_WRITE, MAP_SHARED,
+						      j->nat_count_fd, 0);
+	j->params.nat_counts = nat_counts == MAP_FAILED ? NULL : nat_counts;
 	j->nat_rc = j->nat_fd < 0 ? -EBADF : dp_natgc_batch(j->nat_fd, &j->params, &j->nat_st);
+	if (nat_counts != MAP_FAILED)
+		munmap(nat_counts, nsz);
 	j->us = (dp_mono_ns() - t0) / 1000;
 }
 
@@ -73,6 +81,8 @@ static void gc_done(void *ud, int status)
 		close(j->count_fd);
 	if (j->nat_fd >= 0)
 		close(j->nat_fd);
+	if (j->nat_count_fd >= 0)
+		close(j->nat_count_fd);
 	dp->gc_busy = false;
 	if (status == 0) {
 		size_t removed = j->st[0].removed + j->st[1].removed + j->nat_st.removed;
@@ -116,6 +126,7 @@ int dp_gc_kick(struct datapath *dp)
 	j->fd[1] = fcntl(fibril_map_fd(dp->maps[DPM_CT_ANY]), F_DUPFD_CLOEXEC, 0);
 	j->count_fd = fcntl(fibril_map_fd(dp->maps[DPM_CT_COUNT]), F_DUPFD_CLOEXEC, 0);
 	j->nat_fd = fcntl(fibril_map_fd(dp->maps[DPM_NAT]), F_DUPFD_CLOEXEC, 0);
+	j->nat_count_fd = fcntl(fibril_map_fd(dp->maps[DPM_NAT_COUNT]), F_DUPFD_CLOEXEC, 0);
 	j->params.now_s = dp_ctgc_now_s();
 	j->params.tcp_ms = dp->ct_tcp_ms;
 	j->params.closing_ms = dp->ct_closing_ms;
@@ -133,6 +144,8 @@ int dp_gc_kick(struct datapath *dp)
 			close(j->count_fd);
 		if (j->nat_fd >= 0)
 			close(j->nat_fd);
+		if (j->nat_count_fd >= 0)
+			close(j->nat_count_fd);
 		free(j);
 	}
 	return rc;

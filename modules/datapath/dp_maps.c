@@ -72,6 +72,10 @@ static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
 			.type = BPF_MAP_TYPE_LPM_TRIE, .key_size = sizeof(struct dp_ipcache_key),
 			.value_size = sizeof(__u32), .max_entries = DP_NOMASQ_MAX,
 			.map_flags = BPF_F_NO_PREALLOC},
+	[DPM_NAT_COUNT] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_NAT_COUNT,
+			   .type = BPF_MAP_TYPE_ARRAY, .key_size = sizeof(__u32),
+			   .value_size = sizeof(__u32), .max_entries = DP_CT_COUNT_MAX,
+			   .map_flags = BPF_F_MMAPABLE},
 };
 
 /* ---- names ----------------------------------------------------------------------- */
@@ -125,6 +129,8 @@ const char *dp_reason_name(unsigned reason)
 		return "drop:tunnel-from-unknown-node";
 	case DP_REASON_DROP_NAT_NO_PORT:
 		return "drop:masquerade-no-port";
+	case DP_REASON_DROP_NAT_QUOTA:
+		return "drop:masquerade-endpoint-quota";
 	case DP_REASON_MASQUERADED:
 		return "masqueraded";
 	case DP_REASON_REV_NAT:
@@ -413,6 +419,7 @@ int dp_config_write(struct datapath *dp, char *err, size_t len)
 				       (dp->masquerade ? DP_CFG_F_MASQUERADE : 0),
 			      .nat_port_min = dp->nat_port_min,
 			      .nat_port_max = dp->nat_port_max,
+			      .nat_ep_max = dp->nat_ep_max,
 			      .ct_refresh_s = dp->ct_refresh_s,
 			      .event_rate = dp->event_rate,
 			      .event_burst = dp->event_burst,

@@ -9,10 +9,12 @@
 # back by fibril_from_netdev and delivered, with host-routing bpf on n1
 # and n3 and legacy on n2); a destination in [datapath]
 # non-masquerade-cidrs sees the pod's own address; a pod on another node
-# (the cluster: never masqueraded) sees the pod's own address too.
+# (the cluster: never masqueraded) sees the pod's own address too. All of
+# it for IPv4 and IPv6 (a dual-stack underlay and pods).
 . "$top_srcdir/tests/lib/common.sh"
 MASQ_MODE=${MASQ_MODE:-native}
 [ "$MASQ_MODE" = tunnel ] && MN_UNDERLAY_MTU=9000 # room for VXLAN around 1500-byte frames
+MN_UNDERLAY_PREFIX6="fd00:fc:$(printf %x $(($$ % 65536)))::"
 . "$top_srcdir/tests/lib/multinode.sh"
 
 MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
@@ -37,17 +39,23 @@ ip -n "$MN_UNDERLAY_NS" link set uw mtu "$MN_UNDERLAY_MTU" master br0 up
 ip -n "$WORLD_NS" link set eth0 mtu "$MN_UNDERLAY_MTU" up
 ip -n "$WORLD_NS" addr add "$WORLD/24" dev eth0
 ip -n "$WORLD_NS" addr add "$WORLD_NOMASQ/24" dev eth0
+WORLD6=${MN_UNDERLAY_PREFIX6}200
+WORLD6_NOMASQ=${MN_UNDERLAY_PREFIX6}201
+ip -n "$WORLD_NS" addr add "$WORLD6/64" dev eth0 nodad
+ip -n "$WORLD_NS" addr add "$WORLD6_NOMASQ/64" dev eth0 nodad
 PORT=$((20000 + RANDOM % 20000))
 WLOG=$WORK/world.log
 SERVERS=()
 mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
-ip netns exec "$WORLD_NS" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WLOG" &
+ip netns exec "$WORLD_NS" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WLOG" \
+	"$WORLD" "$WORLD_NOMASQ" "$WORLD6" "$WORLD6_NOMASQ" &
 SERVERS+=($!)
 
 declare -A HOST_ROUTING=([n1]=bpf [n2]=legacy [n3]=bpf)
 AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.203.0.0/16
+	--set ipam-cluster-pool.cluster-pool-ipv6-cidr=fd00:203::/104
 	--set nodes.retry=300ms --set "nodes.routing-mode=$MASQ_MODE" --set nodes.lease-ttl=30s
-	--set "datapath.non-masquerade-cidrs=$WORLD_NOMASQ/32")
+	--set "datapath.non-masquerade-cidrs=$WORLD_NOMASQ/32 $WORLD6_NOMASQ/128")
 start() {
 	mn_agent_start "$1" "$WORK/mods" "${AGENT_ARGS[@]}" --set "datapath.host-routing=${HOST_ROUTING[$1]}"
 }
@@ -83,14 +91,26 @@ for n in "${NODES[@]}"; do
 		probe "$pod" "$WORLD" "${MN_IP[$n]}"
 	check "$MASQ_MODE: $pod pings the world" in_pod "$pod" ping -c 2 -W 3 -q "$WORLD"
 	check "  the world saw the echo requests from $n's address" world_saw "icmp ${MN_IP[$n]}"
-	check "  the world never saw $pod's own address" bash -c "! grep -q ' ${MN_POD_IP[$pod]}\$' '$WLOG'"
+	check "  the world never saw $pod's own address" bash -c "! grep -qE ' ${MN_POD_IP[$pod]}( |\$)' '$WLOG'"
 	in_pod "$pod" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" send "$WORLD_NOMASQ" "$PORT"
 	check "$MASQ_MODE: the non-masquerade destination $WORLD_NOMASQ sees $pod's own address" \
 		wait_for 5 grep -q "^udp ${MN_POD_IP[$pod]} " "$WLOG"
+	# IPv6 the same
+	p6=${MN_POD_IP6[$pod]}
+	check "$MASQ_MODE: $pod ($p6) reaches the world's IPv6 address over TCP and UDP, seen as $n (${MN_IP6[$n]})" \
+		probe "$pod" "$WORLD6" "${MN_IP6[$n]}"
+	check "$MASQ_MODE: $pod pings the world's IPv6 address" in_pod "$pod" ping -6 -c 2 -W 3 -q "$WORLD6"
+	check "  the world saw the IPv6 echo requests from $n's address" world_saw "icmp ${MN_IP6[$n]}"
+	check "  the world never saw $pod's own IPv6 address" bash -c "! grep -qE ' $p6( |\$)' '$WLOG'"
+	in_pod "$pod" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" send "$WORLD6_NOMASQ" "$PORT"
+	check "$MASQ_MODE: the non-masquerade destination $WORLD6_NOMASQ sees $pod's own IPv6 address" \
+		wait_for 5 grep -q "^udp $p6 " "$WLOG"
 done
 check "$MASQ_MODE: pa on n1 reaches pb on n2 with its own address (the cluster is not masqueraded)" \
 	probe pa "${MN_POD_IP[pb]}" "${MN_POD_IP[pa]}"
 check "$MASQ_MODE: pc on n3 reaches pb with its own address" probe pc "${MN_POD_IP[pb]}" "${MN_POD_IP[pc]}"
+check "$MASQ_MODE: pa reaches pb over IPv6 with its own address" \
+	probe pa "${MN_POD_IP6[pb]}" "${MN_POD_IP6[pa]}"
 for n in "${NODES[@]}"; do
 	check "$n counted masqueraded packets (to-netdev) and translated replies (from-netdev)" \
 		dp_is "$n" "j['packets-to-netdev']['masqueraded'] > 0 and j['packets-from-netdev']['masquerade-reply'] > 0"
