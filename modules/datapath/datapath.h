@@ -141,6 +141,13 @@ int dp_nat_nomasq_write(struct datapath *dp, char *err, size_t len);
 /* dp_nat_devs: ifindex's addresses (the first IPv4 and global IPv6 of the
  * device), or its entry removed (attach false) */
 int dp_nat_dev_write(struct datapath *dp, int ifindex, const char *ifname, bool attach);
+/* fibril map dump's decoders of dp_nat, dp_nat_devs, dp_nomasq */
+int dp_nat_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+	       void *ud);
+int dp_nat_devs_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		    void *ud);
+int dp_nomasq_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		  void *ud);
 /* the config key's check: a list of CIDRs separated by commas or spaces */
 int dp_nat_check_cidrs(const char *value, char *why, size_t len);
 

@@ -368,7 +368,8 @@ static const fibril_map_format_fn dp_formatters[DPM_COUNT] = {
 	[DPM_CONFIG] = fmt_config,     [DPM_CT_ANY] = fmt_conntrack,
 	[DPM_FRAGS] = fmt_frags,      [DPM_POLICY] = dp_policy_fmt,
 	[DPM_POLICY_EP] = dp_policy_ep_fmt, [DPM_FRAGS_OUT] = fmt_frags,
-	[DPM_CT_COUNT] = fmt_ct_count,
+	[DPM_CT_COUNT] = fmt_ct_count, [DPM_NAT] = dp_nat_fmt,
+	[DPM_NAT_DEVS] = dp_nat_devs_fmt, [DPM_NOMASQ] = dp_nomasq_fmt,
 };
 
 /* ---- open ------------------------------------------------------------------------- */

@@ -145,3 +145,71 @@ int dp_nat_dev_write(struct datapath *dp, int ifindex, const char *ifname, bool 
 		return -errno;
 	return 0;
 }
+
+/* ---- fibril map dump ---- */
+
+static const char *nat_proto(unsigned proto)
+{
+	return proto == IPPROTO_TCP ? "TCP" : proto == IPPROTO_UDP ? "UDP"
+	       : proto == IPPROTO_ICMP ? "ICMP" : proto == IPPROTO_ICMPV6 ? "ICMPv6" : "?";
+}
+
+/* dp_nat: "out TCP 10.0.0.5:41000 -> 1.2.3.4:443" -> "to 172.31.0.11:61234
+ * endpoint=3 age=4s idle=0s [closing]"; "in TCP 1.2.3.4:443 ->
+ * 172.31.0.11:61234" -> "to 10.0.0.5:41000 ..." (ICMP: the echo id) */
+int dp_nat_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+	       void *ud)
+{
+	(void)ud;
+	const struct dp_nat_key *k = key;
+	const struct dp_nat_entry *v = value;
+	char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN], t[INET6_ADDRSTRLEN];
+	if (k->family != DP_FAMILY_IPV4 && k->family != DP_FAMILY_IPV6)
+		return -EINVAL;
+	dp_fmt_addr(k->family, k->saddr, s, sizeof(s));
+	dp_fmt_addr(k->family, k->daddr, d, sizeof(d));
+	dp_fmt_addr(k->family, v->addr, t, sizeof(t));
+	const char *l = k->family == DP_FAMILY_IPV6 ? "[" : "", *r = k->family == DP_FAMILY_IPV6 ? "]" : "";
+	snprintf(ko, kl, "%s %s %s%s%s:%u -> %s%s%s:%u", k->dir == DP_NAT_OUT ? "out" : "in",
+		 nat_proto(k->proto), l, s, r, ntohs(k->sport), l, d, r, ntohs(k->dport));
+	uint64_t now = dp_mono_ns() / 1000000000ull;
+	snprintf(vo, vl, "to %s%s%s:%u endpoint=%u age=%llus idle=%llus%s", l, t, r, ntohs(v->port),
+		 v->ep_id, (unsigned long long)(now > v->created_s ? now - v->created_s : 0),
+		 (unsigned long long)(now > v->last_seen_s ? now - v->last_seen_s : 0),
+		 (v->flags & DP_NAT_F_CLOSING) ? " closing" : "");
+	return 0;
+}
+
+/* dp_nat_devs: "ifindex 2" -> "ipv4=172.31.0.11 ipv6=fd00::11" */
+int dp_nat_devs_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		    void *ud)
+{
+	(void)ud;
+	const struct dp_nat_dev *v = value;
+	__u32 ifindex;
+	memcpy(&ifindex, key, sizeof(ifindex));
+	char a4[INET6_ADDRSTRLEN] = "-", a6[INET6_ADDRSTRLEN] = "-", name[IF_NAMESIZE] = "";
+	if (v->flags & DP_NAT_DEV_F_IPV4)
+		inet_ntop(AF_INET, v->addr4, a4, sizeof(a4));
+	if (v->flags & DP_NAT_DEV_F_IPV6)
+		inet_ntop(AF_INET6, v->addr6, a6, sizeof(a6));
+	snprintf(ko, kl, "ifindex %u%s%s", ifindex, if_indextoname(ifindex, name) ? " " : "", name);
+	snprintf(vo, vl, "ipv4=%s ipv6=%s", a4, a6);
+	return 0;
+}
+
+/* dp_nomasq: "169.254.0.0/16" -> "" (the value is 1) */
+int dp_nomasq_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		  void *ud)
+{
+	(void)ud;
+	(void)value;
+	const struct dp_ipcache_key *k = key;
+	char a[INET6_ADDRSTRLEN];
+	if (k->family != DP_FAMILY_IPV4 && k->family != DP_FAMILY_IPV6)
+		return -EINVAL;
+	dp_fmt_addr(k->family, k->addr, a, sizeof(a));
+	snprintf(ko, kl, "%s/%u", a, k->prefixlen - DP_IPCACHE_PREFIX_HDR);
+	snprintf(vo, vl, "not masqueraded");
+	return 0;
+}

@@ -115,6 +115,12 @@ for n in "${NODES[@]}"; do
 	check "$n counted masqueraded packets (to-netdev) and translated replies (from-netdev)" \
 		dp_is "$n" "j['packets-to-netdev']['masqueraded'] > 0 and j['packets-from-netdev']['masquerade-reply'] > 0"
 done
+dump=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" map dump dp_nat 2>&1)
+check "fibril map dump dp_nat decodes pa's TCP flow to the world: out, translated to n1's address" \
+	grep -Eq "^out TCP ${MN_POD_IP[pa]}:[0-9]+ -> $WORLD:$PORT +to ${MN_IP[n1]}:[0-9]+ endpoint=[0-9]+ " <<<"$dump" ||
+	echo "$dump" | head
+check "  and its reply's entry: in, back to pa" \
+	grep -Eq "^in TCP $WORLD:$PORT -> ${MN_IP[n1]}:[0-9]+ +to ${MN_POD_IP[pa]}:[0-9]+ " <<<"$dump"
 check "fibril_to_netdev is on n2's eth0 egress (host-routing legacy, masquerade on)" \
 	bash -c "tc -n $(mn_ns n2) filter show dev eth0 egress | grep -q fibril_to_netde" # (a program name keeps 15 characters)
 finish
