@@ -124,7 +124,7 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	 * then delivered as any packet for the pod (the stack and
 	 * fibril_to_endpoint, or the redirect below: policy and conntrack) */
 	if (masq) {
-		int t = nat_rev(skb, &p);
+		int t = nat_rev(skb, &p, cfg);
 		if (t < 0)
 			return drop(skb, &p, DP_REASON_DROP_INVALID);
 		if (t > 0) {

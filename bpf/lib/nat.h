@@ -260,10 +260,17 @@ static __always_inline int nat_rewrite(struct __sk_buff *skb, __u8 family, __u8 
  * underlay's ingress): its IN entry, refreshed, and the packet's
  * destination restored to the pod's. 1 translated (p->tuple too: the
  * pod's address and port), 0 not a masqueraded flow's, -1 the rewrite
- * failed. */
-static __always_inline int nat_rev(struct __sk_buff *skb, struct pkt *p)
+ * failed. Only a destination port in cfg's range is looked up (the
+ * established pod-to-pod path pays a compare, not a hash lookup). */
+static __always_inline int nat_rev(struct __sk_buff *skb, struct pkt *p,
+				   const struct dp_config *cfg)
 {
 	struct dp_nat_key k;
+	if (p->tuple.proto == IPPROTO_TCP || p->tuple.proto == IPPROTO_UDP) {
+		__u16 port = bpf_ntohs(p->tuple.dport);
+		if (port < cfg->nat_port_min || port > cfg->nat_port_max)
+			return 0;
+	}
 	if (nat_key_of(skb, p, &k, DP_NAT_IN) < 0)
 		return 0;
 	struct dp_nat_entry *e = bpf_map_lookup_elem(&dp_nat, &k);
