@@ -124,6 +124,9 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	 * then delivered as any packet for the pod (the stack and
 	 * fibril_to_endpoint, or the redirect below: policy and conntrack) */
 	if (masq) {
+		/* fragments: the first records its ports (dp_frags_out, as the
+		 * addresses came), the later ones take them */
+		frag_resolve(&p);
 		int t = nat_rev(skb, &p, cfg);
 		if (t < 0)
 			return drop(skb, &p, DP_REASON_DROP_INVALID);

@@ -30,6 +30,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
+#include "lib/frag.h"
 #include "lib/metrics.h"
 #include "lib/nat.h"
 #include "lib/parse.h"
@@ -79,8 +80,22 @@ int fibril_to_netdev(struct __sk_buff *skb)
 			return TC_ACT_UNSPEC;
 		__builtin_memcpy(addr, dev->addr6, 16);
 	}
+	/* a later fragment: the ports fibril_from_endpoint recorded from the
+	 * first (dp_frags: what source-checked pods sent), and only a mapping
+	 * the first fragment made */
+	if (p.frag == FRAG_LATER) {
+		struct dp_frag_key fk;
+		frag_key(&p, &fk);
+		const struct dp_frag_ports *fp = bpf_map_lookup_elem(&dp_frags, &fk);
+		if (!fp)
+			return TC_ACT_UNSPEC;
+		p.tuple.sport = fp->sport;
+		p.tuple.dport = fp->dport;
+	}
 	struct dp_nat_key k;
 	if (nat_key_of(skb, &p, &k, DP_NAT_OUT) < 0)
+		return TC_ACT_UNSPEC;
+	if (p.frag == FRAG_LATER && !bpf_map_lookup_elem(&dp_nat, &k))
 		return TC_ACT_UNSPEC;
 	if (!nat_wanted(&p, p.src_ep->ep_id))
 		return TC_ACT_UNSPEC;
@@ -89,7 +104,7 @@ int fibril_to_netdev(struct __sk_buff *skb)
 	if (got < 0)
 		return drop(skb, &p, got == -2 ? DP_REASON_DROP_NAT_QUOTA : DP_REASON_DROP_NAT_NO_PORT);
 	if (nat_rewrite(skb, p.tuple.family, p.tuple.proto, p.l4_off, 1, p.tuple.saddr, to.addr,
-			k.sport, to.port) < 0)
+			k.sport, to.port, p.frag != FRAG_LATER) < 0)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
 	metrics_count(skb, &p, DP_REASON_MASQUERADED);
 	return TC_ACT_OK;

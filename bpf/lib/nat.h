@@ -22,10 +22,11 @@
  *     its quota (DP_REASON_DROP_NAT_QUOTA). The
  *     address is an argument: a gateway node's egress IP is one more
  *     caller of the same helper;
- *   - nat_rewrite(skb, family, proto, l4_off, is_src, old, new, oldp, newp):
- *     one address and port of the packet, with the IPv4 header checksum
- *     and the L4 checksum (pseudo header: TCP, UDP, ICMPv6; the ICMP echo
- *     identifier); every packet pointer is invalid afterwards. 0 / -1;
+ *   - nat_rewrite(skb, family, proto, l4_off, is_src, old, new, oldp, newp,
+ *     l4): one address and port of the packet, with the IPv4 header
+ *     checksum and the L4 checksum (pseudo header: TCP, UDP, ICMPv6; the
+ *     ICMP echo identifier); l4 0 (a later fragment, no L4 header): the
+ *     address alone. Every packet pointer is invalid afterwards. 0 / -1;
  *   - nat_touch(e, p, now): last_seen_s once it is p->ct_refresh_s old,
  *     the closing flag on a TCP FIN / RST.
  */
@@ -92,7 +93,9 @@ static __always_inline int nat_echo_kind(__u8 proto, __u8 type)
 static __always_inline int nat_key_of(struct __sk_buff *skb, const struct pkt *p,
 				      struct dp_nat_key *k, __u8 dir)
 {
-	if (p->frag == FRAG_LATER)
+	/* a later fragment: TCP / UDP with the ports its first fragment left
+	 * (lib/frag.h, the caller resolved them); no ICMP echo */
+	if (p->frag == FRAG_LATER && (nat_is_icmp(p->tuple.proto) || !p->tuple.sport))
 		return -1;
 	__builtin_memset(k, 0, sizeof(*k));
 	__builtin_memcpy(k->saddr, p->tuple.saddr, 16);
@@ -216,10 +219,10 @@ static __always_inline int nat_l4_offsets(__u8 proto, __u32 l4_off, int is_src, 
 
 static __always_inline int nat_rewrite(struct __sk_buff *skb, __u8 family, __u8 proto,
 				       __u32 l4_off, int is_src, const __u8 *old_addr,
-				       const __u8 *new_addr, __u16 old_port, __u16 new_port)
+				       const __u8 *new_addr, __u16 old_port, __u16 new_port, int l4)
 {
-	__u32 csum_off, port_off;
-	if (nat_l4_offsets(proto, l4_off, is_src, &csum_off, &port_off) < 0)
+	__u32 csum_off = 0, port_off = 0;
+	if (l4 && nat_l4_offsets(proto, l4_off, is_src, &csum_off, &port_off) < 0)
 		return -1;
 	__u64 mangled = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 	if (family == DP_FAMILY_IPV4) {
@@ -228,7 +231,7 @@ static __always_inline int nat_rewrite(struct __sk_buff *skb, __u8 family, __u8 
 		__u32 o, n;
 		__builtin_memcpy(&o, old_addr, 4);
 		__builtin_memcpy(&n, new_addr, 4);
-		if (proto != IPPROTO_ICMP &&
+		if (l4 && proto != IPPROTO_ICMP &&
 		    bpf_l4_csum_replace(skb, csum_off, o, n, BPF_F_PSEUDO_HDR | mangled | 4) < 0)
 			return -1;
 		if (bpf_l3_csum_replace(skb, ETH_HLEN + __builtin_offsetof(struct iphdr, check), o, n, 4) < 0)
@@ -242,12 +245,13 @@ static __always_inline int nat_rewrite(struct __sk_buff *skb, __u8 family, __u8 
 		__builtin_memcpy(o, old_addr, 16);
 		__builtin_memcpy(n, new_addr, 16);
 		__s64 diff = bpf_csum_diff((__be32 *)o, 16, (__be32 *)n, 16, 0);
-		if (bpf_l4_csum_replace(skb, csum_off, 0, (__u32)diff, BPF_F_PSEUDO_HDR | mangled) < 0)
+		if (l4 &&
+		    bpf_l4_csum_replace(skb, csum_off, 0, (__u32)diff, BPF_F_PSEUDO_HDR | mangled) < 0)
 			return -1;
 		if (bpf_skb_store_bytes(skb, off, n, 16, 0) < 0)
 			return -1;
 	}
-	if (old_port != new_port) {
+	if (l4 && old_port != new_port) {
 		if (bpf_l4_csum_replace(skb, csum_off, old_port, new_port, mangled | 2) < 0)
 			return -1;
 		if (bpf_skb_store_bytes(skb, port_off, &new_port, 2, 0) < 0)
@@ -282,7 +286,7 @@ static __always_inline int nat_rev(struct __sk_buff *skb, struct pkt *p,
 	__u16 pod_port = e->port;
 	__u16 old_port = k.dport;
 	if (nat_rewrite(skb, p->tuple.family, p->tuple.proto, p->l4_off, 0, p->tuple.daddr, pod,
-			old_port, pod_port) < 0)
+			old_port, pod_port, p->frag != FRAG_LATER) < 0)
 		return -1;
 	__builtin_memcpy(p->tuple.daddr, pod, 16);
 	if (!nat_is_icmp(p->tuple.proto))

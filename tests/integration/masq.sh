@@ -9,8 +9,9 @@
 # back by fibril_from_netdev and delivered, with host-routing bpf on n1
 # and n3 and legacy on n2); a destination in [datapath]
 # non-masquerade-cidrs sees the pod's own address; a pod on another node
-# (the cluster: never masqueraded) sees the pod's own address too. All of
-# it for IPv4 and IPv6 (a dual-stack underlay and pods).
+# (the cluster: never masqueraded) sees the pod's own address too; a
+# 4000-byte UDP datagram (fragments both ways) goes and comes back whole.
+# All of it for IPv4 and IPv6 (a dual-stack underlay and pods).
 . "$top_srcdir/tests/lib/common.sh"
 MASQ_MODE=${MASQ_MODE:-native}
 [ "$MASQ_MODE" = tunnel ] && MN_UNDERLAY_MTU=9000 # room for VXLAN around 1500-byte frames
@@ -84,6 +85,13 @@ probe() { # POD HOST EXPECTED-ADDRESS : TCP and UDP answer "SEEN EXPECTED"
 	return 1
 }
 world_saw() { grep -qx "$1" "$WLOG"; }
+big() { # POD HOST EXPECTED-ADDRESS : a 4000-byte datagram there and back
+	local out
+	out=$(in_pod "$1" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" big "$2" "$PORT" 4000 2>&1)
+	[ "$out" = "big SEEN $3 4000" ] && return 0
+	echo "  $1 -> $2: $out (expected big SEEN $3 4000)"
+	return 1
+}
 
 for n in "${NODES[@]}"; do
 	pod=${POD_OF[$n]}
@@ -92,6 +100,8 @@ for n in "${NODES[@]}"; do
 	check "$MASQ_MODE: $pod pings the world" in_pod "$pod" ping -c 2 -W 3 -q "$WORLD"
 	check "  the world saw the echo requests from $n's address" world_saw "icmp ${MN_IP[$n]}"
 	check "  the world never saw $pod's own address" bash -c "! grep -qE ' ${MN_POD_IP[$pod]}( |\$)' '$WLOG'"
+	check "$MASQ_MODE: $pod's 4000-byte UDP datagram (fragments) reaches the world as $n's and comes back whole (fragments)" \
+		big "$pod" "$WORLD" "${MN_IP[$n]}"
 	in_pod "$pod" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" send "$WORLD_NOMASQ" "$PORT"
 	check "$MASQ_MODE: the non-masquerade destination $WORLD_NOMASQ sees $pod's own address" \
 		wait_for 5 grep -q "^udp ${MN_POD_IP[$pod]} " "$WLOG"
@@ -102,6 +112,8 @@ for n in "${NODES[@]}"; do
 	check "$MASQ_MODE: $pod pings the world's IPv6 address" in_pod "$pod" ping -6 -c 2 -W 3 -q "$WORLD6"
 	check "  the world saw the IPv6 echo requests from $n's address" world_saw "icmp ${MN_IP6[$n]}"
 	check "  the world never saw $pod's own IPv6 address" bash -c "! grep -qE ' $p6( |\$)' '$WLOG'"
+	check "$MASQ_MODE: $pod's 4000-byte UDP datagram over IPv6 (fragments) goes and comes back whole" \
+		big "$pod" "$WORLD6" "${MN_IP6[$n]}"
 	in_pod "$pod" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" send "$WORLD6_NOMASQ" "$PORT"
 	check "$MASQ_MODE: the non-masquerade destination $WORLD6_NOMASQ sees $pod's own IPv6 address" \
 		wait_for 5 grep -q "^udp $p6 " "$WLOG"
@@ -115,12 +127,14 @@ for n in "${NODES[@]}"; do
 	check "$n counted masqueraded packets (to-netdev) and translated replies (from-netdev)" \
 		dp_is "$n" "j['packets-to-netdev']['masqueraded'] > 0 and j['packets-from-netdev']['masquerade-reply'] > 0"
 done
+# a fresh flow (a closed TCP one's mapping goes after conntrack-timeout-tcp-closing)
+probe pa "$WORLD" "${MN_IP[n1]}" >/dev/null
 dump=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" map dump dp_nat 2>&1)
-check "fibril map dump dp_nat decodes pa's TCP flow to the world: out, translated to n1's address" \
-	grep -Eq "^out TCP ${MN_POD_IP[pa]}:[0-9]+ -> $WORLD:$PORT +to ${MN_IP[n1]}:[0-9]+ endpoint=[0-9]+ " <<<"$dump" ||
+check "fibril map dump dp_nat decodes pa's UDP flow to the world: out, translated to n1's address" \
+	grep -Eq "^out UDP ${MN_POD_IP[pa]}:[0-9]+ -> $WORLD:$PORT +to ${MN_IP[n1]}:[0-9]+ endpoint=[0-9]+ " <<<"$dump" ||
 	echo "$dump" | head
 check "  and its reply's entry: in, back to pa" \
-	grep -Eq "^in TCP $WORLD:$PORT -> ${MN_IP[n1]}:[0-9]+ +to ${MN_POD_IP[pa]}:[0-9]+ " <<<"$dump"
+	grep -Eq "^in UDP $WORLD:$PORT -> ${MN_IP[n1]}:[0-9]+ +to ${MN_POD_IP[pa]}:[0-9]+ " <<<"$dump"
 check "fibril_to_netdev is on n2's eth0 egress (host-routing legacy, masquerade on)" \
 	bash -c "tc -n $(mn_ns n2) filter show dev eth0 egress | grep -q fibril_to_netde" # (a program name keeps 15 characters)
 finish

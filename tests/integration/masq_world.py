@@ -15,6 +15,12 @@
 #                    prints "tcp SEEN <addr> hello" and "udp SEEN <addr>
 #                    hello", exits 1 when either failed
 #   send HOST PORT   one UDP datagram, no answer awaited
+#   big HOST PORT SIZE
+#                    one UDP datagram of SIZE bytes (fragments on a 1500
+#                    MTU) starting "BIG"; the server answers it whole,
+#                    after "SEEN <source> " (fragments the other way);
+#                    prints "big SEEN <addr> <bytes back>", exits 1 unless
+#                    the answer carries the datagram unchanged
 #   clients HOST PORT N SECONDS NAME
 #                    N clients at once, each a TCP connection and a UDP
 #                    socket of its own, each sending its own tokens
@@ -77,8 +83,12 @@ def serve(port, path, addrs):
                 data, addr = udp.recvfrom(65535)
                 peer = plain(addr[0])
                 log(path, "udp %s %d" % (peer, len(data)))
+                if data.startswith(b"BIG"):
+                    answer_dgram = ("SEEN %s " % peer).encode() + data
+                else:
+                    answer_dgram = ("SEEN %s %s\n" % (peer, data.decode(errors="replace").strip()[:64])).encode()
                 try:  # a source the world has no route to (not masqueraded)
-                    udp.sendto(("SEEN %s %s\n" % (peer, data.decode(errors="replace").strip()[:64])).encode(), addr)
+                    udp.sendto(answer_dgram, addr)
                 except OSError:
                     pass
             elif s is icmp:
@@ -173,6 +183,26 @@ def clients(host, port, n, seconds, name):
     return 0 if len(results) == n and all(r.startswith("ok") for r in results) else 1
 
 
+def big(host, port, size):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    u = socket.socket(fam, socket.SOCK_DGRAM)
+    u.settimeout(2)
+    payload = b"BIG" + bytes((i * 7) % 251 for i in range(size - 3))
+    for _ in range(3):
+        u.sendto(payload, (host, port))
+        try:
+            ans = u.recv(65535)
+        except socket.timeout:
+            continue
+        head, _, rest = ans.partition(b" ")
+        addr, _, body = rest.partition(b" ")
+        ok = head == b"SEEN" and body == payload
+        print("big SEEN %s %d%s" % (addr.decode(errors="replace"), len(body), "" if ok else " MISMATCH"))
+        return 0 if ok else 1
+    print("big FAILED no answer")
+    return 1
+
+
 def send(host, port):
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
     socket.socket(fam, socket.SOCK_DGRAM).sendto(b"hello", (host, port))
@@ -187,6 +217,8 @@ if __name__ == "__main__":
         sys.exit(probe(sys.argv[2], int(sys.argv[3])))
     elif cmd == "clients":
         sys.exit(clients(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]))
+    elif cmd == "big":
+        sys.exit(big(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
     elif cmd == "send":
         sys.exit(send(sys.argv[2], int(sys.argv[3])))
     sys.exit(2)
