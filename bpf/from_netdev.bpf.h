@@ -22,8 +22,10 @@
  *
  * Masquerading ([datapath] masquerade, DP_CFG_F_MASQUERADE; the program is
  * attached then even with host-routing legacy): first of all, a reply of a
- * flow fibril_to_netdev masqueraded (dp_nat's IN entry, lib/nat.h) has its
- * destination address and port restored to the pod's (counted
+ * flow fibril_to_netdev masqueraded (dp_nat's IN entry, lib/nat.h; its
+ * later fragments by the ports the first left in dp_frags_out; an ICMP
+ * error about it by its inner packet) has its destination address and
+ * port restored to the pod's (counted
  * DP_REASON_REV_NAT); with host-routing = bpf it then goes the way above
  * (source check, the pod's ingress policy, conntrack, the redirect), else
  * to the stack (TC_ACT_OK), which routes it into the pod's veth, where
@@ -128,6 +130,8 @@ int fibril_from_netdev(struct __sk_buff *skb)
 		 * addresses came), the later ones take them */
 		frag_resolve(&p);
 		int t = nat_rev(skb, &p, cfg);
+		if (t == 0)
+			t = nat_rev_icmp_error(skb, &p);
 		if (t < 0)
 			return drop(skb, &p, DP_REASON_DROP_INVALID);
 		if (t > 0) {

@@ -281,8 +281,7 @@ static __always_inline int nat_rev(struct __sk_buff *skb, struct pkt *p,
 	if (!e)
 		return 0;
 	nat_touch(e, p, nat_now_s());
-	__u8 pod[16];
-	__builtin_memcpy(pod, e->addr, 16);
+	const __u8 *pod = e->addr; /* a map value: valid across the rewrite */
 	__u16 pod_port = e->port;
 	__u16 old_port = k.dport;
 	if (nat_rewrite(skb, p->tuple.family, p->tuple.proto, p->l4_off, 0, p->tuple.daddr, pod,
@@ -291,6 +290,108 @@ static __always_inline int nat_rev(struct __sk_buff *skb, struct pkt *p,
 	__builtin_memcpy(p->tuple.daddr, pod, 16);
 	if (!nat_is_icmp(p->tuple.proto))
 		p->tuple.dport = pod_port;
+	return 1;
+}
+
+/* An ICMP error (destination unreachable, fragmentation needed / packet
+ * too big, time exceeded) about a masqueraded flow, arriving for the node
+ * address: its inner packet is the flow's as it left (node address:port
+ * -> world), so the inner source address and port (echo identifier) and
+ * the outer destination go back to the pod's, with the inner IPv4 header
+ * checksum and the ICMP checksum (the inner TCP / UDP checksum is left:
+ * nobody checks it in an error). 1 translated, 0 not such an error. */
+static __always_inline int nat_rev_icmp_error(struct __sk_buff *skb, struct pkt *p)
+{
+	int v4 = p->tuple.family == DP_FAMILY_IPV4;
+	__u8 t = p->icmp_type;
+	if (p->frag != FRAG_NONE || !nat_is_icmp(p->tuple.proto) ||
+	    !(v4 ? (t == 3 || t == 11) : (t >= 1 && t <= 3)))
+		return 0;
+	__u32 inner = p->l4_off + 8, il4;
+	struct dp_nat_key k;
+	__builtin_memset(&k, 0, sizeof(k));
+	__u8 iproto, hdr[2];
+	/* the inner header's first bytes, then its addresses straight into
+	 * the key (the stack is near its limit here) */
+	if (bpf_skb_load_bytes(skb, inner, hdr, 2) < 0)
+		return 0;
+	if (v4) {
+		if ((hdr[0] & 0xf) < 5 ||
+		    bpf_skb_load_bytes(skb, inner + 9, &iproto, 1) < 0 ||
+		    bpf_skb_load_bytes(skb, inner + 12, k.daddr, 4) < 0 ||
+		    bpf_skb_load_bytes(skb, inner + 16, k.saddr, 4) < 0)
+			return 0;
+		il4 = inner + (hdr[0] & 0xf) * 4;
+	} else {
+		if (bpf_skb_load_bytes(skb, inner + 6, &iproto, 1) < 0 ||
+		    bpf_skb_load_bytes(skb, inner + 8, k.daddr, 16) < 0 ||
+		    bpf_skb_load_bytes(skb, inner + 24, k.saddr, 16) < 0)
+			return 0;
+		il4 = inner + 40;
+	}
+	/* the inner source is the node address the error came to */
+	for (int i = 0; i < 16; i++)
+		if (k.daddr[i] != p->tuple.daddr[i])
+			return 0;
+	__u8 l4[8];
+	if (bpf_skb_load_bytes(skb, il4, l4, 8) < 0)
+		return 0;
+	__u32 port_off;
+	if (iproto == IPPROTO_TCP || iproto == IPPROTO_UDP) {
+		__builtin_memcpy(&k.sport, l4 + 2, 2);
+		__builtin_memcpy(&k.dport, l4, 2);
+		port_off = il4;
+	} else if (iproto == (v4 ? IPPROTO_ICMP : IPPROTO_ICMPV6) &&
+		   nat_echo_kind(iproto, l4[0]) == 1) {
+		__builtin_memcpy(&k.dport, l4 + 4, 2);
+		port_off = il4 + 4;
+	} else {
+		return 0;
+	}
+	k.proto = iproto;
+	k.family = p->tuple.family;
+	k.dir = DP_NAT_IN;
+	struct dp_nat_entry *e = bpf_map_lookup_elem(&dp_nat, &k);
+	if (!e)
+		return 0;
+	const __u8 *node = k.daddr, *pod = e->addr; /* e stays valid: a map value */
+	__u16 pod_port = e->port, nat_port = k.dport;
+	__u32 csum = p->l4_off + 2;
+	if (v4) {
+		__u32 o, n;
+		__u16 ic_old, ic_new;
+		__builtin_memcpy(&o, node, 4);
+		__builtin_memcpy(&n, pod, 4);
+		if (bpf_skb_load_bytes(skb, inner + 10, &ic_old, 2) < 0 ||
+		    bpf_l3_csum_replace(skb, inner + 10, o, n, 4) < 0 ||
+		    bpf_skb_load_bytes(skb, inner + 10, &ic_new, 2) < 0 ||
+		    bpf_l4_csum_replace(skb, csum, o, n, 4) < 0 ||
+		    bpf_l4_csum_replace(skb, csum, ic_old, ic_new, 2) < 0 ||
+		    bpf_skb_store_bytes(skb, inner + 12, &n, 4, 0) < 0)
+			return -1;
+		if (bpf_l4_csum_replace(skb, csum, nat_port, pod_port, 2) < 0 ||
+		    bpf_skb_store_bytes(skb, port_off, &pod_port, 2, 0) < 0)
+			return -1;
+		if (bpf_l3_csum_replace(skb, ETH_HLEN + __builtin_offsetof(struct iphdr, check), o, n,
+					4) < 0 ||
+		    bpf_skb_store_bytes(skb, ETH_HLEN + __builtin_offsetof(struct iphdr, daddr), &n, 4,
+					0) < 0)
+			return -1;
+	} else {
+		__s64 diff = bpf_csum_diff((__be32 *)node, 16, (__be32 *)pod, 16, 0);
+		if (bpf_l4_csum_replace(skb, csum, 0, (__u32)diff, 0) < 0 ||
+		    bpf_skb_store_bytes(skb, inner + __builtin_offsetof(struct ipv6hdr, saddr), pod, 16,
+					0) < 0)
+			return -1;
+		if (bpf_l4_csum_replace(skb, csum, nat_port, pod_port, 2) < 0 ||
+		    bpf_skb_store_bytes(skb, port_off, &pod_port, 2, 0) < 0)
+			return -1;
+		if (bpf_l4_csum_replace(skb, csum, 0, (__u32)diff, BPF_F_PSEUDO_HDR) < 0 ||
+		    bpf_skb_store_bytes(skb, ETH_HLEN + __builtin_offsetof(struct ipv6hdr, daddr), pod,
+					16, 0) < 0)
+			return -1;
+	}
+	__builtin_memcpy(p->tuple.daddr, pod, 16);
 	return 1;
 }
 

@@ -656,6 +656,12 @@ static int dp_start(struct fibril_module *m)
 					   "least a page (%ld bytes)", dp->events_bytes, page);
 		return -EINVAL;
 	}
+	if (dp->nat_port_max < dp->nat_port_min) {
+		fibril_module_set_error(m, "[datapath] masquerade-port-max = %u is below "
+					   "masquerade-port-min = %u: no port to masquerade with",
+					dp->nat_port_max, dp->nat_port_min);
+		return -EINVAL;
+	}
 	dp->ipam = (const struct fibril_ipam_ops *)fibril_service_lookup(m, FIBRIL_IPAM_CAPABILITY,
 									  1 /* the lowest it needs */,
 									  &dp->ipam_ctx);
