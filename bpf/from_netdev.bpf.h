@@ -95,10 +95,7 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	__builtin_memset(&p, 0, sizeof(p));
 	p.direction = DP_DIR_FROM_NETDEV;
 	pkt_config(&p);
-	__u32 zero = 0;
-	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
-	int masq = cfg && (cfg->flags & DP_CFG_F_MASQUERADE);
-	if ((!p.host_routing && !masq) || skb->pkt_type != 0 /* PACKET_HOST */)
+	if ((!p.host_routing && !p.masquerade) || skb->pkt_type != 0 /* PACKET_HOST */)
 		return TC_ACT_UNSPEC;
 	void *data_end;
 	struct ethhdr *eth = eth_header(skb, &data_end);
@@ -125,7 +122,9 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	/* a reply of a masqueraded flow: its destination back to the pod's,
 	 * then delivered as any packet for the pod (the stack and
 	 * fibril_to_endpoint, or the redirect below: policy and conntrack) */
-	if (masq) {
+	__u32 zero = 0;
+	const struct dp_config *cfg = p.masquerade ? bpf_map_lookup_elem(&dp_config, &zero) : 0;
+	if (cfg) {
 		/* fragments: the first records its ports (dp_frags_out, as the
 		 * addresses came), the later ones take them */
 		frag_resolve(&p);
