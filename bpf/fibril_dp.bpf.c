@@ -1,4 +1,4 @@
-/* bpf/fibril_dp.bpf.c - the datapath's BPF object: four tc programs that
+/* bpf/fibril_dp.bpf.c - the datapath's BPF object: five tc programs that
  * share the maps of lib/maps.h (layouts in fibril_dp.h); one loaded
  * instance of each serves every endpoint, what differs per endpoint is in
  * the maps. One file per hook:
@@ -9,7 +9,10 @@
  *   fibril_from_overlay   from_overlay.bpf.h   VXLAN device, clsact ingress
  *                                              (tunnel mode)
  *   fibril_from_netdev    from_netdev.bpf.h    underlay devices, clsact
- *                                              ingress (host-routing = bpf)
+ *                                              ingress (host-routing = bpf,
+ *                                              masquerade's replies)
+ *   fibril_to_netdev      to_netdev.bpf.h      external devices, clsact
+ *                                              egress (masquerade)
  * All four are in section "tc" (libbpf 1.1 knows no "tc/<name>"
  * sections): the module tells them apart by name.
  *
@@ -34,3 +37,4 @@ char LICENSE[] SEC("license") = "GPL";
 #include "to_endpoint.bpf.h"
 #include "from_overlay.bpf.h"
 #include "from_netdev.bpf.h"
+#include "to_netdev.bpf.h"

@@ -28,6 +28,10 @@
 #define DP_MAP_CONFIG "dp_config"
 #define DP_MAP_POLICY "dp_policy"
 #define DP_MAP_POLICY_EP "dp_policy_ep"
+#define DP_MAP_NAT "dp_nat"             /* masquerading: both directions of each flow */
+#define DP_MAP_NAT_DEVS "dp_nat_devs"   /* the external devices' addresses */
+#define DP_MAP_NOMASQ "dp_nomasq"       /* destinations never masqueraded */
+#define DP_MAP_NAT_COUNT "dp_nat_count" /* masqueraded flows each endpoint holds */
 
 #define DP_ENDPOINTS_MAX 65536
 #define DP_IPCACHE_MAX 524288  /* Cilium's default: every endpoint of a large cluster (no prealloc) */
@@ -35,7 +39,7 @@
 #define DP_CT_ANY_MAX 65536     /* default of [datapath] conntrack-max-other */
 #define DP_FRAGS_MAX 8192
 #define DP_IPV6_MAX_EXTHDRS 8   /* extension headers walked before L4 (Cilium: 4) */
-#define DP_METRICS_DIRECTIONS 4 /* enum dp_direction's values */
+#define DP_METRICS_DIRECTIONS 5 /* enum dp_direction's values */
 #define DP_METRICS_MAX (DP_METRICS_DIRECTIONS * 256) /* a slot per (direction, reason) */
 #define DP_EVENTS_BYTES (8u << 20) /* ring buffer: power of 2, page multiple; the
 				    * default, [datapath] events-ring-bytes sets it */
@@ -47,6 +51,9 @@
 #define DP_POLICY_MAX 65536
 #define DP_POLICY_EP_MAX 65536 /* one slot per local endpoint ID */
 #define DP_CT_COUNT_MAX 65536  /* one slot per local endpoint ID (0: the outside's total) */
+#define DP_NAT_MAX 131072      /* dp_nat: two entries per masqueraded flow */
+#define DP_NAT_DEVS_MAX 256
+#define DP_NOMASQ_MAX 16384
 
 #define DP_FAMILY_IPV4 4
 #define DP_FAMILY_IPV6 6
@@ -85,6 +92,10 @@ struct dp_ipcache_key {
  * whose entry has DP_IPCACHE_F_TUNNEL goes into the VXLAN device with that
  * node as the outer destination. */
 #define DP_IPCACHE_F_TUNNEL 0x1 /* tunnel_family / tunnel_ip are set */
+#define DP_IPCACHE_F_CLUSTER 0x2 /* inside the cluster (a node, a pod CIDR, an
+				  * endpoint: the claim of the nodes module or
+				  * an endpoint's, set by the datapath module):
+				  * never masqueraded */
 
 struct dp_ipcache_value {
 	__u32 identity;
@@ -205,6 +216,8 @@ enum dp_direction {
 	DP_DIR_FROM_OVERLAY = 2,  /* the VXLAN device's ingress: from another node */
 	DP_DIR_FROM_NETDEV = 3,   /* an underlay device's ingress (host-routing =
 				   * bpf, native mode): from another node */
+	DP_DIR_TO_NETDEV = 4,     /* an external device's egress (masquerade):
+				   * leaving the node */
 };
 
 /* Reasons below 128 are verdicts that let the packet go on; from 128 on
@@ -226,6 +239,10 @@ enum dp_reason {
 	DP_REASON_TO_FIB = 9,         /* host-routing = bpf: redirected out of the
 				       * FIB's device toward the next hop
 				       * (bpf_redirect_neigh), skipping the stack */
+	DP_REASON_MASQUERADED = 10,   /* to-netdev: source-NATed to the device's
+				       * address (dp_nat) */
+	DP_REASON_REV_NAT = 11,       /* from-netdev: a reply to a masqueraded flow,
+				       * its destination restored */
 	DP_REASON_POLICY_ALLOWED = 8, /* not a packet verdict: the policy allowed the
 				       * first packet of a flow (DP_EVENT_POLICY) */
 	DP_REASON_DROP_SPOOFED_IP = 130,  /* source IP is not the endpoint's */
@@ -248,6 +265,13 @@ enum dp_reason {
 					       * host) or a local endpoint's address */
 	DP_REASON_DROP_TUNNEL_SOURCE = 145, /* from-overlay: the outer source is not
 					     * a known node (ipcache: remote-node) */
+	DP_REASON_DROP_NAT_NO_PORT = 146, /* to-netdev: no free masquerading port for
+					   * (destination, node address) (or dp_nat
+					   * full): the flow is refused, never given
+					   * a port another flow holds */
+	DP_REASON_DROP_NAT_QUOTA = 147,   /* to-netdev: the endpoint holds
+					   * dp_config.nat_ep_max masqueraded flows
+					   * already (dp_nat_count) */
 };
 
 /* dp_metrics: PERCPU_ARRAY, one slot per (direction, reason) at
@@ -271,6 +295,8 @@ struct dp_metrics_value {
 				   * an endpoint to another node's pod (native
 				   * mode) leaves by bpf_fib_lookup +
 				   * bpf_redirect_neigh, not through the stack */
+#define DP_CFG_F_MASQUERADE 0x8 /* [datapath] masquerade: pods' flows to the
+				 * world leave with the device's address */
 
 struct dp_config {
 	__u32 flags;        /* DP_CFG_F_* */
@@ -286,6 +312,13 @@ struct dp_config {
 	__u32 ct_ep_max[2];      /* entries one endpoint's own flows may hold, and
 				  * as many for the flows opened to it from outside */
 	__u32 ct_outside_max[2]; /* entries all flows from outside may hold */
+	/* appended (40 -> 48 bytes: the pin is recreated): masquerading's
+	 * port (and ICMP echo identifier) range, host order, inclusive, and
+	 * the masqueraded flows one endpoint may hold (dp_nat_count; 0: no
+	 * limit) */
+	__u16 nat_port_min;
+	__u16 nat_port_max;
+	__u32 nat_ep_max;
 };
 
 /* ---- the source identity in the packet's metadata ----------------------
@@ -414,5 +447,70 @@ struct dp_policy_ep {
 	__u32 flags;    /* DP_POLICY_EP_F_* */
 	__u32 revision; /* the policy revision these entries come from */
 };
+
+/* ---- masquerading (BPF SNAT) ------------------------------------------
+ * dp_nat: HASH (not LRU: a full table refuses a new flow, it never evicts
+ * a live mapping), two entries per masqueraded flow, as Cilium's
+ * snat_v4_external: DP_NAT_OUT keyed by the flow as the pod sent it (pod
+ * -> world) holds the address and port it leaves with; DP_NAT_IN keyed by
+ * the reply as it arrives (world -> node address:port) holds the pod's
+ * address and port. Both are inserted with BPF_NOEXIST, the IN one first:
+ * a port is taken only when no other flow to that (destination, node
+ * address) holds it (the collision check of both directions), and never
+ * reused while its entry lives. ICMP echo: the identifier is the port
+ * (OUT: sport = the pod's identifier, dport 0; IN: sport 0, dport = the
+ * node's). The helpers (bpf/lib/nat.h) take the address to translate to
+ * as an argument, so another egress (a gateway node's egress IP) reuses
+ * the map and the helpers as they are. The GC (modules/datapath) removes a
+ * pair when both halves are idle past the conntrack timeouts. */
+enum dp_nat_dir {
+	DP_NAT_OUT = 0, /* the pod's flow, before translation */
+	DP_NAT_IN = 1,  /* the reply, as it arrives */
+};
+
+struct dp_nat_key {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport; /* network order */
+	__u16 dport;
+	__u8 proto;
+	__u8 family;
+	__u8 dir;    /* enum dp_nat_dir */
+	__u8 pad;
+};
+
+#define DP_NAT_F_CLOSING 0x1 /* a TCP FIN or RST went past */
+
+struct dp_nat_entry {
+	__u8 addr[16];      /* OUT: the new source; IN: the pod's address */
+	__u16 port;         /* network order: OUT the new source port, IN the pod's */
+	__u16 ep_id;        /* the pod's endpoint */
+	__u32 created_s;    /* CLOCK_MONOTONIC seconds */
+	__u32 last_seen_s;  /* rewritten at most every dp_config.ct_refresh_s */
+	__u8 flags;         /* DP_NAT_F_* */
+	__u8 pad[3];
+};
+
+/* dp_nat_devs: HASH ifindex -> the external device's addresses (the
+ * module writes one entry per device it attaches fibril_to_netdev to). */
+#define DP_NAT_DEV_F_IPV4 0x1
+#define DP_NAT_DEV_F_IPV6 0x2
+struct dp_nat_dev {
+	__u8 addr4[4];
+	__u8 addr6[16];
+	__u32 flags; /* DP_NAT_DEV_F_* */
+};
+
+/* dp_nat_count: ARRAY (mmapable) indexed by endpoint ID: the masqueraded
+ * flows (OUT entries) the endpoint holds. The program checks it against
+ * dp_config.nat_ep_max before it maps a new flow and adds one after; the
+ * GC, which alone removes mappings, takes one off (atomically, through
+ * the mapping). So a pod holds at most nat_ep_max of dp_nat and the rest
+ * stays for the others: nothing is ever evicted. */
+
+/* dp_nomasq: LPM_TRIE keyed as dp_ipcache (struct dp_ipcache_key):
+ * destinations a pod reaches with its own address, besides what the
+ * ipcache marks DP_IPCACHE_F_CLUSTER: link-local and [datapath]
+ * non-masquerade-cidrs. The value is unused (1). */
 
 #endif

@@ -18,7 +18,18 @@
  * and the veth's egress are skipped); everything else (the node's own
  * traffic, ARP, ND / MLD that stays on the link, a TTL of 1) goes on to the
  * stack untouched and uncounted. With host-routing off (the flag cleared
- * in dp_config) it passes everything.
+ * in dp_config) it passes everything but the replies of masqueraded flows.
+ *
+ * Masquerading ([datapath] masquerade, DP_CFG_F_MASQUERADE; the program is
+ * attached then even with host-routing legacy): first of all, a reply of a
+ * flow fibril_to_netdev masqueraded (dp_nat's IN entry, lib/nat.h; its
+ * later fragments by the ports the first left in dp_frags_out; an ICMP
+ * error about it by its inner packet) has its destination address and
+ * port restored to the pod's (counted
+ * DP_REASON_REV_NAT); with host-routing = bpf it then goes the way above
+ * (source check, the pod's ingress policy, conntrack, the redirect), else
+ * to the stack (TC_ACT_OK), which routes it into the pod's veth, where
+ * fibril_to_endpoint checks policy and conntrack.
  *
  * The device's ingress is shared (the tc order contract, bpf/README.md):
  * this filter is at priority 1 (DP_TC_PRIORITY, modules/datapath), lb's
@@ -43,6 +54,7 @@
 #include "lib/forward.h"
 #include "lib/frag.h"
 #include "lib/identity.h"
+#include "lib/nat.h"
 #include "lib/parse.h"
 #include "lib/policy.h"
 
@@ -83,7 +95,7 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	__builtin_memset(&p, 0, sizeof(p));
 	p.direction = DP_DIR_FROM_NETDEV;
 	pkt_config(&p);
-	if (!p.host_routing || skb->pkt_type != 0 /* PACKET_HOST */)
+	if ((!p.host_routing && !p.masquerade) || skb->pkt_type != 0 /* PACKET_HOST */)
 		return TC_ACT_UNSPEC;
 	void *data_end;
 	struct ethhdr *eth = eth_header(skb, &data_end);
@@ -107,6 +119,43 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	} else {
 		return TC_ACT_UNSPEC;
 	}
+	/* a reply of a masqueraded flow: its destination back to the pod's,
+	 * then delivered as any packet for the pod (the stack and
+	 * fibril_to_endpoint, or the redirect below: policy and conntrack) */
+	__u32 zero = 0;
+	const struct dp_config *cfg = p.masquerade ? bpf_map_lookup_elem(&dp_config, &zero) : 0;
+	if (cfg) {
+		/* fragments: the first records its ports (dp_frags_out, as the
+		 * addresses came), the later ones take them */
+		frag_resolve(&p);
+		int t = nat_rev(skb, &p, cfg);
+		if (t == 0)
+			t = nat_rev_icmp_error(skb, &p);
+		if (t < 0)
+			return drop(skb, &p, DP_REASON_DROP_INVALID);
+		if (t > 0) {
+			metrics_count(skb, &p, DP_REASON_REV_NAT);
+			if (!p.host_routing)
+				return TC_ACT_OK;
+			/* the rewrite invalidated the packet pointers */
+			void *data = (void *)(long)skb->data;
+			data_end = (void *)(long)skb->data_end;
+			if (p.tuple.family == DP_FAMILY_IPV4) {
+				struct iphdr *ip = data + ETH_HLEN;
+				if ((void *)(ip + 1) > data_end)
+					return TC_ACT_OK;
+				ttl = &ip->ttl;
+				ip4 = ip;
+			} else {
+				struct ipv6hdr *ip6 = data + ETH_HLEN;
+				if ((void *)(ip6 + 1) > data_end)
+					return TC_ACT_OK;
+				ttl = &ip6->hop_limit;
+			}
+		}
+	}
+	if (!p.host_routing)
+		return TC_ACT_UNSPEC;
 	if (netdev_source_check(skb, &p))
 		return TC_ACT_SHOT;
 	if (p.is_icmp6_nd)

@@ -120,4 +120,36 @@ struct {
 	__type(value, struct dp_ct_count);
 } dp_ct_count SEC(".maps");
 
+/* masquerading (lib/nat.h): the flows' mappings, the external devices'
+ * addresses, the destinations left alone */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DP_NAT_MAX);
+	__type(key, struct dp_nat_key);
+	__type(value, struct dp_nat_entry);
+} dp_nat SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DP_NAT_DEVS_MAX);
+	__type(key, __u32);
+	__type(value, struct dp_nat_dev);
+} dp_nat_devs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, DP_NOMASQ_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct dp_ipcache_key);
+	__type(value, __u32);
+} dp_nomasq SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DP_CT_COUNT_MAX);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u32);
+} dp_nat_count SEC(".maps");
+
 #endif /* FIBRIL_BPF_LIB_MAPS_H */

@@ -80,6 +80,28 @@ static const struct fibril_config_key dp_config_keys[] = {
 		 "arriving on an underlay device is redirected into it (legacy, with a warning, "
 		 "when the kernel lacks the helpers); legacy: the stack routes both",
 	 .check = check_host_routing},
+	{.name = "masquerade", .type = FIBRIL_CONFIG_BOOL, .default_value = "true",
+	 .help = "Pods' flows to destinations outside the cluster leave with the address of "
+		 "the device they leave by (BPF SNAT on the external devices' egress, "
+		 "fibril_to_netdev); the replies are translated back and delivered through the "
+		 "datapath"},
+	{.name = "non-masquerade-cidrs", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "CIDRs a pod reaches with its own address, besides the cluster (all nodes' "
+		 "pod CIDRs, node IPs) and link-local, separated by commas or spaces",
+	 .check = dp_nat_check_cidrs},
+	{.name = "masquerade-port-min", .type = FIBRIL_CONFIG_INT, .default_value = "61000",
+	 .help = "Lowest port (and ICMP echo identifier) a masqueraded flow gets; the default "
+		 "range 61000-65535 stays clear of the NodePort range and of the kernel's "
+		 "ephemeral ports (32768-60999) the node's own sockets take",
+	 .min = 1024, .max = 65535},
+	{.name = "masquerade-endpoint-max", .type = FIBRIL_CONFIG_INT, .default_value = "16384",
+	 .help = "Masqueraded flows one endpoint may hold at once (a quarter of dp_nat's); a "
+		 "new one over it is dropped (drop:masquerade-endpoint-quota), so one pod "
+		 "cannot take the mappings the others need",
+	 .min = 1, .max = DP_NAT_MAX / 2},
+	{.name = "masquerade-port-max", .type = FIBRIL_CONFIG_INT, .default_value = "65535",
+	 .help = "Highest port a masqueraded flow gets (at least masquerade-port-min)",
+	 .min = 1024, .max = 65535},
 	{.name = "host-device-peer", .type = FIBRIL_CONFIG_STRING, .default_value = "fibril_net",
 	 .help = "Peer name when the host device is a veth pair", .check = check_ifname},
 	{.name = "conntrack-timeout-tcp", .type = FIBRIL_CONFIG_DURATION, .default_value = "6h",
@@ -160,6 +182,12 @@ static void config_read(struct datapath *dp)
 	dp->trace = fibril_config_bool(dp->m, "trace-events");
 	dp->policy_verdicts = fibril_config_bool(dp->m, "policy-verdict-events");
 	dp->host_routing_bpf = !strcmp(fibril_config_string(dp->m, "host-routing"), "bpf");
+	dp->masquerade = fibril_config_bool(dp->m, "masquerade");
+	dp->nat_port_min = (uint16_t)fibril_config_int(dp->m, "masquerade-port-min");
+	dp->nat_port_max = (uint16_t)fibril_config_int(dp->m, "masquerade-port-max");
+	dp->nat_ep_max = (uint32_t)fibril_config_int(dp->m, "masquerade-endpoint-max");
+	snprintf(dp->nomasq_cidrs, sizeof(dp->nomasq_cidrs), "%s",
+		 fibril_config_string(dp->m, "non-masquerade-cidrs"));
 	/* the probes' verifier log is written by the kernel: valgrind cannot
 	 * tell it is initialised */
 	dp_vg_quiet_begin();
@@ -590,24 +618,28 @@ static void dp_release(struct datapath *dp)
 	dp->node_ready = false;
 }
 
-/* fibril_from_netdev on the underlay devices (host-routing = bpf) or off
- * them (legacy); a failure is logged, the start goes on. */
+/* fibril_from_netdev on the underlay devices (host-routing = bpf, or
+ * masquerade's replies) or off them (legacy, no masquerade), and
+ * fibril_to_netdev on their egress (masquerade); a failure is logged, the
+ * start goes on. */
 static void netdevs_sync(struct datapath *dp)
 {
 	char err[DP_ERR_LEN] = "";
 	int nnetdev = 0;
-	if (dp_prog_netdevs_sync(dp, dp->host_routing_bpf, &nnetdev, err, sizeof(err)) < 0)
-		fibril_warn(dp->m, "host-routing: %s", err);
+	bool on = dp->host_routing_bpf || dp->masquerade;
+	if (dp_prog_netdevs_sync(dp, on, &nnetdev, err, sizeof(err)) < 0)
+		fibril_warn(dp->m, "external devices: %s", err);
 	else if (nnetdev)
-		fibril_info(dp->m, "host-routing %s: fibril_from_netdev %s %d device(s)",
-			    dp->host_routing_bpf ? "bpf" : "legacy",
-			    dp->host_routing_bpf ? "attached to" : "detached from", nnetdev);
-	dp->netdevs = dp->host_routing_bpf ? nnetdev : 0;
+		fibril_info(dp->m, "host-routing %s, masquerade %s: fibril_from_netdev %s %d "
+				   "device(s), fibril_to_netdev on %d",
+			    dp->host_routing_bpf ? "bpf" : "legacy", dp->masquerade ? "on" : "off",
+			    on ? "attached to" : "detached from", nnetdev, dp->nat_devs);
+	dp->netdevs = on ? nnetdev : 0;
 }
 
 void dp_programs_loaded(struct datapath *dp)
 {
-	if (dp->host_routing_bpf)
+	if (dp->host_routing_bpf || dp->masquerade)
 		netdevs_sync(dp);
 }
 
@@ -624,6 +656,12 @@ static int dp_start(struct fibril_module *m)
 					   "least a page (%ld bytes)", dp->events_bytes, page);
 		return -EINVAL;
 	}
+	if (dp->nat_port_max < dp->nat_port_min) {
+		fibril_module_set_error(m, "[datapath] masquerade-port-max = %u is below "
+					   "masquerade-port-min = %u: no port to masquerade with",
+					dp->nat_port_max, dp->nat_port_min);
+		return -EINVAL;
+	}
 	dp->ipam = (const struct fibril_ipam_ops *)fibril_service_lookup(m, FIBRIL_IPAM_CAPABILITY,
 									  1 /* the lowest it needs */,
 									  &dp->ipam_ctx);
@@ -637,7 +675,8 @@ static int dp_start(struct fibril_module *m)
 	/* tunnel mode as the last run left it, until its consumer sets it up
 	 * again: encapsulation does not pause over a restart */
 	dp->tunnel_ifindex = dp_config_tunnel_ifindex(dp);
-	if ((rc = dp_config_write(dp, err, sizeof(err))) < 0)
+	if ((rc = dp_config_write(dp, err, sizeof(err))) < 0 ||
+	    (rc = dp_nat_nomasq_write(dp, err, sizeof(err))) < 0)
 		goto fail;
 	/* everything not more specific is the world */
 	static const uint8_t any[16];
@@ -654,7 +693,7 @@ static int dp_start(struct fibril_module *m)
 	eps_health(dp);
 	/* fibril_from_netdev: detached now (legacy), or attached once the
 	 * programs are loaded (dp_programs_loaded) */
-	if (!dp->host_routing_bpf || dp->prog)
+	if (!(dp->host_routing_bpf || dp->masquerade) || dp->prog)
 		netdevs_sync(dp);
 	if (!node_try(dp))
 		dp->node_timer = fibril_timer_add(m, NODE_RETRY_MS, NODE_RETRY_MS, node_retry, dp);

@@ -34,6 +34,10 @@ enum dp_map_id {
 	DPM_POLICY_EP, /* per-endpoint enforcement */
 	DPM_FRAGS_OUT, /* fragments from outside */
 	DPM_CT_COUNT,  /* conntrack entries charged to each endpoint */
+	DPM_NAT,       /* masquerading: the flows' mappings */
+	DPM_NAT_DEVS,  /* the external devices' addresses */
+	DPM_NOMASQ,    /* destinations never masqueraded */
+	DPM_NAT_COUNT, /* masqueraded flows charged to each endpoint */
 	DPM_COUNT
 };
 
@@ -69,6 +73,13 @@ struct datapath {
 	int netdevs;           /* devices fibril_from_netdev is attached to */
 	bool host_routing_bpf; /* [datapath] host-routing = bpf and the kernel has
 				* bpf_fib_lookup + bpf_redirect_neigh */
+	/* masquerading (dp_nat.c) */
+	bool masquerade;        /* [datapath] masquerade */
+	uint16_t nat_port_min, nat_port_max; /* [datapath] masquerade-port-min / -max */
+	uint32_t nat_ep_max;    /* [datapath] masquerade-endpoint-max */
+	char nomasq_cidrs[1024]; /* [datapath] non-masquerade-cidrs as given */
+	int nat_devs;           /* devices fibril_to_netdev is attached to */
+	size_t gc_last_nat;     /* dp_nat entries the last GC pass kept */
 	/* ipam, for the gateways */
 	const struct fibril_ipam_ops *ipam;
 	void *ipam_ctx;
@@ -124,6 +135,23 @@ struct datapath {
 	size_t neps;
 	struct dp_ep **ep_by_id; /* [65536], calloc'd (pages touched only for IDs in use) */
 };
+
+/* ---- masquerading (dp_nat.c) ---- */
+/* dp_nomasq from the config: link-local and [datapath] non-masquerade-cidrs
+ * (checked by the config key's check) */
+int dp_nat_nomasq_write(struct datapath *dp, char *err, size_t len);
+/* dp_nat_devs: ifindex's addresses (the first IPv4 and global IPv6 of the
+ * device), or its entry removed (attach false) */
+int dp_nat_dev_write(struct datapath *dp, int ifindex, const char *ifname, bool attach);
+/* fibril map dump's decoders of dp_nat, dp_nat_devs, dp_nomasq */
+int dp_nat_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+	       void *ud);
+int dp_nat_devs_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		    void *ud);
+int dp_nomasq_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		  void *ud);
+/* the config key's check: a list of CIDRs separated by commas or spaces */
+int dp_nat_check_cidrs(const char *value, char *why, size_t len);
 
 /* ---- util (dp_util.c) ---- */
 void dp_seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -271,7 +299,8 @@ int dp_prog_attached_id(int ifindex, enum dp_hook h);
 struct dp_pin_def {
 	const char *suffix, *name; /* the pin's suffix, the program's name */
 };
-extern const struct dp_pin_def dp_pin_ingress, dp_pin_egress, dp_pin_overlay, dp_pin_netdev;
+extern const struct dp_pin_def dp_pin_ingress, dp_pin_egress, dp_pin_overlay, dp_pin_netdev,
+	dp_pin_to_netdev;
 /* The pin of d for the object of `hash` when it fits the maps (map_fds by
  * enum dp_map_id): its fd; else -1. */
 int dp_pin_adopt(uint64_t hash, const struct dp_pin_def *d, const int *map_fds);

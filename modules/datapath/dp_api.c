@@ -172,7 +172,10 @@ static void status_answer(struct datapath *dp, struct fibril_response *resp)
 	add_int(ev, "drop-events-burst", dp->event_burst);
 	json_object_object_add(ev, "trace-events", json_object_new_boolean(dp->trace));
 	add_str(o, "host-routing", dp->host_routing_bpf ? "bpf" : "legacy");
-	add_int(o, "host-routing-devices", dp->netdevs);
+	add_int(o, "host-routing-devices", dp->host_routing_bpf ? dp->netdevs : 0);
+	json_object_object_add(o, "masquerade", json_object_new_boolean(dp->masquerade));
+	add_int(o, "masquerade-devices", dp->nat_devs);
+	add_int(o, "masquerade-entries", (int64_t)dp->gc_last_nat);
 	json_object_object_add(ev, "policy-verdict-events", json_object_new_boolean(dp->policy_verdicts));
 	json_object_object_add(o, "events", ev);
 
@@ -187,6 +190,8 @@ static void status_answer(struct datapath *dp, struct fibril_response *resp)
 		DP_REASON_DROP_NO_TUNNEL_KEY, DP_REASON_DROP_TUNNEL,
 		DP_REASON_TO_FIB,          DP_REASON_DROP_CT_FULL,
 		DP_REASON_DROP_SPOOFED_NETWORK, DP_REASON_DROP_TUNNEL_SOURCE,
+		DP_REASON_MASQUERADED,     DP_REASON_REV_NAT,
+		DP_REASON_DROP_NAT_NO_PORT, DP_REASON_DROP_NAT_QUOTA,
 	};
 	/* packets per reason (summed over the CPUs), one object per direction */
 	static const struct {
@@ -195,7 +200,8 @@ static void status_answer(struct datapath *dp, struct fibril_response *resp)
 	} dirs[] = {{DP_DIR_FROM_ENDPOINT, "packets-from-endpoints"},
 		    {DP_DIR_TO_ENDPOINT, "packets-to-endpoints"},
 		    {DP_DIR_FROM_OVERLAY, "packets-from-overlay"},
-		    {DP_DIR_FROM_NETDEV, "packets-from-netdev"}};
+		    {DP_DIR_FROM_NETDEV, "packets-from-netdev"},
+		    {DP_DIR_TO_NETDEV, "packets-to-netdev"}};
 	for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
 		struct json_object *metrics = json_object_new_object();
 		for (size_t i = 0; i < sizeof(reasons); i++) {

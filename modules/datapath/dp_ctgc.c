@@ -72,6 +72,73 @@ static enum modcommon_gc_verdict ct_verdict(const void *key, void *value, void *
 	return MODCOMMON_GC_DELETE;
 }
 
+/* ---- dp_nat ---- */
+
+static bool nat_idle(const struct dp_ctgc_params *p, const struct dp_nat_key *k,
+		     const struct dp_nat_entry *v)
+{
+	uint64_t ms = k->proto == IPPROTO_TCP ? ((v->flags & DP_NAT_F_CLOSING) ? p->closing_ms
+									  : p->tcp_ms)
+					      : p->other_ms;
+	if (p->now_s <= v->last_seen_s)
+		return false;
+	return (uint64_t)(p->now_s - v->last_seen_s) * 1000 > ms + (uint64_t)p->slack_s * 1000;
+}
+
+/* the key of the other half of the mapping (k, v) */
+static void nat_partner(const struct dp_nat_key *k, const struct dp_nat_entry *v,
+			struct dp_nat_key *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->proto = k->proto;
+	o->family = k->family;
+	if (k->dir == DP_NAT_OUT) { /* pod -> world  =>  world -> node:port */
+		memcpy(o->saddr, k->daddr, 16);
+		memcpy(o->daddr, v->addr, 16);
+		o->sport = k->dport;
+		o->dport = v->port;
+		o->dir = DP_NAT_IN;
+	} else { /* world -> node:port  =>  pod -> world */
+		memcpy(o->saddr, v->addr, 16);
+		memcpy(o->daddr, k->saddr, 16);
+		o->sport = v->port;
+		o->dport = k->sport;
+		o->dir = DP_NAT_OUT;
+	}
+}
+
+static enum modcommon_gc_verdict nat_verdict(const void *key, void *value, void *ud)
+{
+	struct dp_ctgc_params *p = ud;
+	if (!nat_idle(p, key, value))
+		return MODCOMMON_GC_KEEP;
+	struct dp_nat_key o;
+	struct dp_nat_entry ov;
+	nat_partner(key, value, &o);
+	p->lookups++;
+	if (bpf_map_lookup_elem(p->nat_fd, &o, &ov) == 0 && !nat_idle(p, &o, &ov))
+		return MODCOMMON_GC_KEEP; /* the other way is busy (the reply path) */
+	const struct dp_nat_key *k = key;
+	const struct dp_nat_entry *v = value;
+	if (k->dir == DP_NAT_OUT && p->nat_counts)
+		count_down(&p->nat_counts[v->ep_id]);
+	return MODCOMMON_GC_DELETE;
+}
+
+int dp_natgc_batch(int fd, const struct dp_ctgc_params *p, struct dp_ctgc_stats *st)
+{
+	struct modcommon_gc_stats gs = {0};
+	struct dp_ctgc_params q = *p;
+	q.nat_fd = fd;
+	q.lookups = 0;
+	int rc = modcommon_gc_batch(fd, sizeof(struct dp_nat_key), sizeof(struct dp_nat_entry),
+				    nat_verdict, &q, &gs);
+	st->seen += gs.seen;
+	st->removed += gs.removed;
+	st->syscalls += gs.syscalls + q.lookups;
+	return rc;
+}
+
 int dp_ctgc_batch(int fd, const struct dp_ctgc_params *p, struct dp_ctgc_stats *st)
 {
 	struct modcommon_gc_stats gs = {0};

@@ -23,6 +23,10 @@ struct dp_ctgc_params {
 	 * with is given back, atomically (the program adds to it meanwhile) */
 	struct dp_ct_count *counts;
 	unsigned map_index;    /* 0: dp_conntrack, 1: dp_ct_any (the counts' index) */
+	int nat_fd;            /* dp_natgc_batch: the map, for the other half */
+	uint32_t *nat_counts;  /* dp_nat_count mapped (NULL: none): a removed OUT
+				* entry's charge is given back */
+	uint64_t lookups;      /* dp_natgc_batch: bpf() calls of the other halves */
 };
 
 struct dp_ctgc_stats {
@@ -46,6 +50,13 @@ void dp_ctgc_uncharge(struct dp_ct_count *counts, unsigned map_index, const stru
  * entry being gone (then the pass stops and the next one finds it again:
  * its count is given back twice, floored at 0). */
 int dp_ctgc_batch(int fd, const struct dp_ctgc_params *p, struct dp_ctgc_stats *st);
+
+/* One pass over dp_nat (fd): a mapping goes when both its halves (the
+ * OUT and the IN entry, looked up with one bpf_map_lookup_elem when this
+ * one is idle) are idle past the timeout of its protocol (TCP closing,
+ * TCP, the rest) + the slack; a half whose other half is gone goes too.
+ * p->nat_fd must be fd. Adds to *st. */
+int dp_natgc_batch(int fd, const struct dp_ctgc_params *p, struct dp_ctgc_stats *st);
 
 /* CLOCK_MONOTONIC in whole seconds, as the program's bpf_ktime_get_ns()/1e9. */
 uint32_t dp_ctgc_now_s(void);

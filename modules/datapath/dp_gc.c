@@ -32,6 +32,10 @@
 struct gc_job {
 	struct datapath *dp;
 	int fd[2]; /* dup()s of dp_conntrack and dp_ct_any: the job's own */
+	int nat_fd; /* and of dp_nat (masquerading's mappings) */
+	int nat_count_fd; /* and of dp_nat_count, which the job maps */
+	struct dp_ctgc_stats nat_st;
+	int nat_rc;
 	int count_fd; /* and of dp_ct_count, which the job maps */
 	struct dp_ctgc_params params;
 	struct dp_ctgc_stats st[2];
@@ -54,6 +58,15 @@ static void gc_work(void *ud)
 	}
 	if (counts != MAP_FAILED)
 		munmap(counts, sz);
+	j->params.counts = NULL;
+	size_t nsz = (size_t)DP_CT_COUNT_MAX * sizeof(uint32_t);
+	void *nat_counts = j->nat_count_fd < 0 ? MAP_FAILED
+					       : mmap(NULL, nsz, PROT_READ | PROT_WRITE, MAP_SHARED,
+						      j->nat_count_fd, 0);
+	j->params.nat_counts = nat_counts == MAP_FAILED ? NULL : nat_counts;
+	j->nat_rc = j->nat_fd < 0 ? -EBADF : dp_natgc_batch(j->nat_fd, &j->params, &j->nat_st);
+	if (nat_counts != MAP_FAILED)
+		munmap(nat_counts, nsz);
 	j->us = (dp_mono_ns() - t0) / 1000;
 }
 
@@ -66,9 +79,17 @@ static void gc_done(void *ud, int status)
 			close(j->fd[i]);
 	if (j->count_fd >= 0)
 		close(j->count_fd);
+	if (j->nat_fd >= 0)
+		close(j->nat_fd);
+	if (j->nat_count_fd >= 0)
+		close(j->nat_count_fd);
 	dp->gc_busy = false;
 	if (status == 0) {
-		size_t removed = j->st[0].removed + j->st[1].removed;
+		size_t removed = j->st[0].removed + j->st[1].removed + j->nat_st.removed;
+		dp->gc_last_nat = j->nat_st.seen - j->nat_st.removed;
+		if (j->nat_rc < 0)
+			fibril_warn(dp->m, "masquerading GC of %s: %s", DP_MAP_NAT,
+				    strerror(-j->nat_rc));
 		dp->gc_runs++;
 		dp->gc_removed += removed;
 		fibril_series_inc(dp->m_gc_runs);
@@ -76,7 +97,7 @@ static void gc_done(void *ud, int status)
 		fibril_series_observe(dp->m_gc_seconds, (double)j->us / 1e6);
 		dp->gc_last_ms = fibril_now_ms();
 		dp->gc_last_us = j->us;
-		dp->gc_last_syscalls = j->st[0].syscalls + j->st[1].syscalls;
+		dp->gc_last_syscalls = j->st[0].syscalls + j->st[1].syscalls + j->nat_st.syscalls;
 		dp->gc_last_tcp = j->st[0].seen - j->st[0].removed;
 		dp->gc_last_other = j->st[1].seen - j->st[1].removed;
 		dp->gc_last_entries = dp->gc_last_tcp + dp->gc_last_other;
@@ -104,6 +125,8 @@ int dp_gc_kick(struct datapath *dp)
 	j->fd[0] = fcntl(fibril_map_fd(dp->maps[DPM_CONNTRACK]), F_DUPFD_CLOEXEC, 0);
 	j->fd[1] = fcntl(fibril_map_fd(dp->maps[DPM_CT_ANY]), F_DUPFD_CLOEXEC, 0);
 	j->count_fd = fcntl(fibril_map_fd(dp->maps[DPM_CT_COUNT]), F_DUPFD_CLOEXEC, 0);
+	j->nat_fd = fcntl(fibril_map_fd(dp->maps[DPM_NAT]), F_DUPFD_CLOEXEC, 0);
+	j->nat_count_fd = fcntl(fibril_map_fd(dp->maps[DPM_NAT_COUNT]), F_DUPFD_CLOEXEC, 0);
 	j->params.now_s = dp_ctgc_now_s();
 	j->params.tcp_ms = dp->ct_tcp_ms;
 	j->params.closing_ms = dp->ct_closing_ms;
@@ -119,6 +142,10 @@ int dp_gc_kick(struct datapath *dp)
 				close(j->fd[i]);
 		if (j->count_fd >= 0)
 			close(j->count_fd);
+		if (j->nat_fd >= 0)
+			close(j->nat_fd);
+		if (j->nat_count_fd >= 0)
+			close(j->nat_count_fd);
 		free(j);
 	}
 	return rc;

@@ -88,8 +88,17 @@ static int grow(struct dp_ipc_table *t)
 /* Set source's claim on k in the table. *write: the map must be written
  * with *winner (the winner changed, or the map missed it). */
 static int claim_set(struct dp_ipc_table *t, const struct dp_ipcache_key *k, uint8_t source,
-		     const struct dp_ipcache_value *v, bool *write, const struct dp_ipcache_value **winner)
+		     const struct dp_ipcache_value *given, bool *write,
+		     const struct dp_ipcache_value **winner)
 {
+	/* the nodes module's and the endpoints' prefixes are the cluster's:
+	 * masquerading leaves them alone (DP_IPCACHE_F_CLUSTER) */
+	struct dp_ipcache_value flagged = *given;
+	if (source == FIBRIL_DATAPATH_IPCACHE_SOURCE_NODE ||
+	    source == FIBRIL_DATAPATH_IPCACHE_SOURCE_REMOTE_ENDPOINT ||
+	    source == FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT)
+		flagged.flags |= DP_IPCACHE_F_CLUSTER;
+	const struct dp_ipcache_value *v = &flagged;
 	*write = false;
 	if (grow(t))
 		return -ENOMEM;

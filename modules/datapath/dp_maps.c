@@ -62,6 +62,20 @@ static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
 			  .type = BPF_MAP_TYPE_ARRAY, .key_size = sizeof(__u32),
 			  .value_size = sizeof(struct dp_ct_count), .max_entries = DP_CT_COUNT_MAX,
 			  .map_flags = BPF_F_MMAPABLE},
+	[DPM_NAT] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_NAT,
+		     .type = BPF_MAP_TYPE_HASH, .key_size = sizeof(struct dp_nat_key),
+		     .value_size = sizeof(struct dp_nat_entry), .max_entries = DP_NAT_MAX},
+	[DPM_NAT_DEVS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_NAT_DEVS,
+			  .type = BPF_MAP_TYPE_HASH, .key_size = sizeof(__u32),
+			  .value_size = sizeof(struct dp_nat_dev), .max_entries = DP_NAT_DEVS_MAX},
+	[DPM_NOMASQ] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_NOMASQ,
+			.type = BPF_MAP_TYPE_LPM_TRIE, .key_size = sizeof(struct dp_ipcache_key),
+			.value_size = sizeof(__u32), .max_entries = DP_NOMASQ_MAX,
+			.map_flags = BPF_F_NO_PREALLOC},
+	[DPM_NAT_COUNT] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_NAT_COUNT,
+			   .type = BPF_MAP_TYPE_ARRAY, .key_size = sizeof(__u32),
+			   .value_size = sizeof(__u32), .max_entries = DP_CT_COUNT_MAX,
+			   .map_flags = BPF_F_MMAPABLE},
 };
 
 /* ---- names ----------------------------------------------------------------------- */
@@ -113,6 +127,14 @@ const char *dp_reason_name(unsigned reason)
 		return "drop:spoofed-from-network";
 	case DP_REASON_DROP_TUNNEL_SOURCE:
 		return "drop:tunnel-from-unknown-node";
+	case DP_REASON_DROP_NAT_NO_PORT:
+		return "drop:masquerade-no-port";
+	case DP_REASON_DROP_NAT_QUOTA:
+		return "drop:masquerade-endpoint-quota";
+	case DP_REASON_MASQUERADED:
+		return "masqueraded";
+	case DP_REASON_REV_NAT:
+		return "masquerade-reply";
 	default:
 		return "unknown";
 	}
@@ -138,6 +160,7 @@ const char *dp_direction_name(unsigned dir)
 	       : dir == DP_DIR_TO_ENDPOINT ? "to-endpoint"
 	       : dir == DP_DIR_FROM_OVERLAY ? "from-overlay"
 	       : dir == DP_DIR_FROM_NETDEV ? "from-netdev"
+	       : dir == DP_DIR_TO_NETDEV ? "to-netdev"
 					   : "?";
 }
 
@@ -345,7 +368,8 @@ static const fibril_map_format_fn dp_formatters[DPM_COUNT] = {
 	[DPM_CONFIG] = fmt_config,     [DPM_CT_ANY] = fmt_conntrack,
 	[DPM_FRAGS] = fmt_frags,      [DPM_POLICY] = dp_policy_fmt,
 	[DPM_POLICY_EP] = dp_policy_ep_fmt, [DPM_FRAGS_OUT] = fmt_frags,
-	[DPM_CT_COUNT] = fmt_ct_count,
+	[DPM_CT_COUNT] = fmt_ct_count, [DPM_NAT] = dp_nat_fmt,
+	[DPM_NAT_DEVS] = dp_nat_devs_fmt, [DPM_NOMASQ] = dp_nomasq_fmt,
 };
 
 /* ---- open ------------------------------------------------------------------------- */
@@ -392,7 +416,11 @@ int dp_config_write(struct datapath *dp, char *err, size_t len)
 	__u32 zero = 0;
 	struct dp_config c = {.flags = (dp->trace ? DP_CFG_F_TRACE : 0) |
 				       (dp->policy_verdicts ? DP_CFG_F_POLICY_VERDICT : 0) |
-				       (dp->host_routing_bpf ? DP_CFG_F_HOST_ROUTING : 0),
+				       (dp->host_routing_bpf ? DP_CFG_F_HOST_ROUTING : 0) |
+				       (dp->masquerade ? DP_CFG_F_MASQUERADE : 0),
+			      .nat_port_min = dp->nat_port_min,
+			      .nat_port_max = dp->nat_port_max,
+			      .nat_ep_max = dp->nat_ep_max,
 			      .ct_refresh_s = dp->ct_refresh_s,
 			      .event_rate = dp->event_rate,
 			      .event_burst = dp->event_burst,

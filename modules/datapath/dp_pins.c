@@ -21,6 +21,7 @@ const struct dp_pin_def dp_pin_ingress = {"from_endpoint", "fibril_from_endpoint
 const struct dp_pin_def dp_pin_egress = {"to_endpoint", "fibril_to_endpoint"};
 const struct dp_pin_def dp_pin_overlay = {"from_overlay", "fibril_from_overlay"};
 const struct dp_pin_def dp_pin_netdev = {"from_netdev", "fibril_from_netdev"};
+const struct dp_pin_def dp_pin_to_netdev = {"to_netdev", "fibril_to_netdev"};
 #define PIN_PREFIX "dp_prog_"
 
 static const char *pin_dir(void)

@@ -54,7 +54,8 @@ struct dp_prog {
 	int fd[DP_HOOK_COUNT]; /* by enum dp_hook */
 	int id[DP_HOOK_COUNT];
 	int overlay_fd, overlay_id; /* fibril_from_overlay (tunnel mode) */
-	int netdev_fd, netdev_id;   /* fibril_from_netdev (host-routing = bpf) */
+	int netdev_fd, netdev_id;   /* fibril_from_netdev (host-routing = bpf, masquerade) */
+	int to_netdev_fd;           /* fibril_to_netdev (masquerade), loaded with it */
 	unsigned adopted;           /* DP_PROGS_* whose fds came from pins (ours to close) */
 };
 
@@ -117,12 +118,17 @@ static int prog_build(struct dp_prog *p, struct fibril_dp **out, unsigned which,
 	    (rc = reuse(s->maps.dp_policy, map_fds[DPM_POLICY], err, len)) < 0 ||
 	    (rc = reuse(s->maps.dp_policy_ep, map_fds[DPM_POLICY_EP], err, len)) < 0 ||
 	    (rc = reuse(s->maps.dp_frags_out, map_fds[DPM_FRAGS_OUT], err, len)) < 0 ||
-	    (rc = reuse(s->maps.dp_ct_count, map_fds[DPM_CT_COUNT], err, len)) < 0)
+	    (rc = reuse(s->maps.dp_ct_count, map_fds[DPM_CT_COUNT], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_nat, map_fds[DPM_NAT], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_nat_devs, map_fds[DPM_NAT_DEVS], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_nomasq, map_fds[DPM_NOMASQ], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_nat_count, map_fds[DPM_NAT_COUNT], err, len)) < 0)
 		return rc;
 	bpf_program__set_autoload(s->progs.fibril_from_endpoint, which & DP_PROGS_ENDPOINT);
 	bpf_program__set_autoload(s->progs.fibril_to_endpoint, which & DP_PROGS_ENDPOINT);
 	bpf_program__set_autoload(s->progs.fibril_from_overlay, which & DP_PROGS_OVERLAY);
 	bpf_program__set_autoload(s->progs.fibril_from_netdev, which & DP_PROGS_NETDEV);
+	bpf_program__set_autoload(s->progs.fibril_to_netdev, which & DP_PROGS_NETDEV);
 	dp_vg_quiet_begin();
 	rc = fibril_dp__load(s);
 	dp_vg_quiet_end();
@@ -153,6 +159,7 @@ static int prog_build(struct dp_prog *p, struct fibril_dp **out, unsigned which,
 	if (which & DP_PROGS_NETDEV) {
 		p->netdev_fd = bpf_program__fd(s->progs.fibril_from_netdev);
 		p->netdev_id = prog_id_of(p->netdev_fd);
+		p->to_netdev_fd = bpf_program__fd(s->progs.fibril_to_netdev);
 	}
 	return 0;
 }
@@ -161,7 +168,7 @@ static struct dp_prog *prog_new(void)
 {
 	struct dp_prog *p = calloc(1, sizeof(*p));
 	if (p)
-		p->overlay_fd = p->netdev_fd = -1;
+		p->overlay_fd = p->netdev_fd = p->to_netdev_fd = -1;
 	return p;
 }
 
@@ -170,7 +177,7 @@ static struct dp_prog *prog_new(void)
 static unsigned progs_at_start(const struct datapath *dp)
 {
 	return DP_PROGS_ENDPOINT | (dp->tunnel_ifindex ? DP_PROGS_OVERLAY : 0) |
-	       (dp->host_routing_bpf ? DP_PROGS_NETDEV : 0);
+	       (dp->host_routing_bpf || dp->masquerade ? DP_PROGS_NETDEV : 0);
 }
 
 static void prog_free(struct dp_prog *p)
@@ -184,6 +191,8 @@ static void prog_free(struct dp_prog *p)
 		close(p->overlay_fd);
 	if ((p->adopted & DP_PROGS_NETDEV) && p->netdev_fd >= 0)
 		close(p->netdev_fd);
+	if ((p->adopted & DP_PROGS_NETDEV) && p->to_netdev_fd >= 0)
+		close(p->to_netdev_fd);
 	fibril_dp__destroy(p->skel);
 	fibril_dp__destroy(p->overlay_skel);
 	free(p);
@@ -216,18 +225,18 @@ static uint64_t object_hash(void)
 /* Adopt every program of `which` from the pins, or none (0 or -ENOENT). */
 static int prog_adopt(struct dp_prog *p, unsigned which, const int *map_fds)
 {
-	int fd[4] = {-1, -1, -1, -1}, id[4] = {0, 0, 0, 0};
-	const struct dp_pin_def *defs[4] = {&dp_pin_ingress, &dp_pin_egress, &dp_pin_overlay,
-					    &dp_pin_netdev};
-	bool want[4] = {which & DP_PROGS_ENDPOINT, which & DP_PROGS_ENDPOINT,
-			which & DP_PROGS_OVERLAY, which & DP_PROGS_NETDEV};
+	int fd[5] = {-1, -1, -1, -1, -1}, id[5] = {0, 0, 0, 0, 0};
+	const struct dp_pin_def *defs[5] = {&dp_pin_ingress, &dp_pin_egress, &dp_pin_overlay,
+					    &dp_pin_netdev, &dp_pin_to_netdev};
+	bool want[5] = {which & DP_PROGS_ENDPOINT, which & DP_PROGS_ENDPOINT,
+			which & DP_PROGS_OVERLAY, which & DP_PROGS_NETDEV, which & DP_PROGS_NETDEV};
 	bool ok = true;
-	for (int i = 0; i < 4 && ok; i++)
+	for (int i = 0; i < 5 && ok; i++)
 		if (want[i])
 			if ((ok = (fd[i] = dp_pin_adopt(object_hash(), defs[i], map_fds)) >= 0))
 				id[i] = prog_id_of(fd[i]);
 	if (!ok) {
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < 5; i++)
 			if (fd[i] >= 0)
 				close(fd[i]);
 		return -ENOENT;
@@ -239,7 +248,7 @@ static int prog_adopt(struct dp_prog *p, unsigned which, const int *map_fds)
 	if (which & DP_PROGS_OVERLAY)
 		p->overlay_fd = fd[2], p->overlay_id = id[2];
 	if (which & DP_PROGS_NETDEV)
-		p->netdev_fd = fd[3], p->netdev_id = id[3];
+		p->netdev_fd = fd[3], p->netdev_id = id[3], p->to_netdev_fd = fd[4];
 	p->adopted |= which;
 	return 0;
 }
@@ -254,8 +263,10 @@ static void prog_pin(struct datapath *dp, const struct dp_prog *p)
 	}
 	if (!(p->adopted & DP_PROGS_OVERLAY))
 		dp_pin_one(dp, object_hash(), &dp_pin_overlay, p->overlay_fd);
-	if (!(p->adopted & DP_PROGS_NETDEV))
+	if (!(p->adopted & DP_PROGS_NETDEV)) {
 		dp_pin_one(dp, object_hash(), &dp_pin_netdev, p->netdev_fd);
+		dp_pin_one(dp, object_hash(), &dp_pin_to_netdev, p->to_netdev_fd);
+	}
 	dp_pins_drop_others(object_hash());
 }
 
@@ -659,10 +670,10 @@ static bool is_netdev_candidate(const struct datapath *dp, const struct mod_node
 	       strcmp(a->ifname, dp->tunnel_dev);
 }
 
-/* Is the filter at our handle on ifindex's ingress fibril_from_netdev? */
-static bool netdev_prog_attached(int ifindex)
+/* Is the filter at our handle on ifindex's hook h the program `name`? */
+static bool prog_attached_is(int ifindex, enum dp_hook h, const char *name)
 {
-	int id = dp_prog_attached_id(ifindex, DP_HOOK_INGRESS);
+	int id = dp_prog_attached_id(ifindex, h);
 	if (id <= 0)
 		return false;
 	int fd = bpf_prog_get_fd_by_id((__u32)id);
@@ -672,9 +683,51 @@ static bool netdev_prog_attached(int ifindex)
 	__u32 len = sizeof(info);
 	memset(&info, 0, sizeof(info));
 	bool ours = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
-		    !strncmp(info.name, "fibril_from_netdev", sizeof(info.name) - 1);
+		    !strncmp(info.name, name, sizeof(info.name) - 1);
 	close(fd);
 	return ours;
+}
+
+static bool netdev_prog_attached(int ifindex)
+{
+	return prog_attached_is(ifindex, DP_HOOK_INGRESS, "fibril_from_netdev");
+}
+
+static int detach_at(int ifindex, enum dp_hook h, const char *ifname, const char *what,
+		     char *err, size_t len)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = hook_point[h]);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY);
+	dp_vg_quiet_begin();
+	int rc = bpf_tc_detach(&hook, &opts);
+	dp_vg_quiet_end();
+	if (rc < 0 && !gone(rc)) {
+		dp_seterr(err, len, "cannot detach %s from %s: %s", what, ifname, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+/* masquerade: fibril_to_netdev on the device's egress and its addresses
+ * in dp_nat_devs, or both gone; 1 attached, 0 nothing to do, <0 error */
+static int to_netdev_sync(struct datapath *dp, int ifindex, const char *ifname, char *err,
+			  size_t len)
+{
+	bool ours = prog_attached_is(ifindex, DP_HOOK_EGRESS, "fibril_to_netdev");
+	if (dp->masquerade && dp->prog && dp->prog->to_netdev_fd >= 0) {
+		if (!ours && dp_prog_attached_id(ifindex, DP_HOOK_EGRESS) > 0)
+			return 0; /* an endpoint's veth (fibril_to_endpoint) */
+		int rc = dp_nat_dev_write(dp, ifindex, ifname, true);
+		if (rc < 0) {
+			dp_seterr(err, len, "cannot write %s for %s: %s", DP_MAP_NAT_DEVS, ifname,
+				  strerror(-rc));
+			return rc;
+		}
+		rc = attach_fd(dp->prog->to_netdev_fd, ifindex, DP_HOOK_EGRESS, err, len);
+		return rc < 0 ? rc : 1;
+	}
+	dp_nat_dev_write(dp, ifindex, ifname, false);
+	return ours ? detach_at(ifindex, DP_HOOK_EGRESS, ifname, "fibril_to_netdev", err, len) : 0;
 }
 
 int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err, size_t len)
@@ -683,6 +736,7 @@ int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err
 	size_t nall = 0;
 	int done[64], ndone = 0, first = 0;
 	*count = 0;
+	dp->nat_devs = 0;
 	if (attach && dp_prog_wait(dp, err, len) < 0)
 		return -ENOENT;
 	int e = mod_node_addrs(&all, &nall);
@@ -699,21 +753,20 @@ int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err
 		if (!ifindex || seen || ndone == (int)(sizeof(done) / sizeof(done[0])))
 			continue;
 		done[ndone++] = ifindex;
-		int rc = 0;
+		int rc = to_netdev_sync(dp, ifindex, a->ifname, err, len);
+		if (rc < 0 && !first)
+			first = rc;
+		else if (rc > 0)
+			dp->nat_devs++;
+		rc = 0;
 		if (attach && dp_prog_attached_id(ifindex, DP_HOOK_INGRESS) > 0 &&
 		    !netdev_prog_attached(ifindex)) {
 			continue; /* an endpoint's veth (fibril_from_endpoint): never ours */
 		} else if (attach) {
 			rc = attach_fd(dp->prog->netdev_fd, ifindex, DP_HOOK_INGRESS, err, len);
 		} else if (netdev_prog_attached(ifindex)) {
-			LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
-			LIBBPF_OPTS(bpf_tc_opts, opts, .handle = DP_TC_HANDLE, .priority = DP_TC_PRIORITY);
-			dp_vg_quiet_begin();
-			rc = bpf_tc_detach(&hook, &opts);
-			dp_vg_quiet_end();
-			if (rc < 0 && !gone(rc))
-				dp_seterr(err, len, "cannot detach fibril_from_netdev from %s: %s",
-					  a->ifname, strerror(-rc));
+			rc = detach_at(ifindex, DP_HOOK_INGRESS, a->ifname, "fibril_from_netdev", err,
+				       len);
 		} else {
 			continue;
 		}
