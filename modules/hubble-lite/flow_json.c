@@ -356,6 +356,9 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 	else
 		ADD_LIT(b, "\",\"traffic_direction\":\"egress\",\"node_name\":");
 	hl_buf_jstr(b, node);
+	ADD_LIT(b, ",\"observation_point\":\"");
+	hl_buf_str(b, hl_observation_point_name(f->direction));
+	ADD_LIT(b, "\"");
 	if (f->family == 4 || f->family == 6) {
 		char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "";
 		int af = f->family == 4 ? AF_INET : AF_INET6;
