@@ -60,6 +60,8 @@ static const char observe_usage[] =
 	"  --traffic-direction ingress|egress, --tcp-flags SYN[,ACK]\n"
 	"  --ip-version v4|v6|none, -4, --ipv4, -6, --ipv6\n"
 	"  --node-name PATTERN          the node's name (wildcards: n*)\n"
+	"  --not                        the next filter leaves out what it matches (all the\n"
+	"                               --not filters together: a flow matching them all)\n"
 	"  --since TIME, --until TIME   RFC 3339 UTC, 30s/5m/2h/1d ago, or Unix seconds\n"
 	"  --last N                     the last N matching flows\n"
 	"  --first N                    the first (oldest) N matching flows\n"
@@ -524,6 +526,7 @@ int cmd_observe_main(int argc, char **argv, int cmd_index)
 	opt.socket = env && *env ? env : "/run/fibril/fibril.sock";
 	enum observe_format fmt = OUT_COMPACT;
 	bool follow_mode = false, has_last = false, has_query = false, all = false;
+	bool negate = false; /* --not: the next filter leaves its flows out */
 	const char *input_file = NULL, *color = "auto";
 	char *query = NULL;
 	int c;
@@ -551,8 +554,23 @@ int cmd_observe_main(int argc, char **argv, int cmd_index)
 				key = "drop-reason"; /* the agent takes Hubble's names there */
 			has_last |= !strcmp(key, "last");
 			has_query = true;
+			if (negate) {
+				if (!strcmp(key, "since") || !strcmp(key, "until") || !strcmp(key, "last")) {
+					free(query);
+					return usage_error("observe: --not goes before a filter, not --%s", key);
+				}
+				char *nk = xasprintf("not-%s", key);
+				query = append_query(query, nk, value);
+				free(nk);
+				negate = false;
+				continue;
+			}
 			query = append_query(query, key, value);
 			continue;
+		}
+		if (negate && c != OPT_NOT) {
+			free(query);
+			return usage_error("observe: --not goes before a filter flag (--from-ip 10.0.0.1, ...)");
 		}
 		char *end = NULL;
 		switch (c) {
@@ -621,9 +639,8 @@ int cmd_observe_main(int argc, char **argv, int cmd_index)
 			input_file = optarg;
 			break;
 		case OPT_NOT:
-			free(query);
-			print_error("observe: --not is not supported yet (see docs/OBSERVE.md)");
-			return EXIT_FAIL;
+			negate = true;
+			break;
 		case 'h':
 			fputs(observe_usage, stdout);
 			free(query);
@@ -641,6 +658,10 @@ int cmd_observe_main(int argc, char **argv, int cmd_index)
 	if (optind < argc) {
 		free(query);
 		return usage_error("observe: unexpected argument '%s'", argv[optind]);
+	}
+	if (negate) {
+		free(query);
+		return usage_error("observe: trailing --not (it goes before a filter flag)");
 	}
 	view.color = !strcmp(color, "always") || (!strcmp(color, "auto") && isatty(STDOUT_FILENO));
 	if (fmt == OUT_TABLE)

@@ -550,3 +550,8 @@ bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl)
 				       !strcmp(hl_trace_point(fl->reason_name, NULL), f->trace_point))) &&
 	       (!f->since_ns || fl->time_ns >= f->since_ns) && (!f->until_ns || fl->time_ns <= f->until_ns);
 }
+
+bool hl_query_match(const struct hl_query *q, const struct hl_flow *fl)
+{
+	return hl_filter_match(&q->f, fl) && !(q->has_not && hl_filter_match(&q->exclude, fl));
+}

@@ -45,7 +45,7 @@ struct hubble;
 struct hl_follower {
 	struct hubble *h;
 	struct fibril_stream_client *c;
-	struct hl_filter filter;
+	struct hl_query filter; /* filter.f, and filter.exclude (--not) */
 	bool hubble; /* format=hubble: Hubble's GetFlowsResponse lines */
 	uint64_t sent, lost;
 	/* its filter is byte for byte the one of the follower before it in
@@ -340,29 +340,45 @@ static int format_of(const struct fibril_request *req, char *err, size_t errlen)
 }
 
 /* The filter of a request's query (GET /v1/flows, the stream's open). */
-static int filter_from_request(struct hl_filter *f, const struct fibril_request *req, char *err,
+static int filter_from_request(struct hl_query *q, const struct fibril_request *req, char *err,
 			       size_t errlen)
 {
-	hl_filter_init(f);
+	hl_filter_init(&q->f);
+	hl_filter_init(&q->exclude);
+	q->has_not = false;
 	uint64_t now = realtime_ns();
 	for (const char *const *k = hl_filter_keys; *k; k++) {
 		const char *v = fibril_req_query(req, *k);
-		if (v && hl_filter_set(f, *k, v, now, err, errlen))
+		if (v && hl_filter_set(&q->f, *k, v, now, err, errlen))
 			return -1;
+		/* not-KEY: the flows matching every not- key are left out
+		 * (hubble observe --not) */
+		char nk[64];
+		snprintf(nk, sizeof(nk), "not-%s", *k);
+		if (!(v = fibril_req_query(req, nk)))
+			continue;
+		if (!strcmp(*k, "since") || !strcmp(*k, "until") || !strcmp(*k, "last")) {
+			snprintf(err, errlen, "query '%s': %s cannot be negated", nk, *k);
+			return -1;
+		}
+		if (hl_filter_set(&q->exclude, *k, v, now, err, errlen))
+			return -1;
+		q->has_not = true;
 	}
 	return 0;
 }
 
 /* The ring's flows matching f (at most f->last of the newest), oldest
  * first, as indexes into the ring; *n of them. NULL: out of memory. */
-static size_t *ring_matches(const struct hubble *h, const struct hl_filter *f, size_t *n)
+static size_t *ring_matches(const struct hubble *h, const struct hl_query *q, size_t *n)
 {
+	const struct hl_filter *f = &q->f;
 	size_t *hits = malloc((h->count ? h->count : 1) * sizeof(*hits));
 	size_t nhits = 0;
 	/* newest first to honour last=N */
 	for (size_t i = 0; hits && i < h->count && (!f->last || nhits < f->last); i++) {
 		size_t idx = (h->head + h->size - 1 - i) % h->size;
-		if (hl_filter_match(f, &h->ring[idx]))
+		if (hl_query_match(q, &h->ring[idx]))
 			hits[nhits++] = idx;
 	}
 	for (size_t i = 0; hits && i < nhits / 2; i++) {
@@ -377,7 +393,7 @@ static size_t *ring_matches(const struct hubble *h, const struct hl_filter *f, s
 static void route_flows(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct hubble *h = ud;
-	struct hl_filter *f = malloc(sizeof(*f));
+	struct hl_query *f = malloc(sizeof(*f));
 	char err[HL_ERR_LEN];
 	if (!f) {
 		fibril_resp_error(resp, 500, "out of memory");
@@ -465,7 +481,7 @@ static void follow_flow(struct hubble *h, const struct hl_flow *f)
 	bool match = false;
 	for (struct hl_follower *fw = h->followers; fw; fw = fw->next) {
 		if (!fw->same_filter_as_prev)
-			match = hl_filter_match(&fw->filter, f);
+			match = hl_query_match(&fw->filter, f);
 		if (!match)
 			continue;
 		struct fibril_stream_msg **msg = &msgs[fw->hubble];
@@ -540,7 +556,7 @@ static int stream_open(struct fibril_stream_client *c, const struct fibril_reque
 	fw->h = h;
 	fw->c = c;
 	/* with last=N or since: the ring's matches first, as hubble observe -f does */
-	if (fw->filter.last || fw->filter.since_ns) {
+	if (fw->filter.f.last || fw->filter.f.since_ns) {
 		size_t n = 0;
 		size_t *hits = ring_matches(h, &fw->filter, &n);
 		for (size_t i = 0; hits && i < n; i++) {
@@ -551,7 +567,7 @@ static int stream_open(struct fibril_stream_client *c, const struct fibril_reque
 		}
 		free(hits);
 	}
-	fw->filter.last = 0;
+	fw->filter.f.last = 0;
 	fibril_stream_client_set_data(c, fw);
 	followers_add(h, fw);
 	fibril_series_set(h->s_followers, h->nfollowers);

@@ -112,6 +112,13 @@ struct hl_filter {
 	uint64_t last;          /* 0: all in the ring */
 };
 
+/* A request's filter: the flows f matches, less those `exclude` matches when
+ * has_not (not-KEY query parameters: hubble observe --not). */
+struct hl_query {
+	struct hl_filter f, exclude;
+	bool has_not;
+};
+
 /* Keys of the filter, as query parameters (and `fibril observe` flags). */
 extern const char *const hl_filter_keys[];
 
@@ -124,6 +131,7 @@ int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint6
 int hl_filter_parse_query(struct hl_filter *f, const char *query, uint64_t now_ns, char *err,
 			  size_t errlen);
 bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl);
+bool hl_query_match(const struct hl_query *q, const struct hl_flow *fl);
 
 /* Protocol numbers and names: "tcp" -> 6; 6 -> "TCP" (NULL: unknown). */
 int hl_proto_parse(const char *s);

@@ -9,7 +9,7 @@
 # `hubble observe -o json` run unchanged; compact prints the security
 # identity; each Hubble flag (--first, --node-name, --tcp-flags,
 # --traffic-direction, --ip-version, --drop-reason-desc, --print-node-name,
-# --time-format, -j, --input-file, the verdict and type value sets) does what
+# --time-format, -j, --input-file, --not, the verdict and type value sets) does what
 # Hubble's does; --drop-reason refuses a name nobody knows.
 . "$top_srcdir/tests/lib/common.sh"
 
@@ -190,6 +190,16 @@ check "--traffic-direction ingress: none from client's sends" \
 check "--first 2: the two oldest" \
 	test "$(obs --first 2 -j | jq -r .flow.uuid)" = "$(jq -r .flow.uuid "$WORK/hubble.json" | head -2)"
 check "--all: every flow" test "$(obs --all | nlines)" = "$ALLN"
+check "--all with --last: refused" sh -c '! "$@" observe --all --last 2 2>/dev/null' _ "$CLI" --socket "$WORK/fibril.sock"
+FROM_CLIENT=$(jq -r 'select(.flow.source.pod_name == "client") | 1' "$WORK/hubble.json" | nlines)
+check "--not --from-pod team/client: every flow but client's $FROM_CLIENT" \
+	test "$(obs --not --from-pod team/client -j | jq -r 'select(.flow.source.pod_name == "client") | 1' | nlines)" = 0 -a \
+	"$(obs --not --from-pod team/client | nlines)" = "$((ALLN - FROM_CLIENT))"
+check "--not --from-pod team/client --not --protocol udp: only client's UDP left out" \
+	test "$(obs --not --from-pod team/client --not --protocol udp | nlines)" = \
+	"$((ALLN - $(jq -r 'select(.flow.source.pod_name == "client" and .flow.l4.UDP) | 1' "$WORK/hubble.json" | nlines)))"
+check "a trailing --not: refused" sh -c '! "$@" observe --from-pod team/client --not 2>/dev/null' _ "$CLI" --socket "$WORK/fibril.sock"
+check "--not --last 1: refused" sh -c '! "$@" observe --not --last 1 2>/dev/null' _ "$CLI" --socket "$WORK/fibril.sock"
 check "--node-name 'hj-*': all; --node-name other: none" \
 	test "$(obs --node-name 'hj-*' | nlines)" = "$ALLN" -a "$(obs --node-name other | nlines)" = 0
 check "--print-node-name: compact lines say [hj-node]" \
