@@ -141,23 +141,36 @@ const char *hl_observation_point_name(uint8_t direction)
 	return direction < 4 ? names[direction] : "unknown";
 }
 
-/* protojson's Timestamp: RFC 3339 UTC with 0, 3, 6 or 9 fractional digits */
+/* protojson's Timestamp: RFC 3339 UTC with 0, 3, 6 or 9 fractional
+ * digits; the part up to the seconds is kept for the next flow of the
+ * same second (strftime costs more than the rest of the flow) */
 static void add_pb_time(struct hl_buf *b, uint64_t ns)
 {
+	static __thread time_t cached = -1;
+	static __thread char base[32];
+	static __thread size_t base_len;
 	time_t s = (time_t)(ns / 1000000000ULL);
 	unsigned frac = (unsigned)(ns % 1000000000ULL);
-	struct tm tm;
-	char t[48];
-	gmtime_r(&s, &tm);
-	size_t n = strftime(t, sizeof(t), "\"%Y-%m-%dT%H:%M:%S", &tm);
-	if (frac % 1000000 == 0 && frac)
-		n += (size_t)snprintf(t + n, sizeof(t) - n, ".%03u", frac / 1000000);
-	else if (frac % 1000 == 0 && frac)
-		n += (size_t)snprintf(t + n, sizeof(t) - n, ".%06u", frac / 1000);
-	else if (frac)
-		n += (size_t)snprintf(t + n, sizeof(t) - n, ".%09u", frac);
-	snprintf(t + n, sizeof(t) - n, "Z\"");
-	hl_buf_str(b, t);
+	if (s != cached) {
+		struct tm tm;
+		gmtime_r(&s, &tm);
+		base_len = strftime(base, sizeof(base), "\"%Y-%m-%dT%H:%M:%S", &tm);
+		cached = s;
+	}
+	hl_buf_add(b, base, base_len);
+	char t[16];
+	int digits = !frac ? 0 : frac % 1000000 == 0 ? 3 : frac % 1000 == 0 ? 6 : 9;
+	unsigned v = digits == 3 ? frac / 1000000 : digits == 6 ? frac / 1000 : frac;
+	size_t n = 0;
+	if (digits) {
+		t[n++] = '.';
+		for (int i = digits - 1; i >= 0; i--, v /= 10)
+			t[n + (size_t)i] = (char)('0' + v % 10);
+		n += (size_t)digits;
+	}
+	t[n++] = 'Z';
+	t[n++] = '"';
+	hl_buf_add(b, t, n);
 }
 
 /* A string field, left out when empty (protojson's default). */
@@ -166,9 +179,7 @@ static void add_str_field(struct hl_buf *b, bool *first, const char *name, const
 	if (!v[0])
 		return;
 	hl_buf_printf(b, "%s\"%s\":", *first ? "" : ",", name);
-	char tmp[512];
-	snprintf(tmp, sizeof(tmp), "%.*s", (int)(max < sizeof(tmp) ? max : sizeof(tmp) - 1), v);
-	hl_buf_jstr(b, tmp);
+	hl_buf_jstr_n(b, v, max);
 	*first = false;
 }
 
@@ -196,12 +207,10 @@ static void add_endpoint(struct hl_buf *b, const char *field, const struct hl_pe
 		for (const char *l = p->labels; *l;) {
 			const char *end = strchr(l, '\n');
 			size_t n = end ? (size_t)(end - l) : strlen(l);
-			char tmp[HL_LABELS_LEN];
-			snprintf(tmp, sizeof(tmp), "%.*s", (int)n, l);
 			if (!lfirst)
 				hl_buf_add(b, ",", 1);
 			lfirst = false;
-			hl_buf_jstr(b, tmp);
+			hl_buf_jstr_n(b, l, n);
 			if (!end)
 				break;
 			l = end + 1;
@@ -290,11 +299,19 @@ static void summary_text(const struct hl_flow *f, char *out, size_t len)
  * sequence number, so a flow keeps its UUID however often it is read. */
 static void add_uuid(struct hl_buf *b, const uint64_t seed[2], uint64_t seq)
 {
+	static const char hex[] = "0123456789abcdef";
 	uint64_t hi = (seed[0] & ~0xf000ULL) | 0x4000ULL;
 	uint64_t lo = ((seed[1] ^ seq) & ~(3ULL << 62)) | (2ULL << 62);
-	hl_buf_printf(b, ",\"uuid\":\"%08x-%04x-%04x-%04x-%04x%08x\"", (unsigned)(hi >> 32),
-		      (unsigned)(hi >> 16) & 0xffff, (unsigned)hi & 0xffff, (unsigned)(lo >> 48),
-		      (unsigned)(lo >> 32) & 0xffff, (unsigned)lo);
+	char u[48] = ",\"uuid\":\"";
+	size_t n = 9;
+	for (int i = 0; i < 32; i++) {
+		if (i == 8 || i == 12 || i == 16 || i == 20)
+			u[n++] = '-';
+		uint64_t w = i < 16 ? hi : lo;
+		u[n++] = hex[(w >> (60 - 4 * (i % 16))) & 15];
+	}
+	u[n++] = '"';
+	hl_buf_add(b, u, n);
 }
 
 void hl_flow_hubble_json(struct hl_buf *b, const struct hl_flow *f, const char *node,
@@ -310,8 +327,8 @@ void hl_flow_hubble_json(struct hl_buf *b, const struct hl_flow *f, const char *
 	if (f->family == 4 || f->family == 6) {
 		char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "";
 		int af = f->family == 4 ? AF_INET : AF_INET6;
-		inet_ntop(af, f->src.addr, src, sizeof(src));
-		inet_ntop(af, f->dst.addr, dst, sizeof(dst));
+		hl_addr_text(af, f->src.addr, src);
+		hl_addr_text(af, f->dst.addr, dst);
 		hl_buf_printf(b, ",\"IP\":{\"source\":\"%s\",\"destination\":\"%s\",\"ipVersion\":\"%s\"}",
 			      src, dst, f->family == 4 ? "IPv4" : "IPv6");
 	}

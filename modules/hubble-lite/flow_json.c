@@ -190,6 +190,11 @@ void hl_buf_jstr(struct hl_buf *b, const char *s)
 	add_jstr_n(b, s, strlen(s));
 }
 
+void hl_buf_jstr_n(struct hl_buf *b, const char *s, size_t max)
+{
+	add_jstr_n(b, s, max);
+}
+
 /* A string literal, its length known at compile time. */
 #define ADD_LIT(b, lit) hl_buf_add((b), (lit), sizeof(lit) - 1)
 
@@ -240,7 +245,7 @@ const char *hl_tcp_flags_text(uint8_t fl, char *buf, size_t len)
 }
 
 /* inet_ntop, without its sprintf for IPv4 (a third of a flow's JSON time) */
-static void addr_text(int af, const uint8_t *addr, char out[INET6_ADDRSTRLEN])
+void hl_addr_text(int af, const uint8_t *addr, char *out)
 {
 	if (af != AF_INET) {
 		inet_ntop(af, addr, out, INET6_ADDRSTRLEN);
@@ -362,8 +367,8 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 	if (f->family == 4 || f->family == 6) {
 		char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "";
 		int af = f->family == 4 ? AF_INET : AF_INET6;
-		addr_text(af, f->src.addr, src);
-		addr_text(af, f->dst.addr, dst);
+		hl_addr_text(af, f->src.addr, src);
+		hl_addr_text(af, f->dst.addr, dst);
 		ADD_LIT(b, ",\"IP\":{\"source\":\"");
 		hl_buf_str(b, src);
 		ADD_LIT(b, "\",\"destination\":\"");

@@ -147,8 +147,11 @@ void hl_buf_add(struct hl_buf *b, const char *s, size_t n);
 void hl_buf_str(struct hl_buf *b, const char *s);
 void hl_buf_printf(struct hl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hl_buf_jstr(struct hl_buf *b, const char *s); /* as a JSON string */
+void hl_buf_jstr_n(struct hl_buf *b, const char *s, size_t max); /* at most max bytes of s */
 void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node);
 const char *hl_tcp_flags_text(uint8_t flags, char *buf, size_t len); /* "SYN,ACK" */
+/* inet_ntop (out: INET6_ADDRSTRLEN bytes), IPv4 without its sprintf */
+void hl_addr_text(int af, const uint8_t *addr, char *out);
 
 /* flow_hubble.c: a flow as Hubble's GetFlowsResponse JSON line, and
  * fibril's names in Hubble's enums. */
