@@ -65,7 +65,7 @@ check "pod sender created" test "$(api -o "$WORK/put.out" -w '%{http_code}' -X P
 
 fib() { "$CLI" --socket "$WORK/fibril.sock" "$@"; }
 # a follower of the stream: Hubble's JSON lines, the lost events among them
-fib observe -f -j --verdict DROPPED >"$WORK/follow.out" 2>"$WORK/follow.err" &
+fib observe -f -o json --verdict DROPPED >"$WORK/follow.out" 2>"$WORK/follow.err" &
 OBS=$!
 following() { [ "$(api http://x/metrics | awk '$1 == "fibril_hubble_followers" {print $2}')" = 1 ]; }
 check "the follower is in" wait_for 10 following
@@ -101,7 +101,7 @@ check "the datapath dropped all $N ($(dp_drops))" wait_for 20 all_dropped
 
 # flows + sampled + lost = N, once the counts have come (every 200 ms)
 flows_json() { api "http://x/v1/flows?drop-reason=spoofed-source-ip&last=1"; }
-total() { local f; f=$(flows_json); jq -r '"\(.seen) \(.sampled) \(.lost)"' <<<"$f"; }
+total() { local f; f=$(flows_json); jq -r '"\(.seen // 0) \(.sampled // 0) \(.lost // 0)"' <<<"$f"; }
 accounted() { set -- $(total); [ "$(($1 + $2 + $3))" = "$N" ]; }
 wait_for 20 accounted || true
 read -r SEEN SAMPLED LOST <<<"$(total)"
