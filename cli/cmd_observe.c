@@ -145,8 +145,13 @@ static char *summary_text(struct json_object *flow)
 	const char *proto = l4 ? jstr(l4, "protocol") : NULL;
 	const char *flags = l4 ? jstr(l4, "flags") : NULL;
 	const char *reason = jstr(flow, "drop_reason_desc");
+	double itype = 0, icode = 0;
+	bool icmp = l4 && jnum(l4, "type", &itype);
+	if (icmp)
+		jnum(l4, "code", &icode);
 	char *s = flags && *flags ? xasprintf("%s Flags: %s", proto ? proto : "?", flags)
-				  : xasprintf("%s", proto ? proto : "L3");
+		  : icmp ? xasprintf("%s type %.0f code %.0f", proto ? proto : "?", itype, icode)
+			 : xasprintf("%s", proto ? proto : "L3");
 	if (reason) {
 		char *t = xasprintf("%s, reason: %s", s, reason);
 		free(s);
@@ -419,6 +424,11 @@ static struct json_object *flat_of_hubble(struct json_object *line)
 			json_object_object_add(fl, "source_port", json_object_new_int((int)port));
 		if (jnum(p, "destination_port", &port))
 			json_object_object_add(fl, "destination_port", json_object_new_int((int)port));
+		double tc;
+		if (!strncmp(protos[i], "ICMP", 4)) { /* protojson leaves type 0 out */
+			json_object_object_add(fl, "type", json_object_new_int(jnum(p, "type", &tc) ? (int)tc : 0));
+			json_object_object_add(fl, "code", json_object_new_int(jnum(p, "code", &tc) ? (int)tc : 0));
+		}
 		struct json_object *flags = jget(p, "flags", json_type_object);
 		char text[64] = "";
 		json_object_object_foreach(flags ? flags : fl, k, v)

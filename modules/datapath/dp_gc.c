@@ -232,6 +232,11 @@ static int dp_event_publish(struct datapath *dp, const struct dp_event *e)
 	ev.policy_match = e->policy_match;
 	ev.policy_dir = e->policy_dir == DP_POLICY_INGRESS ? FIBRIL_DATAPATH_INGRESS
 							   : FIBRIL_DATAPATH_EGRESS;
+	if (e->size > DP_EVENT_SIZE_V2 && (e->proto == IPPROTO_ICMP || e->proto == IPPROTO_ICMPV6)) {
+		ev.icmp_type = e->icmp_type;
+		ev.icmp_code = e->icmp_code;
+		ev.icmp_known = 1;
+	}
 	ev.lost_before = dp->events_unpublished;
 	int rc = fibril_bus_try_publish(dp->m, FIBRIL_DATAPATH_TOPIC_EVENT,
 					FIBRIL_DATAPATH_EVENT_VERSION, &ev, sizeof(ev));

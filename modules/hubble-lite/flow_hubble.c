@@ -141,6 +141,36 @@ const char *hl_observation_point_name(uint8_t direction)
 	return direction < 4 ? names[direction] : "unknown";
 }
 
+/* gopacket's names of the ICMP types, as Hubble's Summary says them
+ * ("ICMPv4 EchoRequest"); NULL for the others (then "ICMPv4" alone). */
+const char *hl_icmp_type_name(uint8_t proto, uint8_t type)
+{
+	if (proto == 1)
+		switch (type) {
+		case 0: return "EchoReply";
+		case 3: return "DestinationUnreachable";
+		case 5: return "Redirect";
+		case 8: return "EchoRequest";
+		case 11: return "TimeExceeded";
+		case 12: return "ParameterProblem";
+		default: return NULL;
+		}
+	switch (type) {
+	case 1: return "DestinationUnreachable";
+	case 2: return "PacketTooBig";
+	case 3: return "TimeExceeded";
+	case 4: return "ParameterProblem";
+	case 128: return "EchoRequest";
+	case 129: return "EchoReply";
+	case 133: return "RouterSolicitation";
+	case 134: return "RouterAdvertisement";
+	case 135: return "NeighborSolicitation";
+	case 136: return "NeighborAdvertisement";
+	case 143: return "MLDv2MulticastListenerReport";
+	default: return NULL;
+	}
+}
+
 /* protojson's Timestamp: RFC 3339 UTC with 0, 3, 6 or 9 fractional
  * digits; the part up to the seconds is kept for the next flow of the
  * same second (strftime costs more than the rest of the flow) */
@@ -287,7 +317,11 @@ static void summary_text(const struct hl_flow *f, char *out, size_t len)
 	}
 	const char *p = f->proto == 17 ? "UDP" : f->proto == 1 ? "ICMPv4" : f->proto == 58 ? "ICMPv6"
 		      : f->proto == 132 ? "SCTP" : NULL;
-	if (p)
+	const char *icmp = (f->proto == 1 || f->proto == 58) && f->icmp_known
+				   ? hl_icmp_type_name(f->proto, f->icmp_type) : NULL;
+	if (icmp)
+		snprintf(out, len, "%s %s", p, icmp);
+	else if (p)
 		snprintf(out, len, "%s", p);
 	else if (!f->family)
 		snprintf(out, len, "ARP");
@@ -351,8 +385,11 @@ void hl_flow_hubble_json(struct hl_buf *b, const struct hl_flow *f, const char *
 		}
 		hl_buf_str(b, "}}");
 	} else if (f->proto == 1 || f->proto == 58) {
-		/* the datapath's event carries no ICMP type or code yet */
-		hl_buf_str(b, f->proto == 1 ? ",\"l4\":{\"ICMPv4\":{}}" : ",\"l4\":{\"ICMPv6\":{}}");
+		bool first = true;
+		hl_buf_str(b, f->proto == 1 ? ",\"l4\":{\"ICMPv4\":{" : ",\"l4\":{\"ICMPv6\":{");
+		add_uint_field(b, &first, "type", f->icmp_type);
+		add_uint_field(b, &first, "code", f->icmp_code);
+		hl_buf_str(b, "}}");
 	}
 	add_endpoint(b, "source", &f->src);
 	add_endpoint(b, "destination", &f->dst);

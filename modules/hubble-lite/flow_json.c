@@ -394,6 +394,12 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 			ADD_LIT(b, ",\"destination_port\":");
 			add_u(b, f->dst.port);
 		}
+		if ((f->proto == 1 || f->proto == 58) && f->icmp_known) {
+			ADD_LIT(b, ",\"type\":");
+			add_u(b, f->icmp_type);
+			ADD_LIT(b, ",\"code\":");
+			add_u(b, f->icmp_code);
+		}
 		if (f->proto == 6) {
 			ADD_LIT(b, ",\"flags\":\"");
 			hl_buf_str(b, hl_tcp_flags_text(f->tcp_flags, buf, sizeof(buf)));

@@ -277,6 +277,11 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 	}
 	if (in->sz >= FIBRIL_OFFSETOFEND(struct fibril_datapath_event, policy_dir))
 		fill_policy(h, &f->policy, &d);
+	if (in->sz >= FIBRIL_OFFSETOFEND(struct fibril_datapath_event, icmp_known) && d.icmp_known) {
+		f->icmp_known = true;
+		f->icmp_type = d.icmp_type;
+		f->icmp_code = d.icmp_code;
+	}
 	fibril_series_inc(h->s_flows[f->verdict][f->type][proto_index(f->proto)]);
 	if (f->verdict == HL_DROPPED) {
 		if (!h->s_drops[f->reason])

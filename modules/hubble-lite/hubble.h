@@ -69,6 +69,8 @@ struct hl_flow {
 	uint8_t proto;          /* IPPROTO_* */
 	uint8_t tcp_flags;
 	uint8_t reason;
+	uint8_t icmp_type, icmp_code;
+	bool icmp_known;        /* the datapath said the ICMP type and code */
 	uint32_t len;
 	char reason_name[HL_REASON_LEN]; /* "forwarded", "spoofed-source-ip" (no "drop:") */
 	struct hl_peer src, dst;
@@ -164,6 +166,8 @@ const char *hl_drop_reason_hubble_name(unsigned code);
 /* A trace's TraceObservationPoint ("TO_STACK") by its reason, NULL unknown;
  * *sub_type Cilium's trace sub-type number. */
 const char *hl_trace_point(const char *reason, unsigned *sub_type);
+/* "EchoRequest" for ICMPv4 (proto 1) type 8, ...; NULL when not named */
+const char *hl_icmp_type_name(uint8_t proto, uint8_t type);
 /* The program that saw it (flow direction): "from-endpoint", "to-endpoint",
  * "from-overlay", "from-network". */
 const char *hl_observation_point_name(uint8_t direction);

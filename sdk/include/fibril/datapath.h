@@ -258,6 +258,11 @@ struct fibril_datapath_event {
 	uint8_t policy_dir;     /* enum fibril_datapath_policy_dir of the deciding
 				 * check (the sender's egress, the receiver's ingress) */
 	uint8_t pad[2];
+	/* round 3 (appended): an ICMP / ICMPv6 packet's type and code, when
+	 * icmp_known (the program that saw it says them) */
+	uint8_t icmp_type, icmp_code;
+	uint8_t icmp_known;
+	uint8_t pad2[5];
 };
 
 /* Drops the datapath saw but sent no event for, since the datapath module
