@@ -108,6 +108,9 @@ static char *endpoint_text(struct json_object *flow, const char *side, const cha
 	struct json_object *l4 = jget(flow, "l4", json_type_object);
 	const char *pod = p ? jstr(p, "pod_name") : NULL;
 	const char *addr = ip ? jstr(ip, ipkey) : NULL;
+	struct json_object *arp = jget(flow, "arp", json_type_object);
+	if (!addr && arp) /* ARP: the sender's and the target's addresses */
+		addr = jstr(arp, !strcmp(side, "source") ? "sender" : "target");
 	double port = 0, id = 0, identity = 0;
 	bool has_port = l4 && jnum(l4, portkey, &port);
 	if (p) {
@@ -151,7 +154,7 @@ static char *summary_text(struct json_object *flow)
 		jnum(l4, "code", &icode);
 	char *s = flags && *flags ? xasprintf("%s Flags: %s", proto ? proto : "?", flags)
 		  : icmp ? xasprintf("%s type %.0f code %.0f", proto ? proto : "?", itype, icode)
-			 : xasprintf("%s", proto ? proto : "L3");
+		  : xasprintf("%s", proto ? proto : jget(flow, "arp", json_type_object) ? "ARP" : "L3");
 	if (reason) {
 		char *t = xasprintf("%s, reason: %s", s, reason);
 		free(s);

@@ -323,8 +323,12 @@ static void summary_text(const struct hl_flow *f, char *out, size_t len)
 		snprintf(out, len, "%s %s", p, icmp);
 	else if (p)
 		snprintf(out, len, "%s", p);
-	else if (!f->family)
-		snprintf(out, len, "ARP");
+	else if (!f->family) {
+		char s[INET6_ADDRSTRLEN], t[INET6_ADDRSTRLEN];
+		hl_addr_text(AF_INET, f->src.addr, s);
+		hl_addr_text(AF_INET, f->dst.addr, t);
+		snprintf(out, len, "ARP %.15s -> %.15s", s, t); /* IPv4 */
+	}
 	else
 		snprintf(out, len, "IPv%u protocol %u", f->family, f->proto);
 }

@@ -377,6 +377,16 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 			ADD_LIT(b, "\",\"ipVersion\":\"IPv4\"}");
 		else
 			ADD_LIT(b, "\",\"ipVersion\":\"IPv6\"}");
+	} else if (!f->family && (memcmp(f->src.addr, "\0\0\0\0", 4) || memcmp(f->dst.addr, "\0\0\0\0", 4))) {
+		/* ARP: the sender's and the target's IPv4 addresses */
+		char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+		hl_addr_text(AF_INET, f->src.addr, src);
+		hl_addr_text(AF_INET, f->dst.addr, dst);
+		ADD_LIT(b, ",\"arp\":{\"sender\":\"");
+		hl_buf_str(b, src);
+		ADD_LIT(b, "\",\"target\":\"");
+		hl_buf_str(b, dst);
+		ADD_LIT(b, "\"}");
 	}
 	if (f->proto) {
 		const char *pname = hl_proto_name(f->proto);

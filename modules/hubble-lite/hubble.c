@@ -186,8 +186,10 @@ static void fill_peer(struct hubble *h, struct hl_peer *p, uint16_t ep_id, uint3
 	p->port = port;
 	memcpy(p->addr, addr, 16);
 	struct hl_ep *e = ep_id ? ep_find(h, ep_id) : NULL;
-	if (!e && family)
-		e = ep_by_addr(h, family, addr);
+	/* an ARP event (family 0) carries the sender and target IPv4 */
+	static const uint8_t none[4];
+	if (!e && (family || memcmp(addr, none, 4)))
+		e = ep_by_addr(h, family ? family : 4, addr);
 	if (!e)
 		return;
 	p->ep_id = e->id;
