@@ -391,10 +391,18 @@ struct dp_event {
 	__u8 policy_match;  /* enum dp_policy_match */
 	__u8 policy_dir;    /* enum dp_policy_direction of the deciding check */
 	__u16 pad2;
+	/* appended (size DP_EVENT_SIZE_V2 before): an ICMP packet's type and
+	 * code (proto ICMP or ICMPv6; 0 otherwise) */
+	__u8 icmp_type;
+	__u8 icmp_code;
+	__u8 pad3[6];
 };
 
 /* The record's size before the policy fields: readers accept both. */
 #define DP_EVENT_SIZE_V1 72
+/* ... and before the ICMP type and code: a record this long or shorter
+ * says nothing of them. */
+#define DP_EVENT_SIZE_V2 80
 
 /* ---- dp_policy: LPM_TRIE (BPF_F_NO_PREALLOC), one entry per (endpoint,
  * direction, remote identity, protocol, port prefix), as Cilium's policy

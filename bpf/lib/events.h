@@ -52,6 +52,10 @@ static __always_inline void event_send(struct __sk_buff *skb, struct pkt *p, __u
 	e->dport = p->tuple.dport;
 	e->direction = p->direction;
 	e->tcp_flags = p->tuple.proto == IPPROTO_TCP ? p->tcp_flags : 0;
+	if (p->tuple.proto == IPPROTO_ICMP || p->tuple.proto == IPPROTO_ICMPV6) {
+		e->icmp_type = p->icmp_type;
+		e->icmp_code = p->icmp_code;
+	}
 	__builtin_memcpy(e->saddr, p->tuple.saddr, sizeof(e->saddr));
 	__builtin_memcpy(e->daddr, p->tuple.daddr, sizeof(e->daddr));
 	/* the policy's verdict: in its own event and in a policy drop (a

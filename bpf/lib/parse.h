@@ -74,6 +74,7 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 		if (bpf_skb_load_bytes(skb, p->l4_off, l4, 4) < 0)
 			return -1;
 		p->icmp_type = l4[0];
+		p->icmp_code = l4[1];
 	}
 	return 0;
 }

@@ -57,6 +57,7 @@ struct pkt {
 	__u8 is_icmp6_nd;                /* ICMPv6 neighbour discovery / MLD */
 	__u8 frag;                       /* FRAG_* */
 	__u8 icmp_type;                  /* ICMP / ICMPv6 type */
+	__u8 icmp_code;                  /* ... and code */
 	__u8 policy_match;               /* enum dp_policy_match: what policy_check() found */
 	__u8 policy_dir;                 /* enum dp_policy_direction of that check */
 	__u32 policy_rule;               /* the deciding entry's rule ID */

@@ -609,6 +609,9 @@ static void dp_release(struct datapath *dp)
 	if (dp->gc_timer)
 		fibril_timer_cancel(dp->gc_timer);
 	dp->gc_timer = NULL;
+	if (dp->unsent_timer)
+		fibril_timer_cancel(dp->unsent_timer);
+	dp->unsent_timer = NULL;
 	dp_events_stop(dp);
 	dp->start_pending = false; /* a stop during the start: nothing to finish */
 	dp_prog_unload(dp);
@@ -705,6 +708,10 @@ static int dp_start(struct fibril_module *m)
 	}
 	if ((rc = dp_gc_start(dp)) < 0) {
 		snprintf(err, sizeof(err), "cannot start the conntrack GC timer");
+		goto fail;
+	}
+	if ((rc = dp_unsent_start(dp)) < 0) {
+		snprintf(err, sizeof(err), "cannot start the timer of the unsent events' count");
 		goto fail;
 	}
 	fibril_info(m, "tc programs %s; conntrack GC every %llu ms; trace events %s",

@@ -124,6 +124,11 @@ struct datapath {
 	/* fibril_policy_verdicts_total by [direction egress/ingress][match] */
 	struct fibril_series *m_verdicts[2][4];
 	uint64_t events_unpublished;         /* ... since the last one published */
+	/* events the programs did not send (rate limit, ring full): the
+	 * counters at start and as last published (dp_gc.c) */
+	struct fibril_timer *unsent_timer;
+	uint64_t unsent_base[2], unsent_sent[2]; /* [suppressed, ring lost] */
+	bool unsent_base_set; /* the maps were there to read the base */
 	/* tunnel mode (set up by a consumer through tunnel_setup) */
 	uint32_t tunnel_ifindex;        /* in dp_config; 0: native */
 	char tunnel_dev[16];
@@ -329,6 +334,9 @@ int dp_tunnel_device_setup(struct datapath *dp, int *ifindex, int *how, char *er
 
 /* ---- conntrack GC and events (dp_gc.c) ---- */
 int dp_gc_start(struct datapath *dp);
+/* Publish the counts of events the programs did not send (rate limit,
+ * ring full) on FIBRIL_DATAPATH_TOPIC_EVENTS_UNSENT as they change. */
+int dp_unsent_start(struct datapath *dp);
 /* Start one GC pass on the worker pool (none if one is running); its
  * figures land in dp on the loop when it is done. 0, or -EBUSY. */
 int dp_gc_kick(struct datapath *dp);

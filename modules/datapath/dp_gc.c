@@ -163,6 +163,64 @@ int dp_gc_start(struct datapath *dp)
 	return dp->gc_timer ? 0 : -ENOMEM;
 }
 
+/* ---- events the programs did not send ------------------------------------------------------ */
+
+#define DP_UNSENT_INTERVAL_MS 200
+
+/* The programs' counts of drop events over the rate limit and of events
+ * the ring had no room for, over every direction. */
+static int unsent_read(struct datapath *dp, uint64_t out[2])
+{
+	static const uint8_t reasons[2] = {DP_REASON_EVENT_SUPPRESSED, DP_REASON_EVENT_LOST};
+	out[0] = out[1] = 0;
+	if (!dp->maps[DPM_METRICS])
+		return -ENOENT;
+	for (int r = 0; r < 2; r++)
+		for (uint8_t dir = 0; dir < DP_METRICS_DIRECTIONS; dir++) {
+			struct dp_metrics_value v;
+			int rc = dp_metrics_read(dp, reasons[r], dir, &v);
+			if (rc < 0)
+				return rc;
+			out[r] += v.packets;
+		}
+	return 0;
+}
+
+static void unsent_tick(struct fibril_timer *t, void *ud)
+{
+	(void)t;
+	struct datapath *dp = ud;
+	uint64_t now[2];
+	if (unsent_read(dp, now) < 0)
+		return;
+	if (!dp->unsent_base_set) { /* the programs came after the start */
+		dp->unsent_base[0] = now[0];
+		dp->unsent_base[1] = now[1];
+		dp->unsent_base_set = true;
+		return;
+	}
+	struct fibril_datapath_events_unsent ev = {.sz = sizeof(ev)};
+	/* the counters live in a pinned map: count from this module's start */
+	ev.suppressed = now[0] >= dp->unsent_base[0] ? now[0] - dp->unsent_base[0] : 0;
+	ev.ring_lost = now[1] >= dp->unsent_base[1] ? now[1] - dp->unsent_base[1] : 0;
+	if (ev.suppressed == dp->unsent_sent[0] && ev.ring_lost == dp->unsent_sent[1])
+		return;
+	if (fibril_bus_publish(dp->m, FIBRIL_DATAPATH_TOPIC_EVENTS_UNSENT,
+			       FIBRIL_DATAPATH_EVENTS_UNSENT_VERSION, &ev, sizeof(ev)) == 0) {
+		dp->unsent_sent[0] = ev.suppressed;
+		dp->unsent_sent[1] = ev.ring_lost;
+	}
+}
+
+int dp_unsent_start(struct datapath *dp)
+{
+	dp->unsent_base_set = unsent_read(dp, dp->unsent_base) == 0;
+	dp->unsent_sent[0] = dp->unsent_sent[1] = 0;
+	dp->unsent_timer = fibril_timer_add(dp->m, DP_UNSENT_INTERVAL_MS, DP_UNSENT_INTERVAL_MS,
+					    unsent_tick, dp);
+	return dp->unsent_timer ? 0 : -ENOMEM;
+}
+
 /* ---- events -------------------------------------------------------------------------------- */
 
 /* Every record on the bus (hubble-lite turns them into flows). Never waits:
@@ -201,6 +259,11 @@ static int dp_event_publish(struct datapath *dp, const struct dp_event *e)
 	ev.policy_match = e->policy_match;
 	ev.policy_dir = e->policy_dir == DP_POLICY_INGRESS ? FIBRIL_DATAPATH_INGRESS
 							   : FIBRIL_DATAPATH_EGRESS;
+	if (e->size > DP_EVENT_SIZE_V2 && (e->proto == IPPROTO_ICMP || e->proto == IPPROTO_ICMPV6)) {
+		ev.icmp_type = e->icmp_type;
+		ev.icmp_code = e->icmp_code;
+		ev.icmp_known = 1;
+	}
 	ev.lost_before = dp->events_unpublished;
 	int rc = fibril_bus_try_publish(dp->m, FIBRIL_DATAPATH_TOPIC_EVENT,
 					FIBRIL_DATAPATH_EVENT_VERSION, &ev, sizeof(ev));

@@ -21,13 +21,15 @@ const char *const hl_filter_keys[] = {
 	"label", "from-label", "to-label", "ip", "from-ip", "to-ip",
 	"identity", "from-identity", "to-identity", "port", "from-port", "to-port",
 	"protocol", "verdict", "drop-reason", "type", "since", "until", "last",
-	"service", "from-service", "to-service", NULL,
+	"service", "from-service", "to-service", "traffic-direction", "ip-version", "tcp-flags",
+	NULL,
 };
 
 void hl_filter_init(struct hl_filter *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->proto = -1;
+	f->drop_code = -1;
 }
 
 static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -230,8 +232,12 @@ int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint6
 			f->verdict = HL_FORWARDED;
 		else if (!strcasecmp(value, "dropped"))
 			f->verdict = HL_DROPPED;
+		else if (!strcasecmp(value, "error") || !strcasecmp(value, "audit") ||
+			 !strcasecmp(value, "redirected") || !strcasecmp(value, "traced") ||
+			 !strcasecmp(value, "translated"))
+			f->verdict = HL_VERDICT_NEVER; /* Hubble's, never fibril's: no flow */
 		else
-			return fail(err, errlen, "query 'verdict': expected FORWARDED or DROPPED, not '%.64s'", value);
+			return fail(err, errlen, "query 'verdict': expected FORWARDED, DROPPED, ERROR, AUDIT, REDIRECTED, TRACED or TRANSLATED, not '%.64s'", value);
 		return 0;
 	}
 	if (!strcmp(key, "type")) {
@@ -241,15 +247,78 @@ int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint6
 			f->type = HL_TYPE_TRACE;
 		else if (!strcasecmp(value, "policy-verdict"))
 			f->type = HL_TYPE_POLICY;
+		else if (!strncasecmp(value, "trace:", 6)) {
+			static const char *const points[] = {
+				"to-endpoint", "to-stack", "to-overlay", "to-network", "to-proxy", "to-host",
+				"from-endpoint", "from-stack", "from-overlay", "from-network", "from-proxy",
+				"from-host", NULL};
+			size_t i = 0;
+			while (points[i] && strcasecmp(points[i], value + 6))
+				i++;
+			if (!points[i])
+				return fail(err, errlen, "query 'type': trace sub-type '%.32s' is not one of to-endpoint, to-stack, to-overlay, to-network, to-proxy, to-host, from-endpoint, from-stack, from-overlay, from-network, from-proxy, from-host", value + 6);
+			f->type = HL_TYPE_TRACE;
+			for (size_t k = 0; points[i][k] && k < sizeof(f->trace_point) - 1; k++)
+				f->trace_point[k] = points[i][k] == '-' ? '_' : (char)(points[i][k] & ~0x20);
+		} else if (!strcasecmp(value, "capture") || !strcasecmp(value, "l7") ||
+			   !strcasecmp(value, "trace-sock") || !strcasecmp(value, "agent") ||
+			   !strcasecmp(value, "debug") || !strcasecmp(value, "recorder"))
+			f->type = HL_TYPE_NEVER; /* Hubble's, never fibril's: no flow */
 		else
-			return fail(err, errlen, "query 'type': expected drop, trace or policy-verdict, not '%.64s'", value);
+			return fail(err, errlen, "query 'type': expected drop, trace, trace:SUBTYPE, policy-verdict, capture, l7, trace-sock, agent, debug or recorder, not '%.64s'", value);
 		return 0;
 	}
 	if (!strcmp(key, "drop-reason")) {
 		const char *v = strncmp(value, "drop:", 5) ? value : value + 5;
-		if (!*v || strlen(v) >= sizeof(f->drop_reason))
-			return fail(err, errlen, "query 'drop-reason': expected a reason name (e.g. spoofed-source-ip)");
+		int code = hl_drop_reason_by_hubble_name(v);
+		if (code >= 0) { /* Hubble's name: POLICY_DENIED */
+			f->drop_code = code;
+			return 0;
+		}
+		if (!hl_drop_reason_known(v))
+			return fail(err, errlen, "query 'drop-reason': '%.64s' is neither a fibril drop reason (spoofed-source-ip, policy-denied, ...) nor a Hubble DropReason (POLICY_DENIED, ...)", v);
 		snprintf(f->drop_reason, sizeof(f->drop_reason), "%s", v);
+		return 0;
+	}
+	if (!strcmp(key, "traffic-direction")) {
+		if (!strcasecmp(value, "ingress"))
+			f->direction = 1;
+		else if (!strcasecmp(value, "egress"))
+			f->direction = 2;
+		else
+			return fail(err, errlen, "query 'traffic-direction': expected ingress or egress, not '%.64s'", value);
+		return 0;
+	}
+	if (!strcmp(key, "ip-version")) {
+		if (!strcasecmp(value, "4") || !strcasecmp(value, "v4") || !strcasecmp(value, "ipv4"))
+			f->ip_version = 4;
+		else if (!strcasecmp(value, "6") || !strcasecmp(value, "v6") || !strcasecmp(value, "ipv6"))
+			f->ip_version = 6;
+		else if (!strcasecmp(value, "none"))
+			f->ip_version = 1; /* not IP: ARP */
+		else
+			return fail(err, errlen, "query 'ip-version': expected v4, v6, none, 4 or 6, not '%.64s'", value);
+		return 0;
+	}
+	if (!strcmp(key, "tcp-flags")) {
+		static const char *const names[] = {"FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR"};
+		uint8_t set = 0;
+		char tmp[64];
+		if (strlen(value) >= sizeof(tmp) || f->ntcp_flags >= HL_FILTER_MAX)
+			return fail(err, errlen, "query 'tcp-flags': too long or too many");
+		snprintf(tmp, sizeof(tmp), "%s", value);
+		char *save = NULL;
+		for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			int i = 0;
+			while (i < 8 && strcasecmp(names[i], t))
+				i++;
+			if (i == 8)
+				return fail(err, errlen, "query 'tcp-flags': '%.16s' is not one of SYN, FIN, RST, PSH, ACK, URG, ECE, CWR", t);
+			set |= (uint8_t)(1u << i);
+		}
+		if (!set)
+			return fail(err, errlen, "query 'tcp-flags': expected flags such as SYN or SYN,ACK");
+		f->tcp_flags[f->ntcp_flags++] = set;
 		return 0;
 	}
 	if (!strcmp(key, "since") || !strcmp(key, "until")) {
@@ -431,6 +500,24 @@ static bool u16_match(const uint16_t *v, unsigned n, uint16_t x, const uint16_t 
 	return false;
 }
 
+/* Hubble's traffic_direction of a flow: 1 ingress, 2 egress (the policy's
+ * when a policy decided it, else the program's side of the pod) */
+static int flow_direction(const struct hl_flow *fl)
+{
+	bool ingress = fl->policy.match ? fl->policy.ingress : fl->direction != 0;
+	return ingress ? 1 : 2;
+}
+
+static bool tcp_flags_match(const struct hl_filter *f, const struct hl_flow *fl)
+{
+	if (!f->ntcp_flags)
+		return true;
+	for (unsigned i = 0; fl->proto == 6 && i < f->ntcp_flags; i++)
+		if ((fl->tcp_flags & f->tcp_flags[i]) == f->tcp_flags[i])
+			return true;
+	return false;
+}
+
 bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl)
 {
 	const struct hl_peer *s = &fl->src, *d = &fl->dst;
@@ -454,5 +541,17 @@ bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl)
 	       (f->proto < 0 || f->proto == fl->proto) && (!f->verdict || f->verdict == fl->verdict) &&
 	       (!f->type || f->type == fl->type) &&
 	       (!f->drop_reason[0] || (fl->verdict == HL_DROPPED && !strcmp(f->drop_reason, fl->reason_name))) &&
+	       (f->drop_code < 0 || (fl->verdict == HL_DROPPED &&
+				     hl_drop_reason_hubble(fl->reason_name, fl->policy.match) == (unsigned)f->drop_code)) &&
+	       (!f->direction || f->direction == flow_direction(fl)) &&
+	       (!f->ip_version || (f->ip_version == 1 ? fl->family == 0 : f->ip_version == fl->family)) &&
+	       tcp_flags_match(f, fl) &&
+	       (!f->trace_point[0] || ((fl->type == HL_TYPE_TRACE) && hl_trace_point(fl->reason_name, NULL) &&
+				       !strcmp(hl_trace_point(fl->reason_name, NULL), f->trace_point))) &&
 	       (!f->since_ns || fl->time_ns >= f->since_ns) && (!f->until_ns || fl->time_ns <= f->until_ns);
+}
+
+bool hl_query_match(const struct hl_query *q, const struct hl_flow *fl)
+{
+	return hl_filter_match(&q->f, fl) && !(q->has_not && hl_filter_match(&q->exclude, fl));
 }

@@ -190,6 +190,11 @@ void hl_buf_jstr(struct hl_buf *b, const char *s)
 	add_jstr_n(b, s, strlen(s));
 }
 
+void hl_buf_jstr_n(struct hl_buf *b, const char *s, size_t max)
+{
+	add_jstr_n(b, s, max);
+}
+
 /* A string literal, its length known at compile time. */
 #define ADD_LIT(b, lit) hl_buf_add((b), (lit), sizeof(lit) - 1)
 
@@ -240,7 +245,7 @@ const char *hl_tcp_flags_text(uint8_t fl, char *buf, size_t len)
 }
 
 /* inet_ntop, without its sprintf for IPv4 (a third of a flow's JSON time) */
-static void addr_text(int af, const uint8_t *addr, char out[INET6_ADDRSTRLEN])
+void hl_addr_text(int af, const uint8_t *addr, char *out)
 {
 	if (af != AF_INET) {
 		inet_ntop(af, addr, out, INET6_ADDRSTRLEN);
@@ -356,11 +361,14 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 	else
 		ADD_LIT(b, "\",\"traffic_direction\":\"egress\",\"node_name\":");
 	hl_buf_jstr(b, node);
+	ADD_LIT(b, ",\"observation_point\":\"");
+	hl_buf_str(b, hl_observation_point_name(f->direction));
+	ADD_LIT(b, "\"");
 	if (f->family == 4 || f->family == 6) {
 		char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "";
 		int af = f->family == 4 ? AF_INET : AF_INET6;
-		addr_text(af, f->src.addr, src);
-		addr_text(af, f->dst.addr, dst);
+		hl_addr_text(af, f->src.addr, src);
+		hl_addr_text(af, f->dst.addr, dst);
 		ADD_LIT(b, ",\"IP\":{\"source\":\"");
 		hl_buf_str(b, src);
 		ADD_LIT(b, "\",\"destination\":\"");
@@ -369,6 +377,16 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 			ADD_LIT(b, "\",\"ipVersion\":\"IPv4\"}");
 		else
 			ADD_LIT(b, "\",\"ipVersion\":\"IPv6\"}");
+	} else if (!f->family && (memcmp(f->src.addr, "\0\0\0\0", 4) || memcmp(f->dst.addr, "\0\0\0\0", 4))) {
+		/* ARP: the sender's and the target's IPv4 addresses */
+		char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+		hl_addr_text(AF_INET, f->src.addr, src);
+		hl_addr_text(AF_INET, f->dst.addr, dst);
+		ADD_LIT(b, ",\"arp\":{\"sender\":\"");
+		hl_buf_str(b, src);
+		ADD_LIT(b, "\",\"target\":\"");
+		hl_buf_str(b, dst);
+		ADD_LIT(b, "\"}");
 	}
 	if (f->proto) {
 		const char *pname = hl_proto_name(f->proto);
@@ -385,6 +403,12 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 			add_u(b, f->src.port);
 			ADD_LIT(b, ",\"destination_port\":");
 			add_u(b, f->dst.port);
+		}
+		if ((f->proto == 1 || f->proto == 58) && f->icmp_known) {
+			ADD_LIT(b, ",\"type\":");
+			add_u(b, f->icmp_type);
+			ADD_LIT(b, ",\"code\":");
+			add_u(b, f->icmp_code);
 		}
 		if (f->proto == 6) {
 			ADD_LIT(b, ",\"flags\":\"");

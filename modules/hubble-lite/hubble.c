@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,7 +47,8 @@ struct hubble;
 struct hl_follower {
 	struct hubble *h;
 	struct fibril_stream_client *c;
-	struct hl_filter filter;
+	struct hl_query filter; /* filter.f, and filter.exclude (--not) */
+	bool hubble; /* format=hubble: Hubble's GetFlowsResponse lines */
 	uint64_t sent, lost;
 	/* its filter is byte for byte the one of the follower before it in
 	 * the list (followers with the same filter are kept together): the
@@ -62,9 +64,15 @@ struct hubble {
 	int nfollowers;
 	struct hl_buf line; /* a flow's JSON for the stream, reused */
 	char node[256];
+	uint64_t uuid_seed[2]; /* random: the flows' UUIDs of this run */
 	struct hl_flow *ring;
 	size_t size, head, count;
 	uint64_t seq, lost, overwritten, malformed;
+	/* drops the datapath sent no event for (over its event rate limit)
+	 * and events its ring had no room for, as it last told
+	 * (datapath.events_unsent) */
+	uint64_t sampled, ring_lost;
+	uint64_t sampled_total; /* over the datapath's restarts */
 	struct hl_ep *eps;
 	struct hl_svcmap *svcs; /* the lb module's services (lb.service events) */
 	/* metrics */
@@ -74,7 +82,7 @@ struct hubble {
 	const struct fibril_policy_ops *pol;
 	void *pol_ctx;
 	struct fibril_series *s_drops[256];          /* by reason code, made on first drop */
-	struct fibril_series *s_lost, *s_overwritten, *s_followers, *s_follower_lost;
+	struct fibril_series *s_lost, *s_overwritten, *s_followers, *s_follower_lost, *s_sampled;
 	struct hl_grpc *grpc; /* Hubble's Observer API (grpc_server.c), NULL: off */
 	uint64_t start_ns;
 };
@@ -86,7 +94,7 @@ static const struct fibril_config_key hl_config_keys[] = {
 	{.name = "ring-size", .type = FIBRIL_CONFIG_INT, .default_value = "4095",
 	 .help = "Flows kept in memory (the oldest is overwritten)", .min = 1, .max = 1 << 20},
 	{.name = "node-name", .type = FIBRIL_CONFIG_STRING, .default_value = "",
-	 .help = "Node name put on every flow (empty: the host name)"},
+	 .help = "Node name put on every flow (empty: [agent] node-name, else the host name)"},
 	{.name = "grpc-socket", .type = FIBRIL_CONFIG_STRING, .default_value = "",
 	 .help = "Unix socket of Hubble's Observer gRPC API (mode 0660; empty: <run-dir>/hubble.sock, "
 		 "off: none)"},
@@ -209,8 +217,10 @@ static void fill_peer(struct hubble *h, struct hl_peer *p, uint16_t ep_id, uint3
 	p->port = port;
 	memcpy(p->addr, addr, 16);
 	struct hl_ep *e = ep_id ? ep_find(h, ep_id) : NULL;
-	if (!e && family)
-		e = ep_by_addr(h, family, addr);
+	/* an ARP event (family 0) carries the sender and target IPv4 */
+	static const uint8_t none[4];
+	if (!e && (family || memcmp(addr, none, 4)))
+		e = ep_by_addr(h, family ? family : 4, addr);
 	if (!e)
 		return;
 	p->ep_id = e->id;
@@ -302,6 +312,11 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 	}
 	if (in->sz >= FIBRIL_OFFSETOFEND(struct fibril_datapath_event, policy_dir))
 		fill_policy(h, &f->policy, &d);
+	if (in->sz >= FIBRIL_OFFSETOFEND(struct fibril_datapath_event, icmp_known) && d.icmp_known) {
+		f->icmp_known = true;
+		f->icmp_type = d.icmp_type;
+		f->icmp_code = d.icmp_code;
+	}
 	fibril_series_inc(h->s_flows[f->verdict][f->type][proto_index(f->proto)]);
 	if (f->verdict == HL_DROPPED) {
 		if (!h->s_drops[f->reason])
@@ -332,6 +347,35 @@ void hl_ring_stats(const struct hubble *h, struct hl_ring_stats *st)
 	st->lost = h->lost + h->malformed;
 }
 
+/* The datapath's count of events it did not send: the increase since its
+ * last count goes to the followers as lost events with its cause. */
+static int on_events_unsent(const struct fibril_event *ev, void *ud)
+{
+	struct hubble *h = ud;
+	struct fibril_datapath_events_unsent u = {0};
+	const struct fibril_datapath_events_unsent *in = ev->payload;
+	size_t need = FIBRIL_OFFSETOFEND(struct fibril_datapath_events_unsent, ring_lost);
+	if (ev->payload_len < need || in->sz < need || in->sz > ev->payload_len)
+		return -EINVAL;
+	memcpy(&u, in, sizeof(u));
+	if (u.suppressed > h->sampled) {
+		uint64_t n = u.suppressed - h->sampled;
+		h->sampled_total += n;
+		fibril_series_add(h->s_sampled, (double)n);
+		follow_lost(h, "EVENT_RATE_LIMIT", n);
+	}
+	if (u.ring_lost > h->ring_lost) {
+		uint64_t n = u.ring_lost - h->ring_lost;
+		h->lost += n;
+		fibril_series_add(h->s_lost, (double)n);
+		follow_lost(h, "DATAPATH_RING", n);
+	}
+	/* (a datapath restarted from 0 starts the counts over) */
+	h->sampled = u.suppressed;
+	h->ring_lost = u.ring_lost;
+	return 0;
+}
+
 /* ---- GET /v1/flows --------------------------------------------------------------------------- */
 
 static uint64_t realtime_ns(void)
@@ -341,30 +385,59 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The query's format: 0 fibril's flat flow JSON (the default, "flat"), 1
+ * Hubble's ("hubble": a GetFlowsResponse per flow); -1 with err. */
+static int format_of(const struct fibril_request *req, char *err, size_t errlen)
+{
+	const char *v = fibril_req_query(req, "format");
+	if (!v || !strcmp(v, "flat"))
+		return 0;
+	if (!strcmp(v, "hubble"))
+		return 1;
+	snprintf(err, errlen, "query 'format': expected flat or hubble, not '%.64s'", v);
+	return -1;
+}
+
 /* The filter of a request's query (GET /v1/flows, the stream's open). */
-static int filter_from_request(struct hl_filter *f, const struct fibril_request *req, char *err,
+static int filter_from_request(struct hl_query *q, const struct fibril_request *req, char *err,
 			       size_t errlen)
 {
-	hl_filter_init(f);
+	hl_filter_init(&q->f);
+	hl_filter_init(&q->exclude);
+	q->has_not = false;
 	uint64_t now = realtime_ns();
 	for (const char *const *k = hl_filter_keys; *k; k++) {
 		const char *v = fibril_req_query(req, *k);
-		if (v && hl_filter_set(f, *k, v, now, err, errlen))
+		if (v && hl_filter_set(&q->f, *k, v, now, err, errlen))
 			return -1;
+		/* not-KEY: the flows matching every not- key are left out
+		 * (hubble observe --not) */
+		char nk[64];
+		snprintf(nk, sizeof(nk), "not-%s", *k);
+		if (!(v = fibril_req_query(req, nk)))
+			continue;
+		if (!strcmp(*k, "since") || !strcmp(*k, "until") || !strcmp(*k, "last")) {
+			snprintf(err, errlen, "query '%s': %s cannot be negated", nk, *k);
+			return -1;
+		}
+		if (hl_filter_set(&q->exclude, *k, v, now, err, errlen))
+			return -1;
+		q->has_not = true;
 	}
 	return 0;
 }
 
 /* The ring's flows matching f (at most f->last of the newest), oldest
  * first, as indexes into the ring; *n of them. NULL: out of memory. */
-static size_t *ring_matches(const struct hubble *h, const struct hl_filter *f, size_t *n)
+static size_t *ring_matches(const struct hubble *h, const struct hl_query *q, size_t *n)
 {
+	const struct hl_filter *f = &q->f;
 	size_t *hits = malloc((h->count ? h->count : 1) * sizeof(*hits));
 	size_t nhits = 0;
 	/* newest first to honour last=N */
 	for (size_t i = 0; hits && i < h->count && (!f->last || nhits < f->last); i++) {
 		size_t idx = (h->head + h->size - 1 - i) % h->size;
-		if (hl_filter_match(f, &h->ring[idx]))
+		if (hl_query_match(q, &h->ring[idx]))
 			hits[nhits++] = idx;
 	}
 	for (size_t i = 0; hits && i < nhits / 2; i++) {
@@ -379,13 +452,14 @@ static size_t *ring_matches(const struct hubble *h, const struct hl_filter *f, s
 static void route_flows(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct hubble *h = ud;
-	struct hl_filter *f = malloc(sizeof(*f));
+	struct hl_query *f = malloc(sizeof(*f));
 	char err[HL_ERR_LEN];
 	if (!f) {
 		fibril_resp_error(resp, 500, "out of memory");
 		return;
 	}
-	if (filter_from_request(f, req, err, sizeof(err))) {
+	int hubble = format_of(req, err, sizeof(err));
+	if (hubble < 0 || filter_from_request(f, req, err, sizeof(err))) {
 		free(f);
 		fibril_resp_error(resp, 400, "%s", err);
 		return;
@@ -397,13 +471,17 @@ static void route_flows(struct fibril_request *req, struct fibril_response *resp
 	for (size_t i = 0; hits && i < nhits; i++) {
 		if (i)
 			hl_buf_add(&b, ",", 1);
-		hl_flow_json(&b, &h->ring[hits[i]], h->node);
+		if (hubble)
+			hl_flow_hubble_json(&b, &h->ring[hits[i]], h->node, h->uuid_seed);
+		else
+			hl_flow_json(&b, &h->ring[hits[i]], h->node);
 	}
 	hl_buf_str(&b, "],\"node_name\":");
 	hl_buf_jstr(&b, h->node);
-	hl_buf_printf(&b, ",\"ring_size\":%zu,\"seen\":%llu,\"lost\":%llu,\"overwritten\":%llu}", h->size,
+	hl_buf_printf(&b, ",\"ring_size\":%zu,\"seen\":%llu,\"lost\":%llu,\"overwritten\":%llu,"
+		      "\"sampled\":%llu}", h->size,
 		      (unsigned long long)h->seq, (unsigned long long)(h->lost + h->malformed),
-		      (unsigned long long)h->overwritten);
+		      (unsigned long long)h->overwritten, (unsigned long long)h->sampled_total);
 	if (!hits || b.failed)
 		fibril_resp_error(resp, 500, "out of memory");
 	else
@@ -430,11 +508,14 @@ static void send_text(struct hl_follower *fw, const char *text, size_t len)
 }
 
 /* The flow's JSON line in h->line (reused); NULL when out of memory. */
-static const char *flow_text(struct hubble *h, const struct hl_flow *f, size_t *len)
+static const char *flow_text(struct hubble *h, const struct hl_flow *f, bool hubble, size_t *len)
 {
 	h->line.len = 0;
 	h->line.failed = false;
-	hl_flow_json(&h->line, f, h->node);
+	if (hubble)
+		hl_flow_hubble_json(&h->line, f, h->node, h->uuid_seed);
+	else
+		hl_flow_json(&h->line, f, h->node);
 	*len = h->line.failed ? 0 : h->line.len;
 	return h->line.failed ? NULL : h->line.p;
 }
@@ -454,23 +535,25 @@ static unsigned send_msg(struct hl_follower *fw, struct fibril_stream_msg *msg)
  * copies it into no queue). */
 static void follow_flow(struct hubble *h, const struct hl_flow *f)
 {
-	struct fibril_stream_msg *msg = NULL;
+	struct fibril_stream_msg *msgs[2] = {NULL, NULL}; /* flat, hubble */
 	unsigned lost = 0; /* one metric update for all the followers */
 	bool match = false;
 	for (struct hl_follower *fw = h->followers; fw; fw = fw->next) {
 		if (!fw->same_filter_as_prev)
-			match = hl_filter_match(&fw->filter, f);
+			match = hl_query_match(&fw->filter, f);
 		if (!match)
 			continue;
-		if (!msg) {
+		struct fibril_stream_msg **msg = &msgs[fw->hubble];
+		if (!*msg) {
 			size_t len;
-			const char *text = flow_text(h, f, &len);
-			if (!text || !(msg = fibril_stream_msg_new(text, len)))
-				return; /* out of memory */
+			const char *text = flow_text(h, f, fw->hubble, &len);
+			if (!text || !(*msg = fibril_stream_msg_new(text, len)))
+				break; /* out of memory */
 		}
-		lost += send_msg(fw, msg);
+		lost += send_msg(fw, *msg);
 	}
-	fibril_stream_msg_put(msg);
+	fibril_stream_msg_put(msgs[0]);
+	fibril_stream_msg_put(msgs[1]);
 	if (lost)
 		fibril_series_add(h->s_follower_lost, lost);
 }
@@ -523,25 +606,27 @@ static int stream_open(struct fibril_stream_client *c, const struct fibril_reque
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (filter_from_request(&fw->filter, req, err, errlen)) {
+	int hubble = format_of(req, err, errlen);
+	if (hubble < 0 || filter_from_request(&fw->filter, req, err, errlen)) {
 		free(fw);
 		return -1;
 	}
+	fw->hubble = hubble;
 	fw->h = h;
 	fw->c = c;
 	/* with last=N or since: the ring's matches first, as hubble observe -f does */
-	if (fw->filter.last || fw->filter.since_ns) {
+	if (fw->filter.f.last || fw->filter.f.since_ns) {
 		size_t n = 0;
 		size_t *hits = ring_matches(h, &fw->filter, &n);
 		for (size_t i = 0; hits && i < n; i++) {
 			size_t len;
-			const char *text = flow_text(h, &h->ring[hits[i]], &len);
+			const char *text = flow_text(h, &h->ring[hits[i]], fw->hubble, &len);
 			if (text)
 				send_text(fw, text, len);
 		}
 		free(hits);
 	}
-	fw->filter.last = 0;
+	fw->filter.f.last = 0;
 	fibril_stream_client_set_data(c, fw);
 	followers_add(h, fw);
 	fibril_series_set(h->s_followers, h->nfollowers);
@@ -601,9 +686,13 @@ static int metrics_register(struct hubble *h)
 	struct fibril_metric *flost = fibril_metric_register(h->m, OPTS(.type = FIBRIL_METRIC_COUNTER,
 		.name = "fibril_hubble_follower_lost_flows_total",
 		.help = "Flows a websocket follower lost by reading too slowly (its queue was full)."));
+	struct fibril_metric *sampled = fibril_metric_register(h->m, OPTS(.type = FIBRIL_METRIC_COUNTER,
+		.name = "fibril_hubble_sampled_drops_total",
+		.help = "Drops the datapath sent no event for (over [datapath] drop-events-rate): no flow."));
 #undef OPTS
-	if (!h->m_flows || !h->m_drops || !lost || !over || !followers || !flost)
+	if (!h->m_flows || !h->m_drops || !lost || !over || !followers || !flost || !sampled)
 		return -errno;
+	h->s_sampled = fibril_metric_series(sampled, NULL);
 	h->s_followers = fibril_metric_series(followers, NULL);
 	h->s_follower_lost = fibril_metric_series(flost, NULL);
 	static const char *const verdicts[] = {"", "FORWARDED", "DROPPED"};
@@ -634,10 +723,17 @@ static int hl_init(struct fibril_module *m)
 		return -ENOMEM;
 	}
 	const char *node = fibril_config_string(m, "node-name");
+	if (!node || !*node)
+		node = fibril_config_get("agent", "node-name");
 	if (node && *node)
 		snprintf(h->node, sizeof(h->node), "%s", node);
 	else if (gethostname(h->node, sizeof(h->node) - 1))
 		snprintf(h->node, sizeof(h->node), "%s", "unknown");
+	if (getrandom(h->uuid_seed, sizeof(h->uuid_seed), 0) != (ssize_t)sizeof(h->uuid_seed)) {
+		/* the UUIDs only need to differ between runs */
+		h->uuid_seed[0] = realtime_ns();
+		h->uuid_seed[1] = (uint64_t)getpid() << 32 ^ h->uuid_seed[0];
+	}
 	if (!(h->svcs = hl_svcmap_new())) {
 		fibril_module_set_error(m, "cannot allocate the service lookup");
 		return -ENOMEM;
@@ -653,7 +749,9 @@ static int hl_init(struct fibril_module *m)
 	    !fibril_bus_subscribe(m, FIBRIL_ENDPOINT_TOPIC_UPDATED, 1, on_endpoint, h) ||
 	    !fibril_bus_subscribe(m, FIBRIL_ENDPOINT_TOPIC_DELETED, 1, on_endpoint, h) ||
 	    !fibril_bus_subscribe(m, FIBRIL_LB_TOPIC_SERVICE, FIBRIL_LB_SERVICE_EVENT_VERSION,
-				  on_lb_service, h)) {
+				  on_lb_service, h) ||
+	    !fibril_bus_subscribe(m, FIBRIL_DATAPATH_TOPIC_EVENTS_UNSENT,
+				  FIBRIL_DATAPATH_EVENTS_UNSENT_VERSION, on_events_unsent, h)) {
 		fibril_module_set_error(m, "cannot subscribe to the datapath, endpoint and service events");
 		return -ENOMEM;
 	}
@@ -733,10 +831,11 @@ static void hl_fini(struct fibril_module *m)
 static int hl_summary(struct fibril_module *m, char *buf, size_t len)
 {
 	struct hubble *h = fibril_module_data(m);
-	return snprintf(buf, len, "%zu/%zu flows, %llu seen, %llu lost, %d following, %u on gRPC",
+	return snprintf(buf, len,
+			"%zu/%zu flows, %llu seen, %llu lost, %llu drops sampled away, %d following, %u on gRPC",
 			h->count, h->size, (unsigned long long)h->seq,
-			(unsigned long long)(h->lost + h->malformed), h->nfollowers,
-			hl_grpc_followers(h->grpc));
+			(unsigned long long)(h->lost + h->malformed), (unsigned long long)h->sampled_total,
+			h->nfollowers, hl_grpc_followers(h->grpc));
 }
 
 FIBRIL_MODULE(.name = HL_MODULE, .version = "1.0.0",

@@ -18,8 +18,10 @@
 #define HL_FILTER_MAX 8 /* values per filter key (repeated keys are ORed) */
 #define HL_SVC_NAME_LEN 128
 
-enum hl_verdict { HL_FORWARDED = 1, HL_DROPPED = 2 };
-enum hl_type { HL_TYPE_DROP = 1, HL_TYPE_TRACE = 2, HL_TYPE_POLICY = 3 };
+enum hl_verdict { HL_FORWARDED = 1, HL_DROPPED = 2,
+		  HL_VERDICT_NEVER = 99 /* a Hubble verdict fibril never gives (AUDIT, ...) */ };
+enum hl_type { HL_TYPE_DROP = 1, HL_TYPE_TRACE = 2, HL_TYPE_POLICY = 3,
+	       HL_TYPE_NEVER = 99 /* a Hubble event type fibril never makes (l7, ...) */ };
 
 /* What the policy said about a flow (datapath event policy_match), with
  * its rule as the policy module named it when the event came. */
@@ -67,6 +69,8 @@ struct hl_flow {
 	uint8_t proto;          /* IPPROTO_* */
 	uint8_t tcp_flags;
 	uint8_t reason;
+	uint8_t icmp_type, icmp_code;
+	bool icmp_known;        /* the datapath said the ICMP type and code */
 	uint32_t len;
 	char reason_name[HL_REASON_LEN]; /* "forwarded", "spoofed-source-ip" (no "drop:") */
 	struct hl_peer src, dst;
@@ -100,8 +104,21 @@ struct hl_filter {
 	int verdict;            /* 0: any */
 	int type;               /* 0: any */
 	char drop_reason[HL_REASON_LEN]; /* "" any */
+	int drop_code;          /* a Hubble DropReason (POLICY_DENIED: 133), -1 any */
+	int direction;          /* 0 any, 1 ingress, 2 egress (Hubble's traffic_direction) */
+	int ip_version;         /* 0 any, 4, 6, 1 none (not IP: ARP) */
+	uint8_t tcp_flags[HL_FILTER_MAX]; /* a flow has all the flags of one of them */
+	unsigned ntcp_flags;
+	char trace_point[16];   /* -t trace:to-stack: Hubble's TO_STACK; "" any */
 	uint64_t since_ns, until_ns;     /* 0: open */
 	uint64_t last;          /* 0: all in the ring */
+};
+
+/* A request's filter: the flows f matches, less those `exclude` matches when
+ * has_not (not-KEY query parameters: hubble observe --not). */
+struct hl_query {
+	struct hl_filter f, exclude;
+	bool has_not;
 };
 
 /* Keys of the filter, as query parameters (and `fibril observe` flags). */
@@ -116,6 +133,7 @@ int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint6
 int hl_filter_parse_query(struct hl_filter *f, const char *query, uint64_t now_ns, char *err,
 			  size_t errlen);
 bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl);
+bool hl_query_match(const struct hl_query *q, const struct hl_flow *fl);
 
 /* Protocol numbers and names: "tcp" -> 6; 6 -> "TCP" (NULL: unknown). */
 int hl_proto_parse(const char *s);
@@ -131,8 +149,28 @@ void hl_buf_add(struct hl_buf *b, const char *s, size_t n);
 void hl_buf_str(struct hl_buf *b, const char *s);
 void hl_buf_printf(struct hl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hl_buf_jstr(struct hl_buf *b, const char *s); /* as a JSON string */
+void hl_buf_jstr_n(struct hl_buf *b, const char *s, size_t max); /* at most max bytes of s */
 void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node);
 const char *hl_tcp_flags_text(uint8_t flags, char *buf, size_t len); /* "SYN,ACK" */
+/* inet_ntop (out: INET6_ADDRSTRLEN bytes), IPv4 without its sprintf */
+void hl_addr_text(int af, const uint8_t *addr, char *out);
+
+/* flow_hubble.c: a flow as Hubble's GetFlowsResponse JSON line, and
+ * fibril's names in Hubble's enums. */
+void hl_flow_hubble_json(struct hl_buf *b, const struct hl_flow *f, const char *node,
+			 const uint64_t uuid_seed[2]);
+bool hl_drop_reason_known(const char *fibril_name);           /* "policy-denied" */
+unsigned hl_drop_reason_hubble(const char *fibril_name, uint8_t policy_match); /* 133, 0 */
+int hl_drop_reason_by_hubble_name(const char *name);          /* "POLICY_DENIED" -> 133, -1 */
+const char *hl_drop_reason_hubble_name(unsigned code);
+/* A trace's TraceObservationPoint ("TO_STACK") by its reason, NULL unknown;
+ * *sub_type Cilium's trace sub-type number. */
+const char *hl_trace_point(const char *reason, unsigned *sub_type);
+/* "EchoRequest" for ICMPv4 (proto 1) type 8, ...; NULL when not named */
+const char *hl_icmp_type_name(uint8_t proto, uint8_t type);
+/* The program that saw it (flow direction): "from-endpoint", "to-endpoint",
+ * "from-overlay", "from-network". */
+const char *hl_observation_point_name(uint8_t direction);
 
 /* services.c: the lb module's services by frontend and backend (the
  * lb.service events), to name a flow's service. */

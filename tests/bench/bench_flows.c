@@ -101,10 +101,19 @@ int main(int argc, char **argv)
 	t0 = cpu_s();
 	for (long i = 0; i < nj; i++) {
 		size_t len;
-		flow_text(h, &h->ring[i % h->size], &len);
+		flow_text(h, &h->ring[i % h->size], false, &len);
 		bytes += len;
 	}
 	double json = cpu_s() - t0;
+	/* the same flows as Hubble's JSON (format=hubble, fibril observe -o json) */
+	size_t hbytes = 0;
+	t0 = cpu_s();
+	for (long i = 0; i < nj; i++) {
+		size_t len;
+		flow_text(h, &h->ring[i % h->size], true, &len);
+		hbytes += len;
+	}
+	double hjson = cpu_s() - t0;
 	/* naming services: 1,000 services over the endpoints' addresses */
 	struct hl_svcmap *svcs = hl_svcmap_new();
 	for (int i = 0; i < 1000; i++) {
@@ -166,6 +175,8 @@ int main(int argc, char **argv)
 	printf("copy_per_s=%.0f\n", (double)n / copy);
 	printf("json_per_s=%.0f\n", (double)nj / json);
 	printf("json_bytes=%.0f\n", (double)bytes / (double)nj);
+	printf("hubble_json_per_s=%.0f\n", (double)nj / hjson);
+	printf("hubble_json_bytes=%.0f\n", (double)hbytes / (double)nj);
 	printf("flows_seen=%llu\n", (unsigned long long)h->seq);
 	printf("svc_decode_per_s=%.0f\n", (double)nr * 7 / with_s);
 	printf("nosvc_decode_per_s=%.0f\n", (double)nr * 7 / without_s);

@@ -144,8 +144,8 @@ check "fibril observe --verdict DROPPED: one compact line naming pods, ports, ve
 OUT=$(fib observe --from-pod team/client --to-port 7777 --last 2 -o table)
 check "fibril observe -o table: a header and the last 2 rows" \
 	test "$(head -1 <<<"$OUT" | grep -c '^TIMESTAMP *SOURCE *DESTINATION *TYPE *VERDICT *SUMMARY')" = 1 -a "$(wc -l <<<"$OUT")" = 3
-OUT=$(fib observe -o json --protocol udp -l app=web --type trace --since 5m)
-check "fibril observe -o json: JSON lines of the matching flows" python3 -c '
+OUT=$(fib observe -o flat --protocol udp -l app=web --type trace --since 5m)
+check "fibril observe -o flat: fibril's JSON lines of the matching flows" python3 -c '
 import json, sys
 lines = sys.argv[1].splitlines()
 assert len(lines) >= 3, lines
@@ -195,7 +195,7 @@ check "the UDP flows of before name no service" \
 OUT=$(fib observe --to-service team/websvc --last 1)
 check "fibril observe --to-service: the line names the service ($OUT)" \
 	grep -q -- '-> team/web:8080 (ID:[0-9]*) (service team/websvc) ' <<<"$OUT"
-check "fibril observe -o json carries destination_service" \
+check "fibril observe -o json (Hubble's) carries destination_service" \
 	grep -q '"destination_service":{"name":"websvc","namespace":"team"}' <<<"$(fib observe --to-service websvc --last 1 -o json)"
 check "the service is deleted" fib service delete 1
 inpod 0 python3 -c '

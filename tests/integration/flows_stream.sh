@@ -116,8 +116,8 @@ check "fibril observe -f --to-pod team/a --protocol udp: the UDP flows as they c
 check "fibril observe -f --port http: exit 1 naming the filter" \
 	sh -c '! "$1" --socket "$2" observe -f --port http 2>"$3" && grep -q "query .port." "$3"' _ "$CLI" "$SOCK" "$WORK/err"
 # --last N with -f: the ring's last matches first
-OUT=$(timeout 3 "$CLI" --socket "$SOCK" observe -f --last 1 --verdict DROPPED -o json || true)
-check "fibril observe -f --last 1: the last matching flow first (JSON lines)" \
+OUT=$(timeout 3 "$CLI" --socket "$SOCK" observe -f --last 1 --verdict DROPPED -o flat || true)
+check "fibril observe -f --last 1: the last matching flow first (flat JSON lines)" \
 	test "$(python3 -c 'import json,sys; f = json.loads(sys.argv[1]); print(f["l4"]["destination_port"])' "$OUT")" = 7001
 python3 "$WS" "$SOCK" "/v1/flows/stream?verdict=MAYBE" "$WORK/bad.out" --timeout 5 2>"$WORK/bad.err" || true
 check "a bad filter: the stream says why and closes" \

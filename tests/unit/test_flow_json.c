@@ -5,7 +5,10 @@
  * vsnprintf; a flow's addresses read as inet_ntop writes them, and the
  * whole JSON of a flow parses with json-c; the lb module's service events
  * (modules/hubble-lite/services.c) are read by their backends' element
- * size, whatever SDK the publisher was built against. */
+ * size, whatever SDK the publisher was built against; a flow in Hubble's
+ * JSON (modules/hubble-lite/flow_hubble.c): a deny rule's drop names the
+ * rule under ingress_denied_by with POLICY_DENY, an allowed policy
+ * verdict its rule under egress_allowed_by, protojson's time and enums. */
 #include "cunit_main.h"
 #include "hubble.h"
 
@@ -161,6 +164,161 @@ static void test_lb_service_backend_stride(void)
 	hl_svcmap_free(m);
 }
 
-FIBRIL_TEST_MAIN("flow_json", NULL, NULL, {"printf as vsnprintf", test_printf_like_vsnprintf},
+static struct json_object *hubble_json_of(const struct hl_flow *f)
+{
+	static const uint64_t seed[2] = {0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+	struct hl_buf b = {0};
+	hl_flow_hubble_json(&b, f, "node-1", seed);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b.p);
+	struct json_object *o = json_tokener_parse(b.p);
+	if (!o)
+		fprintf(stderr, "not JSON: %s\n", b.p);
+	free(b.p);
+	return o;
+}
+
+static const char *path_str(struct json_object *o, const char *path)
+{
+	char buf[256];
+	snprintf(buf, sizeof(buf), "%s", path);
+	char *save = NULL;
+	for (char *k = strtok_r(buf, ".", &save); k && o; k = strtok_r(NULL, ".", &save)) {
+		struct json_object *v = NULL;
+		if (json_object_is_type(o, json_type_array))
+			v = json_object_array_get_idx(o, (size_t)atoi(k));
+		else if (!json_object_object_get_ex(o, k, &v))
+			v = NULL;
+		o = v;
+	}
+	return o ? json_object_get_string(o) : NULL;
+}
+
+#define HAS(o, path, want)                                                                 \
+	do {                                                                               \
+		const char *got_ = path_str((o), (path));                                  \
+		if (!got_ || strcmp(got_, (want)))                                         \
+			fprintf(stderr, "%s: got %s, want %s\n", (path), got_ ? got_ : "(none)", \
+				(want));                                                   \
+		CU_ASSERT(got_ && !strcmp(got_, (want)));                                   \
+	} while (0)
+
+static void test_hubble_json(void)
+{
+	struct hl_flow f = {0};
+	f.seq = 7;
+	f.time_ns = 1795000000ULL * 1000000000ULL + 123000000ULL; /* .123: 3 digits */
+	f.type = HL_TYPE_DROP;
+	f.verdict = HL_DROPPED;
+	f.direction = 1;
+	f.family = 4;
+	f.proto = 6;
+	f.tcp_flags = 0x02; /* SYN */
+	snprintf(f.reason_name, sizeof(f.reason_name), "policy-denied");
+	f.src = (struct hl_peer){.ep_id = 3, .identity = 300, .port = 41000, .addr = {10, 0, 0, 2}};
+	f.dst = (struct hl_peer){.ep_id = 4, .identity = 400, .port = 80, .addr = {10, 0, 0, 3}};
+	snprintf(f.dst.ns, sizeof(f.dst.ns), "team");
+	snprintf(f.dst.pod, sizeof(f.dst.pod), "web");
+	snprintf(f.dst.labels, sizeof(f.dst.labels), "k8s:app=web\nk8s:tier=front");
+	f.policy = (struct hl_policy){.match = HL_POLICY_DENY, .ingress = true, .known = true,
+				      .rule_id = 9};
+	snprintf(f.policy.kind, sizeof(f.policy.kind), "CiliumNetworkPolicy");
+	snprintf(f.policy.ns, sizeof(f.policy.ns), "team");
+	snprintf(f.policy.name, sizeof(f.policy.name), "deny-b");
+	struct json_object *o = hubble_json_of(&f);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+	HAS(o, "node_name", "node-1");
+	HAS(o, "time", "2026-11-18T11:06:40.123Z");
+	HAS(o, "flow.time", "2026-11-18T11:06:40.123Z");
+	HAS(o, "flow.verdict", "DROPPED");
+	HAS(o, "flow.drop_reason_desc", "POLICY_DENY");
+	HAS(o, "flow.drop_reason", "181");
+	HAS(o, "flow.event_type.type", "1");
+	HAS(o, "flow.event_type.sub_type", "181");
+	HAS(o, "flow.l4.TCP.source_port", "41000");
+	HAS(o, "flow.l4.TCP.flags.SYN", "true");
+	HAS(o, "flow.IP.ipVersion", "IPv4");
+	HAS(o, "flow.source.identity", "300");
+	HAS(o, "flow.source.ID", "3");
+	HAS(o, "flow.destination.pod_name", "web");
+	HAS(o, "flow.destination.labels.1", "k8s:tier=front");
+	HAS(o, "flow.traffic_direction", "INGRESS");
+	HAS(o, "flow.is_reply", "false");
+	HAS(o, "flow.Type", "L3_L4");
+	HAS(o, "flow.Summary", "TCP Flags: SYN");
+	HAS(o, "flow.ingress_denied_by.0.name", "deny-b");
+	HAS(o, "flow.ingress_denied_by.0.namespace", "team");
+	HAS(o, "flow.ingress_denied_by.0.kind", "CiliumNetworkPolicy");
+	HAS(o, "flow.ingress_denied_by.0.labels.1", "k8s:io.cilium.k8s.policy.name=deny-b");
+	CU_ASSERT_PTR_NULL(path_str(o, "flow.source.pod_name")); /* empty: left out */
+	CU_ASSERT_PTR_NULL(path_str(o, "flow.trace_observation_point"));
+	const char *uuid = path_str(o, "flow.uuid");
+	CU_ASSERT(uuid && strlen(uuid) == 36 && uuid[14] == '4');
+	char first_uuid[40];
+	snprintf(first_uuid, sizeof(first_uuid), "%s", uuid ? uuid : "");
+	json_object_put(o);
+	/* the same flow read again: the same UUID; another: another */
+	o = hubble_json_of(&f);
+	HAS(o, "flow.uuid", first_uuid);
+	json_object_put(o);
+	f.seq = 8;
+	o = hubble_json_of(&f);
+	CU_ASSERT(strcmp(path_str(o, "flow.uuid"), first_uuid) != 0);
+	json_object_put(o);
+
+	/* an allowed policy verdict at the sender's egress; ICMP; 9 digits */
+	f.type = HL_TYPE_POLICY;
+	f.verdict = HL_FORWARDED;
+	f.proto = 1;
+	f.time_ns += 456789;
+	snprintf(f.reason_name, sizeof(f.reason_name), "policy-allowed");
+	f.policy.match = HL_POLICY_ALLOW;
+	f.policy.ingress = false;
+	o = hubble_json_of(&f);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+	HAS(o, "flow.time", "2026-11-18T11:06:40.123456789Z");
+	HAS(o, "flow.verdict", "FORWARDED");
+	HAS(o, "flow.event_type.type", "5");
+	HAS(o, "flow.egress_allowed_by.0.name", "deny-b");
+	HAS(o, "flow.traffic_direction", "EGRESS");
+	HAS(o, "flow.Summary", "ICMPv4");
+	CU_ASSERT_PTR_NOT_NULL(path_str(o, "flow.l4.ICMPv4"));
+	CU_ASSERT_PTR_NULL(path_str(o, "flow.drop_reason_desc"));
+	json_object_put(o);
+
+	/* a trace to the stack: its observation point and sub-type */
+	f.type = HL_TYPE_TRACE;
+	f.policy.match = HL_POLICY_NONE;
+	f.proto = 17;
+	snprintf(f.reason_name, sizeof(f.reason_name), "to-stack");
+	o = hubble_json_of(&f);
+	HAS(o, "flow.trace_observation_point", "TO_STACK");
+	HAS(o, "flow.event_type.sub_type", "3");
+	HAS(o, "flow.l4.UDP.destination_port", "80");
+	CU_ASSERT_PTR_NULL(path_str(o, "flow.is_reply"));
+	json_object_put(o);
+}
+
+static void test_drop_reason_names(void)
+{
+	CU_ASSERT_EQUAL(hl_drop_reason_by_hubble_name("POLICY_DENIED"), 133);
+	CU_ASSERT_EQUAL(hl_drop_reason_by_hubble_name("policy_denied"), 133);
+	CU_ASSERT_EQUAL(hl_drop_reason_by_hubble_name("NO_SUCH_REASON"), -1);
+	CU_ASSERT_EQUAL(hl_drop_reason_hubble("spoofed-source-ip", 0), 132);
+	CU_ASSERT_EQUAL(hl_drop_reason_hubble("no-such", 0), 0);
+	struct hl_filter flt;
+	char err[HL_ERR_LEN];
+	hl_filter_init(&flt);
+	CU_ASSERT_EQUAL(hl_filter_set(&flt, "drop-reason", "foo", 0, err, sizeof(err)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "'foo'"));
+	CU_ASSERT_EQUAL(hl_filter_set(&flt, "drop-reason", "POLICY_DENIED", 0, err, sizeof(err)), 0);
+	struct hl_flow fl = {.verdict = HL_DROPPED, .type = HL_TYPE_DROP, .family = 4};
+	snprintf(fl.reason_name, sizeof(fl.reason_name), "policy-denied");
+	CU_ASSERT(hl_filter_match(&flt, &fl));
+	snprintf(fl.reason_name, sizeof(fl.reason_name), "spoofed-source-ip");
+	CU_ASSERT(!hl_filter_match(&flt, &fl));
+}
+
+FIBRIL_TEST_MAIN("flow_json", NULL, NULL, {"hubble json", test_hubble_json},
+		 {"drop reason names", test_drop_reason_names}, {"printf as vsnprintf", test_printf_like_vsnprintf},
 		 {"flow addresses", test_flow_addresses},
 		 {"lb.service backends by element size", test_lb_service_backend_stride})

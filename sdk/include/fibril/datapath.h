@@ -258,6 +258,28 @@ struct fibril_datapath_event {
 	uint8_t policy_dir;     /* enum fibril_datapath_policy_dir of the deciding
 				 * check (the sender's egress, the receiver's ingress) */
 	uint8_t pad[2];
+	/* round 3 (appended): an ICMP / ICMPv6 packet's type and code, when
+	 * icmp_known (the program that saw it says them) */
+	uint8_t icmp_type, icmp_code;
+	uint8_t icmp_known;
+	uint8_t pad2[5];
+};
+
+/* Drops the datapath saw but sent no event for, since the datapath module
+ * started: `suppressed` over the event rate limit ([datapath]
+ * drop-events-rate / drop-events-burst), `ring_lost` events the dp_events
+ * ring had no room for. Published on this topic when they change (looked
+ * at every 200 ms), so a reader of the events can say how much it did not
+ * see (hubble-lite: lost_events in the stream, "sampled" in GET
+ * /v1/flows). A new topic of round 3 (no new symbol). */
+#define FIBRIL_DATAPATH_TOPIC_EVENTS_UNSENT "datapath.events_unsent"
+#define FIBRIL_DATAPATH_EVENTS_UNSENT_VERSION 1
+
+struct fibril_datapath_events_unsent {
+	uint32_t sz;            /* sizeof as published; grows at the end */
+	uint32_t pad;
+	uint64_t suppressed;    /* drop events over the rate limit (total) */
+	uint64_t ring_lost;     /* events the ring had no room for (total) */
 };
 
 #ifdef __cplusplus
