@@ -67,6 +67,8 @@ static void get_services(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "nodeport-devices", json_object_new_int(lb_tc_devices(lb->tc)));
 	json_object_object_add(o, "restored", json_object_new_int64((int64_t)lb->restored));
 	json_object_object_add(o, "k8s-skipped", json_object_new_int64((int64_t)lb_k8s_skipped(lb->k8s)));
+	json_object_object_add(o, "k8s-held-slices",
+			       json_object_new_int64((int64_t)lb_k8s_held_slices(lb->k8s)));
 	json_object_object_add(o, "restored-k8s", json_object_new_int64((int64_t)lb->restored_k8s));
 	json_object_object_add(o, "restored-unknown-origin",
 			       json_object_new_int64((int64_t)(lb->restored - lb->restored_known)));

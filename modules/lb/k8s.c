@@ -2,16 +2,18 @@
  * k8s module's informers for v1 Services and discovery.k8s.io/v1
  * EndpointSlices (bus topics k8s.services, k8s.endpointslices) and turns
  * each Service port into frontends - every clusterIP, externalIP and
- * load-balancer ingress IP, and NodePorts on [lb] node-addresses - whose
+ * load-balancer ingress IP, and NodePorts on [lb] node-addresses (by
+ * default the node's own addresses; only those of the Service's IP
+ * families: spec.ipFamilies, else its clusterIPs') - whose
  * backends are the endpoints of the Service's slices for that port (by the
  * port's name: a targetPort given by name is resolved per endpoint in the
  * slice, as kube-proxy reads it). States: ready -> active; serving and
  * terminating -> terminating; else not-ready. internalTrafficPolicy Local
  * keeps only this node's endpoints for the cluster frontends,
  * externalTrafficPolicy Local for the others. A bad Service (an invalid
- * address or port) or an EndpointSlice whose Service is unknown is a logged
- * skip that touches nothing else; the slices are kept, and used once their
- * Service arrives. Each change reprograms only that Service's frontends,
+ * address or port) is a logged skip that touches nothing else; an
+ * EndpointSlice whose Service is not known yet is held (no skip), and used
+ * once its Service arrives. Each change reprograms only that Service's frontends,
  * keeping their IDs (the table's frontend -> ID). An endpoint on a
  * loopback, link-local or the node's own address is no backend (as
  * kube-proxy): taken out of its slice, counted, logged once per slice.
@@ -27,6 +29,8 @@
 
 #include "grow.h"
 #include "lb_mod.h"
+
+#define K8S_NODE_ADDRS_MAX 32
 
 struct fe_key {
 	struct lb_addr addr;
@@ -50,7 +54,7 @@ struct lb_k8s {
 	void *ctx;
 	struct k8s_svc *svcs;
 	size_t n, cap;
-	struct lb_addr node_addrs[16];
+	struct lb_addr node_addrs[K8S_NODE_ADDRS_MAX]; /* a NodePort's frontend addresses */
 	size_t nnode_addrs;
 	char node[256];
 	char **refused_logged;       /* "ns/name" of the slices whose refusals were logged */
@@ -384,6 +388,8 @@ static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
 			json_object_array_add(cips, json_object_new_string(cip));
 		json_object_object_add(spec, "clusterIPs", cips);
 	}
+	bool want4, want6;
+	lb_k8s_svc_families(spec, cips, &want4, &want6);
 	for (size_t p = 0; p < json_object_array_length(ports); p++) {
 		struct json_object *port = json_object_array_get_idx(ports, p);
 		uint16_t pnum = (uint16_t)json_object_get_int64(path(port, "port", NULL));
@@ -407,8 +413,9 @@ static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
 		int64_t npv = np && json_object_is_type(np, json_type_int) ? json_object_get_int64(np) : 0;
 		if (nodeport && npv > 0 && npv <= 65535)
 			for (size_t i = 0; i < k->nnode_addrs; i++)
-				add_frontend(k, s, &fl, port, &k->node_addrs[i], (uint16_t)npv,
-					     LB_SVC_NODE_PORT, etp_local);
+				if (lb_addr_is_v4(&k->node_addrs[i]) ? want4 : want6)
+						add_frontend(k, s, &fl, port, &k->node_addrs[i],
+						     (uint16_t)npv, LB_SVC_NODE_PORT, etp_local);
 	}
 	remove_gone(k, s, &fl);
 	free(s->fes);
@@ -535,10 +542,10 @@ static void apply_slice(struct lb_k8s *k, const char *ns, const char *name, cons
 		refuse_backends(k, ns, name, o);
 		json_object_object_add(s->slices, name ? name : "", o);
 	}
-	if (!s->svc) {
-		k->skipped++;
-		fibril_info(k->m, "endpointslice %s/%s skipped: service %s is unknown (kept until it "
-				  "appears)", ns ? ns : "", name ? name : "", s->key);
+	if (!s->svc) { /* held, not skipped: applied when its Service arrives */
+		if (!deleted)
+			fibril_info(k->m, "endpointslice %s/%s held: service %s is not known yet "
+					  "(applied when it arrives)", ns ? ns : "", name ? name : "", s->key);
 		return;
 	}
 	sync_service(k, s);
@@ -705,8 +712,10 @@ int lb_k8s_start(struct lb_k8s *k, const char *node_addrs)
 	char buf[1024];
 	snprintf(buf, sizeof(buf), "%s", node_addrs ? node_addrs : "");
 	for (char *save = NULL, *w = strtok_r(buf, ", ", &save); w; w = strtok_r(NULL, ", ", &save))
-		if (k->nnode_addrs < 16 && ip_of(w, &k->node_addrs[k->nnode_addrs]))
+		if (k->nnode_addrs < K8S_NODE_ADDRS_MAX && ip_of(w, &k->node_addrs[k->nnode_addrs]))
 			k->nnode_addrs++;
+	if (!k->nnode_addrs)
+		k->nnode_addrs = lb_k8s_default_node_addrs(k->m, k->node_addrs, K8S_NODE_ADDRS_MAX);
 	errno = 0;
 	k->ops = (const struct fibril_k8s_ops *)fibril_service_lookup(k->m, FIBRIL_K8S_CAPABILITY, 1,
 								       &k->ctx);
@@ -763,4 +772,13 @@ void lb_k8s_free(struct lb_k8s *k)
 uint64_t lb_k8s_skipped(const struct lb_k8s *k)
 {
 	return k ? k->skipped : 0;
+}
+
+size_t lb_k8s_held_slices(const struct lb_k8s *k)
+{
+	size_t n = 0;
+	for (size_t i = 0; k && i < k->n; i++)
+		if (!k->svcs[i].svc && k->svcs[i].slices)
+			n += (size_t)json_object_object_length(k->svcs[i].slices);
+	return n;
 }

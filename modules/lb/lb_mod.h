@@ -92,6 +92,14 @@ int lb_k8s_start(struct lb_k8s *k, const char *node_addrs); /* start: watch, if 
 void lb_k8s_stop(struct lb_k8s *k);
 void lb_k8s_free(struct lb_k8s *k);
 uint64_t lb_k8s_skipped(const struct lb_k8s *k);
+/* EndpointSlices held: their Service is not known yet (applied when it arrives) */
+size_t lb_k8s_held_slices(const struct lb_k8s *k);
+/* k8s_nodeport.c: the node's addresses for NodePorts when [lb]
+ * node-addresses is unset (their number, the first max into out); a
+ * Service's IP families (spec.ipFamilies, else its clusterIPs', else both) */
+size_t lb_k8s_default_node_addrs(struct fibril_module *m, struct lb_addr *out, size_t max);
+struct json_object;
+void lb_k8s_svc_families(struct json_object *spec, struct json_object *cips, bool *v4, bool *v6);
 /* Has the first list of Services and EndpointSlices been applied (and the
  * restored frontends Kubernetes no longer has been removed)? */
 bool lb_k8s_synced(const struct lb_k8s *k);
