@@ -2,7 +2,8 @@
  *
  *   GET    /v1/service        every service, and the module's state
  *   GET    /v1/service/{id}   one
- *   PUT    /v1/service        upsert one (its JSON form: model.c)
+ *   PUT    /v1/service        upsert one (its JSON form: model.c), or with a
+ *                             JSON array many, all or nothing (api_batch.c)
  *   DELETE /v1/service/{id}   delete one
  *
  * A frontend that Kubernetes or a pod's hostPort holds is theirs: the API
@@ -96,11 +97,24 @@ static void get_service(struct fibril_request *req, struct fibril_response *resp
 	reply(resp, 200, lb_svc_to_json(svc));
 }
 
+void lb_api_update_gauges(struct lb *lb)
+{
+	fibril_series_set(lb->s_services, (double)lb->t.nsvc);
+	fibril_series_set(lb->s_backends, (double)lb->t.nbe);
+}
+
 static void put_service(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct lb *lb = ud;
 	size_t len = 0;
 	const char *body = fibril_req_body(req, &len);
+	size_t first = 0;
+	while (body && first < len && body[first] && strchr(" \t\r\n", body[first]))
+		first++;
+	if (body && first < len && body[first] == '[') {
+		lb_api_put_batch(lb, body, len, resp);
+		return;
+	}
 	struct lb_svc *spec = NULL;
 	char err[512];
 	int rc = lb_svc_parse(body ? body : "", body ? len : 0, &spec, err, sizeof(err));

@@ -86,6 +86,12 @@ void lb_origin_deleted(struct lb_origin *o, const struct lb_svc *s);
 void lb_origin_flush(struct lb_origin *o); /* group commit of what was appended */
 void lb_origin_close(struct lb_origin *o);
 
+/* api.c / api_batch.c: the gauges of services and backends set again;
+ * PUT /v1/service with a JSON array (all or nothing) */
+void lb_api_update_gauges(struct lb *lb);
+struct fibril_response;
+void lb_api_put_batch(struct lb *lb, const char *body, size_t len, struct fibril_response *resp);
+
 /* k8s.c: Services and EndpointSlices from the k8s module's informers */
 int lb_k8s_init(struct lb *lb, struct lb_k8s **out);    /* init: bus subscriptions */
 int lb_k8s_start(struct lb_k8s *k, const char *node_addrs); /* start: watch, if k8s is there */
