@@ -46,7 +46,36 @@ struct batch {
 	struct lb_svc **old;  /* a copy of the service each replaced (NULL: new frontend) */
 	uint16_t *id;         /* the ID each got */
 	size_t n;
+	size_t *fe_slot;      /* open addressing: entry index + 1 by frontend, 0 empty */
+	size_t fe_mask;
+	uint32_t *id_owner;   /* entry index + 1 by the "id" it asks for, 0 none */
 };
+
+static size_t fe_hash(const struct lb_svc *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < sizeof(s->addr.a); i++)
+		h = (h ^ s->addr.a[i]) * 1099511628211ull;
+	h = (h ^ s->port) * 1099511628211ull;
+	h = (h ^ s->proto) * 1099511628211ull;
+	return (size_t)(h ^ (h >> 29));
+}
+
+/* The earlier entry with entry i's frontend (and i noted), or SIZE_MAX. */
+static size_t fe_seen(struct batch *b, size_t i)
+{
+	const struct lb_svc *s = b->spec[i];
+	for (size_t k = fe_hash(s) & b->fe_mask;; k = (k + 1) & b->fe_mask) {
+		if (!b->fe_slot[k]) {
+			b->fe_slot[k] = i + 1;
+			return SIZE_MAX;
+		}
+		const struct lb_svc *o = b->spec[b->fe_slot[k] - 1];
+		if (o->port == s->port && o->proto == s->proto &&
+		    !memcmp(&o->addr, &s->addr, sizeof(o->addr)))
+			return b->fe_slot[k] - 1;
+	}
+}
 
 static void batch_free(struct batch *b)
 {
@@ -57,6 +86,8 @@ static void batch_free(struct batch *b)
 	free(b->spec);
 	free(b->old);
 	free(b->id);
+	free(b->fe_slot);
+	free(b->id_owner);
 }
 
 /* Checks entry i against the table and the entries before it; 0, or an
@@ -75,18 +106,19 @@ static int check_entry(struct lb *lb, struct batch *b, size_t i, const struct lb
 					   "address, not a backend", i, k, a);
 			return 400;
 		}
-	for (size_t j = 0; j < i; j++) {
-		const struct lb_svc *o = b->spec[j];
-		if (o->port == s->port && o->proto == s->proto && !memcmp(&o->addr, &s->addr, sizeof(o->addr))) {
-			snprintf(err, len, "services[%zu].frontend: %s/%s is also services[%zu]'s", i, fe,
-				 lb_proto_name(s->proto), j);
-			return 400;
-		}
-		if (s->id && o->id == s->id) {
-			snprintf(err, len, "services[%zu].id: %u is also services[%zu]'s", i, s->id, j);
-			return 400;
-		}
+	size_t j = fe_seen(b, i);
+	if (j != SIZE_MAX) {
+		snprintf(err, len, "services[%zu].frontend: %s/%s is also services[%zu]'s", i, fe,
+			 lb_proto_name(s->proto), j);
+		return 400;
 	}
+	if (s->id && b->id_owner[s->id]) {
+		snprintf(err, len, "services[%zu].id: %u is also services[%u]'s", i, s->id,
+			 b->id_owner[s->id] - 1);
+		return 400;
+	}
+	if (s->id)
+		b->id_owner[s->id] = (uint32_t)i + 1;
 	if (s->algorithm_set && s->algorithm == LB_ALG_MAGLEV && !lb->maglev_m) {
 		snprintf(err, len, "services[%zu].algorithm: maglev, but no Maglev table size is "
 				   "configured", i);
@@ -159,11 +191,17 @@ void lb_api_put_batch(struct lb *lb, const char *body, size_t len, struct fibril
 	}
 	struct batch b = {.spec = calloc(n ? n : 1, sizeof(*b.spec)),
 			  .old = calloc(n ? n : 1, sizeof(*b.old)),
-			  .id = calloc(n ? n : 1, sizeof(*b.id)), .n = n};
+			  .id = calloc(n ? n : 1, sizeof(*b.id)), .n = n,
+			  .id_owner = calloc((size_t)LB_SVC_ID_MAX + 1, sizeof(*b.id_owner))};
+	size_t slots = 16;
+	while (slots < 2 * n)
+		slots *= 2;
+	b.fe_slot = calloc(slots, sizeof(*b.fe_slot));
+	b.fe_mask = slots - 1;
 	struct lb_addr *mine = NULL;
 	size_t nmine = 0, nnew = 0;
 	int status = 0;
-	if (!b.spec || !b.old || !b.id ||
+	if (!b.spec || !b.old || !b.id || !b.id_owner || !b.fe_slot ||
 	    lb_node_addrs_list(fibril_config_string(lb_module_of(lb), "node-addresses"), &mine,
 			       &nmine) < 0) {
 		snprintf(err, sizeof(err), "out of memory");
