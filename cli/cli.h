@@ -19,6 +19,7 @@ struct cli_options {
 	/* ipam options: --family, --ip, --owner (NULL when not given) */
 	const char *family, *ip, *owner;
 	const char *src, *dst, *dport; /* `fibril policy trace` */
+	const char *file;              /* -f, --file: `fibril service apply` */
 	bool all; /* `fibril ipcache list --all` */
 };
 extern struct cli_options opt;

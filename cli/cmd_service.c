@@ -1,10 +1,13 @@
-/* cli/cmd_service.c - `fibril service list|get ID|upsert FILE|-|delete ID`:
+/* cli/cmd_service.c - `fibril service list|get ID|upsert FILE|-|delete ID|
+ * apply -f FILE|-`:
  * the lb module's services (GET/PUT/DELETE /v1/service), as `cilium
  * service` has them. upsert sends the file's JSON (one service:
  * {"frontend": "10.96.0.10:80", "protocol": "TCP", "backends": [{"address":
  * "10.0.0.5:8080", "state": "active"}], ...}) and prints the service with
  * its ID; list prints one line per frontend with its backends, their
- * states and IDs. */
+ * states and IDs. apply sends many services in one request (PUT
+ * /v1/service with a JSON array: all or nothing), from a file holding a
+ * JSON array or JSON lines (one service per line). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 #include "cli.h"
 
 #define SERVICE_MAX_FILE ((size_t)4 << 20)
+#define SERVICE_MAX_BATCH_FILE ((size_t)64 << 20)
 
 static void service_rows(struct table *t, struct json_object *s)
 {
@@ -94,6 +98,77 @@ static int service_upsert(const char *path)
 	return 0;
 }
 
+/* JSON lines (one service per line, blank lines skipped) -> a JSON array;
+ * text that is already an array is kept. NULL (and a message) when a line
+ * is not one JSON object. */
+static char *batch_body(const char *path, char *text, size_t len, size_t *out_len)
+{
+	size_t first = 0;
+	while (first < len && strchr(" \t\r\n", text[first]) && text[first])
+		first++;
+	if (first < len && text[first] == '[') {
+		*out_len = len;
+		return strdup(text);
+	}
+	char *body = malloc(len + 3), *o = body;
+	if (!body)
+		return NULL;
+	*o++ = '[';
+	size_t line = 0;
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		line++;
+		while (*l == ' ' || *l == '\t' || *l == '\r')
+			l++;
+		size_t n = strlen(l);
+		while (n && (l[n - 1] == ' ' || l[n - 1] == '\t' || l[n - 1] == '\r'))
+			n--;
+		if (!n)
+			continue;
+		if (l[0] != '{') {
+			fprintf(stderr, "fibril: service apply: %s: line %zu is not a JSON object\n", path,
+				line);
+			free(body);
+			return NULL;
+		}
+		if (o > body + 1)
+			*o++ = ',';
+		memcpy(o, l, n);
+		o += n;
+	}
+	*o++ = ']';
+	*o = '\0';
+	*out_len = (size_t)(o - body);
+	return body;
+}
+
+static int service_apply(int argc, char **argv)
+{
+	if (argc != 1 || !opt.file || !*opt.file)
+		return usage_error("service apply: expected -f FILE (or -f - for stdin): a JSON array "
+				   "of services or JSON lines");
+	const char *path = opt.file;
+	char *text, *body;
+	size_t len, blen;
+	struct json_object *reply;
+	if (read_input("service apply", path, SERVICE_MAX_BATCH_FILE, &text, &len) < 0)
+		return EXIT_FAIL;
+	body = batch_body(path, text, len, &blen);
+	free(text);
+	if (!body)
+		return EXIT_FAIL;
+	int rc = request_body("PUT", "service", body, blen, &reply);
+	free(body);
+	if (rc < 0)
+		return EXIT_FAIL;
+	if (opt.json)
+		print_json(reply);
+	else
+		printf("Applied %lld services\n",
+		       (long long)json_object_get_int64(jget(reply, "applied", json_type_int)));
+	json_object_put(reply);
+	return 0;
+}
+
 static int id_arg(const char *sub, int argc, char **argv, char **path)
 {
 	if (argc != 2 || !*argv[1])
@@ -110,7 +185,7 @@ int cmd_service(int argc, char **argv)
 {
 	if (argc < 1)
 		return usage_error("service: missing subcommand (list, get ID, upsert FILE, "
-				   "delete ID)");
+				   "apply -f FILE, delete ID)");
 	const char *sub = argv[0];
 	char *path = NULL;
 	int rc;
@@ -124,6 +199,8 @@ int cmd_service(int argc, char **argv)
 			return usage_error("service upsert: expected one FILE (or - for stdin)");
 		return service_upsert(argv[1]);
 	}
+	if (!strcmp(sub, "apply"))
+		return service_apply(argc, argv);
 	if (!strcmp(sub, "get")) {
 		if ((rc = id_arg(sub, argc, argv, &path)))
 			return rc;
@@ -147,5 +224,5 @@ int cmd_service(int argc, char **argv)
 		return rc;
 	}
 	return usage_error("service: unknown subcommand '%s' (list, get ID, upsert FILE, "
-			   "delete ID)", sub);
+			   "apply -f FILE, delete ID)", sub);
 }

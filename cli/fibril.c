@@ -64,6 +64,7 @@ static const char usage_text[] =
 	"  service list    services: frontends, backends with their states, IDs\n"
 	"  service get ID | service delete ID\n"
 	"  service upsert FILE|-  add or change a service (JSON; see fibril-service(8))\n"
+	"  service apply -f FILE|-  many services at once, all or nothing (JSON array or lines)\n"
 	"  observe [FILTERS] [-o compact|table|json]\n"
 	"                  flows from hubble-lite (fibril observe --help)\n"
 	"  version         versions of this CLI and of the agent\n"
@@ -161,6 +162,8 @@ int main(int argc, char **argv)
 		{ "src", required_argument, NULL, 'S' },
 		{ "dst", required_argument, NULL, 'D' },
 		{ "dport", required_argument, NULL, 'P' },
+		/* of `fibril service apply` */
+		{ "file", required_argument, NULL, 'f' },
 		/* of `fibril ipcache list` */
 		{ "all", no_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
@@ -175,7 +178,7 @@ int main(int argc, char **argv)
 			return cmd_observe_main(argc, argv, i);
 	opt.socket = env && *env ? env : DEFAULT_SOCKET;
 	opterr = 0; /* our own one-line messages */
-	while ((c = getopt_long(argc, argv, ":s:o:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":s:o:f:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (!*optarg)
@@ -216,6 +219,9 @@ int main(int argc, char **argv)
 			break;
 		case 'A':
 			opt.all = true;
+			break;
+		case 'f':
+			opt.file = optarg;
 			break;
 		case ':':
 			return usage_error("option '%s' needs an argument", argv[optind - 1]);

@@ -106,9 +106,13 @@ static const struct command_help helps[] = {
 	 "       fibril service get ID\n"
 	 "       fibril service delete ID\n"
 	 "       fibril service upsert FILE|-\n"
+	 "       fibril service apply -f FILE|-\n"
 	 "\n"
 	 "Services: frontends, backends with their states, IDs; upsert adds or\n"
-	 "changes one (JSON; see fibril-service(8)). Served by the lb module.\n"},
+	 "changes one (JSON; see fibril-service(8)); apply adds or changes many in\n"
+	 "one request, all or nothing (a JSON array, or JSON lines: one service a\n"
+	 "line; a bad one is named by its index and nothing changes). Served by\n"
+	 "the lb module.\n"},
 	{"observe", "hubble-lite", NULL /* its own: fibril observe --help */},
 	{"version", NULL,
 	 "Usage: fibril version\n"

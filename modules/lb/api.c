@@ -2,7 +2,8 @@
  *
  *   GET    /v1/service        every service, and the module's state
  *   GET    /v1/service/{id}   one
- *   PUT    /v1/service        upsert one (its JSON form: model.c)
+ *   PUT    /v1/service        upsert one (its JSON form: model.c), or with a
+ *                             JSON array many, all or nothing (api_batch.c)
  *   DELETE /v1/service/{id}   delete one
  *
  * A frontend that Kubernetes or a pod's hostPort holds is theirs: the API
@@ -67,6 +68,8 @@ static void get_services(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "nodeport-devices", json_object_new_int(lb_tc_devices(lb->tc)));
 	json_object_object_add(o, "restored", json_object_new_int64((int64_t)lb->restored));
 	json_object_object_add(o, "k8s-skipped", json_object_new_int64((int64_t)lb_k8s_skipped(lb->k8s)));
+	json_object_object_add(o, "k8s-held-slices",
+			       json_object_new_int64((int64_t)lb_k8s_held_slices(lb->k8s)));
 	json_object_object_add(o, "restored-k8s", json_object_new_int64((int64_t)lb->restored_k8s));
 	json_object_object_add(o, "restored-unknown-origin",
 			       json_object_new_int64((int64_t)(lb->restored - lb->restored_known)));
@@ -94,11 +97,24 @@ static void get_service(struct fibril_request *req, struct fibril_response *resp
 	reply(resp, 200, lb_svc_to_json(svc));
 }
 
+void lb_api_update_gauges(struct lb *lb)
+{
+	fibril_series_set(lb->s_services, (double)lb->t.nsvc);
+	fibril_series_set(lb->s_backends, (double)lb->t.nbe);
+}
+
 static void put_service(struct fibril_request *req, struct fibril_response *resp, void *ud)
 {
 	struct lb *lb = ud;
 	size_t len = 0;
 	const char *body = fibril_req_body(req, &len);
+	size_t first = 0;
+	while (body && first < len && body[first] && strchr(" \t\r\n", body[first]))
+		first++;
+	if (body && first < len && body[first] == '[') {
+		lb_api_put_batch(lb, body, len, resp);
+		return;
+	}
 	struct lb_svc *spec = NULL;
 	char err[512];
 	int rc = lb_svc_parse(body ? body : "", body ? len : 0, &spec, err, sizeof(err));

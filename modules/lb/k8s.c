@@ -2,16 +2,18 @@
  * k8s module's informers for v1 Services and discovery.k8s.io/v1
  * EndpointSlices (bus topics k8s.services, k8s.endpointslices) and turns
  * each Service port into frontends - every clusterIP, externalIP and
- * load-balancer ingress IP, and NodePorts on [lb] node-addresses - whose
+ * load-balancer ingress IP, and NodePorts on [lb] node-addresses (by
+ * default the node's own addresses; only those of the Service's IP
+ * families: spec.ipFamilies, else its clusterIPs') - whose
  * backends are the endpoints of the Service's slices for that port (by the
  * port's name: a targetPort given by name is resolved per endpoint in the
  * slice, as kube-proxy reads it). States: ready -> active; serving and
  * terminating -> terminating; else not-ready. internalTrafficPolicy Local
  * keeps only this node's endpoints for the cluster frontends,
  * externalTrafficPolicy Local for the others. A bad Service (an invalid
- * address or port) or an EndpointSlice whose Service is unknown is a logged
- * skip that touches nothing else; the slices are kept, and used once their
- * Service arrives. Each change reprograms only that Service's frontends,
+ * address or port) is a logged skip that touches nothing else; an
+ * EndpointSlice whose Service is not known yet is held (no skip), and used
+ * once its Service arrives. Each change reprograms only that Service's frontends,
  * keeping their IDs (the table's frontend -> ID). An endpoint on a
  * loopback, link-local or the node's own address is no backend (as
  * kube-proxy): taken out of its slice, counted, logged once per slice.
@@ -19,6 +21,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,8 @@
 #include "grow.h"
 #include "lb_mod.h"
 
+#define K8S_NODE_ADDRS_MAX 32
+
 struct fe_key {
 	struct lb_addr addr;
 	uint16_t port;
@@ -36,8 +41,10 @@ struct fe_key {
 
 struct k8s_svc {
 	char key[LB_NAME_MAX + 1];   /* namespace/name */
-	struct json_object *svc;     /* NULL: not seen (slices only) */
-	struct json_object *slices;  /* slice name -> object */
+	char *svc_text;              /* its projection as JSON text; NULL: not seen (slices only) */
+	struct json_object *slices;  /* slice name -> its projection as a JSON string */
+	struct json_object *svc;     /* while it is synced: svc_text parsed */
+	struct json_object *parsed;  /* while it is synced: slice name -> object */
 	struct fe_key *fes;          /* frontends programmed */
 	size_t nfes;
 	bool invalid;                /* skipped: its frontends were left as they were */
@@ -50,7 +57,8 @@ struct lb_k8s {
 	void *ctx;
 	struct k8s_svc *svcs;
 	size_t n, cap;
-	struct lb_addr node_addrs[16];
+	struct lb_k8s_index index;   /* svcs by key */
+	struct lb_addr node_addrs[K8S_NODE_ADDRS_MAX]; /* a NodePort's frontend addresses */
 	size_t nnode_addrs;
 	char node[256];
 	char **refused_logged;       /* "ns/name" of the slices whose refusals were logged */
@@ -59,22 +67,31 @@ struct lb_k8s {
 	bool synced;                 /* the first list is applied, the stale swept */
 	bool applying;               /* on_synced is applying the caches */
 	uint64_t stale_removed;
+	struct lb_k8s_addr_cache mine; /* the node's addresses, read at most once a second */
 };
+
+static const char *svc_key_at(const void *ud, size_t i)
+{
+	return ((const struct lb_k8s *)ud)->svcs[i].key;
+}
 
 static struct k8s_svc *find(struct lb_k8s *k, const char *key, bool create)
 {
-	for (size_t i = 0; i < k->n; i++)
-		if (!strcmp(k->svcs[i].key, key))
-			return &k->svcs[i];
+	size_t i = lb_k8s_index_get(&k->index, key, svc_key_at, k);
+	if (i != SIZE_MAX)
+		return &k->svcs[i];
 	if (!create || strlen(key) > LB_NAME_MAX)
 		return NULL;
 	struct k8s_svc *v = mod_grow(k->svcs, k->n, &k->cap, sizeof(*v), 64);
 	if (!v)
 		return NULL;
 	k->svcs = v;
-	struct k8s_svc *s = &k->svcs[k->n++];
+	struct k8s_svc *s = &k->svcs[k->n];
 	memset(s, 0, sizeof(*s));
 	snprintf(s->key, sizeof(s->key), "%s", key);
+	if (lb_k8s_index_add(&k->index, s->key, k->n, svc_key_at, k) < 0)
+		return NULL;
+	k->n++;
 	s->slices = json_object_new_object();
 	return s;
 }
@@ -129,7 +146,7 @@ static bool is_true(struct json_object *o, const char *k, bool dflt)
 static int backends_for(struct lb_k8s *k, struct k8s_svc *s, const char *port_name,
 			uint8_t proto, bool v4, bool local_only, struct lb_svc *out)
 {
-	json_object_object_foreach(s->slices, sname, slice) {
+	json_object_object_foreach(s->parsed, sname, slice) {
 		(void)sname;
 		const char *at = str(slice, "addressType");
 		if (!at || strcmp(at, v4 ? "IPv4" : "IPv6"))
@@ -282,64 +299,24 @@ static int add_frontend(struct lb_k8s *k, struct k8s_svc *s, struct fe_list *fl,
 	return 0;
 }
 
-/* checks a Service's ports and addresses; a one-line reason when bad */
-static bool svc_valid(struct json_object *spec, char *why, size_t len)
+
+static void sync_parsed(struct lb_k8s *k, struct k8s_svc *s);
+
+/* Programs Service s from its projections (parsed for this sync only:
+ * between syncs, they are kept as JSON text, a tenth of the memory). */
+static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
 {
-	struct json_object *ports = path(spec, "ports", NULL);
-	if (!ports || !json_object_is_type(ports, json_type_array)) {
-		snprintf(why, len, "spec.ports is missing");
-		return false;
-	}
-	for (size_t i = 0; i < json_object_array_length(ports); i++) {
-		struct json_object *p = json_object_array_get_idx(ports, i), *pn = path(p, "port", NULL);
-		int64_t v = pn && json_object_is_type(pn, json_type_int) ? json_object_get_int64(pn) : 0;
-		if (v < 1 || v > 65535) {
-			snprintf(why, len, "spec.ports[%zu].port is not 1-65535", i);
-			return false;
-		}
-		if (!proto_of(str(p, "protocol"))) {
-			snprintf(why, len, "spec.ports[%zu].protocol is not TCP, UDP or SCTP", i);
-			return false;
-		}
-	}
-	struct json_object *ranges = path(spec, "loadBalancerSourceRanges", NULL);
-	size_t nr = ranges && json_object_is_type(ranges, json_type_array)
-			    ? json_object_array_length(ranges) : 0;
-	if (nr > LB_SRC_RANGES_PER_SVC_MAX) {
-		snprintf(why, len, "spec.loadBalancerSourceRanges has more than %u entries",
-			 LB_SRC_RANGES_PER_SVC_MAX);
-		return false;
-	}
-	for (size_t i = 0; i < nr; i++) {
-		struct lb_cidr c;
-		const char *r = json_object_get_string(json_object_array_get_idx(ranges, i));
-		if (lb_parse_cidr(r, &c) < 0) {
-			snprintf(why, len, "spec.loadBalancerSourceRanges[%zu] '%.60s' is not a CIDR", i,
-				 r ? r : "");
-			return false;
-		}
-	}
-	const char *lists[] = {"clusterIPs", "externalIPs"};
-	for (size_t l = 0; l < 2; l++) {
-		struct json_object *ips = path(spec, lists[l], NULL);
-		for (size_t i = 0; ips && json_object_is_type(ips, json_type_array) &&
-				   i < json_object_array_length(ips);
-		     i++) {
-			const char *ip = json_object_get_string(json_object_array_get_idx(ips, i));
-			struct lb_addr a;
-			if (ip && !strcmp(ip, "None"))
-				continue;
-			if (!ip_of(ip, &a)) {
-				snprintf(why, len, "spec.%s[%zu] '%.60s' is not an IP address", lists[l], i,
-					 ip ? ip : "");
-				return false;
-			}
-		}
-	}
-	return true;
+	if (!k->synced && !k->applying)
+		return;
+	s->svc = s->svc_text ? json_tokener_parse(s->svc_text) : NULL;
+	s->parsed = lb_k8s_slices_parse(s->slices);
+	sync_parsed(k, s);
+	json_object_put(s->svc);
+	json_object_put(s->parsed);
+	s->svc = s->parsed = NULL;
 }
 
-static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
+static void sync_parsed(struct lb_k8s *k, struct k8s_svc *s)
 {
 	struct fe_list fl = {0};
 	/* Nothing is programmed before the first complete list of both
@@ -359,7 +336,7 @@ static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
 	}
 	struct json_object *spec = path(s->svc, "spec", NULL);
 	char why[200];
-	s->invalid = !svc_valid(spec, why, sizeof(why));
+	s->invalid = !lb_k8s_svc_valid(spec, why, sizeof(why));
 	if (s->invalid) {
 		k->skipped++;
 		fibril_warn(k->m, "service %s skipped: %s (its frontends are left as they were)",
@@ -384,6 +361,8 @@ static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
 			json_object_array_add(cips, json_object_new_string(cip));
 		json_object_object_add(spec, "clusterIPs", cips);
 	}
+	bool want4, want6;
+	lb_k8s_svc_families(spec, cips, &want4, &want6);
 	for (size_t p = 0; p < json_object_array_length(ports); p++) {
 		struct json_object *port = json_object_array_get_idx(ports, p);
 		uint16_t pnum = (uint16_t)json_object_get_int64(path(port, "port", NULL));
@@ -407,8 +386,9 @@ static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
 		int64_t npv = np && json_object_is_type(np, json_type_int) ? json_object_get_int64(np) : 0;
 		if (nodeport && npv > 0 && npv <= 65535)
 			for (size_t i = 0; i < k->nnode_addrs; i++)
-				add_frontend(k, s, &fl, port, &k->node_addrs[i], (uint16_t)npv,
-					     LB_SVC_NODE_PORT, etp_local);
+				if (lb_addr_is_v4(&k->node_addrs[i]) ? want4 : want6)
+						add_frontend(k, s, &fl, port, &k->node_addrs[i],
+						     (uint16_t)npv, LB_SVC_NODE_PORT, etp_local);
 	}
 	remove_gone(k, s, &fl);
 	free(s->fes);
@@ -433,18 +413,24 @@ static void apply_service(struct lb_k8s *k, const char *ns, const char *name, co
 	free(key);
 	if (!s)
 		return;
-	json_object_put(s->svc);
-	s->svc = NULL;
+	char *text = NULL;
 	if (json) {
-		s->svc = json_tokener_parse(json);
-		if (!s->svc || !path(s->svc, "spec", NULL)) {
+		struct json_object *o = lb_k8s_project_service(json_tokener_parse(json));
+		if (!o || !path(o, "spec", NULL)) {
 			k->skipped++;
 			fibril_warn(k->m, "service %s skipped: the object has no spec", s->key);
-			json_object_put(s->svc);
-			s->svc = NULL;
+			json_object_put(o);
 			return;
 		}
+		text = lb_k8s_text_of(o);
 	}
+	/* what lb reads of it is unchanged (a resync, a status or metadata
+	 * change): nothing to program again */
+	bool same = text && s->svc_text && !strcmp(text, s->svc_text) && k->synced && !k->applying;
+	free(s->svc_text);
+	s->svc_text = text;
+	if (same)
+		return;
 	sync_service(k, s);
 }
 
@@ -478,7 +464,7 @@ static void refuse_backends(struct lb_k8s *k, const char *ns, const char *name,
 	size_t nmine = 0, nref = 0;
 	char list[256] = "";
 	size_t off = 0;
-	if (lb_node_addrs_list(fibril_config_string(k->m, "node-addresses"), &mine, &nmine) < 0)
+	if (lb_k8s_node_addrs_cached(k->m, &k->mine, &mine, &nmine) < 0)
 		return;
 	for (size_t e = 0; e < json_object_array_length(eps); e++) {
 		struct json_object *addrs = path(json_object_array_get_idx(eps, e), "addresses", NULL);
@@ -500,7 +486,6 @@ static void refuse_backends(struct lb_k8s *k, const char *ns, const char *name,
 			json_object_array_del_idx(addrs, a, 1);
 		}
 	}
-	free(mine);
 	char key[LB_NAME_MAX + 1];
 	snprintf(key, sizeof(key), "%.120s/%.120s", ns ? ns : "", name ? name : "");
 	if (nref && !refusal_logged(k, key))
@@ -533,12 +518,21 @@ static void apply_slice(struct lb_k8s *k, const char *ns, const char *name, cons
 		json_object_put(o);
 	} else {
 		refuse_backends(k, ns, name, o);
-		json_object_object_add(s->slices, name ? name : "", o);
+		char *text = lb_k8s_text_of(lb_k8s_project_slice(o));
+		struct json_object *had = NULL;
+		bool same = text && k->synced && !k->applying &&
+			    json_object_object_get_ex(s->slices, name ? name : "", &had) &&
+			    !strcmp(json_object_get_string(had), text);
+		if (text && !same)
+			json_object_object_add(s->slices, name ? name : "", json_object_new_string(text));
+		free(text);
+		if (same) /* what lb reads of it is unchanged */
+			return;
 	}
-	if (!s->svc) {
-		k->skipped++;
-		fibril_info(k->m, "endpointslice %s/%s skipped: service %s is unknown (kept until it "
-				  "appears)", ns ? ns : "", name ? name : "", s->key);
+	if (!s->svc_text) { /* held, not skipped: applied when its Service arrives */
+		if (!deleted)
+			fibril_info(k->m, "endpointslice %s/%s held: service %s is not known yet "
+					  "(applied when it arrives)", ns ? ns : "", name ? name : "", s->key);
 		return;
 	}
 	sync_service(k, s);
@@ -601,7 +595,7 @@ static bool of_invalid_service(struct lb_k8s *k, const struct lb_svc *s)
 	if (colon)
 		*colon = '\0';
 	struct k8s_svc *ks = find(k, key, false);
-	return ks && ks->svc && ks->invalid;
+	return ks && ks->svc_text && ks->invalid;
 }
 
 static void apply_cache(struct lb_k8s *k)
@@ -705,8 +699,10 @@ int lb_k8s_start(struct lb_k8s *k, const char *node_addrs)
 	char buf[1024];
 	snprintf(buf, sizeof(buf), "%s", node_addrs ? node_addrs : "");
 	for (char *save = NULL, *w = strtok_r(buf, ", ", &save); w; w = strtok_r(NULL, ", ", &save))
-		if (k->nnode_addrs < 16 && ip_of(w, &k->node_addrs[k->nnode_addrs]))
+		if (k->nnode_addrs < K8S_NODE_ADDRS_MAX && ip_of(w, &k->node_addrs[k->nnode_addrs]))
 			k->nnode_addrs++;
+	if (!k->nnode_addrs)
+		k->nnode_addrs = lb_k8s_default_node_addrs(k->m, k->node_addrs, K8S_NODE_ADDRS_MAX);
 	errno = 0;
 	k->ops = (const struct fibril_k8s_ops *)fibril_service_lookup(k->m, FIBRIL_K8S_CAPABILITY, 1,
 								       &k->ctx);
@@ -738,7 +734,7 @@ void lb_k8s_stop(struct lb_k8s *k)
 	if (!k)
 		return;
 	for (size_t i = 0; i < k->n; i++) {
-		json_object_put(k->svcs[i].svc);
+		free(k->svcs[i].svc_text);
 		json_object_put(k->svcs[i].slices);
 		free(k->svcs[i].fes);
 	}
@@ -750,6 +746,9 @@ void lb_k8s_stop(struct lb_k8s *k)
 	free(k->svcs);
 	k->svcs = NULL;
 	k->n = k->cap = 0;
+	lb_k8s_index_free(&k->index);
+	free(k->mine.v);
+	memset(&k->mine, 0, sizeof(k->mine));
 	k->ops = NULL;
 	k->synced = false;
 }
@@ -763,4 +762,13 @@ void lb_k8s_free(struct lb_k8s *k)
 uint64_t lb_k8s_skipped(const struct lb_k8s *k)
 {
 	return k ? k->skipped : 0;
+}
+
+size_t lb_k8s_held_slices(const struct lb_k8s *k)
+{
+	size_t n = 0;
+	for (size_t i = 0; k && i < k->n; i++)
+		if (!k->svcs[i].svc_text && k->svcs[i].slices)
+			n += (size_t)json_object_object_length(k->svcs[i].slices);
+	return n;
 }

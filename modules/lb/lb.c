@@ -106,7 +106,8 @@ static const struct fibril_config_key lb_config_keys[] = {
 		 "route the service CIDR to a node (Cilium's bpf-lb-external-clusterip); off: only "
 		 "NodePort, ExternalIP and LoadBalancer frontends are reachable from outside"},
 	{.name = "node-addresses", .type = FIBRIL_CONFIG_LIST, .default_value = "",
-	 .help = "This node's addresses: the frontends of a Kubernetes Service's NodePorts"},
+	 .help = "This node's addresses: the frontends of a Kubernetes Service's NodePorts "
+		 "(unset: the node's IPv4 and global IPv6 addresses at start)"},
 	{.name = "sock-revnat-map-max", .type = FIBRIL_CONFIG_INT, .default_value = "262144",
 	 .help = "Entries of lb_sk_revnat (socket, backend) -> frontend, for recvmsg and "
 		 "getpeername", .min = 16, .max = 16777216},

@@ -86,12 +86,57 @@ void lb_origin_deleted(struct lb_origin *o, const struct lb_svc *s);
 void lb_origin_flush(struct lb_origin *o); /* group commit of what was appended */
 void lb_origin_close(struct lb_origin *o);
 
+/* api.c / api_batch.c: the gauges of services and backends set again;
+ * PUT /v1/service with a JSON array (all or nothing) */
+void lb_api_update_gauges(struct lb *lb);
+struct fibril_response;
+void lb_api_put_batch(struct lb *lb, const char *body, size_t len, struct fibril_response *resp);
+
 /* k8s.c: Services and EndpointSlices from the k8s module's informers */
 int lb_k8s_init(struct lb *lb, struct lb_k8s **out);    /* init: bus subscriptions */
 int lb_k8s_start(struct lb_k8s *k, const char *node_addrs); /* start: watch, if k8s is there */
 void lb_k8s_stop(struct lb_k8s *k);
 void lb_k8s_free(struct lb_k8s *k);
 uint64_t lb_k8s_skipped(const struct lb_k8s *k);
+/* EndpointSlices held: their Service is not known yet (applied when it arrives) */
+size_t lb_k8s_held_slices(const struct lb_k8s *k);
+/* k8s_store.c: an index of k8s.c's Services by "namespace/name" (entry
+ * index i + 1 per slot; key_at(ud, i) gives entry i's key), the
+ * projections of a Service / EndpointSlice to the fields lb reads (the
+ * object given is released; NULL or not an object: returned as it is) */
+struct lb_k8s_index {
+	size_t *slot;
+	size_t mask, n;
+};
+typedef const char *(*lb_k8s_key_at_fn)(const void *ud, size_t i);
+size_t lb_k8s_index_get(const struct lb_k8s_index *x, const char *key, lb_k8s_key_at_fn key_at,
+			const void *ud); /* SIZE_MAX: none */
+int lb_k8s_index_add(struct lb_k8s_index *x, const char *key, size_t i, lb_k8s_key_at_fn key_at,
+		     const void *ud);
+void lb_k8s_index_free(struct lb_k8s_index *x);
+struct json_object *lb_k8s_project_service(struct json_object *svc);
+struct json_object *lb_k8s_project_slice(struct json_object *slice);
+/* o as compact JSON text (malloc'd; NULL: out of memory), o released;
+ * texts' (name -> JSON string) values parsed into a new object */
+char *lb_k8s_text_of(struct json_object *o);
+/* The node's addresses (lb_node_addrs_list of [lb] node-addresses) read
+ * again when c is older than a second: a burst of EndpointSlices does not
+ * dump every link and address once per slice. *out points into c. */
+struct lb_k8s_addr_cache {
+	struct lb_addr *v;
+	size_t n;
+	double read_at;
+};
+int lb_k8s_node_addrs_cached(struct fibril_module *m, struct lb_k8s_addr_cache *c,
+			     struct lb_addr **out, size_t *n);
+struct json_object *lb_k8s_slices_parse(struct json_object *texts);
+/* k8s_nodeport.c: the node's addresses for NodePorts when [lb]
+ * node-addresses is unset (their number, the first max into out); a
+ * Service's IP families (spec.ipFamilies, else its clusterIPs', else both) */
+size_t lb_k8s_default_node_addrs(struct fibril_module *m, struct lb_addr *out, size_t max);
+struct json_object;
+bool lb_k8s_svc_valid(struct json_object *spec, char *why, size_t len);
+void lb_k8s_svc_families(struct json_object *spec, struct json_object *cips, bool *v4, bool *v6);
 /* Has the first list of Services and EndpointSlices been applied (and the
  * restored frontends Kubernetes no longer has been removed)? */
 bool lb_k8s_synced(const struct lb_k8s *k);

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# tests/bench/bench_lb_k8s_mem.sh - the lb module's Services from Kubernetes
+# at scale (issue 23): N Services (default 10,000) and N EndpointSlices (3
+# endpoints each) bulk-loaded into the fake kube-apiserver
+# (tests/k8s/apiserver.py); an agent in a netns of its own with the k8s
+# and lb modules: the agent's RSS after all N are
+# programmed and the time from the agent's start to all programmed
+# (goals < 64 MB, < 2 s), beside the reference in the same run: an agent
+# with lb alone given the same N services x 3 backends through one batch
+# (PUT /v1/service with a JSON array). Run by hand as root with
+# top_srcdir/top_builddir set.
+BENCH_NAME=bench_lb_k8s_mem
+. "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/bench/bench_lib.sh"
+bench_require python3 ip nsenter curl
+bench_require_modules lb k8s
+bench_find_agent
+N=${LB_BENCH_SERVICES:-10000}
+NS=fblbk$$
+bench_mem_cleanup() {
+	local rc=$?
+	set +e
+	[ -n "$AGENT_PID" ] && kill -KILL "$AGENT_PID" 2>/dev/null
+	bench_kill_netns "$NS"
+	(exit "$rc")
+	cleanup
+}
+trap bench_mem_cleanup EXIT INT TERM
+ip netns add "$NS"
+ip -n "$NS" link set lo up
+
+cp "$top_srcdir/tests/k8s/apiserver.py" "$top_srcdir/tests/k8s/control.py" "$WORK/"
+python3 "$WORK/control.py" gen --pods 0 --nodes 1 --namespaces 20 --services "$N" \
+	--endpointslices "$N" >"$WORK/objects.json"
+TOKEN=bench-$$
+nsenter --net="/run/netns/$NS" python3 "$WORK/apiserver.py" --port 0 --token "$TOKEN" --service-cidr 10.96.0.0/12 \
+	--load "$WORK/objects.json" >"$WORK/api.out" 2>"$WORK/api.err" &
+echo $! >"$WORK/api.pid"
+wait_for 300 grep -q LISTENING "$WORK/api.out" || bench_die "the API server did not start: $(cat "$WORK/api.err")"
+PORT=$(awk '/LISTENING/ {print $2; exit}' "$WORK/api.out")
+cat >"$WORK/kubeconfig" <<EOK
+apiVersion: v1
+kind: Config
+current-context: b
+clusters: [{name: f, cluster: {server: "http://127.0.0.1:$PORT"}}]
+contexts: [{name: b, context: {cluster: f, user: u}}]
+users: [{name: u, user: {token: $TOKEN}}]
+EOK
+
+rss() { awk -v k="$1:" '$1 == k {printf "%.1f", $2 / 1024}' "/proc/$AGENT_PID/status"; }
+n_services() {
+	curl -sS --max-time 30 --unix-socket "$WORK/fibril.sock" http://x/v1/service 2>/dev/null |
+		python3 -c 'import json, sys; print(len(json.load(sys.stdin)["services"]))' 2>/dev/null
+}
+# agent MODULE... : start an agent with those modules in the netns; T0 its start
+agent() {
+	local mods=$WORK/mods-$*
+	mods=${mods// /-}
+	bench_install_modules "$mods" "$@"
+	mapfile -t args < <(agent_args "$mods")
+	rm -rf "$WORK/state" "$BPFFS_DIR" "$WORK/fibril.sock"
+	local k8s=()
+	[[ " $* " == *" k8s "* ]] && k8s=(--set "k8s.kubeconfig=$WORK/kubeconfig"
+		--set k8s.node-name=node-0 --set k8s.sync-timeout=120s)
+	T0=$(date +%s.%N)
+	# nsenter execs the agent: $! is the agent itself
+	nsenter --net="/run/netns/$NS" "$AGENT_BIN" "${args[@]}" --set lb.socket-lb=false \
+		--set agent.api-max-body=67108864 "${k8s[@]}" >"$WORK/agent.log" 2>&1 &
+	AGENT_PID=$!
+	wait_alive "$AGENT_PID" 300 test -S "$WORK/fibril.sock" || bench_die "the agent did not start: $(tail -5 "$WORK/agent.log")"
+}
+stop() { kill -TERM "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null || true; AGENT_PID=""; }
+secs_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}'; }
+is_n() { [ "$("$@")" = "$WANT" ]; }
+
+echo "lb: $N Services + $N EndpointSlices from Kubernetes (tests/bench/bench_lb_k8s_mem.sh; this machine's load)"
+agent k8s lb
+WANT=$N
+wait_alive "$AGENT_PID" 300 is_n n_services || bench_die "lb did not program $N services: $(n_services)"
+prog_s=$(secs_since "$T0")
+echo "   k8s + lb: all $N programmed ${prog_s} s after the start (goal < 2 s), RSS $(rss VmRSS) MB (peak $(rss VmHWM) MB; goal < 64 MB)"
+stop
+
+python3 - "$N" >"$WORK/batch.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+print(json.dumps([{"frontend": "10.96.%d.%d:80" % (i // 256, i % 256),
+                   "backends": [{"address": "10.%d.%d.%d:80" % (j, i // 250 % 250, i % 250 + 2)} for j in range(3)]}
+                  for i in range(n)]))
+PY
+agent lb
+"$CLI" --socket "$WORK/fibril.sock" service apply -f "$WORK/batch.json" >/dev/null || bench_die "the batch failed"
+api_s=$(secs_since "$T0")
+echo "   reference, lb alone, the same $N services x 3 backends through one batch: ${api_s} s after the start, RSS $(rss VmRSS) MB (peak $(rss VmHWM) MB)"
+stop
