@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "../lib/names.h"
 
 const char *closest_command(const char *word);
 
@@ -183,32 +184,6 @@ const char *module_enable_hint(void)
 	return "install it (./configure --enable-modules=... or its package) and load it: "
 	       "list it in [agent] modules, or leave modules unset to load every module in "
 	       "[agent] module-dir, then restart the agent";
-}
-
-/* Levenshtein distance of two short words (longer ones: "far"). */
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), row[33];
-
-	if (la > 32 || lb > 32)
-		return 99;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
 }
 
 const char *closest_command(const char *word)

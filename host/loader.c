@@ -550,30 +550,6 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Levenshtein distance of two module names (longer than 64: "far"). */
-static size_t name_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), row[65];
-	if (la > 64 || lb > 64)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
 /* The module file in dir whose name is closest to name (at most a third of
  * its letters, and at least one, away), as "; did you mean 'NAME'?", or "". */
 static void did_you_mean(const char *dir, const char *name, char *out, size_t len)
@@ -590,7 +566,7 @@ static void did_you_mean(const char *dir, const char *name, char *out, size_t le
 			continue;
 		char stem[NAME_MAX + 1];
 		snprintf(stem, sizeof(stem), "%.*s", (int)(n - 3), de->d_name);
-		size_t dist = name_distance(name, stem);
+		size_t dist = edit_distance(name, stem);
 		if (dist <= best && (dist < best || !*found || strcmp(stem, found) < 0)) {
 			best = dist;
 			snprintf(found, sizeof(found), "%s", stem);

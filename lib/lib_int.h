@@ -27,10 +27,8 @@
 /* An error message buffer filled by functions that can fail with a reason. */
 #define ERRBUF_LEN 512
 HIDDEN void errbuf_set(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Levenshtein distance, for "did you mean" suggestions. */
-HIDDEN size_t edit_distance(const char *a, const char *b);
-/* Best candidate within distance <= 3 (or NULL). */
-HIDDEN const char *nearest_name(const char *word, const char *const *candidates, size_t n);
+/* "did you mean" suggestions: edit_distance, nearest_name (names.c) */
+#include "names.h"
 HIDDEN double mono_ms(void);
 /* Write a file atomically: temp file, fsync, rename, fsync the directory. */
 HIDDEN int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode);
