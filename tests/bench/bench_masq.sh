@@ -217,4 +217,7 @@ printf '%-30s %12.0f %12.0f %8s  %s\n' "TCP_RR (transactions/s)" "$rr_f" "$rr_k"
 printf '%-30s %12.2f %12.2f %8s  %s\n' "bulk TCP (Gbit/s, iperf3)" "$bk_f" "$bk_k" "$(ratio "$bk_f" "$bk_k")" ">= 1.0 $(goal "$(ratio "$bk_f" "$bk_k")" ">=")"
 printf '%-30s %12.0f %12.0f %8s  %s\n' "TCP_CRR (new connections/s)" "$cr_f" "$cr_k" "$(ratio "$cr_f" "$cr_k")" "> 1.0 $(goal "$(ratio "$cr_f" "$cr_k")" ">")"
 echo "fibril: masqueraded $(counter packets-to-netdev masqueraded), replies translated $(counter packets-to-netdev masquerade-reply)+$(counter packets-from-netdev masquerade-reply), dropped for want of a port $(counter packets-to-netdev drop:masquerade-no-port), over the quota $(counter packets-to-netdev drop:masquerade-endpoint-quota)"
+echo "fibril drops (every non-zero drop counter of GET /v1/datapath): $(python3 -c 'import json, sys
+j = json.load(sys.stdin)
+print(" ".join("%s/%s=%s" % (s, k, v) for s, d in j.items() if isinstance(d, dict) for k, v in d.items() if k.startswith("drop") and isinstance(v, int) and v) or "none")' <<<"$dp")"
 echo "kernel: conntrack entries now $(ip netns exec "${NODE[kernel]}" cat /proc/sys/net/netfilter/nf_conntrack_count 2>/dev/null || echo '?')"
