@@ -14,7 +14,12 @@
 #   - then it shows the endpoints and identities, pings from pod to pod and
 #     pod to node, the node list, a policy that lets only pod a reach pod b
 #     (pod c's ping is dropped, `fibril policy trace` says why), the flows of all this, and the datapath's
-#     maps.
+#     maps;
+#   - a "world" namespace (fibril-demo-world) outside the cluster, joined to
+#     the node by a veth of its own /30 (no route to the pod CIDR), running a
+#     small HTTP server: pod a fetches a page from it, the server's log shows
+#     the node's address (the datapath masqueraded the pod, BPF SNAT on the
+#     node's world0), and `fibril map dump dp_nat` shows the mapping.
 # Nothing is added to this machine's own network namespace. The node keeps
 # running until Ctrl-C (or SIGTERM); then the pods are deleted with CNI DEL
 # while the agent still runs (etcd and the agent are in a session of their
@@ -40,6 +45,12 @@ ldconfig
 
 node=fibril-demo-node
 pods=(fibril-demo-pod-a fibril-demo-pod-b fibril-demo-pod-c)
+world=fibril-demo-world
+# the world's link: the node's end (world0) and the world's, a /30 of their own
+world_node_ip=192.168.252.1
+world_ip=192.168.252.2
+world_port=8080
+world_pid=""
 demo=/var/lib/fibril-demo
 run=/run/fibril-demo
 pins=/sys/fs/bpf/fibril-demo
@@ -73,7 +84,9 @@ cleanup() {
 		wait "$agent" 2>/dev/null
 	fi
 	[ -n "$etcd_pid" ] && kill -TERM "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null
+	[ -n "$world_pid" ] && kill -TERM "$world_pid" 2>/dev/null && wait "$world_pid" 2>/dev/null
 	for p in "${pods[@]}"; do ip netns del "$p" 2>/dev/null; done
+	ip netns del "$world" 2>/dev/null
 	ip netns del "$node" 2>/dev/null
 	rm -rf "$pins" "$run" "$demo"
 	return 0
@@ -95,12 +108,31 @@ in_node ip link add eth0 type veth peer name eth0-peer
 in_node ip addr add 192.168.251.10/24 dev eth0
 in_node ip link set eth0-peer up
 in_node ip link set eth0 up
+# the world: a namespace outside the cluster, the node's world0 its only
+# neighbour (a /30; no route to the pods, so it only ever answers the
+# node's address). Before the agent starts: the datapath finds world0
+# among the node's devices and puts fibril_to_netdev (SNAT) on it.
+ip netns add "$world"
+ip -n "$world" link set lo up
+in_node ip link add world0 type veth peer name eth0 netns "$world"
+in_node ip addr add "$world_node_ip/30" dev world0
+in_node ip link set world0 up
+ip -n "$world" addr add "$world_ip/30" dev eth0
+ip -n "$world" link set eth0 up
+# the node routes between its pods and the world (this namespace only)
+in_node sysctl -qw net.ipv4.ip_forward=1
 for p in "${pods[@]}"; do
 	ip netns add "$p"
 	ip netns exec "$p" ip link set lo up
 done
 
 rm -rf "$demo/etcd"
+# the world's server: a page to fetch; its log names each client's address
+mkdir -p "$demo/world"
+echo "hello from the world" >"$demo/world/index.html"
+setsid ip netns exec "$world" /usr/bin/python3 -m http.server --bind "$world_ip" \
+	--directory "$demo/world" "$world_port" >"$demo/world.log" 2>&1 &
+world_pid=$!
 # setsid: a session of its own, out of the terminal's reach (Ctrl-C is the
 # script's, whose cleanup stops etcd and the agent in order)
 setsid ip netns exec "$node" etcd --name fibril-demo --data-dir "$demo/etcd" \
@@ -202,6 +234,20 @@ fibril policy trace --src "$(addr "${pods[2]}")" --dst "$(addr "${pods[1]}")" --
 echo
 echo "--- the flows (fibril observe): the pings above, and the policy's drops"
 fibril observe --last 12
+echo
+echo "--- the world: pod a ($(addr "${pods[0]}")) fetches http://$world_ip:$world_port/ from $world"
+fetched=""
+for _ in $(seq 1 50); do # the server may still be starting
+	page=$(ip netns exec "${pods[0]}" curl -sS --max-time 3 "http://$world_ip:$world_port/" 2>&1) &&
+		{ fetched=1; break; }
+	sleep 0.1 # sleep: the world's server binds its port
+done
+[ -n "$fetched" ] || { echo "run.sh: pod a cannot reach the world: $page"; tail -n 5 "$demo/world.log"; exit 1; }
+echo "$page"
+echo "--- the world's server saw the node's address ($world_node_ip), not the pod's:"
+grep 'GET / ' "$demo/world.log" | tail -n 1
+echo "--- the mapping (fibril map dump dp_nat): pod a's flow, translated to the node's address"
+fibril map dump dp_nat
 echo
 echo "--- the datapath's counters (pod-to-pod packets were redirected by the tc program)"
 fibril map dump dp_metrics

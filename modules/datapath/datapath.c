@@ -65,6 +65,15 @@ static int check_host_routing(const char *value, char *why, size_t len)
 
 #define MS_WEEK 604800000LL
 
+static int check_masqcfg_path(const char *value, char *why, size_t len)
+{
+	if (!value[0] || (value[0] == '/' && strlen(value) < sizeof(g_dp.masqcfg_path)))
+		return 0;
+	snprintf(why, len, "expected an absolute path (shorter than %zu characters) or nothing",
+		 sizeof(g_dp.masqcfg_path));
+	return -EINVAL;
+}
+
 static const struct fibril_config_key dp_config_keys[] = {
 	{.name = "host-device", .type = FIBRIL_CONFIG_STRING, .default_value = "fibril_host",
 	 .help = "Device in the node's netns holding each IPAM pool's gateway address",
@@ -89,6 +98,12 @@ static const struct fibril_config_key dp_config_keys[] = {
 	 .help = "CIDRs a pod reaches with its own address, besides the cluster (all nodes' "
 		 "pod CIDRs, node IPs) and link-local, separated by commas or spaces",
 	 .check = dp_nat_check_cidrs},
+	{.name = "ip-masq-agent-config", .type = FIBRIL_CONFIG_STRING, .default_value = "",
+	 .help = "The ip-masq-agent's config file (YAML or JSON: nonMasqueradeCIDRs, "
+		 "masqLinkLocal, masqLinkLocalIPv6), e.g. a mounted ConfigMap; read at start "
+		 "and whenever it changes (checked every second); its CIDRs join "
+		 "non-masquerade-cidrs; a bad file is refused, the last good one stays",
+	 .check = check_masqcfg_path},
 	{.name = "masquerade-port-min", .type = FIBRIL_CONFIG_INT, .default_value = "61000",
 	 .help = "Lowest port (and ICMP echo identifier) a masqueraded flow gets; the default "
 		 "range 61000-65535 stays clear of the NodePort range and of the kernel's "
@@ -188,6 +203,8 @@ static void config_read(struct datapath *dp)
 	dp->nat_ep_max = (uint32_t)fibril_config_int(dp->m, "masquerade-endpoint-max");
 	snprintf(dp->nomasq_cidrs, sizeof(dp->nomasq_cidrs), "%s",
 		 fibril_config_string(dp->m, "non-masquerade-cidrs"));
+	snprintf(dp->masqcfg_path, sizeof(dp->masqcfg_path), "%s",
+		 fibril_config_string(dp->m, "ip-masq-agent-config"));
 	/* the probes' verifier log is written by the kernel: valgrind cannot
 	 * tell it is initialised */
 	dp_vg_quiet_begin();
@@ -612,6 +629,7 @@ static void dp_release(struct datapath *dp)
 	if (dp->unsent_timer)
 		fibril_timer_cancel(dp->unsent_timer);
 	dp->unsent_timer = NULL;
+	dp_masqcfg_stop(dp);
 	dp_events_stop(dp);
 	dp->start_pending = false; /* a stop during the start: nothing to finish */
 	dp_prog_unload(dp);
@@ -681,6 +699,7 @@ static int dp_start(struct fibril_module *m)
 	if ((rc = dp_config_write(dp, err, sizeof(err))) < 0 ||
 	    (rc = dp_nat_nomasq_write(dp, err, sizeof(err))) < 0)
 		goto fail;
+	dp_masqcfg_start(dp); /* the file's CIDRs join them, or a bad file is named */
 	/* everything not more specific is the world */
 	static const uint8_t any[16];
 	if ((rc = dp_ipc_claim_tunnel(dp, DP_IPC_SRC_DATAPATH, 4, any, 0, DP_IDENTITY_WORLD, 0, NULL,

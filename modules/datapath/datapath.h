@@ -78,6 +78,16 @@ struct datapath {
 	uint16_t nat_port_min, nat_port_max; /* [datapath] masquerade-port-min / -max */
 	uint32_t nat_ep_max;    /* [datapath] masquerade-endpoint-max */
 	char nomasq_cidrs[1024]; /* [datapath] non-masquerade-cidrs as given */
+	/* [datapath] ip-masq-agent-config (dp_masqcfg.c) */
+	char masqcfg_path[4096];
+	struct dp_masqcfg *masqcfg; /* the last good file's, NULL: none */
+	struct dp_masqcfg_sig {
+		uint64_t dev, ino;
+		int64_t size, mtime_ns, ctime_ns;
+	} masqcfg_sig;              /* the file as last seen */
+	struct fibril_timer *masqcfg_timer;
+	char masqcfg_error[320];    /* why the last read was refused, "" if good */
+	uint64_t masqcfg_loads, masqcfg_errors;
 	int nat_devs;           /* devices fibril_to_netdev is attached to */
 	size_t gc_last_nat;     /* dp_nat entries the last GC pass kept */
 	/* ipam, for the gateways */
@@ -142,8 +152,25 @@ struct datapath {
 };
 
 /* ---- masquerading (dp_nat.c) ---- */
-/* dp_nomasq from the config: link-local and [datapath] non-masquerade-cidrs
- * (checked by the config key's check) */
+/* One CIDR ("10.0.0.0/8", "fd00::/8", a bare address) into a dp_nomasq
+ * key; 0 or -EINVAL with why */
+int dp_nat_cidr_key(const char *text, struct dp_ipcache_key *k, char *why, size_t len);
+/* the ip-masq-agent's config as read from [datapath] ip-masq-agent-config */
+#define DP_MASQCFG_MAX_CIDRS 1024
+struct dp_masqcfg {
+	bool masq_link_local, masq_link_local6; /* masqLinkLocal, masqLinkLocalIPv6 */
+	size_t ncidrs;
+	struct dp_ipcache_key cidrs[DP_MASQCFG_MAX_CIDRS]; /* nonMasqueradeCIDRs */
+};
+/* text (YAML or JSON) into cfg; -EINVAL with why naming the field */
+int dp_masqcfg_parse(const char *text, size_t size, struct dp_masqcfg *cfg, char *why, size_t len);
+/* read the file (if set) and check it for changes every second; stop */
+void dp_masqcfg_start(struct datapath *dp);
+void dp_masqcfg_stop(struct datapath *dp);
+/* dp_nomasq from the config: link-local (unless the ip-masq-agent file
+ * says masqLinkLocal / masqLinkLocalIPv6), [datapath] non-masquerade-cidrs
+ * (checked by the config key's check) and the file's nonMasqueradeCIDRs;
+ * the new set is written before what it dropped is removed */
 int dp_nat_nomasq_write(struct datapath *dp, char *err, size_t len);
 /* dp_nat_devs: ifindex's addresses (the first IPv4 and global IPv6 of the
  * device), or its entry removed (attach false) */

@@ -176,6 +176,15 @@ static void status_answer(struct datapath *dp, struct fibril_response *resp)
 	json_object_object_add(o, "masquerade", json_object_new_boolean(dp->masquerade));
 	add_int(o, "masquerade-devices", dp->nat_devs);
 	add_int(o, "masquerade-entries", (int64_t)dp->gc_last_nat);
+	if (dp->masqcfg_path[0]) {
+		struct json_object *c = json_object_new_object();
+		json_object_object_add(c, "path", json_object_new_string(dp->masqcfg_path));
+		add_int(c, "loads", (int64_t)dp->masqcfg_loads);
+		add_int(c, "errors", (int64_t)dp->masqcfg_errors);
+		json_object_object_add(c, "error", json_object_new_string(dp->masqcfg_error));
+		add_int(c, "non-masquerade-cidrs", dp->masqcfg ? (int64_t)dp->masqcfg->ncidrs : 0);
+		json_object_object_add(o, "ip-masq-agent-config", c);
+	}
 	json_object_object_add(ev, "policy-verdict-events", json_object_new_boolean(dp->policy_verdicts));
 	json_object_object_add(o, "events", ev);
 

@@ -16,9 +16,7 @@
 
 #include "datapath.h"
 
-/* One CIDR of the list ("10.0.0.0/8", "fd00::/8"; a bare address is a
- * host prefix) into a dp_nomasq key; 0 or -EINVAL with why. */
-static int cidr_key(const char *text, struct dp_ipcache_key *k, char *why, size_t len)
+int dp_nat_cidr_key(const char *text, struct dp_ipcache_key *k, char *why, size_t len)
 {
 	char addr[64];
 	const char *slash = strchr(text, '/');
@@ -67,7 +65,7 @@ static int cidrs_each(const char *list, int (*fn)(const struct dp_ipcache_key *,
 	char *save = NULL;
 	for (char *tok = strtok_r(copy, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
 		struct dp_ipcache_key k;
-		int rc = cidr_key(tok, &k, why, len);
+		int rc = dp_nat_cidr_key(tok, &k, why, len);
 		if (rc == 0 && fn)
 			rc = fn(&k, ud);
 		if (rc < 0)
@@ -81,28 +79,66 @@ int dp_nat_check_cidrs(const char *value, char *why, size_t len)
 	return cidrs_each(value, NULL, NULL, why, len);
 }
 
-static int nomasq_put(const struct dp_ipcache_key *k, void *ud)
+/* the set dp_nomasq is to hold, gathered before it is written */
+struct nomasq_set {
+	size_t n;
+	struct dp_ipcache_key keys[DP_NOMASQ_MAX];
+};
+
+static int nomasq_add(const struct dp_ipcache_key *k, void *ud)
 {
-	int fd = *(int *)ud;
-	__u32 one = 1;
-	return bpf_map_update_elem(fd, k, &one, BPF_ANY) == 0 ? 0 : -errno;
+	struct nomasq_set *set = ud;
+	for (size_t i = 0; i < set->n; i++)
+		if (!memcmp(&set->keys[i], k, sizeof(*k)))
+			return 0;
+	if (set->n == DP_NOMASQ_MAX)
+		return -ENOSPC;
+	set->keys[set->n++] = *k;
+	return 0;
+}
+
+static bool nomasq_has(const struct nomasq_set *set, const struct dp_ipcache_key *k)
+{
+	for (size_t i = 0; i < set->n; i++)
+		if (!memcmp(&set->keys[i], k, sizeof(*k)))
+			return true;
+	return false;
 }
 
 int dp_nat_nomasq_write(struct datapath *dp, char *err, size_t len)
 {
 	int fd = fibril_map_fd(dp->maps[DPM_NOMASQ]);
-	/* what an older config left goes first */
-	struct dp_ipcache_key k, next;
-	while (dp_next_key(fd, NULL, &next) == 0) {
-		k = next;
-		if (bpf_map_delete_elem(fd, &k) != 0)
-			break;
+	struct nomasq_set *set = calloc(1, sizeof(*set));
+	if (!set) {
+		dp_seterr(err, len, "cannot write %s: out of memory", DP_MAP_NOMASQ);
+		return -ENOMEM;
 	}
+	const struct dp_masqcfg *file = dp->masqcfg;
 	char why[256] = "";
-	/* link-local: the node's link, the cloud's metadata service */
+	/* link-local: the node's link, the cloud's metadata service (unless
+	 * the ip-masq-agent file says to masquerade it) */
 	char list[1200];
-	snprintf(list, sizeof(list), "169.254.0.0/16 fe80::/10 %s", dp->nomasq_cidrs);
-	int rc = cidrs_each(list, nomasq_put, &fd, why, sizeof(why));
+	snprintf(list, sizeof(list), "%s %s %s", file && file->masq_link_local ? "" : "169.254.0.0/16",
+		 file && file->masq_link_local6 ? "" : "fe80::/10", dp->nomasq_cidrs);
+	int rc = cidrs_each(list, nomasq_add, set, why, sizeof(why));
+	for (size_t i = 0; rc == 0 && file && i < file->ncidrs; i++)
+		rc = nomasq_add(&file->cidrs[i], set);
+	/* the new set first, then what it no longer holds: a destination in
+	 * both never sees a masqueraded packet in between */
+	__u32 one = 1;
+	for (size_t i = 0; rc == 0 && i < set->n; i++)
+		if (bpf_map_update_elem(fd, &set->keys[i], &one, BPF_ANY) != 0)
+			rc = -errno;
+	struct dp_ipcache_key k, next;
+	const void *prev = NULL;
+	while (rc == 0 && dp_next_key(fd, prev, &next) == 0) {
+		k = next;
+		if (!nomasq_has(set, &k) && bpf_map_delete_elem(fd, &k) == 0)
+			prev = NULL; /* deleted: walk again from the start */
+		else
+			prev = &k;
+	}
+	free(set);
 	if (rc < 0) {
 		if (!why[0])
 			snprintf(why, sizeof(why), "%s", strerror(-rc));
