@@ -244,7 +244,7 @@ check "... the shared identity with its endpoint count" grep -Eq "^$IDENT_WEB +l
 cli identity get "$IDENT_DB"
 check "fibril identity get: field table" contains "$(out)" "LABELS     k8s:app=db,k8s:io.kubernetes.pod.namespace=other,k8s:tier=backend"
 cli -o json identity get 4
-check "fibril -o json identity get 4" python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j=={'id':4,'labels':['reserved:health'],'reserved':True,'endpoints':0} else 1)" "$WORK/out"
+check "fibril -o json identity get 4" python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j=={'id':4,'labels':['reserved:health'],'reserved':True,'scope':'reserved','endpoints':0} else 1)" "$WORK/out"
 cli identity get nope
 check "fibril identity get nope: exit 1, the agent's error" test "$CRC" = 1
 
