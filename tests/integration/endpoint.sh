@@ -87,7 +87,7 @@ check "the namespace label follows pod-namespace" \
 
 expect "GET /v1/identity/$IDENT_WEB counts its 2 endpoints" GET "/v1/identity/$IDENT_WEB" 200 '"endpoints":2'
 expect "GET /v1/identity lists the reserved identities" GET /v1/identity 200 \
-	'{"id":1,"labels":["reserved:host"],"reserved":true,"endpoints":0}'
+	'{"id":1,"labels":["reserved:host"],"reserved":true,"scope":"reserved","endpoints":0}'
 check "every reserved identity is there, by Cilium's numbers" json_ok \
 	"[(i['id'], i['labels']) for i in j['identities'] if i['reserved']] == [(1,['reserved:host']),(2,['reserved:world']),(3,['reserved:unmanaged']),(4,['reserved:health']),(5,['reserved:init']),(6,['reserved:remote-node']),(7,['reserved:kube-apiserver']),(8,['reserved:ingress']),(9,['reserved:world-ipv4']),(10,['reserved:world-ipv6'])]"
 check "the local identities follow, sorted" json_ok \
