@@ -144,6 +144,18 @@ static int render_endpoint(struct json_object *ep)
 	return 0;
 }
 
+/* The identity's scope as the agent says it ("reserved", "local", "cluster:kvstore",
+ * "cluster:crd", "cidr"); an older agent's reply says only reserved or not. */
+static const char *identity_kind(struct json_object *id)
+{
+	struct json_object *scope = jget(id, "scope", json_type_string);
+	struct json_object *reserved = jget(id, "reserved", json_type_boolean);
+
+	if (scope)
+		return json_object_get_string(scope);
+	return reserved && json_object_get_boolean(reserved) ? "reserved" : "local";
+}
+
 static int render_identity_list(struct json_object *reply)
 {
 	struct json_object *ids = jarray_of_objects(reply, "identities");
@@ -155,12 +167,10 @@ static int render_identity_list(struct json_object *reply)
 	table_row(&t, "ID", "KIND", "ENDPOINTS", "LABELS");
 	for (size_t i = 0; i < json_object_array_length(ids); i++) {
 		struct json_object *id = json_object_array_get_idx(ids, i);
-		struct json_object *reserved = jget(id, "reserved", json_type_boolean);
 		char num[32], eps[32];
 		char *labels = join_list(id, "labels");
 
-		table_row(&t, fmt_int(id, "id", num, sizeof(num)),
-			  reserved && json_object_get_boolean(reserved) ? "reserved" : "local",
+		table_row(&t, fmt_int(id, "id", num, sizeof(num)), identity_kind(id),
 			  fmt_int(id, "endpoints", eps, sizeof(eps)), labels);
 		free(labels);
 	}
@@ -171,14 +181,13 @@ static int render_identity_list(struct json_object *reply)
 
 static int render_identity(struct json_object *id)
 {
-	struct json_object *reserved = jget(id, "reserved", json_type_boolean);
 	struct table t;
 	char num[32], eps[32];
 	char *labels = join_list(id, "labels");
 
 	table_init(&t, 2);
 	table_row(&t, "ID", fmt_int(id, "id", num, sizeof(num)));
-	table_row(&t, "KIND", reserved && json_object_get_boolean(reserved) ? "reserved" : "local");
+	table_row(&t, "KIND", identity_kind(id));
 	table_row(&t, "ENDPOINTS", fmt_int(id, "endpoints", eps, sizeof(eps)));
 	table_row(&t, "LABELS", labels);
 	table_print(&t);

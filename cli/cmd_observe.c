@@ -313,6 +313,71 @@ static int render_flows(struct json_object *reply, enum observe_format fmt)
 	return 0;
 }
 
+/* num_events_lost: a number (the flat stream) or protojson's uint64 string (Hubble's) */
+static bool lost_count(struct json_object *lost, double *n)
+{
+	const char *text = jstr(lost, "num_events_lost");
+	if (!text)
+		return jnum(lost, "num_events_lost", n);
+	if (!*text || strspn(text, "0123456789") != strlen(text))
+		return false;
+	*n = strtod(text, NULL);
+	return true;
+}
+
+/* Hubble's LostEventSource for the flat stream's own names */
+static const char *lost_source_hubble(const char *src)
+{
+	return !src ? "UNKNOWN_LOST_EVENT_SOURCE"
+	       : !strcmp(src, "SLOW_READER") ? "OBSERVER_EVENTS_QUEUE"
+	       : !strcmp(src, "EVENT_RATE_LIMIT") || !strcmp(src, "DATAPATH_RING") ||
+			 !strcmp(src, "DATAPATH")
+		       ? "PERF_EVENT_RING_BUFFER"
+		       : src;
+}
+
+/* A lost_events line as hubble observe prints it in each view, then what
+ * it means on stderr. */
+static void print_lost(struct json_object *lost, double n, struct json_object *line,
+		       enum observe_format fmt)
+{
+	const char *src = jstr(lost, "source");
+	const char *hsrc = lost_source_hubble(src);
+	double cpu = 0;
+	jnum(lost, "cpu", &cpu);
+	if (fmt == OUT_JSON || fmt == OUT_FLAT) {
+		puts(json_object_to_json_string_ext(line, JSON_C_TO_STRING_PLAIN |
+							  JSON_C_TO_STRING_NOSLASHESCAPE));
+	} else if (fmt == OUT_COMPACT) {
+		printf("EVENTS LOST: %s CPU(%.0f) %.0f\n", hsrc, cpu, n);
+	} else if (fmt == OUT_DICT) {
+		if (++view.printed > 1)
+			puts("------------");
+		printf("  TIMESTAMP: \n");
+		if (view.print_node)
+			printf("       NODE: \n");
+		printf("     SOURCE: %s\n       TYPE: EVENTS LOST\n    VERDICT: \n"
+		       "    SUMMARY: CPU(%.0f) - %.0f\n", hsrc, cpu, n);
+		view.printed--; /* not a flow: --first counts flows */
+	} else {
+		printf("%-*s ", follow_widths[0], "");
+		if (view.print_node)
+			printf("%-*s ", follow_widths[0], "");
+		printf("%-*s %-*s %-*s %-*s CPU(%.0f) - %.0f\n", follow_widths[1], hsrc,
+		       follow_widths[2], "", follow_widths[3], "EVENTS LOST", follow_widths[4], "",
+		       cpu, n);
+	}
+	fprintf(stderr, "fibril: %.0f flow(s) lost (%s)\n", n,
+		!src ? "?"
+		: !strcmp(src, "SLOW_READER") || !strcmp(src, "OBSERVER_EVENTS_QUEUE")
+			? "this reader was too slow"
+		: !strcmp(src, "EVENT_RATE_LIMIT") ? "drops over the datapath's event rate limit"
+		: !strcmp(src, "DATAPATH_RING") ? "the datapath's event ring was full"
+		: !strcmp(src, "PERF_EVENT_RING_BUFFER")
+			? "drops over the datapath's event rate limit, or its events found no room"
+			: "the datapath's events were lost");
+}
+
 struct follow_state {
 	enum observe_format fmt;
 	int status; /* exit status once the stream ends */
@@ -339,17 +404,8 @@ static int follow_message(const char *text, size_t len, void *ud)
 			st->status = EXIT_FAIL;
 			json_object_put(o);
 			return 1;
-		} else if (lost && jnum(lost, "num_events_lost", &nlost)) {
-			const char *src = jstr(lost, "source");
-			if (st->fmt == OUT_JSON || st->fmt == OUT_FLAT)
-				puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-								       JSON_C_TO_STRING_NOSLASHESCAPE));
-			fprintf(stderr, "fibril: %.0f flow(s) lost (%s)\n", nlost,
-				!src ? "?"
-				: !strcmp(src, "SLOW_READER") ? "this reader was too slow"
-				: !strcmp(src, "EVENT_RATE_LIMIT") ? "drops over the datapath's event rate limit"
-				: !strcmp(src, "DATAPATH_RING") ? "the datapath's event ring was full"
-							       : "the datapath's events were lost");
+		} else if (lost && lost_count(lost, &nlost)) {
+			print_lost(lost, nlost, o, st->fmt);
 		} else {
 			render_flow(o, st->fmt, NULL);
 		}

@@ -527,6 +527,15 @@ static int op_tunnel_setup(void *ctx, const struct fibril_datapath_tunnel *t, ch
 	return 0;
 }
 
+static void op_set_identity_scope(void *ctx, const char *(*fn)(void *ud, uint32_t identity),
+				  void *ud)
+{
+	struct datapath *dp = ctx;
+
+	dp->identity_scope = fn;
+	dp->identity_scope_ud = fn ? ud : NULL;
+}
+
 static const struct fibril_datapath_ops dp_ops = {
 	.hdr = {.sz = sizeof(struct fibril_datapath_ops), .version = FIBRIL_DATAPATH_VERSION},
 	.endpoint_upsert = op_endpoint_upsert,
@@ -542,6 +551,7 @@ static const struct fibril_datapath_ops dp_ops = {
 	.ipcache_upsert_batch = dp_op_ipcache_upsert_batch,
 	.tunnel_setup = op_tunnel_setup,
 	.ipcache_remove_entry = dp_op_ipcache_remove_entry,
+	.set_identity_scope = op_set_identity_scope,
 };
 
 /* ---- the node (host device + gateways) ------------------------------------------------------ */

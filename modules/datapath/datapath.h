@@ -55,6 +55,9 @@ struct dp_ring; /* dp_gc.c: the dp_events reader */
 
 struct datapath {
 	struct fibril_module *m;
+	/* who numbered an identity, as the endpoint module says (set_identity_scope) */
+	const char *(*identity_scope)(void *ud, uint32_t identity);
+	void *identity_scope_ud;
 	/* config */
 	char host_dev[16];
 	char host_peer[16];
@@ -278,7 +281,10 @@ int dp_metrics_read(struct datapath *dp, uint8_t reason, uint8_t dir,
 const char *dp_reason_name(unsigned reason);
 /* "from-endpoint", "to-endpoint" (enum dp_direction), "?" otherwise */
 const char *dp_direction_name(unsigned dir);
-const char *dp_identity_name(uint32_t identity);
+/* "host", "world", "reserved", "cidr", or the scope of an allocated identity
+ * as the endpoint module says ("local", "cluster:kvstore", "cluster:crd";
+ * "allocated" when no module told, set_identity_scope) */
+const char *dp_identity_name(const struct datapath *dp, uint32_t identity);
 
 /* ---- policy (dp_policy.c) ---- */
 int dp_policy_put(struct datapath *dp, const struct fibril_datapath_policy_entry *e, char *err,

@@ -140,7 +140,7 @@ const char *dp_reason_name(unsigned reason)
 	}
 }
 
-const char *dp_identity_name(uint32_t identity)
+const char *dp_identity_name(const struct datapath *dp, uint32_t identity)
 {
 	switch (identity) {
 	case DP_IDENTITY_UNKNOWN:
@@ -150,8 +150,17 @@ const char *dp_identity_name(uint32_t identity)
 	case DP_IDENTITY_WORLD:
 		return "world";
 	default:
-		return identity < FIBRIL_IDENTITY_LOCAL_MIN ? "reserved" : "local";
+		break;
 	}
+	if (identity < FIBRIL_IDENTITY_LOCAL_MIN)
+		return "reserved";
+	if (identity >= FIBRIL_IDENTITY_CIDR_MIN)
+		return "cidr";
+	/* local or cluster-wide: only the module that numbers them knows */
+	const char *scope = dp->identity_scope ? dp->identity_scope(dp->identity_scope_ud, identity)
+					       : NULL;
+
+	return scope ? scope : "allocated";
 }
 
 const char *dp_direction_name(unsigned dir)
@@ -206,7 +215,6 @@ static int fmt_endpoints(const void *key, const void *value, char *ko, size_t kl
 static int fmt_ipcache(const void *key, const void *value, char *ko, size_t kl, char *vo,
 		       size_t vl, void *ud)
 {
-	(void)ud;
 	const struct dp_ipcache_key *k = key;
 	const struct dp_ipcache_value *v = value;
 	char addr[INET6_ADDRSTRLEN];
@@ -216,7 +224,7 @@ static int fmt_ipcache(const void *key, const void *value, char *ko, size_t kl, 
 		return -EINVAL;
 	dp_fmt_addr(k->family, k->addr, addr, sizeof(addr));
 	snprintf(ko, kl, "%s/%u", addr, k->prefixlen - DP_IPCACHE_PREFIX_HDR);
-	int n = snprintf(vo, vl, "identity=%u (%s)", v->identity, dp_identity_name(v->identity));
+	int n = snprintf(vo, vl, "identity=%u (%s)", v->identity, dp_identity_name(ud, v->identity));
 	if ((v->flags & DP_IPCACHE_F_TUNNEL) && n > 0 && (size_t)n < vl) {
 		char t[INET6_ADDRSTRLEN];
 		dp_fmt_addr(v->tunnel_family, v->tunnel_ip, t, sizeof(t));

@@ -190,9 +190,9 @@ static void get_identities(struct fibril_request *req, struct fibril_response *r
 
 	(void)req;
 	for (uint32_t i = FIBRIL_IDENTITY_HOST; i <= FIBRIL_IDENTITY_WORLD_IPV6; i++)
-		json_object_array_add(arr, ep_identity_to_json(&mg->reserved[i]));
+		json_object_array_add(arr, ep_identity_to_json(mg, &mg->reserved[i]));
 	for (size_t i = 0; i < mg->nidents; i++)
-		json_object_array_add(arr, ep_identity_to_json(mg->idents[i]));
+		json_object_array_add(arr, ep_identity_to_json(mg, mg->idents[i]));
 	json_object_object_add(o, "identities", arr);
 	reply_object(resp, 200, o);
 }
@@ -215,7 +215,7 @@ static void get_identity(struct fibril_request *req, struct fibril_response *res
 	if (!id)
 		fibril_resp_error(resp, 404, "identity %lu not found", n);
 	else
-		reply_object(resp, 200, ep_identity_to_json(id));
+		reply_object(resp, 200, ep_identity_to_json(mg, id));
 }
 
 /* ---- request bodies ------------------------------------------------------------- */

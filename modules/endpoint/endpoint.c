@@ -1,7 +1,7 @@
 /* modules/endpoint/endpoint.c - the endpoint manager (capability
  * "endpoint"): the module descriptor and lifecycle, the table of endpoints
  * by local ID, the bus events (endpoint.created/updated/deleted), the
- * capability's ops (foreach, get, identity_labels), the calls into the
+ * capability's ops (foreach, get, identity_labels, identity_scope), the calls into the
  * datapath (when loaded), the retry of pending datapath/label work, health
  * and the status summary. Label changes (the API's and Kubernetes pods')
  * are in labels.c, the REST routes in api.c and api_put.c, restore in
@@ -329,6 +329,11 @@ static const char *op_identity_labels(void *ctx, uint32_t identity)
 	return id ? id->labels : ep_cluster_labels(ctx, identity);
 }
 
+static const char *op_identity_scope(void *ctx, uint32_t identity)
+{
+	return ep_identity_scope(ctx, identity);
+}
+
 /* ---- the datapath ---------------------------------------------------------------- */
 
 void ep_to_datapath(const struct ep_endpoint *ep, struct fibril_datapath_endpoint *out)
@@ -517,6 +522,7 @@ static int endpoint_init(struct fibril_module *m)
 	mg->ops.foreach = op_foreach;
 	mg->ops.get = op_get;
 	mg->ops.identity_labels = op_identity_labels;
+	mg->ops.identity_scope = op_identity_scope;
 	if ((rc = fibril_service_provide(m, FIBRIL_ENDPOINT_CAPABILITY, &mg->ops.hdr, mg))) {
 		fibril_module_set_error(m, "cannot provide '%s': %s", FIBRIL_ENDPOINT_CAPABILITY,
 					strerror(-rc));
@@ -580,6 +586,8 @@ static int endpoint_start(struct fibril_module *m)
 					FIBRIL_DATAPATH_CAPABILITY);
 		return -EPROTO;
 	}
+	if (mg->dp && FIBRIL_SERVICE_HAS(mg->dp, set_identity_scope) && mg->dp->set_identity_scope)
+		mg->dp->set_identity_scope(mg->dp_ctx, op_identity_scope, mg);
 	mg->k8s = (const struct fibril_k8s_ops *)lookup(m, FIBRIL_K8S_CAPABILITY, FIBRIL_K8S_VERSION,
 							&mg->k8s_ctx, false, &err);
 	if (err)
@@ -629,6 +637,8 @@ static void endpoint_stop(struct fibril_module *m)
 	free_endpoints(mg);
 	ep_identities_reset(mg);
 	ep_store_close(mg);
+	if (mg->dp && FIBRIL_SERVICE_HAS(mg->dp, set_identity_scope) && mg->dp->set_identity_scope)
+		mg->dp->set_identity_scope(mg->dp_ctx, NULL, NULL);
 	mg->ipam = NULL;
 	mg->dp = NULL;
 	mg->k8s = NULL;

@@ -216,7 +216,10 @@ int ep_identity_restore(struct ep_manager *mg, const char *labels, uint32_t want
 			struct ep_identity **out);
 void ep_identity_release(struct ep_manager *mg, struct ep_identity *id);
 struct ep_identity *ep_identity_find(struct ep_manager *mg, uint32_t id);
-struct json_object *ep_identity_to_json(const struct ep_identity *id);
+struct json_object *ep_identity_to_json(const struct ep_manager *mg, const struct ep_identity *id);
+/* Who numbered identity n: "reserved", "cidr", "cluster:kvstore", "cluster:crd" or "local"
+ * (the SDK's identity_scope). */
+const char *ep_identity_scope(const struct ep_manager *mg, uint32_t n);
 /* Read / write the resume point (<dir>/identities). */
 void ep_identity_load_resume(struct ep_manager *mg);
 

@@ -315,13 +315,25 @@ void ep_identity_release(struct ep_manager *mg, struct ep_identity *id)
 	free(id);
 }
 
-struct json_object *ep_identity_to_json(const struct ep_identity *id)
+const char *ep_identity_scope(const struct ep_manager *mg, uint32_t n)
+{
+	if (n < FIBRIL_IDENTITY_LOCAL_MIN)
+		return "reserved";
+	if (n >= FIBRIL_IDENTITY_CIDR_MIN)
+		return "cidr";
+	if (mg->cluster)
+		return mg->cluster->crd ? "cluster:crd" : "cluster:kvstore";
+	return "local";
+}
+
+struct json_object *ep_identity_to_json(const struct ep_manager *mg, const struct ep_identity *id)
 {
 	struct json_object *o = json_object_new_object();
 
 	json_object_object_add(o, "id", json_object_new_int64(id->id));
 	json_object_object_add(o, "labels", ep_labels_to_json(id->labels));
 	json_object_object_add(o, "reserved", json_object_new_boolean(id->reserved));
+	json_object_object_add(o, "scope", json_object_new_string(ep_identity_scope(mg, id->id)));
 	json_object_object_add(o, "endpoints", json_object_new_int64(id->refs));
 	return o;
 }

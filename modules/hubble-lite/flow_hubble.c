@@ -433,3 +433,29 @@ void hl_flow_hubble_json(struct hl_buf *b, const struct hl_flow *f, const char *
 	add_pb_time(b, f->time_ns);
 	hl_buf_add(b, "}", 1);
 }
+
+const char *hl_lost_source_hubble(const char *fibril_source)
+{
+	/* a follower's own queue was full: Hubble's per-reader queue */
+	if (!strcmp(fibril_source, "SLOW_READER"))
+		return "OBSERVER_EVENTS_QUEUE";
+	/* the datapath's ring or the bus was full, or drops over its event rate
+	 * limit were never sent: lost between the datapath and the agent (as
+	 * the gRPC server says it) */
+	if (!strcmp(fibril_source, "DATAPATH_RING") || !strcmp(fibril_source, "EVENT_RATE_LIMIT") ||
+	    !strcmp(fibril_source, "DATAPATH"))
+		return "PERF_EVENT_RING_BUFFER";
+	return "UNKNOWN_LOST_EVENT_SOURCE";
+}
+
+void hl_lost_hubble_json(struct hl_buf *b, const char *fibril_source, uint64_t n,
+			 const char *node, uint64_t time_ns)
+{
+	/* protojson: the enum by name, uint64 as a string, cpu (unknown) left out */
+	hl_buf_printf(b, "{\"lost_events\":{\"source\":\"%s\",\"num_events_lost\":\"%llu\"},"
+			 "\"node_name\":", hl_lost_source_hubble(fibril_source), (unsigned long long)n);
+	hl_buf_jstr(b, node);
+	hl_buf_str(b, ",\"time\":");
+	add_pb_time(b, time_ns);
+	hl_buf_add(b, "}", 1);
+}

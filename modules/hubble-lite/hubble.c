@@ -496,7 +496,9 @@ static void route_flows(struct fibril_request *req, struct fibril_response *resp
 /* Each follower gets the flows its filter matches, one JSON object per
  * line (FIBRIL_STREAM_LINES joins the lines queued while it is busy into
  * one frame); a follower too slow to keep up loses its own flows and is
- * told: {"lost_events":{"source":"SLOW_READER","num_events_lost":N}}. */
+ * told: {"lost_events":{"source":"SLOW_READER","num_events_lost":N}}, or with
+ * format=hubble as Hubble's GetFlowsResponse ({"lost_events":{"source":
+ * "OBSERVER_EVENTS_QUEUE","num_events_lost":"N"},"node_name":...,"time":...}). */
 
 static void send_text(struct hl_follower *fw, const char *text, size_t len)
 {
@@ -558,21 +560,42 @@ static void follow_flow(struct hubble *h, const struct hl_flow *f)
 		fibril_series_add(h->s_follower_lost, lost);
 }
 
-static void lost_text(char *buf, size_t len, const char *source, uint64_t n)
+/* The notice of n lost events from source for a follower: fibril's flat
+ * line, or Hubble's GetFlowsResponse (format=hubble) in h->line (reused). */
+static const char *lost_line(struct hubble *h, bool hubble, const char *source, uint64_t n,
+			     size_t *len)
 {
-	snprintf(buf, len, "{\"lost_events\":{\"source\":\"%s\",\"num_events_lost\":%llu}}", source,
-		 (unsigned long long)n);
+	h->line.len = 0;
+	h->line.failed = false;
+	if (hubble) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		hl_lost_hubble_json(&h->line, source, n, h->node,
+				    (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec);
+	} else {
+		hl_buf_printf(&h->line, "{\"lost_events\":{\"source\":\"%s\",\"num_events_lost\":%llu}}",
+			      source, (unsigned long long)n);
+	}
+	*len = h->line.failed ? 0 : h->line.len;
+	return h->line.failed ? NULL : h->line.p;
 }
 
 static void follow_lost(struct hubble *h, const char *source, uint64_t n)
 {
-	char buf[128];
-	lost_text(buf, sizeof(buf), source, n);
-	struct fibril_stream_msg *msg = h->followers ? fibril_stream_msg_new(buf, strlen(buf)) : NULL;
+	struct fibril_stream_msg *msgs[2] = {NULL, NULL}; /* flat, hubble */
 	unsigned lost = 0;
-	for (struct hl_follower *fw = h->followers; msg && fw; fw = fw->next)
-		lost += send_msg(fw, msg);
-	fibril_stream_msg_put(msg);
+	for (struct hl_follower *fw = h->followers; fw; fw = fw->next) {
+		struct fibril_stream_msg **msg = &msgs[fw->hubble];
+		if (!*msg) {
+			size_t len;
+			const char *text = lost_line(h, fw->hubble, source, n, &len);
+			if (!text || !(*msg = fibril_stream_msg_new(text, len)))
+				break; /* out of memory */
+		}
+		lost += send_msg(fw, *msg);
+	}
+	fibril_stream_msg_put(msgs[0]);
+	fibril_stream_msg_put(msgs[1]);
 	if (lost)
 		fibril_series_add(h->s_follower_lost, lost);
 }
@@ -655,10 +678,11 @@ static void stream_lost(struct fibril_stream_client *c, uint64_t n, void *ud)
 {
 	(void)ud;
 	struct hl_follower *fw = fibril_stream_client_data(c);
-	char buf[128];
+	size_t len;
 	fw->lost += n;
-	lost_text(buf, sizeof(buf), "SLOW_READER", n);
-	send_text(fw, buf, strlen(buf));
+	const char *text = lost_line(fw->h, fw->hubble, "SLOW_READER", n, &len);
+	if (text)
+		send_text(fw, text, len);
 }
 
 /* ---- metrics ---------------------------------------------------------------------------------- */

@@ -159,6 +159,13 @@ void hl_addr_text(int af, const uint8_t *addr, char *out);
  * fibril's names in Hubble's enums. */
 void hl_flow_hubble_json(struct hl_buf *b, const struct hl_flow *f, const char *node,
 			 const uint64_t uuid_seed[2]);
+/* Lost events as Hubble's GetFlowsResponse JSON line ({"lost_events":{...},"node_name",
+ * "time"}): fibril's source ("SLOW_READER", "DATAPATH", "DATAPATH_RING", "EVENT_RATE_LIMIT") as the
+ * nearest LostEventSource (hl_lost_source_hubble), Hubble's JSON having no field for
+ * fibril's own name. */
+const char *hl_lost_source_hubble(const char *fibril_source);
+void hl_lost_hubble_json(struct hl_buf *b, const char *fibril_source, uint64_t n,
+			 const char *node, uint64_t time_ns);
 bool hl_drop_reason_known(const char *fibril_name);           /* "policy-denied" */
 unsigned hl_drop_reason_hubble(const char *fibril_name, uint8_t policy_match); /* 133, 0 */
 int hl_drop_reason_by_hubble_name(const char *name);          /* "POLICY_DENIED" -> 133, -1 */

@@ -87,7 +87,7 @@ check "the namespace label follows pod-namespace" \
 
 expect "GET /v1/identity/$IDENT_WEB counts its 2 endpoints" GET "/v1/identity/$IDENT_WEB" 200 '"endpoints":2'
 expect "GET /v1/identity lists the reserved identities" GET /v1/identity 200 \
-	'{"id":1,"labels":["reserved:host"],"reserved":true,"endpoints":0}'
+	'{"id":1,"labels":["reserved:host"],"reserved":true,"scope":"reserved","endpoints":0}'
 check "every reserved identity is there, by Cilium's numbers" json_ok \
 	"[(i['id'], i['labels']) for i in j['identities'] if i['reserved']] == [(1,['reserved:host']),(2,['reserved:world']),(3,['reserved:unmanaged']),(4,['reserved:health']),(5,['reserved:init']),(6,['reserved:remote-node']),(7,['reserved:kube-apiserver']),(8,['reserved:ingress']),(9,['reserved:world-ipv4']),(10,['reserved:world-ipv6'])]"
 check "the local identities follow, sorted" json_ok \
@@ -244,7 +244,7 @@ check "... the shared identity with its endpoint count" grep -Eq "^$IDENT_WEB +l
 cli identity get "$IDENT_DB"
 check "fibril identity get: field table" contains "$(out)" "LABELS     k8s:app=db,k8s:io.kubernetes.pod.namespace=other,k8s:tier=backend"
 cli -o json identity get 4
-check "fibril -o json identity get 4" python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j=={'id':4,'labels':['reserved:health'],'reserved':True,'endpoints':0} else 1)" "$WORK/out"
+check "fibril -o json identity get 4" python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j=={'id':4,'labels':['reserved:health'],'reserved':True,'scope':'reserved','endpoints':0} else 1)" "$WORK/out"
 cli identity get nope
 check "fibril identity get nope: exit 1, the agent's error" test "$CRC" = 1
 

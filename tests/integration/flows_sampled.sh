@@ -4,9 +4,12 @@
 # spoofed source (each one dropped); the drop flows plus the drops
 # hubble-lite counts as sampled away (GET /v1/flows "sampled", the metric
 # fibril_hubble_sampled_drops_total) plus events lost on the way make
-# 100,000; a follower of the stream is told with lost_events
-# {"source":"EVENT_RATE_LIMIT"} adding up to the same; `fibril status`
-# says it; `fibril observe` says it on stderr.
+# 100,000; a follower of the stream (-o json) is told with Hubble's
+# lost_events lines ({"lost_events":{"source":"PERF_EVENT_RING_BUFFER",
+# "num_events_lost":"N"},"node_name":...,"time":...}, checked against
+# Hubble's field list) adding up to the same, a compact follower with
+# Hubble's "EVENTS LOST: PERF_EVENT_RING_BUFFER CPU(0) N" lines; `fibril
+# status` says it; `fibril observe` says it on stderr.
 . "$top_srcdir/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF)"
@@ -24,6 +27,7 @@ sampled_cleanup() {
 	local rc=$? ns p
 	set +e
 	[ -n "$OBS" ] && kill "$OBS" 2>/dev/null && wait "$OBS" 2>/dev/null
+	[ -n "$OBS2" ] && kill "$OBS2" 2>/dev/null && wait "$OBS2" 2>/dev/null
 	if [ -n "$AGENT_PID" ]; then kill -KILL "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=""; fi
 	for ns in "$PODNS" "$NODE"; do
 		[ -e "/run/netns/$ns" ] || continue
@@ -67,8 +71,11 @@ fib() { "$CLI" --socket "$WORK/fibril.sock" "$@"; }
 # a follower of the stream: Hubble's JSON lines, the lost events among them
 fib observe -f -o json --verdict DROPPED >"$WORK/follow.out" 2>"$WORK/follow.err" &
 OBS=$!
-following() { [ "$(api http://x/metrics | awk '$1 == "fibril_hubble_followers" {print $2}')" = 1 ]; }
-check "the follower is in" wait_for 10 following
+# and one in the compact view
+fib observe -f --verdict DROPPED >"$WORK/compact.out" 2>"$WORK/compact.err" &
+OBS2=$!
+following() { [ "$(api http://x/metrics | awk '$1 == "fibril_hubble_followers" {print $2}')" = 2 ]; }
+check "the followers are in" wait_for 10 following
 
 # N frames with a source address that is not the pod's: every one is dropped
 cat >"$WORK/spoof.py" <<'EOF'
@@ -111,13 +118,27 @@ PROM=$(api http://x/metrics)
 check "fibril_hubble_sampled_drops_total = $SAMPLED" \
 	grep -q "^fibril_hubble_sampled_drops_total $SAMPLED\$" <<<"$PROM"
 
-# the follower was told
-told() { [ "$(jq -r 'select(.lost_events.source == "EVENT_RATE_LIMIT") | .lost_events.num_events_lost' "$WORK/follow.out" 2>/dev/null | awk '{s += $1} END {print s + 0}')" = "$SAMPLED" ]; }
+# the followers were told, as Hubble says it: -o json's lost_events lines are
+# Hubble's GetFlowsResponse (rate-limited drops and a full ring are both
+# PERF_EVENT_RING_BUFFER: lost between the datapath and the agent), the
+# compact view's lines Hubble's "EVENTS LOST: SOURCE CPU(n) N"
+told_sum() { jq -r 'select(.lost_events.source == "PERF_EVENT_RING_BUFFER") | .lost_events.num_events_lost' "$WORK/follow.out" 2>/dev/null | awk '{s += $1} END {print s + 0}'; }
+told() { [ "$(told_sum)" = "$((SAMPLED + LOST))" ]; }
 wait_for 10 told || true
-TOLD=$(jq -r 'select(.lost_events.source == "EVENT_RATE_LIMIT") | .lost_events.num_events_lost' "$WORK/follow.out" | awk '{s += $1} END {print s + 0}')
+TOLD=$(told_sum)
 FOLLOWED=$(jq -r 'select(.flow.verdict == "DROPPED") | 1' "$WORK/follow.out" | wc -l)
-check "the stream: $FOLLOWED drop flows + $TOLD told as lost_events EVENT_RATE_LIMIT = $N - lost $LOST" \
-	test "$((FOLLOWED + TOLD + LOST))" = "$N"
+check "the stream: $FOLLOWED drop flows + $TOLD told as lost_events PERF_EVENT_RING_BUFFER = $N" \
+	test "$((FOLLOWED + TOLD))" = "$N"
+check "the lost_events lines are Hubble's GetFlowsResponse (fields, enum, uint64 as a string)" \
+	sh -c 'grep lost_events "$1" | /usr/bin/python3 "$2" "$3"' _ "$WORK/follow.out" \
+	"$top_srcdir/tests/integration/hubble_fields_check.py" "$top_srcdir/tests/integration/hubble_flow_fields.txt"
+check "  with node_name and time" /usr/bin/python3 -c 'import json, re, sys
+ls = [json.loads(l) for l in open(sys.argv[1]) if "lost_events" in l]
+sys.exit(0 if ls and all(isinstance(l.get("node_name"), str) and l["node_name"] and isinstance(l.get("time"), str) and re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$", l["time"]) for l in ls) else 1)' "$WORK/follow.out"
+compact_sum() { grep -E '^EVENTS LOST: PERF_EVENT_RING_BUFFER CPU\(0\) [0-9]+$' "$WORK/compact.out" 2>/dev/null | awk '{s += $NF} END {print s + 0}'; }
+compact_told() { [ "$(compact_sum)" = "$((SAMPLED + LOST))" ]; }
+check "the compact follower prints Hubble's EVENTS LOST lines on stdout ($(compact_sum))" wait_for 10 compact_told ||
+	grep -m3 -i lost "$WORK/compact.out"
 check "fibril observe -f says so on stderr" grep -q "over the datapath's event rate limit" "$WORK/follow.err"
 check "fibril status says how many drops were sampled away" \
 	grep -q "$SAMPLED drops sampled away" <<<"$(fib status 2>&1)"

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define FIBRIL_DATAPATH_CAPABILITY "datapath"
-#define FIBRIL_DATAPATH_VERSION 5
+#define FIBRIL_DATAPATH_VERSION 6
 
 /* One local endpoint as the datapath needs it. */
 struct fibril_datapath_endpoint {
@@ -196,6 +196,14 @@ struct fibril_datapath_ops {
 	 * version-1 ipcache_remove takes the UNSPEC claim only. */
 	int (*ipcache_remove_entry)(void *ctx, const struct fibril_datapath_ipcache_entry *e,
 				    char *err, size_t errlen);
+	/* --- interface version 6 (SDK 1.12; check FIBRIL_SERVICE_HAS) --- */
+	/* The module that numbers identities (endpoint) says who gave one its
+	 * number, for the map dumps (`map dump dp_ipcache`): fn(ud, identity)
+	 * answers as the endpoint capability's identity_scope ("local",
+	 * "cluster:kvstore", ...; NULL: unknown). fn NULL: forget it (call
+	 * before ud goes). */
+	void (*set_identity_scope)(void *ctx, const char *(*fn)(void *ud, uint32_t identity),
+				   void *ud);
 };
 
 /* ---- events on the bus (SDK 1.5, additive) ---------------------------------
