@@ -196,7 +196,7 @@ struct fibril_datapath_ops {
 	 * version-1 ipcache_remove takes the UNSPEC claim only. */
 	int (*ipcache_remove_entry)(void *ctx, const struct fibril_datapath_ipcache_entry *e,
 				    char *err, size_t errlen);
-	/* --- interface version 6 (SDK 1.12; check FIBRIL_SERVICE_HAS) --- */
+	/* --- interface version 6 (SDK 1.11; check FIBRIL_SERVICE_HAS) --- */
 	/* The module that numbers identities (endpoint) says who gave one its
 	 * number, for the map dumps (`map dump dp_ipcache`): fn(ud, identity)
 	 * answers as the endpoint capability's identity_scope ("local",

@@ -42,7 +42,7 @@ enum fibril_reserved_identity {
 	FIBRIL_IDENTITY_WORLD_IPV6 = 10,
 };
 #define FIBRIL_IDENTITY_LOCAL_MIN 256
-/* Since SDK 1.12: from this number on, CIDR identities (Cilium's local-scope
+/* Since SDK 1.11: from this number on, CIDR identities (Cilium's local-scope
  * flag, 1 << 24): numbers a node gives an address range, never a pod. */
 #define FIBRIL_IDENTITY_CIDR_MIN (1u << 24)
 
@@ -122,7 +122,7 @@ struct fibril_endpoint_ops {
 	 * again), or NULL when no such identity exists. With cluster-wide
 	 * identities, those other nodes allocated are answered too. */
 	const char *(*identity_labels)(void *ctx, uint32_t identity);
-	/* Since SDK 1.12 (check FIBRIL_SERVICE_HAS): who gave identity its number,
+	/* Since SDK 1.11 (check FIBRIL_SERVICE_HAS): who gave identity its number,
 	 * as a fixed text: "reserved" (below FIBRIL_IDENTITY_LOCAL_MIN), "cidr"
 	 * (from FIBRIL_IDENTITY_CIDR_MIN), "cluster:kvstore" or "cluster:crd"
 	 * (cluster-wide allocation: the same number on every node), "local"

@@ -63,8 +63,11 @@
  *       fibril_k8s_ops.request (appended: one GET/POST/PUT/PATCH/DELETE
  *       answered with the HTTP status and the Status reason, so callers
  *       resolve AlreadyExists/Conflict races) and the resources
- *       ciliumidentities, ciliumendpoints, ciliumnodes, leases. No new
- *       symbol.
+ *       ciliumidentities, ciliumendpoints, ciliumnodes, leases. Issue
+ *       26: fibril_endpoint_ops.identity_scope and
+ *       FIBRIL_IDENTITY_CIDR_MIN (<fibril/endpoint.h>); <fibril/datapath.h>
+ *       interface version 6: set_identity_scope (the endpoint module tells
+ *       the datapath how its identities were numbered). No new symbol.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
