@@ -6,8 +6,9 @@
  * kept in a ring of the last N ([hubble-lite] ring-size, 4095 as
  * Hubble's default). GET /v1/flows answers them with filters (filter.c);
  * /metrics gets flows by verdict, type and protocol, drops by reason, and
- * the events lost on the way. */
-#include "hubble.h"
+ * the events lost on the way. The stream's followers are in stream.c, the
+ * gRPC Observer API in grpc_*.c. */
+#include "hubble_int.h"
 #include "grpc.h"
 
 #include <arpa/inet.h>
@@ -20,75 +21,6 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
-
-
-#include <fibril/fibril.h>
-#include <fibril/lb.h>
-#include <fibril/nodes.h>
-#include <fibril/policy.h>
-
-#define HL_MODULE "hubble-lite"
-#define HL_CAPABILITY "flows"
-#define NPROTO 5 /* TCP, UDP, ICMPv4, ICMPv6, other */
-
-/* A local endpoint as the endpoint module announced it. */
-struct hl_ep {
-	uint16_t id;
-	uint32_t identity;
-	char ns[HL_NS_LEN], pod[HL_POD_LEN], labels[HL_LABELS_LEN];
-	bool has4, has6;
-	uint8_t ip4[4], ip6[16];
-	struct hl_ep *next;
-};
-
-struct hubble;
-
-/* One websocket client of /v1/flows/stream with its own filter. */
-struct hl_follower {
-	struct hubble *h;
-	struct fibril_stream_client *c;
-	struct hl_query filter; /* filter.f, and filter.exclude (--not) */
-	bool hubble; /* format=hubble: Hubble's GetFlowsResponse lines */
-	uint64_t sent, lost;
-	/* its filter is byte for byte the one of the follower before it in
-	 * the list (followers with the same filter are kept together): the
-	 * match of a flow is worked out once for them all */
-	bool same_filter_as_prev;
-	struct hl_follower *next;
-};
-
-struct hubble {
-	struct fibril_module *m;
-	struct fibril_stream *stream;
-	struct hl_follower *followers;
-	int nfollowers;
-	struct hl_buf line; /* a flow's JSON for the stream, reused */
-	char node[256];
-	uint64_t uuid_seed[2]; /* random: the flows' UUIDs of this run */
-	struct hl_flow *ring;
-	size_t size, head, count;
-	uint64_t seq, lost, overwritten, malformed;
-	/* drops the datapath sent no event for (over its event rate limit)
-	 * and events its ring had no room for, as it last told
-	 * (datapath.events_unsent) */
-	uint64_t sampled, ring_lost;
-	uint64_t sampled_total; /* over the datapath's restarts */
-	struct hl_ep *eps;
-	struct hl_svcmap *svcs; /* the lb module's services (lb.service events) */
-	/* metrics */
-	struct fibril_metric *m_flows, *m_drops;
-	struct fibril_series *s_flows[3][4][NPROTO]; /* [verdict][type][proto] */
-	/* the policy module, to name the rules of verdicts (NULL: none) */
-	const struct fibril_policy_ops *pol;
-	void *pol_ctx;
-	struct fibril_series *s_drops[256];          /* by reason code, made on first drop */
-	struct fibril_series *s_lost, *s_overwritten, *s_followers, *s_follower_lost, *s_sampled;
-	struct hl_grpc *grpc; /* Hubble's Observer API (grpc_server.c), NULL: off */
-	uint64_t start_ns;
-};
-
-static void follow_flow(struct hubble *h, const struct hl_flow *f);
-static void follow_lost(struct hubble *h, const char *source, uint64_t n);
 
 static const struct fibril_config_key hl_config_keys[] = {
 	{.name = "ring-size", .type = FIBRIL_CONFIG_INT, .default_value = "4095",
@@ -268,7 +200,7 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 	if (d.lost_before) {
 		h->lost += d.lost_before;
 		fibril_series_add(h->s_lost, (double)d.lost_before);
-		follow_lost(h, "DATAPATH", d.lost_before);
+		hl_follow_lost(h, "DATAPATH", d.lost_before);
 		if (h->grpc)
 			hl_grpc_lost(h->grpc, d.lost_before);
 	}
@@ -324,7 +256,7 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 		fibril_series_inc(h->s_drops[f->reason]);
 	}
 	if (h->followers)
-		follow_flow(h, f);
+		hl_follow_flow(h, f);
 	if (h->grpc)
 		hl_grpc_flow(h->grpc, f);
 	return 0;
@@ -362,13 +294,13 @@ static int on_events_unsent(const struct fibril_event *ev, void *ud)
 		uint64_t n = u.suppressed - h->sampled;
 		h->sampled_total += n;
 		fibril_series_add(h->s_sampled, (double)n);
-		follow_lost(h, "EVENT_RATE_LIMIT", n);
+		hl_follow_lost(h, "EVENT_RATE_LIMIT", n);
 	}
 	if (u.ring_lost > h->ring_lost) {
 		uint64_t n = u.ring_lost - h->ring_lost;
 		h->lost += n;
 		fibril_series_add(h->s_lost, (double)n);
-		follow_lost(h, "DATAPATH_RING", n);
+		hl_follow_lost(h, "DATAPATH_RING", n);
 	}
 	/* (a datapath restarted from 0 starts the counts over) */
 	h->sampled = u.suppressed;
@@ -387,7 +319,7 @@ static uint64_t realtime_ns(void)
 
 /* The query's format: 0 fibril's flat flow JSON (the default, "flat"), 1
  * Hubble's ("hubble": a GetFlowsResponse per flow); -1 with err. */
-static int format_of(const struct fibril_request *req, char *err, size_t errlen)
+int hl_format_of(const struct fibril_request *req, char *err, size_t errlen)
 {
 	const char *v = fibril_req_query(req, "format");
 	if (!v || !strcmp(v, "flat"))
@@ -399,8 +331,8 @@ static int format_of(const struct fibril_request *req, char *err, size_t errlen)
 }
 
 /* The filter of a request's query (GET /v1/flows, the stream's open). */
-static int filter_from_request(struct hl_query *q, const struct fibril_request *req, char *err,
-			       size_t errlen)
+int hl_filter_from_request(struct hl_query *q, const struct fibril_request *req, char *err,
+			   size_t errlen)
 {
 	hl_filter_init(&q->f);
 	hl_filter_init(&q->exclude);
@@ -429,7 +361,7 @@ static int filter_from_request(struct hl_query *q, const struct fibril_request *
 
 /* The ring's flows matching f (at most f->last of the newest), oldest
  * first, as indexes into the ring; *n of them. NULL: out of memory. */
-static size_t *ring_matches(const struct hubble *h, const struct hl_query *q, size_t *n)
+size_t *hl_ring_matches(const struct hubble *h, const struct hl_query *q, size_t *n)
 {
 	const struct hl_filter *f = &q->f;
 	size_t *hits = malloc((h->count ? h->count : 1) * sizeof(*hits));
@@ -458,14 +390,14 @@ static void route_flows(struct fibril_request *req, struct fibril_response *resp
 		fibril_resp_error(resp, 500, "out of memory");
 		return;
 	}
-	int hubble = format_of(req, err, sizeof(err));
-	if (hubble < 0 || filter_from_request(f, req, err, sizeof(err))) {
+	int hubble = hl_format_of(req, err, sizeof(err));
+	if (hubble < 0 || hl_filter_from_request(f, req, err, sizeof(err))) {
 		free(f);
 		fibril_resp_error(resp, 400, "%s", err);
 		return;
 	}
 	size_t nhits = 0;
-	size_t *hits = ring_matches(h, f, &nhits);
+	size_t *hits = hl_ring_matches(h, f, &nhits);
 	struct hl_buf b = {0};
 	hl_buf_str(&b, "{\"flows\":[");
 	for (size_t i = 0; hits && i < nhits; i++) {
@@ -489,200 +421,6 @@ static void route_flows(struct fibril_request *req, struct fibril_response *resp
 	free(b.p);
 	free(hits);
 	free(f);
-}
-
-/* ---- the stream: /v1/flows/stream ----------------------------------------------------------- */
-
-/* Each follower gets the flows its filter matches, one JSON object per
- * line (FIBRIL_STREAM_LINES joins the lines queued while it is busy into
- * one frame); a follower too slow to keep up loses its own flows and is
- * told: {"lost_events":{"source":"SLOW_READER","num_events_lost":N}}, or with
- * format=hubble as Hubble's GetFlowsResponse ({"lost_events":{"source":
- * "OBSERVER_EVENTS_QUEUE","num_events_lost":"N"},"node_name":...,"time":...}). */
-
-static void send_text(struct hl_follower *fw, const char *text, size_t len)
-{
-	int rc = fibril_stream_client_send(fw->c, text, len);
-	if (rc == 0)
-		fw->sent++;
-	else if (rc == -ENOBUFS)
-		fibril_series_inc(fw->h->s_follower_lost);
-}
-
-/* The flow's JSON line in h->line (reused); NULL when out of memory. */
-static const char *flow_text(struct hubble *h, const struct hl_flow *f, bool hubble, size_t *len)
-{
-	h->line.len = 0;
-	h->line.failed = false;
-	if (hubble)
-		hl_flow_hubble_json(&h->line, f, h->node, h->uuid_seed);
-	else
-		hl_flow_json(&h->line, f, h->node);
-	*len = h->line.failed ? 0 : h->line.len;
-	return h->line.failed ? NULL : h->line.p;
-}
-
-/* 1 when fw's queue was full (the flow is lost to it, counted by the
- * caller), else 0. */
-static unsigned send_msg(struct hl_follower *fw, struct fibril_stream_msg *msg)
-{
-	int rc = fibril_stream_client_send_msg(fw->c, msg);
-	if (rc == 0)
-		fw->sent++;
-	return rc == -ENOBUFS;
-}
-
-/* The flow goes to every follower whose filter matches it: its JSON is
- * written once, on the first match, and shared by reference (the host
- * copies it into no queue). */
-static void follow_flow(struct hubble *h, const struct hl_flow *f)
-{
-	struct fibril_stream_msg *msgs[2] = {NULL, NULL}; /* flat, hubble */
-	unsigned lost = 0; /* one metric update for all the followers */
-	bool match = false;
-	for (struct hl_follower *fw = h->followers; fw; fw = fw->next) {
-		if (!fw->same_filter_as_prev)
-			match = hl_query_match(&fw->filter, f);
-		if (!match)
-			continue;
-		struct fibril_stream_msg **msg = &msgs[fw->hubble];
-		if (!*msg) {
-			size_t len;
-			const char *text = flow_text(h, f, fw->hubble, &len);
-			if (!text || !(*msg = fibril_stream_msg_new(text, len)))
-				break; /* out of memory */
-		}
-		lost += send_msg(fw, *msg);
-	}
-	fibril_stream_msg_put(msgs[0]);
-	fibril_stream_msg_put(msgs[1]);
-	if (lost)
-		fibril_series_add(h->s_follower_lost, lost);
-}
-
-/* The notice of n lost events from source for a follower: fibril's flat
- * line, or Hubble's GetFlowsResponse (format=hubble) in h->line (reused). */
-static const char *lost_line(struct hubble *h, bool hubble, const char *source, uint64_t n,
-			     size_t *len)
-{
-	h->line.len = 0;
-	h->line.failed = false;
-	if (hubble) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		hl_lost_hubble_json(&h->line, source, n, h->node,
-				    (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec);
-	} else {
-		hl_buf_printf(&h->line, "{\"lost_events\":{\"source\":\"%s\",\"num_events_lost\":%llu}}",
-			      source, (unsigned long long)n);
-	}
-	*len = h->line.failed ? 0 : h->line.len;
-	return h->line.failed ? NULL : h->line.p;
-}
-
-static void follow_lost(struct hubble *h, const char *source, uint64_t n)
-{
-	struct fibril_stream_msg *msgs[2] = {NULL, NULL}; /* flat, hubble */
-	unsigned lost = 0;
-	for (struct hl_follower *fw = h->followers; fw; fw = fw->next) {
-		struct fibril_stream_msg **msg = &msgs[fw->hubble];
-		if (!*msg) {
-			size_t len;
-			const char *text = lost_line(h, fw->hubble, source, n, &len);
-			if (!text || !(*msg = fibril_stream_msg_new(text, len)))
-				break; /* out of memory */
-		}
-		lost += send_msg(fw, *msg);
-	}
-	fibril_stream_msg_put(msgs[0]);
-	fibril_stream_msg_put(msgs[1]);
-	if (lost)
-		fibril_series_add(h->s_follower_lost, lost);
-}
-
-/* fw into the list of followers: right after one with the same filter
- * (both built from zeroed memory by the same parser, so the same query
- * gives the same bytes), else at the head. */
-static void followers_add(struct hubble *h, struct hl_follower *fw)
-{
-	struct hl_follower *twin = h->followers;
-	while (twin && memcmp(&twin->filter, &fw->filter, sizeof(fw->filter)))
-		twin = twin->next;
-	if (twin) {
-		fw->same_filter_as_prev = true;
-		fw->next = twin->next;
-		twin->next = fw;
-	} else {
-		fw->same_filter_as_prev = false;
-		fw->next = h->followers;
-		h->followers = fw;
-	}
-	h->nfollowers++;
-}
-
-static int stream_open(struct fibril_stream_client *c, const struct fibril_request *req, void *ud,
-		       char *err, size_t errlen)
-{
-	struct hubble *h = ud;
-	struct hl_follower *fw = calloc(1, sizeof(*fw));
-	if (!fw) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	int hubble = format_of(req, err, errlen);
-	if (hubble < 0 || filter_from_request(&fw->filter, req, err, errlen)) {
-		free(fw);
-		return -1;
-	}
-	fw->hubble = hubble;
-	fw->h = h;
-	fw->c = c;
-	/* with last=N or since: the ring's matches first, as hubble observe -f does */
-	if (fw->filter.f.last || fw->filter.f.since_ns) {
-		size_t n = 0;
-		size_t *hits = ring_matches(h, &fw->filter, &n);
-		for (size_t i = 0; hits && i < n; i++) {
-			size_t len;
-			const char *text = flow_text(h, &h->ring[hits[i]], fw->hubble, &len);
-			if (text)
-				send_text(fw, text, len);
-		}
-		free(hits);
-	}
-	fw->filter.f.last = 0;
-	fibril_stream_client_set_data(c, fw);
-	followers_add(h, fw);
-	fibril_series_set(h->s_followers, h->nfollowers);
-	return 0;
-}
-
-static void stream_close(struct fibril_stream_client *c, void *ud)
-{
-	struct hubble *h = ud;
-	struct hl_follower *fw = fibril_stream_client_data(c);
-	for (struct hl_follower **pp = &h->followers; *pp; pp = &(*pp)->next) {
-		if (*pp == fw) {
-			*pp = fw->next;
-			h->nfollowers--;
-			/* the next one is still its predecessor's twin only if fw was */
-			if (*pp)
-				(*pp)->same_filter_as_prev &= fw->same_filter_as_prev;
-			break;
-		}
-	}
-	fibril_series_set(h->s_followers, h->nfollowers);
-	free(fw);
-}
-
-static void stream_lost(struct fibril_stream_client *c, uint64_t n, void *ud)
-{
-	(void)ud;
-	struct hl_follower *fw = fibril_stream_client_data(c);
-	size_t len;
-	fw->lost += n;
-	const char *text = lost_line(fw->h, fw->hubble, "SLOW_READER", n, &len);
-	if (text)
-		send_text(fw, text, len);
 }
 
 /* ---- metrics ---------------------------------------------------------------------------------- */
@@ -788,7 +526,7 @@ static int hl_init(struct fibril_module *m)
 		.sz = sizeof(struct fibril_stream_ops),
 		.flags = FIBRIL_STREAM_TCP | FIBRIL_STREAM_LINES,
 		.max_queue = (uint32_t)fibril_config_int(m, "follow-queue"),
-		.open = stream_open, .close = stream_close, .lost = stream_lost,
+		.open = hl_stream_open, .close = hl_stream_close, .lost = hl_stream_lost,
 	};
 	h->stream = fibril_api_stream_ops(m, "/v1/flows/stream", &ops, h);
 	if (!h->stream) {

@@ -14,6 +14,7 @@
  *   bench_flows [EVENTS]   (default 5,000,000)
  * Output: key=value lines. */
 #include "../../modules/hubble-lite/hubble.c"
+#include "../../modules/hubble-lite/stream.c"
 
 #include <time.h>
 
