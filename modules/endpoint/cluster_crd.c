@@ -13,7 +13,8 @@
  * server alone. The allocation steps live in cluster.c beside the kvstore
  * ones (they share its waiters, deadline and retries); this file: the
  * start, the object's JSON, and the labels of any node's identity (the
- * ciliumidentities informer's cache). */
+ * ciliumidentities informer's cache), whose events go on the bus as
+ * identity-added / -deleted. */
 #include "endpoint_int.h"
 
 #include <errno.h>
