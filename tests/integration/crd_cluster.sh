@@ -14,6 +14,8 @@
 #   - cross-node policy by label (cluster_policy.sh's checks): a policy on
 #     n1 lets in pods of namespace "good" only: good on n2 connects, bad on
 #     n3 does not, a second good pod on n3 does;
+#   - an endpoint relabelled (a new identity): its CiliumEndpoint is
+#     replaced at the live resourceVersion, the others' ipcaches follow;
 #   - a CiliumEndpoint with an address outside its node's pod CIDRs is
 #     refused by every node (the kvstore records' checks);
 #   - the Pod deleted: the API server's garbage collector takes its
@@ -146,6 +148,21 @@ gets_in() { [ "$(tcp "$1")" = ok ]; }
 check "the good pod on n2 connects to n1's server (TCP)" wait_for 10 gets_in good
 check "the good pod on n3 connects too" wait_for 10 gets_in good2
 check "the bad pod on n3 does not" test "$(tcp bad)" = fail
+
+# ---- an endpoint's identity changes: its CiliumEndpoint is replaced at its resourceVersion ----
+# (the POST meets AlreadyExists; the agent reads the live object and PUTs at its version)
+rv_of() { cep good2 good | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["resourceVersion"])'; }
+RV0=$(rv_of)
+mn_label n3 good2
+ID[good2]=$(identity good2)
+check "good2 relabelled app=good2: a new identity (${ID[good2]})" test "${ID[good2]}" != "${ID[good]}"
+check "  its CiliumEndpoint says so (replaced, still owned by its Pod)" wait_for 10 cep_is good2 good
+check "  at a new resourceVersion ($RV0 -> $(rv_of))" test "$(rv_of)" != "$RV0"
+for n in n1 n2; do
+	check "  $n's ipcache follows ($(want "$n"))" wait_for 10 holds "$n" || echo "  it holds: $(remote "$n")"
+done
+check "  and good2 (still of namespace good, the policy's label) still connects" \
+	wait_for 10 gets_in good2
 
 # ---- a forged CiliumEndpoint: refused ----------------------------------------------------
 code=$(post /apis/cilium.io/v2/namespaces/bad/ciliumendpoints '{"apiVersion":"cilium.io/v2",
