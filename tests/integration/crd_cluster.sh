@@ -19,7 +19,9 @@
 #   - a CiliumEndpoint with an address outside its node's pod CIDRs is
 #     refused by every node (the kvstore records' checks);
 #   - the Pod deleted: the API server's garbage collector takes its
-#     CiliumEndpoint, and the other nodes' ipcaches let go of its address.
+#     CiliumEndpoint, and the other nodes' ipcaches let go of its address;
+#   - an endpoint deleted (CNI DEL) with its Pod still there: its agent
+#     deletes the CiliumEndpoint, the others let go of the address.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
@@ -181,4 +183,11 @@ check "the Pod bad deleted: the API server collects its CiliumEndpoint" wait_for
 dropped() { ! remote "$1" | grep -q "${MN_POD_IP[bad]}="; }
 check "  and n1's ipcache lets go of ${MN_POD_IP[bad]}" wait_for 10 dropped n1
 check "  and n2's" wait_for 10 dropped n2
+
+# ---- CNI DEL (the Pod still there): the agent deletes the CiliumEndpoint ------------------
+mn_pod_del n2 good >/dev/null || fail "CNI DEL of good on n2"
+gone_good() { [ "$(k8s_api -o /dev/null -w '%{http_code}' /apis/cilium.io/v2/namespaces/good/ciliumendpoints/good)" = 404 ]; }
+check "good's endpoint deleted on n2 (its Pod still there): n2 deletes its CiliumEndpoint" wait_for 10 gone_good
+dropped_good() { ! remote "$1" | grep -q "${MN_POD_IP[good]}="; }
+check "  and n1's ipcache lets go of ${MN_POD_IP[good]}" wait_for 10 dropped_good n1
 finish
