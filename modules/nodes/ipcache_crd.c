@@ -350,10 +350,12 @@ static void on_write(void *ud, int status, const char *reason, const char *body,
 		write_free(w);
 		return;
 	}
-	if (status == 404 && reason && !strcmp(reason, "NotFound") && body &&
-	    strstr(body, "the server could not find the requested resource")) {
-		fibril_warn(s->m, "CiliumEndpoint %s/%s: the API server does not serve "
+	if (status == 404 && body && strstr(body, "the server could not find the requested resource")) {
+		s->ipc.stats.errors++;
+		fibril_warn(s->m, "CiliumEndpoint %s/%s: not published: the API server does not serve "
 			    "ciliumendpoints.cilium.io (is its CRD installed?)", w->ns, w->name);
+		write_free(w);
+		return;
 	}
 	/* AlreadyExists (created before: a restart, an update) or Conflict
 	 * (a stale resourceVersion): read it again and PUT at its version;

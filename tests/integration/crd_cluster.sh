@@ -21,7 +21,9 @@
 #   - the Pod deleted: the API server's garbage collector takes its
 #     CiliumEndpoint, and the other nodes' ipcaches let go of its address;
 #   - an endpoint deleted (CNI DEL) with its Pod still there: its agent
-#     deletes the CiliumEndpoint, the others let go of the address.
+#     deletes the CiliumEndpoint, the others let go of the address;
+#   - the CiliumEndpoint CRD missing: a new pod still starts, and the log
+#     says the API server does not serve the CRD.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
@@ -190,4 +192,11 @@ gone_good() { [ "$(k8s_api -o /dev/null -w '%{http_code}' /apis/cilium.io/v2/nam
 check "good's endpoint deleted on n2 (its Pod still there): n2 deletes its CiliumEndpoint" wait_for 10 gone_good
 dropped_good() { ! remote "$1" | grep -q "${MN_POD_IP[good]}="; }
 check "  and n1's ipcache lets go of ${MN_POD_IP[good]}" wait_for 10 dropped_good n1
+
+# ---- the CiliumEndpoint CRD missing: the agent says so --------------------------------------
+k8s_ctl -o /dev/null config?missing_crds=ciliumendpoints
+pod n1 late srv || fail "a pod on n1 with the CRD missing (CNI ADD still works)"
+said() { grep -q 'CiliumEndpoint srv/late: not published: the API server does not serve ciliumendpoints.cilium.io (is its CRD installed?)' "${MN_DIR[n1]}/agent.log"; }
+check "the CiliumEndpoint CRD missing: n1's log says so, naming the pod" wait_for 10 said
+k8s_ctl -o /dev/null config?missing_crds=
 finish
