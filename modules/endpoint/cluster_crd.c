@@ -13,7 +13,8 @@
  * server alone. The allocation steps live in cluster.c beside the kvstore
  * ones (they share its waiters, deadline and retries); this file: the
  * start, the object's JSON, and the labels of any node's identity (the
- * ciliumidentities informer's cache). */
+ * ciliumidentities informer's cache), whose events go on the bus as
+ * identity-added / -deleted. */
 #include "endpoint_int.h"
 
 #include <errno.h>
@@ -160,13 +161,9 @@ static const char *answer_keep(struct ep_cluster *c, char *s)
 	return s;
 }
 
-const char *cl_crd_labels(struct ep_cluster *c, uint32_t n)
+/* an object's security-labels in the '\n' form (sorted), malloc'd; NULL: none */
+static char *labels_of(const char *json)
 {
-	char name[16];
-	const char *json;
-
-	snprintf(name, sizeof(name), "%u", n);
-	json = c->k8s ? c->k8s->get(c->k8sctx, FIBRIL_K8S_CILIUM_IDENTITIES, "", name) : NULL;
 	struct json_object *obj = json ? json_tokener_parse(json) : NULL;
 	struct json_object *sec = security_labels(obj);
 	size_t count = sec ? (size_t)json_object_object_length(sec) : 0, i = 0, len = 1;
@@ -195,7 +192,43 @@ const char *cl_crd_labels(struct ep_cluster *c, uint32_t n)
 		free(lines);
 	}
 	json_object_put(obj);
+	return out;
+}
+
+const char *cl_crd_labels(struct ep_cluster *c, uint32_t n)
+{
+	char name[16];
+	const char *json;
+
+	snprintf(name, sizeof(name), "%u", n);
+	json = c->k8s ? c->k8s->get(c->k8sctx, FIBRIL_K8S_CILIUM_IDENTITIES, "", name) : NULL;
+	char *out = labels_of(json);
+
 	return out ? answer_keep(c, out) : NULL;
+}
+
+/* a CiliumIdentity of any node came, changed or went: the identity events
+ * the kvstore mode publishes from its id/ watch (the policy's selectors) */
+static int on_identity_object(const struct fibril_event *ev, void *ud)
+{
+	struct ep_cluster *c = ud;
+	const struct fibril_k8s_event *k = ev->payload;
+	const char *name;
+	uint32_t n;
+
+	if (!c->running || ev->payload_len < sizeof(*k) || !(name = FIBRIL_K8S_STR(k, name)) ||
+	    cl_number_parse(name, strlen(name), FIBRIL_IDENTITY_LOCAL_MIN, UINT32_MAX, &n))
+		return 0;
+	if (k->type == FIBRIL_K8S_DELETED) {
+		cl_identity_event(c, n, NULL);
+		return 0;
+	}
+	char *labels = labels_of(FIBRIL_K8S_STR(k, object));
+
+	if (labels && *labels)
+		cl_identity_event(c, n, labels);
+	free(labels);
+	return 0;
 }
 
 int cl_crd_start(struct ep_cluster *c)
@@ -213,7 +246,10 @@ int cl_crd_start(struct ep_cluster *c)
 	c->crd = true;
 	c->k8s = k8s;
 	c->k8sctx = ctx;
-	int rc = k8s->watch_resource(ctx, FIBRIL_K8S_CILIUM_IDENTITIES);
+	if (!c->crd_sub)
+		c->crd_sub = fibril_bus_subscribe(mg->m, FIBRIL_K8S_TOPIC_PREFIX
+						  FIBRIL_K8S_CILIUM_IDENTITIES, 1, on_identity_object, c);
+	int rc = c->crd_sub ? k8s->watch_resource(ctx, FIBRIL_K8S_CILIUM_IDENTITIES) : -ENOMEM;
 
 	if (rc) {
 		fibril_module_set_error(mg->m, "identity-allocation = crd: cannot watch %s: %s",

@@ -70,6 +70,11 @@ static void publish_identity(struct ep_cluster *c, uint32_t n, const char *label
 	free(ev);
 }
 
+void cl_identity_event(struct ep_cluster *c, uint32_t n, const char *labels)
+{
+	publish_identity(c, n, labels);
+}
+
 static void known_forget(struct ep_cluster *c, size_t i)
 {
 	uint32_t n = c->known[i].number;

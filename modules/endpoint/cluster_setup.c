@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <fibril/k8s.h>
 #include <fibril/nodes.h>
 
 /* ---- the lease ---------------------------------------------------------------------------- */
@@ -97,7 +98,8 @@ const struct fibril_config_key ep_config_keys[] = {
 	{.name = "identity-allocation", .type = FIBRIL_CONFIG_STRING, .default_value = "auto",
 	 .help = "local: numbers of this node only; kvstore: cluster-wide through the kvstore; "
 		 "crd: cluster-wide through CiliumIdentity objects of the Kubernetes API; "
-		 "auto: kvstore when the kvstore and nodes modules are loaded",
+		 "auto: kvstore when the kvstore and nodes modules are loaded, crd when the nodes "
+		 "and k8s modules are and no kvstore is",
 	 .check = check_mode},
 	{.name = "identity-timeout", .type = FIBRIL_CONFIG_DURATION, .default_value = "10s",
 	 .help = "How long a new endpoint waits for the kvstore to give its labels an identity "
@@ -154,6 +156,14 @@ int ep_cluster_start(struct ep_manager *mg)
 								     2, &kvctx);
 	nodes = (const struct fibril_nodes_ops *)fibril_service_lookup(mg->m, FIBRIL_NODES_CAPABILITY,
 								       1, &nctx);
+	if (!strcmp(mode, "auto") && !kv && nodes) {
+		/* no kvstore: with the k8s capability (writes), CRD mode */
+		void *k8sctx = NULL;
+		const struct fibril_k8s_ops *k8s = (const struct fibril_k8s_ops *)
+			fibril_service_lookup(mg->m, FIBRIL_K8S_CAPABILITY, FIBRIL_K8S_VERSION, &k8sctx);
+		if (k8s && FIBRIL_SERVICE_HAS(k8s, request) && k8s->request)
+			return cl_crd_start(c);
+	}
 	if (!strcmp(mode, "auto") && (!kv || !nodes))
 		return 0;
 	if (!kv || !FIBRIL_SERVICE_HAS(kv, txn) || !kv->txn) {
@@ -228,6 +238,8 @@ void ep_cluster_free(struct ep_manager *mg)
 	ep_cluster_stop(mg);
 	if (c->sub)
 		fibril_bus_unsubscribe(c->sub);
+	if (c->crd_sub)
+		fibril_bus_unsubscribe(c->crd_sub);
 	free(c);
 	mg->cluster_state = NULL;
 }

@@ -268,6 +268,7 @@ struct ep_cluster {
 	char **crd_answers;
 	size_t ncrd_answers;
 	struct fibril_timer *crd_answers_timer;
+	struct fibril_subscription *crd_sub; /* k8s.ciliumidentities: identity events */
 	char node[CL_NODE_MAX];
 	int64_t ttl_s;
 	uint64_t timeout_ms, gc_interval_ms, gc_grace_ms;
@@ -319,6 +320,8 @@ char *cl_crd_identity_body(uint32_t n, const char *labels); /* the object to cre
 int cl_crd_labels_match(const char *json, const char *labels);
 const char *cl_crd_labels(struct ep_cluster *c, uint32_t n); /* any node's identity n */
 void cl_crd_answers_free(struct ep_cluster *c);
+/* cluster_ids.c: identity n of any node came (labels) or went (NULL): on the bus */
+void cl_identity_event(struct ep_cluster *c, uint32_t n, const char *labels);
 
 /* ---- spec.c --------------------------------------------------------------------- */
 /* Fill spec from a PUT body or a state file; on error a one-line reason

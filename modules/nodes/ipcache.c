@@ -195,24 +195,13 @@ static void drop(struct nodes *s, struct nodes_ip *e)
 
 /* ---- remote entries: read and watch ---------------------------------------------------------- */
 
-/* one key read or watched: a remote endpoint (ours are skipped) */
-static void apply_put(struct nodes *s, const struct fibril_kv *kv)
+/* one remote endpoint record from either source (the kvstore's key, or a
+ * CiliumEndpoint object: ipcache_crd.c), `what` naming it for the log:
+ * ours are skipped; bound to its writer or refused */
+void nodes_ipcache_apply(struct nodes *s, const struct nodes_ip_record *rr, const char *what)
 {
-	const char *ip = kv->key + strlen(NODES_IP_PREFIX);
-	struct nodes_ip_record r = {0};
+	const struct nodes_ip_record r = *rr;
 	char why[NODES_WHY_LEN];
-	if (strncmp(kv->key, NODES_IP_PREFIX, strlen(NODES_IP_PREFIX)) ||
-	    nodes_ip_record_decode(kv->value, kv->value_len, ip, &r, why, sizeof(why))) {
-		if (strncmp(kv->key, NODES_IP_PREFIX, strlen(NODES_IP_PREFIX)))
-			snprintf(why, sizeof(why), "not under %s", NODES_IP_PREFIX);
-		s->ipc.stats.bad_records++;
-		fibril_warn(s->m, "ipcache key %s (revision %lld): %s; ignored", kv->key,
-			    (long long)kv->mod_revision, why);
-		struct nodes_ip *stale = nodes_ipc_lookup(&s->ipc, r.family, r.addr);
-		if (stale && r.family)
-			stale->mark = true; /* keep what was known rather than drop it */
-		return;
-	}
 	struct nodes_ip *e = nodes_ipc_lookup(&s->ipc, r.family, r.addr);
 	if (!strcmp(r.node, s->self.name)) {
 		if (e)
@@ -230,8 +219,7 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 	if (nodes_ip_identity_check(r.identity, why, sizeof(why)) ||
 	    (owner && nodes_ip_bound(owner, &rc, why, sizeof(why)))) {
 		s->ipc.stats.refused++;
-		fibril_warn(s->m, "ipcache key %s (revision %lld): %s; refused", kv->key,
-			    (long long)kv->mod_revision, why);
+		fibril_warn(s->m, "ipcache %s: %s; refused", what, why);
 		if (e)
 			e->mark = true; /* keep what was known rather than drop it */
 		return;
@@ -252,6 +240,39 @@ static void apply_put(struct nodes *s, const struct fibril_kv *kv)
 	}
 	e->mark = true;
 	settle(s, e);
+}
+
+/* a remote address gone from its source (ours are put back by the caller) */
+void nodes_ipcache_forget(struct nodes *s, uint8_t family, const uint8_t *addr)
+{
+	struct nodes_ip *e = nodes_ipc_lookup(&s->ipc, family, addr);
+	if (!e || e->local)
+		return;
+	s->ipc.stats.deleted++;
+	drop(s, e);
+}
+
+/* one key read or watched */
+static void apply_put(struct nodes *s, const struct fibril_kv *kv)
+{
+	const char *ip = kv->key + strlen(NODES_IP_PREFIX);
+	struct nodes_ip_record r = {0};
+	char why[NODES_WHY_LEN], what[512];
+	if (strncmp(kv->key, NODES_IP_PREFIX, strlen(NODES_IP_PREFIX)) ||
+	    nodes_ip_record_decode(kv->value, kv->value_len, ip, &r, why, sizeof(why))) {
+		if (strncmp(kv->key, NODES_IP_PREFIX, strlen(NODES_IP_PREFIX)))
+			snprintf(why, sizeof(why), "not under %s", NODES_IP_PREFIX);
+		s->ipc.stats.bad_records++;
+		fibril_warn(s->m, "ipcache key %s (revision %lld): %s; ignored", kv->key,
+			    (long long)kv->mod_revision, why);
+		struct nodes_ip *stale = nodes_ipc_lookup(&s->ipc, r.family, r.addr);
+		if (stale && r.family)
+			stale->mark = true; /* keep what was known rather than drop it */
+		return;
+	}
+	snprintf(what, sizeof(what), "key %.400s (revision %lld)", kv->key,
+		 (long long)kv->mod_revision);
+	nodes_ipcache_apply(s, &r, what);
 }
 
 static void apply_delete(struct nodes *s, const struct fibril_kv *kv)
@@ -563,7 +584,7 @@ static void publish_one(struct nodes *s, struct nodes_ip *e)
 
 void nodes_ipcache_publish(struct nodes *s)
 {
-	if (!s->lease || s->stopping)
+	if (!s->lease || s->stopping || s->ipc_crd)
 		return;
 	if (s->ipc.publish_failed || s->ipc.lease_published != s->lease) {
 		/* a new lease, or a put failed: everything of ours again */
@@ -620,8 +641,8 @@ static void local_delete(struct nodes *s, uint8_t family, const void *addr)
 		return;
 	nodes_ipc_unlink(&s->ipc, e);
 	nodes_ipc_entry_free(e);
-	if (!s->lease)
-		return; /* it goes with the old lease */
+	if (!s->lease || s->ipc_crd)
+		return; /* it goes with the old lease, or as a CiliumEndpoint */
 	snprintf(key, sizeof(key), NODES_IP_PREFIX "%s", nodes_ip_text(family, a16, a, sizeof(a)));
 	if (s->kv->del(s->kvctx, key, false, on_published, s) == 0)
 		s->ipc.puts_inflight++;
@@ -632,9 +653,12 @@ int nodes_ipcache_on_endpoint(const struct fibril_event *ev, void *ud)
 {
 	struct nodes *s = ud;
 	const struct fibril_endpoint_event *e = ev->payload;
-	if (!s->kv || s->stopping || ev->payload_len < sizeof(*e) || e->sz < sizeof(*e))
+	if ((!s->kv && !s->ipc_crd) || s->stopping || ev->payload_len < sizeof(*e) ||
+	    e->sz < sizeof(*e))
 		return 0;
 	bool deleted = !strcmp(ev->topic, FIBRIL_ENDPOINT_TOPIC_DELETED);
+	if (s->ipc_crd)
+		nodes_ipcache_crd_endpoint(s, e, deleted);
 	if (e->has_ipv4) {
 		if (deleted)
 			local_delete(s, 4, &e->ipv4);
@@ -735,7 +759,7 @@ void nodes_ipcache_get(struct fibril_request *req, struct fibril_response *resp,
 			snprintf(p, sizeof(p), "%s/%u", nodes_ip_text(e->r.family, e->r.addr, a, sizeof(a)),
 				 e->r.family == 4 ? 32 : 128);
 			struct json_object *j = entry_json(
-				p, e->r.identity, e->local ? "local" : "kvstore", e->r.node,
+				p, e->r.identity, e->local ? "local" : s->ipc_crd ? "crd" : "kvstore", e->r.node,
 				e->r.host_family ? nodes_ip_text(e->r.host_family, e->r.host, h, sizeof(h))
 						 : NULL,
 				e->local ? true : e->programmed);

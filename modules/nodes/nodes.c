@@ -40,6 +40,14 @@ static int check_routing(const char *value, char *why, size_t len)
 	return -EINVAL;
 }
 
+static int check_ipcache_source(const char *value, char *why, size_t len)
+{
+	if (!strcmp(value, "auto") || !strcmp(value, "kvstore") || !strcmp(value, "crd"))
+		return 0;
+	snprintf(why, len, "'%s' is not an ipcache source: auto, kvstore or crd", value);
+	return -EINVAL;
+}
+
 static int check_name(const char *value, char *why, size_t len)
 {
 	if (!*value || nodes_name_valid(value))
@@ -84,6 +92,12 @@ static const struct fibril_config_key nodes_config_keys[] = {
 		 "datapath's external-mode device, the sender's identity in the VNI) to the node's "
 		 "tunnel endpoint; none: discovery only",
 	 .check = check_routing},
+	{.name = "ipcache-source", .type = FIBRIL_CONFIG_STRING, .default_value = "auto",
+	 .help = "Where the remote endpoints of the ipcache come from. kvstore: the kvstore's "
+		 "state/ip/v1 records; crd: cilium.io/v2 CiliumEndpoint objects through the k8s "
+		 "capability (this node's endpoints published as such); auto: crd when the k8s "
+		 "capability (with writes) is loaded and no kvstore is, else kvstore",
+	 .check = check_ipcache_source},
 	{.name = "tunnel-port", .type = FIBRIL_CONFIG_INT, .default_value = "8472",
 	 .help = "routing-mode tunnel: the VXLAN UDP port (the same on every node)", .min = 1,
 	 .max = 65535},
@@ -580,6 +594,13 @@ static int nodes_init(struct fibril_module *m)
 			rc = -ENOMEM;
 	}
 	if (rc == 0) {
+		/* CiliumEndpoints (events only come once ipcache_crd.c watches them) */
+		s->cep_sub = fibril_bus_subscribe(m, FIBRIL_K8S_TOPIC_PREFIX FIBRIL_K8S_CILIUM_ENDPOINTS,
+						  1, nodes_ipcache_crd_on_event, s);
+		if (!s->cep_sub)
+			rc = -ENOMEM;
+	}
+	if (rc == 0) {
 		/* reachability from the health module, when there is one */
 		s->health_sub = fibril_bus_subscribe(m, FIBRIL_HEALTH_NODE_TOPIC, FIBRIL_HEALTH_NODE_VERSION,
 						     on_health, s);
@@ -671,6 +692,16 @@ static int nodes_start(struct fibril_module *m)
 		if (rc)
 			fibril_warn(m, "%s: the kvstore registry only", why);
 	}
+	why[0] = '\0';
+	if (nodes_ipcache_crd_wanted(s, why, sizeof(why))) {
+		rc = why[0] ? -ENOENT : nodes_ipcache_crd_start(s, why, sizeof(why));
+		if (rc) {
+			s->in_start = false;
+			s->start_pending = false;
+			fibril_module_set_error(m, "%s", why);
+			return rc;
+		}
+	}
 	if (s->kv)
 		nodes_registry_start(s);
 	s->in_start = false;
@@ -706,6 +737,9 @@ static void nodes_fini(struct fibril_module *m)
 	if (s->health_sub)
 		fibril_bus_unsubscribe(s->health_sub);
 	s->health_sub = NULL;
+	if (s->cep_sub)
+		fibril_bus_unsubscribe(s->cep_sub);
+	s->cep_sub = NULL;
 	for (size_t i = 0; i < sizeof(s->ep_subs) / sizeof(s->ep_subs[0]); i++)
 		if (s->ep_subs[i])
 			fibril_bus_unsubscribe(s->ep_subs[i]);

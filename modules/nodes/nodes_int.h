@@ -116,6 +116,7 @@ struct nodes_ipcache {
 	size_t ncuts;
 	int64_t lease_published; /* the lease our records were put under */
 	unsigned puts_inflight;
+	unsigned crd_inflight; /* CiliumEndpoint writes in flight (ipcache_crd.c) */
 	struct node_entry **node_table; /* the known nodes by name hash (ipcache.c) */
 	size_t node_slots;
 	bool node_table_valid;
@@ -181,6 +182,8 @@ struct nodes {
 
 	struct nodes_ipcache ipc;
 	struct fibril_subscription *ep_subs[3];
+	struct fibril_subscription *cep_sub; /* k8s.ciliumendpoints (ipcache_crd.c) */
+	bool ipc_crd; /* ipcache-source = crd: CiliumEndpoints, not the kvstore */
 	struct fibril_metric *m_entries, *m_events;
 
 	char why[NODES_WHY_LEN];
@@ -281,6 +284,18 @@ void nodes_ipcache_node_changed(struct nodes *s, const char *name); /* added/gon
 void nodes_ipcache_host(struct nodes *s, int family, const void *addr);
 int nodes_ipcache_on_endpoint(const struct fibril_event *ev, void *ud);
 void nodes_ipcache_stop(struct nodes *s);
+/* ipcache.c: one remote record from either source (`what` names it in the
+ * log): checked as bound to its node and programmed, or refused */
+void nodes_ipcache_apply(struct nodes *s, const struct nodes_ip_record *r, const char *what);
+/* ipcache.c: a remote address gone from its source */
+void nodes_ipcache_forget(struct nodes *s, uint8_t family, const uint8_t *addr);
+/* ipcache_crd.c: the ipcache through CiliumEndpoint objects */
+bool nodes_ipcache_crd_wanted(struct nodes *s, char *why, size_t len);
+int nodes_ipcache_crd_start(struct nodes *s, char *why, size_t len);
+int nodes_ipcache_crd_on_event(const struct fibril_event *ev, void *ud);
+struct fibril_endpoint_event;
+void nodes_ipcache_crd_endpoint(struct nodes *s, const struct fibril_endpoint_event *ev,
+				bool deleted);
 void nodes_ipcache_free(struct nodes *s);
 void nodes_ipcache_get(struct fibril_request *req, struct fibril_response *resp, void *ud);
 

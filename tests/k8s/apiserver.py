@@ -539,7 +539,9 @@ def apply_defaults(st, res, obj, old=None):
         spec = obj.setdefault("spec", {})
         if "policyTypes" not in spec:
             spec["policyTypes"] = ["Ingress"] + (["Egress"] if spec.get("egress") else [])
-    elif not res.builtin and old is None and not st.config["lenient_status"]:
+    elif not res.builtin and res.status and old is None and not st.config["lenient_status"]:
+        # a custom resource with a status subresource takes no status on
+        # create; one without (CiliumEndpoint) keeps it, as the real server
         obj.pop("status", None)
 
 

@@ -6,7 +6,7 @@
 #   k8s_require [tools...]    fail (CI=true) or skip (exit 77) without python3,
 #                             openssl, kubectl (or the extra tools named)
 #   k8s_start [server args]   TLS server with a random bearer token on a free
-#                             127.0.0.1 port; exports K8S_URL, K8S_PORT,
+#                             port of K8S_ADDRESS (default 127.0.0.1); exports K8S_URL, K8S_PORT,
 #                             K8S_TOKEN, K8S_CA, K8S_KUBECONFIG, K8S_PID
 #                             (inside network namespace $K8S_NETNS when set,
 #                             e.g. the node's, where the agent reaches it)
@@ -54,7 +54,8 @@ _k8s_tls() {
 		-subj "/CN=fibril test kube CA" -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
 	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=kube-apiserver" \
 		-keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
-	printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$dir/server.ext"
+	printf 'subjectAltName=IP:127.0.0.1,IP:%s,DNS:localhost\n' "${K8S_ADDRESS:-127.0.0.1}" >"$dir/server.ext"
+	printf 'extendedKeyUsage=serverAuth\n' >>"$dir/server.ext"
 	openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
 		-CAcreateserial -days 2 -extfile "$dir/server.ext" -out "$dir/server.pem" 2>/dev/null
 }
@@ -72,7 +73,8 @@ k8s_start() {
 	# execs it), so that k8s_stop's kill reaches it
 	local in_ns=()
 	[ -n "${K8S_NETNS:-}" ] && in_ns=(ip netns exec "$K8S_NETNS")
-	"${in_ns[@]}" python3 "$dir/apiserver.py" --port "${K8S_PORT:-0}" --token "$K8S_TOKEN" \
+	"${in_ns[@]}" python3 "$dir/apiserver.py" --address "${K8S_ADDRESS:-127.0.0.1}" \
+		--port "${K8S_PORT:-0}" --token "$K8S_TOKEN" \
 		--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server.key" "$@" \
 		>"$dir/server.out" 2>"$dir/server.log" &
 	K8S_PID=$!
@@ -81,7 +83,7 @@ k8s_start() {
 	[ "$rc" != 2 ] || { cat "$dir/server.log"; return 1; }
 	K8S_PORT=$(awk '/^LISTENING/ {print $2; exit}' "$dir/server.out" 2>/dev/null)
 	[ -n "$K8S_PORT" ] || { echo "apiserver did not start" >&2; return 1; }
-	K8S_URL=https://127.0.0.1:$K8S_PORT
+	K8S_URL=https://${K8S_ADDRESS:-127.0.0.1}:$K8S_PORT
 	K8S_KUBECONFIG=$dir/kubeconfig
 	cat >"$K8S_KUBECONFIG" <<EOF
 apiVersion: v1

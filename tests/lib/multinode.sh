@@ -20,6 +20,7 @@
 #                                too (MN_IP6[NAME]), IPv6 forwarding on
 #   mn_modules DIR MODULE...     a root-owned module dir
 #   mn_agent_start NAME MODDIR [agent args...]  the node's agent, healthy
+#                                (the etcd's endpoint set when one was started)
 #                                (MN_START_NOWAIT=1: started, not waited for)
 #   mn_agent_kill NAME [SIGNAL]  stop it (default KILL), wait for it
 #   mn_api NAME CURL-ARGS...     the node's API
@@ -187,7 +188,8 @@ mn_agent_start() {
 	nsenter --net=/run/netns/"$(mn_ns "$name")" "$AGENT" --set "agent.module-dir=$mods" \
 		--set "agent.socket=$dir/fibril.sock" --set "agent.state-dir=$dir/state" \
 		--set "agent.run-dir=$dir/run" --set "agent.bpffs-dir=/sys/fs/bpf/$MN_TAG-$name" \
-		--set "agent.node-name=$name" --set "kvstore-etcd.endpoints=$MN_ETCD_ENDPOINT" \
+		--set "agent.node-name=$name" \
+		${MN_ETCD_ENDPOINT:+--set "kvstore-etcd.endpoints=$MN_ETCD_ENDPOINT"} \
 		"$@" >>"$dir/agent.log" 2>&1 &
 	MN_PID[$name]=$!
 	# MN_START_NOWAIT=1: return once started (two agents whose health
