@@ -65,7 +65,8 @@ check "/metrics over the socket answers in text format 0.0.4" \
 	grep -qi '^content-type: text/plain; version=0.0.4' "$WORK/headers"
 check "/metrics parses with prometheus_client and follows the naming rules" parse "$WORK/unix.txt" '
 for n, f in fams.items():
-    assert re.fullmatch(r"fibril_[a-z0-9_]+", n), "name %s" % n
+    # fibril_*, and the process_* families every Prometheus client exports
+    assert re.fullmatch(r"(fibril|process)_[a-z0-9_]+", n), "name %s" % n
     assert f.documentation, "no HELP for %s" % n
     assert f.type in ("counter", "gauge", "histogram"), "%s: type %s" % (n, f.type)
     if f.type == "histogram":
