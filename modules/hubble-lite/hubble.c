@@ -141,6 +141,22 @@ static int proto_index(uint8_t proto)
 	return proto == 6 ? 0 : proto == 17 ? 1 : proto == 1 ? 2 : proto == 58 ? 3 : 4;
 }
 
+/* A peer that is no endpoint of ours: another node's pod when the ipcache
+ * names one at its address, with the labels of its identity. */
+static void fill_remote_pod(struct hubble *h, struct hl_peer *p, uint8_t family, const uint8_t *addr)
+{
+	struct fibril_nodes_ipcache_pod pod = {.sz = sizeof(pod)};
+	if (!h->nodes || h->nodes->ipcache_pod(h->nodes_ctx, family, addr, &pod) != 0)
+		return;
+	if (!p->identity)
+		p->identity = pod.identity;
+	hl_copy_str(p->ns, sizeof(p->ns), pod.pod_namespace, sizeof(pod.pod_namespace));
+	hl_copy_str(p->pod, sizeof(p->pod), pod.pod_name, sizeof(pod.pod_name));
+	const char *labels = h->idents ? h->idents->identity_labels(h->idents_ctx, p->identity) : NULL;
+	if (labels)
+		hl_copy_str(p->labels, sizeof(p->labels), labels, strlen(labels) + 1);
+}
+
 static void fill_peer(struct hubble *h, struct hl_peer *p, uint16_t ep_id, uint32_t identity,
 		      uint8_t family, const uint8_t *addr, uint16_t port)
 {
@@ -153,8 +169,11 @@ static void fill_peer(struct hubble *h, struct hl_peer *p, uint16_t ep_id, uint3
 	static const uint8_t none[4];
 	if (!e && (family || memcmp(addr, none, 4)))
 		e = ep_by_addr(h, family ? family : 4, addr);
-	if (!e)
+	if (!e) {
+		if (family)
+			fill_remote_pod(h, p, family, addr);
 		return;
+	}
 	p->ep_id = e->id;
 	if (!p->identity)
 		p->identity = e->identity;
@@ -550,6 +569,14 @@ static int hl_start(struct fibril_module *m)
 									 &h->pol_ctx);
 	if (h->pol && !FIBRIL_SERVICE_HAS(h->pol, rule_lookup))
 		h->pol = NULL;
+	h->nodes = (const struct fibril_nodes_ops *)fibril_service_lookup(m, FIBRIL_NODES_CAPABILITY, 2,
+									   &h->nodes_ctx);
+	if (h->nodes && !FIBRIL_SERVICE_HAS(h->nodes, ipcache_pod))
+		h->nodes = NULL;
+	h->idents = (const struct fibril_endpoint_ops *)fibril_service_lookup(
+		m, FIBRIL_ENDPOINT_CAPABILITY, FIBRIL_ENDPOINT_VERSION, &h->idents_ctx);
+	if (h->idents && !FIBRIL_SERVICE_HAS(h->idents, identity_labels))
+		h->idents = NULL;
 	/* Hubble's Observer API on its listeners (off when both are off) */
 	struct hl_grpc_source src = {.h = h, .node = h->node, .start_ns = h->start_ns};
 	char err[HL_ERR_LEN];
@@ -566,6 +593,8 @@ static void hl_stop(struct fibril_module *m)
 	struct hubble *h = fibril_module_data(m);
 	h->pol = NULL;
 	h->pol_ctx = NULL;
+	h->nodes = NULL;
+	h->idents = NULL;
 	hl_grpc_free(h->grpc);
 	h->grpc = NULL;
 }

@@ -10,6 +10,7 @@
 
 #include <fibril/fibril.h>
 #include <fibril/lb.h>
+#include <fibril/endpoint.h>
 #include <fibril/nodes.h>
 #include <fibril/policy.h>
 
@@ -70,6 +71,12 @@ struct hubble {
 	struct fibril_series *s_drops[256];          /* by reason code, made on first drop */
 	struct fibril_series *s_lost, *s_overwritten, *s_followers, *s_follower_lost, *s_sampled;
 	struct hl_grpc *grpc; /* Hubble's Observer API (grpc_server.c), NULL: off */
+	/* the nodes module's ipcache and the endpoint module's identities, to
+	 * name another node's pods (NULL: not loaded, or too old) */
+	const struct fibril_nodes_ops *nodes;
+	void *nodes_ctx;
+	const struct fibril_endpoint_ops *idents;
+	void *idents_ctx;
 	uint64_t start_ns;
 };
 

@@ -368,10 +368,31 @@ static int ops_list(void *ctx, fibril_nodes_fn cb, void *ud)
 	return n;
 }
 
+/* Another node's pod by address, from the ipcache's table. */
+static int ops_ipcache_pod(void *ctx, int family, const void *addr, struct fibril_nodes_ipcache_pod *out)
+{
+	struct nodes *s = ctx;
+	if ((family != 4 && family != 6) || !addr || !out ||
+	    out->sz < FIBRIL_OFFSETOFEND(struct fibril_nodes_ipcache_pod, pod_name))
+		return -EINVAL;
+	uint8_t a[16] = {0};
+	memcpy(a, addr, family == 4 ? 4 : 16);
+	const struct nodes_ip *e = nodes_ipc_lookup(&s->ipc, (uint8_t)family, a);
+	const char *slash = e && e->r.pod ? strchr(e->r.pod, '/') : NULL;
+	if (!slash)
+		return -ENOENT;
+	out->identity = e->r.identity;
+	snprintf(out->node, sizeof(out->node), "%s", e->r.node);
+	snprintf(out->pod_namespace, sizeof(out->pod_namespace), "%.*s", (int)(slash - e->r.pod), e->r.pod);
+	snprintf(out->pod_name, sizeof(out->pod_name), "%s", slash + 1);
+	return 0;
+}
+
 static const struct fibril_nodes_ops nodes_ops = {
 	.hdr = {.sz = sizeof(struct fibril_nodes_ops), .version = FIBRIL_NODES_VERSION},
 	.self = ops_self,
 	.list = ops_list,
+	.ipcache_pod = ops_ipcache_pod,
 };
 
 /* ---- API ------------------------------------------------------------------------------------------ */

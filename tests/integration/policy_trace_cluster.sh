@@ -5,6 +5,8 @@
 # pods of namespace "good"; a "good" and a "bad" pod on n2. On n1:
 #   - the good pod's real TCP connection gets in, and hubble-lite's flow of
 #     it says FORWARDED;
+#   - that flow names the sender on n2 (good/good, its identity and labels,
+#     from n1's ipcache), in GET /v1/flows and in observe -o json;
 #   - `policy trace --src <good's IP>` resolves that address of another
 #     node through the ipcache to good's real identity (not world), names
 #     the pod, and answers ALLOWED by the rule, exit 0; the same with the
@@ -74,6 +76,15 @@ forwarded() {
 }
 check "n1's flows say good -> srv:$PORT is FORWARDED" wait_for 5 forwarded ||
 	mn_api n1 "http://x/v1/flows?from-ip=${MN_POD_IP[good]}" | head -c 600
+# the sender on n2 is named from n1's ipcache, not shown as a bare address
+named=$(mn_json n1 "/v1/flows?from-ip=${MN_POD_IP[good]}&to-port=$PORT" \
+	"[(f['source'].get('namespace'), f['source'].get('pod_name'), f['source'].get('identity'), f['source'].get('labels')) for f in (j['flows'] if isinstance(j, dict) else j)][-1]")
+check "  the flow names the remote sender good/good, identity $GOOD, with its labels ($named)" \
+	eval 'contains "$named" "'"'"'good'"'"', '"'"'good'"'"', $GOOD" && contains "$named" "k8s:io.kubernetes.pod.namespace=good"'
+hub=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" observe --last 50 --from-ip "${MN_POD_IP[good]}" -o json 2>/dev/null |
+	tail -n 1)
+check "  observe -o json: source.namespace/pod_name good/good" \
+	eval 'contains "$hub" "\"namespace\":\"good\"" && contains "$hub" "\"pod_name\":\"good\""'
 
 # trace SRC : `fibril policy trace` on n1, SRC -> srv/srv; output in $T, exit status in $TRC
 trace() {

@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define FIBRIL_NODES_CAPABILITY "nodes"
-#define FIBRIL_NODES_VERSION 1
+#define FIBRIL_NODES_VERSION 2
 
 #define FIBRIL_NODE_NAME_LEN 64
 #define FIBRIL_NODE_MAX_CIDRS 4
@@ -70,12 +70,28 @@ struct fibril_node_event {
 /* list() calls this per known node (this one first); non-zero stops. */
 typedef int (*fibril_nodes_fn)(const struct fibril_node *node, void *ud);
 
+/* SDK 1.11: a pod of another node as the ipcache knows it (its record from
+ * the kvstore or its CiliumEndpoint). */
+struct fibril_nodes_ipcache_pod {
+	uint32_t sz; /* the caller's sizeof */
+	uint32_t identity;
+	char node[FIBRIL_NODE_NAME_LEN];
+	char pod_namespace[64];
+	char pod_name[254];
+};
+
 struct fibril_nodes_ops {
 	struct fibril_service_header hdr; /* .version = FIBRIL_NODES_VERSION */
 	/* This node (fills at most out->sz bytes); 0 or a negative errno. */
 	int (*self)(void *ctx, struct fibril_node *out);
 	/* Every node known, this one included; returns how many were listed. */
 	int (*list)(void *ctx, fibril_nodes_fn cb, void *ud);
+	/* --- interface version 2 (SDK 1.11; check FIBRIL_SERVICE_HAS) --- */
+	/* The pod of another node at addr (family 4 or 6, network order), as
+	 * the ipcache has it: 0 and *out filled (at most out->sz bytes), or
+	 * -ENOENT (no such entry, or one without a pod name). A hash lookup:
+	 * cheap enough to name the peers of every flow. */
+	int (*ipcache_pod)(void *ctx, int family, const void *addr, struct fibril_nodes_ipcache_pod *out);
 };
 
 #ifdef __cplusplus

@@ -67,7 +67,9 @@
  *       26: fibril_endpoint_ops.identity_scope and
  *       FIBRIL_IDENTITY_CIDR_MIN (<fibril/endpoint.h>); <fibril/datapath.h>
  *       interface version 6: set_identity_scope (the endpoint module tells
- *       the datapath how its identities were numbered). No new symbol.
+ *       the datapath how its identities were numbered); <fibril/nodes.h>
+ *       interface version 2: ipcache_pod (another node's pod by address,
+ *       so flows name remote peers). No new symbol.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
