@@ -33,7 +33,7 @@ def main(host, port, size, tries):
                 print("pmtu %d" % mtu)
                 return 0
             raise
-        time.sleep(0.5)
+        time.sleep(0.5)  # sleep: the route learns the PMTU from an ICMP error, between probes
     print("pmtu none")
     return 1
 

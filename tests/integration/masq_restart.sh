@@ -54,8 +54,7 @@ nat_map_id() { bpftool map show pinned "/sys/fs/bpf/$MN_TAG-n1/dp_nat" | sed -n 
 ID_BEFORE=$(nat_map_id)
 mn_agent_kill n1 KILL
 check "with the agent killed (-9), the 20 connections stay up" established 20
-# sleep: the flows go on for a while without any agent
-sleep 3
+sleep 3 # sleep: the flows go on for a while without any agent
 start || { fail "the agent of n1 restarts"; finish; }
 check "the restarted agent has its programs in place" test "$(dp "j['program-id']")" != 0
 check "  and the NAT state: its GC counts the 40 mappings in the map it opened" wait_for 10 nat_entries 40

@@ -163,7 +163,7 @@ def client(host, port, seconds, name, results):
             k += 1
             if time.monotonic() >= end:
                 break
-            time.sleep(0.2)
+            time.sleep(0.2)  # sleep: the client paces its requests over the test's span
         c.close()
         results.append("ok %s seen=%s exchanges=%d" % (name, seen, k + 1))
     except Exception as e:  # any failure is this client's verdict

@@ -139,8 +139,7 @@ class OwnerGC:
     def run(self):
         while True:
             self.dirty.wait()
-            # sleep: the collector acts after the owner's DELETED event, not in the same write
-            time.sleep(float(self.st.config.get("gc_delay") or 0))
+            time.sleep(float(self.st.config.get("gc_delay") or 0))  # sleep: the collector acts after the DELETED event, not in its write
             with self.st.store.cond:
                 self.dirty.clear()
                 self.sweep()
