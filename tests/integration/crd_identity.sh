@@ -31,7 +31,7 @@ done
 PODNS=crdid-$$
 ip netns add "$PODNS"
 ip -n "$PODNS" link set lo up
-trap 'rc=$?; ip netns del "$PODNS" 2>/dev/null; (exit $rc); cleanup' EXIT INT TERM
+trap 'rc=$?; set +e; ip netns del "$PODNS" 2>/dev/null; cleanup "$rc"' EXIT INT TERM
 K8S_NETNS=$PODNS
 
 k8s_start --bookmark-interval 1 || { fail "the API server starts"; finish; exit 1; }

@@ -27,7 +27,7 @@ for m in $MODS kvstore-etcd; do
 done
 NS="fnk8s$$"
 mn_cleanup() { ip netns del "$NS" 2>/dev/null; }
-trap 'rc=$?; set +e; [ -n "${AGENT_PID:-}" ] && kill -KILL "$AGENT_PID" 2>/dev/null; mn_cleanup; (exit $rc); cleanup' EXIT INT TERM
+trap 'rc=$?; set +e; [ -n "${AGENT_PID:-}" ] && kill -KILL "$AGENT_PID" 2>/dev/null; mn_cleanup; cleanup "$rc"' EXIT INT TERM
 ip netns add "$NS"
 ip -n "$NS" link set lo up
 # the underlay: the other nodes' InternalIPs are on-link (a veth pair:
@@ -115,7 +115,7 @@ ip netns exec "$NS" etcd --name nk --data-dir "$WORK/etcd" --listen-client-urls 
 	--initial-advertise-peer-urls http://127.0.0.1:2380 --initial-cluster nk=http://127.0.0.1:2380 \
 	>"$WORK/etcd.log" 2>&1 &
 ETCD_NS_PID=$!
-trap 'rc=$?; set +e; [ -n "${AGENT_PID:-}" ] && kill -KILL "$AGENT_PID" 2>/dev/null; kill -KILL "$ETCD_NS_PID" 2>/dev/null; mn_cleanup; (exit $rc); cleanup' EXIT INT TERM
+trap 'rc=$?; set +e; [ -n "${AGENT_PID:-}" ] && kill -KILL "$AGENT_PID" 2>/dev/null; kill -KILL "$ETCD_NS_PID" 2>/dev/null; mn_cleanup; cleanup "$rc"' EXIT INT TERM
 etcdctl_ns() { ip netns exec "$NS" env ETCDCTL_API=3 etcdctl --endpoints="$EP" --dial-timeout=2s "$@"; }
 wait_for 20 etcdctl_ns endpoint health >/dev/null 2>&1 || fail "etcd starts in the namespace"
 etcdctl_ns put /fibril/state/nodes/v1/n2 \

@@ -25,8 +25,12 @@ mkdir -p "$FIBRIL_K8S_REQUEST_LOG_DIR"
 PASSED=0
 FAILED=0
 
+# cleanup [RC] : RC (default the status the trap found) is the test's exit
+# status; a test's own trap runs its part and then `cleanup "$rc"` (not a
+# subshell `exit $rc` first: under set -e that ends the trap early and
+# leaks the namespaces and pins of a failed test)
 cleanup() {
-	local rc=$?
+	local rc=${1:-$?}
 	if [ -n "$AGENT_PID" ] && kill -0 "$AGENT_PID" 2>/dev/null; then
 		kill -KILL "$AGENT_PID" 2>/dev/null || true
 		wait "$AGENT_PID" 2>/dev/null || true

@@ -14,7 +14,7 @@ bind_cleanup() {
 	ip netns del "$POD" 2>/dev/null || true
 	ip netns del "$NODE" 2>/dev/null || true
 }
-trap 'rc=$?; bind_cleanup; (exit $rc); cleanup' EXIT INT TERM
+trap 'rc=$?; set +e; bind_cleanup; cleanup "$rc"' EXIT INT TERM
 
 ip netns add "$NODE"
 ip netns add "$POD"

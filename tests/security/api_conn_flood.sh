@@ -75,7 +75,7 @@ with open(out, "w") as f:
 PY
 	FLOOD_PID=$!
 }
-trap 'rc=$?; flood_stop; (exit $rc); ep_cleanup' EXIT INT TERM
+trap 'rc=$?; set +e; flood_stop; (exit $rc); ep_cleanup' EXIT INT TERM
 
 # cni_like I : POST /v1/ipam (an address) then DELETE it, each timed; prints the slower
 cni_like() {

@@ -18,7 +18,7 @@ remote_cleanup() {
 	ip netns del "$POD" 2>/dev/null || true
 	ip netns del "$NODE" 2>/dev/null || true
 }
-trap 'rc=$?; remote_cleanup; (exit $rc); cleanup' EXIT INT TERM
+trap 'rc=$?; set +e; remote_cleanup; cleanup "$rc"' EXIT INT TERM
 
 ip netns add "$NODE"
 ip netns add "$POD"

@@ -23,7 +23,7 @@ k8s_require
 for so in lb k8s; do [ -f "$top_builddir/.libs/$so.so" ] || { echo "FAIL: $so.so is not built"; exit 1; }; done
 NODE=fesn$$
 ns_cleanup() { ip netns del "$NODE" 2>/dev/null || true; }
-trap 'rc=$?; ns_cleanup; (exit $rc); cleanup' EXIT INT TERM
+trap 'rc=$?; set +e; ns_cleanup; cleanup "$rc"' EXIT INT TERM
 ip netns add "$NODE"
 ip -n "$NODE" link set lo up
 ip -n "$NODE" link add dummy0 type veth peer name dummy1

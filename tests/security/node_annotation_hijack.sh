@@ -24,7 +24,7 @@ for m in $MODS; do
 	[ -f "$top_builddir/.libs/$m.so" ] || skip_or_fail "module $m is not built"
 done
 NS="fsak$$"
-trap 'rc=$?; set +e; [ -n "${AGENT_PID:-}" ] && kill -KILL "$AGENT_PID" 2>/dev/null; ip netns del "$NS" 2>/dev/null; (exit $rc); cleanup' EXIT INT TERM
+trap 'rc=$?; set +e; [ -n "${AGENT_PID:-}" ] && kill -KILL "$AGENT_PID" 2>/dev/null; ip netns del "$NS" 2>/dev/null; cleanup "$rc"' EXIT INT TERM
 ip netns add "$NS"
 ip -n "$NS" link set lo up
 ip -n "$NS" link add eth0 type veth peer name eth0p
