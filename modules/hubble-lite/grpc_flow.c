@@ -15,35 +15,13 @@
 
 #define MAX_LABELS 32
 
-/* fibril's drop reason name -> Hubble's DropReason */
-static const struct {
-	const char *name;
-	Flow__DropReason reason;
-} drop_reasons[] = {
-	{"spoofed-mac", FLOW__DROP_REASON__INVALID_SOURCE_MAC},
-	{"spoofed-source-ip", FLOW__DROP_REASON__INVALID_SOURCE_IP},
-	{"spoofed-arp-sender", FLOW__DROP_REASON__INVALID_SOURCE_IP},
-	{"spoofed-from-network", FLOW__DROP_REASON__INVALID_SOURCE_IP},
-	{"invalid-packet", FLOW__DROP_REASON__INVALID_PACKET_DROPPED},
-	{"unsupported-l3-protocol", FLOW__DROP_REASON__UNSUPPORTED_L3_PROTOCOL},
-	{"policy-denied", FLOW__DROP_REASON__POLICY_DENIED},
-	{"no-tunnel-key", FLOW__DROP_REASON__NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT},
-	{"tunnel-key-refused", FLOW__DROP_REASON__ERROR_RETRIEVING_TUNNEL_KEY},
-	{"conntrack-full", FLOW__DROP_REASON__CT_MAP_INSERTION_FAILED},
-	{"tunnel-from-unknown-node", FLOW__DROP_REASON__UNKNOWN_SENDER},
-	{"fragment-without-first", FLOW__DROP_REASON__FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND},
-};
-
+/* Hubble's DropReason of a dropped flow: flow_hubble.c's one mapping, the
+ * same the JSON lines carry (Hubble's enum numbers are the wire values). */
 static Flow__DropReason drop_reason(const struct hl_flow *f)
 {
 	if (f->verdict != HL_DROPPED)
 		return FLOW__DROP_REASON__DROP_REASON_UNKNOWN;
-	if (f->policy.match == HL_POLICY_DENY)
-		return FLOW__DROP_REASON__POLICY_DENY; /* an explicit deny rule */
-	for (size_t i = 0; i < sizeof(drop_reasons) / sizeof(drop_reasons[0]); i++)
-		if (!strcmp(f->reason_name, drop_reasons[i].name))
-			return drop_reasons[i].reason;
-	return FLOW__DROP_REASON__DROP_REASON_UNKNOWN;
+	return (Flow__DropReason)hl_drop_reason_hubble(f->reason_name, f->policy.match);
 }
 
 struct ep_pb {
