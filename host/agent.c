@@ -450,9 +450,10 @@ static int run(void)
 	start_status_done();
 	g_agent.ready_at_ms = mono_ms();
 	snprintf(g_agent.state, sizeof(g_agent.state), "running");
+	notify_ready(set->norder, api.socket_path);
+	/* (logged after READY=1 is sent: the log's order is the start's) */
 	host_info("agent ready in %.1f ms: %zu modules started, API on %s", g_agent.ready_at_ms -
 		  g_agent.started_at_ms, set->norder, api.socket_path);
-	notify_ready(set->norder, api.socket_path);
 	/* Only now may pods be scheduled here: the runtime looks for this file */
 	if (cni_conf_write(err)) {
 		host_error("%s", err);

@@ -65,7 +65,17 @@ stop_agent TERM
 wait "$listener" || true
 check "STATUS= during the pending start names the module and what it waits for" \
 	grep -q 'noconf STATUS=starting module alpha: waiting [0-9]* s: waiting for the test.s etcd at 192.0.2.1:2379' "$events"
-check "READY=1 came before the CNI configuration" grep -q '^noconf READY=1' "$events"
+# the order is the agent's: READY=1 is sent, then the file written (the
+# listener may read the datagram after the file appeared, so its view of
+# the file is no proof); the agent logs "agent ready" once READY=1 is
+# sent and "CNI configuration written" once the file is in place
+ready_first() {
+	local r c
+	r=$(grep -n 'agent ready in' "$WORK/agent.log" | head -n 1 | cut -d: -f1)
+	c=$(grep -n 'CNI configuration written to' "$WORK/agent.log" | head -n 1 | cut -d: -f1)
+	[ -n "$r" ] && [ -n "$c" ] && [ "$r" -lt "$c" ] && grep -q 'READY=1' "$events"
+}
+check "READY=1 came before the CNI configuration" ready_first
 
 # read-cni-conf: written byte for byte
 rm -f "$dest"
