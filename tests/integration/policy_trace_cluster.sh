@@ -13,7 +13,9 @@
 #     remote pod's name `good/good`;
 #   - bad (by IP and by name) is DENIED with its own identity, exit 1, as
 #     its connection is refused;
-#   - an address no node holds stays world, DENIED, exit 1.
+#   - an address no node holds stays world, DENIED, exit 1;
+#   - GET /v1/policy/trace itself (curl, no CLI) resolves good's and bad's
+#     addresses through the nodes capability's ipcache_pod the same way.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
@@ -115,4 +117,20 @@ T=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" -o json policy trace --src "${MN_POD_I
 	--dport "$PORT/tcp" 2>&1) || TRC=$?
 check "trace -o json from good's IP: allowed, the identity in src, exit 0 ($TRC)" \
 	eval 'test "$TRC" = 0 && shows "\"verdict\": *\"allowed\"" && shows "identity $GOOD"'
+# the API itself (curl on the socket, no CLI): an address of another node's
+# pod is resolved by the policy module through the nodes capability's
+# ipcache_pod
+api_trace() { mn_json n1 "/v1/policy/trace?src=$1&dst=srv/srv&dport=$PORT/tcp" "j.get('verdict'), j.get('src'), j.get('error')"; }
+A=$(api_trace "${MN_POD_IP[good]}")
+check "GET /v1/policy/trace?src=<good's IP>: allowed, good/good with identity $GOOD from the ipcache ($A)" \
+	eval 'contains "$A" "('"'"'allowed'"'"'" && contains "$A" "good/good on node" && contains "$A" "identity $GOOD)"'
+A=$(api_trace "${MN_POD_IP[bad]}")
+check "GET /v1/policy/trace?src=<bad's IP>: denied, bad/bad with identity $BAD ($A)" \
+	eval 'contains "$A" "('"'"'denied'"'"'" && contains "$A" "bad/bad on node" && contains "$A" "identity $BAD)"'
+A=$(api_trace 198.51.100.7)
+check "GET /v1/policy/trace?src=<an address no node holds>: world, denied ($A)" \
+	eval 'contains "$A" "('"'"'denied'"'"'" && contains "$A" "identity 2, world"'
+A=$(api_trace good/good)
+check "GET /v1/policy/trace?src=good/good (another node's pod by name): a 400 that says to give its address ($A)" \
+	contains "$A" "give its address"
 finish
