@@ -15,7 +15,9 @@
 #     its connection is refused;
 #   - an address no node holds stays world, DENIED, exit 1;
 #   - GET /v1/policy/trace itself (curl, no CLI) resolves good's and bad's
-#     addresses through the nodes capability's ipcache_pod the same way.
+#     addresses through the nodes capability's ipcache_pod the same way;
+#   - hubble-lite's GetNodes on n1 (Hubble's gRPC, generated client) lists
+#     n1 connected and n2 by name and node IP.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
@@ -133,4 +135,21 @@ check "GET /v1/policy/trace?src=<an address no node holds>: world, denied ($A)" 
 A=$(api_trace good/good)
 check "GET /v1/policy/trace?src=good/good (another node's pod by name): a 400 that says to give its address ($A)" \
 	contains "$A" "give its address"
+# Hubble's GetNodes on n1's gRPC socket (the generated client): this node
+# connected, the other one by name and node IP, its state unknown (its
+# hubble-lite is not asked; Hubble's agent without Relay answers
+# UNIMPLEMENTED)
+if /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null; then
+	GN=$(HUBBLE_PROTO_DIR="$top_srcdir/modules/hubble-lite/proto" /usr/bin/python3 \
+		"$top_srcdir/tests/integration/hubble_grpc_client.py" "unix://${MN_DIR[n1]}/run/hubble.sock" nodes 2>&1 || true)
+	echo "  GetNodes on n1: $GN"
+	GNS=$(/usr/bin/python3 -c 'import json, sys
+r = json.loads(sys.argv[1])
+print(" ".join(sorted("%s=%s@%s" % (n["name"], n.get("state", "UNKNOWN_NODE_STATE"), n.get("address", "").split(":")[0]) for n in r["nodes"])))' "$GN" 2>&1 || true)
+	N2IP=${MN_IP[n2]}
+	check "GetNodes on n1 lists n1 connected and its peer n2 ($N2IP), state unknown ($GNS)" \
+		eval 'contains "$GNS" "n1=NODE_CONNECTED@" && contains "$GNS" "n2=UNKNOWN_NODE_STATE@$N2IP"'
+else
+	fail "python3-grpcio and python3-grpc-tools are installed (scripts/deps.sh)"
+fi
 finish
