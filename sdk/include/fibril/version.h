@@ -69,7 +69,9 @@
  *       interface version 6: set_identity_scope (the endpoint module tells
  *       the datapath how its identities were numbered); <fibril/nodes.h>
  *       interface version 2: ipcache_pod (another node's pod by address,
- *       so flows name remote peers). No new symbol.
+ *       so flows name remote peers). One new symbol (node FIBRIL_1.11):
+ *       fibril_req_query_n, every value of a repeated query key
+ *       (<fibril/api.h>), so hubble-lite ORs `--verdict A --verdict B`.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
