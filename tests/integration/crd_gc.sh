@@ -12,7 +12,10 @@
 #     are deleted by the new leader; the live nodes' are kept;
 #   - a restart: an agent deletes its own node's CiliumEndpoints that match
 #     no endpoint it restored (a pod gone while it was down), and keeps the
-#     one of the pod it restored.
+#     one of the pod it restored;
+#   - every CiliumEndpoint, CiliumIdentity and CiliumNode in the server fits
+#     the schema of deploy/kubernetes/crds.yaml (tests/k8s/crd_schema.py: no
+#     field a real server would prune).
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
@@ -99,11 +102,27 @@ code=$(post /apis/cilium.io/v2/ciliumidentities '{"apiVersion":"cilium.io/v2","k
 check "an unused CiliumIdentity $UNUSED is created" test "$code" = 201
 check "the leader deletes it" wait_for $((GRACE_S + 10)) id_gone $UNUSED
 waited_ms=$((($(now_us) - t0) / 1000))
-echo "  collected after $waited_ms ms (identity-gc-grace ${GRACE_S}s)"
+echo "  waited $waited_ms ms (identity-gc-grace ${GRACE_S}s)"
 check "  not before identity-gc-grace" test "$waited_ms" -ge $((GRACE_S * 1000))
 said_gc() { grep -q "GC: deleted CiliumIdentity (unused) $UNUSED" "${MN_DIR[$LEADER]}/agent.log"; }
 check "  the leader's log says so" said_gc
 for p in a b c; do check "the identity of $p (${ID[$p]}, used) is still there" id_there "${ID[$p]}"; done
+
+# ---- what the agents wrote fits deploy/kubernetes/crds.yaml's schemas ---------------------
+# (a field a schema does not declare would be pruned by a real API server)
+CRDS=$top_srcdir/deploy/kubernetes/crds.yaml
+# the dead node's CiliumNode below, written as the nodes module writes them
+fits() { # PLURAL : every object of that kind in the server matches its CRD's schema
+	k8s_api "/apis/cilium.io/v2/$1" >"$WORK/$1.json" &&
+		/usr/bin/python3 "$top_srcdir/tests/k8s/crd_schema.py" "$CRDS" "$1" "$WORK/$1.json"
+}
+for plural in ciliumendpoints ciliumidentities; do
+	check "the $plural the agents wrote fit the schema of deploy/kubernetes/crds.yaml" fits "$plural"
+done
+echo '{"items":[{"apiVersion":"cilium.io/v2","kind":"CiliumEndpoint","metadata":{"name":"x","namespace":"d"},
+  "status":{"networking":{"addressing":[{"ipv4":"10.0.0.1"}],"nodename":"n1"}}}]}' >"$WORK/bad-cep.json"
+check "  (a CiliumEndpoint with a field its schema lacks does not)" eval \
+	'! /usr/bin/python3 "$top_srcdir/tests/k8s/crd_schema.py" "$CRDS" ciliumendpoints "$WORK/bad-cep.json"'
 
 # ---- kill -9 the leader: another takes over within the lease ---------------------------
 DEAD=$LEADER
@@ -113,6 +132,7 @@ declare -A DEADPOD2=([n1]=a2 [n2]=b2 [n3]=c2)
 code=$(post /apis/cilium.io/v2/ciliumnodes '{"apiVersion":"cilium.io/v2","kind":"CiliumNode",
   "metadata":{"name":"'"$DEAD"'"},"spec":{"addresses":[{"type":"InternalIP","ip":"'"${MN_IP[$DEAD]}"'"}]}}')
 check "the CiliumNode $DEAD exists" bash -c '[ "$1" = 201 ] || [ "$1" = 409 ]' _ "$code"
+check "the CiliumNodes fit the schema of deploy/kubernetes/crds.yaml" fits ciliumnodes
 t0=$(now_us)
 mn_agent_kill "$DEAD" KILL
 other_holds() { local h; h=$(lease_holder); [ -n "$h" ] && [ "$h" != "$DEAD" ]; }
