@@ -138,6 +138,10 @@ static void on_synced(void *ud, int err, const char *pending)
 
 int nodes_k8s_start(struct nodes *s, char *why, size_t len)
 {
+	char cn_why[NODES_WHY_LEN] = "";
+	if (nodes_ipcache_crd_wanted(s, cn_why, sizeof(cn_why)) && !cn_why[0] &&
+	    nodes_cn_start(s, cn_why, sizeof(cn_why))) /* CRD mode: the CiliumNodes */
+		fibril_warn(s->m, "%s", cn_why);
 	int rc = s->k8s->watch_resource(s->k8sctx, FIBRIL_K8S_CLUSTER_NODES);
 	if (rc) {
 		snprintf(why, len, "the k8s capability cannot watch %s: %s (an older k8s module?)",

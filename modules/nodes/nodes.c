@@ -702,10 +702,6 @@ static int nodes_start(struct fibril_module *m)
 		    nodes_routing_name(s->routing), (long long)s->ttl_s);
 	s->start_pending = true;
 	s->in_start = true;
-	why[0] = '\0';
-	if (s->k8s && nodes_ipcache_crd_wanted(s, why, sizeof(why)) && !why[0] &&
-	    (rc = nodes_cn_start(s, why, sizeof(why)))) /* CRD mode: CiliumNodes */
-		fibril_warn(m, "%s", why);
 	if (s->k8s) {
 		rc = nodes_k8s_start(s, why, sizeof(why));
 		if (rc && !s->kv) {

@@ -251,7 +251,7 @@ bool nodes_k8s_fallback(struct nodes *s, struct node_entry *e);
 
 /* k8s_source.c: the Node of that name again (its CiliumNode changed) */
 void nodes_k8s_reread(struct nodes *s, const char *name);
-/* ciliumnode.c: CRD mode's CiliumNode objects: watch them (before
+/* ciliumnode.c: CRD mode's CiliumNode objects: watch them (from
  * nodes_k8s_start, which then waits for their first list too); write this
  * node's; merge a peer's into the node its Node object gave (what the Node
  * lacks; refused whole when nodes_validate says no) */
