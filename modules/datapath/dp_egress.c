@@ -1,0 +1,145 @@
+/* modules/datapath/dp_egress.c - the egress gateway's table, dp_egress
+ * (layout in bpf/fibril_dp.h, used by bpf/lib/egressgw.h): the datapath
+ * capability's egress_sync op (interface version 7), which the egressgw
+ * module calls with the whole table each time it changes, and the
+ * formatter behind `fibril map dump dp_egress`. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <fibril/compat.h>
+
+#include "datapath.h"
+
+static void egress_kv(const struct fibril_datapath_egress_entry *e, struct dp_egress_key *k,
+		      struct dp_egress_value *v)
+{
+	memset(k, 0, sizeof(*k));
+	memset(v, 0, sizeof(*v));
+	k->prefixlen = DP_EGRESS_PREFIX_HDR + e->dst_len;
+	k->identity = e->identity;
+	uint32_t mask = e->dst_len ? htonl(0xffffffffu << (32 - e->dst_len)) : 0;
+	uint32_t dst = e->dst.s_addr & mask;
+	memcpy(k->daddr, &dst, 4);
+	memcpy(v->gateway, &e->gateway.s_addr, 4);
+	memcpy(v->egress_ip, &e->egress_ip.s_addr, 4);
+	v->flags = (e->excluded ? DP_EGRESS_F_EXCLUDED : 0) |
+		   (e->gateway_local ? DP_EGRESS_F_LOCAL : 0) |
+		   (e->no_gateway ? DP_EGRESS_F_NO_GATEWAY : 0);
+}
+
+static bool key_in(const struct dp_egress_key *k, const struct dp_egress_key *keys, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!memcmp(k, &keys[i], sizeof(*k)))
+			return true;
+	return false;
+}
+
+int dp_op_egress_sync(void *ctx, const struct fibril_datapath_egress_entry *entries, size_t n,
+		      char *err, size_t errlen)
+{
+	struct datapath *dp = ctx;
+	if (n > DP_EGRESS_MAX) {
+		dp_seterr(err, errlen, "egress gateway: %zu entries, the table holds %u", n,
+			  DP_EGRESS_MAX);
+		return -E2BIG;
+	}
+	if (n && !entries) {
+		dp_seterr(err, errlen, "struct fibril_datapath_egress_entry: array of %zu is NULL", n);
+		return -EINVAL;
+	}
+	size_t stride = n ? entries[0].sz : 0;
+	const size_t min = FIBRIL_OFFSETOFEND(struct fibril_datapath_egress_entry, egress_ip);
+	if (n && (stride < min || stride > FIBRIL_STRUCT_SIZE_MAX)) {
+		dp_seterr(err, errlen,
+			  "struct fibril_datapath_egress_entry: sz %zu is not valid (at least %zu, at "
+			  "most %u)", stride, min, FIBRIL_STRUCT_SIZE_MAX);
+		return -EINVAL;
+	}
+	struct dp_egress_key *keys = calloc(n ? n : 1, sizeof(*keys));
+	struct dp_egress_value *vals = calloc(n ? n : 1, sizeof(*vals));
+	int rc = 0;
+	if (!keys || !vals) {
+		dp_seterr(err, errlen, "egress gateway: out of memory for %zu entries", n);
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* every entry checked before anything is written */
+	for (size_t i = 0; i < n; i++) {
+		const struct fibril_datapath_egress_entry *given =
+			(const void *)((const char *)entries + i * stride);
+		struct fibril_datapath_egress_entry e;
+		char what[64];
+		snprintf(what, sizeof(what), "egress entry %zu", i);
+		if (given->sz != stride) {
+			dp_seterr(err, errlen, "%s: sz %u, entry 0 has %zu (one size for the array)",
+				  what, given->sz, stride);
+			rc = -EINVAL;
+			goto out;
+		}
+		if ((rc = fibril_struct_copy_in(&e, sizeof(e), given, stride, min, what, err,
+						errlen)) < 0)
+			goto out;
+		if (e.dst_len > 32) {
+			dp_seterr(err, errlen, "%s: dst_len %u is not valid (0..32)", what, e.dst_len);
+			rc = -EINVAL;
+			goto out;
+		}
+		if (e.identity == 0) {
+			dp_seterr(err, errlen, "%s: identity 0 is not valid", what);
+			rc = -EINVAL;
+			goto out;
+		}
+		egress_kv(&e, &keys[i], &vals[i]);
+	}
+	int fd = fibril_map_fd(dp->maps[DPM_EGRESS]);
+	for (size_t i = 0; i < n; i++) {
+		if (bpf_map_update_elem(fd, &keys[i], &vals[i], BPF_ANY) < 0) {
+			rc = -errno;
+			dp_seterr(err, errlen, "egress gateway: cannot write entry %zu: %s", i,
+				  strerror(-rc));
+			goto out;
+		}
+	}
+	/* then what the new table does not hold */
+	struct dp_egress_key cur, next, *prev = NULL;
+	while (dp_next_key(fd, prev, &next) == 0) {
+		cur = next;
+		prev = &cur;
+		if (!key_in(&cur, keys, n) && bpf_map_delete_elem(fd, &cur) == 0)
+			prev = NULL; /* the walk starts over: the trie moved under us */
+	}
+out:
+	free(keys);
+	free(vals);
+	return rc;
+}
+
+/* dp_egress: "identity 12345 -> 203.0.113.0/24" -> "gateway 10.0.0.12 egress-ip ..." */
+int dp_egress_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		  void *ud)
+{
+	(void)ud;
+	const struct dp_egress_key *k = key;
+	const struct dp_egress_value *v = value;
+	char d[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN], e[INET_ADDRSTRLEN];
+	if (k->prefixlen < DP_EGRESS_PREFIX_HDR || k->prefixlen > DP_EGRESS_PREFIX_HDR + 32)
+		return -EINVAL;
+	inet_ntop(AF_INET, k->daddr, d, sizeof(d));
+	inet_ntop(AF_INET, v->gateway, g, sizeof(g));
+	inet_ntop(AF_INET, v->egress_ip, e, sizeof(e));
+	snprintf(ko, kl, "identity %u -> %s/%u", k->identity, d,
+		 k->prefixlen - DP_EGRESS_PREFIX_HDR);
+	if (v->flags & DP_EGRESS_F_EXCLUDED)
+		snprintf(vo, vl, "excluded");
+	else if (v->flags & DP_EGRESS_F_NO_GATEWAY)
+		snprintf(vo, vl, "no live gateway (dropped)");
+	else
+		snprintf(vo, vl, "gateway %s%s egress-ip %s", g,
+			 (v->flags & DP_EGRESS_F_LOCAL) ? " (this node)" : "", e);
+	return 0;
+}
