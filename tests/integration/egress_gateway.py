@@ -6,7 +6,7 @@
 #   seen HOST PORT   one new TCP connection (1 s timeout); prints the
 #                    address the world saw, or "FAILED <why>"; exits 1 then
 #   until HOST PORT EXPECT SINCE LIMIT
-#                    a new TCP connection every 50 ms (each with a 300 ms
+#                    a new TCP connection every 20 ms (each with a 150 ms
 #                    timeout: a connection through a dead gateway fails,
 #                    it does not hang the loop) until one is seen as
 #                    EXPECT; SINCE is the wall-clock time (seconds since the
@@ -36,7 +36,7 @@ def until(host, port, expect, since, limit):
     tries = failed = other = 0
     while time.time() - since < limit:
         tries += 1
-        addr, why = seen(host, port, 0.3)
+        addr, why = seen(host, port, 0.15)
         if addr == expect:
             print("moved %.3f tries=%d failed=%d other=%d" % (time.time() - since, tries, failed, other))
             return 0
@@ -44,7 +44,7 @@ def until(host, port, expect, since, limit):
             failed += 1
         else:
             other += 1
-        time.sleep(0.05)  # sleep: the pace of the probes, one per 50 ms
+        time.sleep(0.02)  # sleep: the pace of the probes, one per 20 ms
     print("timeout after %.1f s tries=%d failed=%d other=%d" % (limit, tries, failed, other))
     return 1
 
