@@ -31,12 +31,9 @@ static void egress_kv(const struct fibril_datapath_egress_entry *e, struct dp_eg
 		   (e->no_gateway ? DP_EGRESS_F_NO_GATEWAY : 0);
 }
 
-static bool key_in(const struct dp_egress_key *k, const struct dp_egress_key *keys, size_t n)
+static int key_cmp(const void *a, const void *b)
 {
-	for (size_t i = 0; i < n; i++)
-		if (!memcmp(k, &keys[i], sizeof(*k)))
-			return true;
-	return false;
+	return memcmp(a, b, sizeof(struct dp_egress_key));
 }
 
 int dp_op_egress_sync(void *ctx, const struct fibril_datapath_egress_entry *entries, size_t n,
@@ -105,14 +102,36 @@ int dp_op_egress_sync(void *ctx, const struct fibril_datapath_egress_entry *entr
 			goto out;
 		}
 	}
-	/* then what the new table does not hold */
-	struct dp_egress_key cur, next, *prev = NULL;
-	while (dp_next_key(fd, prev, &next) == 0) {
-		cur = next;
-		prev = &cur;
-		if (!key_in(&cur, keys, n) && bpf_map_delete_elem(fd, &cur) == 0)
-			prev = NULL; /* the walk starts over: the trie moved under us */
+	/* then what the new table does not hold (keys sorted: a lookup is a
+	 * binary search); the stale keys are gathered first, then deleted, so
+	 * the walk never runs over a trie changing under it */
+	qsort(keys, n, sizeof(*keys), key_cmp);
+	struct dp_egress_key cur, last, *prev = NULL, *stale = NULL;
+	size_t n_stale = 0, cap_stale = 0;
+	while (dp_next_key(fd, prev, &cur) == 0) {
+		if (!bsearch(&cur, keys, n, sizeof(*keys), key_cmp)) {
+			if (n_stale == cap_stale) {
+				size_t cap = cap_stale ? cap_stale * 2 : 64;
+				void *v = realloc(stale, cap * sizeof(*stale));
+				if (!v) {
+					free(stale);
+					dp_seterr(err, errlen, "egress gateway: out of memory");
+					rc = -ENOMEM;
+					goto out;
+				}
+				stale = v;
+				cap_stale = cap;
+			}
+			stale[n_stale++] = cur;
+		}
+		if (n_stale > DP_EGRESS_MAX)
+			break; /* cannot be: the trie holds at most that many */
+		last = cur;
+		prev = &last;
 	}
+	for (size_t i = 0; i < n_stale; i++)
+		bpf_map_delete_elem(fd, &stale[i]);
+	free(stale);
 out:
 	free(keys);
 	free(vals);

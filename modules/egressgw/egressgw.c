@@ -259,53 +259,92 @@ const struct egw_gateway *egw_choose(struct egw *g, const struct egw_policy *p, 
 	return best;
 }
 
+/* The table being computed: entries in policy order (by name), then
+ * sorted by key with that order as the tie-break, so where two policies
+ * give one (identity, prefix) the first policy's entry is kept. */
+#define EGW_RAW_MAX (4 * 16384) /* before duplicates go: a bound on the memory */
+struct slot {
+	struct fibril_datapath_egress_entry e;
+	size_t seq;
+};
 struct table {
-	struct fibril_datapath_egress_entry *e;
+	struct slot *s;
 	size_t n, cap;
 };
 
 static int table_add(struct table *t, const struct fibril_datapath_egress_entry *x)
 {
-	for (size_t i = 0; i < t->n; i++) /* the first policy (by name) wins a key */
-		if (t->e[i].identity == x->identity && t->e[i].dst.s_addr == x->dst.s_addr &&
-		    t->e[i].dst_len == x->dst_len)
-			return 0;
-	if (t->n == 16384)
+	if (t->n == EGW_RAW_MAX)
 		return -E2BIG;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 64;
-		void *v = realloc(t->e, cap * sizeof(*t->e));
+		void *v = realloc(t->s, cap * sizeof(*t->s));
 		if (!v)
 			return -ENOMEM;
-		t->e = v;
+		t->s = v;
 		t->cap = cap;
 	}
-	t->e[t->n++] = *x;
+	t->s[t->n] = (struct slot){.e = *x, .seq = t->n};
+	t->n++;
 	return 0;
 }
 
-/* entries whose gateway changed since the last table: logged and counted */
-static void count_moves(struct egw *g, const struct table *t)
+static int key_cmp(const struct fibril_datapath_egress_entry *a,
+		   const struct fibril_datapath_egress_entry *b)
 {
-	for (size_t i = 0; i < t->n; i++) {
-		const struct fibril_datapath_egress_entry *x = &t->e[i];
-		for (size_t j = 0; j < g->n_table; j++) {
-			const struct fibril_datapath_egress_entry *o = &g->table[j];
-			if (o->identity != x->identity || o->dst.s_addr != x->dst.s_addr ||
-			    o->dst_len != x->dst_len || x->excluded)
-				continue;
-			if (o->gateway.s_addr != x->gateway.s_addr || o->no_gateway != x->no_gateway) {
-				char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN];
-				inet_ntop(AF_INET, &o->gateway, a, sizeof(a));
-				inet_ntop(AF_INET, &x->gateway, b, sizeof(b));
-				fibril_info(g->m, "identity %u: gateway %s -> %s", x->identity,
-					    o->no_gateway ? "none" : a, x->no_gateway ? "none" : b);
-				g->moves++;
-			}
-			break;
+	if (a->identity != b->identity)
+		return a->identity < b->identity ? -1 : 1;
+	uint32_t x = ntohl(a->dst.s_addr), y = ntohl(b->dst.s_addr);
+	if (x != y)
+		return x < y ? -1 : 1;
+	return (int)a->dst_len - (int)b->dst_len;
+}
+
+static int slot_cmp(const void *a, const void *b)
+{
+	const struct slot *x = a, *y = b;
+	int c = key_cmp(&x->e, &y->e);
+	return c ? c : x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+	return key_cmp(a, b);
+}
+
+/* sorted, one entry per key, as the plain array egress_sync takes */
+static struct fibril_datapath_egress_entry *table_finish(struct table *t, size_t *n)
+{
+	qsort(t->s, t->n, sizeof(*t->s), slot_cmp);
+	struct fibril_datapath_egress_entry *out = calloc(t->n ? t->n : 1, sizeof(*out));
+	*n = 0;
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < t->n; i++)
+		if (!*n || key_cmp(&out[*n - 1], &t->s[i].e))
+			out[(*n)++] = t->s[i].e;
+	return out;
+}
+
+/* entries whose gateway changed since the last table (both sorted by
+ * key): logged and counted */
+static void count_moves(struct egw *g, const struct fibril_datapath_egress_entry *e, size_t n)
+{
+	for (size_t i = 0; i < n && g->table; i++) {
+		const struct fibril_datapath_egress_entry *x = &e[i];
+		const struct fibril_datapath_egress_entry *o =
+			bsearch(x, g->table, g->n_table, sizeof(*x), entry_cmp);
+		if (!o || x->excluded)
+			continue;
+		if (o->gateway.s_addr != x->gateway.s_addr || o->no_gateway != x->no_gateway) {
+			char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN];
+			inet_ntop(AF_INET, &o->gateway, a, sizeof(a));
+			inet_ntop(AF_INET, &x->gateway, b, sizeof(b));
+			fibril_info(g->m, "identity %u: gateway %s -> %s", x->identity,
+				    o->no_gateway ? "none" : a, x->no_gateway ? "none" : b);
+			g->moves++;
 		}
 	}
-	g->n_table = t->n;
 }
 
 int egw_sync(struct egw *g, char *err, size_t errlen)
@@ -349,12 +388,18 @@ int egw_sync(struct egw *g, char *err, size_t errlen)
 			}
 		}
 	}
+	struct fibril_datapath_egress_entry *e = NULL;
+	size_t n = 0;
+	if (!rc && !(e = table_finish(&t, &n)))
+		rc = -ENOMEM;
+	if (!rc && n > 16384)
+		rc = -E2BIG;
 	if (rc == -E2BIG)
 		snprintf(err, errlen, "the policies make more than 16384 entries");
 	else if (rc)
 		snprintf(err, errlen, "%s", strerror(-rc));
 	else
-		rc = g->dp->egress_sync(g->dp_ctx, t.e, t.n, err, errlen);
+		rc = g->dp->egress_sync(g->dp_ctx, e, n, err, errlen);
 	g->syncs++;
 	g->last_sync_ms = egw_now_ms();
 	if (rc) {
@@ -365,13 +410,15 @@ int egw_sync(struct egw *g, char *err, size_t errlen)
 		if (g->last_error[0])
 			fibril_health_report(g->m, NULL, FIBRIL_HEALTH_OK, "dp_egress written");
 		g->last_error[0] = '\0';
-		g->n_entries = t.n;
-		count_moves(g, &t);
+		g->n_entries = n;
+		count_moves(g, e, n);
 		free(g->table);
-		g->table = t.e; /* kept: the next sync counts the moves */
-		t.e = NULL;
+		g->table = e; /* kept: the next sync counts the moves */
+		g->n_table = n;
+		e = NULL;
 	}
-	free(t.e);
+	free(e);
+	free(t.s);
 	return rc;
 }
 

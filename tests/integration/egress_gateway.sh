@@ -62,10 +62,12 @@ done
 for n in "${NODES[@]}"; do check "$n routes every other node" wait_for 15 mn_routes_all "$n"; done
 check "the world's server is up" wait_for 10 grep -q ready "$WLOG"
 
-# pods: sel1 (selected) and other (not) on n1, sel2 (selected) on n2
+# pods: sel1 (selected) and other (not) on n1, sel2 (selected) and other2
+# (not) on the gateway n2
 mn_pod_add n1 sel1 || fail "pod sel1 on n1"
 mn_pod_add n1 other || fail "pod other on n1"
 mn_pod_add n2 sel2 || fail "pod sel2 on n2"
+mn_pod_add n2 other2 || fail "pod other2 on n2"
 label() { # NODE POD APP
 	local code
 	code=$(mn_api "$1" -o "$WORK/patch.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json' \
@@ -76,6 +78,7 @@ label() { # NODE POD APP
 label n1 sel1 egw
 label n2 sel2 egw
 label n1 other plain
+label n2 other2 plain
 
 in_pod() { local pod=$1; shift; ip netns exec "$(mn_pod_ns "$pod")" "$@"; }
 seen_as() { # POD HOST EXPECTED : a new TCP connection is seen as EXPECTED
@@ -141,6 +144,8 @@ check "$EGW_MODE: sel2 on the gateway n2 itself reaches the world as ${EGRESS_IP
 	seen_as sel2 "$WORLD" "${EGRESS_IP[n2]}"
 check "$EGW_MODE: other (not selected) on n1 reaches the world as n1 (${MN_IP[n1]})" \
 	seen_as other "$WORLD" "${MN_IP[n1]}"
+check "$EGW_MODE: other2 (not selected) on the gateway n2 reaches the world as n2 (${MN_IP[n2]}), not the egress IP" \
+	seen_as other2 "$WORLD" "${MN_IP[n2]}"
 check "$EGW_MODE: sel1 to the excluded $WORLD_EXCL leaves through n1 (${MN_IP[n1]})" \
 	seen_as sel1 "$WORLD_EXCL" "${MN_IP[n1]}"
 check "  the world never saw sel1's own address ${MN_POD_IP[sel1]}" bash -c "! grep -qE ' ${MN_POD_IP[sel1]}( |\$)' '$WLOG'"
