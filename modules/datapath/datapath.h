@@ -260,6 +260,8 @@ int dp_op_ipcache_remove_entry(void *ctx, const struct fibril_datapath_ipcache_e
 /* the egress gateway (dp_egress.c): the op and `map dump dp_egress` */
 int dp_op_egress_sync(void *ctx, const struct fibril_datapath_egress_entry *entries, size_t n,
 		      char *err, size_t errlen);
+int dp_op_egress_list(void *ctx, int (*cb)(const struct fibril_datapath_egress_entry *e, void *ud),
+		      void *ud);
 int dp_egress_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
 		  void *ud);
 int dp_op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcache_entry *entries,

@@ -138,6 +138,35 @@ out:
 	return rc;
 }
 
+int dp_op_egress_list(void *ctx, int (*cb)(const struct fibril_datapath_egress_entry *e, void *ud),
+		      void *ud)
+{
+	struct datapath *dp = ctx;
+	int fd = fibril_map_fd(dp->maps[DPM_EGRESS]), n = 0;
+	struct dp_egress_key cur, last, *prev = NULL;
+	while (dp_next_key(fd, prev, &cur) == 0) {
+		struct dp_egress_value v;
+		last = cur;
+		prev = &last;
+		if (bpf_map_lookup_elem(fd, &cur, &v) != 0 || cur.prefixlen < DP_EGRESS_PREFIX_HDR ||
+		    cur.prefixlen > DP_EGRESS_PREFIX_HDR + 32)
+			continue;
+		struct fibril_datapath_egress_entry e = {
+			.sz = sizeof(e), .identity = cur.identity,
+			.dst_len = (uint8_t)(cur.prefixlen - DP_EGRESS_PREFIX_HDR),
+			.excluded = (v.flags & DP_EGRESS_F_EXCLUDED) != 0,
+			.no_gateway = (v.flags & DP_EGRESS_F_NO_GATEWAY) != 0,
+			.gateway_local = (v.flags & DP_EGRESS_F_LOCAL) != 0};
+		memcpy(&e.dst.s_addr, cur.daddr, 4);
+		memcpy(&e.gateway.s_addr, v.gateway, 4);
+		memcpy(&e.egress_ip.s_addr, v.egress_ip, 4);
+		n++;
+		if (cb(&e, ud))
+			break;
+	}
+	return n;
+}
+
 /* dp_egress: "identity 12345 -> 203.0.113.0/24" -> "gateway 10.0.0.12 egress-ip ..." */
 int dp_egress_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
 		  void *ud)

@@ -82,8 +82,41 @@ static int identity_set(struct egw *g, uint32_t id, const char *labels)
 	return 1;
 }
 
+void egw_adopted_clear(struct egw *g)
+{
+	free(g->adopted);
+	g->adopted = NULL;
+	g->n_adopted = g->cap_adopted = 0;
+}
+
+static int adopt(const struct fibril_datapath_egress_entry *e, void *ud)
+{
+	struct egw *g = ud;
+	if (g->n_adopted == g->cap_adopted) {
+		size_t cap = g->cap_adopted ? g->cap_adopted * 2 : 64;
+		void *v = realloc(g->adopted, cap * sizeof(*g->adopted));
+		if (!v)
+			return 1;
+		g->adopted = v;
+		g->cap_adopted = cap;
+	}
+	g->adopted[g->n_adopted++] = *e;
+	return 0;
+}
+
+/* an identity announced or gone: what an earlier run wrote for it no longer counts */
+static void adopted_drop(struct egw *g, uint32_t id)
+{
+	for (size_t i = 0; i < g->n_adopted;)
+		if (g->adopted[i].identity == id)
+			g->adopted[i] = g->adopted[--g->n_adopted];
+		else
+			i++;
+}
+
 static void identity_drop(struct egw *g, uint32_t id)
 {
+	adopted_drop(g, id);
 	struct egw_identity *e = identity_find(g, id);
 	if (!e)
 		return;
@@ -105,8 +138,10 @@ static int on_identity(const struct fibril_event *ev, void *ud)
 	if (memchr((const char *)ie + ie->labels, '\0', ev->payload_len - ie->labels) == NULL)
 		return -EINVAL;
 	int rc = identity_set(g, ie->identity, FIBRIL_IDENTITY_LABELS(ie));
-	if (rc > 0)
+	if (rc > 0) {
+		adopted_drop(g, ie->identity);
 		egw_sync_soon(g);
+	}
 	return rc < 0 ? rc : 0;
 }
 
@@ -123,8 +158,10 @@ static int on_endpoint(const struct fibril_event *ev, void *ud)
 	if (memchr((const char *)ep + ep->labels, '\0', ev->payload_len - ep->labels) == NULL)
 		return -EINVAL;
 	int rc = identity_set(g, ep->identity, FIBRIL_ENDPOINT_LABELS(ep));
-	if (rc > 0)
+	if (rc > 0) {
+		adopted_drop(g, ep->identity);
 		egw_sync_soon(g);
+	}
 	return rc < 0 ? rc : 0;
 }
 
@@ -388,6 +425,10 @@ int egw_sync(struct egw *g, char *err, size_t errlen)
 			}
 		}
 	}
+	/* what a previous run wrote for identities not announced yet */
+	for (size_t i = 0; i < g->n_adopted && !rc; i++)
+		if (!identity_find(g, g->adopted[i].identity))
+			rc = table_add(&t, &g->adopted[i]);
 	struct fibril_datapath_egress_entry *e = NULL;
 	size_t n = 0;
 	if (!rc && !(e = table_finish(&t, &n)))
@@ -565,6 +606,12 @@ static int egw_start(struct fibril_module *m)
 		return rc;
 	}
 	load_saved(g);
+	if (FIBRIL_SERVICE_HAS(dp, egress_list) && dp->egress_list) {
+		int n = dp->egress_list(g->dp_ctx, adopt, g);
+		if (n > 0)
+			fibril_info(m, "dp_egress: %d entries of an earlier run kept until their identities are known",
+				    n);
+	}
 	g->started = true;
 	char err[EGW_ERR_LEN] = "";
 	if ((rc = egw_sync(g, err, sizeof(err))) < 0) {
@@ -594,6 +641,7 @@ static void egw_fini(struct fibril_module *m)
 	free(g->ids);
 	free(g->nodes_v);
 	free(g->table);
+	free(g->adopted);
 	if (g->state_fd >= 0)
 		close(g->state_fd);
 	free(g);

@@ -97,6 +97,10 @@ struct egw {
 	struct egw_node *nodes_v;
 	size_t n_nodes, cap_nodes;
 	bool sync_queued, started;
+	/* entries a previous run left in dp_egress, kept for identities not
+	 * (yet) announced since the start: a restart changes nothing */
+	struct fibril_datapath_egress_entry *adopted;
+	size_t n_adopted, cap_adopted;
 	/* the table as last written */
 	struct fibril_datapath_egress_entry *table;
 	size_t n_table, n_entries;
@@ -113,6 +117,8 @@ void egw_sync_soon(struct egw *g);
 const struct egw_gateway *egw_choose(struct egw *g, const struct egw_policy *p, uint32_t id);
 bool egw_gateway_alive(struct egw *g, const char *node);
 struct egw_node *egw_node_find(struct egw *g, const char *name);
+/* Forget the adopted entries (a policy changed through the API). */
+void egw_adopted_clear(struct egw *g);
 /* Save every policy (<state-dir>/egressgw/policies.json); 0 or -errno. */
 int egw_save(struct egw *g);
 uint64_t egw_now_ms(void);

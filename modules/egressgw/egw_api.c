@@ -171,6 +171,7 @@ static void put_one(struct fibril_request *req, struct fibril_response *resp, vo
 	}
 	char err[EGW_ERR_LEN] = "";
 	int rc = egw_save(g);
+	egw_adopted_clear(g); /* the policies an earlier run followed changed */
 	if (rc == 0 && (rc = egw_sync(g, err, sizeof(err))) == 0) {
 		free(old);
 		fibril_info(g->m, "policy %s %s", name, old ? "replaced" : "added");
@@ -214,6 +215,7 @@ static void delete_one(struct fibril_request *req, struct fibril_response *resp,
 		return;
 	}
 	free(p);
+	egw_adopted_clear(g);
 	char err[EGW_ERR_LEN] = "";
 	if (egw_sync(g, err, sizeof(err)))
 		fibril_warn(g->m, "policy %s deleted; dp_egress: %s", name, err);

@@ -13,6 +13,10 @@
 #                    epoch) the clock starts from. Prints "moved SECONDS
 #                    tries=N failed=F other=O" (O: answers seen as another
 #                    address), or "timeout ..." after LIMIT seconds (exit 1)
+#   spray HOST PORT SECONDS
+#                    a UDP datagram every millisecond for SECONDS (the world
+#                    logs each one's source: a gap of a millisecond in the
+#                    egress path shows as another address)
 import socket
 import sys
 import time
@@ -49,6 +53,21 @@ def until(host, port, expect, since, limit):
     return 1
 
 
+def spray(host, port, seconds):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    end = time.time() + seconds
+    n = 0
+    while time.time() < end:
+        try:
+            s.sendto(b"spray", (host, port))
+            n += 1
+        except OSError:
+            pass
+        time.sleep(0.001)  # sleep: the spray's pace, one datagram per millisecond
+    print("sprayed %d" % n)
+    return 0
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "seen":
@@ -57,7 +76,10 @@ def main():
         return 0 if addr else 1
     if cmd == "until":
         return until(sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5]), float(sys.argv[6]))
-    print("usage: seen HOST PORT | until HOST PORT EXPECT SINCE LIMIT", file=sys.stderr)
+    if cmd == "spray":
+        return spray(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    print("usage: seen HOST PORT | until HOST PORT EXPECT SINCE LIMIT | spray HOST PORT SECONDS",
+          file=sys.stderr)
     return 2
 
 

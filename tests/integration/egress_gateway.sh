@@ -159,6 +159,28 @@ check "fibril map dump dp_egress on n1 decodes the entries (gateway n2, the excl
 	bash -c "grep -q 'gateway ${MN_IP[n2]} egress-ip 0.0.0.0' <<<'$dump' && grep -q '$WORLD_EXCL/32 .*excluded' <<<'$dump'" ||
 	echo "$dump" | head
 
+# ---- a restart of n1's agent (kill -9) changes nothing for sel1 ----------------------
+# a connection kept open across it, new ones right after it: all through n2,
+# and the world sees no new packet with n1's address meanwhile
+before=$(wc -l <"$WLOG")
+in_pod sel1 /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" clients "$WORLD" "$PORT" 1 10 restart \
+	>"$WORK/restart.out" 2>&1 &
+cpid=$!
+in_pod sel1 /usr/bin/python3 "$top_srcdir/tests/integration/egress_gateway.py" spray "$WORLD" "$PORT" 60 \
+	>"$WORK/spray.out" 2>&1 &
+spid=$!
+mn_agent_kill n1 KILL
+mn_agent_start n1 "$WORK/mods" "${AGENT_ARGS[@]}" || { fail "the agent of n1 starts again"; finish; }
+wait_for 10 mn_json n1 /v1/egress-gateway 'j["syncs"]' >/dev/null # the module's first table is written
+kill "$spid" 2>/dev/null || true
+check "$EGW_MODE: right after n1's restart, sel1's new connection is seen as ${EGRESS_IP[n2]}" \
+	seen_as sel1 "$WORLD" "${EGRESS_IP[n2]}"
+wait "$cpid" || true
+check "  the connection open across the restart kept going through n2 ($(head -c 120 "$WORK/restart.out"))" \
+	grep -q "^ok restart-0 seen=${EGRESS_IP[n2]} " "$WORK/restart.out"
+check "  the world saw none of the datagrams sent every millisecond meanwhile from n1's address ($(tail -n +$((before + 1)) "$WLOG" | grep -c " ${MN_IP[n1]}\$" || true) of $(tail -n +$((before + 1)) "$WLOG" | grep -c '^udp ') did)" \
+	bash -c "! tail -n +$((before + 1)) '$WLOG' | grep -q ' ${MN_IP[n1]}\$'"
+
 # ---- two gateways, failover ---------------------------------------------------------
 check "the policy with gateways n2 and n3 is accepted on every node" \
 	put_all egw "{$SEL,$DST,\"egressGateways\":[$GW2,$GW3]}"

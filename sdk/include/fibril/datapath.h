@@ -231,6 +231,11 @@ struct fibril_datapath_ops {
 	 * one, never none. n 0 empties it. */
 	int (*egress_sync)(void *ctx, const struct fibril_datapath_egress_entry *entries, size_t n,
 			   char *err, size_t errlen);
+	/* The table as the datapath holds it (pinned: what an earlier run
+	 * wrote), one call of cb per entry (sz set; valid during the call);
+	 * non-zero from cb stops. Returns how many were listed or -errno. */
+	int (*egress_list)(void *ctx, int (*cb)(const struct fibril_datapath_egress_entry *e, void *ud),
+			   void *ud);
 };
 
 /* ---- events on the bus (SDK 1.5, additive) ---------------------------------

@@ -70,7 +70,7 @@
  *       the datapath how its identities were numbered); <fibril/nodes.h>
  *       interface version 2: ipcache_pod (another node's pod by address,
  *       so flows name remote peers). Issue 24: <fibril/datapath.h>
- *       interface version 7: egress_sync and struct
+ *       interface version 7: egress_sync, egress_list and struct
  *       fibril_datapath_egress_entry (the egress gateway's table). No new
  *       symbol.
  *
