@@ -8,9 +8,13 @@
 #     gateway with its own addresses, SNATed there) and from the gateway
 #     node itself; a pod not selected, and a selected pod to an
 #     excludedCIDR, leave through their own node (masqueraded to its
-#     address, as without the policy);
+#     address, as without the policy), on the gateway node too;
 #   - bad policies are refused with one line naming the field, and nothing
 #     changes;
+#   - a kill -9 and restart of the pod's node's agent changes nothing: a
+#     connection through the gateway lives on, a new one goes through it
+#     right away, and no datagram (one per millisecond) leaves with the
+#     node's address;
 #   - with two gateways, when the chosen one dies (its agent killed -9 and
 #     its underlay link down) new connections succeed through the other
 #     gateway within EGW_BOUND_S (default 2.5 s: two [health] intervals of
