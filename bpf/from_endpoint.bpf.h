@@ -102,16 +102,22 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	if (conntrack(skb, p) < 0)
 		return drop(skb, p, DP_REASON_DROP_CT_FULL);
 
-	/* an egress gateway policy's flow to the world: to its gateway node */
-	if (!p->dst_ep) {
-		int egw = egw_from_endpoint(skb, p, ttl, ip4);
-		if (egw >= 0)
-			return egw;
-	}
 	/* tunnel mode: a prefix another node hosts goes into the tunnel */
 	__u32 tun = 0;
 	if (!p->dst_ep && dst_ic && (dst_ic->flags & DP_IPCACHE_F_TUNNEL))
 		tun = p->tun_ifindex;
+	/* an egress gateway policy's flow to the world: to its gateway node
+	 * (tunnel mode: the tunnel below, toward the gateway) */
+	struct dp_ipcache_value egw_tv;
+	if (!p->dst_ep && !tun) {
+		int egw = egw_from_endpoint(skb, p, ttl, ip4, &egw_tv);
+		if (egw == EGW_TUNNEL) {
+			dst_ic = &egw_tv;
+			tun = p->tun_ifindex;
+		} else if (egw >= 0) {
+			return egw;
+		}
+	}
 	/* host-routing = bpf: another node's pod (the ipcache knows it, not
 	 * world nor this node) leaves by the FIB's answer */
 	if (!p->dst_ep && !tun && p->host_routing && *ttl > 1 && dst_ic &&

@@ -20,7 +20,9 @@
  *     gateway as next hop); no live gateway: dropped
  *     (DP_REASON_DROP_EGW_NO_GATEWAY). Returns -1 for what it leaves to
  *     the caller (not selected, the gateway is this node, a TTL of 1),
- *     else the verdict. The TTL is decremented only when it redirects;
+ *     EGW_TUNNEL with *tv the tunnel endpoint for the caller's own
+ *     forward_tunnel() (one copy of it in the program), else the verdict.
+ *     The TTL is decremented only when it redirects (native);
  *   - egw_source(p, src_ep, addr): to_netdev's choice, before
  *     masquerading: 1 with addr the egress IP when the flow is a policy's
  *     and this node is its gateway (a local pod whose chosen gateway is
@@ -59,8 +61,10 @@ static __always_inline int egw_outside(const struct pkt *p)
 			ic->identity == DP_IDENTITY_REMOTE_NODE));
 }
 
+#define EGW_TUNNEL (-2) /* egw_from_endpoint: into the tunnel, toward *tv */
+
 static __always_inline int egw_from_endpoint(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
-					     struct iphdr *ip4)
+					     struct iphdr *ip4, struct dp_ipcache_value *tv)
 {
 	if (p->tuple.family != DP_FAMILY_IPV4 || !p->src_ep)
 		return -1;
@@ -74,13 +78,12 @@ static __always_inline int egw_from_endpoint(struct __sk_buff *skb, struct pkt *
 	__u8 gw[4];
 	__builtin_memcpy(gw, v->gateway, 4);
 	if (p->tun_ifindex) {
-		struct dp_ipcache_value tv;
-		__builtin_memset(&tv, 0, sizeof(tv));
-		tv.tunnel_family = DP_FAMILY_IPV4;
-		__builtin_memcpy(tv.tunnel_ip, gw, 4);
-		ttl_decrement(ttl, ip4);
+		/* the caller's one forward_tunnel() takes it (inlined once) */
+		__builtin_memset(tv, 0, sizeof(*tv));
+		tv->tunnel_family = DP_FAMILY_IPV4;
+		__builtin_memcpy(tv->tunnel_ip, gw, 4);
 		metrics_count(skb, p, DP_REASON_EGW_REDIRECT);
-		return forward_tunnel(skb, p, &tv, p->tun_ifindex);
+		return EGW_TUNNEL;
 	}
 	struct bpf_fib_lookup fib;
 	__builtin_memset(&fib, 0, sizeof(fib));
