@@ -14,7 +14,11 @@
  * the packet is dropped, DP_REASON_DROP_NAT_NO_PORT, counted and named;
  * no mapping is ever reused or evicted. A pod holding its quota of
  * masqueraded flows (dp_nat_count, dp_config.nat_ep_max) gets no new one:
- * DP_REASON_DROP_NAT_QUOTA. Anything else (the node's own
+ * DP_REASON_DROP_NAT_QUOTA. Egress gateway (lib/egressgw.h): a flow an
+ * egress gateway policy selects gets this gateway's egress IP instead of
+ * the device's when this node is its gateway (the pod is local, or
+ * another node sent it here), and passes untouched when it is a local
+ * pod's on its way to another gateway. Anything else (the node's own
  * traffic, encapsulated packets, cluster destinations) passes untouched
  * with TC_ACT_UNSPEC, so lb's filter after it (priority 2) still runs.
  * Returns TC_ACT_UNSPEC, TC_ACT_OK (translated) or TC_ACT_SHOT.
@@ -30,6 +34,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
+#include "lib/egressgw.h"
 #include "lib/frag.h"
 #include "lib/metrics.h"
 #include "lib/nat.h"
@@ -63,22 +68,29 @@ int fibril_to_netdev(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	}
 	p.src_ep = endpoint_of(p.tuple.family, p.tuple.saddr);
-	if (!p.src_ep)
-		return TC_ACT_UNSPEC; /* the node's own, or already translated */
-	__u32 ifindex = skb->ifindex;
-	const struct dp_nat_dev *dev = bpf_map_lookup_elem(&dp_nat_devs, &ifindex);
-	if (!dev)
-		return TC_ACT_UNSPEC;
+	/* an egress gateway policy's flow: this gateway's egress IP, or
+	 * untouched on its way to another gateway (lib/egressgw.h) */
 	__u8 addr[16];
-	__builtin_memset(addr, 0, sizeof(addr));
-	if (p.tuple.family == DP_FAMILY_IPV4) {
-		if (!(dev->flags & DP_NAT_DEV_F_IPV4))
+	int egw = egw_source(&p, p.src_ep, addr);
+	if (egw < 0)
+		return TC_ACT_UNSPEC;
+	if (!egw) {
+		if (!p.src_ep)
+			return TC_ACT_UNSPEC; /* the node's own, or already translated */
+		__u32 ifindex = skb->ifindex;
+		const struct dp_nat_dev *dev = bpf_map_lookup_elem(&dp_nat_devs, &ifindex);
+		if (!dev)
 			return TC_ACT_UNSPEC;
-		__builtin_memcpy(addr, dev->addr4, 4);
-	} else {
-		if (!(dev->flags & DP_NAT_DEV_F_IPV6))
-			return TC_ACT_UNSPEC;
-		__builtin_memcpy(addr, dev->addr6, 16);
+		__builtin_memset(addr, 0, sizeof(addr));
+		if (p.tuple.family == DP_FAMILY_IPV4) {
+			if (!(dev->flags & DP_NAT_DEV_F_IPV4))
+				return TC_ACT_UNSPEC;
+			__builtin_memcpy(addr, dev->addr4, 4);
+		} else {
+			if (!(dev->flags & DP_NAT_DEV_F_IPV6))
+				return TC_ACT_UNSPEC;
+			__builtin_memcpy(addr, dev->addr6, 16);
+		}
 	}
 	/* a later fragment: the ports fibril_from_endpoint recorded from the
 	 * first (dp_frags: what source-checked pods sent), and only a mapping
@@ -97,16 +109,18 @@ int fibril_to_netdev(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	if (p.frag == FRAG_LATER && !bpf_map_lookup_elem(&dp_nat, &k))
 		return TC_ACT_UNSPEC;
-	if (!nat_wanted(&p, p.src_ep->ep_id))
+	/* another node's pod is charged to slot 0 (the outside's) */
+	__u16 ep_id = p.src_ep ? p.src_ep->ep_id : 0;
+	if (!egw && !nat_wanted(&p, ep_id))
 		return TC_ACT_UNSPEC;
 	struct dp_nat_entry to;
-	int got = nat_snat(&p, &k, addr, p.src_ep->ep_id, cfg, &to);
+	int got = nat_snat(&p, &k, addr, ep_id, cfg, &to);
 	if (got < 0)
 		return drop(skb, &p, got == -2 ? DP_REASON_DROP_NAT_QUOTA : DP_REASON_DROP_NAT_NO_PORT);
 	if (nat_rewrite(skb, p.tuple.family, p.tuple.proto, p.l4_off, 1, p.tuple.saddr, to.addr,
 			k.sport, to.port, p.frag != FRAG_LATER) < 0)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
-	metrics_count(skb, &p, DP_REASON_MASQUERADED);
+	metrics_count(skb, &p, egw ? DP_REASON_EGW_SNAT : DP_REASON_MASQUERADED);
 	return TC_ACT_OK;
 }
 

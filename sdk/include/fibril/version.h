@@ -69,7 +69,10 @@
  *       interface version 6: set_identity_scope (the endpoint module tells
  *       the datapath how its identities were numbered); <fibril/nodes.h>
  *       interface version 2: ipcache_pod (another node's pod by address,
- *       so flows name remote peers). One new symbol (node FIBRIL_1.11):
+ *       so flows name remote peers). Issue 24: <fibril/datapath.h>
+ *       interface version 7: egress_sync, egress_list and struct
+ *       fibril_datapath_egress_entry (the egress gateway's table). One new
+ *       symbol (node FIBRIL_1.11):
  *       fibril_req_query_n, every value of a repeated query key
  *       (<fibril/api.h>), so hubble-lite ORs `--verdict A --verdict B`.
  *
