@@ -12,6 +12,7 @@
  * (`fibril service list|get|upsert|delete`). Upserts and deletes go through
  * lb_upsert / lb_delete (lb.c), as Kubernetes' do. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,7 +77,14 @@ static void get_services(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "k8s-synced", json_object_new_boolean(lb_k8s_synced(lb->k8s)));
 	json_object_object_add(o, "k8s-stale-removed",
 			       json_object_new_int64((int64_t)lb_k8s_stale_removed(lb->k8s)));
+	json_object_object_add(o, "k8s-parsed", json_object_new_int64((int64_t)lb_k8s_parsed(lb->k8s)));
+	json_object_object_add(o, "k8s-bytes", json_object_new_int64((int64_t)lb_k8s_bytes(lb->k8s)));
 	reply(resp, 200, o);
+	/* the answer's tree (about 1 KB a service) is garbage now: at
+	 * thousands of services its pages go back to the system instead of
+	 * staying resident until something reuses them */
+	if (lb->t.nsvc >= 1000)
+		malloc_trim(0);
 }
 
 static void get_service(struct fibril_request *req, struct fibril_response *resp, void *ud)

@@ -17,9 +17,14 @@
  * keeping their IDs (the table's frontend -> ID). An endpoint on a
  * loopback, link-local or the node's own address is no backend (as
  * kube-proxy): taken out of its slice, counted, logged once per slice.
- * spec.loadBalancerSourceRanges go with the load-balancer frontends. */
+ * spec.loadBalancerSourceRanges go with the load-balancer frontends.
+ * What is kept of each object is its projection (k8s_proj.h: fixed
+ * records, parsed once); an object whose text was already projected (the
+ * informer's cache listed at the sync, then its queued event) is not
+ * parsed again, and one whose projection is unchanged programs nothing. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +34,7 @@
 #include <fibril/fibril.h>
 
 #include "grow.h"
+#include "k8s_proj.h"
 #include "lb_mod.h"
 
 #define K8S_NODE_ADDRS_MAX 32
@@ -40,14 +46,12 @@ struct fe_key {
 };
 
 struct k8s_svc {
-	char key[LB_NAME_MAX + 1];   /* namespace/name */
-	char *svc_text;              /* its projection as JSON text; NULL: not seen (slices only) */
-	struct json_object *slices;  /* slice name -> its projection as a JSON string */
-	struct json_object *svc;     /* while it is synced: svc_text parsed */
-	struct json_object *parsed;  /* while it is synced: slice name -> object */
-	struct fe_key *fes;          /* frontends programmed */
+	char *key;                      /* namespace/name */
+	struct k8s_svc_proj *svc;       /* NULL: not seen (slices only), or deleted */
+	struct k8s_slice_proj **slices; /* its EndpointSlices */
+	size_t nslices, slices_cap;
+	struct fe_key *fes;             /* frontends programmed */
 	size_t nfes;
-	bool invalid;                /* skipped: its frontends were left as they were */
 };
 
 struct lb_k8s {
@@ -58,6 +62,7 @@ struct lb_k8s {
 	struct k8s_svc *svcs;
 	size_t n, cap;
 	struct lb_k8s_index index;   /* svcs by key */
+	struct k8s_hash_set svc_texts, slice_texts; /* the texts the projections came from */
 	struct lb_addr node_addrs[K8S_NODE_ADDRS_MAX]; /* a NodePort's frontend addresses */
 	size_t nnode_addrs;
 	char node[256];
@@ -65,8 +70,9 @@ struct lb_k8s {
 	size_t nrefused_logged, refused_cap;
 	uint64_t skipped;
 	bool synced;                 /* the first list is applied, the stale swept */
-	bool applying;               /* on_synced is applying the caches */
+	bool applying;               /* on_synced is programming every Service */
 	uint64_t stale_removed;
+	uint64_t parsed;             /* objects' texts parsed */
 	struct lb_k8s_addr_cache mine; /* the node's addresses, read at most once a second */
 };
 
@@ -88,11 +94,14 @@ static struct k8s_svc *find(struct lb_k8s *k, const char *key, bool create)
 	k->svcs = v;
 	struct k8s_svc *s = &k->svcs[k->n];
 	memset(s, 0, sizeof(*s));
-	snprintf(s->key, sizeof(s->key), "%s", key);
-	if (lb_k8s_index_add(&k->index, s->key, k->n, svc_key_at, k) < 0)
+	if (!(s->key = strdup(key)))
 		return NULL;
+	if (lb_k8s_index_add(&k->index, s->key, k->n, svc_key_at, k) < 0) {
+		free(s->key);
+		s->key = NULL;
+		return NULL;
+	}
 	k->n++;
-	s->slices = json_object_new_object();
 	return s;
 }
 
@@ -112,17 +121,6 @@ static const char *str(struct json_object *o, const char *k)
 	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
-static uint8_t proto_of(const char *p)
-{
-	if (!p || !strcmp(p, "TCP"))
-		return IPPROTO_TCP;
-	if (!strcmp(p, "UDP"))
-		return IPPROTO_UDP;
-	if (!strcmp(p, "SCTP"))
-		return IPPROTO_SCTP;
-	return 0;
-}
-
 static bool ip_of(const char *s, struct lb_addr *a)
 {
 	char buf[80];
@@ -136,73 +134,43 @@ static bool ip_of(const char *s, struct lb_addr *a)
 	return lb_parse_addrport(buf, a, &p) == 0;
 }
 
-static bool is_true(struct json_object *o, const char *k, bool dflt)
-{
-	struct json_object *v = path(o, k, NULL);
-	return v && json_object_is_type(v, json_type_boolean) ? json_object_get_boolean(v) : dflt;
-}
-
 /* the backends of one service port from every slice of the family */
-static int backends_for(struct lb_k8s *k, struct k8s_svc *s, const char *port_name,
-			uint8_t proto, bool v4, bool local_only, struct lb_svc *out)
+static int backends_for(struct k8s_svc *s, const char *port_name, uint8_t proto, bool v4,
+			bool local_only, struct lb_svc *out)
 {
-	json_object_object_foreach(s->parsed, sname, slice) {
-		(void)sname;
-		const char *at = str(slice, "addressType");
-		if (!at || strcmp(at, v4 ? "IPv4" : "IPv6"))
+	size_t name_len = strlen(port_name), cap = 0;
+	for (size_t si = 0; si < s->nslices; si++) {
+		const struct k8s_slice_proj *sl = s->slices[si];
+		if (sl->family != (v4 ? 4 : 6))
 			continue;
-		struct json_object *ports = path(slice, "ports", NULL), *eps = path(slice, "endpoints", NULL);
-		if (!ports || !eps || !json_object_is_type(ports, json_type_array) ||
-		    !json_object_is_type(eps, json_type_array))
-			continue;
-		int64_t num = -1;
-		for (size_t p = 0; p < json_object_array_length(ports); p++) {
-			struct json_object *po = json_object_array_get_idx(ports, p);
-			const char *n = str(po, "name");
-			if (strcmp(n ? n : "", port_name) || proto_of(str(po, "protocol")) != proto)
-				continue;
-			struct json_object *pn = path(po, "port", NULL);
-			if (pn && json_object_is_type(pn, json_type_int))
-				num = json_object_get_int64(pn);
-		}
+		const struct k8s_port *ports = k8s_slice_ports(sl);
+		const char *strs = k8s_slice_strings(sl);
+		int32_t num = -1;
+		for (size_t p = 0; p < sl->nports; p++)
+			if (ports[p].port != -1 && ports[p].proto == proto &&
+			    k8s_port_named(&ports[p], strs, port_name, name_len))
+				num = ports[p].port;
 		if (num < 1 || num > 65535)
 			continue;
-		for (size_t e = 0; e < json_object_array_length(eps); e++) {
-			struct json_object *ep = json_object_array_get_idx(eps, e);
-			struct json_object *cond = path(ep, "conditions", NULL);
-			bool ready = is_true(cond, "ready", true);
-			bool serving = is_true(cond, "serving", ready);
-			bool terminating = is_true(cond, "terminating", false);
-			const char *node = str(ep, "nodeName");
-			if (local_only && (!node || strcmp(node, k->node)))
+		const struct k8s_ep *eps = k8s_slice_eps(sl);
+		for (size_t e = 0; e < sl->neps; e++) {
+			if (local_only && !eps[e].local)
 				continue;
-			uint8_t state = ready && !terminating ? LB_BE_ACTIVE
-					: serving && terminating ? LB_BE_TERMINATING
-								 : LB_BE_NOT_READY;
-			struct json_object *addrs = path(ep, "addresses", NULL);
-			for (size_t a = 0; addrs && json_object_is_type(addrs, json_type_array) &&
-					   a < json_object_array_length(addrs);
-			     a++) {
-				struct lb_addr ad;
-				if (!ip_of(json_object_get_string(json_object_array_get_idx(addrs, a)), &ad) ||
-				    lb_addr_is_v4(&ad) != v4)
-					continue;
-				bool dup = false;
-				for (size_t j = 0; j < out->nbe && !dup; j++)
-					dup = !memcmp(&out->be[j].addr, &ad, sizeof(ad)) &&
-					      out->be[j].port == (uint16_t)num;
-				if (dup || out->nbe >= LB_BACKENDS_PER_SVC_MAX)
-					continue;
-				struct lb_be_spec *nb = realloc(out->be, (out->nbe + 1) * sizeof(*nb));
-				if (!nb)
-					return -ENOMEM;
-				out->be = nb;
-				memset(&nb[out->nbe], 0, sizeof(*nb));
-				nb[out->nbe].addr = ad;
-				nb[out->nbe].port = (uint16_t)num;
-				nb[out->nbe].state = state;
-				out->nbe++;
-			}
+			bool dup = false;
+			for (size_t j = 0; j < out->nbe && !dup; j++)
+				dup = !memcmp(&out->be[j].addr, &eps[e].addr, sizeof(eps[e].addr)) &&
+				      out->be[j].port == (uint16_t)num;
+			if (dup || out->nbe >= LB_BACKENDS_PER_SVC_MAX)
+				continue;
+			struct lb_be_spec *nb = mod_grow(out->be, out->nbe, &cap, sizeof(*nb), 4);
+			if (!nb)
+				return -ENOMEM;
+			out->be = nb;
+			memset(&nb[out->nbe], 0, sizeof(*nb));
+			nb[out->nbe].addr = eps[e].addr;
+			nb[out->nbe].port = (uint16_t)num;
+			nb[out->nbe].state = eps[e].state;
+			out->nbe++;
 		}
 	}
 	return 0;
@@ -210,7 +178,7 @@ static int backends_for(struct lb_k8s *k, struct k8s_svc *s, const char *port_na
 
 struct fe_list {
 	struct fe_key *v;
-	size_t n;
+	size_t n, cap;
 };
 
 static void remove_gone(struct lb_k8s *k, struct k8s_svc *s, const struct fe_list *keep)
@@ -232,53 +200,36 @@ static void remove_gone(struct lb_k8s *k, struct k8s_svc *s, const struct fe_lis
 	}
 }
 
-/* spec.loadBalancerSourceRanges (checked by svc_valid) into sv */
-static int source_ranges(struct json_object *spec, struct lb_svc *sv)
-{
-	struct json_object *r = path(spec, "loadBalancerSourceRanges", NULL);
-	size_t n = r && json_object_is_type(r, json_type_array) ? json_object_array_length(r) : 0;
-	if (!n)
-		return 0;
-	if (!(sv->ranges = calloc(n, sizeof(*sv->ranges))))
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		if (lb_parse_cidr(json_object_get_string(json_object_array_get_idx(r, i)),
-				  &sv->ranges[sv->nranges]) == 0)
-			sv->nranges++;
-	return 0;
-}
-
 static int add_frontend(struct lb_k8s *k, struct k8s_svc *s, struct fe_list *fl,
-			struct json_object *port, const struct lb_addr *ip, uint16_t fport,
+			const struct k8s_port *port, const struct lb_addr *ip, uint16_t fport,
 			uint8_t type, bool local)
 {
-	struct json_object *spec = path(s->svc, "spec", NULL);
-	const char *pname = str(port, "name");
-	uint8_t proto = proto_of(str(port, "protocol"));
+	const struct k8s_svc_proj *p = s->svc;
+	char pname[K8S_PORT_NAME_MAX + 1];
+	memcpy(pname, k8s_svc_strings(p) + port->name_off, port->name_len);
+	pname[port->name_len] = '\0';
 	struct lb_svc *sv = calloc(1, sizeof(*sv));
 	if (!sv)
 		return -ENOMEM;
 	sv->addr = *ip;
 	sv->port = fport;
-	sv->proto = proto;
+	sv->proto = port->proto;
 	sv->type = type;
 	sv->source = LB_SRC_K8S;
-	const char *aff = str(spec, "sessionAffinity");
-	sv->affinity = aff && !strcmp(aff, "ClientIP");
-	struct json_object *to = path(path(spec, "sessionAffinityConfig", "clientIP"), "timeoutSeconds", NULL);
-	sv->affinity_timeout = to && json_object_is_type(to, json_type_int) &&
-					       json_object_get_int64(to) > 0 &&
-					       json_object_get_int64(to) <= LB_AFFINITY_TIMEOUT_MAX
-				       ? (uint32_t)json_object_get_int64(to)
-				       : LB_AFFINITY_TIMEOUT_DEFAULT;
-	const char *etp = str(spec, "externalTrafficPolicy"), *itp = str(spec, "internalTrafficPolicy");
-	sv->ext_local = etp && !strcmp(etp, "Local");
-	sv->int_local = itp && !strcmp(itp, "Local");
-	snprintf(sv->name, sizeof(sv->name), "%.190s%s%.63s", s->key, pname && *pname ? ":" : "",
-		 pname ? pname : "");
-	int rc = backends_for(k, s, pname ? pname : "", proto, lb_addr_is_v4(ip), local, sv);
-	if (!rc && type == LB_SVC_LOAD_BALANCER)
-		rc = source_ranges(spec, sv);
+	sv->affinity = p->affinity;
+	sv->affinity_timeout = p->affinity_timeout;
+	sv->ext_local = p->etp_local;
+	sv->int_local = p->itp_local;
+	snprintf(sv->name, sizeof(sv->name), "%.190s%s%.63s", s->key, *pname ? ":" : "", pname);
+	int rc = backends_for(s, pname, port->proto, lb_addr_is_v4(ip), local, sv);
+	if (!rc && type == LB_SVC_LOAD_BALANCER && p->nranges) {
+		if ((sv->ranges = calloc(p->nranges, sizeof(*sv->ranges)))) {
+			memcpy(sv->ranges, k8s_svc_ranges(p), p->nranges * sizeof(*sv->ranges));
+			sv->nranges = p->nranges;
+		} else {
+			rc = -ENOMEM;
+		}
+	}
 	char err[512];
 	uint16_t id;
 	if (!rc)
@@ -291,34 +242,18 @@ static int add_frontend(struct lb_k8s *k, struct k8s_svc *s, struct fe_list *fl,
 		fibril_warn(k->m, "service %s: frontend skipped: %s", s->key, err);
 		return 0;
 	}
-	struct fe_key *nv = realloc(fl->v, (fl->n + 1) * sizeof(*nv));
+	struct fe_key *nv = mod_grow(fl->v, fl->n, &fl->cap, sizeof(*nv), 4);
 	if (!nv)
 		return -ENOMEM;
 	fl->v = nv;
-	nv[fl->n++] = (struct fe_key){.addr = *ip, .port = fport, .proto = proto};
+	nv[fl->n++] = (struct fe_key){.addr = *ip, .port = fport, .proto = port->proto};
 	return 0;
 }
 
-
-static void sync_parsed(struct lb_k8s *k, struct k8s_svc *s);
-
-/* Programs Service s from its projections (parsed for this sync only:
- * between syncs, they are kept as JSON text, a tenth of the memory). */
+/* Programs Service s from its projections: its frontends upserted, the ones
+ * it no longer has removed. */
 static void sync_service(struct lb_k8s *k, struct k8s_svc *s)
 {
-	if (!k->synced && !k->applying)
-		return;
-	s->svc = s->svc_text ? json_tokener_parse(s->svc_text) : NULL;
-	s->parsed = lb_k8s_slices_parse(s->slices);
-	sync_parsed(k, s);
-	json_object_put(s->svc);
-	json_object_put(s->parsed);
-	s->svc = s->parsed = NULL;
-}
-
-static void sync_parsed(struct lb_k8s *k, struct k8s_svc *s)
-{
-	struct fe_list fl = {0};
 	/* Nothing is programmed before the first complete list of both
 	 * Services and EndpointSlices (Cilium starts its service handler only
 	 * once the caches are synced): a Service listed before its slices
@@ -327,68 +262,38 @@ static void sync_parsed(struct lb_k8s *k, struct k8s_svc *s)
 	 * are recorded meanwhile; on_synced programs them all. */
 	if (!k->synced && !k->applying)
 		return;
-	if (!s->svc) {
+	struct fe_list fl = {0};
+	const struct k8s_svc_proj *p = s->svc;
+	if (!p) {
 		remove_gone(k, s, NULL);
 		free(s->fes);
 		s->fes = NULL;
 		s->nfes = 0;
 		return;
 	}
-	struct json_object *spec = path(s->svc, "spec", NULL);
-	char why[200];
-	s->invalid = !lb_k8s_svc_valid(spec, why, sizeof(why));
-	if (s->invalid) {
+	if (p->invalid) {
 		k->skipped++;
 		fibril_warn(k->m, "service %s skipped: %s (its frontends are left as they were)",
-			    s->key, why);
+			    s->key, k8s_svc_strings(p));
 		return;
 	}
-	const char *type = str(spec, "type");
-	bool nodeport = type && (!strcmp(type, "NodePort") || !strcmp(type, "LoadBalancer"));
-	bool lbtype = type && !strcmp(type, "LoadBalancer");
-	bool itp_local = false, etp_local = false;
-	const char *itp = str(spec, "internalTrafficPolicy"), *etp = str(spec, "externalTrafficPolicy");
-	itp_local = itp && !strcmp(itp, "Local");
-	etp_local = etp && !strcmp(etp, "Local");
-	struct json_object *ports = path(spec, "ports", NULL);
-	struct json_object *cips = path(spec, "clusterIPs", NULL);
-	struct json_object *eips = path(spec, "externalIPs", NULL);
-	struct json_object *ingress = path(path(s->svc, "status", "loadBalancer"), "ingress", NULL);
-	if (!cips) { /* older objects: clusterIP only */
-		const char *cip = str(spec, "clusterIP");
-		cips = json_object_new_array();
-		if (cip)
-			json_object_array_add(cips, json_object_new_string(cip));
-		json_object_object_add(spec, "clusterIPs", cips);
-	}
-	bool want4, want6;
-	lb_k8s_svc_families(spec, cips, &want4, &want6);
-	for (size_t p = 0; p < json_object_array_length(ports); p++) {
-		struct json_object *port = json_object_array_get_idx(ports, p);
-		uint16_t pnum = (uint16_t)json_object_get_int64(path(port, "port", NULL));
-		struct lb_addr a;
-		for (size_t i = 0; json_object_is_type(cips, json_type_array) &&
-				   i < json_object_array_length(cips);
-		     i++)
-			if (ip_of(json_object_get_string(json_object_array_get_idx(cips, i)), &a))
-				add_frontend(k, s, &fl, port, &a, pnum, LB_SVC_CLUSTER_IP, itp_local);
-		for (size_t i = 0; eips && json_object_is_type(eips, json_type_array) &&
-				   i < json_object_array_length(eips);
-		     i++)
-			if (ip_of(json_object_get_string(json_object_array_get_idx(eips, i)), &a))
-				add_frontend(k, s, &fl, port, &a, pnum, LB_SVC_EXTERNAL_IP, etp_local);
-		for (size_t i = 0; lbtype && ingress && json_object_is_type(ingress, json_type_array) &&
-				   i < json_object_array_length(ingress);
-		     i++)
-			if (ip_of(str(json_object_array_get_idx(ingress, i), "ip"), &a))
-				add_frontend(k, s, &fl, port, &a, pnum, LB_SVC_LOAD_BALANCER, etp_local);
-		struct json_object *np = path(port, "nodePort", NULL);
-		int64_t npv = np && json_object_is_type(np, json_type_int) ? json_object_get_int64(np) : 0;
-		if (nodeport && npv > 0 && npv <= 65535)
-			for (size_t i = 0; i < k->nnode_addrs; i++)
-				if (lb_addr_is_v4(&k->node_addrs[i]) ? want4 : want6)
-						add_frontend(k, s, &fl, port, &k->node_addrs[i],
-						     (uint16_t)npv, LB_SVC_NODE_PORT, etp_local);
+	const struct k8s_port *ports = k8s_svc_ports(p);
+	const struct lb_addr *cips = k8s_svc_cips(p), *eips = k8s_svc_eips(p);
+	const struct lb_addr *ingress = k8s_svc_ingress(p);
+	for (size_t i = 0; i < p->nports; i++) {
+		const struct k8s_port *port = &ports[i];
+		uint16_t pnum = (uint16_t)port->port;
+		for (size_t j = 0; j < p->ncips; j++)
+			add_frontend(k, s, &fl, port, &cips[j], pnum, LB_SVC_CLUSTER_IP, p->itp_local);
+		for (size_t j = 0; j < p->neips; j++)
+			add_frontend(k, s, &fl, port, &eips[j], pnum, LB_SVC_EXTERNAL_IP, p->etp_local);
+		for (size_t j = 0; p->lbtype && j < p->ningress; j++)
+			add_frontend(k, s, &fl, port, &ingress[j], pnum, LB_SVC_LOAD_BALANCER,
+				     p->etp_local);
+		for (size_t j = 0; p->nodeport && port->node_port && j < k->nnode_addrs; j++)
+			if (lb_addr_is_v4(&k->node_addrs[j]) ? p->want4 : p->want6)
+				add_frontend(k, s, &fl, port, &k->node_addrs[j], port->node_port,
+					     LB_SVC_NODE_PORT, p->etp_local);
 	}
 	remove_gone(k, s, &fl);
 	free(s->fes);
@@ -405,33 +310,52 @@ static char *key_of(const char *ns, const char *name)
 	return key;
 }
 
-/* A Service added/updated (json) or deleted (json NULL). */
-static void apply_service(struct lb_k8s *k, const char *ns, const char *name, const char *json)
+/* s's Service projection becomes p (NULL: deleted), its text recorded */
+static void set_svc(struct lb_k8s *k, struct k8s_svc *s, struct k8s_svc_proj *p)
+{
+	if (s->svc && s->svc->text_hash)
+		k8s_hash_set_del(&k->svc_texts, s->svc->text_hash);
+	free(s->svc);
+	s->svc = p;
+	if (p && k8s_hash_set_add(&k->svc_texts, p->text_hash) < 0)
+		p->text_hash = 0; /* not recorded: its text is parsed again when met */
+}
+
+/* A Service added/updated (text, hash h, o: text parsed or NULL) or deleted
+ * (text NULL). */
+static void apply_service(struct lb_k8s *k, const char *ns, const char *name, const char *text,
+			  uint64_t h, struct json_object *o)
 {
 	char *key = key_of(ns ? ns : "", name ? name : "");
-	struct k8s_svc *s = key ? find(k, key, json != NULL) : NULL;
+	struct k8s_svc *s = key ? find(k, key, text != NULL) : NULL;
 	free(key);
 	if (!s)
 		return;
-	char *text = NULL;
-	if (json) {
-		struct json_object *o = lb_k8s_project_service(json_tokener_parse(json));
-		if (!o || !path(o, "spec", NULL)) {
-			k->skipped++;
-			fibril_warn(k->m, "service %s skipped: the object has no spec", s->key);
-			json_object_put(o);
-			return;
-		}
-		text = lb_k8s_text_of(o);
+	if (!text) {
+		set_svc(k, s, NULL);
+		sync_service(k, s);
+		return;
 	}
+	if (s->svc && s->svc->text_hash == h)
+		return; /* this very text is what lb has */
+	struct json_object *parsed = o ? NULL : json_tokener_parse(text);
+	k->parsed += !o;
+	bool no_spec = true;
+	struct k8s_svc_proj *p = k8s_svc_project(o ? o : parsed, &no_spec);
+	json_object_put(parsed);
+	if (!p) {
+		k->skipped++;
+		fibril_warn(k->m, "service %s skipped: %s", s->key,
+			    no_spec ? "the object has no spec" : "out of memory");
+		return;
+	}
+	p->text_hash = h;
 	/* what lb reads of it is unchanged (a resync, a status or metadata
 	 * change): nothing to program again */
-	bool same = text && s->svc_text && !strcmp(text, s->svc_text) && k->synced && !k->applying;
-	free(s->svc_text);
-	s->svc_text = text;
-	if (same)
-		return;
-	sync_service(k, s);
+	bool same = k8s_svc_proj_same(p, s->svc);
+	set_svc(k, s, p);
+	if (!same)
+		sync_service(k, s);
 }
 
 /* Has the refusal in slice key been logged (and note it now)? */
@@ -493,44 +417,95 @@ static void refuse_backends(struct lb_k8s *k, const char *ns, const char *name,
 			    key, nref, list);
 }
 
-static void apply_slice(struct lb_k8s *k, const char *ns, const char *name, const char *json,
-			bool deleted)
+/* the index in s->slices of the slice named name, or SIZE_MAX */
+static size_t slice_at(const struct k8s_svc *s, const char *name)
 {
-	struct json_object *o = json ? json_tokener_parse(json) : NULL;
-	struct json_object *lbl = path(o, "metadata", "labels");
-	const char *svcname = str(lbl, "kubernetes.io/service-name");
+	size_t len = strlen(name);
+	for (size_t i = 0; i < s->nslices; i++)
+		if (s->slices[i]->name_len == len &&
+		    !memcmp(k8s_slice_strings(s->slices[i]), name, len))
+			return i;
+	return SIZE_MAX;
+}
+
+/* slice i of s becomes p (NULL: removed), its text recorded; false when
+ * memory ran out (p freed) */
+static bool set_slice(struct lb_k8s *k, struct k8s_svc *s, size_t i, struct k8s_slice_proj *p)
+{
+	if (i == SIZE_MAX && p) {
+		struct k8s_slice_proj **v = mod_grow(s->slices, s->nslices, &s->slices_cap,
+						     sizeof(*v), 1);
+		if (!v) {
+			free(p);
+			return false;
+		}
+		s->slices = v;
+		i = s->nslices++;
+		s->slices[i] = NULL;
+	} else if (i == SIZE_MAX) {
+		return true;
+	}
+	if (s->slices[i] && s->slices[i]->text_hash)
+		k8s_hash_set_del(&k->slice_texts, s->slices[i]->text_hash);
+	free(s->slices[i]);
+	if (p) {
+		s->slices[i] = p;
+		if (k8s_hash_set_add(&k->slice_texts, p->text_hash) < 0)
+			p->text_hash = 0;
+	} else {
+		s->slices[i] = s->slices[--s->nslices];
+	}
+	return true;
+}
+
+/* An EndpointSlice added/updated or deleted (its text, hash h, o: parsed
+ * or NULL). */
+static void apply_slice(struct lb_k8s *k, const char *ns, const char *name, const char *text,
+			uint64_t h, struct json_object *o, bool deleted)
+{
+	if (!deleted && k8s_hash_set_has(&k->slice_texts, h))
+		return; /* this very text is what lb has (it names the slice) */
+	struct json_object *parsed = o || !text ? NULL : json_tokener_parse(text);
+	k->parsed += !o && text;
+	o = o ? o : parsed;
+	const char *svcname = str(path(o, "metadata", "labels"), "kubernetes.io/service-name");
 	if (!svcname) {
 		k->skipped++;
 		fibril_info(k->m, "endpointslice %s/%s skipped: no kubernetes.io/service-name label",
 			    ns ? ns : "", name ? name : "");
-		json_object_put(o);
+		json_object_put(parsed);
 		return;
 	}
 	char *key = key_of(ns ? ns : "", svcname);
 	struct k8s_svc *s = key ? find(k, key, !deleted) : NULL;
 	free(key);
 	if (!s) {
-		json_object_put(o);
+		json_object_put(parsed);
 		return;
 	}
+	size_t at = slice_at(s, name ? name : "");
 	if (deleted) {
-		json_object_object_del(s->slices, name ? name : "");
-		json_object_put(o);
+		json_object_put(parsed);
+		if (at == SIZE_MAX)
+			return;
+		set_slice(k, s, at, NULL);
 	} else {
 		refuse_backends(k, ns, name, o);
-		char *text = lb_k8s_text_of(lb_k8s_project_slice(o));
-		struct json_object *had = NULL;
-		bool same = text && k->synced && !k->applying &&
-			    json_object_object_get_ex(s->slices, name ? name : "", &had) &&
-			    !strcmp(json_object_get_string(had), text);
-		if (text && !same)
-			json_object_object_add(s->slices, name ? name : "", json_object_new_string(text));
-		free(text);
-		if (same) /* what lb reads of it is unchanged */
+		struct k8s_slice_proj *p = k8s_slice_project(o, name ? name : "", k->node);
+		json_object_put(parsed);
+		if (!p) {
+			k->skipped++;
+			fibril_warn(k->m, "endpointslice %s/%s skipped: out of memory", ns ? ns : "",
+				    name ? name : "");
+			return;
+		}
+		p->text_hash = h;
+		bool same = at != SIZE_MAX && k8s_slice_proj_same(p, s->slices[at]);
+		if (!set_slice(k, s, at, p) || same) /* same: what lb reads of it is unchanged */
 			return;
 	}
-	if (!s->svc_text) { /* held, not skipped: applied when its Service arrives */
-		if (!deleted)
+	if (!s->svc) { /* held, not skipped: applied when its Service arrives */
+		if (!deleted && k->synced) /* before, slices first is the order of the lists */
 			fibril_info(k->m, "endpointslice %s/%s held: service %s is not known yet "
 					  "(applied when it arrives)", ns ? ns : "", name ? name : "", s->key);
 		return;
@@ -544,8 +519,9 @@ static int on_service(const struct fibril_event *ev, void *ud)
 	const struct fibril_k8s_event *e = ev->payload;
 	if (ev->payload_len < sizeof(*e) || !k->ops || !lb_table_of(k->lb))
 		return 0;
-	apply_service(k, FIBRIL_K8S_STR(e, namespace_), FIBRIL_K8S_STR(e, name),
-		      e->type == FIBRIL_K8S_DELETED ? NULL : FIBRIL_K8S_STR(e, object));
+	const char *text = e->type == FIBRIL_K8S_DELETED ? NULL : FIBRIL_K8S_STR(e, object);
+	apply_service(k, FIBRIL_K8S_STR(e, namespace_), FIBRIL_K8S_STR(e, name), text,
+		      text ? k8s_text_hash(text) : 0, NULL);
 	return 0;
 }
 
@@ -555,13 +531,15 @@ static int on_slice(const struct fibril_event *ev, void *ud)
 	const struct fibril_k8s_event *e = ev->payload;
 	if (ev->payload_len < sizeof(*e) || !k->ops || !lb_table_of(k->lb))
 		return 0;
-	apply_slice(k, FIBRIL_K8S_STR(e, namespace_), FIBRIL_K8S_STR(e, name),
-		    FIBRIL_K8S_STR(e, object), e->type == FIBRIL_K8S_DELETED);
+	const char *text = FIBRIL_K8S_STR(e, object);
+	apply_slice(k, FIBRIL_K8S_STR(e, namespace_), FIBRIL_K8S_STR(e, name), text,
+		    text ? k8s_text_hash(text) : 0, NULL, e->type == FIBRIL_K8S_DELETED);
 	return 0;
 }
 
 /* what the k8s module's caches already hold at our start (events published
- * before it were not ours to program) */
+ * before it were not ours to program), and at the sync: an object whose
+ * text lb already has (from its event) is not parsed again */
 struct cached {
 	struct lb_k8s *k;
 	bool slices;
@@ -570,14 +548,18 @@ struct cached {
 static int on_cached(const char *json, void *ud)
 {
 	struct cached *c = ud;
+	uint64_t h = k8s_text_hash(json);
+	if (k8s_hash_set_has(c->slices ? &c->k->slice_texts : &c->k->svc_texts, h))
+		return 0;
 	struct json_object *o = json_tokener_parse(json);
+	c->k->parsed++;
 	const char *ns = str(path(o, "metadata", NULL), "namespace");
 	const char *name = str(path(o, "metadata", NULL), "name");
 	if (name) {
 		if (c->slices)
-			apply_slice(c->k, ns, name, json, false);
+			apply_slice(c->k, ns, name, json, h, o, false);
 		else
-			apply_service(c->k, ns, name, json);
+			apply_service(c->k, ns, name, json, h, o);
 	}
 	json_object_put(o);
 	return 0;
@@ -595,7 +577,7 @@ static bool of_invalid_service(struct lb_k8s *k, const struct lb_svc *s)
 	if (colon)
 		*colon = '\0';
 	struct k8s_svc *ks = find(k, key, false);
-	return ks && ks->svc_text && ks->invalid;
+	return ks && ks->svc && ks->svc->invalid;
 }
 
 static void apply_cache(struct lb_k8s *k)
@@ -609,11 +591,13 @@ static void apply_cache(struct lb_k8s *k)
 static void wait_for_sync(struct lb_k8s *k);
 
 /* The informers' first lists are done: the caches are what Kubernetes has.
- * Their events may still be queued on the bus, so the caches are applied
- * here (the same IDs: upserts by frontend), then every frontend restored
- * from the pins as Kubernetes' that no Service programmed is removed, with
- * the backends only it used. API services and frontends of unknown origin
- * stay. */
+ * Their events may still be queued on the bus, so what the caches hold
+ * that lb has not recorded yet is recorded here, then every Service is
+ * programmed once (the same IDs: upserts by frontend; the queued events of
+ * the same texts are then recognized and skipped), then every frontend
+ * restored from the pins as Kubernetes' that no Service programmed is
+ * removed, with the backends only it used. API services and frontends of
+ * unknown origin stay. */
 static void on_synced(void *ud, int err, const char *pending)
 {
 	struct lb_k8s *k = ud;
@@ -628,8 +612,11 @@ static void on_synced(void *ud, int err, const char *pending)
 	struct lb_table *t = lb_table_of(k->lb);
 	if (!t)
 		return;
-	k->applying = true;
 	apply_cache(k);
+	k->applying = true;
+	for (size_t i = 0; i < k->n; i++)
+		if (k->svcs[i].svc)
+			sync_service(k, &k->svcs[i]);
 	k->applying = false;
 	size_t removed = 0, kept = 0;
 	for (uint32_t id = 1; id <= LB_SVC_ID_MAX; id++) {
@@ -653,8 +640,13 @@ static void on_synced(void *ud, int err, const char *pending)
 	}
 	k->stale_removed += removed;
 	k->synced = true;
+	size_t held = lb_k8s_held_slices(k);
 	fibril_info(k->m, "Services and EndpointSlices synced: %zu known, %zu restored frontends "
-			  "removed, %zu kept (their Service is invalid)", k->n, removed, kept);
+			  "removed, %zu kept (their Service is invalid), %zu slices held (no Service)",
+		    k->n, removed, kept, held);
+	/* the lists' parse trees are gone: their freed pages go back to the
+	 * system instead of staying resident for the agent's life */
+	malloc_trim(0);
 }
 
 static void wait_for_sync(struct lb_k8s *k)
@@ -734,8 +726,12 @@ void lb_k8s_stop(struct lb_k8s *k)
 	if (!k)
 		return;
 	for (size_t i = 0; i < k->n; i++) {
-		free(k->svcs[i].svc_text);
-		json_object_put(k->svcs[i].slices);
+		struct k8s_svc *s = &k->svcs[i];
+		free(s->key);
+		free(s->svc);
+		for (size_t j = 0; j < s->nslices; j++)
+			free(s->slices[j]);
+		free(s->slices);
 		free(k->svcs[i].fes);
 	}
 	for (size_t i = 0; i < k->nrefused_logged; i++)
@@ -747,6 +743,8 @@ void lb_k8s_stop(struct lb_k8s *k)
 	k->svcs = NULL;
 	k->n = k->cap = 0;
 	lb_k8s_index_free(&k->index);
+	k8s_hash_set_free(&k->svc_texts);
+	k8s_hash_set_free(&k->slice_texts);
 	free(k->mine.v);
 	memset(&k->mine, 0, sizeof(k->mine));
 	k->ops = NULL;
@@ -768,7 +766,29 @@ size_t lb_k8s_held_slices(const struct lb_k8s *k)
 {
 	size_t n = 0;
 	for (size_t i = 0; k && i < k->n; i++)
-		if (!k->svcs[i].svc_text && k->svcs[i].slices)
-			n += (size_t)json_object_object_length(k->svcs[i].slices);
+		if (!k->svcs[i].svc)
+			n += k->svcs[i].nslices;
+	return n;
+}
+
+uint64_t lb_k8s_parsed(const struct lb_k8s *k)
+{
+	return k ? k->parsed : 0;
+}
+
+size_t lb_k8s_bytes(const struct lb_k8s *k)
+{
+	if (!k)
+		return 0;
+	size_t n = k->cap * sizeof(*k->svcs) + (k->index.slot ? (k->index.mask + 1) * sizeof(size_t) : 0) +
+		   (k->svc_texts.slot ? (k->svc_texts.mask + 1) * sizeof(uint64_t) : 0) +
+		   (k->slice_texts.slot ? (k->slice_texts.mask + 1) * sizeof(uint64_t) : 0);
+	for (size_t i = 0; i < k->n; i++) {
+		const struct k8s_svc *s = &k->svcs[i];
+		n += strlen(s->key) + 1 + (s->svc ? s->svc->size : 0) +
+		     s->slices_cap * sizeof(*s->slices) + s->nfes * sizeof(*s->fes);
+		for (size_t j = 0; j < s->nslices; j++)
+			n += s->slices[j]->size;
+	}
 	return n;
 }

@@ -1,12 +1,9 @@
-/* modules/lb/k8s_store.c - what the lb module keeps of the Kubernetes
- * objects it follows (k8s.c), kept small at 10,000 Services: an index of
+/* modules/lb/k8s_store.c - how the lb module finds what it keeps of the
+ * Kubernetes objects it follows (k8s.c) at 10,000 Services: an index of
  * its Services by "namespace/name" (open addressing, so an event finds its
- * Service in O(1), not by a walk of all of them), and projections - a
- * Service or EndpointSlice reduced to the fields lb reads (as client-go's
- * transform functions do), the rest (metadata, managed fields,
- * annotations, selectors) freed as soon as it arrives - kept as compact
- * JSON text between syncs (a json-c tree costs ten times its text), parsed
- * again for the sync of its Service. */
+ * Service in O(1), not by a walk of all of them), and the node's addresses
+ * read at most once a second. What is kept of each object is its
+ * projection (k8s_proj.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,78 +64,6 @@ void lb_k8s_index_free(struct lb_k8s_index *x)
 {
 	free(x->slot);
 	memset(x, 0, sizeof(*x));
-}
-
-/* a new object with those of from's fields (shared, not copied) that exist */
-static struct json_object *keep(struct json_object *from, const char *const *names)
-{
-	struct json_object *o = json_object_new_object(), *v;
-	for (; o && *names; names++)
-		if (from && json_object_object_get_ex(from, *names, &v) && v)
-			json_object_object_add(o, *names, json_object_get(v));
-	return o;
-}
-
-struct json_object *lb_k8s_project_service(struct json_object *svc)
-{
-	static const char *const spec_fields[] = {
-		"type", "ports", "clusterIP", "clusterIPs", "externalIPs", "ipFamilies",
-		"internalTrafficPolicy", "externalTrafficPolicy", "loadBalancerSourceRanges",
-		"sessionAffinity", "sessionAffinityConfig", NULL};
-	static const char *const status_fields[] = {"loadBalancer", NULL};
-	struct json_object *spec = NULL, *status = NULL;
-	if (!svc || !json_object_object_get_ex(svc, "spec", &spec) ||
-	    !json_object_is_type(spec, json_type_object))
-		return svc; /* the caller refuses it as it is */
-	(void)json_object_object_get_ex(svc, "status", &status);
-	struct json_object *o = json_object_new_object();
-	struct json_object *ps = keep(spec, spec_fields);
-	struct json_object *pst = status && json_object_is_type(status, json_type_object)
-					  ? keep(status, status_fields) : NULL;
-	if (!o || !ps) {
-		json_object_put(o);
-		json_object_put(ps);
-		json_object_put(pst);
-		return svc; /* out of memory: kept whole */
-	}
-	json_object_object_add(o, "spec", ps);
-	if (pst)
-		json_object_object_add(o, "status", pst);
-	json_object_put(svc);
-	return o;
-}
-
-struct json_object *lb_k8s_project_slice(struct json_object *slice)
-{
-	static const char *const fields[] = {"addressType", "endpoints", "ports", NULL};
-	if (!slice || !json_object_is_type(slice, json_type_object))
-		return slice;
-	struct json_object *o = keep(slice, fields);
-	if (!o)
-		return slice;
-	json_object_put(slice);
-	return o;
-}
-
-char *lb_k8s_text_of(struct json_object *o)
-{
-	const char *t = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : NULL;
-	char *text = t ? strdup(t) : NULL;
-	json_object_put(o);
-	return text;
-}
-
-struct json_object *lb_k8s_slices_parse(struct json_object *texts)
-{
-	struct json_object *o = json_object_new_object();
-	if (!o || !texts)
-		return o;
-	json_object_object_foreach(texts, name, text) {
-		struct json_object *v = json_tokener_parse(json_object_get_string(text));
-		if (v)
-			json_object_object_add(o, name, v);
-	}
-	return o;
 }
 
 int lb_k8s_node_addrs_cached(struct fibril_module *m, struct lb_k8s_addr_cache *c,

@@ -101,9 +101,7 @@ uint64_t lb_k8s_skipped(const struct lb_k8s *k);
 /* EndpointSlices held: their Service is not known yet (applied when it arrives) */
 size_t lb_k8s_held_slices(const struct lb_k8s *k);
 /* k8s_store.c: an index of k8s.c's Services by "namespace/name" (entry
- * index i + 1 per slot; key_at(ud, i) gives entry i's key), the
- * projections of a Service / EndpointSlice to the fields lb reads (the
- * object given is released; NULL or not an object: returned as it is) */
+ * index i + 1 per slot; key_at(ud, i) gives entry i's key) */
 struct lb_k8s_index {
 	size_t *slot;
 	size_t mask, n;
@@ -114,11 +112,6 @@ size_t lb_k8s_index_get(const struct lb_k8s_index *x, const char *key, lb_k8s_ke
 int lb_k8s_index_add(struct lb_k8s_index *x, const char *key, size_t i, lb_k8s_key_at_fn key_at,
 		     const void *ud);
 void lb_k8s_index_free(struct lb_k8s_index *x);
-struct json_object *lb_k8s_project_service(struct json_object *svc);
-struct json_object *lb_k8s_project_slice(struct json_object *slice);
-/* o as compact JSON text (malloc'd; NULL: out of memory), o released;
- * texts' (name -> JSON string) values parsed into a new object */
-char *lb_k8s_text_of(struct json_object *o);
 /* The node's addresses (lb_node_addrs_list of [lb] node-addresses) read
  * again when c is older than a second: a burst of EndpointSlices does not
  * dump every link and address once per slice. *out points into c. */
@@ -129,7 +122,6 @@ struct lb_k8s_addr_cache {
 };
 int lb_k8s_node_addrs_cached(struct fibril_module *m, struct lb_k8s_addr_cache *c,
 			     struct lb_addr **out, size_t *n);
-struct json_object *lb_k8s_slices_parse(struct json_object *texts);
 /* k8s_nodeport.c: the node's addresses for NodePorts when [lb]
  * node-addresses is unset (their number, the first max into out); a
  * Service's IP families (spec.ipFamilies, else its clusterIPs', else both) */
@@ -141,5 +133,9 @@ void lb_k8s_svc_families(struct json_object *spec, struct json_object *cips, boo
  * restored frontends Kubernetes no longer has been removed)? */
 bool lb_k8s_synced(const struct lb_k8s *k);
 uint64_t lb_k8s_stale_removed(const struct lb_k8s *k);
+/* Objects' texts parsed so far (each distinct text once); the bytes lb
+ * keeps for the Kubernetes objects (projections, records, indexes) */
+uint64_t lb_k8s_parsed(const struct lb_k8s *k);
+size_t lb_k8s_bytes(const struct lb_k8s *k);
 
 #endif

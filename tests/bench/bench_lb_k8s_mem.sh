@@ -8,7 +8,8 @@
 # (goals < 64 MB, < 2 s), beside the reference in the same run: an agent
 # with lb alone given the same N services x 3 backends through one batch
 # (PUT /v1/service with a JSON array). Run by hand as root with
-# top_srcdir/top_builddir set.
+# top_srcdir/top_builddir set; LB_BENCH_PERF=FILE records the k8s agent
+# with perf record -g until all are programmed.
 BENCH_NAME=bench_lb_k8s_mem
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/bench/bench_lib.sh"
@@ -29,7 +30,8 @@ trap bench_mem_cleanup EXIT INT TERM
 ip netns add "$NS"
 ip -n "$NS" link set lo up
 
-cp "$top_srcdir/tests/k8s/apiserver.py" "$top_srcdir/tests/k8s/control.py" "$WORK/"
+cp "$top_srcdir/tests/k8s/apiserver.py" "$top_srcdir/tests/k8s/apiserver_crd.py" \
+	"$top_srcdir/tests/k8s/control.py" "$WORK/"
 python3 "$WORK/control.py" gen --pods 0 --nodes 1 --namespaces 20 --services "$N" \
 	--endpointslices "$N" >"$WORK/objects.json"
 TOKEN=bench-$$
@@ -75,9 +77,15 @@ is_n() { [ "$("$@")" = "$WANT" ]; }
 
 echo "lb: $N Services + $N EndpointSlices from Kubernetes (tests/bench/bench_lb_k8s_mem.sh; this machine's load)"
 agent k8s lb
+PERF_PID=""
+if [ -n "${LB_BENCH_PERF:-}" ]; then # where the time goes: perf report -i $LB_BENCH_PERF
+	perf record -g -F 999 -p "$AGENT_PID" -o "$LB_BENCH_PERF" >"$WORK/perf.log" 2>&1 &
+	PERF_PID=$!
+fi
 WANT=$N
 wait_alive "$AGENT_PID" 300 is_n n_services || bench_die "lb did not program $N services: $(n_services)"
 prog_s=$(secs_since "$T0")
+if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; fi
 echo "   k8s + lb: all $N programmed ${prog_s} s after the start (goal < 2 s), RSS $(rss VmRSS) MB (peak $(rss VmHWM) MB; goal < 64 MB)"
 stop
 
