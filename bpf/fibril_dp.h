@@ -167,7 +167,11 @@ struct dp_ct_value {
 	__u8 tcp_flags;      /* TCP flags seen, both directions OR-ed */
 	__u8 flags;          /* DP_CT_F_* */
 	__u16 charge_ep_id;  /* whose dp_ct_count slot holds it (DP_CT_F_CHARGED) */
-	__u8 pad[6];
+	__u16 charge_gen;    /* that slot's gen (low 16 bits) when it was charged */
+	__u16 ep_gen;        /* the gen of the key's ep_id slot when it was made: an
+			      * entry whose endpoint (or charged one) was removed
+			      * since is stale, and the GC takes it out uncounted */
+	__u8 pad[2];
 };
 
 /* ---- dp_ct_count: ARRAY (mmapable) indexed by endpoint ID: how many
@@ -182,10 +186,16 @@ struct dp_ct_value {
  * the GC, which alone removes entries, gives the count back (atomically,
  * through the mapping). So one pod can hold at most ct_ep_max of a table,
  * the outside at most ct_ep_max towards one pod and ct_outside_max in all,
- * and none of it at anybody else's expense: nothing is ever evicted. */
+ * and none of it at anybody else's expense: nothing is ever evicted.
+ * When an endpoint is removed the module zeroes its slot (and takes its
+ * outside counts off slot 0's) and bumps gen: the entries made with the old
+ * gen are no longer charged to anyone, the next GC pass deletes them, and a
+ * pod given the same slot starts with an empty quota. */
 struct dp_ct_count {
 	__u32 own[2];     /* [0] dp_conntrack, [1] dp_ct_any */
 	__u32 outside[2];
+	__u32 gen;        /* bumped when the slot's endpoint is removed */
+	__u32 pad;        /* (an mmapable array's values are 8-byte aligned) */
 };
 
 /* ---- dp_frags, dp_frags_out: LRU_HASH, a fragmented datagram -> its ports
