@@ -38,7 +38,8 @@
 #define DP_IPCACHE_MAX 524288  /* Cilium's default: every endpoint of a large cluster (no prealloc) */
 #define DP_CONNTRACK_MAX 131072 /* default of [datapath] conntrack-max-tcp */
 #define DP_CT_ANY_MAX 65536     /* default of [datapath] conntrack-max-other */
-#define DP_FRAGS_MAX 8192
+#define DP_FRAGS_MAX 16384
+#define DP_FRAGS_SLOTS 64 /* dp_frags slots of one pod address and protocol (lib/frag.h) */
 #define DP_IPV6_MAX_EXTHDRS 8   /* extension headers walked before L4 (Cilium: 4) */
 #define DP_METRICS_DIRECTIONS 5 /* enum dp_direction's values */
 #define DP_METRICS_MAX (DP_METRICS_DIRECTIONS * 256) /* a slot per (direction, reason) */
@@ -169,7 +170,11 @@ struct dp_ct_value {
 	__u8 tcp_flags;      /* TCP flags seen, both directions OR-ed */
 	__u8 flags;          /* DP_CT_F_* */
 	__u16 charge_ep_id;  /* whose dp_ct_count slot holds it (DP_CT_F_CHARGED) */
-	__u8 pad[6];
+	__u16 charge_gen;    /* that slot's gen (low 16 bits) when it was charged */
+	__u16 ep_gen;        /* the gen of the key's ep_id slot when it was made: an
+			      * entry whose endpoint (or charged one) was removed
+			      * since is stale, and the GC takes it out uncounted */
+	__u8 pad[2];
 };
 
 /* ---- dp_ct_count: ARRAY (mmapable) indexed by endpoint ID: how many
@@ -184,10 +189,16 @@ struct dp_ct_value {
  * the GC, which alone removes entries, gives the count back (atomically,
  * through the mapping). So one pod can hold at most ct_ep_max of a table,
  * the outside at most ct_ep_max towards one pod and ct_outside_max in all,
- * and none of it at anybody else's expense: nothing is ever evicted. */
+ * and none of it at anybody else's expense: nothing is ever evicted.
+ * When an endpoint is removed the module zeroes its slot (and takes its
+ * outside counts off slot 0's) and bumps gen: the entries made with the old
+ * gen are no longer charged to anyone, the next GC pass deletes them, and a
+ * pod given the same slot starts with an empty quota. */
 struct dp_ct_count {
 	__u32 own[2];     /* [0] dp_conntrack, [1] dp_ct_any */
 	__u32 outside[2];
+	__u32 gen;        /* bumped when the slot's endpoint is removed */
+	__u32 pad;        /* (an mmapable array's values are 8-byte aligned) */
 };
 
 /* ---- dp_frags, dp_frags_out: LRU_HASH, a fragmented datagram -> its ports
@@ -196,11 +207,17 @@ struct dp_ct_count {
  * tracking; IPv6 fragments (fragment extension header) too. dp_frags holds
  * what endpoints sent (fibril_from_endpoint, after the source check),
  * dp_frags_out what came from outside (the other three programs): a
- * spoofer outside can neither write nor evict the pods' entries. */
+ * spoofer outside can neither write nor evict the pods' entries. In
+ * dp_frags the key is a slot, not a datagram (lib/frag.h): the sending
+ * pod's address, daddr 0, id one of DP_FRAGS_SLOTS slots hashed from the
+ * IP ID and the destination, whose hash (the tag) is in the value; so one
+ * pod holds at most DP_FRAGS_SLOTS entries per address and protocol and
+ * overwrites only its own. dp_frags_out is keyed by the datagram (tag 0). */
 struct dp_frag_key {
 	__u8 saddr[16];
 	__u8 daddr[16];
-	__u32 id;    /* IPv4: the 16-bit ID; IPv6: the fragment header's 32 bits */
+	__u32 id;    /* dp_frags: the slot (below DP_FRAGS_SLOTS); dp_frags_out:
+		      * IPv4 the 16-bit ID, IPv6 the fragment header's 32 bits */
 	__u8 proto;  /* the upper-layer protocol */
 	__u8 family;
 	__u8 pad[2];
@@ -209,6 +226,7 @@ struct dp_frag_key {
 struct dp_frag_ports {
 	__u16 sport; /* network order */
 	__u16 dport;
+	__u32 tag;   /* dp_frags: the datagram's (IP ID, destination): compared */
 };
 
 /* ---- dp_metrics: PERCPU_HASH, (reason, direction) -> packets, bytes ----- */

@@ -79,7 +79,7 @@
 static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
 				    struct iphdr *ip4)
 {
-	if (frag_resolve(p) < 0)
+	if (frag_resolve_sent(p) < 0)
 		return drop(skb, p, DP_REASON_DROP_FRAG_NOT_FOUND);
 	/* a local destination carries its identity; only others need the
 	 * ipcache's longest-prefix walk (which also says which node hosts it) */

@@ -96,13 +96,11 @@ int fibril_to_netdev(struct __sk_buff *skb)
 	 * first (dp_frags: what source-checked pods sent), and only a mapping
 	 * the first fragment made */
 	if (p.frag == FRAG_LATER) {
-		struct dp_frag_key fk;
-		frag_key(&p, &fk);
-		const struct dp_frag_ports *fp = bpf_map_lookup_elem(&dp_frags, &fk);
-		if (!fp)
+		struct dp_frag_ports fp;
+		if (frag_sent_ports(&p, &fp) < 0)
 			return TC_ACT_UNSPEC;
-		p.tuple.sport = fp->sport;
-		p.tuple.dport = fp->dport;
+		p.tuple.sport = fp.sport;
+		p.tuple.dport = fp.dport;
 	}
 	struct dp_nat_key k;
 	if (nat_key_of(skb, &p, &k, DP_NAT_OUT) < 0)

@@ -25,7 +25,9 @@
  *     coarse clock); on a miss charges dp_ct_count (the sender's "own"
  *     count in fibril_from_endpoint, else the receiver's "outside" count
  *     and the outside's total, slot 0) against dp_config's limits and
- *     creates the entry (BPF_NOEXIST; if another CPU created it meanwhile,
+ *     creates the entry, stamped with the gens of its charged slot and of
+ *     its endpoint's slot (a removed endpoint's entries are stale: the GC
+ *     takes them out uncounted) (BPF_NOEXIST; if another CPU created it meanwhile,
  *     that one is updated and the charge given back). Returns 0, or -1
  *     when a new flow is over its quota or the table is full: the hook
  *     drops it (DP_REASON_DROP_CT_FULL). Reads skb->len and skb->ifindex;
@@ -151,7 +153,7 @@ static __always_inline __u32 *ct_counter(struct dp_ct_count *c, int tcp, int out
  * the outside's total in slot 0) if the limits allow: 0, else -1. A check
  * then an add, not one atomic step: CPUs racing at the limit may pass it by
  * one each, which bounds nothing less. */
-static __always_inline int ct_charge(__u16 ep, int tcp, int outside)
+static __always_inline int ct_charge(__u16 ep, int tcp, int outside, __u16 *gen)
 {
 	__u32 zero = 0, slot = ep;
 	const struct dp_config *cfg = bpf_map_lookup_elem(&dp_config, &zero);
@@ -175,7 +177,17 @@ static __always_inline int ct_charge(__u16 ep, int tcp, int outside)
 		__sync_fetch_and_add(t, 1);
 	}
 	__sync_fetch_and_add(n, 1);
+	*gen = (__u16)c->gen;
 	return 0;
+}
+
+/* The gen of endpoint slot ep (dp_ct_count), 0 when there is none. */
+static __always_inline __u16 ct_slot_gen(__u16 ep)
+{
+	__u32 slot = ep;
+	const struct dp_ct_count *c = bpf_map_lookup_elem(&dp_ct_count, &slot);
+
+	return c ? (__u16)c->gen : 0;
 }
 
 /* Give back what ct_charge() took (the entry was not created). */
@@ -211,7 +223,8 @@ static __always_inline int ct_point(struct __sk_buff *skb, struct pkt *p, __u8 d
 	__u16 ep = ct_point_ep(p, dir);
 	__u16 charge = outside ? ep : ct_point_ep(p, CT_EGRESS);
 	int tcp = p->tuple.proto == IPPROTO_TCP;
-	if (!ep || !charge || ct_charge(charge, tcp, outside) < 0)
+	__u16 charge_gen = 0;
+	if (!ep || !charge || ct_charge(charge, tcp, outside, &charge_gen) < 0)
 		return -1;
 	void *map = ct_map(p);
 	struct dp_ct_key k = p->tuple;
@@ -228,6 +241,8 @@ static __always_inline int ct_point(struct __sk_buff *skb, struct pkt *p, __u8 d
 		.flags = ((p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) ? DP_CT_F_CLOSING : 0) |
 			 DP_CT_F_CHARGED | (outside ? DP_CT_F_OUTSIDE : 0),
 		.charge_ep_id = charge,
+		.charge_gen = charge_gen,
+		.ep_gen = ep == charge ? charge_gen : ct_slot_gen(ep),
 	};
 	if (bpf_map_update_elem(map, &k, &fresh, BPF_NOEXIST) == 0)
 		return 0;

@@ -430,6 +430,7 @@ static int op_endpoint_remove(void *ctx, const struct fibril_datapath_endpoint *
 		ep_undo(dp, &known->ep, true);
 	ep_undo(dp, ep, !known || known->ep.host_ifindex != ep->host_ifindex);
 	dp_ep_forget(dp, ep->id);
+	dp_gc_endpoint_removed(dp, ep->id);
 	eps_health(dp);
 	fibril_debug(dp->m, "endpoint %u removed", ep->id);
 	return 0;

@@ -120,6 +120,7 @@ struct datapath {
 	/* conntrack GC */
 	struct fibril_timer *gc_timer;
 	bool gc_busy; /* a pass is running on the worker pool */
+	bool gc_again; /* an endpoint was removed while it ran: one more pass */
 	uint64_t gc_runs, gc_removed, gc_last_ms;
 	uint64_t gc_last_us, gc_last_syscalls; /* the last pass: time, bpf() calls */
 	size_t gc_last_entries, gc_last_tcp, gc_last_other;
@@ -381,6 +382,10 @@ int dp_unsent_start(struct datapath *dp);
 /* Start one GC pass on the worker pool (none if one is running); its
  * figures land in dp on the loop when it is done. 0, or -EBUSY. */
 int dp_gc_kick(struct datapath *dp);
+/* Endpoint id was removed: its dp_ct_count slot is zeroed and its gen
+ * bumped (dp_ctgc_release_slot), and a GC pass (another one after the
+ * running one) takes out the entries made for it or charged to it. */
+void dp_gc_endpoint_removed(struct datapath *dp, uint16_t id);
 int dp_events_start(struct datapath *dp, char *err, size_t len);
 void dp_events_stop(struct datapath *dp);
 void dp_events_consume(struct datapath *dp); /* read what waits in dp_events, a batch at most */

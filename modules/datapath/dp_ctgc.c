@@ -63,9 +63,51 @@ void dp_ctgc_uncharge(struct dp_ct_count *counts, unsigned map_index, const stru
 	}
 }
 
+bool dp_ctgc_stale(const struct dp_ct_count *counts, const struct dp_ct_key *k,
+		   const struct dp_ct_value *v)
+{
+	if (!counts)
+		return false;
+	if ((v->flags & DP_CT_F_CHARGED) &&
+	    (uint16_t)__atomic_load_n(&counts[v->charge_ep_id].gen, __ATOMIC_RELAXED) != v->charge_gen)
+		return true;
+	return (uint16_t)__atomic_load_n(&counts[k->ep_id].gen, __ATOMIC_RELAXED) != v->ep_gen;
+}
+
+/* n = 0, returning what it was */
+static uint32_t take(uint32_t *n)
+{
+	return __atomic_exchange_n(n, 0, __ATOMIC_RELAXED);
+}
+
+/* n -= by, never below 0 */
+static void count_sub(uint32_t *n, uint32_t by)
+{
+	uint32_t cur = __atomic_load_n(n, __ATOMIC_RELAXED);
+	while (cur && !__atomic_compare_exchange_n(n, &cur, cur > by ? cur - by : 0, false,
+						   __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+void dp_ctgc_release_slot(struct dp_ct_count *counts, uint16_t ep)
+{
+	if (!counts || !ep)
+		return;
+	struct dp_ct_count *c = &counts[ep];
+	/* the gen first: an entry the program makes from now on carries the
+	 * new one and is counted in the zeroed slot */
+	__atomic_add_fetch(&c->gen, 1, __ATOMIC_RELAXED);
+	take(&c->own[0]);
+	take(&c->own[1]);
+	count_sub(&counts[0].outside[0], take(&c->outside[0]));
+	count_sub(&counts[0].outside[1], take(&c->outside[1]));
+}
+
 static enum modcommon_gc_verdict ct_verdict(const void *key, void *value, void *ud)
 {
 	const struct dp_ctgc_params *p = ud;
+	if (dp_ctgc_stale(p->counts, key, value))
+		return MODCOMMON_GC_DELETE; /* its endpoint is gone: charged to nobody */
 	if (!dp_ctgc_expired(p, key, value))
 		return MODCOMMON_GC_KEEP;
 	dp_ctgc_uncharge(p->counts, p->map_index, value);

@@ -43,6 +43,17 @@ bool dp_ctgc_expired(const struct dp_ctgc_params *p, const struct dp_ct_key *k,
  * below 0; counts NULL: nothing. */
 void dp_ctgc_uncharge(struct dp_ct_count *counts, unsigned map_index, const struct dp_ct_value *v);
 
+/* Whether the entry was made for, or charged to, an endpoint removed
+ * since (its slot's gen moved on): the pass deletes it without giving a
+ * charge back (dp_ctgc_release_slot already did). counts NULL: never. */
+bool dp_ctgc_stale(const struct dp_ct_count *counts, const struct dp_ct_key *k,
+		   const struct dp_ct_value *v);
+
+/* Endpoint ep was removed: bump its slot's gen and zero its counts (its
+ * outside ones taken off slot 0's total too), atomically against the
+ * program, so the endpoint given this slot next starts uncharged. */
+void dp_ctgc_release_slot(struct dp_ct_count *counts, uint16_t ep);
+
 /* One pass over the map fd; adds to *st. 0, or a negative errno (what was
  * removed before the error stays removed). Each entry the pass removes has
  * its charge given back as it is chosen; the program never removes one, so

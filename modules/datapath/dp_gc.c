@@ -84,6 +84,10 @@ static void gc_done(void *ud, int status)
 	if (j->nat_count_fd >= 0)
 		close(j->nat_count_fd);
 	dp->gc_busy = false;
+	if (dp->gc_again) {
+		dp->gc_again = false;
+		dp_gc_kick(dp); /* the entries of an endpoint removed meanwhile */
+	}
 	if (status == 0) {
 		size_t removed = j->st[0].removed + j->st[1].removed + j->nat_st.removed;
 		dp->gc_last_nat = j->nat_st.seen - j->nat_st.removed;
@@ -149,6 +153,24 @@ int dp_gc_kick(struct datapath *dp)
 		free(j);
 	}
 	return rc;
+}
+
+void dp_gc_endpoint_removed(struct datapath *dp, uint16_t id)
+{
+	if (!id || !dp->maps[DPM_CT_COUNT])
+		return;
+	size_t sz = (size_t)DP_CT_COUNT_MAX * sizeof(struct dp_ct_count);
+	void *counts = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED,
+			    fibril_map_fd(dp->maps[DPM_CT_COUNT]), 0);
+	if (counts == MAP_FAILED) {
+		fibril_warn(dp->m, "endpoint %u removed: cannot map %s to release its charges: %s",
+			    id, DP_MAP_CT_COUNT, strerror(errno));
+		return;
+	}
+	dp_ctgc_release_slot(counts, id);
+	munmap(counts, sz);
+	if (dp_gc_kick(dp) == -EBUSY)
+		dp->gc_again = true; /* the running pass may have read the old gen */
 }
 
 static void gc_tick(struct fibril_timer *t, void *ud)

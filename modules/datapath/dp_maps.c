@@ -355,9 +355,9 @@ static int fmt_frags(const void *key, const void *value, char *ko, size_t kl, ch
 		return -EINVAL;
 	dp_fmt_addr(k->family, k->saddr, s, sizeof(s));
 	dp_fmt_addr(k->family, k->daddr, d, sizeof(d));
-	snprintf(ko, kl, "%s %s -> %s id=%u", proto_name(k->proto, pbuf, sizeof(pbuf)), s, d,
+	snprintf(ko, kl, "%s %s -> %s slot=%u", proto_name(k->proto, pbuf, sizeof(pbuf)), s, d,
 		 k->id);
-	snprintf(vo, vl, "sport=%u dport=%u", ntohs(v->sport), ntohs(v->dport));
+	snprintf(vo, vl, "sport=%u dport=%u tag=%08x", ntohs(v->sport), ntohs(v->dport), v->tag);
 	return 0;
 }
 

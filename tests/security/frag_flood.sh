@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# tests/security/frag_flood.sh - the attack: dp_frags (the ports of a
+# fragmented datagram, recorded by its first fragment for the later ones,
+# which carry no L4 header) was one LRU every pod filled. A pod that sends
+# first fragments of ever new datagrams pushes the other pods' entries out:
+# their later fragments then meet drop:fragment-without-first, and large
+# UDP (DNS over EDNS, NFS, video) between other pods breaks.
+# The promise: what one pod sends can take only its own fragment state
+# (dp_frags: DP_FRAGS_SLOTS slots per pod address and protocol, lib/frag.h):
+# a pod's fragmented UDP to another pod arrives whole while a third pod
+# floods first fragments, even when the flood comes between the first
+# fragment and the last, and the flooder holds at most 64 entries.
+# Setup: an agent (ipam, endpoint, datapath, policy; host-routing bpf) in a
+# node namespace, pods a, b and f through fibril-cni, a UDP receiver on
+# b:7001 logging what arrives; a's datagrams cut by hand (Debian's scapy).
+. "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/wait.sh"
+. "$top_srcdir/tests/cni/lib.sh"
+
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import scapy' 2>/dev/null ||
+	skip_or_fail "Debian's python3-scapy is not installed"
+cni_prereqs ipam-api ipam-cluster-pool endpoint datapath policy
+cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath policy
+netns_add "$NODE_NS"
+start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.37.0/24 ||
+	{ fail "the agent starts"; finish; }
+SOCK=$WORK/fibril.sock
+fib() { "$CLI" --socket "$SOCK" "$@"; }
+PIDS=()
+cni_test_cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+}
+CONF='{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"'$SOCK'"}'
+declare -A ADDR NS
+labelled_pods ffrg a b f
+
+RECV=$WORK/b.recv
+: >"$RECV"
+ip netns exec "${NS[b]}" python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", 7001))
+with open(sys.argv[1], "a") as f:
+    while True:
+        data, peer = s.recvfrom(65535)
+        f.write("%s %d\n" % (data[:12].decode(errors="replace"), len(data)))
+        f.flush()' "$RECV" >/dev/null 2>&1 &
+PIDS+=($!)
+disown $!
+_udp_listening() { ip netns exec "${NS[b]}" ss -Hlun "sport = :7001" | grep -q .; }
+wait_for 10 _udp_listening || fail "b's UDP receiver listens"
+
+# a's fragmented datagram MARK: 2400 bytes of UDP payload cut into two
+# fragments; the first sent, then FLOOD (a command run between them), then
+# the last
+mkfifo "$WORK/between"
+split_send() {
+	local mark=$1
+	shift
+	ip netns exec "${NS[a]}" /usr/bin/python3 -c '
+import sys
+from scapy.all import IP, UDP, Raw, fragment, send, conf
+conf.verb = 0
+src, dst, mark, fifo = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+pkt = IP(src=src, dst=dst, id=int(mark[-4:]) + 1000) / UDP(sport=40001, dport=7001) / Raw((mark.ljust(12, "-") * 200).encode())
+frags = fragment(pkt, fragsize=1480)
+send(frags[0])
+open(fifo + ".sent", "w").close()
+open(fifo).read()          # waits until the flood is over
+for f in frags[1:]:
+    send(f)' "${ADDR[a]}" "${ADDR[b]}" "$mark" "$WORK/between" &
+	local sender=$!
+	wait_for 20 test -e "$WORK/between.sent" || fail "a's first fragment of $mark is sent"
+	rm -f "$WORK/between.sent"
+	"$@"
+	echo done >"$WORK/between"
+	wait "$sender"
+}
+arrived() { grep -q "^$1-* 2400$" "$RECV"; }
+nothing() { :; }
+
+# the flood: COUNT first fragments (more-fragments set, offset 0) of new
+# datagrams (new IP IDs) from pod f, to an outside address, one flow's ports
+flood() {
+	ip netns exec "${NS[f]}" python3 -c '
+import socket, struct, sys, time
+count = int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+src, d = socket.inet_aton(sys.argv[1]), socket.inet_aton("203.0.113.9")
+udp = struct.pack("!HHHH", 40002, 9, 8 + 1472, 0) + bytes(16)
+t0 = time.time()
+for i in range(count):
+    s.sendto(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), i & 0xffff, 0x2000, 64, 17, 0, src, d) + udp, ("203.0.113.9", 0))
+print("%.0f" % (count / max(time.time() - t0, 1e-6)))' "${ADDR[f]}" "$1" >"$WORK/flood.rate"
+}
+FLOOD=32768 # four times dp_frags' old size (8192), and ids enough to be new
+
+split_send mark0001 nothing
+check "without a flood, a's fragmented datagram reaches b whole" wait_for 10 arrived mark0001
+d0=$(fib map dump dp_frags | wc -l)
+split_send mark0002 flood "$FLOOD"
+echo "pod f sent $FLOOD first fragments at $(cat "$WORK/flood.rate") /s between a's first and last fragment"
+check "with pod f's flood of $FLOOD first fragments between them, a's datagram still reaches b whole" \
+	wait_for 10 arrived mark0002
+held=$(fib map dump dp_frags | grep -c " ${ADDR[f]} " || true)
+check "pod f holds at most 64 entries of dp_frags ($held)" test "$held" -le 64
+split_send mark0003 nothing
+check "and after it, a's next datagram too" wait_for 10 arrived mark0003
+check "the agent still serves ($d0 entries before)" agent_healthy
+finish
