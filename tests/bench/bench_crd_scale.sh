@@ -3,7 +3,8 @@
 # mode, in one run (tests/bench/run.sh runs it; by hand: as root from a
 # build directory with top_srcdir and top_builddir set): a generator
 # preloads SIM_NODES Node objects (default 1,000) and SIM_EPS
-# CiliumEndpoint objects (default 100,000, spread over the nodes, each in
+# CiliumEndpoint objects (default 20,000 to stay near 3 minutes; the
+# issue's figure is SIM_EPS=100000; spread over the nodes, each in
 # its node's pod CIDR) into the API test server (tests/k8s/apiserver.py
 # /_control/load, on the underlay of tests/lib/multinode.sh, no etcd); one agent
 # (k8s, ipam-cluster-pool, endpoint, datapath, nodes: CRD mode) starts on a
@@ -23,7 +24,7 @@
 . "$top_srcdir/tests/k8s/apiserver.sh"
 
 SIM_NODES=${SIM_NODES:-1000}
-SIM_EPS=${SIM_EPS:-100000}
+SIM_EPS=${SIM_EPS:-20000} # the full size: SIM_EPS=100000
 SIM_ROUNDS=${SIM_ROUNDS:-1}
 k8s_require
 MODS="k8s ipam-cluster-pool endpoint datapath nodes"
