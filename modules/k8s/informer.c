@@ -72,12 +72,7 @@ struct k8s_obj *k8s_cache_get(struct k8s_cache *c, const char *key)
 
 static void obj_free(struct k8s_obj *o)
 {
-	free(o->key);
-	free(o->ns);
-	free(o->name);
-	free(o->rv);
-	free(o->json);
-	free(o);
+	free(o); /* one allocation: k8s_obj_new */
 }
 
 static int cache_grow(struct k8s_cache *c)
@@ -112,6 +107,17 @@ static void cache_put(struct k8s_cache *c, struct k8s_obj *o)
 	o->next = c->b[h];
 	c->b[h] = o;
 	c->n++;
+}
+
+static struct k8s_obj *cache_take(struct k8s_cache *c, const char *key);
+
+/* Insert o in place of the object of its key, if any. */
+void k8s_cache_replace(struct k8s_cache *c, struct k8s_obj *o)
+{
+	struct k8s_obj *dup = cache_take(c, o->key);
+	if (dup)
+		obj_free(dup);
+	cache_put(c, o);
 }
 
 static struct k8s_obj *cache_take(struct k8s_cache *c, const char *key)
@@ -165,24 +171,13 @@ static struct k8s_obj *obj_from_json(struct json_object *item)
 		   *rv = jstr(meta, "resourceVersion");
 	if (!name)
 		return NULL;
-	struct k8s_obj *o = calloc(1, sizeof(*o));
-	if (!o)
-		return NULL;
-	o->ns = strdup(ns ? ns : "");
-	o->name = strdup(name);
-	o->rv = strdup(rv ? rv : "");
-	o->json = strdup(json_object_to_json_string_ext(item, JSON_C_TO_STRING_PLAIN));
-	size_t kl = strlen(o->ns) + strlen(name) + 2;
-	o->key = malloc(kl);
-	if (!o->ns || !o->name || !o->rv || !o->json || !o->key) {
-		obj_free(o);
-		return NULL;
-	}
-	if (*o->ns)
-		snprintf(o->key, kl, "%s/%s", o->ns, name);
-	else
-		snprintf(o->key, kl, "%s", name);
-	return o;
+	size_t jl;
+	const char *json = json_object_to_json_string_length(item, JSON_C_TO_STRING_PLAIN, &jl);
+	if (!ns)
+		ns = "";
+	if (!rv)
+		rv = "";
+	return json ? k8s_obj_new(ns, strlen(ns), name, strlen(name), rv, strlen(rv), json, jl) : NULL;
 }
 
 /* ---- events -------------------------------------------------------------- */
@@ -397,32 +392,32 @@ static void on_list_done(struct k8s_req *q, int err)
 		fail(r, q->errbuf, true);
 		return;
 	}
-	struct json_object *doc = json_tokener_parse(q->buf ? q->buf : "");
-	struct json_object *items = jget(doc, "items");
-	if (!doc || !json_object_is_type(items, json_type_array)) {
+	/* in place (list_scan.c), else through json-c */
+	char *cont = NULL, *rv = NULL;
+	if (!q->buf || !k8s_list_page_scan(&r->next, q->buf, q->len, &cont, &rv)) {
+		struct json_object *doc = json_tokener_parse(q->buf ? q->buf : "");
+		struct json_object *items = jget(doc, "items"), *meta = jget(doc, "metadata");
+		if (!doc || !json_object_is_type(items, json_type_array)) {
+			json_object_put(doc);
+			fail(r, "list: malformed answer", true);
+			return;
+		}
+		for (size_t i = 0, n = json_object_array_length(items); i < n; i++) {
+			struct k8s_obj *o = obj_from_json(json_object_array_get_idx(items, i));
+			if (o)
+				k8s_cache_replace(&r->next, o);
+		}
+		const char *c = jstr(meta, "continue"), *v = jstr(meta, "resourceVersion");
+		cont = c && *c ? strdup(c) : NULL;
+		rv = v ? strdup(v) : NULL;
 		json_object_put(doc);
-		fail(r, "list: malformed answer", true);
-		return;
 	}
-	size_t n = json_object_array_length(items);
-	for (size_t i = 0; i < n; i++) {
-		struct k8s_obj *o = obj_from_json(json_object_array_get_idx(items, i));
-		if (!o)
-			continue;
-		struct k8s_obj *dup = cache_take(&r->next, o->key);
-		if (dup)
-			obj_free(dup);
-		cache_put(&r->next, o);
-	}
-	struct json_object *meta = jget(doc, "metadata");
-	const char *cont = jstr(meta, "continue"), *rv = jstr(meta, "resourceVersion");
 	free(r->cont);
-	r->cont = cont && *cont ? strdup(cont) : NULL;
+	r->cont = cont;
 	if (rv) {
 		free(r->rv);
-		r->rv = strdup(rv);
+		r->rv = rv;
 	}
-	json_object_put(doc);
 	if (r->cont) {
 		send_list_page(r);
 		return;

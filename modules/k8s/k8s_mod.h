@@ -148,6 +148,13 @@ void k8s_res_start(struct k8s_res *r);
 void k8s_res_stop(struct k8s_res *r);
 void k8s_res_free(struct k8s_res *r);
 struct k8s_obj *k8s_cache_get(struct k8s_cache *c, const char *key);
+void k8s_cache_replace(struct k8s_cache *c, struct k8s_obj *o);
+/* list_scan.c: an object in one allocation (free() frees it); a LIST page
+ * read in place into next (false: read it with json-c) */
+struct k8s_obj *k8s_obj_new(const char *ns, size_t nsl, const char *name, size_t nl,
+			    const char *rv, size_t rvl, const char *json, size_t jl);
+bool k8s_list_page_scan(struct k8s_cache *next, const char *text, size_t len, char **cont,
+			char **rv);
 uint64_t k8s_jitter(struct k8s *k, uint64_t ms);
 bool k8s_status_too_large(struct json_object *status);
 const char *k8s_bad_line_name(int kind);

@@ -184,7 +184,8 @@ PY
 done_sim() {
 	local m r
 	m=$(mn_api "$1" http://x/metrics | awk '/^fibril_nodes_ipcache_entries /{ print $2 }')
-	r=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["metrics"]["routes-installed"])' "$(mn_api "$1" http://x/v1/nodes)")
+	# (on stdin: with 1,000 nodes the answer is longer than one argument may be)
+	r=$(mn_api "$1" http://x/v1/nodes | python3 -c 'import json,sys; print(json.load(sys.stdin)["metrics"]["routes-installed"])')
 	[ "${m%.*}" -ge "$SIM_EPS" ] 2>/dev/null && [ "$r" -ge "$SIM_NODES" ]
 }
 echo ""

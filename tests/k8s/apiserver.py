@@ -484,6 +484,50 @@ class State:
         log_dir = os.environ.get("FIBRIL_K8S_REQUEST_LOG_DIR")
         self.record = args.record or (log_dir and os.path.join(log_dir, f"requests-{os.getpid()}.log"))
         self.record_lock = threading.Lock()
+        self.traffic = Traffic()
+
+
+class Traffic:
+    """What clients cost the server (GET /_control/stats "traffic"), per
+    client kind ("agent": User-Agent fibril-agent..., else "other"):
+    requests by "VERB GROUP RESOURCE" (the RBAC verb), HTTP bytes in and out
+    (request line, headers, bodies, chunk framing; before TLS), watch
+    events sent by resource (BOOKMARKs apart)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.by_who = {}
+
+    def _of(self, who):
+        return self.by_who.setdefault(who, {"requests": 0, "bytesIn": 0, "bytesOut": 0,
+                                            "byVerb": {}, "watchEvents": {}, "bookmarks": 0})
+
+    def request(self, who, nbytes):
+        with self.lock:
+            t = self._of(who)
+            t["requests"] += 1
+            t["bytesIn"] += nbytes
+
+    def verb(self, who, key):
+        with self.lock:
+            v = self._of(who)["byVerb"]
+            v[key] = v.get(key, 0) + 1
+
+    def sent(self, who, nbytes):
+        with self.lock:
+            self._of(who)["bytesOut"] += nbytes
+
+    def events(self, who, resource, n, bookmark=False):
+        with self.lock:
+            t = self._of(who)
+            if bookmark:
+                t["bookmarks"] += n
+            else:
+                t["watchEvents"][resource] = t["watchEvents"].get(resource, 0) + n
+
+    def snapshot(self):
+        with self.lock:
+            return copy.deepcopy(self.by_who)
 
 
 STATE = None
@@ -1117,6 +1161,11 @@ class Handler(BaseHTTPRequestHandler):
             STATE.conns.discard(self.connection)
 
     # -- low level --
+    def flush_headers(self):
+        if getattr(self, "_headers_buffer", None) and STATE is not None:
+            STATE.traffic.sent(getattr(self, "_who", "other"), sum(map(len, self._headers_buffer)))
+        super().flush_headers()
+
     def send_bytes(self, code, body, ctype="application/json", extra=None):
         self.send_response(code)
         self.send_header("Content-Type", ctype)
@@ -1132,6 +1181,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
+            STATE.traffic.sent(getattr(self, "_who", "other"), len(body))
             self.wfile.write(body)
 
     def send_json(self, code, obj, extra=None):
@@ -1215,6 +1265,11 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
         qs = parse_qs(url.query, keep_blank_values=True)
+        self._who = "agent" if (self.headers.get("User-Agent") or "").startswith("fibril-agent") \
+            else "other"
+        if not path.startswith("/_control/"):
+            STATE.traffic.request(self._who, len(self.raw_requestline) + len(str(self.headers)) +
+                                  len(self._body))
         try:
             if path.startswith("/_control/"):
                 return self.control(method, path, qs)
@@ -1270,24 +1325,31 @@ class Handler(BaseHTTPRequestHandler):
         verb RBAC checks it against (get, list, watch, create, update, patch,
         delete, deletecollection); k8s_rbac.sh compares them with the
         ClusterRole of deploy/kubernetes/fibril.yaml."""
-        if not STATE.record or not (self.headers.get("User-Agent") or "").startswith("fibril-agent"):
+        line = self.request_verb(method, group, rest, qs, watch_path)
+        if line:
+            STATE.traffic.verb(self._who, line)
+        if not line or not STATE.record or self._who != "agent":
             return
+        with STATE.record_lock:
+            with open(STATE.record, "a") as f:
+                f.write(line + "\n")
+
+    @staticmethod
+    def request_verb(method, group, rest, qs, watch_path):
+        """ "VERB GROUP RESOURCE[/SUB]" of a request (None: no resource)"""
         r = list(rest)
         gv = {name for (g, _v), rs in BY_GV.items() if g == group for name in rs}
         if len(r) >= 3 and r[0] == "namespaces" and r[2] in gv:
             r = r[2:]
         if not r:
-            return
+            return None
         resource, name = r[0], (r[1] if len(r) >= 2 else None)
         sub = r[2] if len(r) >= 3 else None
         watch = watch_path or (truthy(q1(qs, "watch", "false")) and q1(qs, "watch") is not None)
         verb = {"GET": "watch" if watch else ("get" if name else "list"),
                 "POST": "create", "PUT": "update", "PATCH": "patch",
                 "DELETE": "delete" if name else "deletecollection"}.get(method, method.lower())
-        line = f"{verb} {group or 'core'} {resource}{'/' + sub if sub else ''}\n"
-        with STATE.record_lock:
-            with open(STATE.record, "a") as f:
-                f.write(line)
+        return f"{verb} {group or 'core'} {resource}{'/' + sub if sub else ''}"
 
     def authenticate(self, path):
         tok = STATE.token
@@ -1566,6 +1628,8 @@ class Handler(BaseHTTPRequestHandler):
             self.start_stream()
             if table:
                 initial = [self.table_line(res, ln, include) for ln in initial]
+            STATE.traffic.events(self._who, res.name,
+                                 sum(1 for ln in initial if b'"BOOKMARK"' not in ln[:20]))
             self.write_lines(initial)
             deadline = time.monotonic() + timeout
             last_bm = time.monotonic()
@@ -1607,6 +1671,7 @@ class Handler(BaseHTTPRequestHandler):
                             break
                         w.drop_after -= 1
                     lines.append(self.table_line(res, line, include) if table else line)
+                STATE.traffic.events(self._who, res.name, len(lines))
                 self.write_lines(lines)
                 if w.drop_after is not None and w.drop_after <= 0:
                     self.abort_connection()
@@ -1625,6 +1690,7 @@ class Handler(BaseHTTPRequestHandler):
                     self.write_chunk(dumps({"type": "BOOKMARK", "object": {
                         "kind": res.kind, "apiVersion": res.api_version,
                         "metadata": {"resourceVersion": str(cur_rv)}}}) + b"\n")
+                    STATE.traffic.events(self._who, res.name, 1, bookmark=True)
                     last_bm = now
         except OSError:
             self.close_connection = True
@@ -1680,7 +1746,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def write_chunk(self, data):
         if data:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            chunk = b"%x\r\n%s\r\n" % (len(data), data)
+            STATE.traffic.sent(getattr(self, "_who", "other"), len(chunk))
+            self.wfile.write(chunk)
 
     def write_lines(self, lines):
         buf, size = [], 0
@@ -1694,6 +1762,7 @@ class Handler(BaseHTTPRequestHandler):
             self.write_chunk(b"".join(buf))
 
     def end_stream(self):
+        STATE.traffic.sent(getattr(self, "_who", "other"), 5)
         self.wfile.write(b"0\r\n\r\n")
 
     # -- control plane for the tests --
@@ -1709,6 +1778,7 @@ class Handler(BaseHTTPRequestHandler):
                        "objects": {}, "compacted": dict(store.compacted),
                        "history": {k: len(v) for k, v in store.history.items()},
                        "requests": STATE.requests, "config": STATE.config,
+                       "traffic": STATE.traffic.snapshot(),
                        "gc": store.gc.stats() if store.gc else {}}
                 for w in store.watchers:
                     out["watchesByResource"][w.res.name] = \
