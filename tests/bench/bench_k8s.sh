@@ -41,7 +41,7 @@ $CC -std=gnu11 -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-
 	-o "$WORK/k8sprobe.so" "$top_srcdir/tests/modules/k8sprobe.c" \
 	-L"$top_builddir/.libs" -lfibril $(pkg-config --libs json-c)
 install -m 0644 "$WORK/k8sprobe.so" "$mods/k8sprobe.so"
-cp "$top_srcdir/tests/k8s/apiserver.py" "$top_srcdir/tests/k8s/control.py" "$WORK/"
+cp "$top_srcdir/tests/k8s/apiserver.py" "$top_srcdir/tests/k8s/apiserver_crd.py" "$top_srcdir/tests/k8s/control.py" "$WORK/"
 
 # ---- the server, bulk-loaded (objects straight into its store, no kubectl) -----
 python3 "$WORK/control.py" gen --pods "$PODS" --nodes 1 --namespaces 20 --services "$SERVICES" \
