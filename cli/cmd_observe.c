@@ -21,6 +21,7 @@
 #include <json.h>
 
 #include "cli.h"
+#include "../modules/common/icmp_names.h"
 
 enum observe_format { OUT_COMPACT, OUT_TABLE, OUT_JSON, OUT_DICT, OUT_FLAT };
 
@@ -142,6 +143,15 @@ static char *endpoint_text(struct json_object *flow, const char *side, const cha
 	return out;
 }
 
+/* Hubble's "ICMPv4 EchoRequest"; an unnamed type keeps its numbers. */
+static char *icmp_summary(const char *proto, double type, double code)
+{
+	bool v4 = proto && !strcmp(proto, "ICMPv4");
+	const char *name = type >= 0 && type <= 255 ? icmp_type_name(v4 ? 1 : 58, (uint8_t)type) : NULL;
+	return name ? xasprintf("%s %s", proto ? proto : "ICMP", name)
+		    : xasprintf("%s type %.0f code %.0f", proto ? proto : "?", type, code);
+}
+
 static char *summary_text(struct json_object *flow)
 {
 	struct json_object *l4 = jget(flow, "l4", json_type_object);
@@ -159,7 +169,7 @@ static char *summary_text(struct json_object *flow)
 		spaced[o] = '\0';
 	}
 	char *s = flags && *flags ? xasprintf("%s Flags: %s", proto ? proto : "?", spaced)
-		  : icmp ? xasprintf("%s type %.0f code %.0f", proto ? proto : "?", itype, icode)
+		  : icmp ? icmp_summary(proto, itype, icode)
 		  : xasprintf("%s", proto ? proto : jget(flow, "arp", json_type_object) ? "ARP" : "L3");
 	struct json_object *pol = jget(flow, "policy", json_type_object);
 	const char *match = pol ? jstr(pol, "match") : NULL;

@@ -8,6 +8,7 @@
  * mapping of fibril's drop reasons and observation points to Hubble's
  * enums, which the filter (filter.c) uses too. */
 #include "hubble.h"
+#include "../common/icmp_names.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -139,36 +140,6 @@ const char *hl_observation_point_name(uint8_t direction)
 	static const char *const names[] = {"from-endpoint", "to-endpoint", "from-overlay",
 					    "from-network"};
 	return direction < 4 ? names[direction] : "unknown";
-}
-
-/* gopacket's names of the ICMP types, as Hubble's Summary says them
- * ("ICMPv4 EchoRequest"); NULL for the others (then "ICMPv4" alone). */
-const char *hl_icmp_type_name(uint8_t proto, uint8_t type)
-{
-	if (proto == 1)
-		switch (type) {
-		case 0: return "EchoReply";
-		case 3: return "DestinationUnreachable";
-		case 5: return "Redirect";
-		case 8: return "EchoRequest";
-		case 11: return "TimeExceeded";
-		case 12: return "ParameterProblem";
-		default: return NULL;
-		}
-	switch (type) {
-	case 1: return "DestinationUnreachable";
-	case 2: return "PacketTooBig";
-	case 3: return "TimeExceeded";
-	case 4: return "ParameterProblem";
-	case 128: return "EchoRequest";
-	case 129: return "EchoReply";
-	case 133: return "RouterSolicitation";
-	case 134: return "RouterAdvertisement";
-	case 135: return "NeighborSolicitation";
-	case 136: return "NeighborAdvertisement";
-	case 143: return "MLDv2MulticastListenerReport";
-	default: return NULL;
-	}
 }
 
 /* protojson's Timestamp: RFC 3339 UTC with 0, 3, 6 or 9 fractional
@@ -318,7 +289,7 @@ static void summary_text(const struct hl_flow *f, char *out, size_t len)
 	const char *p = f->proto == 17 ? "UDP" : f->proto == 1 ? "ICMPv4" : f->proto == 58 ? "ICMPv6"
 		      : f->proto == 132 ? "SCTP" : NULL;
 	const char *icmp = (f->proto == 1 || f->proto == 58) && f->icmp_known
-				   ? hl_icmp_type_name(f->proto, f->icmp_type) : NULL;
+				   ? icmp_type_name(f->proto, f->icmp_type) : NULL;
 	if (icmp)
 		snprintf(out, len, "%s %s", p, icmp);
 	else if (p)

@@ -185,8 +185,6 @@ const char *hl_drop_reason_hubble_name(unsigned code);
 /* A trace's TraceObservationPoint ("TO_STACK") by its reason, NULL unknown;
  * *sub_type Cilium's trace sub-type number. */
 const char *hl_trace_point(const char *reason, unsigned *sub_type);
-/* "EchoRequest" for ICMPv4 (proto 1) type 8, ...; NULL when not named */
-const char *hl_icmp_type_name(uint8_t proto, uint8_t type);
 /* The program that saw it (flow direction): "from-endpoint", "to-endpoint",
  * "from-overlay", "from-network". */
 const char *hl_observation_point_name(uint8_t direction);
