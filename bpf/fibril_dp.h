@@ -65,11 +65,14 @@ struct dp_endpoint_key {
 	__u8 addr[16]; /* network order */
 };
 
+/* the endpoint's traffic leaving the cluster is not masqueraded (its pod's
+ * label network.fibril.io/masquerade=false) */
+#define DP_EP_F_NO_MASQUERADE 0x1
 struct dp_endpoint_info {
 	__u32 ifindex;   /* the host-side veth */
 	__u32 identity;  /* numeric security identity */
 	__u16 ep_id;     /* local endpoint ID */
-	__u16 flags;     /* reserved, 0 */
+	__u16 flags;     /* DP_EP_F_* */
 	__u8 mac[6];     /* the pod side's MAC */
 	__u8 host_mac[6]; /* the host-side veth's MAC */
 };

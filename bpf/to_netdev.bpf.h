@@ -14,7 +14,9 @@
  * the packet is dropped, DP_REASON_DROP_NAT_NO_PORT, counted and named;
  * no mapping is ever reused or evicted. A pod holding its quota of
  * masqueraded flows (dp_nat_count, dp_config.nat_ep_max) gets no new one:
- * DP_REASON_DROP_NAT_QUOTA. Anything else (the node's own
+ * DP_REASON_DROP_NAT_QUOTA. An endpoint flagged DP_EP_F_NO_MASQUERADE (its
+ * pod's label network.fibril.io/masquerade=false) is never translated.
+ * Anything else (the node's own
  * traffic, encapsulated packets, cluster destinations) passes untouched
  * with TC_ACT_UNSPEC, so lb's filter after it (priority 2) still runs.
  * Returns TC_ACT_UNSPEC, TC_ACT_OK (translated) or TC_ACT_SHOT.
@@ -65,6 +67,8 @@ int fibril_to_netdev(struct __sk_buff *skb)
 	p.src_ep = endpoint_of(p.tuple.family, p.tuple.saddr);
 	if (!p.src_ep)
 		return TC_ACT_UNSPEC; /* the node's own, or already translated */
+	if (p.src_ep->flags & DP_EP_F_NO_MASQUERADE)
+		return TC_ACT_UNSPEC; /* the pod opted out: it leaves as itself */
 	__u32 ifindex = skb->ifindex;
 	const struct dp_nat_dev *dev = bpf_map_lookup_elem(&dp_nat_devs, &ifindex);
 	if (!dev)

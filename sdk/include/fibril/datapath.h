@@ -38,7 +38,14 @@ struct fibril_datapath_endpoint {
 	bool has_ipv4, has_ipv6;
 	struct in_addr ipv4;
 	struct in6_addr ipv6;
+	/* appended in SDK 1.11 (read behind sz; an older caller's is 0) */
+	uint32_t flags;         /* FIBRIL_DATAPATH_EP_F_* */
 };
+
+/* The endpoint's traffic leaving the cluster keeps its own address (no
+ * masquerading): its pod carries the label network.fibril.io/masquerade
+ * = "false" (the endpoint module sets it). */
+#define FIBRIL_DATAPATH_EP_F_NO_MASQUERADE 0x1u
 
 /* The node's gateway as the datapath set it up (the host device). */
 struct fibril_datapath_node {

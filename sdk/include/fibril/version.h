@@ -69,7 +69,10 @@
  *       interface version 6: set_identity_scope (the endpoint module tells
  *       the datapath how its identities were numbered); <fibril/nodes.h>
  *       interface version 2: ipcache_pod (another node's pod by address,
- *       so flows name remote peers). No new symbol.
+ *       so flows name remote peers). Issue 24: struct
+ *       fibril_datapath_endpoint.flags (appended;
+ *       FIBRIL_DATAPATH_EP_F_NO_MASQUERADE, a pod's opt-out of
+ *       masquerading). No new symbol.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
