@@ -399,6 +399,13 @@ struct dp_event {
 	__u8 icmp_type;
 	__u8 icmp_code;
 	__u8 pad3[6];
+	/* appended (size DP_EVENT_SIZE_V3 before): a masqueraded packet's
+	 * source after the translation (fibril_to_netdev's trace, reason
+	 * DP_REASON_MASQUERADED; saddr / sport above are the pod's) */
+	__u8 saddr_xlated[16];
+	__u16 sport_xlated; /* network order */
+	__u8 xlated;        /* 1: the two fields above are set */
+	__u8 pad4[5];
 };
 
 /* The record's size before the policy fields: readers accept both. */
@@ -406,6 +413,9 @@ struct dp_event {
 /* ... and before the ICMP type and code: a record this long or shorter
  * says nothing of them. */
 #define DP_EVENT_SIZE_V2 80
+/* ... and before the translated source: a record this long or shorter
+ * says nothing of it. */
+#define DP_EVENT_SIZE_V3 88
 
 /* ---- dp_policy: LPM_TRIE (BPF_F_NO_PREALLOC), one entry per (endpoint,
  * direction, remote identity, protocol, port prefix), as Cilium's policy

@@ -16,6 +16,9 @@
  * masqueraded flows (dp_nat_count, dp_config.nat_ep_max) gets no new one:
  * DP_REASON_DROP_NAT_QUOTA. An endpoint flagged DP_EP_F_NO_MASQUERADE (its
  * pod's label network.fibril.io/masquerade=false) is never translated.
+ * With trace events on, a translated packet sends a trace
+ * (DP_REASON_MASQUERADED) naming the pod's tuple and the translated
+ * source (dp_event's saddr_xlated / sport_xlated).
  * Anything else (the node's own
  * traffic, encapsulated packets, cluster destinations) passes untouched
  * with TC_ACT_UNSPEC, so lb's filter after it (priority 2) still runs.
@@ -32,6 +35,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
+#include "lib/events.h"
 #include "lib/frag.h"
 #include "lib/metrics.h"
 #include "lib/nat.h"
@@ -111,6 +115,11 @@ int fibril_to_netdev(struct __sk_buff *skb)
 			k.sport, to.port, p.frag != FRAG_LATER) < 0)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
 	metrics_count(skb, &p, DP_REASON_MASQUERADED);
+	/* a trace (trace-events on) names the pod's flow and the source it
+	 * leaves with (Hubble's IP.source_xlated) */
+	if (p.trace)
+		event_send_xlated(skb, &p, DP_EVENT_TRACE, DP_REASON_MASQUERADED, to.addr,
+				  nat_is_icmp(p.tuple.proto) ? 0 : to.port);
 	return TC_ACT_OK;
 }
 

@@ -278,6 +278,12 @@ struct fibril_datapath_event {
 	uint8_t icmp_type, icmp_code;
 	uint8_t icmp_known;
 	uint8_t pad2[5];
+	/* SDK 1.11 (appended): a masqueraded packet's source after the
+	 * translation, when xlated (saddr / sport are the pod's) */
+	uint8_t saddr_xlated[16]; /* network order; IPv4 in the first 4 bytes */
+	uint16_t sport_xlated;    /* host order; 0 for ICMP */
+	uint8_t xlated;
+	uint8_t pad3[5];
 };
 
 /* Drops the datapath saw but sent no event for, since the datapath module

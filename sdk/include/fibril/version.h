@@ -72,7 +72,9 @@
  *       so flows name remote peers). Issue 24: struct
  *       fibril_datapath_endpoint.flags (appended;
  *       FIBRIL_DATAPATH_EP_F_NO_MASQUERADE, a pod's opt-out of
- *       masquerading). No new symbol.
+ *       masquerading) and struct fibril_datapath_event.saddr_xlated /
+ *       sport_xlated / xlated (appended: a masqueraded flow's translated
+ *       source). No new symbol.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
