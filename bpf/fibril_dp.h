@@ -32,6 +32,7 @@
 #define DP_MAP_NAT_DEVS "dp_nat_devs"   /* the external devices' addresses */
 #define DP_MAP_NOMASQ "dp_nomasq"       /* destinations never masqueraded */
 #define DP_MAP_NAT_COUNT "dp_nat_count" /* masqueraded flows each endpoint holds */
+#define DP_MAP_EGRESS "dp_egress"       /* egress gateway: (identity, destination) -> gateway */
 
 #define DP_ENDPOINTS_MAX 65536
 #define DP_IPCACHE_MAX 524288  /* Cilium's default: every endpoint of a large cluster (no prealloc) */
@@ -54,6 +55,7 @@
 #define DP_NAT_MAX 131072      /* dp_nat: two entries per masqueraded flow */
 #define DP_NAT_DEVS_MAX 256
 #define DP_NOMASQ_MAX 16384
+#define DP_EGRESS_MAX 16384
 
 #define DP_FAMILY_IPV4 4
 #define DP_FAMILY_IPV6 6
@@ -246,6 +248,10 @@ enum dp_reason {
 				       * address (dp_nat) */
 	DP_REASON_REV_NAT = 11,       /* from-netdev: a reply to a masqueraded flow,
 				       * its destination restored */
+	DP_REASON_EGW_REDIRECT = 20,  /* from-endpoint: an egress gateway policy's
+				       * flow sent to its gateway node (dp_egress) */
+	DP_REASON_EGW_SNAT = 21,      /* to-netdev: an egress gateway policy's flow
+				       * source-NATed to this gateway's egress IP */
 	DP_REASON_POLICY_ALLOWED = 8, /* not a packet verdict: the policy allowed the
 				       * first packet of a flow (DP_EVENT_POLICY) */
 	DP_REASON_DROP_SPOOFED_IP = 130,  /* source IP is not the endpoint's */
@@ -275,6 +281,10 @@ enum dp_reason {
 	DP_REASON_DROP_NAT_QUOTA = 147,   /* to-netdev: the endpoint holds
 					   * dp_config.nat_ep_max masqueraded flows
 					   * already (dp_nat_count) */
+	DP_REASON_DROP_EGW_NO_GATEWAY = 150, /* from-endpoint: an egress gateway
+					      * policy selects the flow and none of
+					      * its gateways is alive: dropped,
+					      * never leaked with another address */
 };
 
 /* dp_metrics: PERCPU_ARRAY, one slot per (direction, reason) at
@@ -533,5 +543,33 @@ struct dp_nat_dev {
  * destinations a pod reaches with its own address, besides what the
  * ipcache marks DP_IPCACHE_F_CLUSTER: link-local and [datapath]
  * non-masquerade-cidrs. The value is unused (1). */
+
+/* ---- dp_egress: LPM_TRIE (BPF_F_NO_PREALLOC), the egress gateway ------
+ * Written whole by the egressgw module (the datapath's egress_sync op).
+ * The key is the source's security identity (all 32 bits always match)
+ * then an IPv4 destination prefix: prefixlen = DP_EGRESS_PREFIX_HDR + the
+ * CIDR's length. A policy's excludedCIDRs are entries with
+ * DP_EGRESS_F_EXCLUDED (the longest prefix decides). IPv4 only, as
+ * Cilium's egress gateway. On the pod's node a selected flow to a
+ * destination outside the cluster goes to `gateway` (native: the FIB's
+ * way toward it, bpf_redirect_neigh; tunnel: VXLAN to it) with its
+ * addresses untouched; on the gateway, fibril_to_netdev source-NATs it to
+ * `egress_ip` (this node's own for the policy; 0 when this node is none of
+ * the policy's gateways). */
+#define DP_EGRESS_PREFIX_HDR 32
+struct dp_egress_key {
+	__u32 prefixlen;
+	__u32 identity;  /* host order */
+	__u8 daddr[4];   /* network order */
+};
+
+#define DP_EGRESS_F_EXCLUDED 0x1   /* an excludedCIDR: not the policy's */
+#define DP_EGRESS_F_LOCAL 0x2      /* the chosen gateway is this node */
+#define DP_EGRESS_F_NO_GATEWAY 0x4 /* no live gateway: the flow is dropped */
+struct dp_egress_value {
+	__u8 gateway[4];   /* the chosen live gateway's node IP (network order) */
+	__u8 egress_ip[4]; /* this node's egress IP for the policy, 0: not one of its gateways */
+	__u32 flags;       /* DP_EGRESS_F_* */
+};
 
 #endif

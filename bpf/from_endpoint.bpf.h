@@ -39,8 +39,10 @@
  *      bpf_skb_set_tunnel_key (the node, VNI = the sender's identity) and
  *      bpf_redirect() into the VXLAN device (lib/encap.h); with
  *      host-routing = bpf, another node's pod by the FIB's answer
- *      (lib/fib.h); anything else goes to the stack (the host, native
- *      routes, the world);
+ *      (lib/fib.h); a flow an egress gateway policy selects (dp_egress)
+ *      to a destination outside the cluster goes to its gateway node
+ *      unchanged, by VXLAN or the FIB's way (lib/egressgw.h); anything
+ *      else goes to the stack (the host, native routes, the world);
  *   7. metrics per (reason, direction), drop events (rate-limited by a
  *      per-CPU token bucket, dp_evlimit; what it holds back is counted) and
  *      trace events when dp_config says so, to the dp_events ring buffer
@@ -61,6 +63,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "lib/conntrack.h"
+#include "lib/egressgw.h"
 #include "lib/encap.h"
 #include "lib/fib.h"
 #include "lib/forward.h"
@@ -103,6 +106,18 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	__u32 tun = 0;
 	if (!p->dst_ep && dst_ic && (dst_ic->flags & DP_IPCACHE_F_TUNNEL))
 		tun = p->tun_ifindex;
+	/* an egress gateway policy's flow to the world: to its gateway node
+	 * (tunnel mode: the tunnel below, toward the gateway) */
+	struct dp_ipcache_value egw_tv;
+	if (!p->dst_ep && !tun) {
+		int egw = egw_from_endpoint(skb, p, ttl, ip4, &egw_tv);
+		if (egw == EGW_TUNNEL) {
+			dst_ic = &egw_tv;
+			tun = p->tun_ifindex;
+		} else if (egw >= 0) {
+			return egw;
+		}
+	}
 	/* host-routing = bpf: another node's pod (the ipcache knows it, not
 	 * world nor this node) leaves by the FIB's answer */
 	if (!p->dst_ep && !tun && p->host_routing && *ttl > 1 && dst_ic &&

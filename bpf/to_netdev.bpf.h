@@ -14,12 +14,17 @@
  * the packet is dropped, DP_REASON_DROP_NAT_NO_PORT, counted and named;
  * no mapping is ever reused or evicted. A pod holding its quota of
  * masqueraded flows (dp_nat_count, dp_config.nat_ep_max) gets no new one:
- * DP_REASON_DROP_NAT_QUOTA. An endpoint flagged DP_EP_F_NO_MASQUERADE (its
- * pod's label network.fibril.io/masquerade=false) is never translated.
- * With trace events on, a translated packet sends a trace
- * (DP_REASON_MASQUERADED) naming the pod's tuple and the translated
- * source (dp_event's saddr_xlated / sport_xlated).
- * Anything else (the node's own
+ * DP_REASON_DROP_NAT_QUOTA. Egress gateway (lib/egressgw.h): a flow an
+ * egress gateway policy selects gets this gateway's egress IP instead of
+ * the device's when this node is its gateway (the pod is local, or
+ * another node sent it here), and passes untouched when it is a local
+ * pod's on its way to another gateway. An endpoint flagged
+ * DP_EP_F_NO_MASQUERADE (its pod's label network.fibril.io/masquerade=
+ * false) is never masqueraded to the device's address (an egress gateway
+ * policy, explicit, still applies). With trace events on, a translated
+ * packet sends a trace (DP_REASON_MASQUERADED or DP_REASON_EGW_SNAT)
+ * naming the pod's tuple and the translated source (dp_event's
+ * saddr_xlated / sport_xlated). Anything else (the node's own
  * traffic, encapsulated packets, cluster destinations) passes untouched
  * with TC_ACT_UNSPEC, so lb's filter after it (priority 2) still runs.
  * Returns TC_ACT_UNSPEC, TC_ACT_OK (translated) or TC_ACT_SHOT.
@@ -35,6 +40,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
+#include "lib/egressgw.h"
 #include "lib/events.h"
 #include "lib/frag.h"
 #include "lib/metrics.h"
@@ -69,24 +75,31 @@ int fibril_to_netdev(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	}
 	p.src_ep = endpoint_of(p.tuple.family, p.tuple.saddr);
-	if (!p.src_ep)
-		return TC_ACT_UNSPEC; /* the node's own, or already translated */
-	if (p.src_ep->flags & DP_EP_F_NO_MASQUERADE)
-		return TC_ACT_UNSPEC; /* the pod opted out: it leaves as itself */
-	__u32 ifindex = skb->ifindex;
-	const struct dp_nat_dev *dev = bpf_map_lookup_elem(&dp_nat_devs, &ifindex);
-	if (!dev)
-		return TC_ACT_UNSPEC;
+	/* an egress gateway policy's flow: this gateway's egress IP, or
+	 * untouched on its way to another gateway (lib/egressgw.h) */
 	__u8 addr[16];
-	__builtin_memset(addr, 0, sizeof(addr));
-	if (p.tuple.family == DP_FAMILY_IPV4) {
-		if (!(dev->flags & DP_NAT_DEV_F_IPV4))
+	int egw = egw_source(&p, p.src_ep, addr);
+	if (egw < 0)
+		return TC_ACT_UNSPEC;
+	if (!egw) {
+		if (!p.src_ep)
+			return TC_ACT_UNSPEC; /* the node's own, or already translated */
+		if (p.src_ep->flags & DP_EP_F_NO_MASQUERADE)
+			return TC_ACT_UNSPEC; /* the pod opted out: it leaves as itself */
+		__u32 ifindex = skb->ifindex;
+		const struct dp_nat_dev *dev = bpf_map_lookup_elem(&dp_nat_devs, &ifindex);
+		if (!dev)
 			return TC_ACT_UNSPEC;
-		__builtin_memcpy(addr, dev->addr4, 4);
-	} else {
-		if (!(dev->flags & DP_NAT_DEV_F_IPV6))
-			return TC_ACT_UNSPEC;
-		__builtin_memcpy(addr, dev->addr6, 16);
+		__builtin_memset(addr, 0, sizeof(addr));
+		if (p.tuple.family == DP_FAMILY_IPV4) {
+			if (!(dev->flags & DP_NAT_DEV_F_IPV4))
+				return TC_ACT_UNSPEC;
+			__builtin_memcpy(addr, dev->addr4, 4);
+		} else {
+			if (!(dev->flags & DP_NAT_DEV_F_IPV6))
+				return TC_ACT_UNSPEC;
+			__builtin_memcpy(addr, dev->addr6, 16);
+		}
 	}
 	/* a later fragment: the ports fibril_from_endpoint recorded from the
 	 * first (dp_frags: what source-checked pods sent), and only a mapping
@@ -105,20 +118,23 @@ int fibril_to_netdev(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	if (p.frag == FRAG_LATER && !bpf_map_lookup_elem(&dp_nat, &k))
 		return TC_ACT_UNSPEC;
-	if (!nat_wanted(&p, p.src_ep->ep_id))
+	/* another node's pod is charged to slot 0 (the outside's) */
+	__u16 ep_id = p.src_ep ? p.src_ep->ep_id : 0;
+	if (!egw && !nat_wanted(&p, ep_id))
 		return TC_ACT_UNSPEC;
 	struct dp_nat_entry to;
-	int got = nat_snat(&p, &k, addr, p.src_ep->ep_id, cfg, &to);
+	int got = nat_snat(&p, &k, addr, ep_id, cfg, &to);
 	if (got < 0)
 		return drop(skb, &p, got == -2 ? DP_REASON_DROP_NAT_QUOTA : DP_REASON_DROP_NAT_NO_PORT);
 	if (nat_rewrite(skb, p.tuple.family, p.tuple.proto, p.l4_off, 1, p.tuple.saddr, to.addr,
 			k.sport, to.port, p.frag != FRAG_LATER) < 0)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
-	metrics_count(skb, &p, DP_REASON_MASQUERADED);
+	metrics_count(skb, &p, egw ? DP_REASON_EGW_SNAT : DP_REASON_MASQUERADED);
 	/* a trace (trace-events on) names the pod's flow and the source it
 	 * leaves with (Hubble's IP.source_xlated) */
 	if (p.trace)
-		event_send_xlated(skb, &p, DP_EVENT_TRACE, DP_REASON_MASQUERADED, to.addr,
+		event_send_xlated(skb, &p, DP_EVENT_TRACE,
+				  egw ? DP_REASON_EGW_SNAT : DP_REASON_MASQUERADED, to.addr,
 				  nat_is_icmp(p.tuple.proto) ? 0 : to.port);
 	return TC_ACT_OK;
 }

@@ -45,6 +45,12 @@ void table_row(struct table *t, ...);
 void table_print(const struct table *t);
 void table_free(struct table *t);
 
+/* observe_type.c: a flat flow's TYPE column as Hubble's printer writes it
+ * ("to-endpoint", "Policy denied", "policy-verdict:none INGRESS"; malloc'd)
+ * and its VERDICT (ALLOWED / DENIED for a policy verdict). */
+char *observe_type_text(struct json_object *flow);
+const char *observe_verdict_text(struct json_object *flow);
+
 /* JSON accessors: NULL / false when the key is missing or of another type. */
 struct json_object *jget(struct json_object *o, const char *key, enum json_type type);
 const char *jstr(struct json_object *o, const char *key);

@@ -147,19 +147,20 @@ static char *summary_text(struct json_object *flow)
 	struct json_object *l4 = jget(flow, "l4", json_type_object);
 	const char *proto = l4 ? jstr(l4, "protocol") : NULL;
 	const char *flags = l4 ? jstr(l4, "flags") : NULL;
-	const char *reason = jstr(flow, "drop_reason_desc");
 	double itype = 0, icode = 0;
 	bool icmp = l4 && jnum(l4, "type", &itype);
 	if (icmp)
 		jnum(l4, "code", &icode);
-	char *s = flags && *flags ? xasprintf("%s Flags: %s", proto ? proto : "?", flags)
+	char spaced[96] = ""; /* Hubble's "SYN, ACK" of the agent's "SYN,ACK" */
+	for (size_t i = 0, o = 0; flags && flags[i] && o + 3 < sizeof(spaced); i++) {
+		spaced[o++] = flags[i];
+		if (flags[i] == ',')
+			spaced[o++] = ' ';
+		spaced[o] = '\0';
+	}
+	char *s = flags && *flags ? xasprintf("%s Flags: %s", proto ? proto : "?", spaced)
 		  : icmp ? xasprintf("%s type %.0f code %.0f", proto ? proto : "?", itype, icode)
 		  : xasprintf("%s", proto ? proto : jget(flow, "arp", json_type_object) ? "ARP" : "L3");
-	if (reason) {
-		char *t = xasprintf("%s, reason: %s", s, reason);
-		free(s);
-		s = t;
-	}
 	struct json_object *pol = jget(flow, "policy", json_type_object);
 	const char *match = pol ? jstr(pol, "match") : NULL;
 	if (match) {
@@ -240,15 +241,14 @@ static void render_flow(struct json_object *f, enum observe_format fmt, struct t
 	char *src = endpoint_text(f, "source", "source", "source_port");
 	char *dst = endpoint_text(f, "destination", "destination", "destination_port");
 	char *sum = summary_text(f);
-	/* the program that saw it (an agent before observation_point: the
-	 * side of the pod) */
-	const char *point = jstr(f, "observation_point");
-	const char *dir = jstr(f, "traffic_direction");
-	const char *type = point ? point : !dir ? "?" : !strcmp(dir, "ingress") ? "to-endpoint" : "from-endpoint";
-	const char *verdict = jstr(f, "verdict") ? jstr(f, "verdict") : "?";
+	/* Hubble's TYPE (where a trace went, a drop's reason, a policy
+	 * verdict's match) and VERDICT columns */
+	char *type = observe_type_text(f);
+	const char *verdict = observe_verdict_text(f);
 	char *tm = time_text(jstr(f, "time") ? jstr(f, "time") : "?");
 	char *nodecol = clean_dup(node ? node : "");
-	const char *vcol = !view.color ? "" : !strcmp(verdict, "DROPPED") ? "\033[31m" : "\033[32m";
+	const char *vcol = !view.color ? "" : !strcmp(verdict, "DROPPED") || !strcmp(verdict, "DENIED")
+				  ? "\033[31m" : "\033[32m";
 	const char *vend = view.color ? "\033[0m" : "";
 	if (fmt == OUT_TABLE && t) {
 		if (view.print_node)
@@ -280,6 +280,7 @@ static void render_flow(struct json_object *f, enum observe_format fmt, struct t
 	free(src);
 	free(dst);
 	free(sum);
+	free(type);
 }
 
 static int render_flows(struct json_object *reply, enum observe_format fmt)
@@ -463,8 +464,23 @@ static struct json_object *flat_of_hubble(struct json_object *line)
 	const char *reason = jstr(f, "drop_reason_desc");
 	if (reason)
 		json_object_object_add(o, "drop_reason_desc", json_object_new_string(reason));
+	/* what the TYPE column reads (observe_type.c): the monitor message
+	 * type (drop 1, trace 4, policy verdict 5), a drop's reason number */
+	struct json_object *et = jget(f, "event_type", json_type_object);
+	double etype = 4, num;
+	if (et)
+		jnum(et, "type", &etype);
+	json_object_object_add(o, "type", json_object_new_string(etype == 1 ? "drop"
+								: etype == 5 ? "policy-verdict" : "trace"));
+	if (jnum(f, "drop_reason", &num) || (etype == 1 && et && jnum(et, "sub_type", &num)))
+		json_object_object_add(o, "drop_reason", json_object_new_int((int)num));
+	if (jnum(f, "policy_match_type", &num))
+		json_object_object_add(o, "policy_match_type", json_object_new_int((int)num));
 	const char *point = jstr(f, "trace_observation_point");
 	const char *dir = jstr(f, "traffic_direction");
+	if (dir)
+		json_object_object_add(o, "traffic_direction",
+				       json_object_new_string(!strcmp(dir, "INGRESS") ? "ingress" : "egress"));
 	char pt[32];
 	snprintf(pt, sizeof(pt), "%s", point ? point : dir && !strcmp(dir, "INGRESS") ? "TO_ENDPOINT"
 							       : "FROM_ENDPOINT");

@@ -141,6 +141,14 @@ const char *fibril_req_query(const struct fibril_request *req, const char *name)
 	return NULL;
 }
 
+const char *fibril_req_query_n(const struct fibril_request *req, const char *name, size_t index)
+{
+	for (size_t i = 0; i < req->nquery; i++)
+		if (strcmp(req->query[i][0], name) == 0 && index-- == 0)
+			return req->query[i][1];
+	return NULL;
+}
+
 const char *fibril_req_param(const struct fibril_request *req, const char *name)
 {
 	size_t len = strlen(name);

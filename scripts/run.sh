@@ -27,21 +27,42 @@
 # after), and everything is removed: the namespaces, the pins, /run/fibril-demo
 # and /var/lib/fibril-demo. FIBRIL_RUN_ONCE=1 stops right after the show;
 # FIBRIL_INSTALL_ONLY=1 stops after the install (scripts/run-cluster.sh).
+# FIBRIL_BUILD_DIR=DIR runs the programs of a tree already built in DIR as
+# they are (DIR/fibril-agent, DIR/fibril, DIR/fibril-cni, the modules of
+# DIR/.libs copied into the demo's own module dir): no dependencies, no
+# build, no install, nothing written under /usr/local
+# (tests/integration/run_demo_interrupt.sh).
 # Run it as root (sudo is not needed, nor used).
 set -euo pipefail
 umask 022
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "run as root (the agent manages network namespaces, BPF and /run)"; exit 1; }
-scripts/deps.sh
+build_dir=${FIBRIL_BUILD_DIR:-}
+if [ -z "$build_dir" ]; then
+	scripts/deps.sh
+	[ -x configure ] || autoreconf -fi >/dev/null 2>&1
+	mkdir -p build/run
+	[ -f build/run/Makefile ] || (cd build/run && ../../configure -q --prefix=/usr/local)
+	make -C build/run -j"$(nproc)" >/dev/null
+	make -C build/run install >/dev/null # quiet: the install's libtool runs with -Wnone
+	ldconfig
+	# scripts/run-cluster.sh reuses the steps above, then runs its own cluster
+	[ -n "${FIBRIL_INSTALL_ONLY:-}" ] && exit 0
+	fibril_cli=/usr/local/bin/fibril
+	fibril_agent=/usr/local/sbin/fibril-agent
+	cni_dir=/usr/local/lib/cni
+	module_dir=""
+else
+	build_dir=$(cd "$build_dir" && pwd)
+	for f in fibril fibril-agent fibril-cni; do
+		[ -x "$build_dir/$f" ] || { echo "run.sh: FIBRIL_BUILD_DIR: no $build_dir/$f (build it first)"; exit 1; }
+	done
+	fibril_cli=$build_dir/fibril
+	fibril_agent=$build_dir/fibril-agent
+	cni_dir=$build_dir
+	module_dir=""
+fi
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
-[ -x configure ] || autoreconf -fi >/dev/null 2>&1
-mkdir -p build/run
-[ -f build/run/Makefile ] || (cd build/run && ../../configure -q --prefix=/usr/local)
-make -C build/run -j"$(nproc)" >/dev/null
-make -C build/run install >/dev/null # quiet: the install's libtool runs with -Wnone
-ldconfig
-# scripts/run-cluster.sh reuses the steps above, then runs its own cluster
-[ -n "${FIBRIL_INSTALL_ONLY:-}" ] && exit 0
 
 node=fibril-demo-node
 pods=(fibril-demo-pod-a fibril-demo-pod-b fibril-demo-pod-c)
@@ -54,13 +75,14 @@ world_pid=""
 demo=/var/lib/fibril-demo
 run=/run/fibril-demo
 pins=/sys/fs/bpf/fibril-demo
-cni=/usr/local/lib/cni/fibril-cni
+cni=$cni_dir/fibril-cni
 sock=$run/fibril.sock
+modules=(kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes policy hubble-lite)
 etcd_pid=""
 agent=""
 
 in_node() { ip netns exec "$node" "$@"; }
-fibril() { in_node /usr/local/bin/fibril --socket "$sock" "$@"; }
+fibril() { in_node "$fibril_cli" --socket "$sock" "$@"; }
 netconf() {
 	cat <<CONF
 {"cniVersion": "1.0.0", "name": "fibril-demo", "type": "fibril-cni",
@@ -70,18 +92,27 @@ CONF
 # cni_call COMMAND POD : the plugin, called as a container runtime calls it
 cni_call() {
 	netconf | in_node env CNI_COMMAND="$1" CNI_CONTAINERID="demo-$2" \
-		CNI_NETNS="/var/run/netns/$2" CNI_IFNAME=eth0 CNI_PATH=/usr/local/lib/cni \
+		CNI_NETNS="/var/run/netns/$2" CNI_IFNAME=eth0 CNI_PATH="$cni_dir" \
 		CNI_ARGS="K8S_POD_NAMESPACE=demo;K8S_POD_NAME=${2#fibril-demo-}" "$cni"
 }
 
 cleanup() {
 	set +e
+	local p out
 	if [ -n "$agent" ] && kill -0 "$agent" 2>/dev/null; then
+		# the pods go first, through the plugin, while the agent answers
+		# (an agent that cannot be reached makes DEL fail: error 11)
 		for p in "${pods[@]}"; do
-			ip netns pids "$p" >/dev/null 2>&1 && cni_call DEL "$p" >/dev/null 2>&1
+			ip netns pids "$p" >/dev/null 2>&1 || continue
+			if out=$(cni_call DEL "$p" 2>&1); then
+				echo "run.sh: CNI DEL $p: done"
+			else
+				echo "run.sh: CNI DEL $p failed: $out"
+			fi
 		done
 		kill -TERM "$agent" 2>/dev/null
 		wait "$agent" 2>/dev/null
+		echo "run.sh: the agent stopped"
 	fi
 	[ -n "$etcd_pid" ] && kill -TERM "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null
 	[ -n "$world_pid" ] && kill -TERM "$world_pid" 2>/dev/null && wait "$world_pid" 2>/dev/null
@@ -89,6 +120,7 @@ cleanup() {
 	ip netns del "$world" 2>/dev/null
 	ip netns del "$node" 2>/dev/null
 	rm -rf "$pins" "$run" "$demo"
+	[ -n "$agent" ] && echo "run.sh: removed the namespaces, $pins, $run and $demo"
 	return 0
 }
 trap cleanup EXIT
@@ -127,6 +159,11 @@ for p in "${pods[@]}"; do
 done
 
 rm -rf "$demo/etcd"
+if [ -n "$build_dir" ]; then # the built modules, in a directory of the demo's own
+	module_dir=$demo/modules
+	mkdir -p "$module_dir"
+	for m in "${modules[@]}"; do install -m 0644 "$build_dir/.libs/$m.so" "$module_dir/"; done
+fi
 # the world's server: a page to fetch; its log names each client's address
 mkdir -p "$demo/world"
 echo "hello from the world" >"$demo/world/index.html"
@@ -153,7 +190,8 @@ cat >"$demo/fibril.conf" <<CONF
 # eBPF datapath.
 [agent]
 node-name = demo-node
-modules = kvstore-etcd, ipam-cluster-pool, ipam-api, endpoint, datapath, nodes, policy, hubble-lite
+modules = $(IFS=,; echo "${modules[*]}" | sed 's/,/, /g')
+${module_dir:+module-dir = $module_dir}
 state-dir = $demo/state
 run-dir = $run
 socket = $sock
@@ -177,7 +215,7 @@ CONF
 # nsenter --net, not ip netns exec: the agent keeps the host's mounts (ip
 # netns exec gives it a mount namespace and a /sys of its own, so its bpffs
 # and the pinned maps would die with it), as on a node
-setsid nsenter --net=/run/netns/"$node" /usr/local/sbin/fibril-agent --config "$demo/fibril.conf" &
+setsid nsenter --net=/run/netns/"$node" "$fibril_agent" --config "$demo/fibril.conf" &
 agent=$!
 ready=""
 # ready once its programs are verified and attached: seconds on an idle

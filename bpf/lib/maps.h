@@ -152,4 +152,12 @@ struct {
 	__type(value, __u32);
 } dp_nat_count SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, DP_EGRESS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct dp_egress_key);
+	__type(value, struct dp_egress_value);
+} dp_egress SEC(".maps");
+
 #endif /* FIBRIL_BPF_LIB_MAPS_H */

@@ -162,12 +162,10 @@ static __always_inline __u32 nat_now_s(void)
 static __always_inline int nat_in_is_ours(const struct dp_nat_entry *v, const struct dp_nat_key *k,
 					  __u16 ep)
 {
-	if (v->port != k->sport || v->ep_id != ep)
-		return 0;
-	for (int i = 0; i < 16; i++)
-		if (v->addr[i] != k->saddr[i])
-			return 0;
-	return 1;
+	__u64 x[2], y[2];
+	__builtin_memcpy(x, v->addr, 16);
+	__builtin_memcpy(y, k->saddr, 16);
+	return v->port == k->sport && v->ep_id == ep && x[0] == y[0] && x[1] == y[1];
 }
 
 /* The flow's mapping to addr, made when it has none; *out its OUT entry.
@@ -223,45 +221,51 @@ static __always_inline int nat_snat(const struct pkt *p, const struct dp_nat_key
 	__u32 range = (__u32)max - min + 1;
 	__u32 start = bpf_get_prandom_u32() % range;
 	__u16 own = bpf_ntohs(k->sport);
-	int keep = own >= min && own <= max;
-	for (int i = 0; i < NAT_PORT_TRIES; i++) {
-		/* the pod's own port first (kept, as the kernel's masquerade) */
-		__u16 port = keep && i == 0
-				     ? k->sport
-				     : bpf_htons((__u16)(min + (start + (__u32)i * 7919u) % range));
+	__u16 port = 0;
+	int found = 0, adopted = 0;
+	/* the pod's own port first (kept, as the kernel's masquerade); its
+	 * reply half may still be there, this flow's own, left by the GC */
+	if (own >= min && own <= max) {
+		in.dport = k->sport;
+		if (bpf_map_update_elem(&dp_nat, &in, &back, BPF_NOEXIST) == 0) {
+			found = 1;
+		} else {
+			struct dp_nat_entry *left = bpf_map_lookup_elem(&dp_nat, &in);
+			if (left && nat_in_is_ours(left, k, ep)) {
+				left->last_seen_s = now;
+				left->flags = 0;
+				found = adopted = 1;
+			}
+		}
+		port = k->sport;
+	}
+	for (int i = 0; !found && i < NAT_PORT_TRIES; i++) {
+		port = bpf_htons((__u16)(min + (start + (__u32)i * 7919u) % range));
 		in.dport = port;
-		int adopted = 0;
-		if (bpf_map_update_elem(&dp_nat, &in, &back, BPF_NOEXIST) != 0) {
-			/* another flow to that destination holds it (or the
-			 * table is full), unless it is this flow's own reply
-			 * half, left by the GC: taken back, refreshed */
-			struct dp_nat_entry *held_in = bpf_map_lookup_elem(&dp_nat, &in);
-			if (!held_in || !nat_in_is_ours(held_in, k, ep))
-				continue;
-			held_in->last_seen_s = now;
-			held_in->flags = 0;
-			adopted = 1;
-		}
-		struct dp_nat_entry fwd = {.port = port, .ep_id = ep, .created_s = now,
-					   .last_seen_s = now};
-		__builtin_memcpy(fwd.addr, addr, 16);
-		if (bpf_map_update_elem(&dp_nat, k, &fwd, stale_out ? BPF_ANY : BPF_NOEXIST) != 0) {
-			/* another CPU mapped this flow meanwhile (or the table is
-			 * full): give the port back, take that one */
-			if (!adopted)
-				bpf_map_delete_elem(&dp_nat, &in);
-			e = bpf_map_lookup_elem(&dp_nat, k);
-			if (!e)
-				return -1;
-			__builtin_memcpy(out, e, sizeof(*out));
-			return 0;
-		}
-		if (!stale_out) /* a stale OUT was charged already */
-			__sync_fetch_and_add(held, 1);
-		__builtin_memcpy(out, &fwd, sizeof(*out));
+		/* taken: another flow to that destination holds it (or full) */
+		if (bpf_map_update_elem(&dp_nat, &in, &back, BPF_NOEXIST) == 0)
+			found = 1;
+	}
+	if (!found)
+		return -1;
+	in.dport = port;
+	struct dp_nat_entry fwd = {.port = port, .ep_id = ep, .created_s = now, .last_seen_s = now};
+	__builtin_memcpy(fwd.addr, addr, 16);
+	if (bpf_map_update_elem(&dp_nat, k, &fwd, stale_out ? BPF_ANY : BPF_NOEXIST) != 0) {
+		/* another CPU mapped this flow meanwhile (or the table is full):
+		 * give the port back, take that one */
+		if (!adopted)
+			bpf_map_delete_elem(&dp_nat, &in);
+		e = bpf_map_lookup_elem(&dp_nat, k);
+		if (!e)
+			return -1;
+		__builtin_memcpy(out, e, sizeof(*out));
 		return 0;
 	}
-	return -1;
+	if (!stale_out) /* a stale OUT was charged already */
+		__sync_fetch_and_add(held, 1);
+	__builtin_memcpy(out, &fwd, sizeof(*out));
+	return 0;
 }
 
 /* Offsets of the L4 checksum and of the port (identifier) rewritten. */

@@ -552,6 +552,8 @@ static const struct fibril_datapath_ops dp_ops = {
 	.tunnel_setup = op_tunnel_setup,
 	.ipcache_remove_entry = dp_op_ipcache_remove_entry,
 	.set_identity_scope = op_set_identity_scope,
+	.egress_sync = dp_op_egress_sync,
+	.egress_list = dp_op_egress_list,
 };
 
 /* ---- the node (host device + gateways) ------------------------------------------------------ */

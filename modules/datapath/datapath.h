@@ -38,6 +38,7 @@ enum dp_map_id {
 	DPM_NAT_DEVS,  /* the external devices' addresses */
 	DPM_NOMASQ,    /* destinations never masqueraded */
 	DPM_NAT_COUNT, /* masqueraded flows charged to each endpoint */
+	DPM_EGRESS,    /* egress gateway: (identity, destination) -> gateway */
 	DPM_COUNT
 };
 
@@ -256,6 +257,13 @@ int dp_op_ipcache_upsert_entry(void *ctx, const struct fibril_datapath_ipcache_e
 			       size_t errlen);
 int dp_op_ipcache_remove_entry(void *ctx, const struct fibril_datapath_ipcache_entry *e, char *err,
 			       size_t errlen);
+/* the egress gateway (dp_egress.c): the op and `map dump dp_egress` */
+int dp_op_egress_sync(void *ctx, const struct fibril_datapath_egress_entry *entries, size_t n,
+		      char *err, size_t errlen);
+int dp_op_egress_list(void *ctx, int (*cb)(const struct fibril_datapath_egress_entry *e, void *ud),
+		      void *ud);
+int dp_egress_fmt(const void *key, const void *value, char *ko, size_t kl, char *vo, size_t vl,
+		  void *ud);
 int dp_op_ipcache_upsert_batch(void *ctx, const struct fibril_datapath_ipcache_entry *entries,
 			       size_t n, size_t *done, char *err, size_t errlen);
 int dp_endpoint_put(struct datapath *dp, const struct fibril_datapath_endpoint *ep, int family,

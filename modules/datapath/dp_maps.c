@@ -76,6 +76,10 @@ static const struct fibril_map_spec dp_specs[DPM_COUNT] = {
 			   .type = BPF_MAP_TYPE_ARRAY, .key_size = sizeof(__u32),
 			   .value_size = sizeof(__u32), .max_entries = DP_CT_COUNT_MAX,
 			   .map_flags = BPF_F_MMAPABLE},
+	[DPM_EGRESS] = {.sz = sizeof(struct fibril_map_spec), .name = DP_MAP_EGRESS,
+			.type = BPF_MAP_TYPE_LPM_TRIE, .key_size = sizeof(struct dp_egress_key),
+			.value_size = sizeof(struct dp_egress_value), .max_entries = DP_EGRESS_MAX,
+			.map_flags = BPF_F_NO_PREALLOC},
 };
 
 /* ---- names ----------------------------------------------------------------------- */
@@ -135,6 +139,12 @@ const char *dp_reason_name(unsigned reason)
 		return "masqueraded";
 	case DP_REASON_REV_NAT:
 		return "masquerade-reply";
+	case DP_REASON_EGW_REDIRECT:
+		return "egress-gateway-redirect";
+	case DP_REASON_EGW_SNAT:
+		return "egress-gateway-snat";
+	case DP_REASON_DROP_EGW_NO_GATEWAY:
+		return "drop:egress-gateway-none-alive";
 	default:
 		return "unknown";
 	}
@@ -378,6 +388,7 @@ static const fibril_map_format_fn dp_formatters[DPM_COUNT] = {
 	[DPM_POLICY_EP] = dp_policy_ep_fmt, [DPM_FRAGS_OUT] = fmt_frags,
 	[DPM_CT_COUNT] = fmt_ct_count, [DPM_NAT] = dp_nat_fmt,
 	[DPM_NAT_DEVS] = dp_nat_devs_fmt, [DPM_NOMASQ] = dp_nomasq_fmt,
+	[DPM_EGRESS] = dp_egress_fmt,
 };
 
 /* ---- open ------------------------------------------------------------------------- */

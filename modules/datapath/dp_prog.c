@@ -122,7 +122,8 @@ static int prog_build(struct dp_prog *p, struct fibril_dp **out, unsigned which,
 	    (rc = reuse(s->maps.dp_nat, map_fds[DPM_NAT], err, len)) < 0 ||
 	    (rc = reuse(s->maps.dp_nat_devs, map_fds[DPM_NAT_DEVS], err, len)) < 0 ||
 	    (rc = reuse(s->maps.dp_nomasq, map_fds[DPM_NOMASQ], err, len)) < 0 ||
-	    (rc = reuse(s->maps.dp_nat_count, map_fds[DPM_NAT_COUNT], err, len)) < 0)
+	    (rc = reuse(s->maps.dp_nat_count, map_fds[DPM_NAT_COUNT], err, len)) < 0 ||
+	    (rc = reuse(s->maps.dp_egress, map_fds[DPM_EGRESS], err, len)) < 0)
 		return rc;
 	bpf_program__set_autoload(s->progs.fibril_from_endpoint, which & DP_PROGS_ENDPOINT);
 	bpf_program__set_autoload(s->progs.fibril_to_endpoint, which & DP_PROGS_ENDPOINT);

@@ -372,7 +372,8 @@ static void on_put_identity(struct ep_manager *mg, void *ud, int err)
 				  err == -ETIMEDOUT ? "it did not answer in time ([endpoint] identity-timeout)"
 				  : err == -ENOTCONN ? "it is unreachable ([endpoint] identity-timeout passed)"
 				  : crd && err == -ENOENT ? "the API server does not serve "
-				  "ciliumidentities.cilium.io (is its CRD installed?)"
+				  "ciliumidentities.cilium.io (its CustomResourceDefinition is not "
+				  "installed: kubectl apply -f deploy/kubernetes/crds.yaml)"
 				  : strerror(-err));
 		fibril_resp_send(pc->resp);
 		ep_metrics_observe_api(EP_API_PUT, pc->started);

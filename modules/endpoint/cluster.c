@@ -515,7 +515,8 @@ static void on_crd_create(void *ud, int status, const char *reason, const char *
 		/* the collection is not served: said once per allocation */
 		if (a->last_err != -ENOENT)
 			fibril_warn(a->c->mg->m, "identity-allocation = crd: the API server does not "
-				    "serve ciliumidentities.cilium.io (is its CRD installed?)");
+				    "serve ciliumidentities.cilium.io (its CustomResourceDefinition "
+				    "is not installed: kubectl apply -f deploy/kubernetes/crds.yaml)");
 		a->c->stats.errors++;
 		alloc_retry_later(a, -ENOENT);
 	} else

@@ -261,6 +261,10 @@ int cl_crd_start(struct ep_cluster *c)
 	snprintf(c->node, sizeof(c->node), "%s", node && *node ? node : "node");
 	c->timeout_ms = fibril_config_duration_ms(mg->m, "identity-timeout");
 	c->running = true;
+	if ((rc = cl_crd_gc_start(c))) {
+		c->running = false;
+		return rc;
+	}
 	mg->cluster = c;
 	mg->identity_released = ep_cluster_unref;
 	fibril_info(mg->m, "identities are cluster-wide through the Kubernetes API "

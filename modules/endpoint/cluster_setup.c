@@ -113,6 +113,11 @@ const struct fibril_config_key ep_config_keys[] = {
 	{.name = "identity-gc-grace", .type = FIBRIL_CONFIG_DURATION, .default_value = "5m",
 	 .help = "How long an identity stays unreferenced before the GC deletes it", .min = 0,
 	 .max = 86400000},
+	{.name = "gc-lease-duration", .type = FIBRIL_CONFIG_DURATION, .default_value = "15s",
+	 .help = "identity-allocation = crd: the duration of the Lease kube-system/fibril-gc that "
+		 "elects the agent collecting unused CiliumIdentities and the objects of deleted "
+		 "nodes; its holder renews it every third of it, another agent takes it over once "
+		 "it went unrenewed this long", .min = 1000, .max = 3600000},
 	{0},
 };
 
@@ -215,6 +220,7 @@ void ep_cluster_stop(struct ep_manager *mg)
 	c->watch = NULL;
 	fibril_timer_cancel(c->gc_timer);
 	fibril_timer_cancel(c->lease_retry);
+	cl_crd_gc_stop(c);
 	c->gc_timer = c->lease_retry = NULL;
 	free(c->cands);
 	c->cands = NULL;
@@ -236,6 +242,7 @@ void ep_cluster_free(struct ep_manager *mg)
 	if (!c)
 		return;
 	ep_cluster_stop(mg);
+	cl_crd_gc_free(c);
 	if (c->sub)
 		fibril_bus_unsubscribe(c->sub);
 	if (c->crd_sub)

@@ -253,6 +253,7 @@ void ep_retry_pending(struct ep_manager *mg);
 struct cl_alloc;   /* an allocation in flight (cluster.c) */
 struct cl_known;   /* an identity as its id/<n> says (cluster_ids.c) */
 struct cl_gc_cand; /* an id/<n> seen unreferenced (cluster_gc.c) */
+struct cl_crd_gc;  /* CRD mode's Lease and GC (cluster_crd_gc.c) */
 
 struct ep_cluster {
 	struct ep_manager *mg;
@@ -269,6 +270,7 @@ struct ep_cluster {
 	size_t ncrd_answers;
 	struct fibril_timer *crd_answers_timer;
 	struct fibril_subscription *crd_sub; /* k8s.ciliumidentities: identity events */
+	struct cl_crd_gc *crd_gc; /* the GC leader's election and sweeps */
 	char node[CL_NODE_MAX];
 	int64_t ttl_s;
 	uint64_t timeout_ms, gc_interval_ms, gc_grace_ms;
@@ -320,6 +322,13 @@ char *cl_crd_identity_body(uint32_t n, const char *labels); /* the object to cre
 int cl_crd_labels_match(const char *json, const char *labels);
 const char *cl_crd_labels(struct ep_cluster *c, uint32_t n); /* any node's identity n */
 void cl_crd_answers_free(struct ep_cluster *c);
+/* cluster_crd_gc.c: the GC without an operator (a Lease elects the agent
+ * that collects), and this node's stale CiliumEndpoints after a restart */
+int cl_crd_gc_start(struct ep_cluster *c);
+void cl_crd_gc_stop(struct ep_cluster *c);
+void cl_crd_gc_free(struct ep_cluster *c);
+/* restore.c: every endpoint of the last run is back (or removed) */
+void cl_crd_restored(struct ep_manager *mg);
 /* cluster_ids.c: identity n of any node came (labels) or went (NULL): on the bus */
 void cl_identity_event(struct ep_cluster *c, uint32_t n, const char *labels);
 

@@ -550,6 +550,7 @@ static int finish(struct ep_manager *mg, struct ep_restore *r)
 	fibril_info(mg->m, "restored %zu endpoints in %.1f ms (%zu removed%s)", r->kept, r->active_ms,
 		    r->removed, extra);
 	ep_apply_cached_pods(mg);
+	cl_crd_restored(mg); /* CRD mode: this node's stale CiliumEndpoints go */
 	ep_update_health(mg);
 	if (r->kept && mg->retry_timer == NULL) {
 		for (size_t i = 1; i < mg->eps_cap; i++)

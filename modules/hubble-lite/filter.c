@@ -28,8 +28,6 @@ const char *const hl_filter_keys[] = {
 void hl_filter_init(struct hl_filter *f)
 {
 	memset(f, 0, sizeof(*f));
-	f->proto = -1;
-	f->drop_code = -1;
 }
 
 static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -198,6 +196,13 @@ static int add_str(struct hl_strs *l, const char *key, const char *v, char *err,
 		n++;                                                                               \
 	} while (0)
 
+/* Room for one more value of a list key (n its count), else return the error. */
+#define ROOM(n, key)                                                                               \
+	do {                                                                                       \
+		if ((n) == HL_FILTER_MAX)                                                          \
+			return fail(err, errlen, "query '%s': more than %d values", key, HL_FILTER_MAX); \
+	} while (0)
+
 int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint64_t now_ns,
 		  char *err, size_t errlen)
 {
@@ -223,30 +228,38 @@ int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint6
 	if (!strcmp(key, "from-port")) { ADD_NUM(f->from_port, f->nfrom_port, key, value, 65535, "a port"); return 0; }
 	if (!strcmp(key, "to-port")) { ADD_NUM(f->to_port, f->nto_port, key, value, 65535, "a port"); return 0; }
 	if (!strcmp(key, "protocol")) {
-		if ((f->proto = hl_proto_parse(value)) < 0)
+		int proto = hl_proto_parse(value);
+		if (proto < 0)
 			return fail(err, errlen, "query 'protocol': '%.64s' is not tcp, udp, icmp, icmpv6, sctp or 0-255", value);
+		ROOM(f->nproto, key);
+		f->proto[f->nproto++] = (uint8_t)proto;
 		return 0;
 	}
 	if (!strcmp(key, "verdict")) {
+		int verdict;
 		if (!strcasecmp(value, "forwarded"))
-			f->verdict = HL_FORWARDED;
+			verdict = HL_FORWARDED;
 		else if (!strcasecmp(value, "dropped"))
-			f->verdict = HL_DROPPED;
+			verdict = HL_DROPPED;
 		else if (!strcasecmp(value, "error") || !strcasecmp(value, "audit") ||
 			 !strcasecmp(value, "redirected") || !strcasecmp(value, "traced") ||
 			 !strcasecmp(value, "translated"))
-			f->verdict = HL_VERDICT_NEVER; /* Hubble's, never fibril's: no flow */
+			verdict = HL_VERDICT_NEVER; /* Hubble's, never fibril's: no flow */
 		else
 			return fail(err, errlen, "query 'verdict': expected FORWARDED, DROPPED, ERROR, AUDIT, REDIRECTED, TRACED or TRANSLATED, not '%.64s'", value);
+		ROOM(f->nverdict, key);
+		f->verdict[f->nverdict++] = verdict;
 		return 0;
 	}
 	if (!strcmp(key, "type")) {
+		ROOM(f->ntype, key);
+		struct hl_type_sel *t = &f->type[f->ntype];
 		if (!strcasecmp(value, "drop"))
-			f->type = HL_TYPE_DROP;
+			t->type = HL_TYPE_DROP;
 		else if (!strcasecmp(value, "trace"))
-			f->type = HL_TYPE_TRACE;
+			t->type = HL_TYPE_TRACE;
 		else if (!strcasecmp(value, "policy-verdict"))
-			f->type = HL_TYPE_POLICY;
+			t->type = HL_TYPE_POLICY;
 		else if (!strncasecmp(value, "trace:", 6)) {
 			static const char *const points[] = {
 				"to-endpoint", "to-stack", "to-overlay", "to-network", "to-proxy", "to-host",
@@ -257,47 +270,57 @@ int hl_filter_set(struct hl_filter *f, const char *key, const char *value, uint6
 				i++;
 			if (!points[i])
 				return fail(err, errlen, "query 'type': trace sub-type '%.32s' is not one of to-endpoint, to-stack, to-overlay, to-network, to-proxy, to-host, from-endpoint, from-stack, from-overlay, from-network, from-proxy, from-host", value + 6);
-			f->type = HL_TYPE_TRACE;
-			for (size_t k = 0; points[i][k] && k < sizeof(f->trace_point) - 1; k++)
-				f->trace_point[k] = points[i][k] == '-' ? '_' : (char)(points[i][k] & ~0x20);
+			t->type = HL_TYPE_TRACE;
+			for (size_t k = 0; points[i][k] && k < sizeof(t->trace_point) - 1; k++)
+				t->trace_point[k] = points[i][k] == '-' ? '_' : (char)(points[i][k] & ~0x20);
 		} else if (!strcasecmp(value, "capture") || !strcasecmp(value, "l7") ||
 			   !strcasecmp(value, "trace-sock") || !strcasecmp(value, "agent") ||
 			   !strcasecmp(value, "debug") || !strcasecmp(value, "recorder"))
-			f->type = HL_TYPE_NEVER; /* Hubble's, never fibril's: no flow */
-		else
+			t->type = HL_TYPE_NEVER; /* Hubble's, never fibril's: no flow */
+		else {
+			memset(t, 0, sizeof(*t));
 			return fail(err, errlen, "query 'type': expected drop, trace, trace:SUBTYPE, policy-verdict, capture, l7, trace-sock, agent, debug or recorder, not '%.64s'", value);
+		}
+		f->ntype++;
 		return 0;
 	}
 	if (!strcmp(key, "drop-reason")) {
 		const char *v = strncmp(value, "drop:", 5) ? value : value + 5;
 		int code = hl_drop_reason_by_hubble_name(v);
-		if (code >= 0) { /* Hubble's name: POLICY_DENIED */
-			f->drop_code = code;
-			return 0;
-		}
-		if (!hl_drop_reason_known(v))
+		if (code < 0 && !hl_drop_reason_known(v))
 			return fail(err, errlen, "query 'drop-reason': '%.64s' is neither a fibril drop reason (spoofed-source-ip, policy-denied, ...) nor a Hubble DropReason (POLICY_DENIED, ...)", v);
-		snprintf(f->drop_reason, sizeof(f->drop_reason), "%s", v);
+		ROOM(f->ndrop_reason, key);
+		struct hl_reason_sel *r = &f->drop_reason[f->ndrop_reason++];
+		if (code >= 0) /* Hubble's name: POLICY_DENIED */
+			r->code = code;
+		else
+			snprintf(r->name, sizeof(r->name), "%s", v);
 		return 0;
 	}
 	if (!strcmp(key, "traffic-direction")) {
+		uint8_t dir;
 		if (!strcasecmp(value, "ingress"))
-			f->direction = 1;
+			dir = 1;
 		else if (!strcasecmp(value, "egress"))
-			f->direction = 2;
+			dir = 2;
 		else
 			return fail(err, errlen, "query 'traffic-direction': expected ingress or egress, not '%.64s'", value);
+		ROOM(f->ndirection, key);
+		f->direction[f->ndirection++] = dir;
 		return 0;
 	}
 	if (!strcmp(key, "ip-version")) {
+		uint8_t ver;
 		if (!strcasecmp(value, "4") || !strcasecmp(value, "v4") || !strcasecmp(value, "ipv4"))
-			f->ip_version = 4;
+			ver = 4;
 		else if (!strcasecmp(value, "6") || !strcasecmp(value, "v6") || !strcasecmp(value, "ipv6"))
-			f->ip_version = 6;
+			ver = 6;
 		else if (!strcasecmp(value, "none"))
-			f->ip_version = 1; /* not IP: ARP */
+			ver = 1; /* not IP: ARP */
 		else
 			return fail(err, errlen, "query 'ip-version': expected v4, v6, none, 4 or 6, not '%.64s'", value);
+		ROOM(f->nip_version, key);
+		f->ip_version[f->nip_version++] = ver;
 		return 0;
 	}
 	if (!strcmp(key, "tcp-flags")) {
@@ -518,6 +541,36 @@ static bool tcp_flags_match(const struct hl_filter *f, const struct hl_flow *fl)
 	return false;
 }
 
+/* -t drop, -t trace, -t trace:to-stack (that observation point only), ... */
+static bool type_is(const struct hl_type_sel *t, const struct hl_flow *fl)
+{
+	if (t->type != fl->type)
+		return false;
+	if (!t->trace_point[0])
+		return true;
+	const char *point = hl_trace_point(fl->reason_name, NULL);
+	return point && !strcmp(point, t->trace_point);
+}
+
+/* A drop by fibril's reason name or by Hubble's DropReason number. */
+static bool drop_reason_is(const struct hl_reason_sel *r, const struct hl_flow *fl)
+{
+	if (fl->verdict != HL_DROPPED)
+		return false;
+	if (r->name[0])
+		return !strcmp(r->name, fl->reason_name);
+	return hl_drop_reason_hubble(fl->reason_name, fl->policy.match) == (unsigned)r->code;
+}
+
+/* No values: true; else whether cond holds for one index i < n. */
+#define ANY(n, cond)                                                                               \
+	({                                                                                         \
+		bool any_ = !(n);                                                                  \
+		for (unsigned i = 0; !any_ && i < (n); i++)                                        \
+			any_ = (cond);                                                             \
+		any_;                                                                              \
+	})
+
 bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl)
 {
 	const struct hl_peer *s = &fl->src, *d = &fl->dst;
@@ -538,16 +591,12 @@ bool hl_filter_match(const struct hl_filter *f, const struct hl_flow *fl)
 	       u16_match(f->port, f->nport, s->port, &d->port) &&
 	       u16_match(f->from_port, f->nfrom_port, s->port, NULL) &&
 	       u16_match(f->to_port, f->nto_port, d->port, NULL) &&
-	       (f->proto < 0 || f->proto == fl->proto) && (!f->verdict || f->verdict == fl->verdict) &&
-	       (!f->type || f->type == fl->type) &&
-	       (!f->drop_reason[0] || (fl->verdict == HL_DROPPED && !strcmp(f->drop_reason, fl->reason_name))) &&
-	       (f->drop_code < 0 || (fl->verdict == HL_DROPPED &&
-				     hl_drop_reason_hubble(fl->reason_name, fl->policy.match) == (unsigned)f->drop_code)) &&
-	       (!f->direction || f->direction == flow_direction(fl)) &&
-	       (!f->ip_version || (f->ip_version == 1 ? fl->family == 0 : f->ip_version == fl->family)) &&
+	       ANY(f->nproto, f->proto[i] == fl->proto) && ANY(f->nverdict, f->verdict[i] == fl->verdict) &&
+	       ANY(f->ntype, type_is(&f->type[i], fl)) &&
+	       ANY(f->ndrop_reason, drop_reason_is(&f->drop_reason[i], fl)) &&
+	       ANY(f->ndirection, f->direction[i] == flow_direction(fl)) &&
+	       ANY(f->nip_version, f->ip_version[i] == 1 ? fl->family == 0 : f->ip_version[i] == fl->family) &&
 	       tcp_flags_match(f, fl) &&
-	       (!f->trace_point[0] || ((fl->type == HL_TYPE_TRACE) && hl_trace_point(fl->reason_name, NULL) &&
-				       !strcmp(hl_trace_point(fl->reason_name, NULL), f->trace_point))) &&
 	       (!f->since_ns || fl->time_ns >= f->since_ns) && (!f->until_ns || fl->time_ns <= f->until_ns);
 }
 

@@ -354,6 +354,19 @@ void hl_flow_json(struct hl_buf *b, const struct hl_flow *f, const char *node)
 	else
 		ADD_LIT(b, ",\"verdict\":\"FORWARDED\",\"trace_reason\":");
 	add_jstr_n(b, f->reason_name, sizeof(f->reason_name));
+	/* Hubble's names beside fibril's, for printers that speak Hubble's
+	 * (the CLI's compact TYPE column): the DropReason number, the
+	 * TraceObservationPoint */
+	if (f->verdict == HL_DROPPED) {
+		ADD_LIT(b, ",\"drop_reason\":");
+		add_u(b, hl_drop_reason_hubble(f->reason_name, f->policy.match));
+	}
+	const char *point = f->type == HL_TYPE_TRACE ? hl_trace_point(f->reason_name, NULL) : NULL;
+	if (point) {
+		ADD_LIT(b, ",\"trace_observation_point\":\"");
+		hl_buf_str(b, point);
+		ADD_LIT(b, "\"");
+	}
 	ADD_LIT(b, ",\"type\":\"");
 	hl_buf_str(b, f->type == HL_TYPE_DROP ? "drop" : f->type == HL_TYPE_POLICY ? "policy-verdict" : "trace");
 	if (f->direction)

@@ -364,22 +364,25 @@ int hl_filter_from_request(struct hl_query *q, const struct fibril_request *req,
 	q->has_not = false;
 	uint64_t now = realtime_ns();
 	for (const char *const *k = hl_filter_keys; *k; k++) {
-		const char *v = fibril_req_query(req, *k);
-		if (v && hl_filter_set(&q->f, *k, v, now, err, errlen))
-			return -1;
+		/* every value of a repeated key: they are ORed (hubble observe
+		 * --verdict DROPPED --verdict FORWARDED) */
+		const char *v;
+		for (size_t i = 0; (v = fibril_req_query_n(req, *k, i)); i++)
+			if (hl_filter_set(&q->f, *k, v, now, err, errlen))
+				return -1;
 		/* not-KEY: the flows matching every not- key are left out
 		 * (hubble observe --not) */
 		char nk[64];
 		snprintf(nk, sizeof(nk), "not-%s", *k);
-		if (!(v = fibril_req_query(req, nk)))
-			continue;
-		if (!strcmp(*k, "since") || !strcmp(*k, "until") || !strcmp(*k, "last")) {
-			snprintf(err, errlen, "query '%s': %s cannot be negated", nk, *k);
-			return -1;
+		for (size_t i = 0; (v = fibril_req_query_n(req, nk, i)); i++) {
+			if (!strcmp(*k, "since") || !strcmp(*k, "until") || !strcmp(*k, "last")) {
+				snprintf(err, errlen, "query '%s': %s cannot be negated", nk, *k);
+				return -1;
+			}
+			if (hl_filter_set(&q->exclude, *k, v, now, err, errlen))
+				return -1;
+			q->has_not = true;
 		}
-		if (hl_filter_set(&q->exclude, *k, v, now, err, errlen))
-			return -1;
-		q->has_not = true;
 	}
 	return 0;
 }

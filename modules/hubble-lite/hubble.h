@@ -103,16 +103,28 @@ struct hl_filter {
 	unsigned nidentity, nfrom_identity, nto_identity;
 	uint16_t port[HL_FILTER_MAX], from_port[HL_FILTER_MAX], to_port[HL_FILTER_MAX];
 	unsigned nport, nfrom_port, nto_port;
-	int proto;              /* -1: any */
-	int verdict;            /* 0: any */
-	int type;               /* 0: any */
-	char drop_reason[HL_REASON_LEN]; /* "" any */
-	int drop_code;          /* a Hubble DropReason (POLICY_DENIED: 133), -1 any */
-	int direction;          /* 0 any, 1 ingress, 2 egress (Hubble's traffic_direction) */
-	int ip_version;         /* 0 any, 4, 6, 1 none (not IP: ARP) */
+	/* Every key below is a list; a flow matches one of its values (none
+	 * given: any flow). */
+	uint8_t proto[HL_FILTER_MAX];
+	unsigned nproto;
+	int verdict[HL_FILTER_MAX]; /* HL_FORWARDED, HL_DROPPED, HL_VERDICT_NEVER */
+	unsigned nverdict;
+	struct hl_type_sel {
+		int type;             /* HL_TYPE_*, HL_TYPE_NEVER */
+		char trace_point[16]; /* -t trace:to-stack: Hubble's TO_STACK; "" any */
+	} type[HL_FILTER_MAX];
+	unsigned ntype;
+	struct hl_reason_sel {
+		char name[HL_REASON_LEN]; /* fibril's "policy-denied", or "" */
+		int code;                 /* else a Hubble DropReason (POLICY_DENIED: 133) */
+	} drop_reason[HL_FILTER_MAX];
+	unsigned ndrop_reason;
+	uint8_t direction[HL_FILTER_MAX];  /* 1 ingress, 2 egress (Hubble's traffic_direction) */
+	unsigned ndirection;
+	uint8_t ip_version[HL_FILTER_MAX]; /* 4, 6, 1 none (not IP: ARP) */
+	unsigned nip_version;
 	uint8_t tcp_flags[HL_FILTER_MAX]; /* a flow has all the flags of one of them */
 	unsigned ntcp_flags;
-	char trace_point[16];   /* -t trace:to-stack: Hubble's TO_STACK; "" any */
 	uint64_t since_ns, until_ns;     /* 0: open */
 	uint64_t last;          /* 0: all in the ring */
 };

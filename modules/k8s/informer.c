@@ -352,10 +352,20 @@ static void unavailable(struct k8s_res *r)
 	r->cont = NULL;
 	free(r->rv);
 	r->rv = NULL;
-	if (!r->unavailable)
-		fibril_warn(k->m, "%s: not served by the API server (HTTP 404: is its CRD installed?); "
-				  "none until it is, listing again every %us",
-			    r->def->name, K8S_UNAVAILABLE_RETRY_MS / 1000);
+	if (!r->unavailable) {
+		/* "/apis/GROUP/VERSION/PLURAL" -> the CRD's name PLURAL.GROUP */
+		const char *g = !strncmp(r->def->path, "/apis/", 6) ? r->def->path + 6 : NULL;
+		const char *v = g ? strchr(g, '/') : NULL, *pl = strrchr(r->def->path, '/');
+		bool ours = !strcmp(r->def->name, FIBRIL_K8S_CILIUM_IDENTITIES) ||
+			    !strcmp(r->def->name, FIBRIL_K8S_CILIUM_ENDPOINTS) ||
+			    !strcmp(r->def->name, FIBRIL_K8S_CILIUM_NODES);
+		fibril_warn(k->m, "%s: not served by the API server (HTTP 404): its CustomResourceDefinition "
+				  "%s%s%.*s is not installed%s; none until it is, listing again every %us",
+			    r->def->name, pl && v ? pl + 1 : r->def->name, v ? "." : "",
+			    v ? (int)(v - g) : 0, v ? g : "",
+			    ours ? " (kubectl apply -f deploy/kubernetes/crds.yaml)" : "",
+			    K8S_UNAVAILABLE_RETRY_MS / 1000);
+	}
 	r->unavailable = true;
 	r->failures = 0;
 	r->error[0] = '\0';

@@ -353,7 +353,8 @@ static void on_write(void *ud, int status, const char *reason, const char *body,
 	if (status == 404 && body && strstr(body, "the server could not find the requested resource")) {
 		s->ipc.stats.errors++;
 		fibril_warn(s->m, "CiliumEndpoint %s/%s: not published: the API server does not serve "
-			    "ciliumendpoints.cilium.io (is its CRD installed?)", w->ns, w->name);
+			    "ciliumendpoints.cilium.io (its CustomResourceDefinition is not installed: "
+			    "kubectl apply -f deploy/kubernetes/crds.yaml)", w->ns, w->name);
 		write_free(w);
 		return;
 	}

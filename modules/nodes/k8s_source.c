@@ -16,7 +16,9 @@
  * (the decoding: k8s_node.c). A Node that does not parse is refused whole (a log line naming the Node
  * and the field, counted as a bad record); what was known of it stays.
  * When both sources know a node, the kvstore registry's record wins (its
- * agent wrote it); the Node object takes over again when that record goes. */
+ * agent wrote it); the Node object takes over again when that record goes.
+ * In CRD mode what a node's CiliumNode adds (pod CIDRs, tunnel endpoint,
+ * an address of a family the Node lacks) is merged in (ciliumnode.c). */
 #include "nodes_int.h"
 
 #include <errno.h>
@@ -44,6 +46,7 @@ static void node_put(struct nodes *s, const char *json, const char *what)
 	}
 	if (!strcmp(n.name, s->self.name))
 		return;
+	nodes_cn_merge(s, &n); /* CRD mode: what its CiliumNode adds */
 	struct node_entry *e = nodes_find(s, n.name);
 	if (e && e->n.source == FIBRIL_NODE_SOURCE_KVSTORE)
 		return; /* the registry's record wins */
@@ -69,6 +72,14 @@ int nodes_k8s_on_event(const struct fibril_event *ev, void *ud)
 	if (obj)
 		node_put(s, obj, name);
 	return 0;
+}
+
+void nodes_k8s_reread(struct nodes *s, const char *name)
+{
+	const char *json = s->k8s_synced ? s->k8s->get(s->k8sctx, FIBRIL_K8S_CLUSTER_NODES, "", name)
+					 : NULL;
+	if (json)
+		node_put(s, json, name);
 }
 
 bool nodes_k8s_fallback(struct nodes *s, struct node_entry *e)
@@ -127,14 +138,20 @@ static void on_synced(void *ud, int err, const char *pending)
 
 int nodes_k8s_start(struct nodes *s, char *why, size_t len)
 {
+	char cn_why[NODES_WHY_LEN] = "";
+	if (nodes_ipcache_crd_wanted(s, cn_why, sizeof(cn_why)) && !cn_why[0] &&
+	    nodes_cn_start(s, cn_why, sizeof(cn_why))) /* CRD mode: the CiliumNodes */
+		fibril_warn(s->m, "%s", cn_why);
 	int rc = s->k8s->watch_resource(s->k8sctx, FIBRIL_K8S_CLUSTER_NODES);
 	if (rc) {
 		snprintf(why, len, "the k8s capability cannot watch %s: %s (an older k8s module?)",
 			 FIBRIL_K8S_CLUSTER_NODES, strerror(-rc));
 		return rc;
 	}
-	static const char *const res[] = {FIBRIL_K8S_CLUSTER_NODES, NULL};
-	rc = s->k8s->wait_synced(s->k8sctx, res,
+	/* CRD mode: the CiliumNodes too, so the first routing is complete */
+	static const char *const res[] = {FIBRIL_K8S_CLUSTER_NODES, FIBRIL_K8S_CILIUM_NODES, NULL};
+	static const char *const res_nodes[] = {FIBRIL_K8S_CLUSTER_NODES, NULL};
+	rc = s->k8s->wait_synced(s->k8sctx, s->cn_enabled ? res : res_nodes,
 				 (uint64_t)fibril_config_duration_ms(s->m, "k8s-sync-timeout"),
 				 on_synced, s);
 	if (rc)

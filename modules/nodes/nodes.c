@@ -716,6 +716,7 @@ static int nodes_start(struct fibril_module *m)
 	why[0] = '\0';
 	if (nodes_ipcache_crd_wanted(s, why, sizeof(why))) {
 		rc = why[0] ? -ENOENT : nodes_ipcache_crd_start(s, why, sizeof(why));
+		nodes_cn_publish(s);
 		if (rc) {
 			s->in_start = false;
 			s->start_pending = false;
@@ -761,6 +762,7 @@ static void nodes_fini(struct fibril_module *m)
 	if (s->cep_sub)
 		fibril_bus_unsubscribe(s->cep_sub);
 	s->cep_sub = NULL;
+	nodes_cn_free(s);
 	for (size_t i = 0; i < sizeof(s->ep_subs) / sizeof(s->ep_subs[0]); i++)
 		if (s->ep_subs[i])
 			fibril_bus_unsubscribe(s->ep_subs[i]);

@@ -184,6 +184,10 @@ struct nodes {
 	struct fibril_subscription *ep_subs[3];
 	struct fibril_subscription *cep_sub; /* k8s.ciliumendpoints (ipcache_crd.c) */
 	bool ipc_crd; /* ipcache-source = crd: CiliumEndpoints, not the kvstore */
+	/* CRD mode: this node's CiliumNode, the others' read (ciliumnode.c) */
+	struct fibril_subscription *cn_sub;
+	bool cn_enabled, cn_inflight, cn_reading, cn_published;
+	unsigned cn_tries;
 	struct fibril_metric *m_entries, *m_events;
 
 	char why[NODES_WHY_LEN];
@@ -244,6 +248,18 @@ int nodes_k8s_start(struct nodes *s, char *why, size_t len);
 int nodes_k8s_on_event(const struct fibril_event *ev, void *ud);
 /* e's registry record is gone: its Node object (if any) takes over; true then */
 bool nodes_k8s_fallback(struct nodes *s, struct node_entry *e);
+
+/* k8s_source.c: the Node of that name again (its CiliumNode changed) */
+void nodes_k8s_reread(struct nodes *s, const char *name);
+/* ciliumnode.c: CRD mode's CiliumNode objects: watch them (from
+ * nodes_k8s_start, which then waits for their first list too); write this
+ * node's; merge a peer's into the node its Node object gave (what the Node
+ * lacks; refused whole when nodes_validate says no) */
+int nodes_cn_start(struct nodes *s, char *why, size_t len);
+void nodes_cn_publish(struct nodes *s);
+void nodes_cn_merge(struct nodes *s, struct fibril_node *n);
+int nodes_cn_on_event(const struct fibril_event *ev, void *ud);
+void nodes_cn_free(struct nodes *s);
 
 /* record.c: the registry's value (JSON) <-> struct fibril_node. */
 char *nodes_record_encode(const struct fibril_node *n);

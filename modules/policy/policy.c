@@ -181,6 +181,10 @@ static int policy_start(struct fibril_module *m)
 	}
 	st->epops = (const struct fibril_endpoint_ops *)fibril_service_lookup(
 		m, FIBRIL_ENDPOINT_CAPABILITY, 1, &st->ep_ctx);
+	st->nodes = (const struct fibril_nodes_ops *)fibril_service_lookup(m, FIBRIL_NODES_CAPABILITY, 2,
+									    &st->nodes_ctx);
+	if (st->nodes && !FIBRIL_SERVICE_HAS(st->nodes, ipcache_pod))
+		st->nodes = NULL;
 	char why[512];
 	int rc = state_open(st, why, sizeof(why));
 	if (rc < 0) {
@@ -283,7 +287,8 @@ FIBRIL_MODULE(.name = POL_MODULE, .version = "1.0.0",
 	      .description = "network policy: NetworkPolicy and CiliumNetworkPolicy at L3/L4 in the eBPF datapath",
 	      .provides = FIBRIL_LIST(FIBRIL_POLICY_CAPABILITY),
 	      .requires = FIBRIL_LIST(FIBRIL_DATAPATH_CAPABILITY),
-	      .wants = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY, FIBRIL_K8S_CAPABILITY),
+	      .wants = FIBRIL_LIST(FIBRIL_ENDPOINT_CAPABILITY, FIBRIL_K8S_CAPABILITY,
+				   FIBRIL_NODES_CAPABILITY),
 	      .config_keys = pol_config_keys, .init = policy_init,
 	      .start = policy_start, .stop = policy_stop, .fini = policy_fini,
 	      .summary = policy_summary);

@@ -35,6 +35,7 @@
 
 #include <fibril/fibril.h>
 #include <fibril/k8s.h>
+#include <fibril/nodes.h>
 #include <fibril/policy.h>
 
 #include "policy_int.h"
@@ -140,6 +141,10 @@ struct pol_state {
 	void *dp_ctx;
 	const struct fibril_endpoint_ops *epops;
 	void *ep_ctx;
+	/* the nodes capability (interface 2), to name another node's pod by
+	 * its address in a trace; NULL without it */
+	const struct fibril_nodes_ops *nodes;
+	void *nodes_ctx;
 	const struct fibril_k8s_ops *k8s;
 	void *k8s_ctx;
 	bool k8s_synced;

@@ -4,9 +4,11 @@
  * and what the datapath decides from the entries in place (the lookup of
  * policy_check() in bpf/lib/policy.h) with the rule its events name; the
  * host's traffic allowed by allow-localhost says so, not a rule. An end
- * may be identity:N: another node's pod, which the CLI resolves through
- * the ipcache (GET /v1/ipcache of the nodes module) to the identity its
- * packets carry. It only reads the state. */
+ * given by address that is another node's pod is resolved through the
+ * nodes capability's ipcache_pod to the identity its packets carry (as the
+ * datapath's ipcache lookup does); an end may also be identity:N (the CLI
+ * resolves another node's ns/pod through GET /v1/ipcache to it). It only
+ * reads the state. */
 #include "policy_state.h"
 
 #include <stdio.h>
@@ -111,6 +113,16 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 				return true;
 			}
 		}
+		/* another node's pod, as the ipcache has it (the identity its
+		 * packets carry here) */
+		struct fibril_nodes_ipcache_pod pod = {.sz = sizeof(pod)};
+		if (st->nodes && st->nodes->ipcache_pod(st->nodes_ctx, family, addr, &pod) == 0 &&
+		    pod.identity) {
+			out->identity = pod.identity;
+			snprintf(out->desc, sizeof(out->desc), "%s (%.64s/%.128s on node %.64s, identity %u)",
+				 spec, pod.pod_namespace, pod.pod_name, pod.node, pod.identity);
+			return true;
+		}
 		/* the longest CIDR identity holding it (as the ipcache's longest
 		 * prefix decides), else world */
 		out->identity = FIBRIL_IDENTITY_WORLD;
@@ -135,7 +147,8 @@ static bool trace_end_parse(struct pol_state *st, const char *spec, struct trace
 				return true;
 			}
 		}
-	snprintf(err, errlen, "'%.100s' is no local endpoint, pod, IP address, identity:N, host or world", spec);
+	snprintf(err, errlen, "'%.100s' is no local endpoint, pod, IP address, identity:N, host or world%s", spec,
+		 slash ? " (another node's pod: give its address, which the ipcache names)" : "");
 	return false;
 }
 

@@ -272,14 +272,15 @@ cat "$WORK/ipam.out"
 # ---- 7-9. pods, datapath, Kubernetes (root: namespaces, BPF) ---------------
 # Each is its own script (also runnable by hand); they print their tables.
 "$MAKE" -s -C "$top_builddir" endpoint.la datapath.la fibril-cni ipam-k8s-podcidr.la k8s.la nodes.la \
-	tests/bench/bench_dp_rr tests/bench/bench_ct_gc tests/bench/bench_nat_gc tests/bench/bench_ct_prog tests/bench/bench_identity lb.la tests/bench/bench_lb >/dev/null ||
+	tests/bench/bench_dp_rr tests/bench/bench_ct_gc tests/bench/bench_nat_gc tests/bench/bench_ct_prog tests/bench/bench_identity lb.la tests/bench/bench_lb \
+	health.la egressgw.la >/dev/null ||
 	die "cannot build the pod networking modules"
 "$MAKE" -s -C "$top_builddir" ipam-api.la policy.la hubble-lite.la tests/bench/bench_flows \
 	tests/bench/bench_ws_follow >/dev/null ||
 	die "cannot build hubble-lite and its benchmark"
 for b in bench_cni.sh bench_endpoints.sh bench_datapath.sh bench_crossnode.sh bench_ct_gc.sh bench_nat_gc.sh \
 	bench_masq.sh bench_ct.sh bench_k8s.sh bench_rss.sh bench_cluster.sh bench_crd.sh bench_flows.sh bench_health.sh \
-	bench_lb.sh bench_lb_batch.sh; do
+	bench_lb.sh bench_lb_batch.sh bench_egw_failover.sh; do
 	say ""
 	helper "$WORK/$b.out" bash "$top_srcdir/tests/bench/$b" || die "$b failed: $(tail -n 5 "$WORK/$b.out")"
 	cat "$WORK/$b.out"

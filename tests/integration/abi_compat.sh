@@ -35,6 +35,7 @@ check "1.1 symbols are in node FIBRIL_1.1" grep -Eq 'FIBRIL_1\.1 +fibril_signal_
 check "1.2 symbols are in node FIBRIL_1.2" grep -Eq 'FIBRIL_1\.2 +fibril_ipalloc_next$' <<<"$symbols"
 check "1.3 symbols are in node FIBRIL_1.3" grep -Eq 'FIBRIL_1\.3 +fibril_ipamstore_open$' <<<"$symbols"
 check "1.7 symbols are in node FIBRIL_1.7" grep -Eq 'FIBRIL_1\.7 +fibril_stream_msg_new$' <<<"$symbols"
+check "1.11 symbols are in node FIBRIL_1.11" grep -Eq 'FIBRIL_1\.11 +fibril_req_query_n$' <<<"$symbols"
 check "host internals are not exported" test -z "$(grep -E ' (config_value|loader_load_file|bus_flush)$' <<<"$symbols")"
 check "every exported SDK symbol starts with fibril_" test -z "$(awk '$2 == "g" && $4 ~ /FIBRIL/ {print $NF}' <<<"$symbols" | grep -v '^fibril_' || true)"
 check "the 1.0 module binds to versioned 1.0 symbols" grep -Eq '\(FIBRIL_1\.0\) +fibril_config_string$' <<<"$(objdump -T "$mods/old-module.so")"

@@ -196,7 +196,7 @@ check "  and n1's ipcache lets go of ${MN_POD_IP[good]}" wait_for 10 dropped_goo
 # ---- the CiliumEndpoint CRD missing: the agent says so --------------------------------------
 k8s_ctl -o /dev/null config?missing_crds=ciliumendpoints
 pod n1 late srv || fail "a pod on n1 with the CRD missing (CNI ADD still works)"
-said() { grep -q 'CiliumEndpoint srv/late: not published: the API server does not serve ciliumendpoints.cilium.io (is its CRD installed?)' "${MN_DIR[n1]}/agent.log"; }
+said() { grep -q 'CiliumEndpoint srv/late: not published: the API server does not serve ciliumendpoints.cilium.io (its CustomResourceDefinition is not installed: kubectl apply -f deploy/kubernetes/crds.yaml)' "${MN_DIR[n1]}/agent.log"; }
 check "the CiliumEndpoint CRD missing: n1's log says so, naming the pod" wait_for 10 said
 k8s_ctl -o /dev/null config?missing_crds=
 finish

@@ -139,7 +139,7 @@ k8s_ctl -o /dev/null config?missing_crds=ciliumidentities
 out=$(pod n1 nocrd)
 check "the CRD missing: a new label set is refused ($out)" eval '! isnum "$out"'
 check "the log says the CRD is not served" \
-	grep -q 'does not serve ciliumidentities.cilium.io (is its CRD installed?)' "$WORK/n1/agent.log"
+	grep -q 'does not serve ciliumidentities.cilium.io (its CustomResourceDefinition is not installed: kubectl apply -f deploy/kubernetes/crds.yaml)' "$WORK/n1/agent.log"
 out=$(pod n1 web)
 check "labels held already still work without the CRD ($out)" eval 'isnum "$out" && [ "$out" = "${WEB[n1]}" ]'
 k8s_ctl -o /dev/null config?missing_crds=

@@ -139,8 +139,8 @@ check "a bad filter is a 400 naming it ($(cat "$WORK/bad"))" \
 # ---- fibril observe ----
 fib() { "$CLI" --socket "$WORK/fibril.sock" "$@"; }
 OUT=$(fib observe --verdict DROPPED)
-check "fibril observe --verdict DROPPED: one compact line naming pods, ports, verdict, reason ($OUT)" \
-	test "$(grep -c -- '-> team/web:9 (ID:[0-9]*) from-endpoint DROPPED (UDP, reason: spoofed-source-ip)' <<<"$OUT")" = 1 -a "$(wc -l <<<"$OUT")" = 1
+check "fibril observe --verdict DROPPED: one compact line naming pods, ports, the reason as Hubble does, the verdict ($OUT)" \
+	test "$(grep -c -- '-> team/web:9 (ID:[0-9]*) Invalid source ip DROPPED (UDP)' <<<"$OUT")" = 1 -a "$(wc -l <<<"$OUT")" = 1
 OUT=$(fib observe --from-pod team/client --to-port 7777 --last 2 -o table)
 check "fibril observe -o table: a header and the last 2 rows" \
 	test "$(head -1 <<<"$OUT" | grep -c '^TIMESTAMP *SOURCE *DESTINATION *TYPE *VERDICT *SUMMARY')" = 1 -a "$(wc -l <<<"$OUT")" = 3

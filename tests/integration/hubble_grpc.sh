@@ -9,7 +9,8 @@
 # hubble-lite) with two pods, UDP from client to web and a spoofed packet:
 # on the unix socket (mode 0660) GetFlows answers the flows (number,
 # first, filters by verdict, ip, pod, label, port, blacklist), follows new
-# ones, refuses bad and unsupported filters naming them; ServerStatus's
+# ones, tells a slow follower the flows it lost (LostEvent,
+# OBSERVER_EVENTS_QUEUE), refuses bad and unsupported filters naming them; ServerStatus's
 # numbers are the ring's; GetNodes names this node. On the TLS listener a
 # client without a certificate, or with one from another CA, is refused
 # and one with a good certificate is served; an agent asked for the TCP
@@ -94,6 +95,7 @@ ip netns add "$NODE"
 ip -n "$NODE" link set lo up
 nsenter --net="/run/netns/$NODE" "$AGENT" "${args[@]}" --set ipam-cluster-pool.node-cidr=10.203.0.0/24 \
 	--set datapath.trace-events=true --set hubble-lite.node-name=node-g --set hubble-lite.ring-size=256 \
+	--set hubble-lite.grpc-stream-queue=65536 \
 	--set "hubble-lite.grpc-socket=$WORK/hubble.sock" --set hubble-lite.grpc-listen=127.0.0.1:50051 \
 	--set "hubble-lite.grpc-tls-cert=$pki/server.crt" --set "hubble-lite.grpc-tls-key=$pki/server.key" \
 	--set "hubble-lite.grpc-tls-client-ca=$pki/ca.crt" >"$WORK/agent.log" 2>&1 &
@@ -206,6 +208,34 @@ wait "$FOLLOW_PID" || FRC=$?
 FOLLOW_PID=""
 check "GetFlows follow: the 3 new flows to port 7778, as they come (exit $FRC)" \
 	test "$FRC" = 0 -a "$(jl 'len([r for r in rows if r["flow"]["l4"]["UDP"]["destination_port"] == 7778])' <"$WORK/follow.out" 2>/dev/null)" = 3
+
+# a slow follower: it reads nothing for 6 s while 3000 flows match it; past
+# its 64 KiB window and the server's 64 KiB queue ([hubble-lite]
+# grpc-stream-queue) it loses flows, and is told so with Hubble's
+# LostEvent (OBSERVER_EVENTS_QUEUE) before the next flow it gets
+SLOWN=3000
+grpc flows --follow --slow 6 --timeout 14 --whitelist '[{"destination_port":["7779","7780"]}]' \
+	>"$WORK/slow.out" 2>&1 &
+FOLLOW_PID=$!
+wait_for 15 followers || true
+udp_send 7779 "$SLOWN"
+awake() { grep -q '^{' "$WORK/slow.out"; }
+wait_for 15 awake || true
+udp_send 7780 3
+wait_gone "$FOLLOW_PID" 20 || true
+FRC=0
+wait "$FOLLOW_PID" || FRC=$?
+FOLLOW_PID=""
+SLOW=$(jl '"%d %d %d %d" % (len([r for r in rows if r.get("flow", {}).get("l4", {}).get("UDP", {}).get("destination_port") == 7779]), sum(int(r["lost_events"]["num_events_lost"]) for r in rows if r.get("lost_events", {}).get("source") == "OBSERVER_EVENTS_QUEUE"), sum(int(r["lost_events"]["num_events_lost"]) for r in rows if "lost_events" in r and r["lost_events"].get("source") != "OBSERVER_EVENTS_QUEUE"), len([i for i, r in enumerate(rows) if r.get("flow", {}).get("l4", {}).get("UDP", {}).get("destination_port") == 7780 and any("lost_events" in x for x in rows[:i])]))' <"$WORK/slow.out" 2>/dev/null || echo "0 0 0 0")
+read -r SLOW_GOT SLOW_LOST SLOW_OTHER SLOW_AFTER <<<"$SLOW"
+echo "  slow follower: $SLOW_GOT flows, lost_events OBSERVER_EVENTS_QUEUE $SLOW_LOST, other lost $SLOW_OTHER, of $SLOWN; $SLOW_AFTER flows after the loss"
+grep -m1 lost_events "$WORK/slow.out" | sed 's/^/  GetFlows: /' || true
+check "a slow follower is told its lost flows: lost_events OBSERVER_EVENTS_QUEUE $SLOW_LOST > 0 (exit $FRC)" \
+	test "$FRC" = 0 -a "$SLOW_LOST" -gt 0
+check "  what it got and what it was told it lost add up: $SLOW_GOT + $SLOW_LOST (+ $SLOW_OTHER lost before the agent) = $SLOWN" \
+	test "$((SLOW_GOT + SLOW_LOST))" -le "$SLOWN" -a "$((SLOW_GOT + SLOW_LOST + SLOW_OTHER))" -ge "$SLOWN"
+check "  and it goes on getting new flows after the loss ($SLOW_AFTER of 3)" test "$SLOW_AFTER" = 3
+
 NODES=$(grpc nodes)
 echo "  GetNodes: $NODES"
 check "GetNodes: this node, connected, with the ring's numbers" \

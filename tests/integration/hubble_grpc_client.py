@@ -11,6 +11,10 @@
 #   flows: --number N --first --follow --max K --timeout S
 #          --whitelist JSON --blacklist JSON (lists of FlowFilter as JSON)
 #          --since-ago SEC --until-ago SEC
+#          --slow SEC: a slow reader: reads nothing for SEC seconds after
+#          the call starts (no BDP probing, so the stream's flow-control
+#          window stays at HTTP/2's 64 KiB), then reads until the
+#          deadline, which then ends the call without an error
 import argparse
 import json
 import os
@@ -55,6 +59,7 @@ p.add_argument("--whitelist", default="[]")
 p.add_argument("--blacklist", default="[]")
 p.add_argument("--since-ago", type=float)
 p.add_argument("--until-ago", type=float)
+p.add_argument("--slow", type=float, default=0)
 a = p.parse_args()
 
 
@@ -68,7 +73,7 @@ if a.ca:
     opts = [("grpc.ssl_target_name_override", a.server_name)] if a.server_name else []
     channel = grpc.secure_channel(a.target, creds, opts)
 else:
-    channel = grpc.insecure_channel(a.target)
+    channel = grpc.insecure_channel(a.target, [("grpc.http2.bdp_probe", 0)] if a.slow else [])
 stub = observer_pb2_grpc.ObserverStub(channel)
 try:
     if a.call == "status":
@@ -88,6 +93,8 @@ try:
             req.until.FromNanoseconds(int((now - a.until_ago) * 1e9))
         n = 0
         call = stub.GetFlows(req, timeout=a.timeout)
+        if a.slow:
+            time.sleep(a.slow)
         for resp in call:
             out(resp)
             n += 1
@@ -96,6 +103,8 @@ try:
                 break
 except grpc.RpcError as e:
     if e.code() == grpc.StatusCode.CANCELLED and a.max:
+        sys.exit(0)
+    if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and a.slow:
         sys.exit(0)
     print("ERROR: %s: %s" % (e.code().name, e.details()), flush=True)
     sys.exit(3)

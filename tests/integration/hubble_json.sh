@@ -11,7 +11,8 @@
 # addresses; each Hubble flag (--first, --node-name, --tcp-flags,
 # --traffic-direction, --ip-version, --drop-reason-desc, --print-node-name,
 # --time-format, -j, --input-file, --not, the verdict and type value sets) does what
-# Hubble's does; --drop-reason refuses a name nobody knows.
+# Hubble's does; a filter flag given twice ORs its values (the CLI and
+# the API's repeated query keys); --drop-reason refuses a name nobody knows.
 . "$top_srcdir/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF)"
@@ -226,8 +227,42 @@ check "--input-file: -o json replays the file unchanged" \
 	test "$(fib observe --input-file "$WORK/hubble.json" -o json | jq -c . | sort)" = "$(jq -c . "$WORK/hubble.json" | sort)"
 check "--input-file - (stdin) as compact: every flow, the drop with Hubble's reason" \
 	test "$(fib observe --input-file - <"$WORK/hubble.json" | nlines)" = "$ALLN" -a \
-	"$(fib observe --input-file - <"$WORK/hubble.json" | grep -c 'DROPPED (UDP, reason: INVALID_SOURCE_IP)')" = 1
+	"$(fib observe --input-file - <"$WORK/hubble.json" | grep -c 'Invalid source ip DROPPED (UDP)')" = 1
 check "--input-file with a server filter: refused" \
 	sh -c '! "$@" observe --input-file /dev/null --port 80 2>/dev/null' _ "$CLI" --socket "$WORK/fibril.sock"
+
+# ---- a flag given twice: its values are ORed, as hubble observe does ----
+jcount() { jq -r "select($1) | 1" "$WORK/hubble.json" | nlines; }
+NDROP=$(jcount '.flow.verdict == "DROPPED"')
+NFWD=$(jcount '.flow.verdict == "FORWARDED"')
+check "--verdict DROPPED --verdict FORWARDED: $NDROP + $NFWD flows, both verdicts" \
+	test "$NDROP" -ge 1 -a "$NFWD" -ge 1 -a \
+	"$(obs --verdict DROPPED --verdict FORWARDED | nlines)" = "$((NDROP + NFWD))" -a \
+	"$(obs --verdict DROPPED --verdict FORWARDED -j | jq -r .flow.verdict | sort -u | tr '\n' ,)" = "DROPPED,FORWARDED,"
+check "GET /v1/flows?verdict=DROPPED&verdict=FORWARDED: the same (the API itself ORs)" \
+	test "$(api "http://x/v1/flows?until=$T&verdict=DROPPED&verdict=FORWARDED" | jq '.flows | length')" = "$((NDROP + NFWD))"
+NCW=$(jcount '.flow.source.pod_name == "client" or .flow.source.pod_name == "web"')
+check "--from-pod team/client --from-pod team/web: the $NCW flows from either" \
+	test "$(obs --from-pod team/client --from-pod team/web | nlines)" = "$NCW" -a \
+	"$(obs --from-pod team/client --from-pod team/web -j | jq -r .flow.source.pod_name | sort -u | tr '\n' ,)" = "client,web,"
+NTU=$(jcount '.flow.l4.TCP or .flow.l4.UDP')
+check "--protocol tcp --protocol udp: the $NTU TCP and UDP flows" \
+	test "$(obs --protocol tcp --protocol udp | nlines)" = "$NTU" -a \
+	"$(obs --protocol tcp --protocol udp -j | jq -r '.flow.l4 | keys[0]' | sort -u | tr '\n' ,)" = "TCP,UDP,"
+NTE=$(jcount '.flow.event_type.type == 1 or .flow.trace_observation_point == "TO_ENDPOINT"')
+check "-t drop -t trace:to-endpoint: the $NTE drops and deliveries" \
+	test "$(obs -t drop -t trace:to-endpoint | nlines)" = "$NTE" -a "$NTE" -gt "$NDROP"
+NIP=$(jcount '.flow.IP.ipVersion == "IPv4" or .flow.IP.ipVersion == "IPv6"')
+check "--ip-version 4 --ip-version 6: the $NIP IP flows (not ARP)" \
+	test "$(obs --ip-version 4 --ip-version 6 | nlines)" = "$NIP"
+NDIR=$(jcount '.flow.traffic_direction == "INGRESS" or .flow.traffic_direction == "EGRESS"')
+check "--traffic-direction ingress --traffic-direction egress: $NDIR flows" \
+	test "$(obs --traffic-direction ingress --traffic-direction egress | nlines)" = "$NDIR"
+check "--drop-reason-desc INVALID_SOURCE_IP --drop-reason-desc POLICY_DENIED: the $NDROP drops" \
+	test "$(obs --drop-reason-desc POLICY_DENIED --drop-reason-desc INVALID_SOURCE_IP | nlines)" = "$NDROP"
+check "--not --verdict DROPPED --not --verdict FORWARDED: every flow left out" \
+	test "$(obs --not --verdict DROPPED --not --verdict FORWARDED | nlines)" = "$((ALLN - NDROP - NFWD))"
+check "--verdict MAYBE as a second value: refused, naming it" \
+	sh -c '! "$@" observe --verdict DROPPED --verdict MAYBE 2>"'"$WORK"'/err2" && grep -q "verdict.*MAYBE" "'"$WORK"'/err2"' _ "$CLI" --socket "$WORK/fibril.sock"
 
 finish

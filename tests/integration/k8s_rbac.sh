@@ -7,7 +7,12 @@
 #    probe handlers; RBAC rules and the binding's roleRef) and reads back;
 #    a manifest with a mount of an undeclared volume is refused (the check
 #    can fail);
-#  - the ClusterRole covers exactly what the k8s module asks for: every
+#  - deploy/kubernetes/crds.yaml (CRD mode's CustomResourceDefinitions) is
+#    applied; the server refuses a CRD that does not declare a kind as it
+#    serves it (group, plural, kind, scope: a CiliumEndpoint CRD made
+#    cluster-scoped is refused, so the check can fail);
+#  - the ClusterRole (and the kube-system Role: the GC's Lease) cover
+#    exactly what the agent asks for: every
 #    request the agent made to the test API server during the other k8s
 #    tests (recorded by apiserver.py under tests/k8s-requests/ as "VERB
 #    GROUP RESOURCE"; Makefile.am runs this test after them) must be allowed
@@ -18,7 +23,23 @@
 k8s_require
 
 manifest=$top_srcdir/deploy/kubernetes/fibril.yaml
+crds=$top_srcdir/deploy/kubernetes/crds.yaml
 k8s_start
+
+# ---- the CustomResourceDefinitions of CRD mode (deploy/kubernetes/crds.yaml) ----
+out=$(kc apply -f "$crds" 2>&1) && rc=0 || rc=$?
+echo "$out" | sed 's/^/  /'
+check "kubectl apply creates the CiliumIdentity, CiliumEndpoint and CiliumNode CRDs" bash -c '
+	[ "$1" -eq 0 ] && for o in ciliumidentities ciliumendpoints ciliumnodes; do
+		grep -q "^customresourcedefinition.apiextensions.k8s.io/$o.cilium.io created" <<<"$2" ||
+			{ echo "  not created: $o"; exit 1; }; done' _ "$rc" "$out"
+# the check can fail: a CRD declaring CiliumEndpoint cluster-scoped (the
+# agents write them namespaced) is refused
+sed '/name: ciliumendpoints.cilium.io/,/scope:/s/scope: Namespaced/scope: Cluster/' "$crds" >"$WORK/crds-bad.yaml"
+cmp -s "$crds" "$WORK/crds-bad.yaml" && fail "the broken CRD manifest was not made (the sed matched nothing)"
+out=$(kc apply --dry-run=server -f "$WORK/crds-bad.yaml" 2>&1) && rc=0 || rc=$?
+check "a CiliumEndpoint CRD of the wrong scope is refused" \
+	bash -c '[ "$1" -ne 0 ] && grep -q "is not the CiliumEndpoint this server serves" <<<"$2"' _ "$rc" "$out"
 
 out=$(kc apply --dry-run=server -f "$manifest" 2>&1) && rc=0 || rc=$?
 echo "$out" | sed 's/^/  /'
@@ -35,8 +56,9 @@ check "a DaemonSet mounting an undeclared volume is refused ($(grep -o 'volumeMo
 
 out=$(kc apply -f "$manifest" 2>&1) && rc=0 || rc=$?
 echo "$out" | sed 's/^/  /'
-check "kubectl apply creates the ServiceAccount, ClusterRole, binding, ConfigMap and DaemonSet" bash -c '
+check "kubectl apply creates the ServiceAccount, ClusterRole, Role, bindings, ConfigMap and DaemonSet" bash -c '
 	[ "$1" -eq 0 ] && for o in serviceaccount/fibril clusterrole.rbac.authorization.k8s.io/fibril \
+		role.rbac.authorization.k8s.io/fibril rolebinding.rbac.authorization.k8s.io/fibril \
 		clusterrolebinding.rbac.authorization.k8s.io/fibril configmap/fibril-config daemonset.apps/fibril; do
 		grep -q "^$o created" <<<"$2" || { echo "  not created: $o"; exit 1; }; done' _ "$rc" "$out"
 ds=$(kc get -n kube-system daemonset fibril -o json 2>&1) || true
@@ -86,21 +108,22 @@ fi
 
 # ---- RBAC: recorded requests vs the ClusterRole ----------------------------
 role=$(kc get clusterrole fibril -o json 2>&1) || true
+nsrole=$(kc get role -n kube-system fibril -o json 2>&1) || true
 shopt -s nullglob
 records=("$FIBRIL_K8S_REQUEST_LOG_DIR"/requests-*.log)
 check "the agent's requests to the test API server were recorded (${#records[@]} files)" test "${#records[@]}" -gt 0
-check "the ClusterRole allows every request the k8s module made, and grants nothing unused" \
-	python3 - "$role" "${records[@]}" <<'PY'
+check "the ClusterRole and the kube-system Role allow every request the agent made, and grant nothing unused" \
+	python3 - "$role" "$nsrole" "${records[@]}" <<'PY'
 import json, sys
-role = json.loads(sys.argv[1])
 granted = set()
-for r in role["rules"]:
-    for g in r.get("apiGroups", []):
-        for res in r.get("resources", []):
-            for v in r["verbs"]:
-                granted.add((v, g, res))
+for role in (json.loads(sys.argv[1]), json.loads(sys.argv[2])):
+    for r in role["rules"]:
+        for g in r.get("apiGroups", []):
+            for res in r.get("resources", []):
+                for v in r["verbs"]:
+                    granted.add((v, g, res))
 used = {}
-for f in sys.argv[2:]:
+for f in sys.argv[3:]:
     for line in open(f):
         verb, group, res = line.split()
         key = (verb, "" if group == "core" else group, res)

@@ -78,6 +78,11 @@ RESOURCES = [
     Res("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, status=False),
     Res("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False,
         status=False),
+    Res("rbac.authorization.k8s.io", "v1", "roles", "Role", True, status=False),
+    Res("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, status=False),
+    # deploy/kubernetes/crds.yaml (validated against the kinds served above)
+    Res("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+        False, ["crd", "crds"], generation=True),
 ]
 BY_GV = {}      # (group, version) -> {name: Res}
 BY_KIND = {}    # (apiVersion, kind) -> Res
@@ -85,7 +90,7 @@ for _r in RESOURCES:
     BY_GV.setdefault((_r.group, _r.version), {})[_r.name] = _r
     BY_KIND[(_r.api_version, _r.kind)] = _r
 
-GROUP_ORDER = ["apps", "rbac.authorization.k8s.io", "discovery.k8s.io", "networking.k8s.io",
+GROUP_ORDER = ["apiextensions.k8s.io", "apps", "rbac.authorization.k8s.io", "discovery.k8s.io", "networking.k8s.io",
                "coordination.k8s.io", "cilium.io"]
 
 # ---------------------------------------------------------------- helpers
@@ -605,14 +610,16 @@ def validate_object(res, obj):
                     p = c.get(probe)
                     if p is not None and not any(k in p for k in ("httpGet", "tcpSocket", "exec", "grpc")):
                         _invalid(res, obj, f"{where}.{probe}", "Required value: must specify a handler type")
-    elif res.name == "clusterroles":
+    elif res.name == "customresourcedefinitions":
+        apiserver_crd.validate_crd(res, obj, _invalid, BY_GV)
+    elif res.name in ("clusterroles", "roles"):
         for i, r in enumerate(obj.get("rules") or []):
             if not r.get("verbs"):
                 _invalid(res, obj, f"rules[{i}].verbs", "Required value: verbs must contain at least one value")
             if not r.get("nonResourceURLs") and (r.get("apiGroups") is None or not r.get("resources")):
                 _invalid(res, obj, f"rules[{i}].apiGroups", "Required value: resource rules must supply "
                          "at least one api group and resource")
-    elif res.name == "clusterrolebindings":
+    elif res.name in ("clusterrolebindings", "rolebindings"):
         ref = obj.get("roleRef") or {}
         if ref.get("kind") not in ("ClusterRole", "Role") or not ref.get("name") or \
                 ref.get("apiGroup") != "rbac.authorization.k8s.io":

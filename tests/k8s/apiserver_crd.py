@@ -64,6 +64,43 @@ def validate_lease(res, obj, invalid):
         invalid(res, obj, "spec.holderIdentity", "Invalid value: must be a string")
 
 
+def validate_crd(res, obj, invalid, served):
+    """apiextensions.k8s.io/v1 CustomResourceDefinition: the real server's
+    rules a manifest breaks (the name is <plural>.<group>, a scope, the
+    names, one storage version, a structural schema of type object for each
+    served version), and - this server's own - that a kind it serves is
+    declared as it serves it (group, plural, kind, scope): a CRD that would
+    not match the objects the agents write is refused."""
+    spec = obj.get("spec") or {}
+    names = spec.get("names") or {}
+    group, plural = spec.get("group"), names.get("plural")
+    name = (obj.get("metadata") or {}).get("name")
+    if not group or not plural or name != f"{plural}.{group}":
+        invalid(res, obj, "metadata.name", f'Invalid value: "{name}": must be spec.names.plural'
+                '+"."+spec.group')
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        invalid(res, obj, "spec.scope", "Unsupported value: must be Namespaced or Cluster")
+    if not names.get("kind") or not names.get("listKind"):
+        invalid(res, obj, "spec.names.kind", "Required value")
+    versions = spec.get("versions") or []
+    if not versions:
+        invalid(res, obj, "spec.versions", "Invalid value: must have exactly one version marked "
+                "as storage version")
+    if sum(1 for v in versions if v.get("storage") is True) != 1:
+        invalid(res, obj, "spec.versions", "Invalid value: must have exactly one version marked "
+                "as storage version")
+    for i, v in enumerate(versions):
+        schema = ((v.get("schema") or {}).get("openAPIV3Schema")) if isinstance(v, dict) else None
+        if v.get("served") and (not isinstance(schema, dict) or schema.get("type") != "object"):
+            invalid(res, obj, f"spec.versions[{i}].schema.openAPIV3Schema.type",
+                    'Required value: must be "object" at the root')
+        mine = served.get((group, v.get("name")), {}).get(plural)
+        if mine is not None and (mine.kind != names.get("kind") or
+                                 mine.namespaced != (spec.get("scope") == "Namespaced")):
+            invalid(res, obj, "spec.names.kind", f"Invalid value: {names.get('kind')} "
+                    f"({spec.get('scope')}) is not the {mine.kind} this server serves")
+
+
 def require_update_rv(res, key, rv, api_error):
     """A custom resource is never updated unconditionally (the CRD strategy's
     AllowUnconditionalUpdate is false): a PUT without metadata.resourceVersion

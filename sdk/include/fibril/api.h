@@ -35,8 +35,15 @@ int fibril_api_route(struct fibril_module *m, const char *method, const char *pa
 
 const char *fibril_req_method(const struct fibril_request *req);
 const char *fibril_req_path(const struct fibril_request *req);
-/* Decoded query parameter, or NULL. */
+/* Decoded query parameter, or NULL. A key given more than once
+ * (?verdict=DROPPED&verdict=FORWARDED) answers its first value. */
 const char *fibril_req_query(const struct fibril_request *req, const char *name);
+/* ABI 1.11: the index-th (from 0) decoded value of a query key, in the
+ * order the client sent them, or NULL past the last one; index 0 is
+ * fibril_req_query's value. Read every value of a repeatable key with
+ *     for (size_t i = 0; (v = fibril_req_query_n(req, "verdict", i)); i++)
+ * (the host caps a request's query pairs, so the loop ends). */
+const char *fibril_req_query_n(const struct fibril_request *req, const char *name, size_t index);
 /* A {name} segment of the pattern, or NULL. */
 const char *fibril_req_param(const struct fibril_request *req, const char *name);
 const char *fibril_req_body(const struct fibril_request *req, size_t *len);

@@ -1,4 +1,4 @@
-/* fibril/datapath.h - the "datapath" capability (interface version 4):
+/* fibril/datapath.h - the "datapath" capability (interface version 7):
  * what the endpoint manager asks of the eBPF datapath. The datapath module
  * loads one tc program for every endpoint, attaches it (clsact) to
  * each endpoint's host-side veth and keeps per-endpoint facts in pinned maps
@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define FIBRIL_DATAPATH_CAPABILITY "datapath"
-#define FIBRIL_DATAPATH_VERSION 6
+#define FIBRIL_DATAPATH_VERSION 7
 
 /* One local endpoint as the datapath needs it. */
 struct fibril_datapath_endpoint {
@@ -122,6 +122,24 @@ enum fibril_datapath_ipcache_source {
 	FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT = 4,  /* this node's (endpoint_upsert's) */
 };
 
+/* Interface version 7: one entry of the egress gateway's table (IPv4, as
+ * Cilium's): flows from `identity` to `dst`/`dst_len` leave the cluster
+ * through `gateway` (a node IP), where they are source-NATed to that
+ * node's egress IP; `egress_ip` is this node's own for the policy when it
+ * is one of the policy's gateways (0.0.0.0: not one). `excluded`: an
+ * excludedCIDR, left to the usual path. `no_gateway`: the policy has no
+ * live gateway, its flows are dropped (never leaked). `gateway_local`:
+ * the chosen gateway is this node. Grows by appending. */
+struct fibril_datapath_egress_entry {
+	uint32_t sz;            /* sizeof, set by the caller */
+	uint32_t identity;      /* the source's security identity */
+	struct in_addr dst;     /* network order */
+	uint8_t dst_len;        /* 0..32 */
+	bool excluded, no_gateway, gateway_local;
+	struct in_addr gateway;
+	struct in_addr egress_ip;
+};
+
 /* Interface version 3: the tunnel (routing-mode tunnel). */
 enum fibril_datapath_tunnel_mode {
 	FIBRIL_DATAPATH_TUNNEL_NONE = 0,  /* native routing: nothing encapsulated */
@@ -211,6 +229,20 @@ struct fibril_datapath_ops {
 	 * before ud goes). */
 	void (*set_identity_scope)(void *ctx, const char *(*fn)(void *ud, uint32_t identity),
 				   void *ud);
+	/* --- interface version 7 (SDK 1.11; check FIBRIL_SERVICE_HAS) --- */
+	/* The egress gateway's whole table (the egressgw module): entries is
+	 * an array of n entries of entries[0].sz bytes each. Every entry is
+	 * checked first (an invalid one refuses the call, naming it, and
+	 * nothing changes); then each is written and what the table held
+	 * beyond them is removed, so a flow sees the old entry or the new
+	 * one, never none. n 0 empties it. */
+	int (*egress_sync)(void *ctx, const struct fibril_datapath_egress_entry *entries, size_t n,
+			   char *err, size_t errlen);
+	/* The table as the datapath holds it (pinned: what an earlier run
+	 * wrote), one call of cb per entry (sz set; valid during the call);
+	 * non-zero from cb stops. Returns how many were listed or -errno. */
+	int (*egress_list)(void *ctx, int (*cb)(const struct fibril_datapath_egress_entry *e, void *ud),
+			   void *ud);
 };
 
 /* ---- events on the bus (SDK 1.5, additive) ---------------------------------

@@ -69,12 +69,16 @@
  *       interface version 6: set_identity_scope (the endpoint module tells
  *       the datapath how its identities were numbered); <fibril/nodes.h>
  *       interface version 2: ipcache_pod (another node's pod by address,
- *       so flows name remote peers). Issue 24: struct
+ *       so flows name remote peers). Issue 24: <fibril/datapath.h>
+ *       interface version 7: egress_sync, egress_list and struct
+ *       fibril_datapath_egress_entry (the egress gateway's table); struct
  *       fibril_datapath_endpoint.flags (appended;
  *       FIBRIL_DATAPATH_EP_F_NO_MASQUERADE, a pod's opt-out of
  *       masquerading) and struct fibril_datapath_event.saddr_xlated /
  *       sport_xlated / xlated (appended: a masqueraded flow's translated
- *       source). No new symbol.
+ *       source). One new symbol (node FIBRIL_1.11):
+ *       fibril_req_query_n, every value of a repeated query key
+ *       (<fibril/api.h>), so hubble-lite ORs `--verdict A --verdict B`.
  *
  * configure reads FIBRIL_ABI_MAJOR/MINOR from this file: the library's
  * soname version (libfibril.so.1.MINOR.0) and fibril-sdk.pc follow them. */
