@@ -68,11 +68,14 @@ struct dp_endpoint_key {
 	__u8 addr[16]; /* network order */
 };
 
+/* the endpoint's traffic leaving the cluster is not masqueraded (its pod's
+ * label network.fibril.io/masquerade=false) */
+#define DP_EP_F_NO_MASQUERADE 0x1
 struct dp_endpoint_info {
 	__u32 ifindex;   /* the host-side veth */
 	__u32 identity;  /* numeric security identity */
 	__u16 ep_id;     /* local endpoint ID */
-	__u16 flags;     /* reserved, 0 */
+	__u16 flags;     /* DP_EP_F_* */
 	__u8 mac[6];     /* the pod side's MAC */
 	__u8 host_mac[6]; /* the host-side veth's MAC */
 };
@@ -424,6 +427,13 @@ struct dp_event {
 	__u8 icmp_type;
 	__u8 icmp_code;
 	__u8 pad3[6];
+	/* appended (size DP_EVENT_SIZE_V3 before): a masqueraded packet's
+	 * source after the translation (fibril_to_netdev's trace, reason
+	 * DP_REASON_MASQUERADED; saddr / sport above are the pod's) */
+	__u8 saddr_xlated[16];
+	__u16 sport_xlated; /* network order */
+	__u8 xlated;        /* 1: the two fields above are set */
+	__u8 pad4[5];
 };
 
 /* The record's size before the policy fields: readers accept both. */
@@ -431,6 +441,9 @@ struct dp_event {
 /* ... and before the ICMP type and code: a record this long or shorter
  * says nothing of them. */
 #define DP_EVENT_SIZE_V2 80
+/* ... and before the translated source: a record this long or shorter
+ * says nothing of it. */
+#define DP_EVENT_SIZE_V3 88
 
 /* ---- dp_policy: LPM_TRIE (BPF_F_NO_PREALLOC), one entry per (endpoint,
  * direction, remote identity, protocol, port prefix), as Cilium's policy

@@ -18,7 +18,13 @@
  * egress gateway policy selects gets this gateway's egress IP instead of
  * the device's when this node is its gateway (the pod is local, or
  * another node sent it here), and passes untouched when it is a local
- * pod's on its way to another gateway. Anything else (the node's own
+ * pod's on its way to another gateway. An endpoint flagged
+ * DP_EP_F_NO_MASQUERADE (its pod's label network.fibril.io/masquerade=
+ * false) is never masqueraded to the device's address (an egress gateway
+ * policy, explicit, still applies). With trace events on, a translated
+ * packet sends a trace (DP_REASON_MASQUERADED or DP_REASON_EGW_SNAT)
+ * naming the pod's tuple and the translated source (dp_event's
+ * saddr_xlated / sport_xlated). Anything else (the node's own
  * traffic, encapsulated packets, cluster destinations) passes untouched
  * with TC_ACT_UNSPEC, so lb's filter after it (priority 2) still runs.
  * Returns TC_ACT_UNSPEC, TC_ACT_OK (translated) or TC_ACT_SHOT.
@@ -35,6 +41,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "lib/egressgw.h"
+#include "lib/events.h"
 #include "lib/frag.h"
 #include "lib/metrics.h"
 #include "lib/nat.h"
@@ -77,6 +84,8 @@ int fibril_to_netdev(struct __sk_buff *skb)
 	if (!egw) {
 		if (!p.src_ep)
 			return TC_ACT_UNSPEC; /* the node's own, or already translated */
+		if (p.src_ep->flags & DP_EP_F_NO_MASQUERADE)
+			return TC_ACT_UNSPEC; /* the pod opted out: it leaves as itself */
 		__u32 ifindex = skb->ifindex;
 		const struct dp_nat_dev *dev = bpf_map_lookup_elem(&dp_nat_devs, &ifindex);
 		if (!dev)
@@ -119,6 +128,12 @@ int fibril_to_netdev(struct __sk_buff *skb)
 			k.sport, to.port, p.frag != FRAG_LATER) < 0)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
 	metrics_count(skb, &p, egw ? DP_REASON_EGW_SNAT : DP_REASON_MASQUERADED);
+	/* a trace (trace-events on) names the pod's flow and the source it
+	 * leaves with (Hubble's IP.source_xlated) */
+	if (p.trace)
+		event_send_xlated(skb, &p, DP_EVENT_TRACE,
+				  egw ? DP_REASON_EGW_SNAT : DP_REASON_MASQUERADED, to.addr,
+				  nat_is_icmp(p.tuple.proto) ? 0 : to.port);
 	return TC_ACT_OK;
 }
 

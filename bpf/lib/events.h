@@ -13,6 +13,9 @@
  *     DP_REASON_EVENT_LOST instead; never changes the packet, returns
  *     nothing. Whether to send (p->trace, dp_config's policy-verdict flag,
  *     the drop rate) is the caller's decision;
+ *   - event_send_xlated(skb, p, type, reason, addr, port): the same with
+ *     the source a masquerade gave the packet (saddr_xlated, sport_xlated,
+ *     xlated = 1); p's tuple stays the pod's;
  *   - drop_event_allowed(): reads dp_config (event_rate, event_burst) and
  *     updates this CPU's bucket; 1 when this drop's event may go (always
  *     with event_rate 0), 0 when the rate holds it back.
@@ -25,8 +28,8 @@
 #include "identity.h"
 #include "metrics.h"
 
-static __always_inline void event_send(struct __sk_buff *skb, struct pkt *p, __u8 type,
-				       __u8 reason)
+static __always_inline void event_send_xlated(struct __sk_buff *skb, struct pkt *p, __u8 type,
+					      __u8 reason, const __u8 *xaddr, __u16 xport)
 {
 	pkt_resolve(skb, p); /* an event names both identities */
 	struct dp_event *e = bpf_ringbuf_reserve(&dp_events, sizeof(*e), 0);
@@ -65,9 +68,20 @@ static __always_inline void event_send(struct __sk_buff *skb, struct pkt *p, __u
 		e->policy_match = p->policy_match;
 		e->policy_dir = p->policy_dir;
 	}
+	if (xaddr) { /* the source after masquerading (fibril_to_netdev) */
+		__builtin_memcpy(e->saddr_xlated, xaddr, sizeof(e->saddr_xlated));
+		e->sport_xlated = xport;
+		e->xlated = 1;
+	}
 	/* a wakeup per record would cost the reader a syscall per packet */
 	bpf_ringbuf_submit(e, bpf_ringbuf_query(&dp_events, BPF_RB_AVAIL_DATA) >= DP_EVENTS_WAKEUP_BYTES
 				      ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline void event_send(struct __sk_buff *skb, struct pkt *p, __u8 type,
+				       __u8 reason)
+{
+	event_send_xlated(skb, p, type, reason, 0, 0);
 }
 
 /* The per-CPU token bucket of drop events: 1 when this one may go. */

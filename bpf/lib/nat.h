@@ -14,9 +14,19 @@
  *     it is (ICMP: only echo request / reply, the identifier as the port);
  *     0, or -1 for what is not translated (other ICMP, a later fragment);
  *   - nat_snat(p, key, addr, ep, cfg, out): the OUT entry of the flow or
- *     a new mapping to addr (a port tried at random in cfg's [min, max],
- *     NAT_PORT_TRIES times; the IN entry claimed first with BPF_NOEXIST,
- *     then the OUT one), charged to ep in dp_nat_count against cfg's
+ *     a new mapping to addr (the pod's own port first when it is inside
+ *     cfg's [min, max], as the kernel's masquerade keeps it, then ports
+ *     at random in the range, NAT_PORT_TRIES tries in all; the IN entry
+ *     claimed first with BPF_NOEXIST, then the OUT one). Keeping the port
+ *     keeps the world's view one TCP conversation per pod 4-tuple: the
+ *     world's TIME_WAIT of a finished flow accepts the pod's next SYN on
+ *     that 4-tuple (its sequence number and timestamp follow on), where a
+ *     port taken at random lands on another 4-tuple's TIME_WAIT whose
+ *     timestamp the SYN may not beat (PAWS: refused, a 1 s retransmit).
+ *     A found OUT entry has its IN half checked on a SYN and once per
+ *     refresh interval (put back when the GC took it: it works one half
+ *     at a time); a flow without OUT whose IN half is still there takes
+ *     that IN back. Charged to ep in dp_nat_count against cfg's
  *     nat_ep_max; 0 with *out the translation, -1 no free port or the
  *     table full (the hook drops: DP_REASON_DROP_NAT_NO_PORT), -2 ep holds
  *     its quota (DP_REASON_DROP_NAT_QUOTA). The
@@ -28,7 +38,9 @@
  *     ICMP echo identifier); l4 0 (a later fragment, no L4 header): the
  *     address alone. Every packet pointer is invalid afterwards. 0 / -1;
  *   - nat_touch(e, p, now): last_seen_s once it is p->ct_refresh_s old,
- *     the closing flag on a TCP FIN / RST.
+ *     the closing flag on a TCP FIN / RST, cleared by a SYN without ACK
+ *     (a new connection on the same 4-tuple: its mapping is live again,
+ *     not the GC's after the closing timeout).
  */
 #ifndef FIBRIL_BPF_LIB_NAT_H
 #define FIBRIL_BPF_LIB_NAT_H
@@ -43,6 +55,8 @@
 #include "identity.h"
 
 #define NAT_PORT_TRIES 32
+#define NAT_TCP_SYN 0x02
+#define NAT_TCP_ACK 0x10
 #define ICMP_ECHO_REQUEST 8
 #define ICMP_ECHO_REPLY 0
 #define ICMP6_ECHO_REQUEST 128
@@ -125,9 +139,14 @@ static __always_inline int nat_key_of(struct __sk_buff *skb, const struct pkt *p
 
 static __always_inline void nat_touch(struct dp_nat_entry *e, const struct pkt *p, __u32 now)
 {
-	if (p->tuple.proto == IPPROTO_TCP && (p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) &&
-	    !(e->flags & DP_NAT_F_CLOSING))
-		e->flags |= DP_NAT_F_CLOSING;
+	if (p->tuple.proto == IPPROTO_TCP) {
+		if ((p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) && !(e->flags & DP_NAT_F_CLOSING))
+			e->flags |= DP_NAT_F_CLOSING;
+		else if ((p->tcp_flags & (NAT_TCP_SYN | NAT_TCP_ACK | TCP_FLAG_FIN | TCP_FLAG_RST)) ==
+				 NAT_TCP_SYN &&
+			 (e->flags & DP_NAT_F_CLOSING))
+			e->flags &= ~DP_NAT_F_CLOSING;
+	}
 	if (now - e->last_seen_s >= p->ct_refresh_s)
 		e->last_seen_s = now;
 }
@@ -137,29 +156,32 @@ static __always_inline __u32 nat_now_s(void)
 	return (__u32)(bpf_ktime_get_coarse_ns() / 1000000000ull);
 }
 
-/* The flow's mapping to addr, made when it has none; *out its OUT entry. */
+/* Whether the IN entry v is the reply half of the pod flow k (from ep):
+ * a half the GC has not reached yet (it takes one half at a time), taken
+ * back as it is. */
+static __always_inline int nat_in_is_ours(const struct dp_nat_entry *v, const struct dp_nat_key *k,
+					  __u16 ep)
+{
+	__u64 x[2], y[2];
+	__builtin_memcpy(x, v->addr, 16);
+	__builtin_memcpy(y, k->saddr, 16);
+	return v->port == k->sport && v->ep_id == ep && x[0] == y[0] && x[1] == y[1];
+}
+
+/* The flow's mapping to addr, made when it has none; *out its OUT entry.
+ * A found OUT entry has its IN half checked on a SYN and once per refresh
+ * interval: the GC works on one half at a time, so a flow coming back
+ * just as its idle pair is collected can find OUT without IN; IN is put
+ * back (the same port), or, when another flow holds that port now, the
+ * flow gets a new mapping in place of its stale OUT. */
 static __always_inline int nat_snat(const struct pkt *p, const struct dp_nat_key *k,
 				    const __u8 *addr, __u16 ep, const struct dp_config *cfg,
 				    struct dp_nat_entry *out)
 {
 	__u32 now = nat_now_s();
-	struct dp_nat_entry *e = bpf_map_lookup_elem(&dp_nat, k);
-	if (e) {
-		nat_touch(e, p, now);
-		__builtin_memcpy(out, e, sizeof(*out));
-		return 0;
-	}
-	__u32 slot = ep;
-	__u32 *held = bpf_map_lookup_elem(&dp_nat_count, &slot);
-	if (!held)
-		return -1;
-	if (cfg->nat_ep_max && *held >= cfg->nat_ep_max)
-		return -2;
-	__u16 min = cfg->nat_port_min, max = cfg->nat_port_max;
 	struct dp_nat_key in;
 	__builtin_memset(&in, 0, sizeof(in));
 	__builtin_memcpy(in.saddr, k->daddr, 16);
-	__builtin_memcpy(in.daddr, addr, 16);
 	in.sport = k->dport;
 	in.proto = k->proto;
 	in.family = k->family;
@@ -167,35 +189,83 @@ static __always_inline int nat_snat(const struct pkt *p, const struct dp_nat_key
 	struct dp_nat_entry back = {.port = k->sport, .ep_id = ep, .created_s = now,
 				    .last_seen_s = now};
 	__builtin_memcpy(back.addr, k->saddr, 16);
+	int stale_out = 0;
+	struct dp_nat_entry *e = bpf_map_lookup_elem(&dp_nat, k);
+	if (e) {
+		int check = (p->tuple.proto == IPPROTO_TCP &&
+			     (p->tcp_flags & (NAT_TCP_SYN | NAT_TCP_ACK)) == NAT_TCP_SYN) ||
+			    now - e->last_seen_s >= p->ct_refresh_s;
+		nat_touch(e, p, now);
+		__builtin_memcpy(out, e, sizeof(*out));
+		if (!check)
+			return 0;
+		__builtin_memcpy(in.daddr, out->addr, 16);
+		in.dport = out->port;
+		if (bpf_map_lookup_elem(&dp_nat, &in) ||
+		    bpf_map_update_elem(&dp_nat, &in, &back, BPF_NOEXIST) == 0)
+			return 0;
+		stale_out = 1; /* its port is another flow's now: a new one */
+	}
+	__builtin_memcpy(in.daddr, addr, 16);
+	__u32 slot = ep;
+	__u32 *held = bpf_map_lookup_elem(&dp_nat_count, &slot);
+	if (!held)
+		return -1;
+	if (!stale_out && cfg->nat_ep_max && *held >= cfg->nat_ep_max)
+		return -2;
+	__u16 min = cfg->nat_port_min, max = cfg->nat_port_max;
 	if (min == 0 || max < min) {
 		min = 61000;
 		max = 65535;
 	}
 	__u32 range = (__u32)max - min + 1;
 	__u32 start = bpf_get_prandom_u32() % range;
-	for (int i = 0; i < NAT_PORT_TRIES; i++) {
-		__u16 port = bpf_htons((__u16)(min + (start + (__u32)i * 7919u) % range));
-		in.dport = port;
-		if (bpf_map_update_elem(&dp_nat, &in, &back, BPF_NOEXIST) != 0)
-			continue; /* another flow to that destination holds it (or full) */
-		struct dp_nat_entry fwd = {.port = port, .ep_id = ep, .created_s = now,
-					   .last_seen_s = now};
-		__builtin_memcpy(fwd.addr, addr, 16);
-		if (bpf_map_update_elem(&dp_nat, k, &fwd, BPF_NOEXIST) != 0) {
-			/* another CPU mapped this flow meanwhile (or the table is
-			 * full): give the port back, take that one */
-			bpf_map_delete_elem(&dp_nat, &in);
-			e = bpf_map_lookup_elem(&dp_nat, k);
-			if (!e)
-				return -1;
-			__builtin_memcpy(out, e, sizeof(*out));
-			return 0;
+	__u16 own = bpf_ntohs(k->sport);
+	__u16 port = 0;
+	int found = 0, adopted = 0;
+	/* the pod's own port first (kept, as the kernel's masquerade); its
+	 * reply half may still be there, this flow's own, left by the GC */
+	if (own >= min && own <= max) {
+		in.dport = k->sport;
+		if (bpf_map_update_elem(&dp_nat, &in, &back, BPF_NOEXIST) == 0) {
+			found = 1;
+		} else {
+			struct dp_nat_entry *left = bpf_map_lookup_elem(&dp_nat, &in);
+			if (left && nat_in_is_ours(left, k, ep)) {
+				left->last_seen_s = now;
+				left->flags = 0;
+				found = adopted = 1;
+			}
 		}
-		__sync_fetch_and_add(held, 1);
-		__builtin_memcpy(out, &fwd, sizeof(*out));
+		port = k->sport;
+	}
+	for (int i = 0; !found && i < NAT_PORT_TRIES; i++) {
+		port = bpf_htons((__u16)(min + (start + (__u32)i * 7919u) % range));
+		in.dport = port;
+		/* taken: another flow to that destination holds it (or full) */
+		if (bpf_map_update_elem(&dp_nat, &in, &back, BPF_NOEXIST) == 0)
+			found = 1;
+	}
+	if (!found)
+		return -1;
+	in.dport = port;
+	struct dp_nat_entry fwd = {.port = port, .ep_id = ep, .created_s = now, .last_seen_s = now};
+	__builtin_memcpy(fwd.addr, addr, 16);
+	if (bpf_map_update_elem(&dp_nat, k, &fwd, stale_out ? BPF_ANY : BPF_NOEXIST) != 0) {
+		/* another CPU mapped this flow meanwhile (or the table is full):
+		 * give the port back, take that one */
+		if (!adopted)
+			bpf_map_delete_elem(&dp_nat, &in);
+		e = bpf_map_lookup_elem(&dp_nat, k);
+		if (!e)
+			return -1;
+		__builtin_memcpy(out, e, sizeof(*out));
 		return 0;
 	}
-	return -1;
+	if (!stale_out) /* a stale OUT was charged already */
+		__sync_fetch_and_add(held, 1);
+	__builtin_memcpy(out, &fwd, sizeof(*out));
+	return 0;
 }
 
 /* Offsets of the L4 checksum and of the port (identifier) rewritten. */

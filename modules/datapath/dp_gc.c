@@ -286,6 +286,11 @@ static int dp_event_publish(struct datapath *dp, const struct dp_event *e)
 		ev.icmp_code = e->icmp_code;
 		ev.icmp_known = 1;
 	}
+	if (e->size > DP_EVENT_SIZE_V3 && e->xlated) {
+		memcpy(ev.saddr_xlated, e->saddr_xlated, sizeof(ev.saddr_xlated));
+		ev.sport_xlated = ntohs(e->sport_xlated);
+		ev.xlated = 1;
+	}
 	ev.lost_before = dp->events_unpublished;
 	int rc = fibril_bus_try_publish(dp->m, FIBRIL_DATAPATH_TOPIC_EVENT,
 					FIBRIL_DATAPATH_EVENT_VERSION, &ev, sizeof(ev));

@@ -217,8 +217,8 @@ static int fmt_endpoints(const void *key, const void *value, char *ko, size_t kl
 	dp_fmt_addr(k->family, k->addr, ko, kl);
 	dp_fmt_mac(v->mac, mac, sizeof(mac));
 	dp_fmt_mac(v->host_mac, hmac, sizeof(hmac));
-	snprintf(vo, vl, "id=%u identity=%u ifindex=%u mac=%s host-mac=%s", v->ep_id, v->identity,
-		 v->ifindex, mac, hmac);
+	snprintf(vo, vl, "id=%u identity=%u ifindex=%u mac=%s host-mac=%s%s", v->ep_id, v->identity,
+		 v->ifindex, mac, hmac, (v->flags & DP_EP_F_NO_MASQUERADE) ? " no-masquerade" : "");
 	return 0;
 }
 
@@ -612,6 +612,7 @@ int dp_endpoint_put(struct datapath *dp, const struct fibril_datapath_endpoint *
 	v.ifindex = (__u32)ep->host_ifindex;
 	v.identity = ep->identity;
 	v.ep_id = ep->id;
+	v.flags = (ep->flags & FIBRIL_DATAPATH_EP_F_NO_MASQUERADE) ? DP_EP_F_NO_MASQUERADE : 0;
 	memcpy(v.mac, ep->mac, 6);
 	memcpy(v.host_mac, ep->host_mac, 6);
 	if (bpf_map_update_elem(fibril_map_fd(dp->maps[DPM_ENDPOINTS]), &k, &v, BPF_ANY) != 0) {
@@ -700,6 +701,7 @@ static struct dp_ep *restore_find_or_add(struct datapath *dp, const struct dp_en
 	e->ep.id = v->ep_id;
 	e->ep.identity = v->identity;
 	e->ep.host_ifindex = (int)v->ifindex;
+	e->ep.flags = (v->flags & DP_EP_F_NO_MASQUERADE) ? FIBRIL_DATAPATH_EP_F_NO_MASQUERADE : 0;
 	memcpy(e->ep.mac, v->mac, 6);
 	memcpy(e->ep.host_mac, v->host_mac, 6);
 	if (dp_ep_add(dp, e) < 0) {

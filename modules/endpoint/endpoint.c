@@ -336,6 +336,25 @@ static const char *op_identity_scope(void *ctx, uint32_t identity)
 
 /* ---- the datapath ---------------------------------------------------------------- */
 
+#define EP_NO_MASQ_LABEL "network.fibril.io/masquerade=false"
+
+/* Whether labels ('\n'-joined, "source:key=value") hold the masquerading
+ * opt-out, from any source (k8s: from the pod, or the API's). */
+static bool ep_labels_no_masquerade(const char *labels)
+{
+	for (const char *l = labels; l && *l;) {
+		const char *end = strchr(l, '\n');
+		size_t n = end ? (size_t)(end - l) : strlen(l);
+		const char *colon = memchr(l, ':', n);
+		const char *kv = colon && colon < l + n ? colon + 1 : l;
+		size_t kn = n - (size_t)(kv - l);
+		if (kn == strlen(EP_NO_MASQ_LABEL) && !memcmp(kv, EP_NO_MASQ_LABEL, kn))
+			return true;
+		l = end ? end + 1 : l + n;
+	}
+	return false;
+}
+
 void ep_to_datapath(const struct ep_endpoint *ep, struct fibril_datapath_endpoint *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -350,6 +369,8 @@ void ep_to_datapath(const struct ep_endpoint *ep, struct fibril_datapath_endpoin
 	out->has_ipv6 = ep->has_ipv6;
 	out->ipv4 = ep->ipv4;
 	out->ipv6 = ep->ipv6;
+	if (ep->identity && ep_labels_no_masquerade(ep->identity->labels))
+		out->flags |= FIBRIL_DATAPATH_EP_F_NO_MASQUERADE;
 }
 
 /* One call of the datapath (upsert or remove) for ep; 0 without a datapath. */

@@ -338,8 +338,14 @@ void hl_flow_hubble_json(struct hl_buf *b, const struct hl_flow *f, const char *
 		int af = f->family == 4 ? AF_INET : AF_INET6;
 		hl_addr_text(af, f->src.addr, src);
 		hl_addr_text(af, f->dst.addr, dst);
-		hl_buf_printf(b, ",\"IP\":{\"source\":\"%s\",\"destination\":\"%s\",\"ipVersion\":\"%s\"}",
+		hl_buf_printf(b, ",\"IP\":{\"source\":\"%s\",\"destination\":\"%s\",\"ipVersion\":\"%s\"",
 			      src, dst, f->family == 4 ? "IPv4" : "IPv6");
+		if (f->xlated) { /* Hubble's IP.source_xlated: the masqueraded source */
+			char xl[INET6_ADDRSTRLEN] = "";
+			hl_addr_text(af, f->src_xlated, xl);
+			hl_buf_printf(b, ",\"source_xlated\":\"%s\"", xl);
+		}
+		hl_buf_str(b, "}");
 	}
 	if (f->proto == 6 || f->proto == 17 || f->proto == 132) {
 		bool first = true;

@@ -96,7 +96,7 @@ const uint8_t *hl_flow_pb(struct hl_flow_pb *pb, const struct hl_flow *f, const 
 	if (f->policy.match)
 		fl.policy_match_type = f->policy.match;
 
-	char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "";
+	char src[INET6_ADDRSTRLEN] = "", dst[INET6_ADDRSTRLEN] = "", xl[INET6_ADDRSTRLEN] = "";
 	Flow__IP ip = FLOW__IP__INIT;
 	if (f->family == 4 || f->family == 6) {
 		int af = f->family == 4 ? AF_INET : AF_INET6;
@@ -104,6 +104,10 @@ const uint8_t *hl_flow_pb(struct hl_flow_pb *pb, const struct hl_flow *f, const 
 		inet_ntop(af, f->dst.addr, dst, sizeof(dst));
 		ip.source = src;
 		ip.destination = dst;
+		if (f->xlated) { /* the masqueraded source (source_xlated, 5) */
+			inet_ntop(af, f->src_xlated, xl, sizeof(xl));
+			ip.source_xlated = xl;
+		}
 		ip.ipversion = f->family == 4 ? FLOW__IPVERSION__IPv4 : FLOW__IPVERSION__IPv6;
 		fl.ip = &ip;
 	}

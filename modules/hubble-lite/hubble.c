@@ -268,6 +268,12 @@ static int on_datapath_event(const struct fibril_event *ev, void *ud)
 		f->icmp_type = d.icmp_type;
 		f->icmp_code = d.icmp_code;
 	}
+	if (in->sz >= FIBRIL_OFFSETOFEND(struct fibril_datapath_event, xlated) && d.xlated &&
+	    (d.family == 4 || d.family == 6)) {
+		f->xlated = true;
+		memcpy(f->src_xlated, d.saddr_xlated, sizeof(f->src_xlated));
+		f->sport_xlated = d.sport_xlated;
+	}
 	fibril_series_inc(h->s_flows[f->verdict][f->type][proto_index(f->proto)]);
 	if (f->verdict == HL_DROPPED) {
 		if (!h->s_drops[f->reason])

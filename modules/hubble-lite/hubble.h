@@ -71,6 +71,9 @@ struct hl_flow {
 	uint8_t reason;
 	uint8_t icmp_type, icmp_code;
 	bool icmp_known;        /* the datapath said the ICMP type and code */
+	bool xlated;            /* masqueraded: the source it left with */
+	uint8_t src_xlated[16];
+	uint16_t sport_xlated;
 	uint32_t len;
 	char reason_name[HL_REASON_LEN]; /* "forwarded", "spoofed-source-ip" (no "drop:") */
 	struct hl_peer src, dst;

@@ -220,4 +220,10 @@ echo "fibril: masqueraded $(counter packets-to-netdev masqueraded), replies tran
 echo "fibril drops (every non-zero drop counter of GET /v1/datapath): $(python3 -c 'import json, sys
 j = json.load(sys.stdin)
 print(" ".join("%s/%s=%s" % (s, k, v) for s, d in j.items() if isinstance(d, dict) for k, v in d.items() if k.startswith("drop") and isinstance(v, int) and v) or "none")' <<<"$dp")"
+# what the new connections cost on the way: the world's SYNs refused on
+# a TIME_WAIT (PAWS), the pod's SYN retransmits (each a 1 s stall)
+tcpstat() { ip netns exec "$1" nstat -asz "$2" 2>/dev/null | awk -v n="$2" '$1 == n { v = $2 } END { print v + 0 }'; }
+for s in "${SETUPS[@]}"; do
+	echo "$s: world PAWSTimewait $(tcpstat "${WORLD[$s]}" TcpExtPAWSTimewait), world TW $(tcpstat "${WORLD[$s]}" TcpExtTW), pod SYN retransmits $(tcpstat "${POD[$s]}" TcpExtTCPSynRetrans)"
+done
 echo "kernel: conntrack entries now $(ip netns exec "${NODE[kernel]}" cat /proc/sys/net/netfilter/nf_conntrack_count 2>/dev/null || echo '?')"

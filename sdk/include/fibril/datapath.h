@@ -38,7 +38,14 @@ struct fibril_datapath_endpoint {
 	bool has_ipv4, has_ipv6;
 	struct in_addr ipv4;
 	struct in6_addr ipv6;
+	/* appended in SDK 1.11 (read behind sz; an older caller's is 0) */
+	uint32_t flags;         /* FIBRIL_DATAPATH_EP_F_* */
 };
+
+/* The endpoint's traffic leaving the cluster keeps its own address (no
+ * masquerading): its pod carries the label network.fibril.io/masquerade
+ * = "false" (the endpoint module sets it). */
+#define FIBRIL_DATAPATH_EP_F_NO_MASQUERADE 0x1u
 
 /* The node's gateway as the datapath set it up (the host device). */
 struct fibril_datapath_node {
@@ -303,6 +310,12 @@ struct fibril_datapath_event {
 	uint8_t icmp_type, icmp_code;
 	uint8_t icmp_known;
 	uint8_t pad2[5];
+	/* SDK 1.11 (appended): a masqueraded packet's source after the
+	 * translation, when xlated (saddr / sport are the pod's) */
+	uint8_t saddr_xlated[16]; /* network order; IPv4 in the first 4 bytes */
+	uint16_t sport_xlated;    /* host order; 0 for ICMP */
+	uint8_t xlated;
+	uint8_t pad3[5];
 };
 
 /* Drops the datapath saw but sent no event for, since the datapath module

@@ -71,8 +71,12 @@
  *       interface version 2: ipcache_pod (another node's pod by address,
  *       so flows name remote peers). Issue 24: <fibril/datapath.h>
  *       interface version 7: egress_sync, egress_list and struct
- *       fibril_datapath_egress_entry (the egress gateway's table). One new
- *       symbol (node FIBRIL_1.11):
+ *       fibril_datapath_egress_entry (the egress gateway's table); struct
+ *       fibril_datapath_endpoint.flags (appended;
+ *       FIBRIL_DATAPATH_EP_F_NO_MASQUERADE, a pod's opt-out of
+ *       masquerading) and struct fibril_datapath_event.saddr_xlated /
+ *       sport_xlated / xlated (appended: a masqueraded flow's translated
+ *       source). One new symbol (node FIBRIL_1.11):
  *       fibril_req_query_n, every value of a repeated query key
  *       (<fibril/api.h>), so hubble-lite ORs `--verdict A --verdict B`.
  *
