@@ -229,9 +229,11 @@ void cp_claim_held(struct cp_fam *f)
 	cp_claim_key(f, &f->cand, key, sizeof(key));
 	f->busy = false;
 	if (f->have_node && cp_cidr_equal(&f->node, &f->cand)) {
-		if (f->claim != CP_CLAIM_HELD || f->why[0])
-			fibril_info(cp->m, "node CIDR %s re-claimed (%s %s)", c,
-				    cp->k8s ? "Lease" : "key", key);
+		if ((f->claim != CP_CLAIM_HELD || f->why[0]) && cp->k8s)
+			fibril_info(cp->m, "node CIDR %s re-claimed (Lease %s)", c, key);
+		else if (f->claim != CP_CLAIM_HELD || f->why[0])
+			fibril_info(cp->m, "node CIDR %s re-claimed under lease %lld", c,
+				    (long long)cp->lease);
 	} else {
 		int rc = cp_fam_set_node(f, &f->cand);
 		if (rc) {
