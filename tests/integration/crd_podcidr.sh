@@ -61,8 +61,13 @@ start() {
 # all three at the same moment: they race for the same free subnets
 for n in "${NODES[@]}"; do MN_START_NOWAIT=1 start "$n"; done
 for n in "${NODES[@]}"; do
-	check "the agent of $n becomes healthy" wait_alive "${MN_PID[$n]}" 60 mn_healthy "$n" ||
-		{ tail -20 "${MN_DIR[$n]}/agent.log"; finish; }
+	if wait_alive "${MN_PID[$n]}" 60 mn_healthy "$n"; then
+		pass "the agent of $n becomes healthy"
+	else
+		fail "the agent of $n becomes healthy (wait: $?)"
+		mn_api "$n" http://x/v1/healthz
+		tail -20 "${MN_DIR[$n]}/agent.log"
+	fi
 done
 
 declare -A CIDR
