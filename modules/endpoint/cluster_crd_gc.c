@@ -10,8 +10,8 @@
  *    for gc-lease-duration by this agent's own clock, so clocks need not
  *    agree; the API server's optimistic concurrency lets one taker win);
  *  - every identity-gc-interval the leader, from the informers' caches:
- *    deletes the CiliumEndpoints and CiliumNodes whose node has no Node
- *    object any more, and the CiliumIdentities that no CiliumEndpoint and
+ *    deletes the CiliumEndpoints, CiliumNodes and pod CIDR claims
+ *    (ipam-cluster-pool's Leases) whose node has no Node object any more, and the CiliumIdentities that no CiliumEndpoint and
  *    no local endpoint has referenced for identity-gc-grace; every delete
  *    carries the resourceVersion it judged as a precondition;
  *  - every agent, once its endpoints are restored and the CiliumEndpoints
@@ -56,12 +56,13 @@ struct cl_crd_gc {
 	size_t ncands;
 	unsigned deletes_inflight;
 	struct {
-		uint64_t identities, endpoints, nodes, own_endpoints, takeovers, errors;
+		uint64_t identities, endpoints, nodes, own_endpoints, takeovers, errors, claims;
 	} stats;
 };
 
 static const char *const SYNC_RES[] = {FIBRIL_K8S_CLUSTER_NODES, FIBRIL_K8S_CILIUM_ENDPOINTS,
-				       FIBRIL_K8S_CILIUM_IDENTITIES, FIBRIL_K8S_CILIUM_NODES, NULL};
+				       FIBRIL_K8S_CILIUM_IDENTITIES, FIBRIL_K8S_CILIUM_NODES,
+				       FIBRIL_K8S_PODCIDR_CLAIMS, NULL};
 
 static uint64_t mono_ms(void)
 {
@@ -410,6 +411,41 @@ static int ciliumnode_one(const char *json, void *ud)
 	return 0;
 }
 
+/* A Kubernetes node name: an RFC 1123 subdomain. */
+static bool node_name_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > 253 || s[0] == '-' || s[0] == '.' || s[n - 1] == '-' || s[n - 1] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+		      s[i] == '.'))
+			return false;
+	return true;
+}
+
+/* A pod CIDR claim (ipam-cluster-pool's Lease) whose holder has no Node
+ * object any more. A holder that is no node name was never an agent's
+ * claim: the claimers ignore it with a log line, the GC leaves it to the
+ * operator. */
+static int podcidr_claim_one(const char *json, void *ud)
+{
+	struct cl_crd_gc *g = ud;
+	struct ep_cluster *c = g->c;
+	struct json_object *o = json_tokener_parse(json);
+	const char *name = str_at(o, "metadata", "name", NULL);
+	const char *rv = str_at(o, "metadata", "resourceVersion", NULL);
+	const char *holder = str_at(o, "spec", "holderIdentity", NULL);
+
+	if (name && rv && node_name_ok(holder) && strcmp(holder, c->node) &&
+	    !c->k8s->get(c->k8sctx, FIBRIL_K8S_CLUSTER_NODES, "", holder))
+		gc_delete(g, FIBRIL_K8S_LEASES, "pod CIDR claim (its Node is gone)",
+			  FIBRIL_K8S_PODCIDR_CLAIM_NS, name, rv, &g->stats.claims);
+	json_object_put(o);
+	return 0;
+}
+
 struct id_walk {
 	struct cl_crd_gc *g;
 	const struct id_set *used;
@@ -494,6 +530,7 @@ static void on_gc_tick(struct fibril_timer *t, void *ud)
 
 	c->k8s->list(c->k8sctx, FIBRIL_K8S_CILIUM_ENDPOINTS, cep_one, &w);
 	c->k8s->list(c->k8sctx, FIBRIL_K8S_CILIUM_NODES, ciliumnode_one, g);
+	c->k8s->list(c->k8sctx, FIBRIL_K8S_PODCIDR_CLAIMS, podcidr_claim_one, g);
 	/* no CiliumEndpoint at all: an empty cluster, or a CRD not served
 	 * (the informer's cache is then empty and synced): no identity is
 	 * judged unused on that */

@@ -28,11 +28,17 @@ static void claim_txn(struct cp_fam *f, bool ours);
 
 static bool running(const struct cp *cp)
 {
-	return cp->kv && !cp->stopping;
+	return (cp->kv || cp->k8s) && !cp->stopping;
 }
 
 void cp_claim_key(const struct cp_fam *f, const struct fibril_cidr *c, char *buf, size_t len)
 {
+	if (f->cp->k8s) {
+		int n = snprintf(buf, len, FIBRIL_K8S_PODCIDR_CLAIM_NS "/");
+		if (n > 0 && (size_t)n < len)
+			cp_k8s_lease_name(f, c, buf + n, len - (size_t)n);
+		return;
+	}
 	char text[FIBRIL_IPAM_CIDR_LEN];
 	fibril_cidr_format(c, text, sizeof(text));
 	char *slash = strchr(text, '/');
@@ -55,7 +61,7 @@ static bool key_cidr(const struct cp_fam *f, const char *key, struct fibril_cidr
 }
 
 /* The subnet index of c in the family's pool, or false. */
-static bool cidr_index(const struct cp_fam *f, const struct fibril_cidr *c, uint64_t *idx)
+bool cp_cidr_index(const struct cp_fam *f, const struct fibril_cidr *c, uint64_t *idx)
 {
 	if (!f->have_pool || c->prefix_len != f->mask || !fibril_cidr_contains(&f->pool, &c->ip))
 		return false;
@@ -66,7 +72,7 @@ static bool cidr_index(const struct cp_fam *f, const struct fibril_cidr *c, uint
 	return true;
 }
 
-static bool cidr_equal(const struct fibril_cidr *a, const struct fibril_cidr *b)
+bool cp_cidr_equal(const struct fibril_cidr *a, const struct fibril_cidr *b)
 {
 	return a->prefix_len == b->prefix_len && a->ip.family == b->ip.family &&
 	       memcmp(a->ip.bytes, b->ip.bytes, a->ip.family == 6 ? 16 : 4) == 0;
@@ -74,7 +80,7 @@ static bool cidr_equal(const struct fibril_cidr *a, const struct fibril_cidr *b)
 
 /* ---- the taken set: sorted subnet indexes other nodes hold ---------------- */
 
-static void taken_add(struct cp_fam *f, uint64_t idx)
+void cp_taken_add(struct cp_fam *f, uint64_t idx)
 {
 	size_t i = 0;
 	while (i < f->ntaken && f->taken[i] < idx)
@@ -90,7 +96,7 @@ static void taken_add(struct cp_fam *f, uint64_t idx)
 	f->ntaken++;
 }
 
-static bool is_taken(const struct cp_fam *f, uint64_t idx)
+bool cp_is_taken(const struct cp_fam *f, uint64_t idx)
 {
 	for (size_t i = 0; i < f->ntaken && f->taken[i] <= idx; i++)
 		if (f->taken[i] == idx)
@@ -98,7 +104,7 @@ static bool is_taken(const struct cp_fam *f, uint64_t idx)
 	return false;
 }
 
-static bool first_free(const struct cp_fam *f, struct fibril_cidr *out)
+bool cp_first_free(const struct cp_fam *f, struct fibril_cidr *out)
 {
 	uint64_t idx = 0;
 	for (size_t j = 0; j < f->ntaken && f->taken[j] <= idx; j++)
@@ -126,14 +132,18 @@ static void schedule_retry(struct cp *cp)
 /* Health of the "kvstore" component from the families' state. */
 static void report_kv(struct cp *cp)
 {
+	const char *comp = cp->k8s ? "k8s" : "kvstore";
 	for (int i = 0; i < CP_NFAM; i++) {
 		struct cp_fam *f = &cp->fam[i];
 		if (f->enabled && f->why[0] && f->claim != CP_CLAIM_EXHAUSTED) {
-			fibril_health_report(cp->m, "kvstore", FIBRIL_HEALTH_DEGRADED, "%s", f->why);
+			fibril_health_report(cp->m, comp, FIBRIL_HEALTH_DEGRADED, "%s", f->why);
 			return;
 		}
 	}
-	if (!cp->connected)
+	if (cp->k8s)
+		fibril_health_report(cp->m, comp, FIBRIL_HEALTH_OK,
+				     "node CIDR claims held as Leases in " FIBRIL_K8S_PODCIDR_CLAIM_NS);
+	else if (!cp->connected)
 		fibril_health_report(cp->m, "kvstore", FIBRIL_HEALTH_DEGRADED,
 				     "kvstore disconnected: node CIDR claims unverified until it is back");
 	else
@@ -147,7 +157,7 @@ static void report(struct cp *cp)
 	cp_report_pool(cp);
 }
 
-static void fail(struct cp_fam *f, int err, const char *what)
+void cp_claim_fail(struct cp_fam *f, int err, const char *what)
 {
 	struct cp *cp = f->cp;
 	f->busy = false;
@@ -174,7 +184,7 @@ static void lease_suspect(struct cp *cp, int err)
 		cp->fam[i].reclaim = cp->fam[i].have_node;
 }
 
-static void exhausted(struct cp_fam *f, const char *fmt_other)
+void cp_claim_exhausted(struct cp_fam *f, const char *fmt_other)
 {
 	struct cp *cp = f->cp;
 	char pool[FIBRIL_IPAM_CIDR_LEN], why[CP_WHY_LEN];
@@ -195,7 +205,7 @@ static void exhausted(struct cp_fam *f, const char *fmt_other)
 	cp_settled(cp);
 }
 
-static void lost(struct cp_fam *f, const char *holder)
+void cp_claim_lost(struct cp_fam *f, const char *holder)
 {
 	struct cp *cp = f->cp;
 	char c[FIBRIL_IPAM_CIDR_LEN], why[CP_WHY_LEN];
@@ -211,26 +221,32 @@ static void lost(struct cp_fam *f, const char *holder)
 	schedule_retry(cp);
 }
 
-static void held(struct cp_fam *f)
+void cp_claim_held(struct cp_fam *f)
 {
 	struct cp *cp = f->cp;
 	char c[FIBRIL_IPAM_CIDR_LEN], key[128];
 	fibril_cidr_format(&f->cand, c, sizeof(c));
 	cp_claim_key(f, &f->cand, key, sizeof(key));
 	f->busy = false;
-	if (f->have_node && cidr_equal(&f->node, &f->cand)) {
-		if (f->claim != CP_CLAIM_HELD || f->why[0])
+	if (f->have_node && cp_cidr_equal(&f->node, &f->cand)) {
+		if ((f->claim != CP_CLAIM_HELD || f->why[0]) && cp->k8s)
+			fibril_info(cp->m, "node CIDR %s re-claimed (Lease %s)", c, key);
+		else if (f->claim != CP_CLAIM_HELD || f->why[0])
 			fibril_info(cp->m, "node CIDR %s re-claimed under lease %lld", c,
 				    (long long)cp->lease);
 	} else {
 		int rc = cp_fam_set_node(f, &f->cand);
 		if (rc) {
-			fail(f, rc, "creating the allocator");
+			cp_claim_fail(f, rc, "creating the allocator");
 			return;
 		}
-		fibril_info(cp->m, "node CIDR %s claimed in %.3f ms (%s; key %s, lease %lld)", c,
-			    cp_mono_ms() - f->claim_t0, f->cand_src ? f->cand_src : "?", key,
-			    (long long)cp->lease);
+		if (cp->k8s)
+			fibril_info(cp->m, "node CIDR %s claimed in %.3f ms (%s; Lease %s)", c,
+				    cp_mono_ms() - f->claim_t0, f->cand_src ? f->cand_src : "?", key);
+		else
+			fibril_info(cp->m, "node CIDR %s claimed in %.3f ms (%s; key %s, lease %lld)",
+				    c, cp_mono_ms() - f->claim_t0, f->cand_src ? f->cand_src : "?",
+				    key, (long long)cp->lease);
 	}
 	f->claim = CP_CLAIM_HELD;
 	f->reclaim = false;
@@ -241,28 +257,32 @@ static void held(struct cp_fam *f)
 
 /* ---- the transaction ---------------------------------------------------------- */
 
-static void other_holds(struct cp_fam *f, const char *holder)
+void cp_claim_other_holds(struct cp_fam *f, const char *holder)
 {
+	struct cp *cp = f->cp;
 	uint64_t idx;
 	if (f->have_node) {
-		lost(f, holder);
+		cp_claim_lost(f, holder);
 		return;
 	}
 	if (f->pinned) {
 		char c[FIBRIL_IPAM_CIDR_LEN], why[CP_WHY_LEN];
 		snprintf(why, sizeof(why), "node-cidr %s is claimed by %s",
 			 fibril_cidr_format(&f->pin, c, sizeof(c)), holder);
-		exhausted(f, why);
+		cp_claim_exhausted(f, why);
 		return;
 	}
-	if (cidr_index(f, &f->cand, &idx))
-		taken_add(f, idx);
-	if (!first_free(f, &f->cand)) {
-		exhausted(f, NULL);
+	if (cp_cidr_index(f, &f->cand, &idx))
+		cp_taken_add(f, idx);
+	if (!cp_first_free(f, &f->cand)) {
+		cp_claim_exhausted(f, NULL);
 		return;
 	}
 	f->cand_src = "the first free one";
-	claim_txn(f, false);
+	if (cp->k8s)
+		cp_k8s_next(f);
+	else
+		claim_txn(f, false);
 }
 
 static void on_txn(void *ud, int err, bool succeeded, const struct fibril_kv *kvs, size_t n,
@@ -275,16 +295,16 @@ static void on_txn(void *ud, int err, bool succeeded, const struct fibril_kv *kv
 		return;
 	if (err) {
 		lease_suspect(f->cp, err);
-		fail(f, err, "transaction");
+		cp_claim_fail(f, err, "transaction");
 		return;
 	}
 	if (succeeded) {
-		held(f);
+		cp_claim_held(f);
 		return;
 	}
 	if (++f->rounds > MAX_ROUNDS) {
 		f->rounds = 0;
-		fail(f, -EAGAIN, "too many conflicting claims");
+		cp_claim_fail(f, -EAGAIN, "too many conflicting claims");
 		return;
 	}
 	if (n == 0 || !kvs[0].value) /* gone meanwhile: claim it as free */
@@ -292,7 +312,7 @@ static void on_txn(void *ud, int err, bool succeeded, const struct fibril_kv *kv
 	else if (strcmp(kvs[0].value, f->cp->node_name) == 0)
 		claim_txn(f, true);
 	else
-		other_holds(f, kvs[0].value);
+		cp_claim_other_holds(f, kvs[0].value);
 }
 
 /* Put f->cand under our lease if it is free (ours == false) or ours. */
@@ -316,7 +336,7 @@ static void claim_txn(struct cp_fam *f, bool ours)
 	f->busy = true;
 	int rc = cp->kv->txn(cp->kvctx, &cmp, 1, &put, 1, &get, 1, on_txn, f);
 	if (rc)
-		fail(f, rc, "transaction");
+		cp_claim_fail(f, rc, "transaction");
 }
 
 /* ---- choosing a candidate from every claim of the family ------------------------ */
@@ -335,12 +355,12 @@ static const char *scan(struct cp_fam *f, const struct fibril_kv *kvs, size_t n,
 		if (!kvs[i].value || !key_cidr(f, kvs[i].key, &c))
 			continue;
 		bool ours = strcmp(kvs[i].value, f->cp->node_name) == 0;
-		if (want && cidr_equal(&c, want))
+		if (want && cp_cidr_equal(&c, want))
 			holder = kvs[i].value;
-		if (!ours && cidr_index(f, &c, &idx))
-			taken_add(f, idx);
-		if (ours && cidr_index(f, &c, &idx) &&
-		    (!*have_mine || (f->have_saved && cidr_equal(&c, &f->saved)))) {
+		if (!ours && cp_cidr_index(f, &c, &idx))
+			cp_taken_add(f, idx);
+		if (ours && cp_cidr_index(f, &c, &idx) &&
+		    (!*have_mine || (f->have_saved && cp_cidr_equal(&c, &f->saved)))) {
 			*mine = c;
 			*have_mine = true;
 		}
@@ -351,7 +371,7 @@ static const char *scan(struct cp_fam *f, const struct fibril_kv *kvs, size_t n,
 static bool saved_usable(const struct cp_fam *f)
 {
 	uint64_t idx;
-	return f->have_saved && cidr_index(f, &f->saved, &idx) && !is_taken(f, idx);
+	return f->have_saved && cp_cidr_index(f, &f->saved, &idx) && !cp_is_taken(f, idx);
 }
 
 static void on_scan(void *ud, int err, const struct fibril_kv *kvs, size_t n, int64_t revision)
@@ -362,7 +382,7 @@ static void on_scan(void *ud, int err, const struct fibril_kv *kvs, size_t n, in
 	if (!running(f->cp) || err == -ECANCELED) /* stopping */
 		return;
 	if (err) {
-		fail(f, err, "reading the claims");
+		cp_claim_fail(f, err, "reading the claims");
 		return;
 	}
 	struct fibril_cidr mine;
@@ -373,7 +393,7 @@ static void on_scan(void *ud, int err, const struct fibril_kv *kvs, size_t n, in
 		f->cand = f->pin;
 		f->cand_src = "pinned by node-cidr";
 		if (holder && strcmp(holder, f->cp->node_name) != 0)
-			other_holds(f, holder);
+			cp_claim_other_holds(f, holder);
 		else
 			claim_txn(f, holder != NULL);
 	} else if (have_mine) {
@@ -384,11 +404,11 @@ static void on_scan(void *ud, int err, const struct fibril_kv *kvs, size_t n, in
 		f->cand = f->saved;
 		f->cand_src = "the last run's, from the state file";
 		claim_txn(f, false);
-	} else if (first_free(f, &f->cand)) {
+	} else if (cp_first_free(f, &f->cand)) {
 		f->cand_src = "the first free one";
 		claim_txn(f, false);
 	} else {
-		exhausted(f, NULL);
+		cp_claim_exhausted(f, NULL);
 	}
 }
 
@@ -410,7 +430,7 @@ static void step(struct cp_fam *f)
 	f->busy = true;
 	int rc = cp->kv->get(cp->kvctx, prefix, true, on_scan, f);
 	if (rc)
-		fail(f, rc, "reading the claims");
+		cp_claim_fail(f, rc, "reading the claims");
 }
 
 static void on_lease(void *ud, int err, int64_t lease, int64_t ttl)
@@ -435,10 +455,19 @@ static void on_lease(void *ud, int err, int64_t lease, int64_t ttl)
 	kick(cp);
 }
 
+void cp_claim_kick(struct cp *cp)
+{
+	kick(cp);
+}
+
 static void kick(struct cp *cp)
 {
 	if (!running(cp))
 		return;
+	if (cp->k8s) {
+		cp_k8s_kick(cp);
+		return;
+	}
 	if (!cp->lease) {
 		if (cp->lease_pending)
 			return;

@@ -1,7 +1,8 @@
 /* modules/ipam-cluster-pool/cluster_pool.c - the ipam-cluster-pool module:
  * Cilium's cluster-pool IPAM mode. Each node gets its own CIDR(s) of the
- * cluster pool, claimed through the kvstore when one is loaded (claim.c) or
- * pinned by node-cidr; pod addresses come from that CIDR and are recorded
+ * cluster pool, claimed through the kvstore when one is loaded (claim.c),
+ * else as Leases through the API server when the k8s capability is there and
+ * node-cidr is unset (CRD mode, claim_k8s.c), or pinned by node-cidr; pod addresses come from that CIDR and are recorded
  * on disk before they are returned (the SDK's allocation store, ops.c), so
  * they survive a crash and are restored in start, before the API serves.
  *
@@ -172,6 +173,36 @@ static int start_kvstore(struct cp *cp)
 	return cp->start_done ? 0 : FIBRIL_START_PENDING;
 }
 
+/* CRD mode: no kvstore, no node-cidr, and the k8s capability with writes. */
+static void find_k8s(struct cp *cp)
+{
+	void *ctx = NULL;
+	const struct fibril_k8s_ops *k8s = (const struct fibril_k8s_ops *)fibril_service_lookup(
+		cp->m, FIBRIL_K8S_CAPABILITY, FIBRIL_K8S_VERSION, &ctx);
+	if (cp->kv || cp->fam[0].pinned || cp->fam[1].pinned || !k8s ||
+	    !FIBRIL_SERVICE_HAS(k8s, request) || !k8s->request)
+		return;
+	cp->k8s = k8s;
+	cp->k8sctx = ctx;
+	const char *node = k8s->node_name ? k8s->node_name(ctx) : NULL;
+	if (node && *node && strcmp(node, cp->node_name) != 0) { /* the GC judges by Node names */
+		fibril_info(cp->m, "node CIDR claims made under the Kubernetes node name %s (not %s)",
+			    node, cp->node_name);
+		snprintf(cp->node_name, sizeof(cp->node_name), "%s", node);
+	}
+}
+
+static int start_k8s(struct cp *cp)
+{
+	cp->start_pending = true;
+	cp->in_start = true;
+	int rc = cp_k8s_start(cp);
+	cp->in_start = false;
+	if (rc)
+		return rc;
+	return cp->start_done ? 0 : FIBRIL_START_PENDING;
+}
+
 static int cp_start(struct fibril_module *m)
 {
 	struct cp *cp = fibril_module_data(m);
@@ -179,6 +210,7 @@ static int cp_start(struct fibril_module *m)
 	cp->kv = (const struct fibril_kvstore_ops *)fibril_service_lookup(
 		m, FIBRIL_KVSTORE_CAPABILITY, FIBRIL_KVSTORE_VERSION, &ctx);
 	cp->kvctx = ctx;
+	find_k8s(cp);
 	char why[CP_WHY_LEN];
 	if (cp_config_mode_check(cp, why, sizeof(why))) {
 		fibril_module_set_error(m, "%s", why);
@@ -190,8 +222,10 @@ static int cp_start(struct fibril_module *m)
 		return rc;
 	}
 	fibril_info(m, "node %s, %s", cp->node_name,
-		    cp->kv ? "node CIDRs claimed through the kvstore" : "node-cidr, no kvstore");
-	return cp->kv ? start_kvstore(cp) : start_static(cp);
+		    cp->kv    ? "node CIDRs claimed through the kvstore"
+		    : cp->k8s ? "node CIDRs claimed as Leases through the API server (no kvstore)"
+			      : "node-cidr, no kvstore");
+	return cp->kv ? start_kvstore(cp) : cp->k8s ? start_k8s(cp) : start_static(cp);
 }
 
 static void cp_stop(struct fibril_module *m)
@@ -223,8 +257,9 @@ static int cp_summary(struct fibril_module *m, char *buf, size_t len)
 
 FIBRIL_MODULE(.name = CP_MODULE, .version = "1.0.0",
 	      .description = "cluster-pool IPAM: per-node CIDRs of a cluster pool, claimed "
-			     "through the kvstore or pinned; pod addresses persisted on disk",
+			     "through the kvstore or the API server, or pinned; pod addresses persisted on disk",
 	      .provides = FIBRIL_LIST(FIBRIL_IPAM_CAPABILITY),
-	      .wants = FIBRIL_LIST(FIBRIL_KVSTORE_CAPABILITY), .config_keys = cp_config_keys,
+	      .wants = FIBRIL_LIST(FIBRIL_KVSTORE_CAPABILITY, FIBRIL_K8S_CAPABILITY),
+	      .config_keys = cp_config_keys,
 	      .init = cp_init, .start = cp_start, .stop = cp_stop, .fini = cp_fini,
 	      .summary = cp_summary);

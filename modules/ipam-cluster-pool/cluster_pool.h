@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include <fibril/fibril.h>
+#include <fibril/k8s.h>
 
 #define CP_MODULE "ipam-cluster-pool"
 #define CP_NFAM 2          /* [0] IPv4, [1] IPv6 */
@@ -63,6 +64,11 @@ struct cp {
 	uint64_t retry_ms;
 	int64_t lease_ttl_s;
 	struct cp_fam fam[CP_NFAM];
+	/* the API server (CRD mode: no kvstore, no node-cidr; claim_k8s.c) */
+	const struct fibril_k8s_ops *k8s;
+	void *k8sctx;
+	bool k8s_synced;          /* the claims' first list is in */
+	struct fibril_subscription *claims_sub;
 	/* kvstore (NULL: static node-cidr mode) */
 	const struct fibril_kvstore_ops *kv;
 	void *kvctx;
@@ -98,6 +104,30 @@ void cp_claim_stop(struct cp *cp);
 int cp_claim_subscribe(struct cp *cp);
 /* The kvstore key of a node CIDR: ipam/cluster-pool/<family>/<a.b.c.d_len>. */
 void cp_claim_key(const struct cp_fam *f, const struct fibril_cidr *c, char *buf, size_t len);
+
+/* claim.c, shared with claim_k8s.c */
+bool cp_cidr_index(const struct cp_fam *f, const struct fibril_cidr *c, uint64_t *idx);
+bool cp_cidr_equal(const struct fibril_cidr *a, const struct fibril_cidr *b);
+void cp_taken_add(struct cp_fam *f, uint64_t idx);
+bool cp_is_taken(const struct cp_fam *f, uint64_t idx);
+bool cp_first_free(const struct cp_fam *f, struct fibril_cidr *out);
+void cp_claim_fail(struct cp_fam *f, int err, const char *what);
+void cp_claim_exhausted(struct cp_fam *f, const char *why_other);
+void cp_claim_lost(struct cp_fam *f, const char *holder);
+void cp_claim_held(struct cp_fam *f);
+/* The candidate is held by another node: the next free one (or exhausted, lost). */
+void cp_claim_other_holds(struct cp_fam *f, const char *holder);
+void cp_claim_kick(struct cp *cp);
+
+/* claim_k8s.c: the claim as a Lease kube-system/fibril-podcidr-v<F>-<cidr>
+ * created with POST (AlreadyExists: someone's; read who). */
+/* The Lease name of a node CIDR (fibril-podcidr-v4-10-244-1-0-24). */
+void cp_k8s_lease_name(const struct cp_fam *f, const struct fibril_cidr *c, char *buf,
+		       size_t len);
+int cp_k8s_start(struct cp *cp);
+void cp_k8s_kick(struct cp *cp);
+/* Another holder of the candidate: try the next free one. */
+void cp_k8s_next(struct cp_fam *f);
 
 /* cluster_pool.c */
 double cp_mono_ms(void);

@@ -1,7 +1,7 @@
 /* modules/ipam-cluster-pool/config.c - the [ipam-cluster-pool] keys, their
  * checks, and reading them into the module's state with the checks that
  * span keys (mask size against the pool, allocator limits, node-cidr
- * against the pool and the kvstore being there or not). */
+ * against the pool and the kvstore or the API server being there or not). */
 #include "cluster_pool.h"
 
 #include <errno.h>
@@ -127,8 +127,9 @@ const struct fibril_config_key cp_config_keys[] = {
 	{.name = "cluster-pool-ipv6-mask-size", .type = FIBRIL_CONFIG_INT, .default_value = "112",
 	 .help = "Prefix length of each node's IPv6 CIDR", .min = 1, .max = 128},
 	{.name = "node-cidr", .type = FIBRIL_CONFIG_LIST, .default_value = "",
-	 .help = "This node's CIDR(s), one per family, set by hand: required without a kvstore; "
-		 "with one, exactly these are claimed",
+	 .help = "This node's CIDR(s), one per family, set by hand: required without a kvstore "
+		 "or k8s (unset with k8s: claimed as Leases); with a kvstore, exactly these are "
+		 "claimed",
 	 .check = check_node_cidr},
 	{.name = "allocation-strategy", .type = FIBRIL_CONFIG_STRING, .default_value = "sequential",
 	 .help = "sequential (lowest free after the last) or random", .check = check_strategy},
@@ -287,8 +288,8 @@ static int check_pin_in_pool(const struct cp_fam *f, char *why, size_t len)
 static int check_static(struct cp *cp, char *why, size_t len)
 {
 	if (!cp->fam[0].pinned && !cp->fam[1].pinned) {
-		snprintf(why, len, "no kvstore and no node-cidr: set [ipam-cluster-pool] node-cidr "
-			 "or load kvstore-etcd");
+		snprintf(why, len, "no kvstore, no k8s and no node-cidr: set [ipam-cluster-pool] "
+			 "node-cidr, or load kvstore-etcd or k8s");
 		return -EINVAL;
 	}
 	for (int i = 0; i < CP_NFAM; i++) {
@@ -325,5 +326,5 @@ int cp_config_mode_check(struct cp *cp, char *why, size_t len)
 	for (int i = 0; i < CP_NFAM; i++)
 		if (check_pin_in_pool(&cp->fam[i], why, len))
 			return -EINVAL;
-	return cp->kv ? check_kvstore(cp, why, len) : check_static(cp, why, len);
+	return cp->kv || cp->k8s ? check_kvstore(cp, why, len) : check_static(cp, why, len);
 }

@@ -34,6 +34,8 @@ const struct k8s_resdef k8s_resdefs[K8S_NRES] = {
 	{FIBRIL_K8S_CILIUM_ENDPOINTS, "/apis/cilium.io/v2/ciliumendpoints", 0},
 	{FIBRIL_K8S_CILIUM_NODES, "/apis/cilium.io/v2/ciliumnodes", 0},
 	{FIBRIL_K8S_LEASES, "/apis/coordination.k8s.io/v1/leases", 0},
+	{FIBRIL_K8S_PODCIDR_CLAIMS,
+	 "/apis/coordination.k8s.io/v1/namespaces/" FIBRIL_K8S_PODCIDR_CLAIM_NS "/leases", 3},
 };
 
 struct k8s_res *k8s_res_find(struct k8s *k, const char *name)
@@ -224,6 +226,11 @@ static void append_selector(struct k8s_res *r, char *path, size_t len)
 {
 	if (!r->def->selector)
 		return;
+	if (r->def->selector == 3) { /* a label that exists */
+		size_t l = strlen(path);
+		snprintf(path + l, len - l, "&labelSelector=fibril.io%%2Fpodcidr-claim");
+		return;
+	}
 	char *node = mod_http_escape(r->k->node);
 	size_t l = strlen(path);
 	snprintf(path + l, len - l, "&fieldSelector=%s%%3D%s",

@@ -27,7 +27,7 @@
 #define K8S_BACKOFF_MIN_MS 800u
 #define K8S_BACKOFF_MAX_MS 30000u
 #define K8S_RELIST_RESET_MS 120000u
-#define K8S_NRES 13
+#define K8S_NRES 14
 
 struct k8s;
 struct k8s_req;
@@ -67,7 +67,8 @@ struct k8s_cache {
 struct k8s_resdef {
 	const char *name;
 	const char *path; /* collection path */
-	int selector;     /* 0 none, 1 metadata.name=NODE, 2 spec.nodeName=NODE */
+	int selector;     /* 0 none, 1 metadata.name=NODE, 2 spec.nodeName=NODE,
+			   * 3 labelSelector=fibril.io/podcidr-claim */
 };
 
 enum k8s_phase { PH_IDLE, PH_LISTING, PH_WATCHING, PH_BACKOFF, PH_UNAVAILABLE };

@@ -138,8 +138,8 @@ until_ok() { wait_quiet "$1" eval "$2"; }
 
 # ==== 1. config errors =========================================================================
 node_run cfg "$smods"
-check "no kvstore and no node-cidr: start fails naming both ways out" contains "$OUT" \
-	"module ipam-cluster-pool failed to start: no kvstore and no node-cidr: set [ipam-cluster-pool] node-cidr or load kvstore-etcd"
+check "no kvstore, no k8s and no node-cidr: start fails naming the ways out" contains "$OUT" \
+	"module ipam-cluster-pool failed to start: no kvstore, no k8s and no node-cidr: set [ipam-cluster-pool] node-cidr, or load kvstore-etcd or k8s"
 node_run cfg "$smods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.0.0.0/16 \
 	--set ipam-cluster-pool.cluster-pool-ipv4-mask-size=16
 check "a mask size not longer than the pool is refused" contains "$OUT" \

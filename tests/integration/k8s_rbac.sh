@@ -11,7 +11,8 @@
 #    applied; the server refuses a CRD that does not declare a kind as it
 #    serves it (group, plural, kind, scope: a CiliumEndpoint CRD made
 #    cluster-scoped is refused, so the check can fail);
-#  - the ClusterRole (and the kube-system Role: the GC's Lease) cover
+#  - the ClusterRole (and the kube-system Role: the GC's Lease and the
+#    pod CIDR claims of crd_podcidr.sh, listed, watched and deleted) cover
 #    exactly what the agent asks for: every
 #    request the agent made to the test API server during the other k8s
 #    tests (recorded by apiserver.py under tests/k8s-requests/ as "VERB

@@ -44,6 +44,12 @@ extern "C" {
 #define FIBRIL_K8S_CILIUM_ENDPOINTS "ciliumendpoints"   /* namespaced */
 #define FIBRIL_K8S_CILIUM_NODES "ciliumnodes"           /* cluster-scoped */
 #define FIBRIL_K8S_LEASES "leases"                      /* namespaced */
+/* The node pod-CIDR claims of cluster-pool IPAM in CRD mode (issue 27):
+ * the Leases of kube-system labelled fibril.io/podcidr-claim, watched only
+ * (write them as FIBRIL_K8S_LEASES in namespace kube-system). */
+#define FIBRIL_K8S_PODCIDR_CLAIMS "podcidr-claims"
+#define FIBRIL_K8S_PODCIDR_CLAIM_NS "kube-system"
+#define FIBRIL_K8S_PODCIDR_CLAIM_LABEL "fibril.io/podcidr-claim"
 
 /* Bus topic of a resource's events: "k8s.<resource>", payload
  * struct fibril_k8s_event, type version 1. */
