@@ -63,7 +63,8 @@
  *       fibril_k8s_ops.request (appended: one GET/POST/PUT/PATCH/DELETE
  *       answered with the HTTP status and the Status reason, so callers
  *       resolve AlreadyExists/Conflict races) and the resources
- *       ciliumidentities, ciliumendpoints, ciliumnodes, leases. Issue
+ *       ciliumidentities, ciliumendpoints, ciliumnodes, leases (and the
+ *       FIBRIL_K8S_PODCIDR_CLAIM_* names of the pod CIDR claims). Issue
  *       26: fibril_endpoint_ops.identity_scope and
  *       FIBRIL_IDENTITY_CIDR_MIN (<fibril/endpoint.h>); <fibril/datapath.h>
  *       interface version 6: set_identity_scope (the endpoint module tells
