@@ -259,10 +259,11 @@ class Agent:
             self.proc.wait()
     def mem(self):
         return proc_kb(self.proc.pid, "VmRSS"), proc_kb(self.proc.pid, "VmHWM")
-    def stall_ms(self):
+    def stall(self):
+        """the loop's longest stall since the start: (ms, where)"""
         st, body = self.api.call("GET", "/v1/status")
         lp = json.loads(body).get("loop") if st == 200 else None
-        return lp["longest_stall_ms"] if lp else -1.0
+        return (lp["longest_stall_ms"], lp.get("longest_stall_in") or "-") if lp else (-1.0, "-")
     def restored_line(self):
         m = re.search(r"restored (\d+) endpoints in ([0-9.]+) ms \((\d+) removed[^)]*\)", open(self.log).read())
         return (int(m.group(1)), float(m.group(2)), int(m.group(3))) if m else (None, None, None)
@@ -393,7 +394,7 @@ def cmd_run(work, n, podns, prefix, node, refns, restarts, tc_sample, main_argv,
             base.kill9()
         main.kill9()
         ms = main.start()
-        stall = main.stall_ms()
+        stall, stall_in = main.stall()
         rss, hwm = main.mem()
         cnt, rms, removed = main.restored_line()
         if cnt != n or removed != 0:
@@ -401,6 +402,7 @@ def cmd_run(work, n, podns, prefix, node, refns, restarts, tc_sample, main_argv,
         progs.append(check(main, f"restart {r + 1}"))
         out("main_restart", "%.1f %d %d %.1f %.1f" % (ms, rss, hwm, rms, stall))
         out("main_ready", "%.1f" % main.ready_ms)
+        out("main_stall_in", "%.1f %s" % (stall, stall_in.replace(" ", "_")))
     for h in hogs:
         h.kill()
         h.wait()
@@ -505,6 +507,7 @@ read -r end_rss end_hwm <<<"$(val main_end_rss)"
 printf '%-52s %11s MB %14s\n' "   VmRSS / VmHWM after the checks (GETs)" "$(mb "$end_rss")/$(mb "$end_hwm")" ""
 printf '%-52s %11s ms %14s\n' "3. longest loop stall in a restart (median)" "$stall_med" "-"
 printf '%-52s %11s ms %14s\n' "   ... (max)" "$stall_max" "-"
+echo "   ... where the longest was (ms in): $(val main_stall_in | sort -gr | head -n 1)"
 if [ -n "${BASE:-}" ]; then
 	read -r b_med b_max < <(val base_restart | awk '{ print $1 }' | stats; echo)
 	read -r bst_med bst_max < <(val base_restart | awk '{ print $4 }' | stats; echo)
