@@ -359,7 +359,7 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 		return -EINVAL;
 	}
 	char name[IF_NAMESIZE];
-	if (ep->host_ifindex <= 0 || !if_indextoname((unsigned)ep->host_ifindex, name)) {
+	if (ep->host_ifindex <= 0 || !dp_ifname(dp, ep->host_ifindex, name)) {
 		dp_seterr(err, errlen, "endpoint %u: host veth ifindex %d does not exist", ep->id,
 			  ep->host_ifindex);
 		return -ENODEV;
@@ -651,6 +651,7 @@ static void dp_release(struct datapath *dp)
 	dp->start_pending = false; /* a stop during the start: nothing to finish */
 	dp_prog_unload(dp);
 	dp_nl_close(dp);
+	dp_ifname_close(dp);
 	dp_eps_free(dp);
 	dp_ipc_free(dp);
 	dp->node_ready = false;

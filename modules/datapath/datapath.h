@@ -159,6 +159,7 @@ struct datapath {
 	size_t recheck_pending, rechecked, recheck_failed;
 	bool recheck_started;
 	double recheck_t0;
+	int ioctl_fd; /* dp_ifname's socket, 0: not open */
 };
 
 /* ---- masquerading (dp_nat.c) ---- */
@@ -294,6 +295,10 @@ struct mod_node_addr; /* node_addrs.h */
  * device's name and flags, in the kernel's order, from one address dump
  * (no link dump): *out malloc'd (free() it), *n entries. 0 or -errno. */
 int dp_underlay_addrs(struct mod_node_addr **out, size_t *n);
+/* if_indextoname over one socket kept open (dp->ioctl_fd, 0: none yet);
+ * name is IF_NAMESIZE. dp_ifname_close in the release. */
+char *dp_ifname(struct datapath *dp, int ifindex, char *name);
+void dp_ifname_close(struct datapath *dp);
 void dp_eps_free(struct datapath *dp);
 /* Rebuild dp->eps from dp_endpoints (a restart). */
 void dp_endpoints_restore(struct datapath *dp);

@@ -6,7 +6,8 @@
  * of those held the datapath's start hook for tens of milliseconds. Here
  * only the addresses are dumped, the endpoints' veths (an IPv6 link-local
  * address each) are passed over, and the few devices left are named and
- * their flags read by ioctl. */
+ * their flags read by ioctl. Also dp_ifname: if_indextoname(3) without a
+ * socket opened and closed per call (two per endpoint in a restart). */
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -170,4 +171,29 @@ int dp_underlay_addrs(struct mod_node_addr **out, size_t *n)
 	*out = l.v;
 	*n = l.n;
 	return 0;
+}
+
+char *dp_ifname(struct datapath *dp, int ifindex, char *name)
+{
+	if (dp->ioctl_fd <= 0)
+		dp->ioctl_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (dp->ioctl_fd <= 0) {
+		dp->ioctl_fd = 0;
+		return if_indextoname((unsigned)ifindex, name);
+	}
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_ifindex = ifindex;
+	if (ioctl(dp->ioctl_fd, SIOCGIFNAME, &ifr))
+		return NULL;
+	memcpy(name, ifr.ifr_name, IF_NAMESIZE);
+	name[IF_NAMESIZE - 1] = '\0';
+	return name;
+}
+
+void dp_ifname_close(struct datapath *dp)
+{
+	if (dp->ioctl_fd > 0)
+		close(dp->ioctl_fd);
+	dp->ioctl_fd = 0;
 }

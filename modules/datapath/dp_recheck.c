@@ -220,7 +220,7 @@ static int reapply(struct datapath *dp, struct dp_ep *e)
 		rc = dp_route_add(dp, 6, &ep->ipv6, ep->host_ifindex, why, sizeof(why));
 	if (rc < 0) {
 		char now[IF_NAMESIZE];
-		if (!if_indextoname((unsigned)ep->host_ifindex, now) || strcmp(now, ep->host_ifname)) {
+		if (!dp_ifname(dp, ep->host_ifindex, now) || strcmp(now, ep->host_ifname)) {
 			/* a fact, not a failure: its endpoint's removal ends it */
 			fibril_info(dp->m, "endpoint %u: its veth %s (ifindex %d) is gone", ep->id,
 				    ep->host_ifname, ep->host_ifindex);
