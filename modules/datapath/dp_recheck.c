@@ -270,6 +270,8 @@ static void recheck_tick(struct fibril_timer *t, void *ud)
 	}
 	fibril_info(dp->m, "re-applied the filters and routes of %zu restored endpoints in %.1f ms "
 			   "(%zu failed)", dp->rechecked, now_ms() - dp->recheck_t0, dp->recheck_failed);
+	dp->recheck_started = false; /* a later adoption counts on its own */
+	dp->rechecked = dp->recheck_failed = 0;
 }
 
 void dp_recheck_forget(struct datapath *dp, struct dp_ep *e)
