@@ -130,7 +130,7 @@ static int dump(struct addr_list *l, int nl)
 			rc = got < 0 ? -errno : -EIO;
 			break;
 		}
-		int left = (int)got;
+		unsigned int left = (unsigned int)got;
 		for (const struct nlmsghdr *nh = (const void *)buf; NLMSG_OK(nh, left) && rc == 0;
 		     nh = NLMSG_NEXT(nh, left)) {
 			if (nh->nlmsg_seq != 1)
