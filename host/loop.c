@@ -303,8 +303,8 @@ static void on_timer(uv_timer_t *uvt)
  * every timer that then comes due, and two sliced jobs re-arming 1 ms
  * timers (a restore and the datapath's re-apply) handed the loop to each
  * other until both were done, never polling: seconds with 10,000
- * endpoints. Now a timer armed in a callback with first_ms >= 1 always
- * waits for the next turn of the loop. */
+ * endpoints. Now a timer armed in a callback always waits for the next
+ * turn of the loop. */
 static uint64_t fresh_lag_ms(void)
 {
 	double lag = mono_ms() - (double)uv_now(&g_loop);

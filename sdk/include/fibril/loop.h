@@ -20,10 +20,7 @@ struct fibril_io;
 struct fibril_signal;
 
 typedef void (*fibril_timer_fn)(struct fibril_timer *t, void *ud);
-/* Fires first_ms after the call, then every repeat_ms (0: once, then
- * freed). With first_ms >= 1, one armed in a callback waits at least for
- * the next turn of the loop: a job that re-arms itself between slices lets
- * the loop poll. */
+/* Fires after first_ms, then every repeat_ms (0: once, then freed). */
 struct fibril_timer *fibril_timer_add(struct fibril_module *m, uint64_t first_ms,
 				      uint64_t repeat_ms, fibril_timer_fn cb, void *ud);
 /* Re-arm an existing timer. */
@@ -60,8 +57,7 @@ struct fibril_signal *fibril_signal_watch(struct fibril_module *m, int signum,
 					  fibril_signal_fn cb, void *ud);
 void fibril_signal_remove(struct fibril_signal *s);
 
-/* Monotonic milliseconds, read afresh (not the time the loop's iteration
- * began). */
+/* Monotonic milliseconds of the loop's current iteration. */
 uint64_t fibril_now_ms(void);
 
 #ifdef __cplusplus
