@@ -264,12 +264,12 @@ void loop_stall_stats(struct loop_stall_stats *out)
 
 uint64_t fibril_now_ms(void)
 {
-	/* fresh: the loop's cached time can be seconds old after a long
-	 * callback, and a deadline computed from it would be that much too
-	 * early. Not by advancing the cached time (uv_update_time), which
-	 * would make timers come due in the timers phase that is running (see
-	 * fresh_lag_ms). */
-	return (uint64_t)mono_ms();
+	if (!g_loop_ready)
+		return (uint64_t)mono_ms();
+	/* the loop's cached time can be seconds old after a long callback: a
+	 * deadline computed from it would be that much too early */
+	uv_update_time(&g_loop);
+	return uv_now(&g_loop);
 }
 
 /* ---- timers ------------------------------------------------------------- */
@@ -294,23 +294,6 @@ static void on_timer(uv_timer_t *uvt)
 		timer_close(t);
 }
 
-/* How far the loop's cached "now", taken when the iteration began, is
- * behind the clock. libuv counts a timer from the cached time: after a
- * callback that held the loop for seconds, a timeout armed from it would
- * expire at once (a lease request given up after 1 s of its 5), so the lag
- * is added to the timeout. The cached time itself is left alone: advanced
- * (uv_update_time) in the timers phase, libuv 1.44 runs in that same phase
- * every timer that then comes due, and two sliced jobs re-arming 1 ms
- * timers (a restore and the datapath's re-apply) handed the loop to each
- * other until both were done, never polling: seconds with 10,000
- * endpoints. Now a timer armed in a callback always waits for the next
- * turn of the loop. */
-static uint64_t fresh_lag_ms(void)
-{
-	double lag = mono_ms() - (double)uv_now(&g_loop);
-	return lag > 0 ? (uint64_t)lag : 0;
-}
-
 struct fibril_timer *fibril_timer_add(struct fibril_module *m, uint64_t first_ms,
 				      uint64_t repeat_ms, fibril_timer_fn cb, void *ud)
 {
@@ -325,7 +308,12 @@ struct fibril_timer *fibril_timer_add(struct fibril_module *m, uint64_t first_ms
 	uv_timer_init(&g_loop, &t->uv);
 	t->uv.data = t;
 	link_handle(&t->link, KIND_TIMER, m);
-	uv_timer_start(&t->uv, on_timer, first_ms + fresh_lag_ms(), repeat_ms);
+	/* libuv counts a timer from the loop's cached "now", taken when the
+	 * iteration began: after a callback that held the loop for seconds, a
+	 * timeout armed from it would expire at once (a lease request given up
+	 * after 1 s of its 5). Time is read afresh first. */
+	uv_update_time(&g_loop);
+	uv_timer_start(&t->uv, on_timer, first_ms, repeat_ms);
 	return (struct fibril_timer *)t->link.h;
 }
 
@@ -335,8 +323,8 @@ int fibril_timer_rearm(struct fibril_timer *h, uint64_t first_ms, uint64_t repea
 	if (!t || t->link.closing)
 		return -EINVAL;
 	t->one_shot = repeat_ms == 0;
-	/* from fresh time, as in fibril_timer_add */
-	return uv_timer_start(&t->uv, on_timer, first_ms + fresh_lag_ms(), repeat_ms) ? -EINVAL : 0;
+	uv_update_time(&g_loop); /* as in fibril_timer_add */
+	return uv_timer_start(&t->uv, on_timer, first_ms, repeat_ms) ? -EINVAL : 0;
 }
 
 void fibril_timer_cancel(struct fibril_timer *h)
