@@ -230,7 +230,7 @@ static void config_read(struct datapath *dp)
 /* ---- endpoints table ----------------------------------------------------------------------- */
 
 /* Health of the "endpoints" component: Degraded while one failed. */
-static void eps_health(struct datapath *dp)
+void dp_eps_health(struct datapath *dp)
 {
 	size_t failed = 0;
 	const struct dp_ep *first = NULL;
@@ -359,7 +359,7 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 		return -EINVAL;
 	}
 	char name[IF_NAMESIZE];
-	if (ep->host_ifindex <= 0 || !if_indextoname((unsigned)ep->host_ifindex, name)) {
+	if (ep->host_ifindex <= 0 || !dp_ifname(dp, ep->host_ifindex, name)) {
 		dp_seterr(err, errlen, "endpoint %u: host veth ifindex %d does not exist", ep->id,
 			  ep->host_ifindex);
 		return -ENODEV;
@@ -374,6 +374,11 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 		return rc;
 
 	struct dp_ep *known = dp_ep_find(dp, ep->id);
+	if (dp_recheck_adopt(dp, known, ep, name, why, sizeof(why)) > 0)
+		return 0; /* as the last run left it: re-applied in the background */
+	dp_recheck_forget(dp, known); /* the full upsert below does it all */
+	if (known)
+		known->restored = false;
 	rc = upsert_steps(dp, ep, why, sizeof(why));
 	if (rc < 0) {
 		if (!known) {
@@ -389,7 +394,7 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 		}
 		if (known)
 			snprintf(known->error, sizeof(known->error), "%s", why);
-		eps_health(dp);
+		dp_eps_health(dp);
 		fibril_warn(dp->m, "endpoint %u (%s): %s", ep->id, name, why);
 		dp_seterr(err, errlen, "endpoint %u (%s): %s", ep->id, name, why);
 		return rc;
@@ -410,7 +415,7 @@ static int op_endpoint_upsert(void *ctx, const struct fibril_datapath_endpoint *
 	known->ep.sz = sizeof(known->ep);
 	snprintf(known->ep.host_ifname, sizeof(known->ep.host_ifname), "%s", name);
 	known->error[0] = '\0';
-	eps_health(dp);
+	dp_eps_health(dp);
 	fibril_debug(dp->m, "endpoint %u on %s (ifindex %d) in place", ep->id, name,
 		     ep->host_ifindex);
 	return 0;
@@ -426,12 +431,13 @@ static int op_endpoint_remove(void *ctx, const struct fibril_datapath_endpoint *
 		return rc;
 	ep = &given;
 	struct dp_ep *known = dp_ep_find(dp, ep->id);
+	dp_recheck_forget(dp, known);
 	if (known)
 		ep_undo(dp, &known->ep, true);
 	ep_undo(dp, ep, !known || known->ep.host_ifindex != ep->host_ifindex);
 	dp_ep_forget(dp, ep->id);
 	dp_gc_endpoint_removed(dp, ep->id);
-	eps_health(dp);
+	dp_eps_health(dp);
 	fibril_debug(dp->m, "endpoint %u removed", ep->id);
 	return 0;
 }
@@ -643,10 +649,12 @@ static void dp_release(struct datapath *dp)
 		fibril_timer_cancel(dp->unsent_timer);
 	dp->unsent_timer = NULL;
 	dp_masqcfg_stop(dp);
+	dp_recheck_stop(dp);
 	dp_events_stop(dp);
 	dp->start_pending = false; /* a stop during the start: nothing to finish */
 	dp_prog_unload(dp);
 	dp_nl_close(dp);
+	dp_ifname_close(dp);
 	dp_eps_free(dp);
 	dp_ipc_free(dp);
 	dp->node_ready = false;
@@ -725,7 +733,7 @@ static int dp_start(struct fibril_module *m)
 	if ((rc = dp_prog_load_start(dp, err, sizeof(err))) < 0)
 		goto fail;
 	dp_endpoints_restore(dp);
-	eps_health(dp);
+	dp_eps_health(dp);
 	/* fibril_from_netdev: detached now (legacy), or attached once the
 	 * programs are loaded (dp_programs_loaded) */
 	if (!(dp->host_routing_bpf || dp->masquerade) || dp->prog)

@@ -47,6 +47,8 @@ struct dp_ep {
 	struct fibril_datapath_endpoint ep;
 	char error[DP_ERR_LEN]; /* last failed step, "" when in place */
 	struct dp_ep *next;
+	bool restored; /* found in dp_endpoints at the start, not upserted since */
+	bool recheck;  /* adopted as found: filters and routes re-applied soon (dp_recheck.c) */
 };
 
 struct dp_prog;     /* dp_prog.c */
@@ -154,6 +156,12 @@ struct datapath {
 	struct dp_ep *eps;
 	size_t neps;
 	struct dp_ep **ep_by_id; /* [65536], calloc'd (pages touched only for IDs in use) */
+	/* restored endpoints adopted as found, re-applied in slices (dp_recheck.c) */
+	struct fibril_timer *recheck_timer;
+	size_t recheck_pending, rechecked, recheck_failed;
+	bool recheck_started;
+	double recheck_t0;
+	int ioctl_fd; /* dp_ifname's socket, 0: not open */
 };
 
 /* ---- masquerading (dp_nat.c) ---- */
@@ -278,6 +286,28 @@ uint16_t dp_endpoint_owner(struct datapath *dp, int family, const void *addr);
 struct dp_ep *dp_ep_find(struct datapath *dp, uint16_t id);
 int dp_ep_add(struct datapath *dp, struct dp_ep *e);
 void dp_ep_forget(struct datapath *dp, uint16_t id);
+/* health component endpoints from the endpoints' errors (datapath.c) */
+void dp_eps_health(struct datapath *dp);
+/* ---- a restart's endpoints (dp_recheck.c) ---- */
+/* endpoint_upsert of a restored endpoint as the map holds it, with the
+ * programs adopted from their pins: its ipcache claims now, its filters
+ * and routes re-applied soon on the loop. 1 adopted (known updated), 0 not
+ * such an endpoint (the full upsert follows). */
+int dp_recheck_adopt(struct datapath *dp, struct dp_ep *known,
+		     const struct fibril_datapath_endpoint *ep, const char *ifname, char *err,
+		     size_t len);
+void dp_recheck_forget(struct datapath *dp, struct dp_ep *e); /* before it is freed */
+void dp_recheck_stop(struct datapath *dp);
+/* ---- the underlay's addresses (dp_addrs.c) ---- */
+struct mod_node_addr; /* node_addrs.h */
+/* Every IPv4 and non-link-local IPv6 address of the node with its
+ * device's name and flags, in the kernel's order, from one address dump
+ * (no link dump): *out malloc'd (free() it), *n entries. 0 or -errno. */
+int dp_underlay_addrs(struct mod_node_addr **out, size_t *n);
+/* if_indextoname over one socket kept open (dp->ioctl_fd, 0: none yet);
+ * name is IF_NAMESIZE. dp_ifname_close in the release. */
+char *dp_ifname(struct datapath *dp, int ifindex, char *name);
+void dp_ifname_close(struct datapath *dp);
 void dp_eps_free(struct datapath *dp);
 /* Rebuild dp->eps from dp_endpoints (a restart). */
 void dp_endpoints_restore(struct datapath *dp);

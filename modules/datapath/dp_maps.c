@@ -689,67 +689,6 @@ void dp_eps_free(struct datapath *dp)
 	dp->ep_by_id = NULL;
 }
 
-static struct dp_ep *restore_find_or_add(struct datapath *dp, const struct dp_endpoint_info *v)
-{
-	struct dp_ep *e = dp_ep_find(dp, v->ep_id);
-	if (e)
-		return e;
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return NULL;
-	e->ep.sz = sizeof(e->ep);
-	e->ep.id = v->ep_id;
-	e->ep.identity = v->identity;
-	e->ep.host_ifindex = (int)v->ifindex;
-	e->ep.flags = (v->flags & DP_EP_F_NO_MASQUERADE) ? FIBRIL_DATAPATH_EP_F_NO_MASQUERADE : 0;
-	memcpy(e->ep.mac, v->mac, 6);
-	memcpy(e->ep.host_mac, v->host_mac, 6);
-	if (dp_ep_add(dp, e) < 0) {
-		free(e);
-		return NULL;
-	}
-	return e;
-}
-
-void dp_endpoints_restore(struct datapath *dp)
-{
-	int fd = fibril_map_fd(dp->maps[DPM_ENDPOINTS]);
-	/* A key that is never written (family 0) asks for the first key
-	 * without passing NULL (which valgrind flags). */
-	struct dp_endpoint_key cur, next;
-	struct dp_endpoint_info v;
-	size_t steps = 0;
-
-	memset(&cur, 0, sizeof(cur));
-	while (steps++ < DP_ENDPOINTS_MAX && dp_next_key(fd, &cur, &next) == 0) {
-		cur = next;
-		if (bpf_map_lookup_elem(fd, &cur, &v) != 0 || v.ep_id == 0)
-			continue;
-		struct dp_ep *e = restore_find_or_add(dp, &v);
-		if (!e)
-			break;
-		if (cur.family == DP_FAMILY_IPV4) {
-			e->ep.has_ipv4 = true;
-			memcpy(&e->ep.ipv4, cur.addr, 4);
-		} else {
-			e->ep.has_ipv6 = true;
-			memcpy(&e->ep.ipv6, cur.addr, 16);
-		}
-	}
-	/* their ipcache entries are theirs again (a claim of a lower source
-	 * made before their endpoint_upsert does not replace them) */
-	for (struct dp_ep *e = dp->eps; e; e = e->next) {
-		if (e->ep.has_ipv4)
-			dp_ipc_adopt(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 4, &e->ep.ipv4, 32);
-		if (e->ep.has_ipv6)
-			dp_ipc_adopt(dp, FIBRIL_DATAPATH_IPCACHE_SOURCE_LOCAL_ENDPOINT, 6, &e->ep.ipv6,
-				     128);
-	}
-	if (dp->neps)
-		fibril_info(dp->m, "%zu endpoint(s) found in %s from the last run", dp->neps,
-			    DP_MAP_ENDPOINTS);
-}
-
 /* ---- metrics ---------------------------------------------------------------------------------- */
 
 int dp_metrics_snapshot(struct datapath *dp, struct dp_metrics_value *sums)

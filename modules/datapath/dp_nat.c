@@ -5,7 +5,6 @@
  * attached) and the config key's check. The GC of dp_nat is in dp_ctgc.c. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include <bpf/bpf.h>
 
 #include "datapath.h"
+#include "node_addrs.h"
 
 int dp_nat_cidr_key(const char *text, struct dp_ipcache_key *k, char *why, size_t len)
 {
@@ -159,24 +159,23 @@ int dp_nat_dev_write(struct datapath *dp, int ifindex, const char *ifname, bool 
 	}
 	struct dp_nat_dev dev;
 	memset(&dev, 0, sizeof(dev));
-	struct ifaddrs *all = NULL;
-	if (getifaddrs(&all) != 0)
-		return -errno;
-	for (struct ifaddrs *i = all; i; i = i->ifa_next) {
-		if (!i->ifa_addr || strcmp(i->ifa_name, ifname))
+	struct mod_node_addr *all = NULL;
+	size_t nall = 0;
+	int e = dp_underlay_addrs(&all, &nall); /* no link dump: one veth per endpoint */
+	if (e < 0)
+		return e;
+	for (const struct mod_node_addr *i = all; i < all + nall; i++) {
+		if (strcmp(i->ifname, ifname))
 			continue;
-		if (i->ifa_addr->sa_family == AF_INET && !(dev.flags & DP_NAT_DEV_F_IPV4)) {
-			memcpy(dev.addr4, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
+		if (i->family == AF_INET && !(dev.flags & DP_NAT_DEV_F_IPV4)) {
+			memcpy(dev.addr4, &i->addr.v4, 4);
 			dev.flags |= DP_NAT_DEV_F_IPV4;
-		} else if (i->ifa_addr->sa_family == AF_INET6 && !(dev.flags & DP_NAT_DEV_F_IPV6)) {
-			const struct in6_addr *a = &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-			if (IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_LOOPBACK(a))
-				continue;
-			memcpy(dev.addr6, a, 16);
+		} else if (i->family == AF_INET6 && !(dev.flags & DP_NAT_DEV_F_IPV6)) {
+			memcpy(dev.addr6, &i->addr.v6, 16);
 			dev.flags |= DP_NAT_DEV_F_IPV6;
 		}
 	}
-	freeifaddrs(all);
+	free(all);
 	if (bpf_map_update_elem(fd, &key, &dev, BPF_ANY) != 0)
 		return -errno;
 	return 0;

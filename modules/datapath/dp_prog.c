@@ -740,7 +740,7 @@ int dp_prog_netdevs_sync(struct datapath *dp, bool attach, int *count, char *err
 	dp->nat_devs = 0;
 	if (attach && dp_prog_wait(dp, err, len) < 0)
 		return -ENOENT;
-	int e = mod_node_addrs(&all, &nall);
+	int e = dp_underlay_addrs(&all, &nall); /* no link dump: one veth per endpoint */
 	if (e < 0) {
 		dp_seterr(err, len, "cannot list the node's addresses: %s", strerror(-e));
 		return e;

@@ -675,6 +675,7 @@ static void endpoint_fini(struct fibril_module *m)
 	ep_cluster_free(mg);
 	ep_identities_free(mg);
 	ep_store_close(mg);
+	ep_ifname_close();
 	ep_metrics_forget(); /* an answer sent later (IPAM's fini) observes nothing */
 	free(mg);
 	fibril_module_set_data(m, NULL);

@@ -173,6 +173,7 @@ void ep_schedule_retry(struct ep_manager *mg);
 /* Why ep's netns or host veth is gone (malloc'd), or NULL when both are
  * there (restore.c). */
 char *ep_gone_reason(const struct ep_endpoint *ep);
+void ep_ifname_close(void); /* the ioctl socket of ep_gone_reason */
 /* After the datapath refused ep (why: its error): when its host veth or
  * netns is gone, that is recorded (iface_gone, logged once) and true: not
  * a failure to retry or to be unready for, its CNI DEL will come. */

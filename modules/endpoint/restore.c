@@ -7,7 +7,9 @@
  *      moved aside to <file>.corrupt, a corrupt record is logged and
  *      deleted; leftover temp files are removed. An endpoint whose netns
  *      path or host veth is gone is marked for removal, the others get
- *      their stored identity back for their labels;
+ *      their stored identity back for their labels. The files are read in
+ *      the start hook; the journal's records are parsed and checked in
+ *      slices of RESTORE_SLICE_MS like step 3;
  *   2. IPAM: kept endpoints re-reserve their addresses (allocate_ip with
  *      their owner), removed ones release their owner. While IPAM answers
  *      -EAGAIN (no pool yet) the start is pending and this step is retried
@@ -30,6 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -43,7 +48,7 @@
 #endif
 
 #define RETRY_MS 100
-#define RESTORE_SLICE_MS 5.0 /* step 3's work between two turns of the loop */
+#define RESTORE_SLICE_MS 5.0 /* steps 1 and 3's work between two turns of the loop */
 #define MAX_STATE_FILE (1u << 20)
 
 struct restore_entry {
@@ -57,6 +62,11 @@ struct restore_entry {
 struct ep_restore {
 	struct restore_entry *v;
 	size_t n, cap;
+	unsigned load_id;       /* the next journal record step 1 parses */
+	size_t settle_at;       /* the next entry step 1 checks (alive, identity) */
+	bool loaded, settled;   /* step 1's parts done */
+	uint16_t *migrated;     /* state files moved into the journal */
+	size_t nmigrated;
 	size_t ipam_at;         /* the next entry step 2 handles */
 	size_t finish_at;       /* the next entry step 3 handles */
 	size_t kept, removed;   /* by step 3 */
@@ -88,6 +98,7 @@ static void restore_free(struct ep_restore *r)
 		free(r->v[i].labels);
 	}
 	free(r->v);
+	free(r->migrated);
 	free(r);
 }
 
@@ -184,6 +195,36 @@ static unsigned state_file_id(const char *name)
 	return strcmp(end, ".json") || id > EP_ID_MAX ? 0 : (unsigned)id;
 }
 
+/* The socket of the SIOCGIFNAME ioctls: if_indextoname(3) opens and closes
+ * one per call, two thousand of them in a restart of 1,000 endpoints. */
+static int g_ioctl_fd = -1;
+
+void ep_ifname_close(void)
+{
+	if (g_ioctl_fd >= 0)
+		close(g_ioctl_fd);
+	g_ioctl_fd = -1;
+}
+
+/* if_indextoname over one socket kept open (opened in the agent's netns on
+ * first use); name is IF_NAMESIZE. */
+static char *ifname_of(int ifindex, char *name)
+{
+	struct ifreq ifr;
+
+	if (g_ioctl_fd < 0)
+		g_ioctl_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (g_ioctl_fd < 0)
+		return if_indextoname((unsigned)ifindex, name);
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_ifindex = ifindex;
+	if (ioctl(g_ioctl_fd, SIOCGIFNAME, &ifr))
+		return NULL;
+	memcpy(name, ifr.ifr_name, IF_NAMESIZE);
+	name[IF_NAMESIZE - 1] = '\0';
+	return name;
+}
+
 /* Why the endpoint cannot be kept (malloc'd), or NULL when it is alive. */
 char *ep_gone_reason(const struct ep_endpoint *ep)
 {
@@ -195,7 +236,7 @@ char *ep_gone_reason(const struct ep_endpoint *ep)
 	if (sfs.f_type != (typeof(sfs.f_type))NSFS_MAGIC &&
 	    sfs.f_type != (typeof(sfs.f_type))PROC_SUPER_MAGIC)
 		return dup_printf("its netns %s is no longer a namespace", ep->netns);
-	if (!if_indextoname((unsigned)ep->host_ifindex, name))
+	if (!ifname_of(ep->host_ifindex, name))
 		return dup_printf("its host veth %s (ifindex %d) is gone", ep->host_ifname,
 				  ep->host_ifindex);
 	if (strcmp(name, ep->host_ifname))
@@ -263,7 +304,7 @@ static int load_text(struct ep_manager *mg, struct ep_restore *r, const char *te
 	}
 	ep->id = (uint16_t)spec.id;
 	ep->created = spec.created;
-	ep->state = FIBRIL_EP_WAITING_FOR_IDENTITY; /* registered in settle_entries */
+	ep->state = FIBRIL_EP_WAITING_FOR_IDENTITY; /* registered in settle_some */
 	rc = add_entry(r, ep, &spec);
 	if (rc)
 		ep_free(ep);
@@ -316,9 +357,9 @@ static int cmp_id(const void *a, const void *b)
 	       (int)((const struct restore_entry *)b)->ep->id;
 }
 
-/* Labels and stored numbers become identities; the second file of one
- * attachment is set aside; dead endpoints are marked. */
-static int settle_entries(struct ep_manager *mg, struct ep_restore *r)
+/* The second record of one attachment is set aside (the entries sorted by
+ * attachment). */
+static void dedupe_entries(struct ep_manager *mg, struct ep_restore *r)
 {
 	size_t kept = 0;
 
@@ -326,9 +367,7 @@ static int settle_entries(struct ep_manager *mg, struct ep_restore *r)
 		qsort(r->v, r->n, sizeof(*r->v), cmp_key);
 	for (size_t i = 0; i < r->n; i++) {
 		struct restore_entry *e = &r->v[i];
-		char *labels = e->labels;
 
-		e->labels = NULL;
 		if (kept && !strcmp(r->v[kept - 1].ep->container_id, e->ep->container_id) &&
 		    !strcmp(r->v[kept - 1].ep->ifname, e->ep->ifname)) {
 			char why[256];
@@ -336,10 +375,27 @@ static int settle_entries(struct ep_manager *mg, struct ep_restore *r)
 			snprintf(why, sizeof(why), "container-id %s ifname %s is also endpoint %u",
 				 e->ep->container_id, e->ep->ifname, r->v[kept - 1].ep->id);
 			set_aside(mg, r, e->ep->id, e->from_file, why);
-			free(labels);
+			free(e->labels);
 			ep_free(e->ep);
 			continue;
 		}
+		r->v[kept++] = *e;
+	}
+	r->n = kept;
+}
+
+/* Dead endpoints are marked, labels and stored numbers become identities:
+ * from r->settle_at, until the slice that began at t0 is over. 0 done,
+ * -EINPROGRESS more. */
+static int settle_some(struct ep_manager *mg, struct ep_restore *r, double t0)
+{
+	for (; r->settle_at < r->n; r->settle_at++) {
+		struct restore_entry *e = &r->v[r->settle_at];
+		char *labels = e->labels;
+
+		if (now_ms() - t0 >= RESTORE_SLICE_MS)
+			return -EINPROGRESS;
+		e->labels = NULL;
 		e->why = ep_gone_reason(e->ep);
 		if (!e->why) {
 			int rc = ep_identity_restore(mg, *labels ? labels
@@ -352,11 +408,54 @@ static int settle_entries(struct ep_manager *mg, struct ep_restore *r)
 			}
 		}
 		free(labels);
-		r->v[kept++] = *e;
 	}
-	r->n = kept;
 	if (r->n > 1)
 		qsort(r->v, r->n, sizeof(*r->v), cmp_id);
+	return 0;
+}
+
+/* The journal's records into entries, from r->load_id, until the slice that
+ * began at t0 is over. 0 done, -EINPROGRESS more, -ENOMEM. */
+static int load_some(struct ep_manager *mg, struct ep_restore *r, double t0)
+{
+	for (; mg->stored && r->load_id <= EP_ID_MAX; r->load_id++) {
+		unsigned id = r->load_id;
+
+		if (!mg->stored[id])
+			continue;
+		if (now_ms() - t0 >= RESTORE_SLICE_MS)
+			return -EINPROGRESS;
+		int rc = load_text(mg, r, mg->stored[id], strlen(mg->stored[id]), id, false);
+
+		if (rc)
+			return rc;
+	}
+	ep_store_free_stored(mg);
+	dedupe_entries(mg, r);
+	return 0;
+}
+
+/* Step 1 after the files: the records parsed and the entries settled, in
+ * slices. 0 done, -EINPROGRESS more, or an error that fails the start. */
+static int load_and_settle(struct ep_manager *mg, struct ep_restore *r, double t0)
+{
+	int rc;
+
+	if (!r->loaded) {
+		if ((rc = load_some(mg, r, t0)))
+			return rc;
+		r->loaded = true;
+	}
+	if (!r->settled) {
+		if ((rc = settle_some(mg, r, t0)))
+			return rc;
+		r->settled = true;
+		rc = ep_store_migrated(mg, r->migrated, r->nmigrated);
+		if (rc == -EIO)
+			fibril_module_set_error(mg->m, "cannot journal the endpoint state in %s", mg->dir);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 
@@ -410,18 +509,10 @@ static int read_all(struct ep_manager *mg, struct ep_restore *r)
 		rc = 0;
 	}
 	closedir(d);
-	for (unsigned id = 1; rc == 0 && mg->stored && id <= EP_ID_MAX; id++) {
-		if (mg->stored[id])
-			rc = load_text(mg, r, mg->stored[id], strlen(mg->stored[id]), id, false);
-	}
-	ep_store_free_stored(mg);
-	if (rc == 0)
-		rc = settle_entries(mg, r);
-	if (rc == 0)
-		rc = ep_store_migrated(mg, migrated, nmigrated);
-	free(migrated);
-	if (rc == -EIO)
-		fibril_module_set_error(mg->m, "cannot journal the endpoint state in %s", mg->dir);
+	/* the journal's records are parsed in slices (load_and_settle) */
+	r->load_id = 1;
+	r->migrated = migrated;
+	r->nmigrated = nmigrated;
 	return rc;
 }
 
@@ -567,7 +658,12 @@ static int finish(struct ep_manager *mg, struct ep_restore *r)
 static int advance(struct ep_manager *mg, struct ep_restore *r)
 {
 	double t0 = now_ms();
+	int rc = load_and_settle(mg, r, t0);
 
+	if (rc) {
+		r->active_ms += now_ms() - t0;
+		return rc;
+	}
 	for (; r->ipam_at < r->n; r->ipam_at++) {
 		if (reserve(mg, &r->v[r->ipam_at]) == -EAGAIN) {
 			r->active_ms += now_ms() - t0;
@@ -622,8 +718,15 @@ static void restore_tick(struct fibril_timer *t, void *ud)
 		return;
 	}
 	mg->restore = NULL;
+	if (rc < 0) { /* out of memory, or the journal refused the migrated files */
+		for (size_t i = 0; i < r->n; i++)
+			if (r->v[i].ep && r->v[i].ep->identity)
+				ep_identity_release(mg, r->v[i].ep->identity);
+		if (rc == -ENOMEM)
+			fibril_module_set_error(mg->m, "restore: out of memory");
+	}
 	restore_free(r);
-	fibril_module_start_done(mg->m, 0);
+	fibril_module_start_done(mg->m, rc < 0 ? rc : 0);
 }
 
 int ep_restore_start(struct ep_manager *mg)
@@ -641,9 +744,9 @@ int ep_restore_start(struct ep_manager *mg)
 		return rc;
 	}
 	r->active_ms = now_ms() - t0;
-	/* no endpoint: done; else steps 2 and 3 after a turn of the loop (the
-	 * files took this hook's time already) */
-	rc = r->n ? -EINPROGRESS : advance(mg, r);
+	/* the records parsed, checked and put back in slices: the first one
+	 * here, the others after turns of the loop */
+	rc = advance(mg, r);
 	if (rc == 0) {
 		restore_free(r);
 		return 0;

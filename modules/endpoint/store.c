@@ -26,24 +26,49 @@
 
 #define EP_JOURNAL_NAME "endpoints"
 
+/* The record's endpoint ID and whether it is a deletion, read without
+ * parsing it (the journal's replay runs in the start hook, and each kept
+ * record is parsed in full when it is restored, which checks its id
+ * again): every record this module writes begins {"id":N, and a deletion
+ * is exactly {"id":N,"deleted":true}. false: another shape, for json-c. */
+static bool record_head(const char *rec, size_t len, int64_t *id, bool *deleted)
+{
+	static const char head[] = "{\"id\":", del[] = ",\"deleted\":true}";
+	size_t at = sizeof(head) - 1, start = at;
+	int64_t v = 0;
+
+	if (len <= at || memcmp(rec, head, at) || rec[at] == '0')
+		return false;
+	while (at < len && at - start < 6 && rec[at] >= '0' && rec[at] <= '9')
+		v = v * 10 + (rec[at++] - '0');
+	if (at == start || at >= len || rec[at] != ',')
+		return false;
+	*id = v;
+	*deleted = len - at == sizeof(del) - 1 && !memcmp(rec + at, del, sizeof(del) - 1);
+	return true;
+}
+
 /* Replay: the newest text of each endpoint ID into mg->stored. */
 static int replay_record(void *ud, const void *rec, size_t len)
 {
 	struct ep_manager *mg = ud;
-	struct json_tokener *tok = json_tokener_new();
-	struct json_object *o = tok ? json_tokener_parse_ex(tok, rec, (int)len) : NULL;
-	struct json_object *v;
 	int64_t id = 0;
 	bool deleted = false;
 
-	if (o && json_tokener_get_error(tok) == json_tokener_success &&
-	    json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "id", &v) &&
-	    json_object_is_type(v, json_type_int))
-		id = json_object_get_int64(v);
-	if (o && json_object_object_get_ex(o, "deleted", &v))
-		deleted = json_object_get_boolean(v);
-	json_object_put(o);
-	json_tokener_free(tok);
+	if (!record_head(rec, len, &id, &deleted)) {
+		struct json_tokener *tok = json_tokener_new();
+		struct json_object *o = tok ? json_tokener_parse_ex(tok, rec, (int)len) : NULL;
+		struct json_object *v;
+
+		if (o && json_tokener_get_error(tok) == json_tokener_success &&
+		    json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "id", &v) &&
+		    json_object_is_type(v, json_type_int))
+			id = json_object_get_int64(v);
+		if (o && json_object_object_get_ex(o, "deleted", &v))
+			deleted = json_object_get_boolean(v);
+		json_object_put(o);
+		json_tokener_free(tok);
+	}
 	if (id < 1 || id > EP_ID_MAX) {
 		/* checksummed yet unreadable: nothing can say which endpoint it was */
 		fibril_error(mg->m, "%s/%s.journal: a record names no endpoint ID: skipped", mg->dir,

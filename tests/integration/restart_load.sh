@@ -12,7 +12,12 @@
 #      500 ms lag timer cannot tell: it runs only once the loop does); a
 #      restart that reuses the pins verifies nothing ("reused");
 #   3. a veth deleted while a restarted agent loads its programs does not
-#      keep it unready: /v1/healthz is 200 without any CNI DEL.
+#      keep it unready: /v1/healthz is 200 without any CNI DEL;
+#   4. a restart that reuses the pins adopts its endpoints as the maps hold
+#      them and re-applies their filters and routes after the start (the
+#      log says so for every endpoint), and what was removed by hand while
+#      the agent was down (an endpoint's ingress filter, another's route)
+#      is back, with the program of the run.
 # Bounds are generous for CI; the figures are the bench's
 # (tests/bench/bench_endpoints.sh).
 . "$top_srcdir/tests/lib/common.sh"
@@ -168,5 +173,21 @@ check "a veth deleted during the load: healthz 200 without its CNI DEL" test "$o
 check "... the endpoint of the deleted veth is recorded as gone" \
 	grep -q "endpoint 1.*\(is gone\|gone\)" <(last_log)
 check "... the others are restored" contains "$(last_log)" "restored $((N - 1)) endpoints in"
+
+# ---- 4. a restart with the pins: adopted as found, re-applied after ----------------------------
+ingress_prog() { tc -n "$NODE" filter show dev "$1" ingress | grep -o ' id [0-9]*' | head -1 | tr -dc 0-9; }
+route_of() { ip -n "$NODE" route show "$1" proto 241 | grep -c "dev $2 "; }
+prog_before=$(ingress_prog lxc2)
+addr3=$(ip -n "$NODE" route show proto 241 dev lxc3 | awk '{print $1; exit}')
+stop_agent KILL || true
+tc -n "$NODE" filter del dev lxc2 ingress
+[ -n "$addr3" ] && ip -n "$NODE" route del "$addr3" dev lxc3 proto 241
+check "with the agent down, lxc2's filter and lxc3's route ($addr3) are gone" 	test -z "$(ingress_prog lxc2)" -a -n "$addr3" -a "$(route_of "$addr3" lxc3)" = 0
+agent_bg
+healthy_within 30 || fail "the restart with the pins: healthy"
+reapplied() { last_log | grep -q "re-applied the filters and routes of $((N - 1)) restored endpoints"; }
+check "the restart adopted its $((N - 1)) endpoints as found and re-applied them after" 	wait_for 30 reapplied
+check "... lxc2's ingress filter is back, the same program as before ($prog_before)" 	test "$(ingress_prog lxc2)" = "$prog_before"
+check "... lxc3's route is back" test "$(route_of "$addr3" lxc3)" = 1
 stop_agent TERM || true
 finish
