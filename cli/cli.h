@@ -120,8 +120,9 @@ int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t
 	    void *ud);
 
 /* A stream's connection (cli/ws.c over cli/remote.c's transports): reads
- * and writes as read(2)/write(2); why, when set, explains a failure of the
- * transport itself in one line (a TLS refusal) or returns NULL. */
+ * and writes as read(2)/write(2); why, set on a remote agent's connection,
+ * explains a failure of the transport itself in one line (a TLS refusal)
+ * or returns NULL. */
 struct ws_conn {
 	int fd;
 	void *tls; /* SSL * of cli/remote.c, NULL on a plain socket */

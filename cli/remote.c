@@ -262,11 +262,16 @@ static void plain_close(struct ws_conn *c)
 static void tls_note_failure(struct ws_conn *c, int ret)
 {
 	int e = SSL_get_error(c->tls, ret);
-	if (e == SSL_ERROR_SSL && !*tls_error)
+	/* the server's alert, or (when it closed before our request was
+	 * read) a reset or an end without close_notify in its place */
+	const char *why = e == SSL_ERROR_SSL ? ssl_reason("error")
+			  : e == SSL_ERROR_SYSCALL ? (ret == 0 || !errno ? "the connection ended"
+									 : strerror(errno))
+						   : NULL;
+	if (why && !*tls_error)
 		snprintf(tls_error, sizeof(tls_error),
 			 "TLS: the agent at %s refused the handshake%s: %s", server_text(),
-			 opt.tls_cert ? "" : " (no client certificate given: --tls-client-cert-file)",
-			 ssl_reason("error"));
+			 opt.tls_cert ? "" : " (no client certificate given: --tls-client-cert-file)", why);
 }
 
 static ssize_t tls_read(struct ws_conn *c, void *buf, size_t len)
@@ -308,8 +313,7 @@ static void tls_close(struct ws_conn *c)
 
 static const char *tls_why(struct ws_conn *c)
 {
-	(void)c;
-	return *tls_error ? tls_error : NULL;
+	return c->tls && *tls_error ? tls_error : NULL;
 }
 
 /* A connected TCP socket to ADDRESS:PORT (a timeout on connect and on the
@@ -414,7 +418,9 @@ fail_ctx:
 int remote_follow(const char *path_and_query, int (*on_message)(const char *text, size_t len, void *ud),
 		  void *ud)
 {
-	struct ws_conn c = {.read = plain_read, .write = plain_write, .close = plain_close};
+	/* why is set on every remote connection: ws.c then leaves out its
+	 * "is the module loaded?" question (a second request to the server) */
+	struct ws_conn c = {.read = plain_read, .write = plain_write, .close = plain_close, .why = tls_why};
 	if ((c.fd = tcp_connect()) < 0)
 		return -1;
 	if (opt.tls) {
@@ -422,7 +428,7 @@ int remote_follow(const char *path_and_query, int (*on_message)(const char *text
 			close(c.fd);
 			return -1;
 		}
-		c.read = tls_read, c.write = tls_write, c.close = tls_close, c.why = tls_why;
+		c.read = tls_read, c.write = tls_write, c.close = tls_close;
 	}
 	if (ws_upgrade(&c, opt.server, path_and_query)) {
 		c.close(&c);

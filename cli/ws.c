@@ -136,7 +136,7 @@ int ws_upgrade(struct ws_conn *c, const char *host, const char *path_and_query)
 		/* a 404, or no answer (the agent closes an upgrade to a path
 		 * no module streams): is the module that streams it loaded? */
 		const char *transport = !*line && c->why ? c->why(c) : NULL;
-		const char *module = !transport && (!strncmp(head, "HTTP/1.1 404", 12) || !*line)
+		const char *module = !c->why && (!strncmp(head, "HTTP/1.1 404", 12) || !*line)
 					     ? module_serving_path(path_and_query)
 					     : NULL;
 		if (module && module_is_loaded(module))

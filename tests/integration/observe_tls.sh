@@ -65,7 +65,7 @@ check "--tls-ca-cert-files with two files (comma-separated), the second the serv
 # ---- refusals: one line naming the server and what failed, no flow --------------------------
 refused() { # refused WHAT PATTERN
 	check "$1: exit 1, no flow" test "$RC" = 1 -a -z "$OUT"
-	check "$1: one line" test "$(wc -l <<<"$ERR")" = 1
+	check "$1: one line" test "$(wc -l <<<"$ERR")" = 1 || echo "  $ERR"
 	check "$1: the error names the server and what failed" contains "$ERR" "$2"
 }
 remote "${SERVER[@]}" "${CA[@]}" --last 1
