@@ -8,10 +8,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <json.h>
 
 enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
+/* cli/remote.c's options: their getopt values, how many, CA files at most */
+enum { REMOTE_OPT_BASE = 3000, REMOTE_NOPTS = 6, REMOTE_MAX_CA = 8 };
 
 struct cli_options {
 	const char *socket;
@@ -21,6 +24,12 @@ struct cli_options {
 	const char *src, *dst, *dport; /* `fibril policy trace` */
 	const char *file;              /* -f, --file: `fibril service apply` */
 	bool all; /* `fibril ipcache list --all` */
+	/* a remote agent (cli/remote.c; `fibril observe`): --server, --tls... */
+	const char *server;
+	bool tls;
+	const char *tls_ca_files[REMOTE_MAX_CA];
+	size_t n_tls_ca;
+	const char *tls_cert, *tls_key, *tls_server_name;
 };
 extern struct cli_options opt;
 
@@ -109,6 +118,42 @@ int ws_follow(const char *socket_path, const char *path_and_query,
 int ws_connect(const char *socket_path, const char *path_and_query);
 int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t len, void *ud),
 	    void *ud);
+
+/* A stream's connection (cli/ws.c over cli/remote.c's transports): reads
+ * and writes as read(2)/write(2); why, set on a remote agent's connection,
+ * explains a failure of the transport itself in one line (a TLS refusal)
+ * or returns NULL. */
+struct ws_conn {
+	int fd;
+	void *tls; /* SSL * of cli/remote.c, NULL on a plain socket */
+	ssize_t (*read)(struct ws_conn *c, void *buf, size_t len);
+	ssize_t (*write)(struct ws_conn *c, const void *buf, size_t len);
+	void (*close)(struct ws_conn *c);
+	const char *(*why)(struct ws_conn *c);
+};
+/* The upgrade on c (Host: host): 0, or -1 after printing why. */
+int ws_upgrade(struct ws_conn *c, const char *host, const char *path_and_query);
+/* ws_read on c; closes it. */
+int ws_read_conn(struct ws_conn *c, const char *what,
+		 int (*on_message)(const char *text, size_t len, void *ud), void *ud);
+
+/* cli/remote.c: Hubble's flags for a remote agent. remote_longopts() (vals
+ * from REMOTE_OPT_BASE) go into a command's getopt table; remote_option
+ * takes one (0, or EXIT_USAGE after the message; arg is split in place);
+ * remote_check_options refuses what does not go together. With
+ * opt.server set, client.c's requests go to it (remote_curl_setup: the
+ * URL, NULL after printing why; remote_report_curl_error explains a
+ * failed transfer) and remote_follow reads a stream from it. */
+struct option;
+const struct option *remote_longopts(void); /* REMOTE_NOPTS of them */
+extern const char remote_usage[]; /* their lines of a command's help */
+int remote_option(int c, char *arg);
+int remote_check_options(void);
+struct curl_slist;
+char *remote_curl_setup(void *curl, const char *path, struct curl_slist **hdrs);
+void remote_report_curl_error(int curl_code, const char *errbuf, long os_errno);
+int remote_follow(const char *path_and_query, int (*on_message)(const char *text, size_t len, void *ud),
+		  void *ud);
 
 /* cli/help.c: one command's help (`fibril help CMD`, `fibril CMD --help`);
  * the module that serves an API path ("/v1/service/3", "service"), NULL

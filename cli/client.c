@@ -1,5 +1,6 @@
 /* cli/client.c - the fibril CLI's HTTP client: one request at a time over
- * the agent's unix socket with libcurl (GET, or POST/DELETE without a body),
+ * the agent's unix socket with libcurl (GET, or POST/DELETE without a body;
+ * with --server, to a remote agent over TCP or TLS: cli/remote.c),
  * the reply parsed as one JSON document, and every failure explained in one
  * line (agent not running, not allowed, timed out, bad reply, the agent's
  * own error and status). */
@@ -93,7 +94,9 @@ static void report_curl_error(CURL *curl, CURLcode rc, const char *errbuf, const
 	long os_errno = 0;
 
 	curl_easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno);
-	if (rc == CURLE_COULDNT_CONNECT) {
+	if (opt.server && !(rc == CURLE_WRITE_ERROR && r->too_big)) {
+		remote_report_curl_error((int)rc, errbuf, os_errno);
+	} else if (rc == CURLE_COULDNT_CONNECT) {
 		const char *why = os_errno ? strerror((int)os_errno) : (*errbuf ? errbuf : curl_easy_strerror(rc));
 
 		if (os_errno == EACCES || os_errno == EPERM)
@@ -174,7 +177,7 @@ int fetch_body(const char *method, const char *path, const char *body, size_t bo
 	*json = NULL;
 	*http_status = 0;
 	snprintf(last_path, sizeof(last_path), "/v1/%s", path);
-	if (strlen(opt.socket) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+	if (!opt.server && strlen(opt.socket) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		print_error("agent socket path is too long (%zu bytes, at most %zu): %s",
 			    strlen(opt.socket), sizeof(((struct sockaddr_un *)0)->sun_path) - 1, opt.socket);
 		return -1;
@@ -183,8 +186,16 @@ int fetch_body(const char *method, const char *path, const char *body, size_t bo
 		print_error("cannot initialise libcurl");
 		return -1;
 	}
-	url = xasprintf("http://localhost/v1/%s", path);
-	curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, opt.socket);
+	if (opt.server) {
+		if (!(url = remote_curl_setup(curl, path, &hdrs))) {
+			curl_easy_cleanup(curl);
+			curl_slist_free_all(hdrs);
+			return -1;
+		}
+	} else {
+		url = xasprintf("http://localhost/v1/%s", path);
+		curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, opt.socket);
+	}
 	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, TIMEOUT_MS);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
@@ -192,9 +203,11 @@ int fetch_body(const char *method, const char *path, const char *body, size_t bo
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);
-	if (body) {
-		hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	if (body)
+		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+	if (hdrs)
 		curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+	if (body) {
 		curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
 		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)body_len);

@@ -442,7 +442,8 @@ static int follow(const char *query, enum observe_format fmt)
 		printf("%-*s %-*s %-*s %-*s %s\n", follow_widths[1], "SOURCE", follow_widths[2],
 		       "DESTINATION", follow_widths[3], "TYPE", follow_widths[4], "VERDICT", "SUMMARY");
 	}
-	int rc = ws_follow(opt.socket, path, follow_message, &st);
+	int rc = opt.server ? remote_follow(path, follow_message, &st)
+			    : ws_follow(opt.socket, path, follow_message, &st);
 	free(path);
 	if (rc < 0)
 		return EXIT_FAIL;
@@ -611,12 +612,14 @@ int cmd_observe_main(int argc, char **argv, int cmd_index)
 		{"ipv6", no_argument, NULL, '6'},
 	};
 	enum { NEXTRA = sizeof(extra) / sizeof(extra[0]) };
-	struct option longopts[NKEYS + NEXTRA + 1];
+	struct option longopts[NKEYS + NEXTRA + REMOTE_NOPTS + 1];
 	for (size_t i = 0; i < NKEYS; i++)
 		longopts[i] = (struct option){keys[i], required_argument, NULL, (int)(1000 + i)};
 	for (size_t i = 0; i < NEXTRA; i++)
 		longopts[NKEYS + i] = extra[i];
-	longopts[NKEYS + NEXTRA] = (struct option){NULL, 0, NULL, 0};
+	for (size_t i = 0; i < REMOTE_NOPTS; i++) /* --server, --tls... */
+		longopts[NKEYS + NEXTRA + i] = remote_longopts()[i];
+	longopts[NKEYS + NEXTRA + REMOTE_NOPTS] = (struct option){NULL, 0, NULL, 0};
 	const char *env = getenv("FIBRIL_SOCKET");
 	opt.socket = env && *env ? env : "/run/fibril/fibril.sock";
 	enum observe_format fmt = OUT_COMPACT;
@@ -662,6 +665,11 @@ int cmd_observe_main(int argc, char **argv, int cmd_index)
 			}
 			query = append_query(query, key, value);
 			continue;
+		}
+		if (c >= REMOTE_OPT_BASE && c < REMOTE_OPT_BASE + REMOTE_NOPTS) {
+			if (remote_option(c, optarg) == 0)
+				continue;
+			return free(query), EXIT_USAGE;
 		}
 		if (negate && c != OPT_NOT) {
 			free(query);
@@ -738,6 +746,7 @@ int cmd_observe_main(int argc, char **argv, int cmd_index)
 			break;
 		case 'h':
 			fputs(observe_usage, stdout);
+			fputs(remote_usage, stdout);
 			free(query);
 			return 0;
 		case ':':
@@ -775,6 +784,8 @@ int cmd_observe_main(int argc, char **argv, int cmd_index)
 			return usage_error("observe: with --input-file only --first, --node-name and the output flags apply");
 		return replay(input_file, fmt);
 	}
+	if (remote_check_options())
+		return free(query), EXIT_USAGE;
 	if (fmt == OUT_JSON)
 		query = append_query(query, "format", "hubble");
 	if (curl_global_init(CURL_GLOBAL_NOTHING) != CURLE_OK) {

@@ -1,5 +1,6 @@
 /* cli/ws.c - a small websocket client (RFC 6455) for the agent's streams
- * on its unix socket: the upgrade request, then text messages handed to a
+ * on its unix socket (or, through cli/remote.c's connection, on a TCP or
+ * TLS listener): the upgrade request, then text messages handed to a
  * callback until the agent closes the stream. Client frames are masked as
  * the RFC asks; pings are answered. Enough for `fibril observe -f`. */
 #include <errno.h>
@@ -19,11 +20,11 @@
 
 /* The whole buffer written (out) or read, across short transfers and
  * signals: 0, or -1 on an error or the end of the stream. */
-static int transfer_all(int fd, void *buf, size_t len, bool out)
+static int transfer_all(struct ws_conn *c, void *buf, size_t len, bool out)
 {
 	char *p = buf;
 	while (len) {
-		ssize_t n = out ? write(fd, p, len) : read(fd, p, len);
+		ssize_t n = out ? c->write(c, p, len) : c->read(c, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -34,19 +35,40 @@ static int transfer_all(int fd, void *buf, size_t len, bool out)
 	return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
+static int write_all(struct ws_conn *c, const void *buf, size_t len)
 {
-	return transfer_all(fd, (void *)buf, len, true);
+	return transfer_all(c, (void *)buf, len, true);
 }
 
-static int read_full(int fd, void *buf, size_t len)
+static int read_full(struct ws_conn *c, void *buf, size_t len)
 {
-	return transfer_all(fd, buf, len, false);
+	return transfer_all(c, buf, len, false);
+}
+
+/* The unix socket's transport: the descriptor itself. */
+static ssize_t fd_read(struct ws_conn *c, void *buf, size_t len)
+{
+	return read(c->fd, buf, len);
+}
+
+static ssize_t fd_write(struct ws_conn *c, const void *buf, size_t len)
+{
+	return write(c->fd, buf, len);
+}
+
+static void fd_close(struct ws_conn *c)
+{
+	close(c->fd);
+}
+
+static struct ws_conn fd_conn(int fd)
+{
+	return (struct ws_conn){.fd = fd, .read = fd_read, .write = fd_write, .close = fd_close};
 }
 
 /* One masked client frame (the mask need not be secret on a unix socket,
  * but the server must see one). */
-static int send_frame(int fd, int opcode, const unsigned char *data, size_t len)
+static int send_frame(struct ws_conn *c, int opcode, const unsigned char *data, size_t len)
 {
 	unsigned char hdr[14];
 	size_t h = 0;
@@ -66,7 +88,7 @@ static int send_frame(int fd, int opcode, const unsigned char *data, size_t len)
 		len = sizeof(body);
 	for (size_t i = 0; i < len; i++)
 		body[i] = data[i] ^ mask[i % 4];
-	return write_all(fd, hdr, h) || write_all(fd, body, len) ? -1 : 0;
+	return write_all(c, hdr, h) || write_all(c, body, len) ? -1 : 0;
 }
 
 int ws_connect(const char *socket_path, const char *path_and_query)
@@ -80,17 +102,27 @@ int ws_connect(const char *socket_path, const char *path_and_query)
 			close(fd);
 		return -1;
 	}
-	char *req = xasprintf("GET %s HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+	struct ws_conn c = fd_conn(fd);
+	if (ws_upgrade(&c, "localhost", path_and_query)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int ws_upgrade(struct ws_conn *c, const char *host, const char *path_and_query)
+{
+	char *req = xasprintf("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
 			      "Connection: Upgrade\r\nSec-WebSocket-Key: ZmlicmlsLW9ic2VydmUtZg==\r\n"
 			      "Sec-WebSocket-Version: 13\r\n\r\n",
-			      path_and_query);
-	int rc = write_all(fd, req, strlen(req));
+			      path_and_query, host);
+	int rc = write_all(c, req, strlen(req));
 	free(req);
 	/* the answer's head, byte by byte so no frame byte is read with it */
 	char head[4096];
 	size_t n = 0;
 	while (rc == 0 && n < sizeof(head) - 1) {
-		if (read_full(fd, head + n, 1)) {
+		if (read_full(c, head + n, 1)) {
 			rc = -1;
 			break;
 		}
@@ -103,12 +135,15 @@ int ws_connect(const char *socket_path, const char *path_and_query)
 		char *line = clean_ndup(head, strcspn(head, "\r\n"));
 		/* a 404, or no answer (the agent closes an upgrade to a path
 		 * no module streams): is the module that streams it loaded? */
-		const char *module = !strncmp(head, "HTTP/1.1 404", 12) || !*line
+		const char *transport = !*line && c->why ? c->why(c) : NULL;
+		const char *module = !c->why && (!strncmp(head, "HTTP/1.1 404", 12) || !*line)
 					     ? module_serving_path(path_and_query)
 					     : NULL;
 		if (module && module_is_loaded(module))
 			module = NULL;
-		if (module)
+		if (transport)
+			print_error("%s", transport); /* a TLS refusal, say */
+		else if (module)
 			print_error("the agent refused the stream %s: %s: served by the %s module, which "
 				    "this agent has not loaded; to enable it, %s",
 				    path_and_query, *line ? line : "no answer", module, module_enable_hint());
@@ -116,10 +151,9 @@ int ws_connect(const char *socket_path, const char *path_and_query)
 			print_error("the agent refused the stream %s: %s", path_and_query,
 				    *line ? line : "no answer");
 		free(line);
-		close(fd);
 		return -1;
 	}
-	return fd;
+	return 0;
 }
 
 /* The reader's buffer: one read takes all the agent has written (up to
@@ -144,7 +178,7 @@ struct ws_rbuf {
 
 /* At least need bytes unread in rb (and one spare for a NUL): 0, or -1 at
  * the end of the stream or an error (a read timeout included). */
-static int rbuf_fill(int fd, struct ws_rbuf *rb, size_t need)
+static int rbuf_fill(struct ws_conn *c, struct ws_rbuf *rb, size_t need)
 {
 	if (rb->end - rb->start >= need)
 		return 0;
@@ -168,7 +202,7 @@ static int rbuf_fill(int fd, struct ws_rbuf *rb, size_t need)
 			nanosleep(&ts, NULL);
 		}
 		size_t room = rb->cap - 1 - rb->end;
-		ssize_t n = read(fd, rb->p + rb->end, room);
+		ssize_t n = c->read(c, rb->p + rb->end, room);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -182,12 +216,19 @@ static int rbuf_fill(int fd, struct ws_rbuf *rb, size_t need)
 int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t len, void *ud),
 	    void *ud)
 {
+	struct ws_conn c = fd_conn(fd);
+	return ws_read_conn(&c, what, on_message, ud);
+}
+
+int ws_read_conn(struct ws_conn *c, const char *what,
+		 int (*on_message)(const char *text, size_t len, void *ud), void *ud)
+{
 	int rc = 0;
 	struct ws_rbuf rb = {.p = xrealloc(NULL, WS_READ_BUF), .cap = WS_READ_BUF};
 	unsigned char *msg = NULL; /* a message in fragments, joined */
 	size_t msg_len = 0;
 	for (;;) {
-		if (rbuf_fill(fd, &rb, 2))
+		if (rbuf_fill(c, &rb, 2))
 			break; /* the agent went away */
 		const unsigned char *h = rb.p + rb.start;
 		int opcode = h[0] & 0x0f;
@@ -195,7 +236,7 @@ int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t
 		bool masked = h[1] & 0x80;
 		uint64_t len = h[1] & 0x7f;
 		size_t hlen = 2 + (len == 126 ? 2 : len == 127 ? 8 : 0) + (masked ? 4 : 0);
-		if (rbuf_fill(fd, &rb, hlen))
+		if (rbuf_fill(c, &rb, hlen))
 			break;
 		h = rb.p + rb.start;
 		if (len == 126) {
@@ -210,7 +251,7 @@ int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t
 			rc = -1;
 			break;
 		}
-		if (rbuf_fill(fd, &rb, hlen + (size_t)len))
+		if (rbuf_fill(c, &rb, hlen + (size_t)len))
 			break;
 		unsigned char *data = rb.p + rb.start + hlen;
 		if (masked)
@@ -220,11 +261,11 @@ int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t
 		if (rb.start == rb.end)
 			rb.start = rb.end = 0;
 		if (opcode == 0x8) { /* close */
-			send_frame(fd, 0x8, data, len >= 2 ? 2 : 0);
+			send_frame(c, 0x8, data, len >= 2 ? 2 : 0);
 			break;
 		}
 		if (opcode == 0x9) { /* ping */
-			send_frame(fd, 0xA, data, len);
+			send_frame(c, 0xA, data, len);
 			continue;
 		}
 		if (opcode == 0xA)
@@ -256,7 +297,7 @@ int ws_read(int fd, const char *what, int (*on_message)(const char *text, size_t
 	}
 	free(msg);
 	free(rb.p);
-	close(fd);
+	c->close(c);
 	return rc;
 }
 
