@@ -80,9 +80,14 @@ for line in open(sys.argv[1]):
         seen.add(ip.get("source_xlated", ip.get("sourceXlated")) or "none")
 print(" ".join(sorted(seen)) or "no-flow")' "$1" "$2" "$WORLD"
 }
-"$CLI" -s "${MN_DIR[n1]}/fibril.sock" observe -o json --last 2000 >"$WORK/flows.json" 2>&1 || true
-check "observe -o json: pa's flow to the world carries source_xlated $NODE_IP ($(xlated_of "$WORK/flows.json" "$PA"))" \
+# the events reach hubble-lite a moment after the packets: read again
+# until pa's flow is in (or the wait ends)
+cli_xlated() {
+	"$CLI" -s "${MN_DIR[n1]}/fibril.sock" observe -o json --last 2000 >"$WORK/flows.json" 2>&1 || true
 	grep -qw "${NODE_IP//./\\.}" <<<"$(xlated_of "$WORK/flows.json" "$PA")"
+}
+check "observe -o json: pa's flow to the world carries source_xlated $NODE_IP" wait_for 10 cli_xlated
+echo "    observe -o json: pa's xlated sources: $(xlated_of "$WORK/flows.json" "$PA")"
 /usr/bin/python3 "$top_srcdir/tests/integration/hubble_grpc_client.py" "unix://$WORK/hubble.sock" flows \
 	--number 2000 >"$WORK/grpc.json" 2>&1 || true
 check "gRPC GetFlows: pa's flow carries source_xlated $NODE_IP ($(xlated_of "$WORK/grpc.json" "$PA"))" \
