@@ -8,7 +8,7 @@
  * mapping of fibril's drop reasons and observation points to Hubble's
  * enums, which the filter (filter.c) uses too. */
 #include "hubble.h"
-#include "../common/icmp_names.h"
+#include "icmp_names.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>

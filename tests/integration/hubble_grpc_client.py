@@ -94,7 +94,7 @@ try:
         n = 0
         call = stub.GetFlows(req, timeout=a.timeout)
         if a.slow:
-            time.sleep(a.slow)
+            time.sleep(a.slow)  # sleep: the slow follower the test asks for reads late on purpose
         for resp in call:
             out(resp)
             n += 1

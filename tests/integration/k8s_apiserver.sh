@@ -31,7 +31,7 @@ import json, sys
 d = json.loads(sys.argv[1])
 assert d["kind"] == "APIGroupList"
 assert {g["name"] for g in d["groups"]} == {"apps", "rbac.authorization.k8s.io", "discovery.k8s.io",
-                                          "coordination.k8s.io",
+                                          "coordination.k8s.io", "apiextensions.k8s.io",
                                           "networking.k8s.io", "cilium.io"}, d
 PY
 resources=$(kc api-resources --no-headers 2>&1) || true
