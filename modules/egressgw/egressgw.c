@@ -352,7 +352,8 @@ static int entry_cmp(const void *a, const void *b)
 /* sorted, one entry per key, as the plain array egress_sync takes */
 static struct fibril_datapath_egress_entry *table_finish(struct table *t, size_t *n)
 {
-	qsort(t->s, t->n, sizeof(*t->s), slot_cmp);
+	if (t->n) /* an empty table has no array (qsort wants one) */
+		qsort(t->s, t->n, sizeof(*t->s), slot_cmp);
 	struct fibril_datapath_egress_entry *out = calloc(t->n ? t->n : 1, sizeof(*out));
 	*n = 0;
 	if (!out)
