@@ -5,7 +5,7 @@
 #                              its source ("ADDR PORT", the masquerade
 #                              mapping as the world sees it) written to OUT,
 #                              answered "LEGIT" from ADDR:PORT (the genuine
-#                              reply)
+#                              reply); OUT.ready once it listens
 #   pod HOST PORT SECS OUT     in the pod: a UDP socket sends "HELLO" to
 #                              HOST:PORT (the mapping), then for SECS a raw
 #                              socket on eth0 counts every frame carrying
@@ -28,6 +28,7 @@ import time
 def world(addr, port, out):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind((addr, port))
+    open(out + ".ready", "w").close()  # bound: the pod may send
     data, peer = s.recvfrom(2048)
     with open(out, "w") as f:
         f.write("%s %d\n" % peer)

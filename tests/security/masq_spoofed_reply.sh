@@ -39,6 +39,8 @@ NODE_IP=${MN_IP[n1]}
 ip netns exec "$WORLD_NS" "${spoof_py[@]}" world "$WORLD" "$PORT" "$WORK/mapping" &
 WPID=$!
 PIDS+=("$WPID")
+# the pod sends one datagram: the world's socket must be bound first
+check "the world's UDP server listens" wait_for 10 test -e "$WORK/mapping.ready"
 ip netns exec "$(mn_pod_ns pa)" "${spoof_py[@]}" pod "$WORLD" "$PORT" 15 "$WORK/pod.out" &
 PPID_POD=$!
 PIDS+=("$PPID_POD")
