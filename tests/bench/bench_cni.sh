@@ -29,6 +29,7 @@ if [ "${STATE_DIR:-}" = tmpfs ]; then
 	STATE_ARGS=(--set "agent.state-dir=$WORK/shm-state")
 	shm_cleanup() {
 		local rc=$?
+		set +e # else "(exit $rc)" ends a failed run's trap before cni_cleanup
 		rm -rf "/dev/shm/fibril-bench-cni-$$"
 		(exit "$rc") # cni_cleanup exits with $?
 		cni_cleanup

@@ -32,6 +32,7 @@ N=${ENDPOINTS:-200}
 HOGS=()
 rl_cleanup() {
 	local rc=$? p
+	set +e # else "(exit $rc)" ends a failed test's trap here, its netns and pins left behind
 	for p in "${HOGS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 	(exit "$rc")
 	ep_cleanup
