@@ -1,6 +1,6 @@
 /* modules/datapath/dp_addrs.c - the node's underlay addresses for the
  * netdev programs (host-routing bpf, masquerading), from one rtnetlink
- * address dump. getifaddrs(3) (modules/common/node_addrs.h) dumps every
+ * address dump (mod_nl_addr_walk, modules/common/nl.c). getifaddrs(3) (modules/common/node_addrs.h) dumps every
  * link too, and the kernel fills a full ifinfo message (statistics, per
  * family configuration) for each endpoint's veth: with 1,000 endpoints two
  * of those held the datapath's start hook for tens of milliseconds. Here
@@ -17,13 +17,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
-
 #include "datapath.h"
+#include "nl.h"
 #include "node_addrs.h"
-
-#define DUMP_BUF 32768
 
 struct addr_list {
 	struct mod_node_addr *v;
@@ -33,6 +29,7 @@ struct addr_list {
 	char last_name[IF_NAMESIZE];
 	unsigned last_flags;
 	bool last_ok;
+	int rc; /* the first failure of the walk */
 };
 
 /* The device's name and flags (the previous address's device again: no
@@ -55,20 +52,27 @@ static bool device_of(struct addr_list *l, int ifindex)
 	return l->last_ok;
 }
 
-static int add_addr(struct addr_list *l, const struct ifaddrmsg *ifa, const void *addr)
+/* One address of the walk; an out-of-memory is kept for the end. */
+static void add_addr(struct nl_sock *sk, const struct mod_nl_addr *na, void *ud)
 {
-	if (ifa->ifa_family == AF_INET6) {
-		const struct in6_addr *a6 = addr;
+	(void)sk;
+	struct addr_list *l = ud;
+	if (l->rc < 0)
+		return;
+	if (na->family == AF_INET6) {
+		const struct in6_addr *a6 = (const void *)na->addr;
 		if (IN6_IS_ADDR_LINKLOCAL(a6) || IN6_IS_ADDR_LOOPBACK(a6))
-			return 0; /* never an underlay's (an endpoint veth has one) */
+			return; /* never an underlay's (an endpoint veth has one) */
 	}
-	if (!device_of(l, (int)ifa->ifa_index))
-		return 0;
+	if (!device_of(l, na->ifindex))
+		return;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;
 		struct mod_node_addr *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
+		if (!v) {
+			l->rc = -ENOMEM;
+			return;
+		}
 		l->v = v;
 		l->cap = cap;
 	}
@@ -76,97 +80,31 @@ static int add_addr(struct addr_list *l, const struct ifaddrmsg *ifa, const void
 	memset(a, 0, sizeof(*a));
 	memcpy(a->ifname, l->last_name, IF_NAMESIZE);
 	a->flags = l->last_flags;
-	a->family = ifa->ifa_family;
-	memcpy(&a->addr, addr, ifa->ifa_family == AF_INET ? 4 : 16);
-	return 0;
-}
-
-/* One RTM_NEWADDR: its local address (IFA_LOCAL, else IFA_ADDRESS, as
- * getifaddrs takes it). */
-static int parse_addr(struct addr_list *l, const struct nlmsghdr *nh)
-{
-	const struct ifaddrmsg *ifa = NLMSG_DATA(nh);
-	if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(*ifa)) ||
-	    (ifa->ifa_family != AF_INET && ifa->ifa_family != AF_INET6))
-		return 0;
-	size_t alen = ifa->ifa_family == AF_INET ? 4 : 16;
-	const void *local = NULL, *address = NULL;
-	int left = (int)(nh->nlmsg_len - NLMSG_LENGTH(sizeof(*ifa)));
-	for (const struct rtattr *rta = IFA_RTA(ifa); RTA_OK(rta, left); rta = RTA_NEXT(rta, left)) {
-		if (RTA_PAYLOAD(rta) != alen)
-			continue;
-		if (rta->rta_type == IFA_LOCAL)
-			local = RTA_DATA(rta);
-		else if (rta->rta_type == IFA_ADDRESS)
-			address = RTA_DATA(rta);
-	}
-	const void *addr = local ? local : address;
-	return addr ? add_addr(l, ifa, addr) : 0;
-}
-
-static int dump(struct addr_list *l, int nl)
-{
-	struct {
-		struct nlmsghdr nh;
-		struct ifaddrmsg ifa;
-	} req;
-	memset(&req, 0, sizeof(req));
-	req.nh.nlmsg_len = sizeof(req);
-	req.nh.nlmsg_type = RTM_GETADDR;
-	req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	req.nh.nlmsg_seq = 1;
-	req.ifa.ifa_family = AF_UNSPEC;
-	if (send(nl, &req, sizeof(req), 0) < 0)
-		return -errno;
-	char *buf = malloc(DUMP_BUF);
-	if (!buf)
-		return -ENOMEM;
-	int rc = 0;
-	for (bool done = false; !done && rc == 0;) {
-		ssize_t got = recv(nl, buf, DUMP_BUF, 0);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0) {
-			rc = got < 0 ? -errno : -EIO;
-			break;
-		}
-		unsigned int left = (unsigned int)got;
-		for (const struct nlmsghdr *nh = (const void *)buf; NLMSG_OK(nh, left) && rc == 0;
-		     nh = NLMSG_NEXT(nh, left)) {
-			if (nh->nlmsg_seq != 1)
-				continue;
-			if (nh->nlmsg_type == NLMSG_DONE) {
-				done = true;
-				break;
-			}
-			if (nh->nlmsg_type == NLMSG_ERROR) {
-				const struct nlmsgerr *e = NLMSG_DATA(nh);
-				rc = e->error ? e->error : -EIO;
-				break;
-			}
-			if (nh->nlmsg_type == RTM_NEWADDR)
-				rc = parse_addr(l, nh);
-		}
-	}
-	free(buf);
-	return rc;
+	a->family = na->family;
+	memcpy(&a->addr, na->addr, na->family == AF_INET ? 4 : 16);
 }
 
 int dp_underlay_addrs(struct mod_node_addr **out, size_t *n)
 {
 	struct addr_list l = {.ioctl_fd = -1, .last_ifindex = -1};
+	struct nl_sock *sk = NULL;
+	char why[128];
 	*out = NULL;
 	*n = 0;
-	int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	l.ioctl_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	int rc = nl < 0 || l.ioctl_fd < 0 ? -errno : dump(&l, nl);
-	if (nl >= 0)
-		close(nl);
+	if (l.ioctl_fd < 0)
+		l.rc = -errno;
+	else if ((l.rc = mod_nl_open(&sk, why, sizeof(why))) >= 0) {
+		int rc = mod_nl_addr_walk(sk, add_addr, &l, why, sizeof(why));
+		if (rc < 0 && l.rc >= 0)
+			l.rc = rc;
+	}
+	mod_nl_close(sk);
 	if (l.ioctl_fd >= 0)
 		close(l.ioctl_fd);
-	if (rc < 0) {
+	if (l.rc < 0) {
 		free(l.v);
-		return rc;
+		return l.rc;
 	}
 	*out = l.v;
 	*n = l.n;
