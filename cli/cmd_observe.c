@@ -123,11 +123,17 @@ static char *endpoint_text(struct json_object *flow, const char *side, const cha
 		snprintf(portbuf, sizeof(portbuf), ":%.0f", port);
 	char *who = pod ? xasprintf("%s/%s", jstr(p, "namespace") ? jstr(p, "namespace") : "", pod)
 			: xasprintf("%s", addr ? addr : "?");
-	/* as Hubble: the security identity, reserved ones by name */
+	/* as Hubble: the security identity, reserved ones by name (Cilium's
+	 * reservedIdentityNames, numbered as <fibril/endpoint.h>) */
 	(void)id;
-	static const char *const reserved[] = {"unknown", "host", "world"};
-	char *out = identity < 3 ? xasprintf("%s%s (%s)", who, portbuf, reserved[(int)identity])
-				 : xasprintf("%s%s (ID:%.0f)", who, portbuf, identity);
+	static const char *const reserved[] = {"unknown",	 "host",	   "world",
+					       "unmanaged",	 "health",	   "init",
+					       "remote-node",	 "kube-apiserver", "ingress",
+					       "world-ipv4",	 "world-ipv6"};
+	size_t nreserved = sizeof(reserved) / sizeof(reserved[0]);
+	char *out = identity >= 0 && identity < (double)nreserved
+			    ? xasprintf("%s%s (%s)", who, portbuf, reserved[(size_t)identity])
+			    : xasprintf("%s%s (ID:%.0f)", who, portbuf, identity);
 	free(who);
 	struct json_object *svc = jget(flow, !strcmp(side, "source") ? "source_service"
 								    : "destination_service",
@@ -237,6 +243,26 @@ static bool first_done(void)
 	return view.first && view.printed >= view.first;
 }
 
+/* Whether a flow is a reply, as Hubble's is_reply: 1 yes, 0 no, -1 the
+ * flow does not say. Hubble's JSON carries it; fibril's own flows know it
+ * for a connection's first packet only (a policy verdict, a drop by
+ * policy), as hubble-lite's Hubble JSON says (flow_hubble.c). */
+static int flow_is_reply(struct json_object *f)
+{
+	struct json_object *is_reply = jget(f, "is_reply", json_type_boolean);
+	if (is_reply)
+		return json_object_get_boolean(is_reply) ? 1 : 0;
+	const char *type = jstr(f, "type");
+	if (type && !strcmp(type, "policy-verdict"))
+		return 0;
+	struct json_object *policy = jget(f, "policy", json_type_object);
+	const char *verdict = jstr(f, "verdict");
+	if (type && !strcmp(type, "drop") && policy && jstr(policy, "match") &&
+	    (!verdict || !strcmp(verdict, "dropped") || !strcmp(verdict, "DROPPED")))
+		return 0;
+	return -1;
+}
+
 static void render_flow(struct json_object *f, enum observe_format fmt, struct table *t)
 {
 	const char *node = jstr(f, "node_name") ? jstr(f, "node_name") : view.node;
@@ -250,6 +276,9 @@ static void render_flow(struct json_object *f, enum observe_format fmt, struct t
 	}
 	char *src = endpoint_text(f, "source", "source", "source_port");
 	char *dst = endpoint_text(f, "destination", "destination", "destination_port");
+	int reply = flow_is_reply(f);
+	const char *arrow = reply < 0 ? "<>" : reply ? "<-" : "->";
+	char *left = reply > 0 ? dst : src, *right = reply > 0 ? src : dst;
 	char *sum = summary_text(f);
 	/* Hubble's TYPE (where a trace went, a drop's reason, a policy
 	 * verdict's match) and VERDICT columns */
@@ -280,10 +309,11 @@ static void render_flow(struct json_object *f, enum observe_format fmt, struct t
 		printf("     SOURCE: %s\nDESTINATION: %s\n       TYPE: %s\n    VERDICT: %s%s%s\n"
 		       "    SUMMARY: %s\n", src, dst, type, vcol, verdict, vend, sum);
 	} else if (view.print_node) {
-		printf("%s [%s]: %s -> %s %s %s%s%s (%s)\n", tm, nodecol, src, dst, type, vcol, verdict,
-		       vend, sum);
+		printf("%s [%s]: %s %s %s %s %s%s%s (%s)\n", tm, nodecol, left, arrow, right, type,
+		       vcol, verdict, vend, sum);
 	} else {
-		printf("%s: %s -> %s %s %s%s%s (%s)\n", tm, src, dst, type, vcol, verdict, vend, sum);
+		printf("%s: %s %s %s %s %s%s%s (%s)\n", tm, left, arrow, right, type, vcol, verdict,
+		       vend, sum);
 	}
 	free(nodecol);
 	free(tm);
@@ -462,8 +492,9 @@ static struct json_object *flat_of_hubble(struct json_object *line)
 	if (!f)
 		f = line;
 	struct json_object *o = json_object_new_object();
-	static const char *const copy[] = {"time", "verdict", "IP", "source", "destination",
-					   "source_service", "destination_service", NULL};
+	static const char *const copy[] = {"time",	     "verdict",		    "IP",
+					   "source",	     "destination",	    "source_service",
+					   "destination_service", "is_reply",	    NULL};
 	for (int i = 0; copy[i]; i++) {
 		struct json_object *v;
 		if (json_object_object_get_ex(f, copy[i], &v))

@@ -140,7 +140,7 @@ check "a bad filter is a 400 naming it ($(cat "$WORK/bad"))" \
 fib() { "$CLI" --socket "$WORK/fibril.sock" "$@"; }
 OUT=$(fib observe --verdict DROPPED)
 check "fibril observe --verdict DROPPED: one compact line naming pods, ports, the reason as Hubble does, the verdict ($OUT)" \
-	test "$(grep -c -- '-> team/web:9 (ID:[0-9]*) Invalid source ip DROPPED (UDP)' <<<"$OUT")" = 1 -a "$(wc -l <<<"$OUT")" = 1
+	test "$(grep -c -- '<> team/web:9 (ID:[0-9]*) Invalid source ip DROPPED (UDP)' <<<"$OUT")" = 1 -a "$(wc -l <<<"$OUT")" = 1
 OUT=$(fib observe --from-pod team/client --to-port 7777 --last 2 -o table)
 check "fibril observe -o table: a header and the last 2 rows" \
 	test "$(head -1 <<<"$OUT" | grep -c '^TIMESTAMP *SOURCE *DESTINATION *TYPE *VERDICT *SUMMARY')" = 1 -a "$(wc -l <<<"$OUT")" = 3
@@ -194,7 +194,7 @@ check "the UDP flows of before name no service" \
 	test "$(jget "$(flows 'to-port=7777')" 'sum(1 for f in j["flows"] if "destination_service" in f or "source_service" in f)')" = 0
 OUT=$(fib observe --to-service team/websvc --last 1)
 check "fibril observe --to-service: the line names the service ($OUT)" \
-	grep -q -- '-> team/web:8080 (ID:[0-9]*) (service team/websvc) ' <<<"$OUT"
+	grep -q -- '<> team/web:8080 (ID:[0-9]*) (service team/websvc) ' <<<"$OUT"
 check "fibril observe -o json (Hubble's) carries destination_service" \
 	grep -q '"destination_service":{"name":"websvc","namespace":"team"}' <<<"$(fib observe --to-service websvc --last 1 -o json)"
 check "the service is deleted" fib service delete 1

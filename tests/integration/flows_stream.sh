@@ -109,7 +109,7 @@ kill "$OBS" 2>/dev/null || true
 wait "$OBS" 2>/dev/null || true
 OUT=$(cat "$WORK/observe.out")
 check "fibril observe -f --to-pod team/a --protocol udp: the UDP flows as they came, the policy's rules named" \
-	test "$(grep -c 'team/b:40000 (ID:[0-9]*) -> team/a:7000 (ID:[0-9]*) to-endpoint FORWARDED (UDP)' <<<"$OUT")" = 1 -a \
+	test "$(grep -c 'team/b:40000 (ID:[0-9]*) <> team/a:7000 (ID:[0-9]*) to-endpoint FORWARDED (UDP)' <<<"$OUT")" = 1 -a \
 	"$(grep -c 'team/b:40001 (ID:[0-9]*) -> team/a:7001 (ID:[0-9]*) Policy denied DROPPED (UDP, policy: default deny (ingress: no rule allows it))' <<<"$OUT")" = 1 -a \
 	"$(grep -c 'team/b:40000 (ID:[0-9]*) -> team/a:7000 (ID:[0-9]*) policy-verdict:none INGRESS ALLOWED (UDP, policy: allow (ingress) by CiliumNetworkPolicy a-from-b-udp ingress\[0\] (rule [0-9]*))' <<<"$OUT")" = 1 -a \
 	"$(wc -l <"$WORK/observe.out")" = 3

@@ -159,7 +159,7 @@ check "compact: the ICMP type by Hubble's name (ICMPv4 EchoRequest)" \
 	test "$(obs --protocol icmp --from-pod team/client | grep -c 'ICMPv4 EchoRequest')" -ge 1
 CLIENT_ID=$(obs -o flat --from-port 40123 --last 1 | jq -r .source.identity)
 check "ARP: client's who-has of its gateway names both ends, not ? -> ?" \
-	grep -Eq "team/client \(ID:$CLIENT_ID\) -> 10\.203\.0\.1 \([a-z]+\) [a-z-]+ FORWARDED \(ARP\)" <<<"$(obs --ip-version none)"
+	grep -Eq "team/client \(ID:$CLIENT_ID\) <> 10\.203\.0\.1 \([a-z]+\) [a-z-]+ FORWARDED \(ARP\)" <<<"$(obs --ip-version none)"
 check "ARP in Hubble's JSON: source pod_name client, Summary ARP 10.203.0.11 -> 10.203.0.1" \
 	test "$(jq -r 'select(.flow.Summary == "ARP 10.203.0.11 -> 10.203.0.1") | .flow.source.pod_name' "$WORK/hubble.json" | sort -u)" = client
 WEB_ID=$(obs -o flat --to-port 7777 --last 1 | jq -r .destination.identity)
@@ -172,7 +172,7 @@ check "-o flat keeps fibril's own flat flows" \
 
 # ---- compact: the security identity, as Hubble ----
 OUT=$(obs --to-port 7777 --last 1)
-check "compact: (ID:$WEB_ID) is web's security identity ($OUT)" grep -q -- "-> team/web:7777 (ID:$WEB_ID) " <<<"$OUT"
+check "compact: (ID:$WEB_ID) is web's security identity ($OUT)" grep -q -- "<> team/web:7777 (ID:$WEB_ID) " <<<"$OUT"
 
 # ---- the drop reason: Hubble's names, unknown ones refused ----
 check "--drop-reason foo: refused, naming it" \

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # tests/integration/observe_compact.sh - `fibril observe -o compact` prints
-# Hubble's line: "TIME: SRC (ID) -> DST (ID) TYPE VERDICT (SUMMARY)" with
+# Hubble's line: "TIME: SRC (ID) ARROW DST (ID) TYPE VERDICT (SUMMARY)" (ARROW
+# "->", "<-" with the ends swapped for a reply, "<>" when the flow does not
+# say whether it is a reply), reserved identities by name, with
 # Hubble's TYPE column (hubble/pkg/printer GetFlowType): a trace's
 # observation point (to-endpoint, to-stack), a drop's reason in Cilium's
 # words (Policy denied, Policy denied by denylist, Invalid source ip), a

@@ -54,7 +54,7 @@ wait_for 10 ring_has "protocol=udp&from-pod=team/b&to-pod=team/a" || fail "b -> 
 remote "${SERVER[@]}" "${CA[@]}" "${CERT[@]}" --from-pod team/b --to-pod team/a --protocol udp
 check "observe --server --tls with the CA and a client certificate: exit 0" test "$RC" = 0 || echo "  $ERR"
 check "... the flow of b -> a UDP 7000 (over TLS, through the remote listener)" \
-	grep -q 'team/b:40000 (ID:[0-9]*) -> team/a:7000 (ID:[0-9]*) to-endpoint FORWARDED (UDP)' "$WORK/remote.out"
+	grep -q 'team/b:40000 (ID:[0-9]*) <> team/a:7000 (ID:[0-9]*) to-endpoint FORWARDED (UDP)' "$WORK/remote.out"
 remote "${SERVER[@]}" "${CA[@]}" "${CERT[@]}" --tls-server-name node1.fibril.test --last 1 -o json
 check "--tls-server-name node1.fibril.test (a name of the certificate): one flow in Hubble's JSON" \
 	test "$RC" = 0 -a "$(grep -c '"flow":' "$WORK/remote.out")" = 1 || echo "  $ERR"
