@@ -454,8 +454,9 @@ static __always_inline int tc_translate(struct __sk_buff *skb, const struct tc_p
 }
 
 /* The flow's `seen` after this packet: the second (never 0, which marks an
- * older program's entry), the entry's own LB_CT_F_CHARGED and the TCP state - FIN or RST: closing; a SYN
- * alone: a (new) handshake; the handshake's last ACK or data: open. */
+ * older program's entry), the entry's own LB_CT_F_CHARGED and the TCP
+ * state - FIN or RST: closing; a SYN alone: a (new) handshake; the
+ * handshake's last ACK or data: open. */
 static __always_inline __u32 ct_seen(__u32 old, const struct tc_pkt *p)
 {
 	__u32 f = old & (LB_CT_F_SYN | LB_CT_F_CLOSING);
