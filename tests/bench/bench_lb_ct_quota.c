@@ -5,8 +5,10 @@
  * (ct_source_max set, never reached) beside the same program without it
  * (ct_source_max 0: the check is skipped, the code before the quota but
  * one branch), in interleaved rounds; the kernel's own time per run
- * (bpf_test_run_opts.duration), median of the rounds. Usage:
- * bench_lb_ct_quota [FLOWS [ROUNDS]] (root). Prints one line:
+ * (bpf_test_run_opts.duration), median of the rounds. The flows come from
+ * CLIENTS addresses (default: one each, so each charges a slot of its own,
+ * mostly a cache miss; 1: one hot slot, the check's own cost). Usage:
+ * bench_lb_ct_quota [FLOWS [ROUNDS [CLIENTS]]] (root). Prints one line:
  *   new flow: with the check N ns/packet, without M ns/packet (+D ns) ... */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -90,9 +92,10 @@ static void reset(struct fibril_lb *s)
 	}
 }
 
-/* the first packets of n new flows (client 10.x.y.z:40000+): the
- * program's mean time per packet in ns, -1 on an error */
-static double round_ns(struct fibril_lb *s, int n)
+/* the first packets of n new flows (from `clients` addresses 10.x.y.z,
+ * ports 1024 + flow / clients): the program's mean time per packet in ns,
+ * -1 on an error */
+static double round_ns(struct fibril_lb *s, int n, int clients)
 {
 	uint8_t b[54];
 	uint64_t total = 0;
@@ -106,12 +109,13 @@ static double round_ns(struct fibril_lb *s, int n)
 		ip[8] = 64;
 		ip[9] = IPPROTO_TCP;
 		ip[12] = 10;
-		ip[13] = (uint8_t)(i >> 16);
-		ip[14] = (uint8_t)(i >> 8);
-		ip[15] = (uint8_t)i;
+		int c = i % clients, port = 1024 + i / clients;
+		ip[13] = (uint8_t)(c >> 16);
+		ip[14] = (uint8_t)(c >> 8);
+		ip[15] = (uint8_t)c;
 		inet_pton(AF_INET, "192.0.2.1", ip + 16);
-		l4[0] = 40000 >> 8;
-		l4[1] = 40000 & 0xff;
+		l4[0] = (uint8_t)(port >> 8);
+		l4[1] = (uint8_t)port;
 		l4[2] = 30080 >> 8;
 		l4[3] = 30080 & 0xff;
 		l4[12] = 5 << 4;
@@ -138,8 +142,11 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 20000, rounds = argc > 2 ? atoi(argv[2]) : 7;
-	if (n < 1 || n > 1 << 20 || rounds < 1 || rounds > ROUNDS_MAX) {
-		fprintf(stderr, "usage: bench_lb_ct_quota [FLOWS (1-1048576) [ROUNDS (1-%d)]]\n",
+	int clients = argc > 3 ? atoi(argv[3]) : n;
+	if (n < 1 || n > 1 << 20 || rounds < 1 || rounds > ROUNDS_MAX || clients < 1 ||
+	    clients > n || n / clients > 60000) {
+		fprintf(stderr, "usage: bench_lb_ct_quota [FLOWS (1-1048576) [ROUNDS (1-%d) "
+				"[CLIENTS (FLOWS / 60000 - FLOWS)]]]\n",
 			ROUNDS_MAX);
 		return 2;
 	}
@@ -159,7 +166,7 @@ int main(int argc, char **argv)
 		struct fibril_lb *order[2] = {r % 2 ? with : without, r % 2 ? without : with};
 		for (int i = 0; i < 2; i++) {
 			reset(order[i]);
-			double ns = round_ns(order[i], n);
+			double ns = round_ns(order[i], n, clients);
 			if (ns < 0) {
 				fprintf(stderr, "bench_lb_ct_quota: a new flow was not translated\n");
 				return 1;
@@ -172,8 +179,8 @@ int main(int argc, char **argv)
 	double mw = w[rounds / 2], mwo = wo[rounds / 2];
 	printf("new flow (first packet, 2 lb_ct entries): with the per-client check %.0f ns/packet, "
 	       "without %.0f ns/packet (%+.0f ns, %+.1f%%; median of %d interleaved rounds of %d "
-	       "flows, BPF_PROG_RUN)\n",
-	       mw, mwo, mw - mwo, mwo > 0 ? (mw - mwo) * 100 / mwo : 0, rounds, n);
+	       "flows from %d clients, BPF_PROG_RUN)\n",
+	       mw, mwo, mw - mwo, mwo > 0 ? (mw - mwo) * 100 / mwo : 0, rounds, n, clients);
 	fibril_lb__destroy(with);
 	fibril_lb__destroy(without);
 	return 0;
