@@ -30,6 +30,7 @@
 #define LB_MAP_SK_REVNAT "lb_sk_revnat"
 #define LB_MAP_METRICS "lb_metrics"
 #define LB_MAP_CT "lb_ct"
+#define LB_MAP_CT_SRC "lb_ct_src"
 #define LB_MAP_DEVICES "lb_devices"
 #define LB_MAP_SRC_RANGE "lb_src_range"
 #define LB_MAP_FRAG "lb_frag"
@@ -162,7 +163,11 @@ struct lb_sk_revnat_val {
  * `seen` (the value's last word, 0 in entries of older programs) holds the
  * CLOCK_MONOTONIC second of the flow's last packet modulo 2^30 and the
  * flow's TCP state: the lb module's GC (modules/lb/ctgc.c) removes an entry
- * idle longer than its state's timeout ([lb] ct-timeout-*). */
+ * idle longer than its state's timeout ([lb] ct-timeout-*).
+ * LB_CT_F_CHARGED marks the one entry of a flow (its ingress (client,
+ * frontend) entry) that holds the flow's charge in lb_ct_src: the GC gives
+ * the charge back when it removes that entry, and only then, so a flow
+ * whose entries go in different passes is uncounted exactly once. */
 #define LB_CT_INGRESS 0
 #define LB_CT_EGRESS 1
 struct lb_ct_key {
@@ -180,9 +185,41 @@ struct lb_ct_val {
 	__u16 rev_nat_id;
 	__u32 seen;    /* LB_CT_SEEN_MASK: second; LB_CT_F_*: TCP state */
 };
-#define LB_CT_SEEN_MASK 0x3fffffffu
+#define LB_CT_SEEN_MASK 0x1fffffffu
+#define LB_CT_F_CHARGED 0x20000000u /* this entry holds its flow's lb_ct_src charge */
 #define LB_CT_F_SYN 0x40000000u     /* TCP: only the handshake so far */
 #define LB_CT_F_CLOSING 0x80000000u /* TCP: a FIN or RST was seen */
+
+/* ---- lb_ct_src: ARRAY (mmapable) of LB_CT_SRC_SLOTS __u64 ------------------
+ * The new flows of lb_ct each client holds, so that one source cannot fill
+ * the table for everyone: a client is an IPv4 address or an IPv6 /64 (the
+ * least an IPv6 site is given: per address, one host would have 2^64
+ * quotas), hashed with a per-map secret (slot 0, written when the map is
+ * made) to one of slots 1..LB_CT_SRC_SLOTS-1. tc's new_flow checks the
+ * slot against [lb] ct-source-max before it makes any entry (over it: the
+ * flow is dropped, tc-ct-source-quota) and adds one; the GC takes one off
+ * (atomically, through the mapping) when it removes the flow's charged
+ * entry (LB_CT_F_CHARGED). Two clients sharing a slot share its quota: one
+ * chance in 65535 for a given pair, unpredictable without the secret. */
+#define LB_CT_SRC_SLOTS 65536
+
+/* the lb_ct_src slot of a client address (IPv4-mapped or IPv6) */
+static inline __u32 lb_ct_src_slot(const __u8 addr[16], __u64 secret)
+{
+	__u64 hi, lo;
+	__builtin_memcpy(&hi, addr, 8);
+	__builtin_memcpy(&lo, addr + 8, 8);
+	__u64 x = (hi ? hi : lo) ^ secret; /* IPv4: the address; IPv6: its /64 */
+	for (int i = 0; i < 2; i++) {      /* murmur3's finalizer, twice, keyed */
+		x ^= x >> 33;
+		x *= 0xff51afd7ed558ccdULL;
+		x ^= x >> 33;
+		x *= 0xc4ceb9fe1a85ec53ULL;
+		x ^= x >> 33;
+		x += secret;
+	}
+	return 1 + (__u32)(x >> 32) % (LB_CT_SRC_SLOTS - 1);
+}
 
 /* NodePort SNAT source ports: above Linux's default ephemeral range
  * (32768-60999), so that a port is never one the node's own sockets use */
@@ -256,6 +293,7 @@ enum lb_metric {
 	LB_M_TC_REWRITE_FAIL,  /* tc: a checksum or store helper failed: dropped */
 	LB_M_TC_ICMP_REVNAT,   /* tc: an ICMP error about a flow translated */
 	LB_M_TC_FRAG,          /* tc: a later fragment translated through lb_frag */
+	LB_M_TC_CT_SRC_QUOTA,  /* tc: the client holds [lb] ct-source-max flows: dropped */
 	LB_M_COUNT,
 };
 

@@ -23,7 +23,11 @@
  * lb_ct is a hash that never evicts: when full, a new flow is dropped
  * (tc-ct-full) and the live ones keep their entries; SNAT ports are
  * random (bpf_get_prandom_u32, LB_SNAT_RETRIES tries) and only ever taken
- * with BPF_NOEXIST, so a port whose flow is alive is never handed out. A
+ * with BPF_NOEXIST, so a port whose flow is alive is never handed out. So
+ * that one client cannot fill it for everyone, each client (an IPv4
+ * address, an IPv6 /64) holds at most [lb] ct-source-max flows: counted in
+ * lb_ct_src before any entry of a new flow is made (over it: dropped,
+ * tc-ct-source-quota), given back by the GC (fibril_lb.h). A
  * checksum or store helper that fails drops the packet (tc-rewrite-fail)
  * rather than send it half rewritten. */
 
@@ -35,6 +39,8 @@
 
 /* [lb] external-clusterip: translate ClusterIP frontends at tc too */
 const volatile __u8 external_clusterip = 0;
+/* [lb] ct-source-max: the flows one client may hold in lb_ct; 0: no limit */
+const volatile __u32 ct_source_max = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -42,6 +48,14 @@ struct {
 	__type(key, struct lb_ct_key);
 	__type(value, struct lb_ct_val);
 } lb_ct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LB_CT_SRC_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} lb_ct_src SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -75,6 +89,7 @@ struct {
 #define AF_INET 2
 #define AF_INET6 10
 #define E2BIG 7
+#define EEXIST 17
 #define TCP_FL_FIN 0x01
 #define TCP_FL_SYN 0x02
 #define TCP_FL_RST 0x04
@@ -439,11 +454,13 @@ static __always_inline int tc_translate(struct __sk_buff *skb, const struct tc_p
 }
 
 /* The flow's `seen` after this packet: the second (never 0, which marks an
- * older program's entry) and the TCP state - FIN or RST: closing; a SYN
- * alone: a (new) handshake; the handshake's last ACK or data: open. */
+ * older program's entry), the entry's own LB_CT_F_CHARGED and the TCP
+ * state - FIN or RST: closing; a SYN alone: a (new) handshake; the
+ * handshake's last ACK or data: open. */
 static __always_inline __u32 ct_seen(__u32 old, const struct tc_pkt *p)
 {
 	__u32 f = old & (LB_CT_F_SYN | LB_CT_F_CLOSING);
+	__u32 charged = old & LB_CT_F_CHARGED;
 	if (p->proto == IPPROTO_TCP) {
 		__u8 fl = p->tcp_flags;
 		if (fl & (TCP_FL_FIN | TCP_FL_RST))
@@ -454,7 +471,7 @@ static __always_inline __u32 ct_seen(__u32 old, const struct tc_pkt *p)
 			f = 0;
 	}
 	__u32 t = (__u32)(bpf_ktime_get_ns() / 1000000000ULL) & LB_CT_SEEN_MASK;
-	return (t ? t : 1) | f;
+	return (t ? t : 1) | f | charged;
 }
 
 /* A packet matched (k, v): stamp it and, when that changed anything, its
@@ -484,8 +501,8 @@ static __always_inline void ct_touch(const struct lb_ct_key *k, struct lb_ct_val
 		pk.dir = LB_CT_INGRESS;
 	}
 	struct lb_ct_val *pv = bpf_map_lookup_elem(&lb_ct, &pk);
-	if (pv)
-		pv->seen = seen;
+	if (pv) /* the partner's charge is its own */
+		pv->seen = (seen & ~LB_CT_F_CHARGED) | (pv->seen & LB_CT_F_CHARGED);
 }
 
 static __always_inline int addr_zero(const __u8 a[16])
@@ -586,6 +603,36 @@ static __always_inline int ct_put(const struct lb_ct_key *k, const struct lb_ct_
 	return bpf_map_update_elem(&lb_ct, k, v, BPF_ANY) == 0 ? 0 : -1;
 }
 
+/* Charge a new flow to its client's lb_ct_src slot if the client holds
+ * fewer than ct_source_max: the slot (to give back if the flow is not
+ * made), NULL when there is no limit, or (void *)-1 over the quota. A
+ * check then an add, as the datapath's ct_charge: CPUs racing at the
+ * limit may pass it by one each. */
+static __always_inline __u64 *src_charge(const struct tc_pkt *p)
+{
+	if (!ct_source_max)
+		return 0;
+	__u32 k = 0;
+	const __u64 *secret = bpf_map_lookup_elem(&lb_ct_src, &k);
+	if (!secret)
+		return 0;
+	k = lb_ct_src_slot(p->saddr, *secret);
+	__u64 *n = bpf_map_lookup_elem(&lb_ct_src, &k);
+	if (!n)
+		return 0;
+	if (*n >= ct_source_max)
+		return (__u64 *)-1L;
+	__sync_fetch_and_add(n, 1);
+	return n;
+}
+
+/* Give back what src_charge() took (the flow was not made). */
+static __always_inline void src_uncharge(__u64 *n)
+{
+	if (n)
+		__sync_fetch_and_add(n, -1);
+}
+
 /* A new flow to a frontend: its backend, its lb_ct entries, its first
  * packet translated. */
 static __always_inline int new_flow(struct __sk_buff *skb, struct tc_pkt *p,
@@ -628,6 +675,11 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct tc_pkt *p,
 		count(LB_M_TC_NO_BACKEND);
 		return lb_reject_no_backend(skb, p);
 	}
+	__u64 *charge = src_charge(p); /* before any entry is made */
+	if (charge == (__u64 *)-1L) {
+		count(LB_M_TC_CT_SRC_QUOTA);
+		return TC_ACT_SHOT;
+	}
 	__u16 rev_nat_id = svc->rev_nat_id;
 	__u32 seen = ct_seen(0, p);
 	__u8 snat[16];
@@ -635,11 +687,15 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct tc_pkt *p,
 	if (!(svc->flags & LB_F_EXT_LOCAL) && snat_needed(skb, p, be, snat)) {
 		snat_port = snat_claim(p, be, snat, rev_nat_id, seen);
 		if (snat_port <= 0) {
+			src_uncharge(charge);
 			count(snat_port < 0 ? LB_M_TC_CT_FULL : LB_M_TC_SNAT_NO_PORT);
 			return TC_ACT_SHOT; /* the client retransmits */
 		}
 	}
-	struct lb_ct_val nv = {.port = be->port, .rev_nat_id = rev_nat_id, .seen = seen};
+	/* the client's entry carries the charge; made only where none is
+	 * (BPF_NOEXIST): a flow made meanwhile on another CPU keeps its own */
+	struct lb_ct_val nv = {.port = be->port, .rev_nat_id = rev_nat_id,
+			       .seen = seen | (charge ? LB_CT_F_CHARGED : 0)};
 	__builtin_memcpy(nv.addr, be->addr, 16);
 	struct lb_ct_key rk = {.sport = be->port, .dport = p->sport, .proto = p->proto,
 			       .dir = LB_CT_EGRESS};
@@ -651,7 +707,8 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct tc_pkt *p,
 			       .dir = LB_CT_EGRESS};
 	__builtin_memcpy(sk.saddr, p->saddr, 16);
 	__builtin_memcpy(sk.daddr, be->addr, 16);
-	int stage = ct_put(ck, &nv) < 0 ? 0 : ct_put(&rk, &rv) < 0 ? 1 : 2;
+	long made = bpf_map_update_elem(&lb_ct, ck, &nv, BPF_NOEXIST);
+	int stage = made < 0 ? 0 : ct_put(&rk, &rv) < 0 ? 1 : 2;
 	if (stage == 2 && snat_port) {
 		struct lb_ct_val sv = {.port = (__u16)snat_port, .rev_nat_id = rev_nat_id,
 				       .seen = seen};
@@ -662,7 +719,8 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct tc_pkt *p,
 	} else if (stage == 2) {
 		stage = 3;
 	}
-	if (stage < 3) { /* lb_ct is full: none of the flow stays */
+	if (stage < 3) { /* lb_ct is full (or raced): none of the flow stays */
+		src_uncharge(charge);
 		if (stage >= 1)
 			bpf_map_delete_elem(&lb_ct, ck);
 		if (stage >= 2)
@@ -674,8 +732,9 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct tc_pkt *p,
 			__builtin_memcpy(pk.daddr, snat, 16);
 			bpf_map_delete_elem(&lb_ct, &pk);
 		}
-		count(LB_M_TC_CT_FULL);
-		return TC_ACT_SHOT;
+		if (made != -EEXIST)
+			count(LB_M_TC_CT_FULL);
+		return TC_ACT_SHOT; /* raced: the retransmission finds the flow */
 	}
 	int rc = tc_translate(skb, p, 0, nv.addr, nv.port);
 	if (rc == TC_ACT_OK)

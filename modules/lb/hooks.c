@@ -46,6 +46,10 @@ int lb_load_programs(struct lb *lb, char *err, size_t len)
 	}
 	skel->rodata->maglev_m = lb->maglev_m;
 	skel->rodata->external_clusterip = fibril_config_bool(lb->m, "external-clusterip");
+	int64_t per_source = fibril_config_int(lb->m, "ct-source-max");
+	if (!per_source) /* the default: a sixteenth of lb_ct's flows */
+		per_source = fibril_config_int(lb->m, "ct-map-max") / 16;
+	skel->rodata->ct_source_max = (uint32_t)(per_source > 0 ? per_source : 1);
 	struct {
 		struct bpf_map *map;
 		int id;
@@ -56,6 +60,7 @@ int lb_load_programs(struct lb *lb, char *err, size_t len)
 		{skel->maps.lb_metrics, LB_MI_METRICS}, {skel->maps.lb_ct, LB_MI_CT},
 		{skel->maps.lb_devices, LB_MI_DEVICES}, {skel->maps.lb_src_range, LB_MI_SRC_RANGE},
 		{skel->maps.lb_frag, LB_MI_FRAG}, {skel->maps.lb_node_addrs, LB_MI_NODE_ADDRS},
+		{skel->maps.lb_ct_src, LB_MI_CT_SRC},
 	};
 	for (size_t i = 0; i < sizeof(reuse) / sizeof(reuse[0]); i++)
 		if ((rc = bpf_map__reuse_fd(reuse[i].map, fibril_map_fd(lb->maps[reuse[i].id]))) < 0) {

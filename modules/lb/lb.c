@@ -84,6 +84,11 @@ static const struct fibril_config_key lb_config_keys[] = {
 	{.name = "ct-map-max", .type = FIBRIL_CONFIG_INT, .default_value = "131072",
 	 .help = "Entries of lb_ct, the per-packet NAT's flows (two per flow, four with SNAT)",
 	 .min = 16, .max = 16777216},
+	{.name = "ct-source-max", .type = FIBRIL_CONFIG_INT, .default_value = "0",
+	 .help = "New flows one client (an IPv4 address, an IPv6 /64) may hold in lb_ct at "
+		 "once; its further ones are dropped (tc-ct-source-quota) until the GC removes "
+		 "some. 0: ct-map-max / 16",
+	 .min = 0, .max = 16777216},
 	{.name = "nodeport-snat", .type = FIBRIL_CONFIG_BOOL, .default_value = "true",
 	 .help = "SNAT traffic from outside to a backend on another node to the arrival "
 		 "device's address, so the reply comes back through this node (Cilium's SNAT "
@@ -493,6 +498,7 @@ static int lb_start(struct fibril_module *m)
 		fibril_module_set_error(m, "%s", err);
 		return rc;
 	}
+	lb_tc_set_src(lb->tc, fibril_map_fd(lb->maps[LB_MI_CT_SRC]));
 	if ((rc = lb_tc_start(lb->tc, bpf_program__fd(lb->skel->progs.fibril_lb_from_netdev),
 			      bpf_program__fd(lb->skel->progs.fibril_lb_to_netdev),
 			      fibril_map_fd(lb->maps[LB_MI_CT]), fibril_map_fd(lb->maps[LB_MI_DEVICES]),

@@ -16,7 +16,15 @@ struct lb_ctgc_params {
 	uint32_t syn_s;     /* ct-timeout-tcp-syn: a handshake not completed */
 	uint32_t closing_s; /* ct-timeout-tcp-closing: after FIN or RST */
 	uint32_t other_s;   /* ct-timeout-other: UDP (and the rest) */
+	uint64_t *src;      /* lb_ct_src mapped (NULL: none): a removed charged
+			     * entry's count is given back there */
 };
+
+/* One flow less for the client of a charged entry (LB_CT_F_CHARGED) that
+ * is being removed, in src (lb_ct_src mapped; never below 0). */
+void lb_ctgc_uncharge(uint64_t *src, const struct lb_ct_key *k, const struct lb_ct_val *v);
+/* lb_ct_src's length in bytes, to map it */
+#define LB_CT_SRC_BYTES ((size_t)LB_CT_SRC_SLOTS * sizeof(uint64_t))
 
 /* Seconds the entry has been idle (0 when it was stamped after now_s). */
 uint32_t lb_ctgc_idle(const struct lb_ctgc_params *p, uint32_t seen);
@@ -43,8 +51,8 @@ struct lb_ct_purge {
 /* One pass removing every UDP entry of those flows (the client's, the
  * reply's and the SNAT pair's: each names the backend and the service).
  * 0 or a negative errno; counts added to *seen, *removed, *syscalls. */
-int lb_ctgc_purge(int fd, const struct lb_ct_purge *gone, size_t n, size_t *seen,
-		  size_t *removed, uint64_t *syscalls);
+int lb_ctgc_purge(int fd, const struct lb_ct_purge *gone, size_t n, uint64_t *src,
+		  size_t *seen, size_t *removed, uint64_t *syscalls);
 
 /* ---- tc.c ------------------------------------------------------------------ */
 struct fibril_module;
@@ -60,6 +68,9 @@ int lb_tc_start(struct lb_tc *t, int prog_from, int prog_to, int ct_fd, int devi
 void lb_tc_stop(struct lb_tc *t);
 void lb_tc_free(struct lb_tc *t);
 int lb_tc_devices(const struct lb_tc *t); /* nodeport devices attached */
+/* lb_ct_src, whose counts the GC gives back (before lb_tc_start; the fd
+ * is the registry's, not taken over) */
+void lb_tc_set_src(struct lb_tc *t, int src_fd);
 /* lb_ctgc_purge of gone[0..n) on the worker pool (the list is copied) */
 void lb_tc_purge_udp(struct lb_tc *t, const struct lb_ct_purge *gone, size_t n);
 

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <net/if.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include <bpf/bpf.h>
@@ -148,7 +150,7 @@ const char *const lb_metric_names[LB_M_COUNT] = {
 	[LB_M_TC_SNAT] = "tc-snat", [LB_M_TC_SNAT_NO_PORT] = "tc-snat-no-port",
 	[LB_M_TC_CT_FULL] = "tc-ct-full", [LB_M_TC_SRC_RANGE_DROP] = "tc-source-range-drop",
 	[LB_M_TC_REWRITE_FAIL] = "tc-rewrite-fail", [LB_M_TC_ICMP_REVNAT] = "tc-icmp-reverse-nat",
-	[LB_M_TC_FRAG] = "tc-fragment",
+	[LB_M_TC_FRAG] = "tc-fragment", [LB_M_TC_CT_SRC_QUOTA] = "tc-ct-source-quota",
 };
 
 static int fmt_metrics(const void *key, const void *value, char *ko, size_t kl, char *vo,
@@ -184,9 +186,10 @@ static int fmt_ct(const void *key, const void *value, char *ko, size_t kl, char 
 	char idle[32] = "?";
 	if (v->seen)
 		snprintf(idle, sizeof(idle), "%us", lb_ctgc_idle(&now, v->seen));
-	snprintf(vo, vl, "%s=%s service=%u idle=%s%s%s",
+	snprintf(vo, vl, "%s=%s service=%u idle=%s%s%s%s",
 		 k->dir == LB_CT_EGRESS ? "source" : "destination", a, v->rev_nat_id, idle,
-		 v->seen & LB_CT_F_SYN ? " syn" : "", v->seen & LB_CT_F_CLOSING ? " closing" : "");
+		 v->seen & LB_CT_F_SYN ? " syn" : "", v->seen & LB_CT_F_CLOSING ? " closing" : "",
+		 v->seen & LB_CT_F_CHARGED ? " charged" : "");
 	return 0;
 }
 
@@ -252,6 +255,48 @@ static int fmt_node_addr(const void *key, const void *value, char *ko, size_t kl
 	return 0;
 }
 
+/* lb_ct_src: the slots in use (slot 0, the secret, is not shown) */
+static int fmt_ct_src(const void *key, const void *value, char *ko, size_t kl, char *vo,
+		      size_t vl, void *ud)
+{
+	(void)ud;
+	uint32_t k = *(const uint32_t *)key;
+	uint64_t v;
+	memcpy(&v, value, sizeof(v));
+	if (!k || !v)
+		return FIBRIL_MAP_FORMAT_SKIP;
+	snprintf(ko, kl, "slot %u", k);
+	snprintf(vo, vl, "flows=%" PRIu64, v);
+	return 0;
+}
+
+/* lb_ct_src when lb_ct or it is new (no flow is charged to anyone): every
+ * count 0 and a new secret in slot 0; a reused pair keeps both, so the
+ * flows of the previous agent are given back to the slots they took. */
+static int ct_src_init(struct lb *lb, char *err, size_t len)
+{
+	if (fibril_map_origin(lb->maps[LB_MI_CT]) == FIBRIL_MAP_REUSED &&
+	    fibril_map_origin(lb->maps[LB_MI_CT_SRC]) == FIBRIL_MAP_REUSED)
+		return 0;
+	uint64_t *src = mmap(NULL, LB_CT_SRC_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+			     fibril_map_fd(lb->maps[LB_MI_CT_SRC]), 0);
+	if (src == MAP_FAILED) {
+		snprintf(err, len, "cannot map %s: %s", LB_MAP_CT_SRC, strerror(errno));
+		return -errno;
+	}
+	uint64_t secret = 0;
+	int rc = 0;
+	if (getrandom(&secret, sizeof(secret), 0) != (ssize_t)sizeof(secret)) {
+		rc = -errno;
+		snprintf(err, len, "no random secret for %s: %s", LB_MAP_CT_SRC, strerror(errno));
+	} else {
+		memset(src, 0, LB_CT_SRC_BYTES);
+		__atomic_store_n(&src[0], secret, __ATOMIC_RELAXED);
+	}
+	munmap(src, LB_CT_SRC_BYTES);
+	return rc;
+}
+
 int lb_open_maps(struct lb *lb, char *err, size_t len)
 {
 	struct fibril_module *m = lb->m;
@@ -302,10 +347,14 @@ int lb_open_maps(struct lb *lb, char *err, size_t len)
 		[LB_MI_NODE_ADDRS] = {.name = LB_MAP_NODE_ADDRS, .type = BPF_MAP_TYPE_HASH,
 				  .key_size = sizeof(struct lb_node_addr_key),
 				  .value_size = sizeof(uint8_t), .max_entries = LB_NODE_ADDRS_MAX},
+		[LB_MI_CT_SRC] = {.name = LB_MAP_CT_SRC, .type = BPF_MAP_TYPE_ARRAY,
+			      .key_size = sizeof(uint32_t), .value_size = sizeof(uint64_t),
+			      .max_entries = LB_CT_SRC_SLOTS, .map_flags = BPF_F_MMAPABLE},
 	};
 	static const fibril_map_format_fn fmts[LB_MI_COUNT] = {
 		fmt_services, fmt_backends, fmt_revnat, fmt_maglev, fmt_affinity, fmt_aff_match,
 		fmt_sk_revnat, fmt_metrics, fmt_ct, fmt_devices, fmt_src_range, fmt_frag, fmt_node_addr,
+		fmt_ct_src,
 	};
 	for (int i = 0; i < LB_MI_COUNT; i++) {
 		struct fibril_map_spec s = specs[i];
@@ -320,6 +369,9 @@ int lb_open_maps(struct lb *lb, char *err, size_t len)
 				    s.name);
 		fibril_map_set_formatter(lb->maps[i], fmts[i], lb);
 	}
+	int rc = ct_src_init(lb, err, len);
+	if (rc < 0)
+		return rc;
 	lb->t.maps = (struct lb_maps){
 		.services = fibril_map_fd(lb->maps[LB_MI_SERVICES]),
 		.backends = fibril_map_fd(lb->maps[LB_MI_BACKENDS]),

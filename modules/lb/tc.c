@@ -12,7 +12,8 @@
  * when events were lost (ENOBUFS); and
  * lb_ct's GC: a timer every [lb] ct-gc-interval has the worker pool walk
  * lb_ct with batch operations (ctgc.c) and remove the flows idle past their
- * timeout; lb_node_addrs (the node's addresses, the only ones a NodePort
+ * timeout, giving their clients' counts back in lb_ct_src (mapped by the
+ * job); lb_node_addrs (the node's addresses, the only ones a NodePort
  * is served on at tc) synced at start and on every address event.
  * Metrics: fibril_lb_ct_gc_runs_total, fibril_lb_ct_gc_removed_total,
  * fibril_lb_ct_entries, fibril_lb_device_resyncs_total. */
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -59,6 +61,7 @@ struct lb_tc_dev {
 struct lb_tc {
 	struct fibril_module *m;
 	int prog_from, prog_to, ct_fd, dev_fd, addrs_fd;
+	int src_fd;            /* lb_ct_src (the registry's), -1: none */
 	bool addrs_dirty;      /* an address event: lb_node_addrs is synced again */
 	bool snat, started;
 	struct lb_tc_dev dev[LB_TC_DEV_MAX + 1]; /* + the tunnel device */
@@ -88,7 +91,7 @@ int lb_tc_init(struct fibril_module *m, struct lb_tc **out)
 	if (!t)
 		return -ENOMEM;
 	t->m = m;
-	t->ct_fd = t->dev_fd = t->addrs_fd = t->prog_from = t->prog_to = -1;
+	t->ct_fd = t->dev_fd = t->addrs_fd = t->prog_from = t->prog_to = t->src_fd = -1;
 	t->m_runs = reg(t, FIBRIL_METRIC_COUNTER, "fibril_lb_ct_gc_runs_total",
 			"Passes of the lb_ct garbage collector");
 	t->m_removed = reg(t, FIBRIL_METRIC_COUNTER, "fibril_lb_ct_gc_removed_total",
@@ -443,10 +446,36 @@ int lb_tc_devices(const struct lb_tc *t)
 	return n;
 }
 
+void lb_tc_set_src(struct lb_tc *t, int src_fd)
+{
+	t->src_fd = src_fd;
+}
+
+/* a job's own copy of lb_ct_src's fd (the module may stop meanwhile), -1 */
+static int src_dup(const struct lb_tc *t)
+{
+	return t->src_fd < 0 ? -1 : fcntl(t->src_fd, F_DUPFD_CLOEXEC, 0);
+}
+
+/* lb_ct_src mapped for a job on the worker pool, NULL when it cannot be */
+static uint64_t *src_map(int fd)
+{
+	if (fd < 0)
+		return NULL;
+	void *p = mmap(NULL, LB_CT_SRC_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void src_unmap(uint64_t *p)
+{
+	if (p)
+		munmap(p, LB_CT_SRC_BYTES);
+}
+
 /* ---- the GC ------------------------------------------------------------------------- */
 struct gc_job {
 	struct lb_tc *t;
-	int fd;
+	int fd, src_fd;
 	struct lb_ctgc_params params;
 	size_t seen, removed, stamped;
 	uint64_t syscalls;
@@ -456,7 +485,10 @@ struct gc_job {
 static void gc_work(void *ud)
 {
 	struct gc_job *j = ud;
+	j->params.src = src_map(j->src_fd);
 	j->rc = lb_ctgc_pass(j->fd, &j->params, &j->seen, &j->removed, &j->stamped, &j->syscalls);
+	src_unmap(j->params.src);
+	j->params.src = NULL;
 }
 
 static void gc_done(void *ud, int status)
@@ -464,6 +496,8 @@ static void gc_done(void *ud, int status)
 	struct gc_job *j = ud;
 	struct lb_tc *t = j->t;
 	close(j->fd);
+	if (j->src_fd >= 0)
+		close(j->src_fd);
 	t->gc_busy = false;
 	if (status == 0) {
 		t->gc_runs++;
@@ -498,10 +532,13 @@ static void gc_tick(struct fibril_timer *timer, void *ud)
 		free(j);
 		return;
 	}
+	j->src_fd = src_dup(t);
 	t->gc_busy = true;
 	if (fibril_work_submit(t->m, gc_work, gc_done, j) < 0) {
 		t->gc_busy = false;
 		close(j->fd);
+		if (j->src_fd >= 0)
+			close(j->src_fd);
 		free(j);
 	}
 }
@@ -509,7 +546,7 @@ static void gc_tick(struct fibril_timer *timer, void *ud)
 /* ---- the purge of a removed UDP backend's flows ----------------------------------------- */
 struct purge_job {
 	struct lb_tc *t;
-	int fd;
+	int fd, src_fd;
 	size_t n, seen, removed;
 	uint64_t syscalls;
 	int rc;
@@ -519,13 +556,17 @@ struct purge_job {
 static void purge_work(void *ud)
 {
 	struct purge_job *j = ud;
-	j->rc = lb_ctgc_purge(j->fd, j->gone, j->n, &j->seen, &j->removed, &j->syscalls);
+	uint64_t *src = src_map(j->src_fd);
+	j->rc = lb_ctgc_purge(j->fd, j->gone, j->n, src, &j->seen, &j->removed, &j->syscalls);
+	src_unmap(src);
 }
 
 static void purge_done(void *ud, int status)
 {
 	struct purge_job *j = ud;
 	close(j->fd);
+	if (j->src_fd >= 0)
+		close(j->src_fd);
 	if (status == 0 && j->rc < 0)
 		fibril_warn(j->t->m, "purge of removed UDP backends' flows in " LB_MAP_CT ": %s",
 			    strerror(-j->rc));
@@ -550,8 +591,11 @@ void lb_tc_purge_udp(struct lb_tc *t, const struct lb_ct_purge *gone, size_t n)
 		free(j);
 		return;
 	}
+	j->src_fd = src_dup(t);
 	if (fibril_work_submit(t->m, purge_work, purge_done, j) < 0) {
 		close(j->fd);
+		if (j->src_fd >= 0)
+			close(j->src_fd);
 		free(j);
 	}
 }

@@ -4,6 +4,8 @@
 # top_srcdir/top_builddir set):
 #   - tests/bench/bench_lb_ct_gc: the lb_ct GC's batch pass beside a
 #     per-entry walk, interleaved rounds;
+#   - tests/bench/bench_lb_ct_quota: a new flow's first packet with lb_ct's
+#     per-client check beside without it (BPF_PROG_RUN), interleaved rounds;
 #   - tests/bench/bench_lb: Maglev build (100 backends, M=16381), flows moved
 #     10 -> 9 backends, programming 10,000 services from cold, one update;
 #   - the reference in the same run: kube-proxy's iptables layout for the
@@ -45,6 +47,8 @@ field() { local name=$1; shift; printf '%s\n' "$*" | tr ' ' '\n' | sed -n "s/^$n
 
 "$top_builddir/tests/bench/bench_lb" "$N" >"$WORK/core.out" || bench_die "bench_lb failed"
 "$top_builddir/tests/bench/bench_lb_ct_gc" 100000 5 >"$WORK/ctgc.out" || bench_die "bench_lb_ct_gc failed"
+"$top_builddir/tests/bench/bench_lb_ct_quota" 20000 7 >"$WORK/quota.out" || bench_die "bench_lb_ct_quota failed"
+"$top_builddir/tests/bench/bench_lb_ct_quota" 20000 7 1 >"$WORK/quota1.out" || bench_die "bench_lb_ct_quota failed"
 core=$(cat "$WORK/core.out")
 say() { printf '%s\n' "$*"; }
 say "11. service load balancing (module lb; tests/bench/bench_lb.sh)"
@@ -53,6 +57,8 @@ say "   Maglev 10 -> 9 backends: $(field maglev_moved "$core") of the flows move
 say "   program $N services x 2 backends from cold (module table + map writes): $(field program_cold_ms "$core") ms (goal < 1000 ms)"
 say "   one service update at $(field at "$core"): p50 $(field update_p50_us "$core") us, p99 $(field update_p99_us "$core") us (goal < 1000 us)"
 say "   lb_ct GC, 100k NodePort NAT entries (10% expired), batch pass vs a per-entry walk: $(cat "$WORK/ctgc.out")"
+say "   lb_ct per-client quota ([lb] ct-source-max), $(cat "$WORK/quota.out")"
+say "   ... $(cat "$WORK/quota1.out")"
 
 # ---- the references: kube-proxy's layouts for the same N services ----------------------------
 ip netns add "$NS"
