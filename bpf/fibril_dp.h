@@ -303,6 +303,12 @@ enum dp_reason {
 					      * policy selects the flow and none of
 					      * its gateways is alive: dropped,
 					      * never leaked with another address */
+	DP_REASON_DROP_EGW_RELAY = 151,   /* to-netdev: another node's pod's flow
+					   * this gateway would SNAT to its egress
+					   * IP that did not come from the pod's
+					   * own node (DP_MARK_MAGIC_FROM_NODE):
+					   * forged on the underlay or by another
+					   * node, never relayed */
 };
 
 /* dp_metrics: PERCPU_ARRAY, one slot per (direction, reason) at
@@ -361,6 +367,21 @@ struct dp_config {
  * upper 24 bits are the identity (a VNI is 24 bits). */
 #define DP_MARK_MAGIC_MASK 0xffu
 #define DP_MARK_MAGIC_IDENTITY 0xf1u
+/* The same, and the packet came from the node that hosts its source
+ * (fibril_from_overlay: the VXLAN outer source is the node the ipcache
+ * names for the inner source): with DP_MARK_MAGIC_LINK_SOURCE below, what
+ * lets a gateway SNAT another node's pod's packet to its egress IP
+ * (lib/egressgw.h). Its low
+ * byte differs from DP_MARK_MAGIC_IDENTITY in one bit, which
+ * DP_MARK_MAGIC_ANY_IDENTITY leaves out: both carry an identity. */
+#define DP_MARK_MAGIC_FROM_NODE 0xf3u
+#define DP_MARK_MAGIC_ANY_IDENTITY 0xfdu
+/* fibril_from_netdev, for what another node's pod sent through this node
+ * (not to a local endpoint): the upper 24 bits are the low 24 bits of the
+ * frame's source MAC, which fibril_to_netdev compares with the FIB's next
+ * hop toward the pod's node before an egress gateway SNATs it. No
+ * identity (mark_identity() leaves it out). */
+#define DP_MARK_MAGIC_LINK_SOURCE 0xf5u
 #define DP_MARK_IDENTITY_SHIFT 8
 #define DP_VNI_MAX 0xffffffu
 

@@ -17,7 +17,12 @@
  * redirected straight into the pod (bpf_redirect_peer: the node's stack
  * and the veth's egress are skipped); everything else (the node's own
  * traffic, ARP, ND / MLD that stays on the link, a TTL of 1) goes on to the
- * stack untouched and uncounted. With host-routing off (the flag cleared
+ * stack untouched and uncounted. What goes on through the stack (with
+ * host-routing legacy too) from another node's pod (the ipcache says)
+ * gets the mark DP_MARK_MAGIC_LINK_SOURCE with its source MAC's low 24
+ * bits: fibril_to_netdev SNATs such a packet to an egress gateway's IP
+ * only when they are the FIB's next hop toward that pod's node
+ * (lib/egressgw.h). With host-routing off (the flag cleared
  * in dp_config) it passes everything but the replies of masqueraded flows.
  *
  * Masquerading ([datapath] masquerade, DP_CFG_F_MASQUERADE; the program is
@@ -51,6 +56,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "lib/conntrack.h"
+#include "lib/egressgw.h"
 #include "lib/forward.h"
 #include "lib/frag.h"
 #include "lib/identity.h"
@@ -70,11 +76,11 @@ static __always_inline int netdev_source_check(struct __sk_buff *skb, struct pkt
 	return 0;
 }
 
+/* A packet for a local endpoint (p->dst_ep set). */
 static __always_inline int netdev_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
 				     struct iphdr *ip4)
 {
-	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
-	if (!p->dst_ep || *ttl <= 1)
+	if (*ttl <= 1)
 		return TC_ACT_UNSPEC;
 	p->dst_identity = p->dst_ep->identity;
 	frag_resolve(p);
@@ -154,13 +160,20 @@ int fibril_from_netdev(struct __sk_buff *skb)
 			}
 		}
 	}
-	if (!p.host_routing)
-		return TC_ACT_UNSPEC;
-	if (netdev_source_check(skb, &p))
-		return TC_ACT_SHOT;
-	if (p.is_icmp6_nd)
-		return TC_ACT_UNSPEC; /* ND / MLD on the link: the stack's */
-	return netdev_ip(skb, &p, ttl, ip4);
+	if (p.host_routing) {
+		if (netdev_source_check(skb, &p))
+			return TC_ACT_SHOT;
+		if (p.is_icmp6_nd)
+			return TC_ACT_UNSPEC; /* ND / MLD on the link: the stack's */
+		p.dst_ep = endpoint_of(p.tuple.family, p.tuple.daddr);
+		if (p.dst_ep)
+			return netdev_ip(skb, &p, ttl, ip4);
+	}
+	/* on its way through the stack: an egress gateway relays another
+	 * node's pod's flow only if that pod's node sent it (lib/egressgw.h:
+	 * the source MAC in the mark, to_netdev checks it) */
+	egw_relay_from_link(skb, &p);
+	return TC_ACT_UNSPEC;
 }
 
 #endif /* FIBRIL_BPF_FROM_NETDEV_BPF_H */

@@ -15,7 +15,10 @@
  * identity (never with the ipcache's answer for the source IP), counted in
  * conntrack and redirected straight into the pod; anything else goes to
  * the stack (as for this host, its type set to PACKET_HOST: the inner
- * frame's MAC is not the VXLAN device's). Returns a redirect into the pod,
+ * frame's MAC is not the VXLAN device's); when the ipcache names the
+ * outer source as the node of the inner IPv4 source, the mark says so
+ * (DP_MARK_MAGIC_FROM_NODE: an egress gateway SNATs only such packets of
+ * another node's pod, lib/egressgw.h). Returns a redirect into the pod,
  * TC_ACT_OK (to the stack) or TC_ACT_SHOT (no tunnel key, an unknown
  * sender, malformed, the policy).
  */
@@ -30,6 +33,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "lib/conntrack.h"
+#include "lib/egressgw.h"
 #include "lib/forward.h"
 #include "lib/frag.h"
 #include "lib/identity.h"
@@ -44,11 +48,15 @@ static __always_inline int overlay_to_stack(struct __sk_buff *skb, struct pkt *p
 }
 
 static __always_inline int overlay_ip(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
-				      struct iphdr *ip4)
+				      struct iphdr *ip4, __u8 outer_family, const __u8 *outer)
 {
 	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
-	if (!p->dst_ep)
+	if (!p->dst_ep) {
+		/* an egress gateway relays it only if its source's own node
+		 * sent it (lib/egressgw.h) */
+		egw_relay_from_tunnel(skb, p, outer_family, outer);
 		return overlay_to_stack(skb, p);
+	}
 	p->dst_identity = p->dst_ep->identity;
 	frag_resolve(p);
 	int reason = policy_verdict(skb, p);
@@ -110,7 +118,7 @@ int fibril_from_overlay(struct __sk_buff *skb)
 		struct iphdr *ip = (void *)(eth + 1);
 		if (ipv4_parse(skb, &p, ip, data_end) < 0)
 			return drop(skb, &p, DP_REASON_DROP_INVALID);
-		return overlay_ip(skb, &p, &ip->ttl, ip);
+		return overlay_ip(skb, &p, &ip->ttl, ip, outer_family, outer);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -118,7 +126,7 @@ int fibril_from_overlay(struct __sk_buff *skb)
 			return drop(skb, &p, DP_REASON_DROP_INVALID);
 		if (p.is_icmp6_nd)
 			return overlay_to_stack(skb, &p);
-		return overlay_ip(skb, &p, &ip6->hop_limit, 0);
+		return overlay_ip(skb, &p, &ip6->hop_limit, 0, outer_family, outer);
 	}
 	return overlay_to_stack(skb, &p);
 }

@@ -18,7 +18,11 @@
  * egress gateway policy selects gets this gateway's egress IP instead of
  * the device's when this node is its gateway (the pod is local, or
  * another node sent it here), and passes untouched when it is a local
- * pod's on its way to another gateway. An endpoint flagged
+ * pod's on its way to another gateway. Another node's pod's packet is
+ * SNATed only when it came from that pod's own node (the mark
+ * DP_MARK_MAGIC_FROM_NODE, which fibril_from_overlay / fibril_from_netdev
+ * left); one forged on the underlay or sent by another node is dropped,
+ * DP_REASON_DROP_EGW_RELAY, never relayed to the world with the egress IP. An endpoint flagged
  * DP_EP_F_NO_MASQUERADE (its pod's label network.fibril.io/masquerade=
  * false) is never masqueraded to the device's address (an egress gateway
  * policy, explicit, still applies). With trace events on, a translated
@@ -78,7 +82,12 @@ int fibril_to_netdev(struct __sk_buff *skb)
 	/* an egress gateway policy's flow: this gateway's egress IP, or
 	 * untouched on its way to another gateway (lib/egressgw.h) */
 	__u8 addr[16];
-	int egw = egw_source(&p, p.src_ep, addr);
+	__u8 reason;
+	int egw = egw_source(skb, &p, p.src_ep, addr);
+	if (egw == EGW_RELAY_REFUSED) {
+		reason = DP_REASON_DROP_EGW_RELAY;
+		goto refuse;
+	}
 	if (egw < 0)
 		return TC_ACT_UNSPEC;
 	if (!egw) {
@@ -122,8 +131,10 @@ int fibril_to_netdev(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	struct dp_nat_entry to;
 	int got = nat_snat(&p, &k, addr, ep_id, cfg, &to);
-	if (got < 0)
-		return drop(skb, &p, got == -2 ? DP_REASON_DROP_NAT_QUOTA : DP_REASON_DROP_NAT_NO_PORT);
+	if (got < 0) {
+		reason = got == -2 ? DP_REASON_DROP_NAT_QUOTA : DP_REASON_DROP_NAT_NO_PORT;
+		goto refuse;
+	}
 	if (nat_rewrite(skb, p.tuple.family, p.tuple.proto, p.l4_off, 1, p.tuple.saddr, to.addr,
 			k.sport, to.port, p.frag != FRAG_LATER) < 0)
 		return drop(skb, &p, DP_REASON_DROP_INVALID);
@@ -135,6 +146,8 @@ int fibril_to_netdev(struct __sk_buff *skb)
 				  egw ? DP_REASON_EGW_SNAT : DP_REASON_MASQUERADED, to.addr,
 				  nat_is_icmp(p.tuple.proto) ? 0 : to.port);
 	return TC_ACT_OK;
+refuse: /* one drop() inlined for the three refusals */
+	return drop(skb, &p, reason);
 }
 
 #endif /* FIBRIL_BPF_TO_NETDEV_BPF_H */

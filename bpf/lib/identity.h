@@ -9,7 +9,8 @@
  *     no entry, DP_IDENTITY_WORLD for identity_of(); nothing written;
  *   - mark_identity(skb): reads skb->mark (one load at the context's own
  *     address: see there why); 0 when the mark carries no identity
- *     (DP_MARK_MAGIC_IDENTITY in its low byte);
+ *     (DP_MARK_MAGIC_IDENTITY or DP_MARK_MAGIC_FROM_NODE in its low
+ *     byte);
  *   - pkt_resolve_src(skb, p): writes p->src_ep and p->src_identity (a
  *     local endpoint's own, else the mark's, else the ipcache's for the
  *     source) and clears LAZY_SRC;
@@ -62,8 +63,8 @@ static __always_inline __u32 mark_identity(const struct __sk_buff *skb)
 	asm volatile("%0 = *(u32 *)(%1 + %2)"
 		     : "=r"(mark)
 		     : "r"(skb), "i"(__builtin_offsetof(struct __sk_buff, mark)));
-	if ((mark & DP_MARK_MAGIC_MASK) != DP_MARK_MAGIC_IDENTITY)
-		return 0;
+	if ((mark & DP_MARK_MAGIC_ANY_IDENTITY) != DP_MARK_MAGIC_IDENTITY)
+		return 0; /* neither DP_MARK_MAGIC_IDENTITY nor _FROM_NODE */
 	return mark >> DP_MARK_IDENTITY_SHIFT;
 }
 

@@ -202,7 +202,7 @@ static void status_answer(struct datapath *dp, struct fibril_response *resp)
 		DP_REASON_MASQUERADED,     DP_REASON_REV_NAT,
 		DP_REASON_DROP_NAT_NO_PORT, DP_REASON_DROP_NAT_QUOTA,
 		DP_REASON_EGW_REDIRECT,    DP_REASON_EGW_SNAT,
-		DP_REASON_DROP_EGW_NO_GATEWAY,
+		DP_REASON_DROP_EGW_NO_GATEWAY, DP_REASON_DROP_EGW_RELAY,
 	};
 	/* packets per reason (summed over the CPUs), one object per direction */
 	static const struct {

@@ -145,6 +145,8 @@ const char *dp_reason_name(unsigned reason)
 		return "egress-gateway-snat";
 	case DP_REASON_DROP_EGW_NO_GATEWAY:
 		return "drop:egress-gateway-none-alive";
+	case DP_REASON_DROP_EGW_RELAY:
+		return "drop:egress-gateway-relay";
 	default:
 		return "unknown";
 	}
