@@ -73,6 +73,10 @@ static const struct {
 	{"no-tunnel-key", 160},            /* NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT */
 	{"tunnel-from-unknown-node", 172}, /* UNKNOWN_SENDER */
 	{"fragment-without-first", 175},   /* FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND */
+	{"masquerade-no-port", 167},       /* NO_MAPPING_FOR_NAT_MASQUERADE */
+	{"masquerade-endpoint-quota", 167}, /* NO_MAPPING_FOR_NAT_MASQUERADE */
+	{"egress-gateway-none-alive", 194}, /* NO_EGRESS_GATEWAY */
+	{"egress-gateway-relay", 132},     /* INVALID_SOURCE_IP: a forged source */
 };
 #define N_DROP_MAP (sizeof(drop_map) / sizeof(drop_map[0]))
 

@@ -305,6 +305,10 @@ static void test_drop_reason_names(void)
 	CU_ASSERT_EQUAL(hl_drop_reason_by_hubble_name("NO_SUCH_REASON"), -1);
 	CU_ASSERT_EQUAL(hl_drop_reason_hubble("spoofed-source-ip", 0), 132);
 	CU_ASSERT_EQUAL(hl_drop_reason_hubble("no-such", 0), 0);
+	/* the egress gateway's and masquerading's drops in Cilium's words */
+	CU_ASSERT_EQUAL(hl_drop_reason_hubble("egress-gateway-none-alive", 0), 194);
+	CU_ASSERT_EQUAL(hl_drop_reason_hubble("egress-gateway-relay", 0), 132);
+	CU_ASSERT_EQUAL(hl_drop_reason_hubble("masquerade-no-port", 0), 167);
 	struct hl_filter flt;
 	char err[HL_ERR_LEN];
 	hl_filter_init(&flt);
