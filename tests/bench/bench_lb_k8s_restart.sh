@@ -79,7 +79,11 @@ with open(sys.argv[4], "w") as f:
     for k in range(min(probed, n)):
         f.write("%s:80\n" % cip(k * n // min(probed, n)))
 PY
-k8s_start --service-cidr 10.96.0.0/12 --load "$WORK/objects.json" || bench_die "the fake apiserver did not start"
+# loaded after the start: k8s_start gives the server 10 s to listen, too
+# little for N objects on a loaded machine
+k8s_start --service-cidr 10.96.0.0/12 || bench_die "the fake apiserver did not start"
+k8s_ctl --max-time 600 -H "Content-Type: application/json" --data-binary "@$WORK/objects.json" load >/dev/null ||
+	bench_die "the apiserver did not load the objects"
 
 # ---- the agent ----------------------------------------------------------------------------------
 mapfile -t ARGS < <(agent_args "$mods")
@@ -178,6 +182,6 @@ pages=$(((pages + RESTARTS) / (RESTARTS + 1)))
 [ "$pages" -ge 1 ] || pages=1
 k8s_ctl "config?list_delay_endpointslices=$(awk -v s="$SLOW_LIST" -v p="$pages" 'BEGIN {printf "%.3f", s / p}')" >/dev/null ||
 	bench_die "cannot slow the EndpointSlice list"
-restart_runs "kill -9, EndpointSlices listed ${SLOW_LIST} s late"
+restart_runs "kill -9, EndpointSlices listed ${SLOW_LIST} s late ($pages pages)"
 k8s_ctl "config?list_delay_endpointslices=0" >/dev/null
 [ -z "$CHECK" ] || finish
