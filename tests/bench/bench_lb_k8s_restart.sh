@@ -9,7 +9,8 @@
 # connects round-robin to the clusterIPs of PROBED Services spread over
 # all N while the agent is kill -9'd and started again, RESTARTS times, and
 # again RESTARTS times with the EndpointSlice list answered SLOW_LIST s late
-# (the server's list_delay_endpointslices). Each run prints connections
+# (the server's list_delay_endpointslices), and RESTARTS times killed twice
+# (the second time once healthy, while that list runs). Each run prints connections
 # attempted, refused (any failed connect), the longest one Service
 # refused, the agent's time from exec to /v1/healthz 200 and to its first
 # complete sync (k8s-synced), and whether every service and backend ID
@@ -141,14 +142,23 @@ printf '   reference, no restart, %ss: %s attempted, %s refused, longest %s ms (
 [ -z "$CHECK" ] || check "the reference (no restart): every connection served, $(pj attempted) attempted" \
 	test "$(pj refused)" = 0 -a "$(pj attempted)" -gt 0
 
-# restart_runs LABEL : RESTARTS kill -9 + exec, the prober running
+# restart_runs LABEL [twice] : RESTARTS kill -9 + exec, the prober running;
+# twice: the restarted agent is killed again once healthy, while it lists
+# (a crash loop), and the times are from the second exec
 restart_runs() {
-	local label=$1 r t0 ready synced_ms same refused=() longest=() readys=() syncs=() kept=0
+	local label=$1 twice=${2:-} r t0 ready synced_ms same refused=() longest=() readys=() syncs=() kept=0
 	for r in $(seq 1 "$RESTARTS"); do
 		prober_start
 		sleep 1 # sleep: the prober's first second, before the kill
 		kill -KILL "$AGENT_PID"
 		wait "$AGENT_PID" 2>/dev/null || true
+		if [ -n "$twice" ]; then
+			exec_agent
+			wait_alive "$AGENT_PID" 120 healthy || bench_die "the agent is not healthy: $(tail -5 "$WORK/agent.log")"
+			! synced || bench_die "the agent synced before its second kill: the list is not slow enough"
+			kill -KILL "$AGENT_PID"
+			wait "$AGENT_PID" 2>/dev/null || true
+		fi
 		t0=$(date +%s.%N)
 		exec_agent
 		wait_alive "$AGENT_PID" 120 healthy || bench_die "the agent is not healthy: $(tail -5 "$WORK/agent.log")"
@@ -183,5 +193,6 @@ pages=$(((pages + RESTARTS) / (RESTARTS + 1)))
 k8s_ctl "config?list_delay_endpointslices=$(awk -v s="$SLOW_LIST" -v p="$pages" 'BEGIN {printf "%.3f", s / p}')" >/dev/null ||
 	bench_die "cannot slow the EndpointSlice list"
 restart_runs "kill -9, EndpointSlices listed ${SLOW_LIST} s late ($pages pages)"
+restart_runs "kill -9 twice, the second while the slow list runs" twice
 k8s_ctl "config?list_delay_endpointslices=0" >/dev/null
 [ -z "$CHECK" ] || finish

@@ -2,8 +2,8 @@
 # tests/integration/lb_k8s_kill9.sh - Services from Kubernetes across a
 # kill -9 (issue 23, as root). The attack on availability: the agent dies
 # hard with N Services programmed (default 2,000) and starts again, once
-# with the lists answered at once and once with the EndpointSlice list 3 s
-# late. The promise: while it restarts, lists and syncs, connect() to the
+# with the lists answered at once, once with the EndpointSlice list 3 s
+# late, and once killed again while that slow list runs. The promise: while it restarts, lists and syncs, connect() to the
 # clusterIPs of 200 Services spread over all N (socket LB, a backend that
 # answers behind each) is never refused, and every service and backend ID
 # is the one it had; the same prober with no restart refuses nothing (the
