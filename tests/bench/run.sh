@@ -280,7 +280,7 @@ cat "$WORK/ipam.out"
 	die "cannot build hubble-lite and its benchmark"
 for b in bench_cni.sh bench_endpoints.sh bench_datapath.sh bench_crossnode.sh bench_ct_gc.sh bench_nat_gc.sh \
 	bench_masq.sh bench_ct.sh bench_k8s.sh bench_rss.sh bench_cluster.sh bench_crd.sh bench_flows.sh bench_health.sh \
-	bench_lb.sh bench_lb_batch.sh bench_egw_failover.sh \
+	bench_lb.sh bench_lb_batch.sh bench_lb_k8s_restart.sh bench_egw_failover.sh \
 	bench_crd_propagation.sh bench_crd_scale.sh; do
 	say ""
 	helper "$WORK/$b.out" bash "$top_srcdir/tests/bench/$b" || die "$b failed: $(tail -n 5 "$WORK/$b.out")"
