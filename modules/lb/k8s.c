@@ -616,6 +616,16 @@ static int on_cached(const char *json, void *ud)
 	uint64_t h = k8s_text_hash(json);
 	if (k8s_hash_set_has(c->slices ? &c->k->slice_texts : &c->k->svc_texts, h))
 		return 0;
+	/* its name read in place, then the text as its event's would be (in
+	 * place, else through json-c) */
+	char mns[LB_NAME_MAX + 1], mname[LB_NAME_MAX + 1];
+	if (k8s_meta_scan(json, strlen(json), mns, sizeof(mns), mname, sizeof(mname))) {
+		if (c->slices)
+			apply_slice(c->k, mns, mname, json, h, NULL, false);
+		else
+			apply_service(c->k, mns, mname, json, h, NULL);
+		return 0;
+	}
 	struct json_object *o = json_tokener_parse(json);
 	c->k->parsed++;
 	const char *ns = str(path(o, "metadata", NULL), "namespace");

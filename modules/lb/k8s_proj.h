@@ -109,6 +109,11 @@ int k8s_slice_scan(const char *text, size_t len, const char *name, const char *n
  * writes, or a Service lb refuses as invalid (then k8s_svc_project reads
  * it, to the same bytes, and words the reason) - or -ENOMEM. */
 int k8s_svc_scan(const char *text, size_t len, struct k8s_svc_proj **out);
+/* An object's metadata.name (required) and metadata.namespace ("" when
+ * absent or null) read in place, each at most size - 1 bytes; false: not
+ * read (json-c's path reads it). */
+bool k8s_meta_scan(const char *text, size_t len, char *ns, size_t ns_size, char *name,
+		   size_t name_size);
 /* an IP address (no port) */
 bool k8s_ip_of(const char *s, struct lb_addr *a);
 

@@ -452,6 +452,35 @@ out:
 	return rc;
 }
 
+/* [t, t + tl) as a C string in buf (false: too long) */
+static bool cstr(const char *t, size_t tl, char *buf, size_t size)
+{
+	if (tl >= size)
+		return false;
+	memcpy(buf, t, tl);
+	buf[tl] = '\0';
+	return true;
+}
+
+/* ---- an object's name ------------------------------------------------------------ */
+
+bool k8s_meta_scan(const char *text, size_t len, char *ns, size_t ns_size, char *name,
+		   size_t name_size)
+{
+	static const char *const top[] = {"metadata"}, *const mn[] = {"name", "namespace"};
+	struct span f[1] = {{0}}, m[2];
+	struct mod_jscan s;
+	const char *t, *u;
+	size_t tl, ul;
+	bool has_name, has_ns;
+	mod_jscan_init(&s, text, len);
+	if (!members(&s, top, f, 1) || !mod_jscan_at_end(&s) || !span_members(&f[0], mn, m, 2) ||
+	    !span_str(&m[0], &t, &tl, &has_name) || !span_str(&m[1], &u, &ul, &has_ns) ||
+	    !has_name || !cstr(t, tl, name, name_size) || !cstr(u, ul, ns, ns_size))
+		return false;
+	return true;
+}
+
 /* ---- Services ----------------------------------------------------------------- */
 
 /* the strings of a kept array (absent or null: none) into v[] (at most max;
@@ -471,16 +500,6 @@ static bool span_strs(const struct span *a, struct span *v, size_t max, size_t *
 		(*n)++;
 	}
 	return none || r == 0;
-}
-
-/* [t, t + tl) as a C string in buf (false: too long) */
-static bool cstr(const char *t, size_t tl, char *buf, size_t size)
-{
-	if (tl >= size)
-		return false;
-	memcpy(buf, t, tl);
-	buf[tl] = '\0';
-	return true;
 }
 
 /* addresses that must each be an IP or "None" (clusterIPs, externalIPs:

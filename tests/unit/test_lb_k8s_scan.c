@@ -290,7 +290,27 @@ static void test_services_left_to_jsonc(void)
 	}
 }
 
-FIBRIL_TEST_MAIN("lb_k8s_scan", NULL, NULL, FIBRIL_TEST(test_scanned_as_jsonc_reads),
+/* an object's name and namespace, for the informer's cache listed at the sync */
+static void test_meta_names(void)
+{
+	char ns[32], name[32];
+	const char *ok = "{\"kind\":\"Service\",\"metadata\":{\"labels\":{\"a\":\"\\\"\"},\"namespace\":\"ns-1\",\"name\":\"web\"},\"spec\":{}}";
+	CU_ASSERT_TRUE_FATAL(k8s_meta_scan(ok, strlen(ok), ns, sizeof(ns), name, sizeof(name)));
+	CU_ASSERT_STRING_EQUAL(ns, "ns-1");
+	CU_ASSERT_STRING_EQUAL(name, "web");
+	const char *cluster = "{\"metadata\":{\"name\":\"n\",\"namespace\":null}}";
+	CU_ASSERT_TRUE_FATAL(k8s_meta_scan(cluster, strlen(cluster), ns, sizeof(ns), name, sizeof(name)));
+	CU_ASSERT_STRING_EQUAL(ns, "");
+	static const char *const bad[] = {
+		"{\"metadata\":{}}", "{\"metadata\":{\"name\":\"w\\u0065b\"}}", "{\"metadata\":{\"name\":1}}",
+		"{\"metadata\":{\"name\":\"a\",\"name\":\"b\"}}", "{\"metadata\":[]}", "{\"metadata\":{\"name\":\"a\"}",
+		"{\"metadata\":{\"name\":\"0123456789012345678901234567890123456789\"}}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CU_ASSERT_FALSE(k8s_meta_scan(bad[i], strlen(bad[i]), ns, sizeof(ns), name, sizeof(name)));
+}
+
+FIBRIL_TEST_MAIN("lb_k8s_scan", NULL, NULL, FIBRIL_TEST(test_meta_names), FIBRIL_TEST(test_scanned_as_jsonc_reads),
 		 FIBRIL_TEST(test_services_scanned_as_jsonc_reads), FIBRIL_TEST(test_services_left_to_jsonc),
 		 FIBRIL_TEST(test_hostile_texts_are_not_scanned),
 		 FIBRIL_TEST(test_refused_addresses_left_out_and_reported))
