@@ -174,7 +174,11 @@ static struct k8s_obj *obj_from_json(struct json_object *item)
 	if (!name)
 		return NULL;
 	size_t jl;
-	const char *json = json_object_to_json_string_length(item, JSON_C_TO_STRING_PLAIN, &jl);
+	/* "/" unescaped, as the API server writes it: a consumer that reads
+	 * the text in place (lb's k8s_scan.c) meets "kubernetes.io/service-name",
+	 * not an escape it leaves to json-c */
+	const char *json = json_object_to_json_string_length(
+		item, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &jl);
 	if (!ns)
 		ns = "";
 	if (!rv)

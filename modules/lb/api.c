@@ -78,6 +78,7 @@ static void get_services(struct fibril_request *req, struct fibril_response *res
 	json_object_object_add(o, "k8s-stale-removed",
 			       json_object_new_int64((int64_t)lb_k8s_stale_removed(lb->k8s)));
 	json_object_object_add(o, "k8s-parsed", json_object_new_int64((int64_t)lb_k8s_parsed(lb->k8s)));
+	json_object_object_add(o, "k8s-scanned", json_object_new_int64((int64_t)lb_k8s_scanned(lb->k8s)));
 	json_object_object_add(o, "k8s-bytes", json_object_new_int64((int64_t)lb_k8s_bytes(lb->k8s)));
 	reply(resp, 200, o);
 	/* the answer's tree (about 1 KB a service) is garbage now: at

@@ -73,6 +73,7 @@ struct lb_k8s {
 	bool applying;               /* on_synced is programming every Service */
 	uint64_t stale_removed;
 	uint64_t parsed;             /* objects' texts parsed */
+	uint64_t scanned;            /* of which read in place (k8s_scan.c) */
 	struct lb_k8s_addr_cache mine; /* the node's addresses, read at most once a second */
 };
 
@@ -338,10 +339,16 @@ static void apply_service(struct lb_k8s *k, const char *ns, const char *name, co
 	}
 	if (s->svc && s->svc->text_hash == h)
 		return; /* this very text is what lb has */
-	struct json_object *parsed = o ? NULL : json_tokener_parse(text);
+	/* read in place (k8s_scan.c); another text, or an invalid Service,
+	 * through json-c, to the same projection */
+	struct k8s_svc_proj *p = NULL;
+	bool scanned = !o && k8s_svc_scan(text, strlen(text), &p) == 0;
+	struct json_object *parsed = o || scanned ? NULL : json_tokener_parse(text);
 	k->parsed += !o;
+	k->scanned += scanned;
 	bool no_spec = true;
-	struct k8s_svc_proj *p = k8s_svc_project(o ? o : parsed, &no_spec);
+	if (!scanned)
+		p = k8s_svc_project(o ? o : parsed, &no_spec);
 	json_object_put(parsed);
 	if (!p) {
 		k->skipped++;
@@ -417,6 +424,47 @@ static void refuse_backends(struct lb_k8s *k, const char *ns, const char *name,
 			    key, nref, list);
 }
 
+/* The refusals k8s_slice_scan found in slice ns/name: counted and logged
+ * as refuse_backends does for the json-c path. */
+static void report_refusals(struct lb_k8s *k, const char *ns, const char *name,
+			    const struct k8s_refusal *rf, size_t n)
+{
+	char list[256] = "";
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		lb_count_refused(k->lb, rf[i].why);
+		if (off < sizeof(list)) {
+			int w = snprintf(list + off, sizeof(list) - off, "%s%s (%s)", i ? ", " : "",
+					 rf[i].text, rf[i].why);
+			off += w > 0 ? (size_t)w : 0;
+		}
+	}
+	char key[LB_NAME_MAX + 1];
+	snprintf(key, sizeof(key), "%.120s/%.120s", ns ? ns : "", name ? name : "");
+	if (n && !refusal_logged(k, key))
+		fibril_warn(k->m, "endpointslice %s: %zu endpoint addresses refused as backends: %s",
+			    key, n, list);
+}
+
+/* k8s_slice_scan's refuser: the node's addresses read at the first IP met */
+struct slice_refuser {
+	struct lb_k8s *k;
+	bool read;
+	int rc;
+	struct lb_addr *mine;
+	size_t nmine;
+};
+
+static const char *slice_refusal(const struct lb_addr *a, void *ud)
+{
+	struct slice_refuser *r = ud;
+	if (!r->read) {
+		r->read = true;
+		r->rc = lb_k8s_node_addrs_cached(r->k->m, &r->k->mine, &r->mine, &r->nmine);
+	}
+	return r->rc < 0 ? NULL : lb_backend_refusal(a, r->mine, r->nmine);
+}
+
 /* the index in s->slices of the slice named name, or SIZE_MAX */
 static size_t slice_at(const struct k8s_svc *s, const char *name)
 {
@@ -465,22 +513,33 @@ static void apply_slice(struct lb_k8s *k, const char *ns, const char *name, cons
 {
 	if (!deleted && k8s_hash_set_has(&k->slice_texts, h))
 		return; /* this very text is what lb has (it names the slice) */
-	struct json_object *parsed = o || !text ? NULL : json_tokener_parse(text);
+	/* read in place (k8s_scan.c); a text the scanner does not read goes
+	 * through json-c, to the same projection */
+	struct slice_refuser refuser = {.k = k};
+	struct k8s_refuser rf = {slice_refusal, &refuser};
+	struct k8s_slice_scanned sc = {0};
+	bool scanned = !o && text && !deleted &&
+		       k8s_slice_scan(text, strlen(text), name ? name : "", k->node, &rf, &sc) == 0;
+	struct json_object *parsed = o || !text || scanned ? NULL : json_tokener_parse(text);
 	k->parsed += !o && text;
+	k->scanned += scanned;
 	o = o ? o : parsed;
-	const char *svcname = str(path(o, "metadata", "labels"), "kubernetes.io/service-name");
+	const char *svcname = scanned ? (sc.has_service ? sc.service : NULL)
+				      : str(path(o, "metadata", "labels"), "kubernetes.io/service-name");
+	struct k8s_svc *s = NULL;
 	if (!svcname) {
 		k->skipped++;
 		fibril_info(k->m, "endpointslice %s/%s skipped: no kubernetes.io/service-name label",
 			    ns ? ns : "", name ? name : "");
-		json_object_put(parsed);
-		return;
+	} else {
+		char *key = key_of(ns ? ns : "", svcname);
+		s = key ? find(k, key, !deleted) : NULL;
+		free(key);
 	}
-	char *key = key_of(ns ? ns : "", svcname);
-	struct k8s_svc *s = key ? find(k, key, !deleted) : NULL;
-	free(key);
 	if (!s) {
 		json_object_put(parsed);
+		free(sc.proj);
+		free(sc.refused);
 		return;
 	}
 	size_t at = slice_at(s, name ? name : "");
@@ -490,8 +549,14 @@ static void apply_slice(struct lb_k8s *k, const char *ns, const char *name, cons
 			return;
 		set_slice(k, s, at, NULL);
 	} else {
-		refuse_backends(k, ns, name, o);
-		struct k8s_slice_proj *p = k8s_slice_project(o, name ? name : "", k->node);
+		struct k8s_slice_proj *p = sc.proj;
+		if (scanned) {
+			report_refusals(k, ns, name, sc.refused, sc.nrefused);
+			free(sc.refused);
+		} else {
+			refuse_backends(k, ns, name, o);
+			p = k8s_slice_project(o, name ? name : "", k->node);
+		}
 		json_object_put(parsed);
 		if (!p) {
 			k->skipped++;
@@ -551,6 +616,16 @@ static int on_cached(const char *json, void *ud)
 	uint64_t h = k8s_text_hash(json);
 	if (k8s_hash_set_has(c->slices ? &c->k->slice_texts : &c->k->svc_texts, h))
 		return 0;
+	/* its name read in place, then the text as its event's would be (in
+	 * place, else through json-c) */
+	char mns[LB_NAME_MAX + 1], mname[LB_NAME_MAX + 1];
+	if (k8s_meta_scan(json, strlen(json), mns, sizeof(mns), mname, sizeof(mname))) {
+		if (c->slices)
+			apply_slice(c->k, mns, mname, json, h, NULL, false);
+		else
+			apply_service(c->k, mns, mname, json, h, NULL);
+		return 0;
+	}
 	struct json_object *o = json_tokener_parse(json);
 	c->k->parsed++;
 	const char *ns = str(path(o, "metadata", NULL), "namespace");
@@ -774,6 +849,11 @@ size_t lb_k8s_held_slices(const struct lb_k8s *k)
 uint64_t lb_k8s_parsed(const struct lb_k8s *k)
 {
 	return k ? k->parsed : 0;
+}
+
+uint64_t lb_k8s_scanned(const struct lb_k8s *k)
+{
+	return k ? k->scanned : 0;
 }
 
 size_t lb_k8s_bytes(const struct lb_k8s *k)

@@ -49,7 +49,7 @@ static uint8_t proto_of(const char *p)
 	return 0;
 }
 
-static bool ip_of(const char *s, struct lb_addr *a)
+bool k8s_ip_of(const char *s, struct lb_addr *a)
 {
 	char buf[80];
 	uint16_t p;
@@ -102,7 +102,7 @@ static struct lb_addr *addrs_of(struct json_object *arr, const char *key, size_t
 		const char *s = key ? text(e, key)
 				    : json_object_is_type(e, json_type_string) ? json_object_get_string(e)
 									       : NULL;
-		if (ip_of(s, &v[*n]))
+		if (k8s_ip_of(s, &v[*n]))
 			(*n)++;
 	}
 	return v;
@@ -316,7 +316,7 @@ struct k8s_slice_proj *k8s_slice_project(struct json_object *slice, const char *
 			struct json_object *ao = json_object_array_get_idx(addrs, a);
 			struct k8s_ep x = {.state = state, .local = on && node && !strcmp(on, node)};
 			if (!json_object_is_type(ao, json_type_string) ||
-			    !ip_of(json_object_get_string(ao), &x.addr) ||
+			    !k8s_ip_of(json_object_get_string(ao), &x.addr) ||
 			    lb_addr_is_v4(&x.addr) != (h.family == 4))
 				continue;
 			if (ne == cap) {

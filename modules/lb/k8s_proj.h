@@ -79,6 +79,44 @@ struct k8s_svc_proj *k8s_svc_project(struct json_object *svc, bool *no_spec);
  * node's name, for "local"); NULL when memory ran out. */
 struct k8s_slice_proj *k8s_slice_project(struct json_object *slice, const char *name,
 					 const char *node);
+/* An endpoint address refused as a backend (kube-proxy's rules: loopback,
+ * link-local, the node's own), as k8s_slice_scan reports it. */
+struct k8s_refusal {
+	struct lb_addr addr;
+	const char *why;  /* the reason, from the refuser */
+	char text[64];    /* the address as the slice wrote it */
+};
+/* Decides refusals: the reason an address is refused, or NULL. */
+struct k8s_refuser {
+	const char *(*refusal)(const struct lb_addr *a, void *ud);
+	void *ud;
+};
+struct k8s_slice_scanned {
+	struct k8s_slice_proj *proj;  /* malloc'ed, text_hash 0 */
+	bool has_service;             /* metadata.labels["kubernetes.io/service-name"] */
+	char service[LB_NAME_MAX + 1];
+	struct k8s_refusal *refused;  /* malloc'ed, in the order json-c's path finds them */
+	size_t nrefused;
+};
+/* An EndpointSlice's text (len bytes) projected in place (k8s_scan.c),
+ * the addresses rf refuses left out and reported: 0, or -1 when the text is
+ * not in the shape the scanner reads (then project it with json-c:
+ * k8s_slice_project; the result would be the same) or -ENOMEM. */
+int k8s_slice_scan(const char *text, size_t len, const char *name, const char *node,
+		   const struct k8s_refuser *rf, struct k8s_slice_scanned *out);
+/* A Service's text projected in place (k8s_scan.c): 0 and *out, or -1
+ * when the scanner does not read it - not the shape the API server
+ * writes, or a Service lb refuses as invalid (then k8s_svc_project reads
+ * it, to the same bytes, and words the reason) - or -ENOMEM. */
+int k8s_svc_scan(const char *text, size_t len, struct k8s_svc_proj **out);
+/* An object's metadata.name (required) and metadata.namespace ("" when
+ * absent or null) read in place, each at most size - 1 bytes; false: not
+ * read (json-c's path reads it). */
+bool k8s_meta_scan(const char *text, size_t len, char *ns, size_t ns_size, char *name,
+		   size_t name_size);
+/* an IP address (no port) */
+bool k8s_ip_of(const char *s, struct lb_addr *a);
+
 /* Same fields for lb (text hashes aside)? */
 bool k8s_svc_proj_same(const struct k8s_svc_proj *a, const struct k8s_svc_proj *b);
 bool k8s_slice_proj_same(const struct k8s_slice_proj *a, const struct k8s_slice_proj *b);

@@ -136,6 +136,8 @@ uint64_t lb_k8s_stale_removed(const struct lb_k8s *k);
 /* Objects' texts parsed so far (each distinct text once); the bytes lb
  * keeps for the Kubernetes objects (projections, records, indexes) */
 uint64_t lb_k8s_parsed(const struct lb_k8s *k);
+/* of those, read in place (k8s_scan.c), not through json-c */
+uint64_t lb_k8s_scanned(const struct lb_k8s *k);
 size_t lb_k8s_bytes(const struct lb_k8s *k);
 
 #endif
