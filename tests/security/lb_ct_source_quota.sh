@@ -111,7 +111,7 @@ check "the flood's refused flows are counted (tc-ct-source-quota: ${quota:-none}
 # the quota comes back when the flood's half-open flows go (8 s, then the
 # GC): the flooding address, now real, is served again
 ip -n "$OUTSIDE" addr add "$FLOODER/24" dev eth0
-flood_gone() { ! fib map dump lb_ct | grep -q "^tcp $FLOODER:"; }
+flood_gone() { ! fib map dump lb_ct | grep -q "^TCP $FLOODER:"; }
 check "the flood's half-open flows leave lb_ct" wait_for 30 flood_gone
-check "the flooding address is served again once its flows are gone" wait_for 10 served_from "$FLOODER"
+check "the flooding address is served again once its flows are gone" wait_for 20 served_from "$FLOODER"
 finish
