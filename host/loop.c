@@ -84,6 +84,7 @@ static uv_async_t g_defer_async;
 static pthread_mutex_t g_defer_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct deferred_call *g_defer_head, *g_defer_tail;
 static uv_signal_t g_stop_signals[2];
+static unsigned g_in_timer_cb; /* > 0: inside libuv's timers phase */
 /* stalls: how long each iteration kept the loop from its poll (see below) */
 static uv_check_t g_stall_check;
 static bool g_stall_on;
@@ -156,6 +157,7 @@ int loop_init(void)
 	if ((rc = uv_check_init(&g_loop, &g_stall_check)))
 		return rc;
 	uv_unref((uv_handle_t *)&g_stall_check);
+	g_in_timer_cb = 0;
 	g_stall_on = false;
 	memset(&g_stall, 0, sizeof(g_stall));
 	g_loop_thread = pthread_self();
@@ -264,12 +266,11 @@ void loop_stall_stats(struct loop_stall_stats *out)
 
 uint64_t fibril_now_ms(void)
 {
-	if (!g_loop_ready)
-		return (uint64_t)mono_ms();
-	/* the loop's cached time can be seconds old after a long callback: a
-	 * deadline computed from it would be that much too early */
-	uv_update_time(&g_loop);
-	return uv_now(&g_loop);
+	/* the clock itself: the loop's cached time can be seconds old after
+	 * a long callback (a deadline computed from it would be that much too
+	 * early), and advancing it here would make timers come due in a
+	 * timers phase that is running (see fresh_timeout) */
+	return (uint64_t)mono_ms();
 }
 
 /* ---- timers ------------------------------------------------------------- */
@@ -287,11 +288,39 @@ static void on_timer(uv_timer_t *uvt)
 	struct fibril_timer *t = uvt->data;
 	struct crash_ctx cc;
 	crash_enter(&cc, t->link.owner, "timer callback", NULL, -1);
+	g_in_timer_cb++;
 	t->cb((struct fibril_timer *)t->link.h, t->ud);
+	g_in_timer_cb--;
 	crash_leave(&cc);
 	/* a one-shot is freed after firing, unless its callback re-armed it */
 	if (t->one_shot && !t->link.closing && !uv_is_active((uv_handle_t *)&t->uv))
 		timer_close(t);
+}
+
+/* libuv counts a timer from the loop's cached "now", taken when the
+ * iteration began: after a callback that held the loop for seconds, a
+ * timeout armed from it would expire at once (a lease request given up after
+ * 1 s of its 5), so a timer counts from the clock. Outside the timers phase
+ * the cached time is simply advanced (uv_update_time). Inside it, libuv
+ * (1.44) goes on running every timer due against the cached time until none
+ * is: advanced there, two sliced jobs that each re-arm a 1 ms timer after a
+ * 5 ms slice (the endpoint restore and the datapath's re-apply) handed the
+ * loop to each other until both were done, never polling (seconds with
+ * 10,000 endpoints). So there the cached time is left alone and the lag
+ * behind the clock is added to the timeout, at least 1 ms: a timer armed in
+ * a timer callback runs on a later turn of the loop, after its poll. It is
+ * not waited for longer than asked either: with UV_METRICS_IDLE_TIME the
+ * poll first looks without waiting, advances the cached time and takes
+ * what passed off its timeout (tests/unit/test_loop_timers.c). */
+static uint64_t fresh_timeout(uint64_t first_ms)
+{
+	if (!g_in_timer_cb) {
+		uv_update_time(&g_loop);
+		return first_ms;
+	}
+	double lag = (double)uv_hrtime() / 1e6 - (double)uv_now(&g_loop);
+	uint64_t t = first_ms + (lag > 0 ? (uint64_t)lag : 0);
+	return t ? t : 1;
 }
 
 struct fibril_timer *fibril_timer_add(struct fibril_module *m, uint64_t first_ms,
@@ -308,12 +337,7 @@ struct fibril_timer *fibril_timer_add(struct fibril_module *m, uint64_t first_ms
 	uv_timer_init(&g_loop, &t->uv);
 	t->uv.data = t;
 	link_handle(&t->link, KIND_TIMER, m);
-	/* libuv counts a timer from the loop's cached "now", taken when the
-	 * iteration began: after a callback that held the loop for seconds, a
-	 * timeout armed from it would expire at once (a lease request given up
-	 * after 1 s of its 5). Time is read afresh first. */
-	uv_update_time(&g_loop);
-	uv_timer_start(&t->uv, on_timer, first_ms, repeat_ms);
+	uv_timer_start(&t->uv, on_timer, fresh_timeout(first_ms), repeat_ms);
 	return (struct fibril_timer *)t->link.h;
 }
 
@@ -323,8 +347,7 @@ int fibril_timer_rearm(struct fibril_timer *h, uint64_t first_ms, uint64_t repea
 	if (!t || t->link.closing)
 		return -EINVAL;
 	t->one_shot = repeat_ms == 0;
-	uv_update_time(&g_loop); /* as in fibril_timer_add */
-	return uv_timer_start(&t->uv, on_timer, first_ms, repeat_ms) ? -EINVAL : 0;
+	return uv_timer_start(&t->uv, on_timer, fresh_timeout(first_ms), repeat_ms) ? -EINVAL : 0;
 }
 
 void fibril_timer_cancel(struct fibril_timer *h)

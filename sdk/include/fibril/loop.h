@@ -20,7 +20,10 @@ struct fibril_io;
 struct fibril_signal;
 
 typedef void (*fibril_timer_fn)(struct fibril_timer *t, void *ud);
-/* Fires after first_ms, then every repeat_ms (0: once, then freed). */
+/* Fires first_ms after the call (counted from the clock), then every
+ * repeat_ms (0: once, then freed). One armed or re-armed inside a timer
+ * callback runs on a later turn of the loop, after its poll (at least 1 ms
+ * later): a job that re-arms itself between slices lets I/O run. */
 struct fibril_timer *fibril_timer_add(struct fibril_module *m, uint64_t first_ms,
 				      uint64_t repeat_ms, fibril_timer_fn cb, void *ud);
 /* Re-arm an existing timer. */
@@ -57,7 +60,7 @@ struct fibril_signal *fibril_signal_watch(struct fibril_module *m, int signum,
 					  fibril_signal_fn cb, void *ud);
 void fibril_signal_remove(struct fibril_signal *s);
 
-/* Monotonic milliseconds of the loop's current iteration. */
+/* Monotonic milliseconds (CLOCK_MONOTONIC), read afresh. */
 uint64_t fibril_now_ms(void);
 
 #ifdef __cplusplus
