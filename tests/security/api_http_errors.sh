@@ -61,7 +61,7 @@ PY
 
 for where in unix tcp; do
 	answered "a garbage request line" $where "b'GARBAGE\\r\\n\\r\\n'" 400 "request line"
-	answered "an unknown method" $where "b'BLAH / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'" 400 "request line"
+	answered "an unknown method" $where "b'BLAH / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'" 501 "method 'BLAH'"
 	answered "control bytes for a request line" $where "b'\\x01\\x02\\x03\\r\\n\\r\\n'" 400 "request line"
 done
 check "the agent still serves" agent_healthy
