@@ -1,16 +1,19 @@
-/* host/api_accept.c - the first read of a new API connection (the unix
+/* host/api_accept.c - the first look at a new API connection (the unix
  * socket, the TCP listener), before libwebsockets parses anything.
  * libwebsockets 4.1 drops a connection without an answer when the request
  * path holds a percent-encoded NUL or the header block outgrows its buffer
  * (nothing of ours runs first). So at accept (its
  * LWS_CALLBACK_FILTER_NETWORK_CONNECTION) the connection is taken from lws
- * (a dup of the descriptor; lws closes its own), read here up to the end of
- * its head and checked (api_head.c): a refused head is answered with a JSON
- * error and the connection closed after the client's bytes are drained (so
- * the answer is not lost to a reset); a good one is handed back to lws with
- * the bytes read (lws_adopt_socket_vhost_readbuf), which parses them as if
- * it had read them itself. A head that does not come within the idle
- * timeout closes the connection, as lws's own header timeout did. */
+ * (a dup of the descriptor; lws closes its own), its head looked at with
+ * MSG_PEEK (nothing is consumed) and checked (api_head.c): a refused head
+ * is answered with a JSON error and the connection closed after the
+ * client's bytes are drained (so the answer is not lost to a reset); a good
+ * one is handed back to lws (lws_adopt_socket_vhost), which reads the same
+ * bytes from the socket as if it had accepted the connection itself. A head
+ * not complete yet is looked at again after a growing pause (2 ms doubling
+ * to 256 ms: peeked bytes stay readable, so the poll would fire at once);
+ * one that does not come within the idle timeout closes the connection, as
+ * lws's own header timeout did. */
 #include "api_internal.h"
 
 #include <errno.h>
@@ -22,10 +25,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-/* What is read before the head must be complete: the request line and the
- * header fields at their limits, and their line ends. */
-#define HEAD_READ_MAX (API_MAX_REQUEST_LINE + API_MAX_HEADERS + 1024)
-#define HEAD_READ_FIRST 4096
+/* What is looked at before the head must be complete: past API_MAX_HEAD
+ * api_head_check has refused it. */
+#define HEAD_READ_MAX (API_MAX_HEAD + 1024)
+#define PEEK_PAUSE_FIRST_MS 2
+#define PEEK_PAUSE_MAX_MS 256
 /* After a refusal: what of the client's request is read and dropped, and
  * for how long, before the close. */
 #define DRAIN_MAX (1 << 20)
@@ -36,15 +40,17 @@ struct head_reader {
 	uv_timer_t timer;
 	int fd;
 	struct lws_vhost *vhost;
-	char *buf;
-	size_t len, cap, drained;
+	char *buf; /* HEAD_READ_MAX, for the peeks */
+	size_t drained;
 	bool draining;
 	int handles_open;
-	double t0;
+	unsigned pause_ms;
+	double t0, deadline;
 	struct head_reader *prev, *next;
 };
 
 static struct head_reader *g_readers;
+static void on_readable(uv_poll_t *p, int status, int events);
 
 static void reader_unlink(struct head_reader *r)
 {
@@ -104,9 +110,15 @@ void api_send_error_now(int fd, int status, const char *msg)
 	json_object_put(o);
 }
 
-static void on_timeout(uv_timer_t *t)
+static void look(struct head_reader *r);
+
+static void on_timer(uv_timer_t *t)
 {
-	reader_end(t->data, true);
+	struct head_reader *r = t->data;
+	if (r->draining || mono_ms() >= r->deadline)
+		reader_end(r, true); /* drained long enough, or no head in time */
+	else
+		look(r);
 }
 
 static void drain(struct head_reader *r)
@@ -132,11 +144,9 @@ static void refuse(struct head_reader *r, const struct api_head_verdict *v)
 	metrics_api_request(api_method_name(v->method), "unmatched", v->status, mono_ms() - r->t0);
 	shutdown(r->fd, SHUT_WR);
 	r->draining = true;
-	free(r->buf);
-	r->buf = NULL;
-	r->len = r->cap = 0;
 	uv_timer_stop(&r->timer);
-	uv_timer_start(&r->timer, on_timeout, DRAIN_MS, 0);
+	uv_timer_start(&r->timer, on_timer, DRAIN_MS, 0);
+	uv_poll_start(&r->poll, UV_READABLE | UV_DISCONNECT, on_readable);
 	drain(r);
 }
 
@@ -144,13 +154,49 @@ static void hand_to_lws(struct head_reader *r)
 {
 	int fd = r->fd;
 	struct lws_vhost *vhost = r->vhost;
-	char *buf = r->buf;
-	size_t len = r->len;
-	r->buf = NULL;
 	reader_end(r, false);
 	/* lws owns fd from here (it closes it on a failure too) */
-	lws_adopt_socket_vhost_readbuf(vhost, fd, buf, len);
-	free(buf);
+	lws_adopt_socket_vhost(vhost, fd);
+}
+
+/* Look at what arrived of the head (a peek) and act on it. */
+static void look(struct head_reader *r)
+{
+	if (!r->buf)
+		r->buf = xcalloc(1, HEAD_READ_MAX);
+	ssize_t n = recv(r->fd, r->buf, HEAD_READ_MAX, MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+		double left = r->deadline - mono_ms();
+		uv_timer_start(&r->timer, on_timer, left > 0 ? (uint64_t)left : 0, 0);
+		uv_poll_start(&r->poll, UV_READABLE | UV_DISCONNECT, on_readable);
+		return;
+	}
+	if (n <= 0) { /* gone before its head was complete */
+		reader_end(r, true);
+		return;
+	}
+	struct api_head_verdict v;
+	switch (api_head_check(r->buf, (size_t)n, &v)) {
+	case API_HEAD_OK:
+		hand_to_lws(r);
+		return;
+	case API_HEAD_REFUSED:
+		refuse(r, &v);
+		return;
+	case API_HEAD_MORE:
+		if ((size_t)n == HEAD_READ_MAX) { /* api_head_check refuses before */
+			v.status = 431;
+			snprintf(v.msg, sizeof(v.msg), "request head longer than %d bytes", HEAD_READ_MAX);
+			refuse(r, &v);
+			return;
+		}
+		/* the bytes stay readable: look again after a pause, not at once */
+		r->pause_ms = r->pause_ms ? r->pause_ms * 2 : PEEK_PAUSE_FIRST_MS;
+		if (r->pause_ms > PEEK_PAUSE_MAX_MS)
+			r->pause_ms = PEEK_PAUSE_MAX_MS;
+		uv_timer_start(&r->timer, on_timer, r->pause_ms, 0);
+		return;
+	}
 }
 
 static void on_readable(uv_poll_t *p, int status, int events)
@@ -165,42 +211,8 @@ static void on_readable(uv_poll_t *p, int status, int events)
 		reader_end(r, true);
 		return;
 	}
-	if (r->len == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : HEAD_READ_FIRST;
-		if (cap > HEAD_READ_MAX)
-			cap = HEAD_READ_MAX;
-		char *grown = realloc(r->buf, cap);
-		if (!grown) {
-			reader_end(r, true);
-			return;
-		}
-		r->buf = grown;
-		r->cap = cap;
-	}
-	ssize_t n = recv(r->fd, r->buf + r->len, r->cap - r->len, MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return;
-	if (n <= 0) { /* gone before its head was complete */
-		reader_end(r, true);
-		return;
-	}
-	r->len += (size_t)n;
-	struct api_head_verdict v;
-	switch (api_head_check(r->buf, r->len, &v)) {
-	case API_HEAD_OK:
-		hand_to_lws(r);
-		return;
-	case API_HEAD_REFUSED:
-		refuse(r, &v);
-		return;
-	case API_HEAD_MORE:
-		if (r->len == HEAD_READ_MAX) { /* api_head_check refuses before */
-			v.status = 431;
-			snprintf(v.msg, sizeof(v.msg), "request head longer than %d bytes", HEAD_READ_MAX);
-			refuse(r, &v);
-		}
-		return;
-	}
+	uv_poll_stop(p);
+	look(r);
 }
 
 int api_accept_take(struct lws_vhost *vhost, int fd, int listener, unsigned idle_s)
@@ -221,6 +233,7 @@ int api_accept_take(struct lws_vhost *vhost, int fd, int listener, unsigned idle
 	r->fd = own;
 	r->vhost = vhost;
 	r->t0 = mono_ms();
+	r->deadline = r->t0 + (idle_s ? idle_s : 10) * 1000.0;
 	uv_loop_t *loop = loop_uv();
 	if (uv_poll_init(loop, &r->poll, own)) {
 		close(own);
@@ -235,7 +248,7 @@ int api_accept_take(struct lws_vhost *vhost, int fd, int listener, unsigned idle
 		g_readers->prev = r;
 	g_readers = r;
 	uv_poll_start(&r->poll, UV_READABLE | UV_DISCONNECT, on_readable);
-	uv_timer_start(&r->timer, on_timeout, (uint64_t)(idle_s ? idle_s : 10) * 1000, 0);
+	uv_timer_start(&r->timer, on_timer, (uint64_t)(idle_s ? idle_s : 10) * 1000, 0);
 	return 1;
 }
 

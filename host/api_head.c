@@ -160,12 +160,13 @@ enum api_head_result api_head_check(const char *buf, size_t len, struct api_head
 	enum api_head_result r = check_request_line(buf, line_len, v);
 	if (r != API_HEAD_OK)
 		return r;
-	size_t pos = (size_t)(nl - buf) + 1, fields_start = pos;
+	size_t pos = (size_t)(nl - buf) + 1;
 	for (unsigned n = 1;; n++) {
 		nl = memchr(buf + pos, '\n', len - pos);
 		size_t upto = nl ? (size_t)(nl - buf) : len;
-		if (upto - fields_start > API_MAX_HEADERS)
-			return refuse(v, 431, "request header fields longer than %d bytes", API_MAX_HEADERS);
+		if (upto > API_MAX_HEAD)
+			return refuse(v, 431, "request header fields: the request head is longer than %d "
+				      "bytes", API_MAX_HEAD);
 		if (!nl)
 			return API_HEAD_MORE;
 		size_t flen = upto - pos;

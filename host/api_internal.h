@@ -98,10 +98,13 @@ HIDDEN void api_streams_free(void);
 
 /* api_head.c: the check of a request head before libwebsockets parses it.
  * The limits past which a request is answered 414 (request target) or 431
- * (header fields); lws's header buffer per connection (API_HEADER_BUFFER,
+ * (header fields, the head); lws's header buffer per connection (API_HEADER_BUFFER,
  * api_server.c) holds a head within them with room to spare. */
 #define API_MAX_REQUEST_LINE 8192
-#define API_MAX_HEADERS 16384
+#define API_MAX_HEADERS 16384 /* of the fields lws knows, checked after its parse */
+/* the whole head (request line and every field), checked before: within
+ * lws's 32 KiB buffer with room for its per-field bookkeeping */
+#define API_MAX_HEAD 28672
 #define API_MAX_HEADER_FIELDS 128
 enum api_head_result { API_HEAD_MORE, API_HEAD_OK, API_HEAD_REFUSED };
 struct api_head_verdict {

@@ -3,7 +3,9 @@
  * scrapers, one with TLS and client certificates for remote readers), served by
  * libwebsockets on the agent's own libuv loop: the listeners, each
  * connection's life (reading a request, writing its answer in chunks,
- * closing them all at shutdown) and the websocket upgrades. What a request
+ * closing them all at shutdown) and the websocket upgrades. A new
+ * connection's first request head is read and checked by api_accept.c
+ * before lws parses it. What a request
  * means (routes, responses) is api_http.c's; what a stream sends,
  * api_stream.c's. */
 #include "api_internal.h"
@@ -228,7 +230,7 @@ static int write_body(struct lws *wsi, struct session *s)
 /* ---- the lws callback --------------------------------------------------- */
 
 /* lws's header buffer per connection: a head within api_head.c's limits
- * (API_MAX_REQUEST_LINE, API_MAX_HEADERS, API_MAX_HEADER_FIELDS) fits with
+ * (API_MAX_HEAD, API_MAX_HEADER_FIELDS) fits with
  * room to spare, so lws never runs out of it ("Ran out of header data
  * space" dropped the connection without an answer). */
 #define API_HEADER_BUFFER 32768
@@ -284,9 +286,11 @@ static bool origin_is_foreign(struct lws *wsi)
 	return strcmp(o, host) != 0;
 }
 
-/* A first request line that is not HTTP: lws hands the connection to this
- * raw protocol (LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG)
- * instead of answering its own HTML page. */
+/* A request line that is not HTTP, where lws parses it first (a later
+ * request of a kept-alive connection, the remote listener): lws hands the
+ * connection to this raw protocol
+ * (LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG) instead of
+ * answering its own HTML page. */
 static int raw_fallback_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 				 void *in, size_t len)
 {
@@ -472,8 +476,6 @@ static const struct lws_protocols api_protocols[] = {
 
 static void lws_log_to_host(int level, const char *line)
 {
-	if (strstr(line, "calling service"))
-		return; /* lws_adopt_socket_vhost_readbuf's note at LLL_ERR: not an error */
 	size_t n = strlen(line);
 	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 		n--;

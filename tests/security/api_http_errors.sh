@@ -3,11 +3,10 @@
 # parser does not take (garbage, an unknown method, control bytes), which
 # libwebsockets answered with an HTML page of its own. The promise: it is
 # answered like every other error of the API, 400 with a JSON
-# `{"error": ..., "code": 400}` naming the request line, on the unix socket
-# and the TCP listener, and the agent serves on. (A percent-encoded NUL and
-# a header block past lws's 32 KB buffer still end the connection without
-# an answer: libwebsockets 4.1 shuts it before any callback; see the API
-# docs.)
+# `{"error": ..., "code": 400}` naming the request line (an unknown method:
+# 501 naming it), on the unix socket and the TCP listener, and the agent
+# serves on. (A percent-encoded NUL and an oversized header block:
+# api_request_edges.sh.)
 . "$top_srcdir/tests/lib/common.sh"
 
 mods=$WORK/mods
