@@ -50,6 +50,7 @@ struct head_reader {
 };
 
 static struct head_reader *g_readers;
+static bool g_closed; /* the API is closing: no more connections taken */
 static void on_readable(uv_poll_t *p, int status, int events);
 
 static void reader_unlink(struct head_reader *r)
@@ -217,6 +218,8 @@ static void on_readable(uv_poll_t *p, int status, int events)
 
 int api_accept_take(struct lws_vhost *vhost, int fd, int listener, unsigned idle_s)
 {
+	if (g_closed)
+		return -1; /* a reader would outlive the vhost it hands to */
 	int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (own < 0)
 		return 0;
@@ -252,8 +255,14 @@ int api_accept_take(struct lws_vhost *vhost, int fd, int listener, unsigned idle
 	return 1;
 }
 
+void api_accept_open(void)
+{
+	g_closed = false;
+}
+
 void api_accept_close_all(void)
 {
+	g_closed = true;
 	while (g_readers)
 		reader_end(g_readers, true);
 }

@@ -125,7 +125,9 @@ HIDDEN enum api_head_result api_head_check(const char *buf, size_t len, struct a
  * refused (past a limit); 0: not taken (lws serves it unchecked). */
 struct lws_vhost;
 HIDDEN int api_accept_take(struct lws_vhost *vhost, int fd, int listener, unsigned idle_s);
-/* Close every connection still being read (the agent stops). */
+/* Take connections (api_listen), or no more, closing every one still
+ * being read (api_close: the agent stops). */
+HIDDEN void api_accept_open(void);
 HIDDEN void api_accept_close_all(void);
 /* A JSON error written straight to a connection about to be closed. */
 HIDDEN void api_send_error_now(int fd, int status, const char *msg);

@@ -643,6 +643,7 @@ int api_listen(const struct api_options *opts, char *err)
 	api_limits_set(opts->max_connections ? opts->max_connections : 256,
 		       opts->max_per_source ? opts->max_per_source : 32);
 	api_max_body = opts->max_body ? opts->max_body : api_max_body;
+	api_accept_open();
 	if (strlen(opts->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		errbuf_set(err, "[agent] socket %s: path too long for a unix socket", opts->socket_path);
 		return -1;
