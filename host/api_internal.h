@@ -96,6 +96,42 @@ HIDDEN void api_stream_closed(struct session *s);
 HIDDEN void api_streams_release_owner(struct fibril_module *owner);
 HIDDEN void api_streams_free(void);
 
+/* api_head.c: the check of a request head before libwebsockets parses it.
+ * The limits past which a request is answered 414 (request target) or 431
+ * (header fields, the head); lws's header buffer per connection (API_HEADER_BUFFER,
+ * api_server.c) holds a head within them with room to spare. */
+#define API_MAX_REQUEST_LINE 8192
+#define API_MAX_HEADERS 16384 /* of the fields lws knows, checked after its parse */
+/* the whole head (request line and every field), checked before: within
+ * lws's 32 KiB buffer with room for its per-field bookkeeping */
+#define API_MAX_HEAD 28672
+#define API_MAX_HEADER_FIELDS 128
+enum api_head_result { API_HEAD_MORE, API_HEAD_OK, API_HEAD_REFUSED };
+struct api_head_verdict {
+	int status;      /* refused: 400, 414, 431, 501, 505 */
+	char method[16]; /* the request line's method ("-" before one is read) */
+	char msg[160];   /* refused: the one-line error */
+	size_t head_len; /* OK: the bytes up to and with the empty line */
+};
+/* The head in buf[0..len): complete and acceptable (OK), refused, or not
+ * complete yet (MORE). */
+HIDDEN enum api_head_result api_head_check(const char *buf, size_t len, struct api_head_verdict *v);
+
+/* api_accept.c: a new connection on the unix socket or the TCP listener is
+ * taken from lws at accept (fd is lws's, which it closes when this returns
+ * non-zero), its head read and checked, answered and closed if refused,
+ * else handed back to lws on vhost with the bytes read. listener: the
+ * limits it is counted in (api_conn_admit), -1 for none. 1: taken; -1:
+ * refused (past a limit); 0: not taken (lws serves it unchecked). */
+struct lws_vhost;
+HIDDEN int api_accept_take(struct lws_vhost *vhost, int fd, int listener, unsigned idle_s);
+/* Take connections (api_listen), or no more, closing every one still
+ * being read (api_close: the agent stops). */
+HIDDEN void api_accept_open(void);
+HIDDEN void api_accept_close_all(void);
+/* A JSON error written straight to a connection about to be closed. */
+HIDDEN void api_send_error_now(int fd, int status, const char *msg);
+
 /* api_server.c */
 /* A deferred answer is ready: write it when the connection can take it. */
 HIDDEN void api_session_wake(struct session *s);

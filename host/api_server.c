@@ -3,7 +3,9 @@
  * scrapers, one with TLS and client certificates for remote readers), served by
  * libwebsockets on the agent's own libuv loop: the listeners, each
  * connection's life (reading a request, writing its answer in chunks,
- * closing them all at shutdown) and the websocket upgrades. What a request
+ * closing them all at shutdown) and the websocket upgrades. A new
+ * connection's first request head is read and checked by api_accept.c
+ * before lws parses it. What a request
  * means (routes, responses) is api_http.c's; what a stream sends,
  * api_stream.c's. */
 #include "api_internal.h"
@@ -19,7 +21,10 @@
 #include <unistd.h>
 
 #define WRITE_CHUNK 16384
+/* how long the unix socket waits for a request (lws's keepalive timeout there) */
+#define API_UNIX_IDLE_S 30
 static struct lws_context *g_ctx;
+static unsigned g_tcp_idle_s = 10;
 static struct lws_vhost *g_unix_vhost, *g_tcp_vhost, *g_remote_vhost;
 static char *g_socket_path;
 static struct session *g_live; /* the connections lws has bound to our protocol */
@@ -224,12 +229,11 @@ static int write_body(struct lws *wsi, struct session *s)
 
 /* ---- the lws callback --------------------------------------------------- */
 
-/* lws's header buffer per connection, and the limits under it past which a
- * request is answered 414 (request target) or 431 (header fields) instead
- * of lws dropping the connection ("Ran out of header data space"). */
+/* lws's header buffer per connection: a head within api_head.c's limits
+ * (API_MAX_HEAD, API_MAX_HEADER_FIELDS) fits with
+ * room to spare, so lws never runs out of it ("Ran out of header data
+ * space" dropped the connection without an answer). */
 #define API_HEADER_BUFFER 32768
-#define API_MAX_REQUEST_LINE 8192
-#define API_MAX_HEADERS 16384
 
 static int oversized(struct lws *wsi, const char *uri)
 {
@@ -282,28 +286,18 @@ static bool origin_is_foreign(struct lws *wsi)
 	return strcmp(o, host) != 0;
 }
 
-/* Write a JSON error straight to a connection about to be closed. */
-static void send_error_now(int fd, int status, const char *reason, const char *msg)
-{
-	char buf[512];
-	int body = snprintf(buf, sizeof(buf), "{\"error\":\"%s\",\"code\":%d}", msg, status);
-	char out[768];
-	int n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
-			 "content-length: %d\r\nconnection: close\r\n\r\n%s", status, reason, body, buf);
-	if (n > 0 && (size_t)n < sizeof(out))
-		(void)!send(fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-/* A first request line that is not HTTP: lws hands the connection to this
- * raw protocol (LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG)
- * instead of answering its own HTML page. */
+/* A request line that is not HTTP, where lws parses it first (a later
+ * request of a kept-alive connection, the remote listener): lws hands the
+ * connection to this raw protocol
+ * (LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG) instead of
+ * answering its own HTML page. */
 static int raw_fallback_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 				 void *in, size_t len)
 {
 	(void)user, (void)in, (void)len;
 	if (reason == LWS_CALLBACK_RAW_RX) {
-		send_error_now(lws_get_socket_fd(wsi), 400, "Bad Request",
-			       "malformed request line: expected METHOD /path HTTP/1.1");
+		api_send_error_now(lws_get_socket_fd(wsi), 400,
+				   "malformed request line: expected METHOD /path HTTP/1.1");
 		return -1;
 	}
 	return 0;
@@ -319,9 +313,14 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	 * GET only */
 	bool tcp = (vh == g_tcp_vhost && g_tcp_vhost) || remote;
 	if (reason == LWS_CALLBACK_FILTER_NETWORK_CONNECTION) {
-		/* accepted on a TCP listener (wsi is the listener): within the limits? */
-		if (!tcp)
-			return 0;
+		/* accepted (wsi is the listener): the unix socket's and the TCP
+		 * listener's are read and checked by api_accept.c first, within
+		 * the limits; the remote listener's (TLS) by lws, within them */
+		if (!remote) {
+			int taken = api_accept_take(vh, (int)(intptr_t)in, tcp ? API_LISTENER_TCP : -1,
+						    tcp ? g_tcp_idle_s : API_UNIX_IDLE_S);
+			return taken ? 1 : 0; /* taken or refused: lws closes its descriptor */
+		}
 		return api_conn_admit(remote ? API_LISTENER_REMOTE : API_LISTENER_TCP,
 				      remote ? "api-remote-listen" : "api-tcp-listen", (int)(intptr_t)in)
 			       ? 0
@@ -599,6 +598,7 @@ static void tcp_timeouts(struct lws_context_creation_info *info, const struct ap
 {
 	raw_fallback(info);
 	unsigned idle = opts->idle_timeout_s ? opts->idle_timeout_s : 10;
+	g_tcp_idle_s = idle;
 	info->timeout_secs = idle;
 	info->timeout_secs_ah_idle = idle;
 	info->keepalive_timeout = (int)idle;
@@ -643,6 +643,7 @@ int api_listen(const struct api_options *opts, char *err)
 	api_limits_set(opts->max_connections ? opts->max_connections : 256,
 		       opts->max_per_source ? opts->max_per_source : 32);
 	api_max_body = opts->max_body ? opts->max_body : api_max_body;
+	api_accept_open();
 	if (strlen(opts->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		errbuf_set(err, "[agent] socket %s: path too long for a unix socket", opts->socket_path);
 		return -1;
@@ -675,7 +676,7 @@ int api_listen(const struct api_options *opts, char *err)
 	info.port = 0;
 	info.protocols = api_protocols;
 	info.vhost_name = "unix";
-	info.keepalive_timeout = 30;
+	info.keepalive_timeout = API_UNIX_IDLE_S;
 	g_unix_vhost = lws_create_vhost(g_ctx, &info);
 	if (!g_unix_vhost) {
 		errbuf_set(err, "[agent] socket %s: cannot listen (see the log above)", opts->socket_path);
@@ -744,6 +745,7 @@ void api_close(void)
 	 * that just hung up) before the destroy tears them down: libuv aborts
 	 * if a connection's fd is closed while a change to its watch is still
 	 * queued, and a half-closed connection is where lws does that. */
+	api_accept_close_all();
 	for (int i = 0; i < 5; i++)
 		loop_run_once(false);
 	close_connections();

@@ -3,11 +3,10 @@
 # parser does not take (garbage, an unknown method, control bytes), which
 # libwebsockets answered with an HTML page of its own. The promise: it is
 # answered like every other error of the API, 400 with a JSON
-# `{"error": ..., "code": 400}` naming the request line, on the unix socket
-# and the TCP listener, and the agent serves on. (A percent-encoded NUL and
-# a header block past lws's 32 KB buffer still end the connection without
-# an answer: libwebsockets 4.1 shuts it before any callback; see the API
-# docs.)
+# `{"error": ..., "code": 400}` naming the request line (an unknown method:
+# 501 naming it), on the unix socket and the TCP listener, and the agent
+# serves on. (A percent-encoded NUL and an oversized header block:
+# api_request_edges.sh.)
 . "$top_srcdir/tests/lib/common.sh"
 
 mods=$WORK/mods
@@ -61,7 +60,7 @@ PY
 
 for where in unix tcp; do
 	answered "a garbage request line" $where "b'GARBAGE\\r\\n\\r\\n'" 400 "request line"
-	answered "an unknown method" $where "b'BLAH / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'" 400 "request line"
+	answered "an unknown method" $where "b'BLAH / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'" 501 "method 'BLAH'"
 	answered "control bytes for a request line" $where "b'\\x01\\x02\\x03\\r\\n\\r\\n'" 400 "request line"
 done
 check "the agent still serves" agent_healthy

@@ -1,0 +1,268 @@
+/* host/api_accept.c - the first look at a new API connection (the unix
+ * socket, the TCP listener), before libwebsockets parses anything.
+ * libwebsockets 4.1 drops a connection without an answer when the request
+ * path holds a percent-encoded NUL or the header block outgrows its buffer
+ * (nothing of ours runs first). So at accept (its
+ * LWS_CALLBACK_FILTER_NETWORK_CONNECTION) the connection is taken from lws
+ * (a dup of the descriptor; lws closes its own), its head looked at with
+ * MSG_PEEK (nothing is consumed) and checked (api_head.c): a refused head
+ * is answered with a JSON error and the connection closed after the
+ * client's bytes are drained (so the answer is not lost to a reset); a good
+ * one is handed back to lws (lws_adopt_socket_vhost), which reads the same
+ * bytes from the socket as if it had accepted the connection itself. A head
+ * not complete yet is looked at again after a growing pause (2 ms doubling
+ * to 256 ms: peeked bytes stay readable, so the poll would fire at once);
+ * one that does not come within the idle timeout closes the connection, as
+ * lws's own header timeout did. */
+#include "api_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libwebsockets.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+/* What is looked at before the head must be complete: past API_MAX_HEAD
+ * api_head_check has refused it. */
+#define HEAD_READ_MAX (API_MAX_HEAD + 1024)
+#define PEEK_PAUSE_FIRST_MS 2
+#define PEEK_PAUSE_MAX_MS 256
+/* After a refusal: what of the client's request is read and dropped, and
+ * for how long, before the close. */
+#define DRAIN_MAX (1 << 20)
+#define DRAIN_MS 2000
+
+struct head_reader {
+	uv_poll_t poll;
+	uv_timer_t timer;
+	int fd;
+	struct lws_vhost *vhost;
+	char *buf; /* HEAD_READ_MAX, for the peeks */
+	size_t drained;
+	bool draining;
+	int handles_open;
+	unsigned pause_ms;
+	double t0, deadline;
+	struct head_reader *prev, *next;
+};
+
+static struct head_reader *g_readers;
+static bool g_closed; /* the API is closing: no more connections taken */
+static void on_readable(uv_poll_t *p, int status, int events);
+
+static void reader_unlink(struct head_reader *r)
+{
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		g_readers = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	r->prev = r->next = NULL;
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	struct head_reader *r = h->data;
+	if (--r->handles_open == 0) {
+		free(r->buf);
+		free(r);
+	}
+}
+
+/* Stop watching (uv_close stops the poll at once: the descriptor can be
+ * watched by lws right after) and forget the reader; the descriptor is
+ * closed when close_fd. */
+static void reader_end(struct head_reader *r, bool close_fd)
+{
+	reader_unlink(r);
+	uv_close((uv_handle_t *)&r->poll, on_handle_closed);
+	uv_close((uv_handle_t *)&r->timer, on_handle_closed);
+	if (close_fd)
+		close(r->fd);
+	r->fd = -1;
+}
+
+void api_send_error_now(int fd, int status, const char *msg)
+{
+	static const struct {
+		int status;
+		const char *reason;
+	} reasons[] = {{400, "Bad Request"}, {414, "URI Too Long"}, {431, "Request Header Fields Too Large"},
+		       {501, "Not Implemented"}, {505, "HTTP Version Not Supported"}};
+	const char *reason = "Error";
+	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+		if (reasons[i].status == status)
+			reason = reasons[i].reason;
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "error", json_object_new_string(msg));
+	json_object_object_add(o, "code", json_object_new_int(status));
+	const char *body = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+								     JSON_C_TO_STRING_NOSLASHESCAPE);
+	char out[1024];
+	int n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+			 "content-length: %zu\r\nconnection: close\r\n\r\n%s", status, reason,
+			 strlen(body), body);
+	if (n > 0 && (size_t)n < sizeof(out))
+		(void)!send(fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	json_object_put(o);
+}
+
+static void look(struct head_reader *r);
+
+static void on_timer(uv_timer_t *t)
+{
+	struct head_reader *r = t->data;
+	if (r->draining || mono_ms() >= r->deadline)
+		reader_end(r, true); /* drained long enough, or no head in time */
+	else
+		look(r);
+}
+
+static void drain(struct head_reader *r)
+{
+	char sink[16384];
+	for (;;) {
+		ssize_t n = recv(r->fd, sink, sizeof(sink), MSG_DONTWAIT);
+		if (n > 0 && (r->drained += (size_t)n) < DRAIN_MAX)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		reader_end(r, true); /* the end of the request, an error, or enough */
+		return;
+	}
+}
+
+/* Answer the refusal, end our side, and read what the client still sends
+ * (up to DRAIN_MAX, for DRAIN_MS): closing with unread bytes would reset
+ * the connection and could lose the answer. */
+static void refuse(struct head_reader *r, const struct api_head_verdict *v)
+{
+	api_send_error_now(r->fd, v->status, v->msg);
+	metrics_api_request(api_method_name(v->method), "unmatched", v->status, mono_ms() - r->t0);
+	shutdown(r->fd, SHUT_WR);
+	r->draining = true;
+	uv_timer_stop(&r->timer);
+	uv_timer_start(&r->timer, on_timer, DRAIN_MS, 0);
+	uv_poll_start(&r->poll, UV_READABLE | UV_DISCONNECT, on_readable);
+	drain(r);
+}
+
+static void hand_to_lws(struct head_reader *r)
+{
+	int fd = r->fd;
+	struct lws_vhost *vhost = r->vhost;
+	reader_end(r, false);
+	/* lws owns fd from here (it closes it on a failure too) */
+	lws_adopt_socket_vhost(vhost, fd);
+}
+
+/* Look at what arrived of the head (a peek) and act on it. */
+static void look(struct head_reader *r)
+{
+	if (!r->buf)
+		r->buf = xcalloc(1, HEAD_READ_MAX);
+	ssize_t n = recv(r->fd, r->buf, HEAD_READ_MAX, MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+		double left = r->deadline - mono_ms();
+		uv_timer_start(&r->timer, on_timer, left > 0 ? (uint64_t)left : 0, 0);
+		uv_poll_start(&r->poll, UV_READABLE | UV_DISCONNECT, on_readable);
+		return;
+	}
+	if (n <= 0) { /* gone before its head was complete */
+		reader_end(r, true);
+		return;
+	}
+	struct api_head_verdict v;
+	switch (api_head_check(r->buf, (size_t)n, &v)) {
+	case API_HEAD_OK:
+		hand_to_lws(r);
+		return;
+	case API_HEAD_REFUSED:
+		refuse(r, &v);
+		return;
+	case API_HEAD_MORE:
+		if ((size_t)n == HEAD_READ_MAX) { /* api_head_check refuses before */
+			v.status = 431;
+			snprintf(v.msg, sizeof(v.msg), "request head longer than %d bytes", HEAD_READ_MAX);
+			refuse(r, &v);
+			return;
+		}
+		/* the bytes stay readable: look again after a pause, not at once */
+		r->pause_ms = r->pause_ms ? r->pause_ms * 2 : PEEK_PAUSE_FIRST_MS;
+		if (r->pause_ms > PEEK_PAUSE_MAX_MS)
+			r->pause_ms = PEEK_PAUSE_MAX_MS;
+		uv_timer_start(&r->timer, on_timer, r->pause_ms, 0);
+		return;
+	}
+}
+
+static void on_readable(uv_poll_t *p, int status, int events)
+{
+	struct head_reader *r = p->data;
+	(void)events;
+	if (r->draining) {
+		drain(r);
+		return;
+	}
+	if (status < 0) {
+		reader_end(r, true);
+		return;
+	}
+	uv_poll_stop(p);
+	look(r);
+}
+
+int api_accept_take(struct lws_vhost *vhost, int fd, int listener, unsigned idle_s)
+{
+	if (g_closed)
+		return -1; /* a reader would outlive the vhost it hands to */
+	int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (own < 0)
+		return 0;
+	if (listener >= 0 && !api_conn_admit(listener, "api-tcp-listen", own)) {
+		close(own);
+		return -1;
+	}
+	int flags = fcntl(own, F_GETFL);
+	if (flags < 0 || fcntl(own, F_SETFL, flags | O_NONBLOCK) < 0) {
+		close(own);
+		return -1;
+	}
+	struct head_reader *r = xcalloc(1, sizeof(*r));
+	r->fd = own;
+	r->vhost = vhost;
+	r->t0 = mono_ms();
+	r->deadline = r->t0 + (idle_s ? idle_s : 10) * 1000.0;
+	uv_loop_t *loop = loop_uv();
+	if (uv_poll_init(loop, &r->poll, own)) {
+		close(own);
+		free(r);
+		return -1;
+	}
+	uv_timer_init(loop, &r->timer);
+	r->poll.data = r->timer.data = r;
+	r->handles_open = 2;
+	r->next = g_readers;
+	if (g_readers)
+		g_readers->prev = r;
+	g_readers = r;
+	uv_poll_start(&r->poll, UV_READABLE | UV_DISCONNECT, on_readable);
+	uv_timer_start(&r->timer, on_timer, (uint64_t)(idle_s ? idle_s : 10) * 1000, 0);
+	return 1;
+}
+
+void api_accept_open(void)
+{
+	g_closed = false;
+}
+
+void api_accept_close_all(void)
+{
+	g_closed = true;
+	while (g_readers)
+		reader_end(g_readers, true);
+}
