@@ -51,6 +51,16 @@
 #   mn_capture_stop              end it; its JSON in MN_CAP
 #   mn_cluster_up COUNT MODULE...  mn_require, the modules in $WORK/mods, the
 #                                underlay, etcd, and nodes n1..nCOUNT
+#   mn_world_add NAME ADDR...    a namespace (mn_ns NAME) that is no node, on
+#                                the underlay bridge (MN_UNDERLAY_MTU) with the
+#                                addresses ADDR (IPv4 /24, IPv6 /64), no route
+#                                to the pods: "the world" beyond the cluster
+#   mn_world_up ADDR...          the world "world" (WORLD_NS) with ADDR...,
+#                                tests/integration/masq_world.py serving
+#                                on all of them at a random PORT (20000..39999)
+#                                and logging to WLOG
+#   mn_bg NETNS CMD...           CMD in the background in NETNS, killed on exit
+#                                (a test's server); its pid in MN_BG_PID
 #   mn_json NODE PATH EXPR       print python EXPR over j = the node's GET PATH
 #   mn_routes_all NODE           NODE knows and routes every other node
 MN_TAG="fmn$$"
@@ -67,6 +77,7 @@ MN_STREAM_SENDER=""
 MN_STREAM_RECEIVER=""
 MN_CAPTURE="" # the underlay capture's pid, MN_CAP its JSON
 MN_CAP=""
+MN_BG_PID=""
 declare -A MN_PID MN_DIR MN_IP MN_IP6 MN_POD_IP MN_POD_IP6 MN_POD_NODE
 
 _mn_cleanup() {
@@ -309,6 +320,41 @@ mn_cluster_up() {
 	mn_underlay_up
 	mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
 	for i in $(seq 1 "$count"); do mn_node_add "n$i" "$i"; done
+}
+
+mn_world_add() {
+	local name=$1 ns addr
+	shift
+	ns=$(mn_ns "$name")
+	_mn_netns_add "$ns"
+	# the bridge's end: "u-" and the name, within IFNAMSIZ
+	local port="u-${name:0:13}"
+	ip -n "$ns" link add eth0 mtu "$MN_UNDERLAY_MTU" type veth peer name "$port" \
+		mtu "$MN_UNDERLAY_MTU" netns "$MN_UNDERLAY_NS"
+	ip -n "$MN_UNDERLAY_NS" link set "$port" master br0 up
+	ip -n "$ns" link set eth0 up
+	for addr in "$@"; do
+		case $addr in
+		*:*) ip -n "$ns" addr add "$addr/64" dev eth0 nodad ;;
+		*) ip -n "$ns" addr add "$addr/24" dev eth0 ;;
+		esac
+	done
+}
+
+mn_world_up() {
+	mn_world_add world "$@"
+	WORLD_NS=$(mn_ns world)
+	PORT=$((20000 + RANDOM % 20000))
+	WLOG=$WORK/world.log
+	mn_bg "$WORLD_NS" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WLOG" "$@"
+}
+
+mn_bg() {
+	local ns=$1
+	shift
+	ip netns exec "$ns" "$@" &
+	MN_BG_PID=$!
+	MN_BG_PIDS+=("$MN_BG_PID")
 }
 
 mn_json() {
