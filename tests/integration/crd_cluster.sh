@@ -26,31 +26,11 @@
 #     says the API server does not serve the CRD.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
-. "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/k8scluster.sh"
 
 ROUTING=${CRD_ROUTING:-native}
-k8s_require
-MODS=(k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy)
-mn_require "${MODS[@]}"
-mn_modules "$WORK/mods" "${MODS[@]}"
-mn_underlay_up
-NODES=(n1 n2 n3)
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
-K8S_NETNS=$MN_UNDERLAY_NS K8S_ADDRESS=$MN_UNDERLAY_PREFIX.1 \
-	k8s_start --namespaces default,kube-system,srv,good,bad,other ||
-	{ fail "the API server starts on the underlay"; finish; }
-# k8s_api and k8s_ctl reach it in the underlay namespace
-K8S_NETNS=$MN_UNDERLAY_NS
-post() { # PATH JSON : create, print the HTTP code
-	k8s_api -o "$WORK/post.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-		-d "$2" "$1"
-}
-for i in 1 2 3; do
-	code=$(post /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n'$i'"},
-	  "spec":{"podCIDRs":["10.204.'$i'.0/24"]},
-	  "status":{"addresses":[{"type":"InternalIP","address":"'"$MN_UNDERLAY_PREFIX.$((10 + i))"'"}]}}')
-	[ "$code" = 201 ] || { fail "Node n$i is created ($code)"; cat "$WORK/post.out"; finish; }
-done
+mn_k8s_cluster_up 3 default,kube-system,srv,good,bad,other k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy
+mn_k8s_nodes 10.204
 
 PORT=$((20000 + RANDOM % 20000))
 start() {
@@ -68,7 +48,7 @@ check "n1 chose CRD mode for the ipcache" grep -q 'the ipcache comes from Cilium
 # pod NODE NAME NAMESPACE : the Pod object (a named port "http"), then CNI ADD
 pod() {
 	local code
-	code=$(post "/api/v1/namespaces/$3/pods" '{"apiVersion":"v1","kind":"Pod",
+	code=$(mn_k8s_post "/api/v1/namespaces/$3/pods" '{"apiVersion":"v1","kind":"Pod",
 	  "metadata":{"name":"'"$2"'","namespace":"'"$3"'","labels":{"app":"'"$3"'"}},
 	  "spec":{"nodeName":"'"$1"'","containers":[{"name":"c","image":"x",
 	    "ports":[{"name":"http","containerPort":'"$PORT"',"protocol":"TCP"}]}]}}')
@@ -169,7 +149,7 @@ check "  and good2 (still of namespace good, the policy's label) still connects"
 	wait_for 10 gets_in good2
 
 # ---- a forged CiliumEndpoint: refused ----------------------------------------------------
-code=$(post /apis/cilium.io/v2/namespaces/bad/ciliumendpoints '{"apiVersion":"cilium.io/v2",
+code=$(mn_k8s_post /apis/cilium.io/v2/namespaces/bad/ciliumendpoints '{"apiVersion":"cilium.io/v2",
   "kind":"CiliumEndpoint","metadata":{"name":"forged","namespace":"bad"},
   "status":{"identity":{"id":'"${ID[good]}"'},"networking":{"addressing":[{"ipv4":"10.204.1.250"}],
   "node":"'"$MN_UNDERLAY_PREFIX.13"'","node-name":"n3"}}}')
