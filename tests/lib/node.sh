@@ -10,6 +10,9 @@
 #   node_netns_up PREFIX        NODE=PREFIX<pid> with lo up; on exit the
 #                               agent and every process in NODE are killed,
 #                               NODE deleted, then common.sh's cleanup
+#   node_uplink ADDR/LEN        NODE's eth0 (a veth whose peer eth0p stays in
+#                               NODE, both up) with ADDR: its link to the
+#                               other nodes, which are on-link there
 #   node_modules MODULE...      mods=$WORK/mods, a module dir holding them
 NODE=""
 
@@ -46,6 +49,13 @@ node_netns_up() {
 	trap _node_cleanup EXIT INT TERM
 	ip netns add "$NODE"
 	ip -n "$NODE" link set lo up
+}
+
+node_uplink() {
+	ip -n "$NODE" link add eth0 type veth peer name eth0p
+	ip -n "$NODE" addr add "$1" dev eth0
+	ip -n "$NODE" link set eth0 up
+	ip -n "$NODE" link set eth0p up
 }
 
 node_modules() {
