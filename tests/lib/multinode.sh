@@ -59,6 +59,10 @@
 #                                tests/integration/masq_world.py serving
 #                                on all of them at a random PORT (20000..39999)
 #                                and logging to WLOG
+#   mn_udp_log POD PORT FILE     a UDP server in POD on PORT appending a line
+#                                "PAYLOAD SENDER-IP" to FILE (emptied first) per
+#                                datagram, listening when it returns (1 when
+#                                not within 5 s)
 #   mn_bg NETNS CMD...           CMD in the background in NETNS, killed on exit
 #                                (a test's server); its pid in MN_BG_PID
 #   mn_json NODE PATH EXPR       print python EXPR over j = the node's GET PATH
@@ -348,6 +352,23 @@ mn_world_up() {
 	WLOG=$WORK/world.log
 	mn_bg "$WORLD_NS" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WLOG" "$@"
 }
+
+mn_udp_log() {
+	local pod=$1 port=$2 file=$3
+	: >"$file"
+	mn_bg "$(mn_pod_ns "$pod")" python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+with open(sys.argv[2], "a") as f:
+    while True:
+        data, peer = s.recvfrom(2048)
+        f.write(data.decode(errors="replace") + " " + peer[0] + "\n")
+        f.flush()
+' "$port" "$file"
+	wait_for 5 _mn_ss_udp "$pod" "$port"
+}
+_mn_ss_udp() { ip netns exec "$(mn_pod_ns "$1")" ss -Hlun "sport = :$2" | grep -q .; }
 
 mn_bg() {
 	local ns=$1
