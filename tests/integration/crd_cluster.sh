@@ -55,14 +55,9 @@ pod() {
 	[ "$code" = 201 ] || { echo "Pod $3/$2: $code $(cat "$WORK/post.out")" >&2; return 1; }
 	mn_pod_add "$1" "$2" "$3"
 }
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
 
 pod n1 srv srv || { fail "the server pod on n1"; finish; }
-ip netns exec "$(mn_pod_ns srv)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
-SERVERS+=($!)
-listening() { ip netns exec "$(mn_pod_ns srv)" ss -Hltn "sport = :$PORT" | grep -q .; }
-wait_for 5 listening || fail "the server listens"
+mn_serve srv "$PORT" || fail "the server listens"
 cat >"$WORK/cnp.json" <<'EOF2'
 {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
  "metadata": {"name": "srv-from-good"},

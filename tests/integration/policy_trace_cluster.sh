@@ -28,8 +28,6 @@ AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.204.0.0/16
 	--set nodes.retry=300ms --set endpoint.identity-timeout=5s
 	--set kvstore-etcd.request-timeout=2s)
 identity() { mn_json "${MN_POD_NODE[$1]}" "/v1/endpoint/container-id:$MN_TAG$1:eth0" "j['identity']"; }
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
 
 for n in "${NODES[@]}"; do
 	mn_agent_start "$n" "$WORK/mods" "${AGENT_ARGS[@]}" || { fail "the agent of $n starts"; finish; }
@@ -37,10 +35,7 @@ done
 for n in "${NODES[@]}"; do check "$n knows and routes the other" wait_for 15 mn_routes_all "$n"; done
 
 mn_pod_add n1 srv srv || { fail "the server pod on n1"; finish; }
-ip netns exec "$(mn_pod_ns srv)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
-SERVERS+=($!)
-listening() { ip netns exec "$(mn_pod_ns srv)" ss -Hltn "sport = :$PORT" | grep -q .; }
-wait_for 5 listening || fail "the server listens"
+mn_serve srv "$PORT" || fail "the server listens"
 
 cat >"$WORK/cnp.json" <<EOF2
 {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",

@@ -104,16 +104,7 @@ for n in "${NODES[@]}"; do
 	mn_pod_add "$n" "${POD_OF[$n]}" || fail "a pod on $n"
 	label "$n" "${POD_OF[$n]}"
 done
-SERVERS=()
-mn_test_cleanup() {
-	local p
-	for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done
-}
-for p in "${PODS[@]}"; do
-	ip netns exec "$(mn_pod_ns $p)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
-	SERVERS+=($!)
-done
-for p in "${PODS[@]}"; do mn_listening "$p" "$PORT"; done
+for p in "${PODS[@]}"; do mn_serve "$p" "$PORT"; done
 declare -A IDENT
 for p in "${PODS[@]}"; do
 	IDENT[$p]=$(ipcache "${MN_POD_NODE[$p]}" | awk -v ip="${MN_POD_IP[$p]}/32" '$1 == ip { sub("identity=", "", $2); print $2 }')

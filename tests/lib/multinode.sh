@@ -59,6 +59,9 @@
 #                                tests/integration/masq_world.py serving
 #                                on all of them at a random PORT (20000..39999)
 #                                and logging to WLOG
+#   mn_serve POD PORT            tests/cni/nettest.py's TCP server on PORT in
+#                                POD (what mn_probe_from connects to), killed on
+#                                exit; listening when it returns (1 if not in 5 s)
 #   mn_udp_log POD PORT FILE     a UDP server in POD on PORT appending a line
 #                                "PAYLOAD SENDER-IP" to FILE (emptied first) per
 #                                datagram, listening when it returns (1 when
@@ -351,6 +354,11 @@ mn_world_up() {
 	PORT=$((20000 + RANDOM % 20000))
 	WLOG=$WORK/world.log
 	mn_bg "$WORLD_NS" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WLOG" "$@"
+}
+
+mn_serve() {
+	mn_bg "$(mn_pod_ns "$1")" python3 "$top_srcdir/tests/cni/nettest.py" serve "$2"
+	mn_listening "$1" "$2"
 }
 
 mn_udp_log() {
