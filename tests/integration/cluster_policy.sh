@@ -61,16 +61,7 @@ both_came() { [ "$(pstats | cut -d' ' -f3)" -ge $((upd0 + 2)) ]; }
 check "n1 hears of the two new cluster identities" wait_for 10 both_came
 
 # tcp POD : "ok" when a TCP connection to the server gets its answer (1 s: a drop is a timeout)
-tcp() {
-	ip netns exec "$(mn_pod_ns "$1")" python3 -c '
-import socket, sys
-try:
-    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1) as s:
-        s.settimeout(1)
-        print("ok" if s.recv(3) == b"ok\n" else "bad")
-except OSError:
-    print("fail")' "${MN_POD_IP[srv]}" "$PORT"
-}
+tcp() { mn_tcp_get "$1" "${MN_POD_IP[srv]}" "$PORT"; }
 gets_in() { [ "$(tcp "$1")" = ok ]; }
 selected() { mn_json n1 /v1/policy/selectors "sorted(set(i for s in j['selectors'] for i in s['identities']) if isinstance(j, dict) else set(i for s in j for i in s['identities']))"; }
 selects() { [[ "$(selected)" =~ (^|[^0-9])$1([^0-9]|$) ]]; }

@@ -113,16 +113,7 @@ for n in "${NODES[@]}"; do
 done
 
 # ---- policy across nodes -------------------------------------------------------------
-tcp() {
-	ip netns exec "$(mn_pod_ns "$1")" python3 -c '
-import socket, sys
-try:
-    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1) as s:
-        s.settimeout(1)
-        print("ok" if s.recv(3) == b"ok\n" else "bad")
-except OSError:
-    print("fail")' "${MN_POD_IP[srv]}" "$PORT"
-}
+tcp() { mn_tcp_get "$1" "${MN_POD_IP[srv]}" "$PORT"; }
 gets_in() { [ "$(tcp "$1")" = ok ]; }
 check "the good pod on n2 connects to n1's server (TCP)" wait_for 10 gets_in good
 check "the good pod on n3 connects too" wait_for 10 gets_in good2

@@ -56,16 +56,7 @@ echo "  identities: good $GOOD, bad $BAD (allocated by n2); good ${MN_POD_IP[goo
 in_ipcache() { mn_json n1 /v1/ipcache "any(e.get('pod') == '$1' and e['source'] == 'kvstore' for e in j['entries'])" | grep -q True; }
 check "n1's ipcache knows good/good and bad/bad from n2" eval 'wait_for 15 in_ipcache good/good && wait_for 15 in_ipcache bad/bad'
 
-tcp() {
-	ip netns exec "$(mn_pod_ns "$1")" python3 -c '
-import socket, sys
-try:
-    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1) as s:
-        s.settimeout(1)
-        print("ok" if s.recv(3) == b"ok\n" else "bad")
-except OSError:
-    print("fail")' "${MN_POD_IP[srv]}" "$PORT"
-}
+tcp() { mn_tcp_get "$1" "${MN_POD_IP[srv]}" "$PORT"; }
 gets_in() { [ "$(tcp "$1")" = ok ]; }
 check "good on n2 connects to n1's server (real TCP)" wait_for 10 gets_in good
 check "bad on n2 does not" test "$(tcp bad)" = fail

@@ -62,6 +62,9 @@
 #   mn_serve POD PORT            tests/cni/nettest.py's TCP server on PORT in
 #                                POD (what mn_probe_from connects to), killed on
 #                                exit; listening when it returns (1 if not in 5 s)
+#   mn_tcp_get POD ADDR PORT     a TCP connection from POD to ADDR:PORT (1 s at
+#                                most) that reads mn_serve's greeting: prints
+#                                "ok", "bad" (another answer) or "fail"
 #   mn_udp_log POD PORT FILE     a UDP server in POD on PORT appending a line
 #                                "PAYLOAD SENDER-IP" to FILE (emptied first) per
 #                                datagram, listening when it returns (1 when
@@ -359,6 +362,17 @@ mn_world_up() {
 mn_serve() {
 	mn_bg "$(mn_pod_ns "$1")" python3 "$top_srcdir/tests/cni/nettest.py" serve "$2"
 	mn_listening "$1" "$2"
+}
+
+mn_tcp_get() {
+	ip netns exec "$(mn_pod_ns "$1")" python3 -c '
+import socket, sys
+try:
+    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1) as s:
+        s.settimeout(1)
+        print("ok" if s.recv(3) == b"ok\n" else "bad")
+except OSError:
+    print("fail")' "$2" "$3"
 }
 
 mn_udp_log() {
