@@ -95,11 +95,13 @@ fail() { FAILED=$((FAILED + 1)); echo "FAIL: $*"; }
 # the detail of a failure and carries on, and a bare failing check ends the
 # test under set -e (the trap still prints the summary line)
 check() {
-	local what=$1 rc=0
+	# a name of its own for the status: COMMAND may be an eval of the
+	# caller's $rc
+	local what=$1 _check_status=0
 	shift
-	"$@" || rc=$?
-	if [ "$rc" = 0 ]; then pass "$what"; else fail "$what"; fi
-	return "$rc"
+	"$@" || _check_status=$?
+	if [ "$_check_status" = 0 ]; then pass "$what"; else fail "$what"; fi
+	return "$_check_status"
 }
 
 # finish : the summary line; fails when a check failed
