@@ -15,6 +15,7 @@
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 . "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/node.sh"
 BPFFS_DIR="/sys/fs/bpf/fibril-bench-ctgc-$$"
 SAMPLES=${HEALTH_SAMPLES:-200}
 [ "$(id -u)" = 0 ] || { echo "bench_ct_gc: run as root (BPF, a network namespace)" >&2; exit 1; }
@@ -25,23 +26,6 @@ GC=$top_builddir/tests/bench/bench_ct_gc
 [ -x "$GC" ] || { echo "bench_ct_gc: $GC is not built (make bench builds it)" >&2; exit 1; }
 [ -f "$top_builddir/.libs/datapath.so" ] || { echo "bench_ct_gc: datapath.so is not built" >&2; exit 1; }
 
-NODE=fbgc$$
-ctgc_cleanup() {
-	local rc=$? p
-	set +e
-	if [ -n "${AGENT_PID:-}" ]; then
-		kill -KILL "$AGENT_PID" 2>/dev/null
-		wait "$AGENT_PID" 2>/dev/null
-		AGENT_PID=""
-	fi
-	if [ -e "/run/netns/$NODE" ]; then
-		for p in $(ip netns pids "$NODE" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		ip netns del "$NODE" 2>/dev/null
-	fi
-	(exit "$rc")
-	cleanup
-}
-trap ctgc_cleanup EXIT INT TERM
 
 echo "== conntrack GC: one pass, per-entry walk (old, on the loop) vs batch (now, on the worker pool)"
 for n in 100000 1000000; do
@@ -49,12 +33,8 @@ for n in 100000 1000000; do
 done
 
 # ---- the loop during a 1M-flow GC ------------------------------------------------------
-mods=$WORK/mods
-mkdir -p "$mods"
-chmod 0755 "$mods"
-for so in datapath ipam-cluster-pool; do install -m 0644 "$top_builddir/.libs/$so.so" "$mods/"; done
-ip netns add "$NODE"
-ip -n "$NODE" link set lo up
+node_modules datapath ipam-cluster-pool
+node_netns_up fbgc
 mapfile -t args < <(agent_args "$mods")
 nsenter --net="/run/netns/$NODE" "$AGENT" "${args[@]}" \
 	--set ipam-cluster-pool.node-cidr=10.203.0.0/24 \

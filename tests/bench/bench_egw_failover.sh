@@ -31,19 +31,8 @@ mn_modules "$WORK/mods" $MODS
 mn_underlay_up
 mn_etcd_start || die "etcd does not start"
 for i in 1 2 3; do mn_node_add "n$i" "$i"; done
-WORLD_NS=$(mn_ns world)
-_mn_netns_add "$WORLD_NS"
 WORLD=$MN_UNDERLAY_PREFIX.200
-ip -n "$WORLD_NS" link add eth0 type veth peer name uw netns "$MN_UNDERLAY_NS"
-ip -n "$MN_UNDERLAY_NS" link set uw master br0 up
-ip -n "$WORLD_NS" link set eth0 up
-ip -n "$WORLD_NS" addr add "$WORLD/24" dev eth0
-PORT=$((20000 + RANDOM % 20000))
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
-ip netns exec "$WORLD_NS" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" \
-	"$WORK/world.log" "$WORLD" &
-SERVERS+=($!)
+mn_world_up "$WORLD"
 declare -A EGRESS_IP=([n2]=$MN_UNDERLAY_PREFIX.102 [n3]=$MN_UNDERLAY_PREFIX.103)
 for n in n2 n3; do ip -n "$(mn_ns "$n")" addr add "${EGRESS_IP[$n]}/32" dev eth0; done
 ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.208.0.0/16 --set nodes.retry=300ms

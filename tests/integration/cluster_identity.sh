@@ -103,14 +103,7 @@ check "fibril ipcache list shows prefix, identity, source, node, host IP" \
 	bash -c '[[ $1 == *PREFIX*IDENTITY*SOURCE*NODE*"HOST IP"* && $1 == *"$2/32"*"$3"*kvstore*n2*"$4"* ]]' \
 	_ "$out" "${MN_POD_IP[r1n2]}" "${ROUND_ID[1]}" "${MN_IP[n2]}" || echo "$out"
 
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
-for p in r1n2 r1n3; do
-	ip netns exec "$(mn_pod_ns $p)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
-	SERVERS+=($!)
-done
-listening() { ip netns exec "$(mn_pod_ns "$1")" ss -Hltn "sport = :$PORT" | grep -q .; }
-wait_for 5 listening r1n2; wait_for 5 listening r1n3
+for p in r1n2 r1n3; do mn_serve "$p" "$PORT"; done
 probe() { ip netns exec "$(mn_pod_ns "$1")" python3 "$top_srcdir/tests/cni/nettest.py" probe "$PORT" "${@:2}" \
 	>"$WORK/probe.out" 2>&1 || { sed 's/^/  /' "$WORK/probe.out"; return 1; }; }
 check "a pod on n1 pings and connects to pods on n2 and n3" probe r1n1 "${MN_POD_IP[r1n2]}" "${MN_POD_IP[r1n3]}"

@@ -48,10 +48,8 @@ assert_clean() {
 	local links allocs
 	links=$(node_lxc_links)
 	allocs=$(ipam_allocations)
-	check "$1: no lxc/tmp link left in the node" test -z "$links"
-	[ -z "$links" ] || echo "  left: $links"
-	check "$1: no IPAM allocation left" test -z "$allocs"
-	[ -z "$allocs" ] || echo "  left: $allocs"
+	check "$1: no lxc/tmp link left in the node" test -z "$links" || echo "  left: $links"
+	check "$1: no IPAM allocation left" test -z "$allocs" || echo "  left: $allocs"
 	check "$1: the pod namespace is unchanged" test "$(pod_snapshot "$POD")" = "$BEFORE"
 }
 

@@ -96,8 +96,8 @@ check "the stream goes on after the restart ($b1 -> $b_back -> $b2 bytes)" test 
 check "  without a reset on the receiver" contains "$(cat "$WORK/recv.status")" "reset=0 eof=0"
 check "  nor on the sender" contains "$(cat "$WORK/send.status")" "reset=0"
 AFTER=$(endpoint_view)
-check "the same endpoints, identities and addresses after the restart" test "$AFTER" = "$BEFORE"
-[ "$AFTER" = "$BEFORE" ] || { echo "  before: $BEFORE"; echo "  after:  $AFTER"; }
+check "the same endpoints, identities and addresses after the restart" test "$AFTER" = "$BEFORE" ||
+	{ echo "  before: $BEFORE"; echo "  after:  $AFTER"; }
 
 # ---- a new pod after the restart ---------------------------------------------------
 check "ADD pod c after the restart" add_pod c

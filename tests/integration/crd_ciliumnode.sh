@@ -15,28 +15,10 @@
 #     routes to n2 stay.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
-. "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/k8scluster.sh"
 
-k8s_require
-MODS=(k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy)
-mn_require "${MODS[@]}"
-mn_modules "$WORK/mods" "${MODS[@]}"
-mn_underlay_up
-NODES=(n1 n2 n3)
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
-K8S_NETNS=$MN_UNDERLAY_NS K8S_ADDRESS=$MN_UNDERLAY_PREFIX.1 \
-	k8s_start --namespaces default,kube-system ||
-	{ fail "the API server starts on the underlay"; finish; }
-K8S_NETNS=$MN_UNDERLAY_NS
-post() { # PATH JSON : create, print the HTTP code
-	k8s_api -o "$WORK/post.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-		-d "$2" "$1"
-}
-for i in 1 2 3; do # no spec.podCIDRs
-	code=$(post /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n'$i'"},
-	  "status":{"addresses":[{"type":"InternalIP","address":"'"$MN_UNDERLAY_PREFIX.$((10 + i))"'"}]}}')
-	[ "$code" = 201 ] || { fail "Node n$i is created ($code)"; cat "$WORK/post.out"; finish; }
-done
+mn_k8s_cluster_up 3 default,kube-system k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy
+mn_k8s_nodes # no spec.podCIDRs
 start() {
 	local i=${1#n}
 	mn_agent_start "$1" "$WORK/mods" --set "k8s.kubeconfig=$K8S_KUBECONFIG" --set "k8s.node-name=$1" \

@@ -26,31 +26,11 @@
 #     says the API server does not serve the CRD.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
-. "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/k8scluster.sh"
 
 ROUTING=${CRD_ROUTING:-native}
-k8s_require
-MODS=(k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy)
-mn_require "${MODS[@]}"
-mn_modules "$WORK/mods" "${MODS[@]}"
-mn_underlay_up
-NODES=(n1 n2 n3)
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
-K8S_NETNS=$MN_UNDERLAY_NS K8S_ADDRESS=$MN_UNDERLAY_PREFIX.1 \
-	k8s_start --namespaces default,kube-system,srv,good,bad,other ||
-	{ fail "the API server starts on the underlay"; finish; }
-# k8s_api and k8s_ctl reach it in the underlay namespace
-K8S_NETNS=$MN_UNDERLAY_NS
-post() { # PATH JSON : create, print the HTTP code
-	k8s_api -o "$WORK/post.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-		-d "$2" "$1"
-}
-for i in 1 2 3; do
-	code=$(post /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n'$i'"},
-	  "spec":{"podCIDRs":["10.204.'$i'.0/24"]},
-	  "status":{"addresses":[{"type":"InternalIP","address":"'"$MN_UNDERLAY_PREFIX.$((10 + i))"'"}]}}')
-	[ "$code" = 201 ] || { fail "Node n$i is created ($code)"; cat "$WORK/post.out"; finish; }
-done
+mn_k8s_cluster_up 3 default,kube-system,srv,good,bad,other k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy
+mn_k8s_nodes 10.204
 
 PORT=$((20000 + RANDOM % 20000))
 start() {
@@ -68,21 +48,16 @@ check "n1 chose CRD mode for the ipcache" grep -q 'the ipcache comes from Cilium
 # pod NODE NAME NAMESPACE : the Pod object (a named port "http"), then CNI ADD
 pod() {
 	local code
-	code=$(post "/api/v1/namespaces/$3/pods" '{"apiVersion":"v1","kind":"Pod",
+	code=$(mn_k8s_post "/api/v1/namespaces/$3/pods" '{"apiVersion":"v1","kind":"Pod",
 	  "metadata":{"name":"'"$2"'","namespace":"'"$3"'","labels":{"app":"'"$3"'"}},
 	  "spec":{"nodeName":"'"$1"'","containers":[{"name":"c","image":"x",
 	    "ports":[{"name":"http","containerPort":'"$PORT"',"protocol":"TCP"}]}]}}')
 	[ "$code" = 201 ] || { echo "Pod $3/$2: $code $(cat "$WORK/post.out")" >&2; return 1; }
 	mn_pod_add "$1" "$2" "$3"
 }
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
 
 pod n1 srv srv || { fail "the server pod on n1"; finish; }
-ip netns exec "$(mn_pod_ns srv)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
-SERVERS+=($!)
-listening() { ip netns exec "$(mn_pod_ns srv)" ss -Hltn "sport = :$PORT" | grep -q .; }
-wait_for 5 listening || fail "the server listens"
+mn_serve srv "$PORT" || fail "the server listens"
 cat >"$WORK/cnp.json" <<'EOF2'
 {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
  "metadata": {"name": "srv-from-good"},
@@ -138,16 +113,7 @@ for n in "${NODES[@]}"; do
 done
 
 # ---- policy across nodes -------------------------------------------------------------
-tcp() {
-	ip netns exec "$(mn_pod_ns "$1")" python3 -c '
-import socket, sys
-try:
-    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1) as s:
-        s.settimeout(1)
-        print("ok" if s.recv(3) == b"ok\n" else "bad")
-except OSError:
-    print("fail")' "${MN_POD_IP[srv]}" "$PORT"
-}
+tcp() { mn_tcp_get "$1" "${MN_POD_IP[srv]}" "$PORT"; }
 gets_in() { [ "$(tcp "$1")" = ok ]; }
 check "the good pod on n2 connects to n1's server (TCP)" wait_for 10 gets_in good
 check "the good pod on n3 connects too" wait_for 10 gets_in good2
@@ -169,7 +135,7 @@ check "  and good2 (still of namespace good, the policy's label) still connects"
 	wait_for 10 gets_in good2
 
 # ---- a forged CiliumEndpoint: refused ----------------------------------------------------
-code=$(post /apis/cilium.io/v2/namespaces/bad/ciliumendpoints '{"apiVersion":"cilium.io/v2",
+code=$(mn_k8s_post /apis/cilium.io/v2/namespaces/bad/ciliumendpoints '{"apiVersion":"cilium.io/v2",
   "kind":"CiliumEndpoint","metadata":{"name":"forged","namespace":"bad"},
   "status":{"identity":{"id":'"${ID[good]}"'},"networking":{"addressing":[{"ipv4":"10.204.1.250"}],
   "node":"'"$MN_UNDERLAY_PREFIX.13"'","node-name":"n3"}}}')

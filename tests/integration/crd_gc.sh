@@ -18,31 +18,12 @@
 #     field a real server would prune).
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
-. "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/k8scluster.sh"
 
-k8s_require
-MODS=(k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy)
-mn_require "${MODS[@]}"
-mn_modules "$WORK/mods" "${MODS[@]}"
-mn_underlay_up
-NODES=(n1 n2 n3)
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
-K8S_NETNS=$MN_UNDERLAY_NS K8S_ADDRESS=$MN_UNDERLAY_PREFIX.1 \
-	k8s_start --namespaces default,kube-system,alpha,beta,gamma ||
-	{ fail "the API server starts on the underlay"; finish; }
-K8S_NETNS=$MN_UNDERLAY_NS
+mn_k8s_cluster_up 3 default,kube-system,alpha,beta,gamma k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy
 LEASE_S=4 GRACE_S=4
-post() { # PATH JSON : create, print the HTTP code
-	k8s_api -o "$WORK/post.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-		-d "$2" "$1"
-}
 code_of() { k8s_api -o /dev/null -w '%{http_code}' "$1"; }
-for i in 1 2 3; do
-	code=$(post /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n'$i'"},
-	  "spec":{"podCIDRs":["10.205.'$i'.0/24"]},
-	  "status":{"addresses":[{"type":"InternalIP","address":"'"$MN_UNDERLAY_PREFIX.$((10 + i))"'"}]}}')
-	[ "$code" = 201 ] || { fail "Node n$i is created ($code)"; cat "$WORK/post.out"; finish; }
-done
+mn_k8s_nodes 10.205
 
 start() {
 	local i=${1#n}
@@ -74,7 +55,7 @@ done
 # pod NODE NAME NAMESPACE : the Pod object, then CNI ADD
 pod() {
 	local code
-	code=$(post "/api/v1/namespaces/$3/pods" '{"apiVersion":"v1","kind":"Pod",
+	code=$(mn_k8s_post "/api/v1/namespaces/$3/pods" '{"apiVersion":"v1","kind":"Pod",
 	  "metadata":{"name":"'"$2"'","namespace":"'"$3"'","labels":{"app":"'"$2"'"}},
 	  "spec":{"nodeName":"'"$1"'","containers":[{"name":"c","image":"x"}]}}')
 	[ "$code" = 201 ] || { echo "Pod $3/$2: $code $(cat "$WORK/post.out")" >&2; return 1; }
@@ -97,7 +78,7 @@ id_gone() { [ "$(code_of "/apis/cilium.io/v2/ciliumidentities/$1")" = 404 ]; }
 # ---- an unused identity goes after the grace, used ones never ---------------------------
 UNUSED=65000
 t0=$(now_us)
-code=$(post /apis/cilium.io/v2/ciliumidentities '{"apiVersion":"cilium.io/v2","kind":"CiliumIdentity",
+code=$(mn_k8s_post /apis/cilium.io/v2/ciliumidentities '{"apiVersion":"cilium.io/v2","kind":"CiliumIdentity",
   "metadata":{"name":"'$UNUSED'"},"security-labels":{"k8s:app":"nobody-uses-this"}}')
 check "an unused CiliumIdentity $UNUSED is created" test "$code" = 201
 check "the leader deletes it" wait_for $((GRACE_S + 10)) id_gone $UNUSED
@@ -129,7 +110,7 @@ DEAD=$LEADER
 declare -A DEADPOD=([n1]=a [n2]=b [n3]=c)
 declare -A DEADPOD2=([n1]=a2 [n2]=b2 [n3]=c2)
 # the dead node's CiliumNode (the agents' own are written by the nodes module when it publishes them)
-code=$(post /apis/cilium.io/v2/ciliumnodes '{"apiVersion":"cilium.io/v2","kind":"CiliumNode",
+code=$(mn_k8s_post /apis/cilium.io/v2/ciliumnodes '{"apiVersion":"cilium.io/v2","kind":"CiliumNode",
   "metadata":{"name":"'"$DEAD"'"},"spec":{"addresses":[{"type":"InternalIP","ip":"'"${MN_IP[$DEAD]}"'"}]}}')
 check "the CiliumNode $DEAD exists" bash -c '[ "$1" = 201 ] || [ "$1" = 409 ]' _ "$code"
 check "the CiliumNodes fit the schema of deploy/kubernetes/crds.yaml" fits ciliumnodes
@@ -167,7 +148,7 @@ for n in "${NODES[@]}"; do
 done
 mn_agent_kill "$R" TERM
 i=${R#n}
-code=$(post /apis/cilium.io/v2/namespaces/default/ciliumendpoints '{"apiVersion":"cilium.io/v2",
+code=$(mn_k8s_post /apis/cilium.io/v2/namespaces/default/ciliumendpoints '{"apiVersion":"cilium.io/v2",
   "kind":"CiliumEndpoint","metadata":{"name":"ghost","namespace":"default"},
   "status":{"identity":{"id":'"${ID[${DEADPOD[$R]}]}"'},"networking":{"addressing":[{"ipv4":"10.205.'$i'.250"}],
   "node":"'"${MN_IP[$R]}"'","node-name":"'"$R"'"}}}')

@@ -17,24 +17,10 @@
 #     live nodes' claims stay.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
-. "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/k8scluster.sh"
 
-k8s_require
-MODS=(k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy)
-mn_require "${MODS[@]}"
-mn_modules "$WORK/mods" "${MODS[@]}"
-mn_underlay_up
-NODES=(n1 n2 n3)
+mn_k8s_cluster_up 3 default,kube-system k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy
 POOL=10.207.0.0/22 # four /24s: the first is held by a hostile claim
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
-K8S_NETNS=$MN_UNDERLAY_NS K8S_ADDRESS=$MN_UNDERLAY_PREFIX.1 \
-	k8s_start --namespaces default,kube-system ||
-	{ fail "the API server starts on the underlay"; finish; }
-K8S_NETNS=$MN_UNDERLAY_NS
-post() { # PATH JSON : create, print the HTTP code
-	k8s_api -o "$WORK/post.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-		-d "$2" "$1"
-}
 code_of() { k8s_api -o /dev/null -w '%{http_code}' "$1"; }
 LEASES=/apis/coordination.k8s.io/v1/namespaces/kube-system/leases
 claim_json() { # NAME CIDR HOLDER
@@ -42,14 +28,10 @@ claim_json() { # NAME CIDR HOLDER
 	  "namespace":"kube-system","labels":{"fibril.io/podcidr-claim":"v4"},
 	  "annotations":{"fibril.io/podcidr":"'"$2"'"}},"spec":{"holderIdentity":"'"$3"'"}}'
 }
-for i in 1 2 3; do # no spec.podCIDRs: cluster-pool IPAM
-	code=$(post /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n'$i'"},
-	  "status":{"addresses":[{"type":"InternalIP","address":"'"$MN_UNDERLAY_PREFIX.$((10 + i))"'"}]}}')
-	[ "$code" = 201 ] || { fail "Node n$i is created ($code)"; cat "$WORK/post.out"; finish; }
-done
-code=$(post $LEASES "$(claim_json fibril-podcidr-v4-10-207-0-0-24 10.207.0.0/24 'Evil Node!')")
+mn_k8s_nodes # no spec.podCIDRs: cluster-pool IPAM
+code=$(mn_k8s_post $LEASES "$(claim_json fibril-podcidr-v4-10-207-0-0-24 10.207.0.0/24 'Evil Node!')")
 check "a hostile claim of 10.207.0.0/24 (holder 'Evil Node!') is created ($code)" test "$code" = 201
-code=$(post $LEASES "$(claim_json fibril-podcidr-v4-10-99-0-0-24 10.99.0.0/24 n9)")
+code=$(mn_k8s_post $LEASES "$(claim_json fibril-podcidr-v4-10-99-0-0-24 10.99.0.0/24 n9)")
 check "a claim of 10.99.0.0/24 (outside the pool) is created ($code)" test "$code" = 201
 
 start() {

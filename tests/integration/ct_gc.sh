@@ -12,6 +12,7 @@
 # The pass's cost at 100k and 1M flows beside the per-entry walk is in
 # make bench (tests/bench/bench_ct_gc.sh).
 . "$top_srcdir/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/node.sh"
 
 FLOWS=100000
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root (BPF maps, a network namespace)"
@@ -31,30 +32,8 @@ $CC -std=gnu11 -O2 -D_GNU_SOURCE ${SAN_CFLAGS:-} -I"$top_srcdir/bpf" -I"$top_src
 	"$top_srcdir/modules/datapath/dp_ctgc.c" "$top_srcdir/modules/common/bpf_gc.c" \
 	$(pkg-config --cflags --libs libbpf) || skip_or_fail "cannot build the conntrack filler (libbpf-dev?)"
 
-NODE=fctgc-$$
-ctgc_cleanup() {
-	local rc=$? p
-	set +e
-	if [ -n "${AGENT_PID:-}" ]; then
-		kill -KILL "$AGENT_PID" 2>/dev/null
-		wait "$AGENT_PID" 2>/dev/null
-		AGENT_PID=""
-	fi
-	if [ -e "/run/netns/$NODE" ]; then
-		for p in $(ip netns pids "$NODE" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		ip netns del "$NODE" 2>/dev/null
-	fi
-	(exit "$rc")
-	cleanup
-}
-trap ctgc_cleanup EXIT INT TERM
-
-mods=$WORK/mods
-mkdir -p "$mods"
-chmod 0755 "$mods"
-for so in datapath ipam-cluster-pool; do install -m 0644 "$top_builddir/.libs/$so.so" "$mods/"; done
-ip netns add "$NODE"
-ip -n "$NODE" link set lo up
+node_modules datapath ipam-cluster-pool
+node_netns_up fctgc-
 export LD_LIBRARY_PATH="$top_builddir/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 bin=$top_builddir/.libs/fibril-agent
 [ -x "$bin" ] && ! grep -q libtool "$bin" 2>/dev/null || bin=$AGENT

@@ -26,32 +26,12 @@ EGW_MODE=${EGW_MODE:-native}
 [ "$EGW_MODE" = tunnel ] && MN_UNDERLAY_MTU=9000 # room for VXLAN around 1500-byte frames
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes health egressgw"
-# shellcheck disable=SC2086
-mn_require $MODS
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+mn_cluster_up 3 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes health egressgw
 NODES=(n1 n2 n3)
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
 
-WORLD_NS=$(mn_ns world)
-_mn_netns_add "$WORLD_NS"
 WORLD=$MN_UNDERLAY_PREFIX.200
 WORLD_EXCL=$MN_UNDERLAY_PREFIX.201
-ip -n "$WORLD_NS" link add eth0 type veth peer name uw netns "$MN_UNDERLAY_NS"
-ip -n "$MN_UNDERLAY_NS" link set uw mtu "$MN_UNDERLAY_MTU" master br0 up
-ip -n "$WORLD_NS" link set eth0 mtu "$MN_UNDERLAY_MTU" up
-ip -n "$WORLD_NS" addr add "$WORLD/24" dev eth0
-ip -n "$WORLD_NS" addr add "$WORLD_EXCL/24" dev eth0
-PORT=$((20000 + RANDOM % 20000))
-WLOG=$WORK/world.log
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
-ip netns exec "$WORLD_NS" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WLOG" \
-	"$WORLD" "$WORLD_EXCL" &
-SERVERS+=($!)
+mn_world_up "$WORLD" "$WORLD_EXCL"
 
 # the egress IPs, on the gateways' underlay devices
 declare -A EGRESS_IP=([n2]=$MN_UNDERLAY_PREFIX.102 [n3]=$MN_UNDERLAY_PREFIX.103)

@@ -19,17 +19,10 @@
 . "$top_srcdir/tests/lib/multinode.sh"
 . "$top_srcdir/tests/lib/health_view.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api nodes health"
-# shellcheck disable=SC2086
-mn_require $MODS
 prometheus_python
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+mn_cluster_up 3 kvstore-etcd ipam-cluster-pool ipam-api nodes health
 INTERVAL_MS=1000
 HPORT=$((20000 + ($$ + 11) % 20000))
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
 start() {
 	mn_agent_start "$1" "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.202.0.0/16 \
 		--set nodes.retry=300ms --set nodes.lease-ttl=30s --set "health.interval=${INTERVAL_MS}ms" \

@@ -21,17 +21,10 @@
 . "$top_srcdir/tests/lib/multinode.sh"
 . "$top_srcdir/tests/lib/health_view.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api nodes health"
-# shellcheck disable=SC2086
-mn_require $MODS
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+mn_cluster_up 4 kvstore-etcd ipam-cluster-pool ipam-api nodes health
 HPORT=$((20000 + ($$ + 23) % 20000))
 TCP=127.0.0.1:9876 # each node's own loopback
 GRACE_ARGS=(--set nodes.lost-node-grace=8s)
-for i in 1 2 3 4; do mn_node_add "n$i" "$i"; done
 # start NAME LEASE-TTL-S INTERVAL [more agent args]
 start() {
 	mn_agent_start "$1" "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.205.0.0/16 \

@@ -250,8 +250,8 @@ if [ -z "${SAN_CFLAGS:-}" ]; then
 		rc=0
 		# shellcheck disable=SC2086
 		"${VG[@]}" "$CLI" --socket "$WORK/fibril.sock" $args >"$WORK/vg.out" 2>&1 || rc=$?
-		check "valgrind: fibril $args has no leaks or errors (exit $rc)" test "$rc" != 99 -a "$rc" -le 1
-		[ "$rc" -le 1 ] || cat "$WORK/vg.out"
+		check "valgrind: fibril $args has no leaks or errors (exit $rc)" test "$rc" != 99 -a "$rc" -le 1 ||
+			cat "$WORK/vg.out"
 	done
 fi
 stop_agent TERM
@@ -335,8 +335,8 @@ if [ -z "${SAN_CFLAGS:-}" ]; then
 	req DELETE '/v1/ipam?owner=c2/eth0' >/dev/null
 	rc=0
 	stop_agent TERM || rc=$?
-	check "valgrind: the ipam routes leak nothing (exit $rc)" test "$rc" = 0
-	[ "$rc" = 0 ] || cat "$WORK"/vg-agent.* "$WORK/agent.log"
+	check "valgrind: the ipam routes leak nothing (exit $rc)" test "$rc" = 0 ||
+		cat "$WORK"/vg-agent.* "$WORK/agent.log"
 fi
 
 # ---- the same routes against ipam-cluster-pool, when it provides ipam -----------

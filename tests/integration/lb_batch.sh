@@ -9,34 +9,11 @@
 # midway (backend-map-max 16) is refused and the entries applied before
 # the failing one are put back as they were.
 . "$top_srcdir/tests/lib/common.sh"
-. "$top_srcdir/tests/lib/wait.sh"
+. "$top_srcdir/tests/lib/node.sh"
 
-[ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF)"
-for tool in ip nsenter python3 curl; do
-	command -v "$tool" >/dev/null || skip_or_fail "$tool is not installed"
-done
-[ -f "$top_builddir/.libs/lb.so" ] || { echo "FAIL: lb.so is not built"; exit 1; }
-mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
-
-NODE=flbt$$
-batch_cleanup() {
-	local rc=$? p
-	set +e
-	if [ -e "/run/netns/$NODE" ]; then
-		for p in $(ip netns pids "$NODE" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		ip netns del "$NODE"
-	fi
-	(exit "$rc")
-	cleanup
-}
-trap batch_cleanup EXIT INT TERM
-ip netns add "$NODE"
-ip -n "$NODE" link set lo up
-
-mods=$WORK/mods
-mkdir -p "$mods"
-chmod 0755 "$mods"
-install -m 0644 "$top_builddir/.libs/lb.so" "$mods/"
+node_require "network namespaces, BPF" lb
+node_netns_up flbt
+node_modules lb
 start_agent_netns "$NODE" "$mods" --set lb.socket-lb=false --set lb.backend-map-max=16 ||
 	{ fail "the agent starts"; finish; }
 

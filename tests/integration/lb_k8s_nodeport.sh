@@ -11,44 +11,18 @@
 # Service is held (k8s-held-slices), not counted in k8s-skipped, and its
 # endpoints are the Service's backends once the Service arrives.
 . "$top_srcdir/tests/lib/common.sh"
-. "$top_srcdir/tests/lib/wait.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/node.sh"
 
-[ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF)"
-for tool in ip nsenter python3 curl; do
-	command -v "$tool" >/dev/null || skip_or_fail "$tool is not installed"
-done
+node_require "network namespaces, BPF" lb k8s
 k8s_require
-for so in lb k8s; do
-	[ -f "$top_builddir/.libs/$so.so" ] || { echo "FAIL: $so.so is not built"; exit 1; }
-done
-mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
-
-NODE=flnp$$
-np_cleanup() {
-	local rc=$? p
-	set +e
-	if [ -e "/run/netns/$NODE" ]; then
-		for p in $(ip netns pids "$NODE" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		ip netns del "$NODE"
-	fi
-	(exit "$rc")
-	cleanup
-}
-trap np_cleanup EXIT INT TERM
-
-ip netns add "$NODE"
-ip -n "$NODE" link set lo up
+node_netns_up flnp
 ip -n "$NODE" link add np0 type veth peer name np1
 ip -n "$NODE" addr add 198.51.100.7/24 dev np0
 ip -n "$NODE" addr add 2001:db8:7::7/64 dev np0 nodad
 ip -n "$NODE" link set np0 up
 ip -n "$NODE" link set np1 up
-
-mods=$WORK/mods
-mkdir -p "$mods"
-chmod 0755 "$mods"
-install -m 0644 "$top_builddir/.libs/lb.so" "$top_builddir/.libs/k8s.so" "$mods/"
+node_modules lb k8s
 
 export K8S_NETNS=$NODE
 k8s_start --service-cidr 10.96.0.0/16 || { fail "the fake apiserver starts"; finish; }

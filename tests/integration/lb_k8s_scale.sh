@@ -10,40 +10,14 @@
 # objects is compact (k8s-bytes under 400 bytes per Service with its slice);
 # a restart re-syncs to the same service IDs, again parsing each object once.
 . "$top_srcdir/tests/lib/common.sh"
-. "$top_srcdir/tests/lib/wait.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/node.sh"
 
-[ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF)"
-for tool in ip nsenter python3 curl; do
-	command -v "$tool" >/dev/null || skip_or_fail "$tool is not installed"
-done
+node_require "network namespaces, BPF" lb k8s
 k8s_require
-for so in lb k8s; do
-	[ -f "$top_builddir/.libs/$so.so" ] || { echo "FAIL: $so.so is not built"; exit 1; }
-done
-mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
-
 N=${LB_SCALE_SERVICES:-2000}
-NODE=flsc$$
-scale_cleanup() {
-	local rc=$? p
-	set +e
-	if [ -e "/run/netns/$NODE" ]; then
-		for p in $(ip netns pids "$NODE" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-		ip netns del "$NODE"
-	fi
-	(exit "$rc")
-	cleanup
-}
-trap scale_cleanup EXIT INT TERM
-
-ip netns add "$NODE"
-ip -n "$NODE" link set lo up
-
-mods=$WORK/mods
-mkdir -p "$mods"
-chmod 0755 "$mods"
-install -m 0644 "$top_builddir/.libs/lb.so" "$top_builddir/.libs/k8s.so" "$mods/"
+node_netns_up flsc
+node_modules lb k8s
 
 python3 "$top_srcdir/tests/k8s/control.py" gen --pods 0 --nodes 1 --namespaces 10 --services "$N" \
 	--endpointslices "$N" >"$WORK/objects.json" || { fail "the objects are generated"; finish; }

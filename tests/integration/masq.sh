@@ -18,39 +18,17 @@ MASQ_MODE=${MASQ_MODE:-native}
 MN_UNDERLAY_PREFIX6="fd00:fc:$(printf %x $(($$ % 65536)))::"
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
-# shellcheck disable=SC2086
-mn_require $MODS
 command -v ping >/dev/null || skip_or_fail "ping is not installed (iputils-ping)"
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+mn_cluster_up 3 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes
 NODES=(n1 n2 n3)
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
 
 # the world: on the bridge, an address the nodes reach on the link, and
 # a second one that is in the non-masquerade set; no route to the pods
-WORLD_NS=$(mn_ns world)
-_mn_netns_add "$WORLD_NS"
 WORLD=$MN_UNDERLAY_PREFIX.200
 WORLD_NOMASQ=$MN_UNDERLAY_PREFIX.201
-ip -n "$WORLD_NS" link add eth0 type veth peer name uw netns "$MN_UNDERLAY_NS"
-ip -n "$MN_UNDERLAY_NS" link set uw mtu "$MN_UNDERLAY_MTU" master br0 up
-ip -n "$WORLD_NS" link set eth0 mtu "$MN_UNDERLAY_MTU" up
-ip -n "$WORLD_NS" addr add "$WORLD/24" dev eth0
-ip -n "$WORLD_NS" addr add "$WORLD_NOMASQ/24" dev eth0
 WORLD6=${MN_UNDERLAY_PREFIX6}200
 WORLD6_NOMASQ=${MN_UNDERLAY_PREFIX6}201
-ip -n "$WORLD_NS" addr add "$WORLD6/64" dev eth0 nodad
-ip -n "$WORLD_NS" addr add "$WORLD6_NOMASQ/64" dev eth0 nodad
-PORT=$((20000 + RANDOM % 20000))
-WLOG=$WORK/world.log
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
-ip netns exec "$WORLD_NS" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WLOG" \
-	"$WORLD" "$WORLD_NOMASQ" "$WORLD6" "$WORLD6_NOMASQ" &
-SERVERS+=($!)
+mn_world_up "$WORLD" "$WORLD_NOMASQ" "$WORLD6" "$WORLD6_NOMASQ"
 
 declare -A HOST_ROUTING=([n1]=bpf [n2]=legacy [n3]=bpf)
 AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.203.0.0/16
@@ -72,8 +50,7 @@ check "the world's server is up" wait_for 10 grep -q ready "$WLOG"
 declare -A POD_OF=([n1]=pa [n2]=pb [n3]=pc)
 for n in "${NODES[@]}"; do mn_pod_add "$n" "${POD_OF[$n]}" || fail "a pod on $n"; done
 # a pod's own server, for the cluster's side
-ip netns exec "$(mn_pod_ns pb)" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WORK/pb.log" &
-SERVERS+=($!)
+mn_bg "$(mn_pod_ns pb)" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WORK/pb.log"
 check "pb's server is up" wait_for 10 grep -q ready "$WORK/pb.log"
 
 in_pod() { local pod=$1; shift; ip netns exec "$(mn_pod_ns "$pod")" "$@"; }

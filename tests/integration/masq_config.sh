@@ -13,31 +13,10 @@
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
-# shellcheck disable=SC2086
-mn_require $MODS
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
-mn_node_add n1 1
-
-WORLD_NS=$(mn_ns world)
-_mn_netns_add "$WORLD_NS"
+mn_cluster_up 1 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes
 WORLD_A=$MN_UNDERLAY_PREFIX.200
 WORLD_B=$MN_UNDERLAY_PREFIX.201
-ip -n "$WORLD_NS" link add eth0 type veth peer name uw netns "$MN_UNDERLAY_NS"
-ip -n "$MN_UNDERLAY_NS" link set uw master br0 up
-ip -n "$WORLD_NS" link set eth0 up
-ip -n "$WORLD_NS" addr add "$WORLD_A/24" dev eth0
-ip -n "$WORLD_NS" addr add "$WORLD_B/24" dev eth0
-PORT=$((20000 + RANDOM % 20000))
-WLOG=$WORK/world.log
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
-ip netns exec "$WORLD_NS" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WLOG" \
-	"$WORLD_A" "$WORLD_B" &
-SERVERS+=($!)
+mn_world_up "$WORLD_A" "$WORLD_B"
 
 CFG=$WORK/ip-masq-agent/config
 mkdir -p "$(dirname "$CFG")"

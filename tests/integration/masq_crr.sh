@@ -20,28 +20,14 @@
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
-# shellcheck disable=SC2086
-mn_require $MODS
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
-mn_node_add n1 1
-WORLD_NS=$(mn_ns world)
-_mn_netns_add "$WORLD_NS"
+mn_cluster_up 1 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes
 WORLD=$MN_UNDERLAY_PREFIX.200
-ip -n "$WORLD_NS" link add eth0 type veth peer name uw netns "$MN_UNDERLAY_NS"
-ip -n "$MN_UNDERLAY_NS" link set uw master br0 up
-ip -n "$WORLD_NS" link set eth0 up
-ip -n "$WORLD_NS" addr add "$WORLD/24" dev eth0
+mn_world_add world "$WORLD"
+WORLD_NS=$(mn_ns world)
 PORT=$((20000 + RANDOM % 10000))
 WLOG=$WORK/world.log
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
 crr_py=("/usr/bin/python3" "$top_srcdir/tests/integration/masq_crr.py")
-ip netns exec "$WORLD_NS" "${crr_py[@]}" serve "$PORT" "$WLOG" &
-SERVERS+=($!)
+mn_bg "$WORLD_NS" "${crr_py[@]}" serve "$PORT" "$WLOG"
 
 # mappings of closed flows go 1 s after their last packet: a pod port
 # comes round again (8,000 of them) after its mapping was collected

@@ -17,20 +17,9 @@ mn_cluster_up 1 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes 
 /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null ||
 	skip_or_fail "python3-grpcio and python3-grpc-tools are not installed (scripts/deps.sh)"
 export HUBBLE_PROTO_DIR="$top_srcdir/modules/hubble-lite/proto"
-WORLD_NS=$(mn_ns world)
-_mn_netns_add "$WORLD_NS"
 WORLD=$MN_UNDERLAY_PREFIX.200
-ip -n "$WORLD_NS" link add eth0 type veth peer name uw netns "$MN_UNDERLAY_NS"
-ip -n "$MN_UNDERLAY_NS" link set uw master br0 up
-ip -n "$WORLD_NS" link set eth0 up
-ip -n "$WORLD_NS" addr add "$WORLD/24" dev eth0
-PORT=$((20000 + RANDOM % 20000))
-WLOG=$WORK/world.log
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
+mn_world_up "$WORLD"
 world=("/usr/bin/python3" "$top_srcdir/tests/integration/masq_world.py")
-ip netns exec "$WORLD_NS" "${world[@]}" serve "$PORT" "$WLOG" "$WORLD" &
-SERVERS+=($!)
 
 mn_agent_start n1 "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.204.0.0/16 \
 	--set nodes.retry=300ms --set datapath.trace-events=true \

@@ -12,24 +12,12 @@
 MN_UNDERLAY_PREFIX6="fd00:fd:$(printf %x $(($$ % 65536)))::"
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
-# shellcheck disable=SC2086
-mn_require $MODS
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
-mn_node_add n1 1
+mn_cluster_up 1 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes
 # the router: on the bridge (.250) and on a 1280-byte link to the far end
+mn_world_add router "$MN_UNDERLAY_PREFIX.250" "${MN_UNDERLAY_PREFIX6}250"
 R=$(mn_ns router)
 F=$(mn_ns far)
-_mn_netns_add "$R"
 _mn_netns_add "$F"
-ip -n "$R" link add eth0 type veth peer name ur netns "$MN_UNDERLAY_NS"
-ip -n "$MN_UNDERLAY_NS" link set ur master br0 up
-ip -n "$R" addr add "$MN_UNDERLAY_PREFIX.250/24" dev eth0
-ip -n "$R" addr add "${MN_UNDERLAY_PREFIX6}250/64" dev eth0 nodad
-ip -n "$R" link set eth0 up
 ip -n "$R" link add eth1 mtu 1280 type veth peer name eth0 mtu 1280 netns "$F"
 ip -n "$R" addr add 10.250.9.1/24 dev eth1
 ip -n "$R" addr add fd00:9::1/64 dev eth1 nodad

@@ -11,29 +11,11 @@
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes"
-# shellcheck disable=SC2086
-mn_require $MODS
 command -v bpftool >/dev/null || skip_or_fail "bpftool is not installed (the map id is read with it)"
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
-mn_node_add n1 1
-WORLD_NS=$(mn_ns world)
-_mn_netns_add "$WORLD_NS"
+mn_cluster_up 1 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes
 WORLD=$MN_UNDERLAY_PREFIX.200
-ip -n "$WORLD_NS" link add eth0 type veth peer name uw netns "$MN_UNDERLAY_NS"
-ip -n "$MN_UNDERLAY_NS" link set uw master br0 up
-ip -n "$WORLD_NS" link set eth0 up
-ip -n "$WORLD_NS" addr add "$WORLD/24" dev eth0
-PORT=$((20000 + RANDOM % 20000))
-WLOG=$WORK/world.log
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
+mn_world_up "$WORLD"
 world=("/usr/bin/python3" "$top_srcdir/tests/integration/masq_world.py")
-ip netns exec "$WORLD_NS" "${world[@]}" serve "$PORT" "$WLOG" "$WORLD" &
-SERVERS+=($!)
 start() {
 	mn_agent_start n1 "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.205.0.0/16 \
 		--set nodes.retry=300ms --set nodes.lease-ttl=30s --set datapath.conntrack-gc-interval=1s

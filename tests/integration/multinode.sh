@@ -114,13 +114,7 @@ check "n1's datapath loaded its programs on a worker (program-load-ms, the ids)"
 # ---- pods across nodes ------------------------------------------------------------------
 mn_pod_add n1 pa || fail "a pod on n1"
 mn_pod_add n2 pb || fail "a pod on n2"
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
-for p in pa pb; do
-	ip netns exec "$(mn_pod_ns $p)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
-	SERVERS+=($!)
-done
-for p in pa pb; do mn_listening "$p" "$PORT"; done
+for p in pa pb; do mn_serve "$p" "$PORT"; done
 check "pa (${MN_POD_IP[pa]}, n1) pings and connects to pb (${MN_POD_IP[pb]}, n2)" probe pa "${MN_POD_IP[pb]}"
 check "pb pings and connects to pa" probe pb "${MN_POD_IP[pa]}"
 check "n1 (host-routing bpf) sent pa's packets out by the FIB (to-fib), not the stack" \

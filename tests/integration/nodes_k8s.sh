@@ -18,6 +18,7 @@
 # object takes over again.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/node.sh"
 
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root (a network namespace, routes)"
 k8s_require ip etcd etcdctl
@@ -25,23 +26,15 @@ MODS="k8s ipam-k8s-podcidr ipam-api endpoint datapath nodes"
 for m in $MODS kvstore-etcd; do
 	[ -f "$top_builddir/.libs/$m.so" ] || skip_or_fail "module $m is not built"
 done
-NS="fnk8s$$"
-mn_cleanup() { ip netns del "$NS" 2>/dev/null; }
-trap 'rc=$?; set +e; [ -n "${AGENT_PID:-}" ] && kill -KILL "$AGENT_PID" 2>/dev/null; mn_cleanup; cleanup "$rc"' EXIT INT TERM
-ip netns add "$NS"
-ip -n "$NS" link set lo up
+node_netns_up fnk8s
+NS=$NODE
 # the underlay: the other nodes' InternalIPs are on-link (a veth pair:
 # the kernel may have no dummy driver)
-ip -n "$NS" link add eth0 type veth peer name eth0p
-ip -n "$NS" addr add 172.31.252.11/24 dev eth0
-ip -n "$NS" link set eth0 up
-ip -n "$NS" link set eth0p up
+node_uplink 172.31.252.11/24
 K8S_NETNS=$NS
 k8s_start || { fail "the API server starts"; finish; }
-mods=$WORK/mods
-mkdir -p "$mods"
-chmod 0755 "$mods"
-for m in $MODS; do install -m 0644 "$top_builddir/.libs/$m.so" "$mods/$m.so"; done
+# shellcheck disable=SC2086
+node_modules $MODS
 
 # node NAME JSON-SPEC JSON-ANNOTATIONS INTERNAL-IP : create a Node
 node() {
@@ -113,9 +106,7 @@ EP=http://127.0.0.1:2379 # etcd inside the agent's namespace
 ip netns exec "$NS" etcd --name nk --data-dir "$WORK/etcd" --listen-client-urls "$EP" \
 	--advertise-client-urls "$EP" --listen-peer-urls http://127.0.0.1:2380 \
 	--initial-advertise-peer-urls http://127.0.0.1:2380 --initial-cluster nk=http://127.0.0.1:2380 \
-	>"$WORK/etcd.log" 2>&1 &
-ETCD_NS_PID=$!
-trap 'rc=$?; set +e; [ -n "${AGENT_PID:-}" ] && kill -KILL "$AGENT_PID" 2>/dev/null; kill -KILL "$ETCD_NS_PID" 2>/dev/null; mn_cleanup; cleanup "$rc"' EXIT INT TERM
+	>"$WORK/etcd.log" 2>&1 & # killed on exit with everything in $NS (tests/lib/node.sh)
 etcdctl_ns() { ip netns exec "$NS" env ETCDCTL_API=3 etcdctl --endpoints="$EP" --dial-timeout=2s "$@"; }
 wait_for 20 etcdctl_ns endpoint health >/dev/null 2>&1 || fail "etcd starts in the namespace"
 etcdctl_ns put /fibril/state/nodes/v1/n2 \

@@ -28,8 +28,6 @@ AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.204.0.0/16
 	--set nodes.retry=300ms --set endpoint.identity-timeout=5s
 	--set kvstore-etcd.request-timeout=2s)
 identity() { mn_json "${MN_POD_NODE[$1]}" "/v1/endpoint/container-id:$MN_TAG$1:eth0" "j['identity']"; }
-SERVERS=()
-mn_test_cleanup() { local p; for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done; }
 
 for n in "${NODES[@]}"; do
 	mn_agent_start "$n" "$WORK/mods" "${AGENT_ARGS[@]}" || { fail "the agent of $n starts"; finish; }
@@ -37,10 +35,7 @@ done
 for n in "${NODES[@]}"; do check "$n knows and routes the other" wait_for 15 mn_routes_all "$n"; done
 
 mn_pod_add n1 srv srv || { fail "the server pod on n1"; finish; }
-ip netns exec "$(mn_pod_ns srv)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
-SERVERS+=($!)
-listening() { ip netns exec "$(mn_pod_ns srv)" ss -Hltn "sport = :$PORT" | grep -q .; }
-wait_for 5 listening || fail "the server listens"
+mn_serve srv "$PORT" || fail "the server listens"
 
 cat >"$WORK/cnp.json" <<EOF2
 {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
@@ -61,16 +56,7 @@ echo "  identities: good $GOOD, bad $BAD (allocated by n2); good ${MN_POD_IP[goo
 in_ipcache() { mn_json n1 /v1/ipcache "any(e.get('pod') == '$1' and e['source'] == 'kvstore' for e in j['entries'])" | grep -q True; }
 check "n1's ipcache knows good/good and bad/bad from n2" eval 'wait_for 15 in_ipcache good/good && wait_for 15 in_ipcache bad/bad'
 
-tcp() {
-	ip netns exec "$(mn_pod_ns "$1")" python3 -c '
-import socket, sys
-try:
-    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1) as s:
-        s.settimeout(1)
-        print("ok" if s.recv(3) == b"ok\n" else "bad")
-except OSError:
-    print("fail")' "${MN_POD_IP[srv]}" "$PORT"
-}
+tcp() { mn_tcp_get "$1" "${MN_POD_IP[srv]}" "$PORT"; }
 gets_in() { [ "$(tcp "$1")" = ok ]; }
 check "good on n2 connects to n1's server (real TCP)" wait_for 10 gets_in good
 check "bad on n2 does not" test "$(tcp bad)" = fail

@@ -23,16 +23,9 @@
 MN_UNDERLAY_MTU=9000 # room for the 50 bytes of VXLAN around 1500-byte pod frames
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes health"
-# shellcheck disable=SC2086
-mn_require $MODS
 command -v ping >/dev/null || skip_or_fail "ping is not installed (iputils-ping)"
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+mn_cluster_up 3 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes health
 NODES=(n1 n2 n3)
-for i in 1 2 3; do mn_node_add "n$i" "$i"; done
 PORT=$((20000 + RANDOM % 20000))
 AGENT_ARGS=(--set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.202.0.0/16
 	--set nodes.retry=300ms --set nodes.routing-mode=tunnel --set nodes.lease-ttl=30s
@@ -111,16 +104,7 @@ for n in "${NODES[@]}"; do
 	mn_pod_add "$n" "${POD_OF[$n]}" || fail "a pod on $n"
 	label "$n" "${POD_OF[$n]}"
 done
-SERVERS=()
-mn_test_cleanup() {
-	local p
-	for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done
-}
-for p in "${PODS[@]}"; do
-	ip netns exec "$(mn_pod_ns $p)" python3 "$top_srcdir/tests/cni/nettest.py" serve "$PORT" &
-	SERVERS+=($!)
-done
-for p in "${PODS[@]}"; do mn_listening "$p" "$PORT"; done
+for p in "${PODS[@]}"; do mn_serve "$p" "$PORT"; done
 declare -A IDENT
 for p in "${PODS[@]}"; do
 	IDENT[$p]=$(ipcache "${MN_POD_NODE[$p]}" | awk -v ip="${MN_POD_IP[$p]}/32" '$1 == ip { sub("identity=", "", $2); print $2 }')

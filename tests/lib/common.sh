@@ -31,6 +31,11 @@ FAILED=0
 # leaks the namespaces and pins of a failed test)
 cleanup() {
 	local rc=${1:-$?}
+	# a test that stopped before its finish (a failing check under set -e,
+	# an error) still says how far it got
+	if [ -z "$FINISHED" ] && [ $((PASSED + FAILED)) -gt 0 ]; then
+		echo "$PASSED passed, $FAILED failed (stopped early, status $rc)"
+	fi
 	if [ -n "$AGENT_PID" ] && kill -0 "$AGENT_PID" 2>/dev/null; then
 		kill -KILL "$AGENT_PID" 2>/dev/null || true
 		wait "$AGENT_PID" 2>/dev/null || true
@@ -85,14 +90,24 @@ note_or_fail() {
 pass() { PASSED=$((PASSED + 1)); echo "PASS: $*"; }
 fail() { FAILED=$((FAILED + 1)); echo "FAIL: $*"; }
 
-# check DESCRIPTION COMMAND... : pass when the command succeeds.
+# check DESCRIPTION COMMAND... : PASS when the command succeeds, FAIL when
+# not; returns the command's status, so `check ... || echo "  detail"` prints
+# the detail of a failure and carries on, and a bare failing check ends the
+# test under set -e (the trap still prints the summary line)
 check() {
-	local what=$1
+	# a name of its own for the status: COMMAND may be an eval of the
+	# caller's $rc
+	local what=$1 _check_status=0
 	shift
-	if "$@"; then pass "$what"; else fail "$what"; fi
+	"$@" || _check_status=$?
+	if [ "$_check_status" = 0 ]; then pass "$what"; else fail "$what"; fi
+	return "$_check_status"
 }
 
+# finish : the summary line; fails when a check failed
+FINISHED=""
 finish() {
+	FINISHED=1
 	echo "$PASSED passed, $FAILED failed"
 	[ "$FAILED" -eq 0 ]
 }

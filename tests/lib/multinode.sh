@@ -51,6 +51,26 @@
 #   mn_capture_stop              end it; its JSON in MN_CAP
 #   mn_cluster_up COUNT MODULE...  mn_require, the modules in $WORK/mods, the
 #                                underlay, etcd, and nodes n1..nCOUNT
+#   mn_world_add NAME ADDR...    a namespace (mn_ns NAME) that is no node, on
+#                                the underlay bridge (MN_UNDERLAY_MTU) with the
+#                                addresses ADDR (IPv4 /24, IPv6 /64), no route
+#                                to the pods: "the world" beyond the cluster
+#   mn_world_up ADDR...          the world "world" (WORLD_NS) with ADDR...,
+#                                tests/integration/masq_world.py serving
+#                                on all of them at a random PORT (20000..39999)
+#                                and logging to WLOG
+#   mn_serve POD PORT            tests/cni/nettest.py's TCP server on PORT in
+#                                POD (what mn_probe_from connects to), killed on
+#                                exit; listening when it returns (1 if not in 5 s)
+#   mn_tcp_get POD ADDR PORT     a TCP connection from POD to ADDR:PORT (1 s at
+#                                most) that reads mn_serve's greeting: prints
+#                                "ok", "bad" (another answer) or "fail"
+#   mn_udp_log POD PORT FILE     a UDP server in POD on PORT appending a line
+#                                "PAYLOAD SENDER-IP" to FILE (emptied first) per
+#                                datagram, listening when it returns (1 when
+#                                not within 5 s)
+#   mn_bg NETNS CMD...           CMD in the background in NETNS, killed on exit
+#                                (a test's server); its pid in MN_BG_PID
 #   mn_json NODE PATH EXPR       print python EXPR over j = the node's GET PATH
 #   mn_routes_all NODE           NODE knows and routes every other node
 MN_TAG="fmn$$"
@@ -67,6 +87,7 @@ MN_STREAM_SENDER=""
 MN_STREAM_RECEIVER=""
 MN_CAPTURE="" # the underlay capture's pid, MN_CAP its JSON
 MN_CAP=""
+MN_BG_PID=""
 declare -A MN_PID MN_DIR MN_IP MN_IP6 MN_POD_IP MN_POD_IP6 MN_POD_NODE
 
 _mn_cleanup() {
@@ -309,6 +330,74 @@ mn_cluster_up() {
 	mn_underlay_up
 	mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
 	for i in $(seq 1 "$count"); do mn_node_add "n$i" "$i"; done
+}
+
+mn_world_add() {
+	local name=$1 ns addr
+	shift
+	ns=$(mn_ns "$name")
+	_mn_netns_add "$ns"
+	# the bridge's end: "u-" and the name, within IFNAMSIZ
+	local port="u-${name:0:13}"
+	ip -n "$ns" link add eth0 mtu "$MN_UNDERLAY_MTU" type veth peer name "$port" \
+		mtu "$MN_UNDERLAY_MTU" netns "$MN_UNDERLAY_NS"
+	ip -n "$MN_UNDERLAY_NS" link set "$port" master br0 up
+	ip -n "$ns" link set eth0 up
+	for addr in "$@"; do
+		case $addr in
+		*:*) ip -n "$ns" addr add "$addr/64" dev eth0 nodad ;;
+		*) ip -n "$ns" addr add "$addr/24" dev eth0 ;;
+		esac
+	done
+}
+
+mn_world_up() {
+	mn_world_add world "$@"
+	WORLD_NS=$(mn_ns world)
+	PORT=$((20000 + RANDOM % 20000))
+	WLOG=$WORK/world.log
+	mn_bg "$WORLD_NS" /usr/bin/python3 "$top_srcdir/tests/integration/masq_world.py" serve "$PORT" "$WLOG" "$@"
+}
+
+mn_serve() {
+	mn_bg "$(mn_pod_ns "$1")" python3 "$top_srcdir/tests/cni/nettest.py" serve "$2"
+	mn_listening "$1" "$2"
+}
+
+mn_tcp_get() {
+	ip netns exec "$(mn_pod_ns "$1")" python3 -c '
+import socket, sys
+try:
+    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1) as s:
+        s.settimeout(1)
+        print("ok" if s.recv(3) == b"ok\n" else "bad")
+except OSError:
+    print("fail")' "$2" "$3"
+}
+
+mn_udp_log() {
+	local pod=$1 port=$2 file=$3
+	: >"$file"
+	mn_bg "$(mn_pod_ns "$pod")" python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+with open(sys.argv[2], "a") as f:
+    while True:
+        data, peer = s.recvfrom(2048)
+        f.write(data.decode(errors="replace") + " " + peer[0] + "\n")
+        f.flush()
+' "$port" "$file"
+	wait_for 5 _mn_ss_udp "$pod" "$port"
+}
+_mn_ss_udp() { ip netns exec "$(mn_pod_ns "$1")" ss -Hlun "sport = :$2" | grep -q .; }
+
+mn_bg() {
+	local ns=$1
+	shift
+	ip netns exec "$ns" "$@" &
+	MN_BG_PID=$!
+	MN_BG_PIDS+=("$MN_BG_PID")
 }
 
 mn_json() {

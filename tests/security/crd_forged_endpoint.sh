@@ -16,28 +16,10 @@
 # the underlay; the forged objects are written straight to the API server.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
-. "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/k8scluster.sh"
 
-k8s_require
-MODS=(k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy)
-mn_require "${MODS[@]}"
-mn_modules "$WORK/mods" "${MODS[@]}"
-mn_underlay_up
-for i in 1 2; do mn_node_add "n$i" "$i"; done
-K8S_NETNS=$MN_UNDERLAY_NS K8S_ADDRESS=$MN_UNDERLAY_PREFIX.1 \
-	k8s_start --namespaces default,kube-system,bad ||
-	{ fail "the API server starts on the underlay"; finish; }
-K8S_NETNS=$MN_UNDERLAY_NS
-post() { # PATH JSON : create, print the HTTP code
-	k8s_api -o "$WORK/post.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-		-d "$2" "$1"
-}
-for i in 1 2; do
-	code=$(post /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n'$i'"},
-	  "spec":{"podCIDRs":["10.206.'$i'.0/24"]},
-	  "status":{"addresses":[{"type":"InternalIP","address":"'"$MN_UNDERLAY_PREFIX.$((10 + i))"'"}]}}')
-	[ "$code" = 201 ] || { fail "Node n$i is created ($code)"; cat "$WORK/post.out"; finish; }
-done
+mn_k8s_cluster_up 2 default,kube-system,bad k8s ipam-cluster-pool ipam-api endpoint datapath nodes policy
+mn_k8s_nodes 10.206
 for n in n1 n2; do
 	i=${n#n}
 	mn_agent_start "$n" "$WORK/mods" --set "k8s.kubeconfig=$K8S_KUBECONFIG" --set "k8s.node-name=$n" \
@@ -57,7 +39,7 @@ ipc() { # the victim's ipcache entries from CiliumEndpoints: "ip=identity" ...
 dp_has() { "$CLI" -s "${MN_DIR[n2]}/fibril.sock" map dump dp_ipcache | grep -q "^$1/32 .*identity=$2 "; }
 refused_count() { mn_json n2 /v1/ipcache "j['metrics']['records-refused']"; }
 cep() { # NAME IP HOSTIP NODE-NAME IDENTITY : create the object, print the code
-	post /apis/cilium.io/v2/namespaces/bad/ciliumendpoints '{"apiVersion":"cilium.io/v2",
+	mn_k8s_post /apis/cilium.io/v2/namespaces/bad/ciliumendpoints '{"apiVersion":"cilium.io/v2",
 	  "kind":"CiliumEndpoint","metadata":{"name":"'"$1"'","namespace":"bad"},
 	  "status":{"identity":{"id":'"$5"'},"networking":{"addressing":[{"ipv4":"'"$2"'"}],
 	  "node":"'"$3"'","node-name":"'"$4"'"}}}'

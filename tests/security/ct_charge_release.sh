@@ -14,25 +14,13 @@
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/wait.sh"
 . "$top_srcdir/tests/cni/lib.sh"
+. "$top_srcdir/tests/lib/policynode.sh"
 
-cni_prereqs ipam-api ipam-cluster-pool endpoint datapath policy
-cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath policy
-netns_add "$NODE_NS"
-start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.36.0/24 \
+policy_node_up
+policy_node_agent --set ipam-cluster-pool.node-cidr=10.244.36.0/24 \
 	--set datapath.conntrack-max-tcp=1024 --set datapath.conntrack-endpoint-share=5 \
-	--set datapath.conntrack-timeout-tcp-syn=1h --set datapath.conntrack-gc-interval=1h ||
-	{ fail "the agent starts"; finish; }
-SOCK=$WORK/fibril.sock
-fib() { "$CLI" --socket "$SOCK" "$@"; }
+	--set datapath.conntrack-timeout-tcp-syn=1h --set datapath.conntrack-gc-interval=1h
 
-PIDS=()
-cni_test_cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-}
-
-CONF='{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"'$SOCK'"}'
-declare -A ADDR NS
 labelled_pods fctc b a
 ip netns exec "${NS[b]}" python3 -c '
 import socket

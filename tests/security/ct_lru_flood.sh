@@ -19,34 +19,14 @@
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/wait.sh"
 . "$top_srcdir/tests/cni/lib.sh"
+. "$top_srcdir/tests/lib/policynode.sh"
 
-cni_prereqs ipam-api ipam-cluster-pool endpoint datapath policy
-cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath policy
 CT_MAX=1024
 FLOWS=32
-netns_add "$NODE_NS"
-OUT_NS="fctf-out-$$"
-netns_add "$OUT_NS"
-ip -n "$NODE_NS" link add ctf-und type veth peer name ctf-out netns "$OUT_NS"
-ip -n "$NODE_NS" addr add 10.250.78.1/24 dev ctf-und
-ip -n "$NODE_NS" link set ctf-und up
-ip -n "$OUT_NS" addr add 10.250.78.2/24 dev ctf-out
-ip -n "$OUT_NS" link set ctf-out up
-ip -n "$OUT_NS" route add 10.244.34.0/24 via 10.250.78.1
-start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.34.0/24 \
-	--set datapath.conntrack-max-tcp=$CT_MAX ||
-	{ fail "the agent starts"; finish; }
-SOCK=$WORK/fibril.sock
-fib() { "$CLI" --socket "$SOCK" "$@"; }
+policy_node_up
+policy_node_outside ctf 10.250.78 10.244.34.0/24
+policy_node_agent --set ipam-cluster-pool.node-cidr=10.244.34.0/24 --set datapath.conntrack-max-tcp=$CT_MAX
 
-PIDS=()
-cni_test_cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-}
-
-CONF='{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"'$SOCK'"}'
-declare -A ADDR NS
 labelled_pods fctf a b f
 
 # a server on b:7000 that sends a byte on every connection twice a second:

@@ -18,38 +18,18 @@
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/wait.sh"
 . "$top_srcdir/tests/cni/lib.sh"
+. "$top_srcdir/tests/lib/policynode.sh"
 
-cni_prereqs ipam-api ipam-cluster-pool endpoint datapath policy
 /usr/bin/python3 -c 'import scapy.all' 2>/dev/null || skip_or_fail "Debian's python3-scapy is missing"
-cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath policy
-netns_add "$NODE_NS"
-OUT_NS="fctp-out-$$"
-netns_add "$OUT_NS"
-# the underlay: node 10.250.77.1 <-> outside 10.250.77.2, before the agent
-# starts (it attaches fibril_from_netdev to the devices that have an address)
-ip -n "$NODE_NS" link add ctp-und type veth peer name ctp-out netns "$OUT_NS"
-ip -n "$NODE_NS" addr add 10.250.77.1/24 dev ctp-und
-ip -n "$NODE_NS" link set ctp-und up
-ip -n "$OUT_NS" addr add 10.250.77.2/24 dev ctp-out
-ip -n "$OUT_NS" link set ctp-out up
-ip -n "$OUT_NS" route add 10.244.33.0/24 via 10.250.77.1
+policy_node_up
+# the underlay: node 10.250.77.1 <-> outside 10.250.77.2
+policy_node_outside ctp 10.250.77 10.244.33.0/24
 ip netns exec "$NODE_NS" sysctl -qw net.ipv4.ip_forward=1
-start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.33.0/24 ||
-	{ fail "the agent starts"; finish; }
-SOCK=$WORK/fibril.sock
-fib() { "$CLI" --socket "$SOCK" "$@"; }
+policy_node_agent --set ipam-cluster-pool.node-cidr=10.244.33.0/24
 
-SERVERS=()
-cni_test_cleanup() {
-	local p
-	for p in "${SERVERS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-}
-
-CONF='{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"'$SOCK'"}'
-declare -A ADDR NS
 labelled_pods fctp a b c
 ip netns exec "${NS[b]}" python3 "$top_srcdir/tests/cni/nettest.py" serve 80 >/dev/null 2>&1 &
-SERVERS+=($!)
+PIDS+=($!)
 disown $!
 wait_listening "${NS[b]}" 80 || fail "b listens on 80"
 
@@ -122,7 +102,7 @@ check "after a spoofed b:80 -> a:1236 from pod c, a:1236 -> b:80 still fails" \
 # the genuine reply path still works: b opens b -> a, a's answers pass b's
 # deny-all ingress (b's own egress opened the flow)
 ip netns exec "${NS[a]}" python3 "$top_srcdir/tests/cni/nettest.py" serve 8080 >/dev/null 2>&1 &
-SERVERS+=($!)
+PIDS+=($!)
 disown $!
 wait_listening "${NS[a]}" 8080 || fail "a listens on 8080"
 check "b's own connection to a:8080 gets its replies through b's deny-all ingress" \

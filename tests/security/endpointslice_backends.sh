@@ -14,26 +14,16 @@
 # kube-apiserver (tests/k8s) runs inside it.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/node.sh"
 
-[ "$(id -u)" = 0 ] || skip_or_fail "run as root (network namespaces, BPF)"
-for tool in ip nsenter python3 curl; do
-	command -v "$tool" >/dev/null || skip_or_fail "$tool is not installed"
-done
+node_require "network namespaces, BPF" lb k8s
 k8s_require
-for so in lb k8s; do [ -f "$top_builddir/.libs/$so.so" ] || { echo "FAIL: $so.so is not built"; exit 1; }; done
-NODE=fesn$$
-ns_cleanup() { ip netns del "$NODE" 2>/dev/null || true; }
-trap 'rc=$?; set +e; ns_cleanup; cleanup "$rc"' EXIT INT TERM
-ip netns add "$NODE"
-ip -n "$NODE" link set lo up
+node_netns_up fesn
 ip -n "$NODE" link add dummy0 type veth peer name dummy1
 ip -n "$NODE" addr add 10.55.0.1/24 dev dummy0
 ip -n "$NODE" addr add fd00:55::1/64 dev dummy0 nodad
 ip -n "$NODE" link set dummy0 up
-mods=$WORK/mods
-mkdir -p "$mods"
-chmod 0755 "$mods"
-install -m 0644 "$top_builddir/.libs/lb.so" "$top_builddir/.libs/k8s.so" "$mods/"
+node_modules lb k8s
 
 export K8S_NETNS=$NODE
 k8s_start --service-cidr 10.96.0.0/16 || { fail "the fake apiserver starts"; finish; }

@@ -16,23 +16,12 @@
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/wait.sh"
 . "$top_srcdir/tests/cni/lib.sh"
+. "$top_srcdir/tests/lib/policynode.sh"
 
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import scapy' 2>/dev/null ||
 	skip_or_fail "Debian's python3-scapy is not installed"
-cni_prereqs ipam-api ipam-cluster-pool endpoint datapath policy
-cni_modules "$WORK/mods" ipam-api ipam-cluster-pool endpoint datapath policy
-netns_add "$NODE_NS"
-start_node_agent "$WORK/mods" --set ipam-cluster-pool.node-cidr=10.244.37.0/24 ||
-	{ fail "the agent starts"; finish; }
-SOCK=$WORK/fibril.sock
-fib() { "$CLI" --socket "$SOCK" "$@"; }
-PIDS=()
-cni_test_cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-}
-CONF='{"cniVersion":"1.0.0","name":"fibril","type":"fibril-cni","agent-socket":"'$SOCK'"}'
-declare -A ADDR NS
+policy_node_up
+policy_node_agent --set ipam-cluster-pool.node-cidr=10.244.37.0/24
 labelled_pods ffrg a b f
 
 RECV=$WORK/b.recv

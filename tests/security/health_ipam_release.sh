@@ -9,14 +9,7 @@
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api nodes health"
-# shellcheck disable=SC2086
-mn_require $MODS
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
-mn_node_add n1 1
+mn_cluster_up 1 kvstore-etcd ipam-cluster-pool ipam-api nodes health
 NODE=$(mn_ns n1)
 mn_agent_start n1 "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.203.0.0/16 \
 	--set "health.port=$((20000 + ($$ + 13) % 20000))" || { fail "the agent starts"; finish; }

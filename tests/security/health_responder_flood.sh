@@ -16,15 +16,8 @@
 . "$top_srcdir/tests/lib/multinode.sh"
 . "$top_srcdir/tests/lib/health_view.sh"
 
-MODS="kvstore-etcd ipam-cluster-pool ipam-api nodes health"
-# shellcheck disable=SC2086
-mn_require $MODS
-# shellcheck disable=SC2086
-mn_modules "$WORK/mods" $MODS
-mn_underlay_up
-mn_etcd_start || { fail "etcd starts on the underlay"; finish; }
+mn_cluster_up 2 kvstore-etcd ipam-cluster-pool ipam-api nodes health
 HPORT=$((20000 + ($$ + 17) % 20000))
-for i in 1 2; do mn_node_add "n$i" "$i"; done
 for n in n1 n2; do
 	mn_agent_start "$n" "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.204.0.0/16 \
 		--set nodes.retry=300ms --set health.interval=1000ms --set "health.port=$HPORT" ||

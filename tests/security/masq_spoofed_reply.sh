@@ -17,18 +17,11 @@
 mn_cluster_up 1 kvstore-etcd ipam-cluster-pool ipam-api endpoint datapath nodes
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import scapy' 2>/dev/null ||
 	skip_or_fail "Debian's python3-scapy is not installed"
-WORLD_NS=$(mn_ns world)
-_mn_netns_add "$WORLD_NS"
 WORLD=$MN_UNDERLAY_PREFIX.200
 OTHER=$MN_UNDERLAY_PREFIX.201
-ip -n "$WORLD_NS" link add eth0 type veth peer name uw netns "$MN_UNDERLAY_NS"
-ip -n "$MN_UNDERLAY_NS" link set uw master br0 up
-ip -n "$WORLD_NS" link set eth0 up
-ip -n "$WORLD_NS" addr add "$WORLD/24" dev eth0
-ip -n "$WORLD_NS" addr add "$OTHER/24" dev eth0
+mn_world_add world "$WORLD" "$OTHER"
+WORLD_NS=$(mn_ns world)
 PORT=$((20000 + RANDOM % 20000))
-PIDS=()
-mn_test_cleanup() { local p; for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; }
 spoof_py=("/usr/bin/python3" "$top_srcdir/tests/security/masq_spoof.py")
 
 mn_agent_start n1 "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.204.0.0/16 \
@@ -36,14 +29,12 @@ mn_agent_start n1 "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10
 mn_pod_add n1 pa || { fail "pod pa"; finish; }
 NODE_IP=${MN_IP[n1]}
 
-ip netns exec "$WORLD_NS" "${spoof_py[@]}" world "$WORLD" "$PORT" "$WORK/mapping" &
-WPID=$!
-PIDS+=("$WPID")
+mn_bg "$WORLD_NS" "${spoof_py[@]}" world "$WORLD" "$PORT" "$WORK/mapping"
+WPID=$MN_BG_PID
 # the pod sends one datagram: the world's socket must be bound first
 check "the world's UDP server listens" wait_for 10 test -e "$WORK/mapping.ready"
-ip netns exec "$(mn_pod_ns pa)" "${spoof_py[@]}" pod "$WORLD" "$PORT" 15 "$WORK/pod.out" &
-PPID_POD=$!
-PIDS+=("$PPID_POD")
+mn_bg "$(mn_pod_ns pa)" "${spoof_py[@]}" pod "$WORLD" "$PORT" 15 "$WORK/pod.out"
+PPID_POD=$MN_BG_PID
 check "the pod's datagram reaches the world through masquerading" wait_for 10 test -s "$WORK/mapping"
 read -r seen_addr NATPORT <"$WORK/mapping" || true
 check "  seen from the node's address $NODE_IP, port ${NATPORT:-?} in 61000-65535" \

@@ -40,21 +40,7 @@ check "the policy is imported" contains "$out" "Revision: 1"
 
 # the victim logs every UDP payload it receives, one a line
 RECV=$WORK/victim.recv
-: >"$RECV"
-ip netns exec "$(mn_pod_ns victim)" python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("0.0.0.0", int(sys.argv[1])))
-with open(sys.argv[2], "a") as f:
-    while True:
-        data, peer = s.recvfrom(2048)
-        f.write(data.decode(errors="replace") + " " + peer[0] + "\n")
-        f.flush()
-' "$PORT" "$RECV" &
-RECEIVER=$!
-mn_test_cleanup() { kill "$RECEIVER" 2>/dev/null; }
-udp_listening() { ip netns exec "$(mn_pod_ns victim)" ss -Hlun "sport = :$PORT" | grep -q .; }
-wait_for 5 udp_listening || fail "the victim's UDP receiver listens"
+mn_udp_log victim "$PORT" "$RECV" || fail "the victim's UDP receiver listens"
 
 send_udp() { # send_udp NETNS PAYLOAD
 	ip netns exec "$1" python3 -c 'import socket,sys; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(sys.argv[1].encode(), (sys.argv[2], int(sys.argv[3])))' \

@@ -16,6 +16,7 @@
 # naming the victim are refused the same way.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/k8s/apiserver.sh"
+. "$top_srcdir/tests/lib/node.sh"
 
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root (a network namespace, routes)"
 k8s_require ip
@@ -23,20 +24,13 @@ MODS="k8s ipam-k8s-podcidr ipam-api endpoint datapath nodes"
 for m in $MODS; do
 	[ -f "$top_builddir/.libs/$m.so" ] || skip_or_fail "module $m is not built"
 done
-NS="fsak$$"
-trap 'rc=$?; set +e; [ -n "${AGENT_PID:-}" ] && kill -KILL "$AGENT_PID" 2>/dev/null; ip netns del "$NS" 2>/dev/null; cleanup "$rc"' EXIT INT TERM
-ip netns add "$NS"
-ip -n "$NS" link set lo up
-ip -n "$NS" link add eth0 type veth peer name eth0p
-ip -n "$NS" addr add 172.31.253.11/24 dev eth0
-ip -n "$NS" link set eth0 up
-ip -n "$NS" link set eth0p up
+node_netns_up fsak
+NS=$NODE
+node_uplink 172.31.253.11/24
 K8S_NETNS=$NS
 k8s_start || { fail "the API server starts"; finish; }
-mods=$WORK/mods
-mkdir -p "$mods"
-chmod 0755 "$mods"
-for m in $MODS; do install -m 0644 "$top_builddir/.libs/$m.so" "$mods/$m.so"; done
+# shellcheck disable=SC2086
+node_modules $MODS
 
 # node NAME JSON-SPEC JSON-ANNOTATIONS INTERNAL-IP : create a Node
 node() {

@@ -58,24 +58,11 @@ NODE_IP=${MN_IP[n1]}
 ip -n "$MN_UNDERLAY_NS" route add "$POD/32" via "$NODE_IP"
 
 RECV=$WORK/pod.recv
-: >"$RECV"
-ip netns exec "$(mn_pod_ns pod)" python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("0.0.0.0", 8080))
-with open(sys.argv[1], "a") as f:
-    while True:
-        data, peer = s.recvfrom(2048)
-        f.write(data.decode(errors="replace") + "\n")
-        f.flush()
-' "$RECV" &
-RECEIVER=$!
-udp_listening() { ip netns exec "$(mn_pod_ns pod)" ss -Hlun "sport = :8080" | grep -q .; }
-wait_for 5 udp_listening || fail "the pod's UDP receiver listens"
+mn_udp_log pod 8080 "$RECV" || fail "the pod's UDP receiver listens"
 send() { # send DST PORT PAYLOAD : one datagram from the underlay namespace
 	ip netns exec "$MN_UNDERLAY_NS" python3 -c 'import socket,sys; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(sys.argv[3].encode(), (sys.argv[1], int(sys.argv[2])))' "$@"
 }
-received() { grep -qx "$1" "$RECV"; }
+received() { grep -q "^$1 [0-9.]*$" "$RECV"; }
 
 # through_netdev NAME : a datagram from the network to the pod arrives and
 # fibril_from_netdev forwarded it (its counter went up)

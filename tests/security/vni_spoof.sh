@@ -40,21 +40,7 @@ out=$("$CLI" -s "${MN_DIR[n1]}/fibril.sock" policy import "$WORK/cnp.json" 2>&1)
 check "n1 imports the policy" contains "$out" "Revision: 1"
 
 RECV=$WORK/victim.recv
-: >"$RECV"
-ip netns exec "$(mn_pod_ns victim)" python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("0.0.0.0", int(sys.argv[1])))
-with open(sys.argv[2], "a") as f:
-    while True:
-        data, peer = s.recvfrom(2048)
-        f.write(data.decode(errors="replace") + " " + peer[0] + "\n")
-        f.flush()
-' "$PORT" "$RECV" &
-RECEIVER=$!
-mn_test_cleanup() { kill "$RECEIVER" 2>/dev/null; }
-udp_listening() { ip netns exec "$(mn_pod_ns victim)" ss -Hlun "sport = :$PORT" | grep -q .; }
-wait_for 5 udp_listening || fail "the victim's UDP receiver listens"
+mn_udp_log victim "$PORT" "$RECV" || fail "the victim's UDP receiver listens"
 received() { grep -q "^$1 " "$RECV"; }
 
 # ---- the real node: the trusted pod through the tunnel -----------------------------------
