@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "k8s_proj.h"
 #include "lb_mod.h"
 
 /* The IP families of a Service (kube-proxy programs a Service only in the
@@ -43,16 +44,6 @@ static struct json_object *field(struct json_object *o, const char *k)
 {
 	struct json_object *v = NULL;
 	return o && json_object_object_get_ex(o, k, &v) ? v : NULL;
-}
-
-static bool is_ip(const char *s, struct lb_addr *a)
-{
-	char buf[80];
-	uint16_t p;
-	if (!s || strlen(s) > 60)
-		return false;
-	snprintf(buf, sizeof(buf), strchr(s, ':') ? "[%s]:1" : "%s:1", s);
-	return lb_parse_addrport(buf, a, &p) == 0;
 }
 
 static bool proto_ok(struct json_object *v)
@@ -109,7 +100,7 @@ bool lb_k8s_svc_valid(struct json_object *spec, char *why, size_t len)
 			struct lb_addr a;
 			if (ip && !strcmp(ip, "None"))
 				continue;
-			if (!is_ip(ip, &a)) {
+			if (!k8s_ip_of(ip, &a)) {
 				snprintf(why, len, "spec.%s[%zu] '%.60s' is not an IP address", lists[l], i,
 					 ip ? ip : "");
 				return false;
