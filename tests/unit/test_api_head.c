@@ -33,8 +33,8 @@ static void test_good_heads_pass_whole(void)
 		"GET / HTTP/1.0\r\n\r\n",
 		"DELETE /v1/ipam?owner=a%2Fb&x=%7e HTTP/1.1\r\nHost: [::1]:80\r\nX-Empty:\r\n\r\n",
 		"POST /v1/endpoint/x HTTP/1.1\nContent-Length: 2\nUser-Agent: a\tb\n\n",
-		"GET /v1/flows/stream HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+		("GET /v1/flows/stream HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"),
 	};
 	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
 		struct api_head_verdict v;
