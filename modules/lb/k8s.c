@@ -380,6 +380,29 @@ static bool refusal_logged(struct lb_k8s *k, const char *key)
 	return false;
 }
 
+/* The n-th refused backend address of a slice: counted, and named in the
+ * list its log line carries (cut at cap). */
+static void note_refusal(struct lb_k8s *k, char *list, size_t cap, size_t *off, size_t n,
+			 const char *text, const char *why)
+{
+	lb_count_refused(k->lb, why);
+	if (*off < cap) {
+		int w = snprintf(list + *off, cap - *off, "%s%s (%s)", n ? ", " : "", text, why);
+		*off += w > 0 ? (size_t)w : 0;
+	}
+}
+
+/* A slice's refusals in one warning, once per slice. */
+static void log_refusals(struct lb_k8s *k, const char *ns, const char *name, size_t n,
+			 const char *list)
+{
+	char key[LB_NAME_MAX + 1];
+	snprintf(key, sizeof(key), "%.120s/%.120s", ns ? ns : "", name ? name : "");
+	if (n && !refusal_logged(k, key))
+		fibril_warn(k->m, "endpointslice %s: %zu endpoint addresses refused as backends: %s",
+			    key, n, list);
+}
+
 /* Takes out of the slice o every endpoint address that must not be a
  * backend, as kube-proxy refuses them: loopback, link-local (the cloud
  * metadata service), the node's own addresses. Each is counted
@@ -407,21 +430,11 @@ static void refuse_backends(struct lb_k8s *k, const char *ns, const char *name,
 			const char *why = ip_of(txt, &ad) ? lb_backend_refusal(&ad, mine, nmine) : NULL;
 			if (!why)
 				continue;
-			lb_count_refused(k->lb, why);
-			if (off < sizeof(list)) {
-				int w = snprintf(list + off, sizeof(list) - off, "%s%s (%s)", nref ? ", " : "",
-						 txt, why);
-				off += w > 0 ? (size_t)w : 0;
-			}
-			nref++;
+			note_refusal(k, list, sizeof(list), &off, nref++, txt, why);
 			json_object_array_del_idx(addrs, a, 1);
 		}
 	}
-	char key[LB_NAME_MAX + 1];
-	snprintf(key, sizeof(key), "%.120s/%.120s", ns ? ns : "", name ? name : "");
-	if (nref && !refusal_logged(k, key))
-		fibril_warn(k->m, "endpointslice %s: %zu endpoint addresses refused as backends: %s",
-			    key, nref, list);
+	log_refusals(k, ns, name, nref, list);
 }
 
 /* The refusals k8s_slice_scan found in slice ns/name: counted and logged
@@ -431,19 +444,9 @@ static void report_refusals(struct lb_k8s *k, const char *ns, const char *name,
 {
 	char list[256] = "";
 	size_t off = 0;
-	for (size_t i = 0; i < n; i++) {
-		lb_count_refused(k->lb, rf[i].why);
-		if (off < sizeof(list)) {
-			int w = snprintf(list + off, sizeof(list) - off, "%s%s (%s)", i ? ", " : "",
-					 rf[i].text, rf[i].why);
-			off += w > 0 ? (size_t)w : 0;
-		}
-	}
-	char key[LB_NAME_MAX + 1];
-	snprintf(key, sizeof(key), "%.120s/%.120s", ns ? ns : "", name ? name : "");
-	if (n && !refusal_logged(k, key))
-		fibril_warn(k->m, "endpointslice %s: %zu endpoint addresses refused as backends: %s",
-			    key, n, list);
+	for (size_t i = 0; i < n; i++)
+		note_refusal(k, list, sizeof(list), &off, i, rf[i].text, rf[i].why);
+	log_refusals(k, ns, name, n, list);
 }
 
 /* k8s_slice_scan's refuser: the node's addresses read at the first IP met */
