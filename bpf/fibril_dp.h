@@ -382,6 +382,15 @@ struct dp_config {
  * hop toward the pod's node before an egress gateway SNATs it. No
  * identity (mark_identity() leaves it out). */
 #define DP_MARK_MAGIC_LINK_SOURCE 0xf5u
+/* fibril_from_endpoint, on a packet it sends out itself (by the FIB's
+ * answer, or into the VXLAN device): fibril_to_netdev has nothing to do
+ * with it (another node's pod, the tunnel's own outer packet, a flow on
+ * its way to its egress gateway), so it passes it at once, the mark
+ * cleared, instead of looking it up again. No identity. A pod cannot set
+ * it: the kernel clears the mark of what crosses from the pod's namespace
+ * (veth); a local process with CAP_NET_ADMIN (SO_MARK) could only skip
+ * what to_netdev does to pods' packets, which its own are not. */
+#define DP_MARK_MAGIC_FORWARDED 0xf7u
 #define DP_MARK_IDENTITY_SHIFT 8
 #define DP_VNI_MAX 0xffffffu
 

@@ -28,8 +28,11 @@
  * policy, explicit, still applies). With trace events on, a translated
  * packet sends a trace (DP_REASON_MASQUERADED or DP_REASON_EGW_SNAT)
  * naming the pod's tuple and the translated source (dp_event's
- * saddr_xlated / sport_xlated). Anything else (the node's own
- * traffic, encapsulated packets, cluster destinations) passes untouched
+ * saddr_xlated / sport_xlated). What fibril_from_endpoint sent out
+ * itself (DP_MARK_MAGIC_FORWARDED: another node's pod by the FIB's answer,
+ * the tunnel's outer packets, a flow on its way to its egress gateway)
+ * passes at once, its mark cleared, nothing looked up. Anything else (the
+ * node's own traffic, encapsulated packets, cluster destinations) passes untouched
  * with TC_ACT_UNSPEC, so lb's filter after it (priority 2) still runs.
  * Returns TC_ACT_UNSPEC, TC_ACT_OK (translated) or TC_ACT_SHOT.
  */
@@ -55,6 +58,13 @@
 SEC("tc")
 int fibril_to_netdev(struct __sk_buff *skb)
 {
+	/* what fibril_from_endpoint sent out itself (another node's pod by
+	 * the FIB, the tunnel's outer packet, a flow on its way to its egress
+	 * gateway): nothing here is for it */
+	if (skb->mark == DP_MARK_MAGIC_FORWARDED) {
+		skb->mark = 0;
+		return TC_ACT_UNSPEC;
+	}
 	struct pkt p;
 
 	__builtin_memset(&p, 0, sizeof(p));

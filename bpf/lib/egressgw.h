@@ -120,6 +120,7 @@ static __always_inline int egw_from_endpoint(struct __sk_buff *skb, struct pkt *
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return drop(skb, p, DP_REASON_DROP_EGW_NO_GATEWAY);
 	ttl_decrement(ttl, ip4);
+	skb->mark = DP_MARK_MAGIC_FORWARDED; /* to its gateway: fibril_to_netdev passes it */
 	struct bpf_redir_neigh nh;
 	__builtin_memset(&nh, 0, sizeof(nh));
 	nh.nh_family = 2;

@@ -44,6 +44,7 @@ static __always_inline int forward_tunnel(struct __sk_buff *skb, struct pkt *p,
 	}
 	if (bpf_skb_set_tunnel_key(skb, &key, sizeof(key), flags) < 0)
 		return drop(skb, p, DP_REASON_DROP_TUNNEL);
+	skb->mark = DP_MARK_MAGIC_FORWARDED; /* the outer packet: fibril_to_netdev passes it */
 	int rc = bpf_redirect(tun_ifindex, 0);
 	metrics_count(skb, p, DP_REASON_TO_TUNNEL);
 	if (p->trace)

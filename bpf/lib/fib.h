@@ -62,6 +62,7 @@ static __always_inline int forward_fib(struct __sk_buff *skb, struct pkt *p, __u
 	if (fib.ifindex == skb->ifindex)
 		return -1;
 	ttl_decrement(ttl, ip4);
+	skb->mark = DP_MARK_MAGIC_FORWARDED; /* fibril_to_netdev passes it at once */
 	long out;
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
 		void *data = (void *)(long)skb->data;

@@ -292,4 +292,54 @@ static void test_icmp6_nd_only_on_link(void)
 	policy_reset();
 }
 
+/* What fibril_from_endpoint sends out itself (here: into the tunnel) it
+ * marks DP_MARK_MAGIC_FORWARDED, and fibril_to_netdev passes such a packet
+ * at once, untouched, the mark cleared; the same packet without the mark
+ * is masqueraded (the device: lo, ifindex 1, in BPF_PROG_RUN). */
+static void test_to_netdev_forwarded(void)
+{
+	int to_netdev = bpf_program__fd(g_skel->progs.fibril_to_netdev);
+	policy_reset();
+	put_ipcache4_tunnel(REMOTE_CIDR, 24, DP_IDENTITY_WORLD, REMOTE_NODE);
+	g_tunnel_ifindex = EP_IFINDEX;
+	set_config(1, 0, 0);
+	struct frame f;
+	eth(&f, POD_MAC, 0x0800);
+	ipv4(&f, POD4, REMOTE_POD, 6, 20, 7, 0);
+	tcp(&f, 4401, 80, 0x02);
+	uint32_t mark = 0;
+	int rc = run_mark_io(g_from, &f, &mark);
+	check(rc == TC_ACT_REDIRECT && mark == DP_MARK_MAGIC_FORWARDED,
+	      "forwarded: from-endpoint marks what it sends into the tunnel itself (%d, mark "
+	      "%#x)", rc, mark);
+	g_tunnel_ifindex = 0;
+
+	uint32_t zero = 0, lo = 1;
+	struct dp_config c = {.flags = DP_CFG_F_MASQUERADE, .ct_refresh_s = 1,
+			      .nat_port_min = 32768, .nat_port_max = 60999};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	struct dp_nat_dev dev = {.addr4 = {10, 99, 0, 1}, .flags = DP_NAT_DEV_F_IPV4};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_nat_devs), &lo, &dev, BPF_ANY);
+	const uint8_t pod[4] = {10, 9, 0, 10}, node[4] = {10, 99, 0, 1};
+	eth(&f, POD_MAC, 0x0800);
+	ipv4(&f, POD4, FAR4, 6, 20, 7, 0);
+	tcp(&f, 4402, 80, 0x02);
+	mark = DP_MARK_MAGIC_FORWARDED;
+	rc = run_mark_io(to_netdev, &f, &mark);
+	check(rc == TC_ACT_UNSPEC && mark == 0 && !memcmp(f.b + 26, pod, 4),
+	      "forwarded: to-netdev passes a marked packet untouched and clears the mark (%d, "
+	      "mark %#x)", rc, mark);
+	eth(&f, POD_MAC, 0x0800);
+	ipv4(&f, POD4, FAR4, 6, 20, 7, 0);
+	tcp(&f, 4402, 80, 0x02);
+	mark = 0;
+	rc = run_mark_io(to_netdev, &f, &mark);
+	check(rc == TC_ACT_OK && !memcmp(f.b + 26, node, 4),
+	      "forwarded: the same packet unmarked is masqueraded to the device's address (%d)",
+	      rc);
+	bpf_map_delete_elem(map_fd(g_skel->maps.dp_nat_devs), &lo);
+	set_config(1, 0, 0);
+	policy_reset();
+}
+
 #endif /* FIBRIL_TESTS_BPF_DP_PROG_EDGE_H */

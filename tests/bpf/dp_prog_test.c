@@ -299,19 +299,23 @@ static int run_ex(int prog, struct frame *f, uint32_t linear, uint32_t repeat)
 
 static int run(int prog, struct frame *f) { return run_ex(prog, f, 0, 0); }
 
-/* Run prog with skb->mark set (what fibril_from_overlay leaves). */
-static int run_mark(int prog, struct frame *f, uint32_t mark)
+/* Run prog with skb->mark set (what fibril_from_overlay leaves); *mark
+ * gets what the program left in it. */
+static int run_mark_io(int prog, struct frame *f, uint32_t *mark)
 {
 	struct __sk_buff ctx;
 	memset(&ctx, 0, sizeof(ctx));
-	ctx.mark = mark;
+	ctx.mark = *mark;
 	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f->b, .data_size_in = (uint32_t)f->len,
 		    .data_out = f->b, .data_size_out = sizeof(f->b), .ctx_in = &ctx,
-		    .ctx_size_in = sizeof(ctx));
+		    .ctx_size_in = sizeof(ctx), .ctx_out = &ctx, .ctx_size_out = sizeof(ctx));
 	if (bpf_prog_test_run_opts(prog, &o) != 0)
 		return INT32_MIN;
+	*mark = ctx.mark;
 	return (int)o.retval;
 }
+
+static int run_mark(int prog, struct frame *f, uint32_t mark) { return run_mark_io(prog, f, &mark); }
 
 /* A conntrack key of the flow (no enforcement point yet). */
 static void ct_tuple(struct dp_ct_key *k, int family, const char *src, const char *dst,
@@ -1679,6 +1683,7 @@ int main(int argc, char **argv)
 	test_fib_tot_len();
 	test_netdev_source_check();
 	test_icmp6_nd_only_on_link();
+	test_to_netdev_forwarded();
 
 	fibril_dp__destroy(g_skel);
 	printf("%d passed, %d failed\n", g_passed, g_failed);
