@@ -210,17 +210,18 @@ struct dp_ct_count {
  * tracking; IPv6 fragments (fragment extension header) too. dp_frags holds
  * what endpoints sent (fibril_from_endpoint, after the source check),
  * dp_frags_out what came from outside (the other three programs): a
- * spoofer outside can neither write nor evict the pods' entries. In
- * dp_frags the key is a slot, not a datagram (lib/frag.h): the sending
- * pod's address, daddr 0, id one of DP_FRAGS_SLOTS slots hashed from the
- * IP ID and the destination, whose hash (the tag) is in the value; so one
- * pod holds at most DP_FRAGS_SLOTS entries per address and protocol and
- * overwrites only its own. dp_frags_out is keyed by the datagram (tag 0). */
+ * spoofer outside can neither write nor evict the pods' entries. In both
+ * the key is a slot, not a datagram (lib/frag.h): the sender's address,
+ * daddr 0, id one of DP_FRAGS_SLOTS slots hashed from the IP ID and the
+ * destination, whose hash (the tag) is in the value; so one pod (or one
+ * outside source address) holds at most DP_FRAGS_SLOTS entries per
+ * address and protocol and overwrites only its own. (dp_frags_out was
+ * keyed by the datagram before; an older agent's entries there are not
+ * found and age out.) */
 struct dp_frag_key {
 	__u8 saddr[16];
 	__u8 daddr[16];
-	__u32 id;    /* dp_frags: the slot (below DP_FRAGS_SLOTS); dp_frags_out:
-		      * IPv4 the 16-bit ID, IPv6 the fragment header's 32 bits */
+	__u32 id;    /* the slot (below DP_FRAGS_SLOTS) */
 	__u8 proto;  /* the upper-layer protocol */
 	__u8 family;
 	__u8 pad[2];
@@ -229,7 +230,7 @@ struct dp_frag_key {
 struct dp_frag_ports {
 	__u16 sport; /* network order */
 	__u16 dport;
-	__u32 tag;   /* dp_frags: the datagram's (IP ID, destination): compared */
+	__u32 tag;   /* the datagram's (IP ID, destination): compared */
 };
 
 /* ---- dp_metrics: PERCPU_HASH, (reason, direction) -> packets, bytes ----- */

@@ -10,17 +10,19 @@
  * source-checked pod sent, dp_frags_out for what comes from the node, the
  * underlay or another node (which nobody vouches for), so a spoofer can
  * neither plant ports for the pods' datagrams nor evict their entries.
- * dp_frags holds slots, not datagrams: an entry is keyed by the sending
- * pod's address and one of DP_FRAGS_SLOTS slots (a hash of the IP ID and
- * the destination), the datagram's tag (that hash) kept with the ports and
+ * Both hold slots, not datagrams: an entry is keyed by the sender's
+ * address and one of DP_FRAGS_SLOTS slots (a hash of the IP ID and the
+ * destination), the datagram's tag (that hash) kept with the ports and
  * compared. So a pod that sends first fragments of ever new datagrams as
  * fast as it can overwrites only its own slots and never pushes another
  * pod's entries out (the LRU evicts only when more than DP_FRAGS_MAX /
  * (2 * DP_FRAGS_SLOTS) pod addresses fragment at once, two protocols
- * each). dp_frags_out is keyed by the datagram (an LRU the outside shares).
+ * each); in dp_frags_out the same holds for one outside source address
+ * (a sender that forges ever new source addresses still fills it, but
+ * only it: the pods' entries are in dp_frags).
  * Both return 0, or -1 for a later fragment whose first one was not seen
- * (or, in dp_frags, whose slot another datagram of the same pod took
- * since; its ports stay 0): fibril_from_endpoint drops it
+ * (or whose slot another datagram of the same sender took since; its
+ * ports stay 0): fibril_from_endpoint drops it
  * (DP_REASON_DROP_FRAG_NOT_FOUND); the other hooks ignore the -1 (the
  * stack may have sent the first fragment another way). Called before
  * anything reads the ports (service, policy, conntrack).
@@ -36,20 +38,8 @@
 
 #include "pkt.h"
 
-/* dp_frags_out's key: the datagram */
-static __always_inline void frag_key(const struct pkt *p, struct dp_frag_key *k)
-{
-	__builtin_memcpy(k->saddr, p->tuple.saddr, 16);
-	__builtin_memcpy(k->daddr, p->tuple.daddr, 16);
-	k->id = p->frag_id;
-	k->proto = p->tuple.proto;
-	k->family = p->tuple.family;
-	k->pad[0] = 0;
-	k->pad[1] = 0;
-}
-
-/* dp_frags' key: the sending pod's address and the datagram's slot among
- * its DP_FRAGS_SLOTS; returns the datagram's tag. */
+/* The key of both maps: the sender's address and the datagram's slot
+ * among its DP_FRAGS_SLOTS; returns the datagram's tag. */
 static __always_inline __u32 frag_sent_key(const struct pkt *p, struct dp_frag_key *k)
 {
 	const __u32 *d = (const __u32 *)p->tuple.daddr;
@@ -65,8 +55,9 @@ static __always_inline __u32 frag_sent_key(const struct pkt *p, struct dp_frag_k
 	return tag;
 }
 
-/* What fibril_from_endpoint's pod sent: dp_frags, its own slots. */
-static __always_inline int frag_resolve_sent(struct pkt *p)
+/* The first fragment records its ports in map (dp_frags or
+ * dp_frags_out), at its sender's slot; a later one takes them. */
+static __always_inline int frag_resolve_in(struct pkt *p, void *map)
 {
 	struct dp_frag_key k;
 
@@ -77,10 +68,10 @@ static __always_inline int frag_resolve_sent(struct pkt *p)
 	__u32 tag = frag_sent_key(p, &k);
 	if (p->frag == FRAG_FIRST) {
 		struct dp_frag_ports v = {.sport = p->tuple.sport, .dport = p->tuple.dport, .tag = tag};
-		bpf_map_update_elem(&dp_frags, &k, &v, BPF_ANY);
+		bpf_map_update_elem(map, &k, &v, BPF_ANY);
 		return 0;
 	}
-	const struct dp_frag_ports *v = bpf_map_lookup_elem(&dp_frags, &k);
+	const struct dp_frag_ports *v = bpf_map_lookup_elem(map, &k);
 	if (!v || v->tag != tag)
 		return -1;
 	p->tuple.sport = v->sport;
@@ -88,28 +79,13 @@ static __always_inline int frag_resolve_sent(struct pkt *p)
 	return 0;
 }
 
-/* What came from outside: dp_frags_out, keyed by the datagram. */
-static __always_inline int frag_resolve(struct pkt *p)
-{
-	struct dp_frag_key k;
+/* What fibril_from_endpoint's pod sent: dp_frags, its own slots. */
+static __always_inline int frag_resolve_sent(struct pkt *p) { return frag_resolve_in(p, &dp_frags); }
 
-	if (p->frag == FRAG_NONE)
-		return 0;
-	if (p->tuple.proto != IPPROTO_TCP && p->tuple.proto != IPPROTO_UDP)
-		return 0; /* no ports to carry */
-	frag_key(p, &k);
-	if (p->frag == FRAG_FIRST) {
-		struct dp_frag_ports v = {.sport = p->tuple.sport, .dport = p->tuple.dport};
-		bpf_map_update_elem(&dp_frags_out, &k, &v, BPF_ANY);
-		return 0;
-	}
-	const struct dp_frag_ports *v = bpf_map_lookup_elem(&dp_frags_out, &k);
-	if (!v)
-		return -1;
-	p->tuple.sport = v->sport;
-	p->tuple.dport = v->dport;
-	return 0;
-}
+/* What came from outside: dp_frags_out, the sender's own slots as in
+ * dp_frags (nobody vouches for the sender, but one source address still
+ * takes only its own DP_FRAGS_SLOTS per protocol). */
+static __always_inline int frag_resolve(struct pkt *p) { return frag_resolve_in(p, &dp_frags_out); }
 
 /* fibril_to_netdev: the ports the first fragment of p's datagram (which
  * p's source, a source-checked pod, sent) recorded in dp_frags; -1 when

@@ -1557,6 +1557,36 @@ static void test_frags_outside(void)
 	check(bpf_map_get_next_key(map_fd(g_skel->maps.dp_frags), NULL, &n) != 0 &&
 		      bpf_map_get_next_key(map_fd(g_skel->maps.dp_frags_out), NULL, &k) == 0,
 	      "frags: dp_frags is empty, dp_frags_out holds them");
+
+	/* one outside source floods first fragments of ever new datagrams
+	 * (more than dp_frags_out holds) between another source's first
+	 * fragment and its last: it takes only its own slots */
+	eth(&f, HOST_MAC, 0x0800);
+	ipv4(&f, "192.0.2.8", POD4, 17, 8 + 16, 0x7272, 0x2000);
+	udp(&f, 53, 4001, 1500);
+	put_zero(&f, 16);
+	run(g_to, &f);
+	for (uint32_t i = 0; i < DP_FRAGS_MAX + DP_FRAGS_MAX / 4; i++) {
+		eth(&f, HOST_MAC, 0x0800);
+		ipv4(&f, "192.0.2.9", POD4, 17, 8 + 16, (uint16_t)i, 0x2000);
+		udp(&f, (uint16_t)(1024 + i / 65536), 4002, 1500);
+		put_zero(&f, 16);
+		run(g_to, &f);
+	}
+	eth(&f, HOST_MAC, 0x0800);
+	ipv4(&f, "192.0.2.8", POD4, 17, 64, 0x7272, 24);
+	put_zero(&f, 64);
+	rc = run(g_to, &f);
+	unsigned held = 0;
+	for (int more = bpf_map_get_next_key(map_fd(g_skel->maps.dp_frags_out), NULL, &k) == 0;
+	     more; more = bpf_map_get_next_key(map_fd(g_skel->maps.dp_frags_out), &k, &n) == 0,
+		 k = n)
+		held += !memcmp(k.saddr, (const uint8_t[]){192, 0, 2, 9}, 4);
+	check(rc == TC_ACT_OK && ct_get(g_skel->maps.dp_ct_any, 4, "192.0.2.8", POD4, 53, 4001, 17,
+					&v) && v.packets == 2 && held <= DP_FRAGS_SLOTS,
+	      "frags: a source flooding first fragments from outside holds %u entries (at most "
+	      "%u) and another source's later fragment still finds its ports (%d)", held,
+	      DP_FRAGS_SLOTS, rc);
 	reset();
 }
 
