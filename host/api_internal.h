@@ -112,6 +112,8 @@ struct api_head_verdict {
 	char method[16]; /* the request line's method ("-" before one is read) */
 	char msg[160];   /* refused: the one-line error */
 	size_t head_len; /* OK: the bytes up to and with the empty line */
+	size_t body_len;   /* OK: its Content-Length (0 without one) */
+	bool body_unknown; /* OK: where its body ends is not known (chunked, a bad length) */
 };
 /* The head in buf[0..len): complete and acceptable (OK), refused, or not
  * complete yet (MORE). */
@@ -129,6 +131,16 @@ HIDDEN int api_accept_take(struct lws_vhost *vhost, int fd, int listener, unsign
  * being read (api_close: the agent stops). */
 HIDDEN void api_accept_open(void);
 HIDDEN void api_accept_close_all(void);
+/* A kept-alive connection's answer is written and lws waits for its next
+ * request: pause lws's reading and read and check the head first (a good
+ * one resumes lws, a refused one is answered and the connection closed). */
+HIDDEN void api_keepalive_pause(struct lws *wsi, unsigned idle_s);
+/* Whether lws may hold bytes of a next request nobody checked (they came
+ * with this one's head or are waiting unread): answer it with
+ * `connection: close` then. Asked once per request. */
+HIDDEN bool api_keepalive_pipelined(struct lws *wsi);
+/* The connection is closing: stop reading its next head. */
+HIDDEN void api_keepalive_forget(struct lws *wsi);
 /* A JSON error written straight to a connection about to be closed. */
 HIDDEN void api_send_error_now(int fd, int status, const char *msg);
 

@@ -4,8 +4,8 @@
  * libwebsockets on the agent's own libuv loop: the listeners, each
  * connection's life (reading a request, writing its answer in chunks,
  * closing them all at shutdown) and the websocket upgrades. A new
- * connection's first request head is read and checked by api_accept.c
- * before lws parses it. What a request
+ * connection's every request head is read and checked by api_accept.c
+ * before lws parses it (the TLS listener's: lws alone). What a request
  * means (routes, responses) is api_http.c's; what a stream sends,
  * api_stream.c's. */
 #include "api_internal.h"
@@ -177,8 +177,14 @@ static int queue_response(struct lws *wsi, struct session *s)
 {
 	unsigned char hdr[LWS_PRE + 512];
 	unsigned char *start = hdr + LWS_PRE, *p = start, *end = hdr + sizeof(hdr) - 1;
+	/* a next request lws may already hold is never read (api_accept.c) */
+	if (lws_get_vhost(wsi) != g_remote_vhost && api_keepalive_pipelined(wsi))
+		s->close_after = true;
 	if (lws_add_http_common_headers(wsi, (unsigned)s->resp.status, s->resp.content_type,
 					s->resp.len, &p, end))
+		return -1;
+	if (s->close_after &&
+	    lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5, &p, end))
 		return -1;
 	if (lws_finalize_write_http_header(wsi, start, &p, end))
 		return -1;
@@ -224,7 +230,14 @@ static int write_body(struct lws *wsi, struct session *s)
 	s->out = NULL;
 	if (s->close_after)
 		return -1;
-	return lws_http_transaction_completed(wsi) ? -1 : 0;
+	if (lws_http_transaction_completed(wsi))
+		return -1;
+	/* the next request's head is read and checked before lws parses it
+	 * (the remote listener's is encrypted: lws's alone) */
+	struct lws_vhost *vh = lws_get_vhost(wsi);
+	if (vh != g_remote_vhost)
+		api_keepalive_pause(wsi, vh == g_tcp_vhost ? g_tcp_idle_s : API_UNIX_IDLE_S);
+	return 0;
 }
 
 /* ---- the lws callback --------------------------------------------------- */
@@ -326,6 +339,8 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			       ? 0
 			       : 1;
 	}
+	if (reason == LWS_CALLBACK_CLOSED_HTTP || reason == LWS_CALLBACK_WSI_DESTROY)
+		api_keepalive_forget(wsi); /* its next head is no longer read */
 	if (reason == LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION)
 		/* OpenSSL's verdict on the client's chain (len: preverify_ok) is
 		 * the answer; lws takes 0 as "accept" whatever it was */
