@@ -166,6 +166,22 @@ static bool target_refused(struct lws *wsi, const struct session *s, char *msg, 
 	return false;
 }
 
+/* An HTTP version other than 1.0 and 1.1: lws serves "HTTP/3.0" as 1.0.
+ * api_head.c refuses it first on the plain listeners; on the remote one
+ * (TLS) lws parses the head, and this is where it is refused. */
+static bool version_refused(struct lws *wsi, char *msg, size_t len)
+{
+	char version[16];
+	int n = lws_hdr_copy(wsi, version, sizeof(version), WSI_TOKEN_HTTP);
+	if (n <= 0 || !strcmp(version, "HTTP/1.1") || !strcmp(version, "HTTP/1.0"))
+		return false;
+	for (char *c = version; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	snprintf(msg, len, "HTTP version %s not supported (HTTP/1.1)", version);
+	return true;
+}
+
 void api_session_wake(struct session *s)
 {
 	s->deferred_ready = true;
@@ -370,6 +386,11 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			return send_response(wsi, s);
 		}
 		char bad[160];
+		if (version_refused(wsi, bad, sizeof(bad))) {
+			s->close_after = true;
+			fibril_resp_error(&s->resp, 505, "%s", bad);
+			return send_response(wsi, s);
+		}
 		if (target_refused(wsi, s, bad, sizeof(bad))) {
 			s->close_after = true; /* what followed the cut is not a request */
 			fibril_resp_error(&s->resp, 400, "%s", bad);
