@@ -315,11 +315,12 @@ static bool origin_is_foreign(struct lws *wsi)
 	return strcmp(o, host) != 0;
 }
 
-/* A request line that is not HTTP, where lws parses it first (a later
- * request of a kept-alive connection, the remote listener): lws hands the
- * connection to this raw protocol
+/* A request line that is not HTTP, where lws parses it before
+ * api_accept.c could (a pipelined request lws read with the one before
+ * it): lws hands the connection to this raw protocol
  * (LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG) instead of
- * answering its own HTML page. */
+ * answering its own HTML page. (Not on the remote listener: after TLS,
+ * lws 4.1 answers its 403 page and falls back for nothing.) */
 static int raw_fallback_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 				 void *in, size_t len)
 {
