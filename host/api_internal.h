@@ -83,6 +83,13 @@ HIDDEN void api_request_free(struct session *s);
  * connection's links (stream client, live list) stay. */
 HIDDEN void api_session_reset(struct session *s);
 HIDDEN void api_routes_release_owner(struct fibril_module *owner);
+/* What lws parsed of a request, checked: 414 (the target) or 431 (the
+ * fields it knows) past the limits, else 0; a control character in the
+ * decoded target, another HTTP version than 1.0/1.1 (true and the error
+ * line in msg). */
+HIDDEN int api_oversized(struct lws *wsi, const char *uri);
+HIDDEN bool api_target_refused(struct lws *wsi, const struct session *s, char *msg, size_t len);
+HIDDEN bool api_version_refused(struct lws *wsi, char *msg, size_t len);
 HIDDEN void api_routes_free(void);
 
 /* api_stream.c */

@@ -121,67 +121,6 @@ static void parse_request_line(struct lws *wsi, struct session *s, const char *u
 		s->content_length = strtoull(cl, NULL, 10);
 }
 
-/* A control character in the request target, after percent-decoding
- * (%0A, %0D, %09, %7F ...), is refused: libwebsockets ends the request
- * line at a decoded CR or LF and drops the rest, so "owner=a/eth0%0Ajunk"
- * reached a handler as "owner=a/eth0", another owner's name. Such a cut
- * line has no HTTP version left (lws skipped it with the rest); any other
- * control character is still in the decoded text. The one place every
- * route's path and query go through; "" when the target is clean, else
- * the error line naming the parameter. */
-static bool has_control(const char *text)
-{
-	for (const unsigned char *c = (const unsigned char *)text; *c; c++)
-		if (*c < 0x20 || *c == 0x7f)
-			return true;
-	return false;
-}
-
-static bool target_refused(struct lws *wsi, const struct session *s, char *msg, size_t len)
-{
-	const char *why = "control characters are not allowed";
-	if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP) <= 0) {
-		/* cut at a decoded CR or LF: in the last query parameter, else the path */
-		if (s->req.nquery)
-			snprintf(msg, len, "query '%s': %s", s->req.query[s->req.nquery - 1][0], why);
-		else
-			snprintf(msg, len, "request path: %s", why);
-		return true;
-	}
-	if (has_control(s->req.path)) {
-		snprintf(msg, len, "request path: %s", why);
-		return true;
-	}
-	for (size_t i = 0; i < s->req.nquery; i++) {
-		if (has_control(s->req.query[i][0]) || has_control(s->req.query[i][1])) {
-			char name[64];
-			snprintf(name, sizeof(name), "%s", s->req.query[i][0]);
-			for (char *c = name; *c; c++)
-				if ((unsigned char)*c < 0x20 || *c == 0x7f)
-					*c = '?';
-			snprintf(msg, len, "query '%s': %s", name, why);
-			return true;
-		}
-	}
-	return false;
-}
-
-/* An HTTP version other than 1.0 and 1.1: lws serves "HTTP/3.0" as 1.0.
- * api_head.c refuses it first on the plain listeners; on the remote one
- * (TLS) lws parses the head, and this is where it is refused. */
-static bool version_refused(struct lws *wsi, char *msg, size_t len)
-{
-	char version[16];
-	int n = lws_hdr_copy(wsi, version, sizeof(version), WSI_TOKEN_HTTP);
-	if (n <= 0 || !strcmp(version, "HTTP/1.1") || !strcmp(version, "HTTP/1.0"))
-		return false;
-	for (char *c = version; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f)
-			*c = '?';
-	snprintf(msg, len, "HTTP version %s not supported (HTTP/1.1)", version);
-	return true;
-}
-
 void api_session_wake(struct session *s)
 {
 	s->deferred_ready = true;
@@ -263,19 +202,6 @@ static int write_body(struct lws *wsi, struct session *s)
  * room to spare, so lws never runs out of it ("Ran out of header data
  * space" dropped the connection without an answer). */
 #define API_HEADER_BUFFER 32768
-
-static int oversized(struct lws *wsi, const char *uri)
-{
-	int line = (uri ? (int)strlen(uri) : 0) + lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS);
-	if (line > API_MAX_REQUEST_LINE)
-		return 414;
-	int total = 0;
-	for (int t = 0; t < (int)WSI_TOKEN_COUNT; t++) {
-		int n = lws_hdr_total_length(wsi, (enum lws_token_indexes)t);
-		total += n > 0 ? n : 0;
-	}
-	return total > API_MAX_HEADERS ? 431 : 0;
-}
 
 /* What a browser may reach on the TCP listener: a module's routes and
  * streams there carry flows, so a page of another site must not read
@@ -377,7 +303,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		api_session_reset(s);
 		s->wsi = wsi;
 		s->foreign_host = tcp && host_is_foreign(wsi);
-		int big = oversized(wsi, in);
+		int big = api_oversized(wsi, in);
 		parse_request_line(wsi, s, big == 414 ? "/" : in);
 		if (big) {
 			s->close_after = true;
@@ -387,12 +313,12 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			return send_response(wsi, s);
 		}
 		char bad[160];
-		if (version_refused(wsi, bad, sizeof(bad))) {
+		if (api_version_refused(wsi, bad, sizeof(bad))) {
 			s->close_after = true;
 			fibril_resp_error(&s->resp, 505, "%s", bad);
 			return send_response(wsi, s);
 		}
-		if (target_refused(wsi, s, bad, sizeof(bad))) {
+		if (api_target_refused(wsi, s, bad, sizeof(bad))) {
 			s->close_after = true; /* what followed the cut is not a request */
 			fibril_resp_error(&s->resp, 400, "%s", bad);
 			return send_response(wsi, s);
@@ -473,7 +399,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		api_session_reset(s);
 		parse_request_line(wsi, s, uri);
 		char bad[160];
-		if (target_refused(wsi, s, bad, sizeof(bad))) {
+		if (api_target_refused(wsi, s, bad, sizeof(bad))) {
 			host_log(FIBRIL_LOG_WARN, "api: websocket refused: %s", bad);
 			api_request_free(s);
 			return -1;
