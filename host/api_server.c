@@ -251,6 +251,8 @@ static int raw_fallback_callback(struct lws *wsi, enum lws_callback_reasons reas
 				 void *in, size_t len)
 {
 	(void)user, (void)in, (void)len;
+	if (reason == LWS_CALLBACK_RAW_CLOSE || reason == LWS_CALLBACK_WSI_DESTROY)
+		api_keepalive_forget(wsi); /* a kept-alive connection's reader goes with it */
 	if (reason == LWS_CALLBACK_RAW_RX) {
 		api_send_error_now(lws_get_socket_fd(wsi), 400,
 				   "malformed request line: expected METHOD /path HTTP/1.1");
