@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static const char *const known_methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"};
 
@@ -119,6 +120,31 @@ static enum api_head_result check_request_line(const char *buf, size_t len, stru
 	return check_target(target, tlen, v);
 }
 
+/* Where the request's body ends: a Content-Length gives its length; a
+ * Transfer-Encoding (or a length that is not one number) leaves it unknown. */
+static void note_body_length(const char *name, size_t name_len, const char *value, const char *end,
+			     struct api_head_verdict *v)
+{
+	if (name_len == 17 && !strncasecmp(name, "transfer-encoding", 17)) {
+		v->body_unknown = true;
+		return;
+	}
+	if (name_len != 14 || strncasecmp(name, "content-length", 14))
+		return;
+	while (value < end && (*value == ' ' || *value == '\t'))
+		value++;
+	size_t length = 0;
+	const char *digit = value;
+	while (digit < end && *digit >= '0' && *digit <= '9' && length < ((size_t)1 << 48))
+		length = length * 10 + (size_t)(*digit++ - '0');
+	while (digit < end && (*digit == ' ' || *digit == '\t'))
+		digit++;
+	if (digit == value || digit != end)
+		v->body_unknown = true;
+	else
+		v->body_len = length;
+}
+
 /* One header field line, without its line end: NAME ":" VALUE, a token
  * name, no control character but HTAB in the value. */
 static enum api_head_result check_field(const char *line, size_t len, unsigned n,
@@ -136,6 +162,7 @@ static enum api_head_result check_field(const char *line, size_t len, unsigned n
 		if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
 			return refuse(v, 400, "header field %u: control character 0x%02x in the value", n,
 				      (unsigned char)*c);
+	note_body_length(line, (size_t)(colon - line), colon + 1, line + len, v);
 	return API_HEAD_OK;
 }
 

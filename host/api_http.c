@@ -1,11 +1,14 @@
 /* host/api_http.c - what an API request means: the route table (method
  * and path pattern, {name} matching one segment), the request accessors
  * and responses of <fibril/api.h>, deferred answers, and the dispatch of a
- * parsed request to its handler (404, 405, 413, a JSON body checked). The
- * connections themselves are api_server.c's. */
+ * parsed request to its handler (404, 405, 413, a JSON body checked), and
+ * the checks of what libwebsockets parsed of a request (its size, control
+ * characters in the target, the HTTP version). The connections themselves
+ * are api_server.c's. */
 #include "api_internal.h"
 
 #include <errno.h>
+#include <libwebsockets.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -378,3 +381,80 @@ void api_routes_free(void)
 		free_route(r);
 	}
 }
+
+/* ---- the checks of what libwebsockets parsed ------------------------------ */
+
+int api_oversized(struct lws *wsi, const char *uri)
+{
+	int line = (uri ? (int)strlen(uri) : 0) + lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS);
+	if (line > API_MAX_REQUEST_LINE)
+		return 414;
+	int total = 0;
+	for (int t = 0; t < (int)WSI_TOKEN_COUNT; t++) {
+		int n = lws_hdr_total_length(wsi, (enum lws_token_indexes)t);
+		total += n > 0 ? n : 0;
+	}
+	return total > API_MAX_HEADERS ? 431 : 0;
+}
+
+/* A control character in the request target, after percent-decoding
+ * (%0A, %0D, %09, %7F ...), is refused: libwebsockets ends the request
+ * line at a decoded CR or LF and drops the rest, so "owner=a/eth0%0Ajunk"
+ * reached a handler as "owner=a/eth0", another owner's name. Such a cut
+ * line has no HTTP version left (lws skipped it with the rest); any other
+ * control character is still in the decoded text. The one place every
+ * route's path and query go through; "" when the target is clean, else
+ * the error line naming the parameter. */
+static bool has_control(const char *text)
+{
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			return true;
+	return false;
+}
+
+bool api_target_refused(struct lws *wsi, const struct session *s, char *msg, size_t len)
+{
+	const char *why = "control characters are not allowed";
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP) <= 0) {
+		/* cut at a decoded CR or LF: in the last query parameter, else the path */
+		if (s->req.nquery)
+			snprintf(msg, len, "query '%s': %s", s->req.query[s->req.nquery - 1][0], why);
+		else
+			snprintf(msg, len, "request path: %s", why);
+		return true;
+	}
+	if (has_control(s->req.path)) {
+		snprintf(msg, len, "request path: %s", why);
+		return true;
+	}
+	for (size_t i = 0; i < s->req.nquery; i++) {
+		if (has_control(s->req.query[i][0]) || has_control(s->req.query[i][1])) {
+			char name[64];
+			snprintf(name, sizeof(name), "%s", s->req.query[i][0]);
+			for (char *c = name; *c; c++)
+				if ((unsigned char)*c < 0x20 || *c == 0x7f)
+					*c = '?';
+			snprintf(msg, len, "query '%s': %s", name, why);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* An HTTP version other than 1.0 and 1.1: lws serves "HTTP/3.0" as 1.0.
+ * api_head.c refuses it first on the plain listeners; on the remote one
+ * (TLS) lws parses the head, and this is where it is refused. */
+bool api_version_refused(struct lws *wsi, char *msg, size_t len)
+{
+	char version[16];
+	int n = lws_hdr_copy(wsi, version, sizeof(version), WSI_TOKEN_HTTP);
+	if (n <= 0 || !strcmp(version, "HTTP/1.1") || !strcmp(version, "HTTP/1.0"))
+		return false;
+	for (char *c = version; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	snprintf(msg, len, "HTTP version %s not supported (HTTP/1.1)", version);
+	return true;
+}
+

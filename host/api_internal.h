@@ -83,6 +83,13 @@ HIDDEN void api_request_free(struct session *s);
  * connection's links (stream client, live list) stay. */
 HIDDEN void api_session_reset(struct session *s);
 HIDDEN void api_routes_release_owner(struct fibril_module *owner);
+/* What lws parsed of a request, checked: 414 (the target) or 431 (the
+ * fields it knows) past the limits, else 0; a control character in the
+ * decoded target, another HTTP version than 1.0/1.1 (true and the error
+ * line in msg). */
+HIDDEN int api_oversized(struct lws *wsi, const char *uri);
+HIDDEN bool api_target_refused(struct lws *wsi, const struct session *s, char *msg, size_t len);
+HIDDEN bool api_version_refused(struct lws *wsi, char *msg, size_t len);
 HIDDEN void api_routes_free(void);
 
 /* api_stream.c */
@@ -112,6 +119,8 @@ struct api_head_verdict {
 	char method[16]; /* the request line's method ("-" before one is read) */
 	char msg[160];   /* refused: the one-line error */
 	size_t head_len; /* OK: the bytes up to and with the empty line */
+	size_t body_len;   /* OK: its Content-Length (0 without one) */
+	bool body_unknown; /* OK: where its body ends is not known (chunked, a bad length) */
 };
 /* The head in buf[0..len): complete and acceptable (OK), refused, or not
  * complete yet (MORE). */
@@ -129,6 +138,16 @@ HIDDEN int api_accept_take(struct lws_vhost *vhost, int fd, int listener, unsign
  * being read (api_close: the agent stops). */
 HIDDEN void api_accept_open(void);
 HIDDEN void api_accept_close_all(void);
+/* A kept-alive connection's answer is written and lws waits for its next
+ * request: pause lws's reading and read and check the head first (a good
+ * one resumes lws, a refused one is answered and the connection closed). */
+HIDDEN void api_keepalive_pause(struct lws *wsi, unsigned idle_s);
+/* Whether lws may hold bytes of a next request nobody checked (they came
+ * with this one's head or are waiting unread): answer it with
+ * `connection: close` then. Asked once per request. */
+HIDDEN bool api_keepalive_pipelined(struct lws *wsi);
+/* The connection is closing: stop reading its next head. */
+HIDDEN void api_keepalive_forget(struct lws *wsi);
 /* A JSON error written straight to a connection about to be closed. */
 HIDDEN void api_send_error_now(int fd, int status, const char *msg);
 

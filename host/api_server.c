@@ -4,8 +4,8 @@
  * libwebsockets on the agent's own libuv loop: the listeners, each
  * connection's life (reading a request, writing its answer in chunks,
  * closing them all at shutdown) and the websocket upgrades. A new
- * connection's first request head is read and checked by api_accept.c
- * before lws parses it. What a request
+ * connection's every request head is read and checked by api_accept.c
+ * before lws parses it (the TLS listener's: lws alone). What a request
  * means (routes, responses) is api_http.c's; what a stream sends,
  * api_stream.c's. */
 #include "api_internal.h"
@@ -121,51 +121,6 @@ static void parse_request_line(struct lws *wsi, struct session *s, const char *u
 		s->content_length = strtoull(cl, NULL, 10);
 }
 
-/* A control character in the request target, after percent-decoding
- * (%0A, %0D, %09, %7F ...), is refused: libwebsockets ends the request
- * line at a decoded CR or LF and drops the rest, so "owner=a/eth0%0Ajunk"
- * reached a handler as "owner=a/eth0", another owner's name. Such a cut
- * line has no HTTP version left (lws skipped it with the rest); any other
- * control character is still in the decoded text. The one place every
- * route's path and query go through; "" when the target is clean, else
- * the error line naming the parameter. */
-static bool has_control(const char *text)
-{
-	for (const unsigned char *c = (const unsigned char *)text; *c; c++)
-		if (*c < 0x20 || *c == 0x7f)
-			return true;
-	return false;
-}
-
-static bool target_refused(struct lws *wsi, const struct session *s, char *msg, size_t len)
-{
-	const char *why = "control characters are not allowed";
-	if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP) <= 0) {
-		/* cut at a decoded CR or LF: in the last query parameter, else the path */
-		if (s->req.nquery)
-			snprintf(msg, len, "query '%s': %s", s->req.query[s->req.nquery - 1][0], why);
-		else
-			snprintf(msg, len, "request path: %s", why);
-		return true;
-	}
-	if (has_control(s->req.path)) {
-		snprintf(msg, len, "request path: %s", why);
-		return true;
-	}
-	for (size_t i = 0; i < s->req.nquery; i++) {
-		if (has_control(s->req.query[i][0]) || has_control(s->req.query[i][1])) {
-			char name[64];
-			snprintf(name, sizeof(name), "%s", s->req.query[i][0]);
-			for (char *c = name; *c; c++)
-				if ((unsigned char)*c < 0x20 || *c == 0x7f)
-					*c = '?';
-			snprintf(msg, len, "query '%s': %s", name, why);
-			return true;
-		}
-	}
-	return false;
-}
-
 void api_session_wake(struct session *s)
 {
 	s->deferred_ready = true;
@@ -177,8 +132,14 @@ static int queue_response(struct lws *wsi, struct session *s)
 {
 	unsigned char hdr[LWS_PRE + 512];
 	unsigned char *start = hdr + LWS_PRE, *p = start, *end = hdr + sizeof(hdr) - 1;
+	/* a next request lws may already hold is never read (api_accept.c) */
+	if (lws_get_vhost(wsi) != g_remote_vhost && api_keepalive_pipelined(wsi))
+		s->close_after = true;
 	if (lws_add_http_common_headers(wsi, (unsigned)s->resp.status, s->resp.content_type,
 					s->resp.len, &p, end))
+		return -1;
+	if (s->close_after &&
+	    lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5, &p, end))
 		return -1;
 	if (lws_finalize_write_http_header(wsi, start, &p, end))
 		return -1;
@@ -224,7 +185,14 @@ static int write_body(struct lws *wsi, struct session *s)
 	s->out = NULL;
 	if (s->close_after)
 		return -1;
-	return lws_http_transaction_completed(wsi) ? -1 : 0;
+	if (lws_http_transaction_completed(wsi))
+		return -1;
+	/* the next request's head is read and checked before lws parses it
+	 * (the remote listener's is encrypted: lws's alone) */
+	struct lws_vhost *vh = lws_get_vhost(wsi);
+	if (vh != g_remote_vhost)
+		api_keepalive_pause(wsi, vh == g_tcp_vhost ? g_tcp_idle_s : API_UNIX_IDLE_S);
+	return 0;
 }
 
 /* ---- the lws callback --------------------------------------------------- */
@@ -234,19 +202,6 @@ static int write_body(struct lws *wsi, struct session *s)
  * room to spare, so lws never runs out of it ("Ran out of header data
  * space" dropped the connection without an answer). */
 #define API_HEADER_BUFFER 32768
-
-static int oversized(struct lws *wsi, const char *uri)
-{
-	int line = (uri ? (int)strlen(uri) : 0) + lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS);
-	if (line > API_MAX_REQUEST_LINE)
-		return 414;
-	int total = 0;
-	for (int t = 0; t < (int)WSI_TOKEN_COUNT; t++) {
-		int n = lws_hdr_total_length(wsi, (enum lws_token_indexes)t);
-		total += n > 0 ? n : 0;
-	}
-	return total > API_MAX_HEADERS ? 431 : 0;
-}
 
 /* What a browser may reach on the TCP listener: a module's routes and
  * streams there carry flows, so a page of another site must not read
@@ -286,15 +241,18 @@ static bool origin_is_foreign(struct lws *wsi)
 	return strcmp(o, host) != 0;
 }
 
-/* A request line that is not HTTP, where lws parses it first (a later
- * request of a kept-alive connection, the remote listener): lws hands the
- * connection to this raw protocol
+/* A request line that is not HTTP, where lws parses it before
+ * api_accept.c could (a pipelined request lws read with the one before
+ * it): lws hands the connection to this raw protocol
  * (LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG) instead of
- * answering its own HTML page. */
+ * answering its own HTML page. (Not on the remote listener: after TLS,
+ * lws 4.1 answers its 403 page and falls back for nothing.) */
 static int raw_fallback_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 				 void *in, size_t len)
 {
 	(void)user, (void)in, (void)len;
+	if (reason == LWS_CALLBACK_RAW_CLOSE || reason == LWS_CALLBACK_WSI_DESTROY)
+		api_keepalive_forget(wsi); /* a kept-alive connection's reader goes with it */
 	if (reason == LWS_CALLBACK_RAW_RX) {
 		api_send_error_now(lws_get_socket_fd(wsi), 400,
 				   "malformed request line: expected METHOD /path HTTP/1.1");
@@ -326,6 +284,8 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			       ? 0
 			       : 1;
 	}
+	if (reason == LWS_CALLBACK_CLOSED_HTTP || reason == LWS_CALLBACK_WSI_DESTROY)
+		api_keepalive_forget(wsi); /* its next head is no longer read */
 	if (reason == LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION)
 		/* OpenSSL's verdict on the client's chain (len: preverify_ok) is
 		 * the answer; lws takes 0 as "accept" whatever it was */
@@ -345,7 +305,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		api_session_reset(s);
 		s->wsi = wsi;
 		s->foreign_host = tcp && host_is_foreign(wsi);
-		int big = oversized(wsi, in);
+		int big = api_oversized(wsi, in);
 		parse_request_line(wsi, s, big == 414 ? "/" : in);
 		if (big) {
 			s->close_after = true;
@@ -355,7 +315,12 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			return send_response(wsi, s);
 		}
 		char bad[160];
-		if (target_refused(wsi, s, bad, sizeof(bad))) {
+		if (api_version_refused(wsi, bad, sizeof(bad))) {
+			s->close_after = true;
+			fibril_resp_error(&s->resp, 505, "%s", bad);
+			return send_response(wsi, s);
+		}
+		if (api_target_refused(wsi, s, bad, sizeof(bad))) {
 			s->close_after = true; /* what followed the cut is not a request */
 			fibril_resp_error(&s->resp, 400, "%s", bad);
 			return send_response(wsi, s);
@@ -436,7 +401,7 @@ static int api_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		api_session_reset(s);
 		parse_request_line(wsi, s, uri);
 		char bad[160];
-		if (target_refused(wsi, s, bad, sizeof(bad))) {
+		if (api_target_refused(wsi, s, bad, sizeof(bad))) {
 			host_log(FIBRIL_LOG_WARN, "api: websocket refused: %s", bad);
 			api_request_free(s);
 			return -1;

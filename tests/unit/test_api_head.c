@@ -3,7 +3,9 @@
  * good heads pass whole and are never refused while still arriving; a
  * percent-encoded NUL, a bad escape, an unknown method, another HTTP
  * version, a malformed request line or header field, and heads past the
- * limits are refused with the status and the line the client gets. */
+ * limits are refused with the status and the line the client gets; the
+ * body's length is read from the head (a pipelined request is told from a
+ * body by it). */
 #include "cunit_main.h"
 #include "../../host/api_internal.h"
 
@@ -105,6 +107,34 @@ static void test_header_fields(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(v.msg, "control character 0x00"));
 }
 
+/* Where the body ends, which tells a pipelined next request from a body:
+ * the Content-Length (any case, blanks around it), else 0; a
+ * Transfer-Encoding or a length that is not one number: unknown. */
+static void test_body_length(void)
+{
+	static const struct {
+		const char *head;
+		size_t body_len;
+		bool unknown;
+	} cases[] = {
+		{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 0, false},
+		{"POST / HTTP/1.1\r\nContent-Length: 17\r\n\r\n", 17, false},
+		{"POST / HTTP/1.1\r\ncontent-LENGTH:\t5 \r\n\r\n", 5, false},
+		{"POST / HTTP/1.1\r\nX-Content-Length: 9\r\n\r\n", 0, false},
+		{"POST / HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", 0, true},
+		{"POST / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\n", 1, true},
+		{"POST / HTTP/1.1\r\nContent-Length:\r\n\r\n", 0, true},
+		{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 0, true},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct api_head_verdict v;
+		CU_ASSERT_EQUAL_FATAL(check(cases[i].head, &v), API_HEAD_OK);
+		CU_ASSERT_EQUAL(v.body_unknown, cases[i].unknown);
+		if (!cases[i].unknown)
+			CU_ASSERT_EQUAL(v.body_len, cases[i].body_len);
+	}
+}
+
 static void test_limits(void)
 {
 	struct api_head_verdict v;
@@ -141,4 +171,4 @@ FIBRIL_TEST_MAIN("api_head", NULL, NULL, {"good heads pass whole", test_good_hea
 		 {"percent-encoded NUL", test_percent_encoded_nul},
 		 {"bad escapes and targets", test_bad_escapes_and_targets},
 		 {"request lines", test_request_lines}, {"header fields", test_header_fields},
-		 {"limits", test_limits})
+		 {"body length", test_body_length}, {"limits", test_limits})
