@@ -17,7 +17,11 @@
 #                routes and a route per remote pod CIDR via the other node
 #   tunnel       fibril, routing-mode tunnel (the same agents restarted: the
 #                program encapsulates into the external VXLAN device, the
-#                overlay program delivers)
+#                overlay program delivers), host-routing legacy
+#   tunnel-bpf   the same with host-routing = bpf, the default: nothing
+#                changes for the pods' packets (encapsulated either way),
+#                but fibril_from_netdev's source check runs on the outer
+#                packets the underlay delivers
 #   plain-vxlan  no fibril: a kernel VXLAN device per node (VNI 42, the other
 #                node as its remote), the remote pod CIDR routed into it;
 #                like fibril's device and encapsulation: learning off, no
@@ -41,8 +45,8 @@
 # Environment: top_srcdir, top_builddir (as make sets them); optional
 # REPEAT (10), SECS (2: short runs, many rounds, so a shared machine's load
 # changes hit both sides alike), SETUPS (the fibril setups to run, default
-# "native native-bpf tunnel"; e.g. SETUPS=tunnel runs tunnel vs plain-vxlan
-# only), PIN_CPU (default the last CPU: both ends run there,
+# "native native-bpf tunnel tunnel-bpf"; e.g. SETUPS=tunnel runs tunnel vs
+# plain-vxlan only), PIN_CPU (default the last CPU: both ends run there,
 # so the figures measure the path, not the scheduler), CC, STATS_IN_RATIO=1
 # (keep bpf_stats on during the ratio rounds too, as this bench once did: to
 # show what the stats cost the ratio).
@@ -173,8 +177,8 @@ bulk_once() { # CLIENT SERVER -> Gbit/s received
 		python3 -c 'import json, sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))'
 }
 for p in fb na2 va2; do serve "$p"; done
-declare -A CLIENT=([native]=fa [native-bpf]=fa [tunnel]=fa [plain]=na1 [plain-vxlan]=va1)
-declare -A SERVER=([native]=fb [native-bpf]=fb [tunnel]=fb [plain]=na2 [plain-vxlan]=va2)
+declare -A CLIENT=([native]=fa [native-bpf]=fa [tunnel]=fa [tunnel-bpf]=fa [plain]=na1 [plain-vxlan]=va1)
+declare -A SERVER=([native]=fb [native-bpf]=fb [tunnel]=fb [tunnel-bpf]=fb [plain]=na2 [plain-vxlan]=va2)
 declare -A RRS BULKS RR_RATIOS BULK_RATIOS
 warm() { ip netns exec "$(mn_pod_ns "${CLIENT[$1]}")" ping -c 2 -i 0.2 -W 1 "${MN_POD_IP[${SERVER[$1]}]}" >/dev/null || die "$1: no path from ${CLIENT[$1]} to ${SERVER[$1]}"; }
 
@@ -325,7 +329,7 @@ measure() {
 	fi
 	cost_round "$a"
 }
-SETUPS=${SETUPS:-native native-bpf tunnel}
+SETUPS=${SETUPS:-native native-bpf tunnel tunnel-bpf}
 has_setup() { [[ " $SETUPS " == *" $1 "* ]]; }
 stats_mode="off (bpf_stats on only in the separate bpf_stats rounds)"
 [ "${STATS_IN_RATIO:-0}" = 1 ] && stats_mode="ON (STATS_IN_RATIO=1: biased against fibril)"
@@ -348,6 +352,12 @@ if has_setup tunnel; then
 	[ "$tun" = vxlan ] || die "f1 is not in tunnel mode after the restart ($tun)"
 	measure tunnel plain-vxlan
 	enc=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; print(json.load(sys.stdin)["packets-from-endpoints"]["to-tunnel"])')
+fi
+if has_setup tunnel-bpf; then
+	start_mode tunnel bpf
+	hr=$(mn_api f1 http://x/v1/datapath | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["tunnel"]["mode"], d["host-routing"])')
+	[ "$hr" = "vxlan bpf" ] || die "f1 is not in tunnel mode with host-routing bpf after the restart ($hr)"
+	measure tunnel-bpf plain-vxlan
 fi
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'; }
@@ -374,6 +384,8 @@ row "native+bpf-hr TCP_RR (/s) vs plain" .0f native-bpf plain rr
 row "native+bpf-hr bulk (Gbit/s) vs plain" .2f native-bpf plain bulk
 row "tunnel TCP_RR (/s) vs kernel VXLAN" .0f tunnel plain-vxlan rr
 row "tunnel bulk (Gbit/s) vs kernel VXLAN" .2f tunnel plain-vxlan bulk
+row "tunnel+bpf-hr TCP_RR (/s) vs VXLAN" .0f tunnel-bpf plain-vxlan rr
+row "tunnel+bpf-hr bulk (Gbit/s) vs VXLAN" .2f tunnel-bpf plain-vxlan bulk
 echo "ratio: the median of the rounds' own ratios (each round: fibril and the reference back to back, the order alternating); bpf_stats in the ratio rounds: $stats_mode"
 [ -z "${SYSCTL_ON:-}" ] || echo "WARNING: kernel.bpf_stats_enabled was on (someone else's) during the rounds of: $SYSCTL_ON"
 echo "programs' cost: ns per program run summed over both nodes' programs in one extra fibril-only round with bpf_stats on (its own rate in brackets, not in any ratio)"
