@@ -405,12 +405,22 @@ int api_oversized(struct lws *wsi, const char *uri)
  * control character is still in the decoded text. The one place every
  * route's path and query go through; "" when the target is clean, else
  * the error line naming the parameter. */
+static bool is_control(unsigned char c) { return c < 0x20 || c == 0x7f; }
+
 static bool has_control(const char *text)
 {
 	for (const unsigned char *c = (const unsigned char *)text; *c; c++)
-		if (*c < 0x20 || *c == 0x7f)
+		if (is_control(*c))
 			return true;
 	return false;
+}
+
+/* text with its control characters shown as '?' (for an error line) */
+static void mask_controls(char *text)
+{
+	for (char *c = text; *c; c++)
+		if (is_control((unsigned char)*c))
+			*c = '?';
 }
 
 bool api_target_refused(struct lws *wsi, const struct session *s, char *msg, size_t len)
@@ -432,9 +442,7 @@ bool api_target_refused(struct lws *wsi, const struct session *s, char *msg, siz
 		if (has_control(s->req.query[i][0]) || has_control(s->req.query[i][1])) {
 			char name[64];
 			snprintf(name, sizeof(name), "%s", s->req.query[i][0]);
-			for (char *c = name; *c; c++)
-				if ((unsigned char)*c < 0x20 || *c == 0x7f)
-					*c = '?';
+			mask_controls(name);
 			snprintf(msg, len, "query '%s': %s", name, why);
 			return true;
 		}
@@ -451,9 +459,7 @@ bool api_version_refused(struct lws *wsi, char *msg, size_t len)
 	int n = lws_hdr_copy(wsi, version, sizeof(version), WSI_TOKEN_HTTP);
 	if (n <= 0 || !strcmp(version, "HTTP/1.1") || !strcmp(version, "HTTP/1.0"))
 		return false;
-	for (char *c = version; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f)
-			*c = '?';
+	mask_controls(version);
 	snprintf(msg, len, "HTTP version %s not supported (HTTP/1.1)", version);
 	return true;
 }

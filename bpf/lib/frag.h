@@ -40,7 +40,7 @@
 
 /* The key of both maps: the sender's address and the datagram's slot
  * among its DP_FRAGS_SLOTS; returns the datagram's tag. */
-static __always_inline __u32 frag_sent_key(const struct pkt *p, struct dp_frag_key *k)
+static __always_inline __u32 frag_slot_key(const struct pkt *p, struct dp_frag_key *k)
 {
 	const __u32 *d = (const __u32 *)p->tuple.daddr;
 	__u32 tag = (d[0] ^ d[1] ^ d[2] ^ d[3]) * 0xcc9e2d51u ^ p->frag_id;
@@ -65,7 +65,7 @@ static __always_inline int frag_resolve_in(struct pkt *p, void *map)
 		return 0;
 	if (p->tuple.proto != IPPROTO_TCP && p->tuple.proto != IPPROTO_UDP)
 		return 0; /* no ports to carry */
-	__u32 tag = frag_sent_key(p, &k);
+	__u32 tag = frag_slot_key(p, &k);
 	if (p->frag == FRAG_FIRST) {
 		struct dp_frag_ports v = {.sport = p->tuple.sport, .dport = p->tuple.dport, .tag = tag};
 		bpf_map_update_elem(map, &k, &v, BPF_ANY);
@@ -93,7 +93,7 @@ static __always_inline int frag_resolve(struct pkt *p) { return frag_resolve_in(
 static __always_inline int frag_sent_ports(const struct pkt *p, struct dp_frag_ports *out)
 {
 	struct dp_frag_key k;
-	__u32 tag = frag_sent_key(p, &k);
+	__u32 tag = frag_slot_key(p, &k);
 	const struct dp_frag_ports *v = bpf_map_lookup_elem(&dp_frags, &k);
 
 	if (!v || v->tag != tag)

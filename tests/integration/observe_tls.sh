@@ -16,15 +16,7 @@
 . "$top_srcdir/tests/lib/flowpods.sh"
 
 command -v openssl >/dev/null || skip_or_fail "openssl is not installed"
-PKI=$WORK/pki
-mkdir -p "$PKI"
-ca() { openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$1" -keyout "$PKI/$1.key" -out "$PKI/$1.crt" 2>/dev/null; }
-leaf() { # leaf NAME CA SAN
-	openssl req -newkey rsa:2048 -nodes -subj "/CN=$1" -keyout "$PKI/$1.key" -out "$PKI/$1.csr" 2>/dev/null
-	printf 'subjectAltName=%s\n' "$3" >"$PKI/$1.ext"
-	openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/$2.crt" -CAkey "$PKI/$2.key" -CAcreateserial -days 2 \
-		-extfile "$PKI/$1.ext" -out "$PKI/$1.crt" 2>/dev/null
-}
+. "$top_srcdir/tests/lib/pki.sh"
 ca server-ca
 ca clients-ca
 ca rogue-ca

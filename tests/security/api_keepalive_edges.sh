@@ -25,15 +25,7 @@ trap 'rc=$?; set +e; ip netns del "$NODE" 2>/dev/null; cleanup "$rc"' EXIT INT T
 ip netns add "$NODE"
 ip -n "$NODE" link set lo up
 
-PKI=$WORK/pki
-mkdir -p "$PKI"
-ca() { openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$1" -keyout "$PKI/$1.key" -out "$PKI/$1.crt" 2>/dev/null; }
-leaf() { # leaf NAME CA SAN
-	openssl req -newkey rsa:2048 -nodes -subj "/CN=$1" -keyout "$PKI/$1.key" -out "$PKI/$1.csr" 2>/dev/null
-	printf 'subjectAltName=%s\n' "$3" >"$PKI/$1.ext"
-	openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/$2.crt" -CAkey "$PKI/$2.key" -CAcreateserial -days 2 \
-		-extfile "$PKI/$1.ext" -out "$PKI/$1.crt" 2>/dev/null
-}
+. "$top_srcdir/tests/lib/pki.sh"
 ca clients-ca
 ca server-ca
 leaf server server-ca IP:127.0.0.1

@@ -102,15 +102,22 @@ print("%.0f" % (count / max(time.time() - t0, 1e-6)))' "$FLOOD_SRC" "$1" "$FLOOD
 }
 FLOOD=32768 # four times dp_frags' old size (8192), and ids enough to be new
 
-split_send mark0001 nothing
-check "without a flood, a's fragmented datagram reaches b whole" wait_for 10 arrived mark0001
+# flood_case WHO FLOODER MAP MARK MARK2 : WHO's datagram alone (MARK), then
+# with FLOODER's flood between its first and last fragment (MARK2); FLOODER
+# (source FLOOD_SRC) holds at most 64 entries of MAP
+flood_case() {
+	local who=$1 flooder=$2 map=$3 held
+	split_send "$4" nothing
+	check "without a flood, $who's fragmented datagram reaches b whole" wait_for 10 arrived "$4"
+	split_send "$5" flood "$FLOOD"
+	echo "$flooder ($FLOOD_SRC) sent $FLOOD first fragments at $(cat "$WORK/flood.rate") /s between $who's first and last fragment"
+	check "with $flooder's flood of $FLOOD first fragments between them, $who's datagram still reaches b whole" \
+		wait_for 10 arrived "$5"
+	held=$(fib map dump "$map" | grep -c " $FLOOD_SRC " || true)
+	check "$flooder holds at most 64 entries of $map ($held)" test "$held" -le 64
+}
 d0=$(fib map dump dp_frags | wc -l)
-split_send mark0002 flood "$FLOOD"
-echo "pod f sent $FLOOD first fragments at $(cat "$WORK/flood.rate") /s between a's first and last fragment"
-check "with pod f's flood of $FLOOD first fragments between them, a's datagram still reaches b whole" \
-	wait_for 10 arrived mark0002
-held=$(fib map dump dp_frags | grep -c " ${ADDR[f]} " || true)
-check "pod f holds at most 64 entries of dp_frags ($held)" test "$held" -le 64
+flood_case "pod a" "pod f" dp_frags mark0001 mark0002
 split_send mark0003 nothing
 check "and after it, a's next datagram too" wait_for 10 arrived mark0003
 
@@ -127,14 +134,6 @@ out=$(fib policy import "$WORK/b-7001.json" 2>&1)
 check "b's policy (UDP 7001 only) is imported" contains "$out" "Revision:"
 SPLIT_NS=$NODE_NS SPLIT_SRC=198.51.100.8
 FLOOD_NS=$NODE_NS FLOOD_SRC=198.51.100.9 FLOOD_DST=${ADDR[b]}
-split_send mark0004 nothing
-check "without a flood, an outside source's fragmented datagram reaches b whole" \
-	wait_for 10 arrived mark0004
-split_send mark0005 flood "$FLOOD"
-echo "the outside source $FLOOD_SRC sent $FLOOD first fragments at $(cat "$WORK/flood.rate") /s between $SPLIT_SRC's first and last fragment"
-check "with another outside source's flood of $FLOOD first fragments between them, it still reaches b whole" \
-	wait_for 10 arrived mark0005
-held=$(fib map dump dp_frags_out | grep -c " $FLOOD_SRC " || true)
-check "the flooding outside source holds at most 64 entries of dp_frags_out ($held)" test "$held" -le 64
+flood_case "an outside source ($SPLIT_SRC)" "another outside source" dp_frags_out mark0004 mark0005
 check "the agent still serves ($d0 entries before)" agent_healthy
 finish
