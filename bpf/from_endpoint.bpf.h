@@ -122,7 +122,7 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	 * world nor this node) leaves by the FIB's answer */
 	if (!p->dst_ep && !tun && p->host_routing && *ttl > 1 && dst_ic &&
 	    dst_ic->identity > DP_IDENTITY_WORLD) {
-		int verdict = forward_fib(skb, p, ttl, ip4);
+		int verdict = forward_fib(skb, p, ttl, ip4, ipcache_in_cluster(dst_ic));
 		if (verdict >= 0)
 			return verdict;
 	}

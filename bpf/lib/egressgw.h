@@ -81,9 +81,7 @@ static __always_inline const struct dp_egress_value *egw_lookup(__u32 identity, 
 
 static __always_inline int egw_outside(const struct pkt *p)
 {
-	const struct dp_ipcache_value *ic = ipcache_of(p->tuple.family, p->tuple.daddr);
-	return !(ic && ((ic->flags & DP_IPCACHE_F_CLUSTER) || ic->identity == DP_IDENTITY_HOST ||
-			ic->identity == DP_IDENTITY_REMOTE_NODE));
+	return !ipcache_in_cluster(ipcache_of(p->tuple.family, p->tuple.daddr));
 }
 
 #define EGW_TUNNEL (-2) /* egw_from_endpoint: into the tunnel, toward *tv */

@@ -2,7 +2,10 @@
  * sends a packet for another node's pod out of the underlay device the
  * kernel's FIB names, toward its next hop, without the node's stack.
  *
- * Contract of forward_fib(skb, p, ttl, ip4): p->tuple final; ttl and ip4
+ * Contract of forward_fib(skb, p, ttl, ip4, in_cluster): p->tuple final;
+ * in_cluster: the destination's ipcache entry is inside the cluster
+ * (ipcache_in_cluster: then the packet is marked DP_MARK_MAGIC_FORWARDED
+ * for fibril_to_netdev); ttl and ip4
  * as ttl_decrement() (forward.h) takes them, not yet decremented. Reads
  * p->tuple, skb->ifindex, skb->len, skb->gso_size and the IPv4 TOS, and
  * asks bpf_fib_lookup(). Returns -1, having written nothing, when the FIB does
@@ -30,7 +33,7 @@
  * answers it as before. Returns -1 for "to the stack", else the verdict;
  * the TTL is decremented only when the packet is redirected. */
 static __always_inline int forward_fib(struct __sk_buff *skb, struct pkt *p, __u8 *ttl,
-				       struct iphdr *ip4)
+				       struct iphdr *ip4, int in_cluster)
 {
 	struct bpf_fib_lookup fib;
 
@@ -62,7 +65,11 @@ static __always_inline int forward_fib(struct __sk_buff *skb, struct pkt *p, __u
 	if (fib.ifindex == skb->ifindex)
 		return -1;
 	ttl_decrement(ttl, ip4);
-	skb->mark = DP_MARK_MAGIC_FORWARDED; /* fibril_to_netdev passes it at once */
+	/* inside the cluster fibril_to_netdev has nothing to do with it: it
+	 * passes it at once; anything else the FIB sends out (a CIDR
+	 * identity's destination) is still to-netdev's to masquerade */
+	if (in_cluster)
+		skb->mark = DP_MARK_MAGIC_FORWARDED;
 	long out;
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
 		void *data = (void *)(long)skb->data;

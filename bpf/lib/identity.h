@@ -45,6 +45,14 @@ static __always_inline const struct dp_ipcache_value *ipcache_of(__u8 family, co
 	return bpf_map_lookup_elem(&dp_ipcache, &key);
 }
 
+/* An ipcache entry inside the cluster (a pod CIDR, a node, this node):
+ * never masqueraded, never an egress gateway's (lib/nat.h, lib/egressgw.h). */
+static __always_inline int ipcache_in_cluster(const struct dp_ipcache_value *ic)
+{
+	return ic && ((ic->flags & DP_IPCACHE_F_CLUSTER) || ic->identity == DP_IDENTITY_HOST ||
+		      ic->identity == DP_IDENTITY_REMOTE_NODE);
+}
+
 static __always_inline __u32 identity_of(__u8 family, const __u8 *addr)
 {
 	const struct dp_ipcache_value *v = ipcache_of(family, addr);

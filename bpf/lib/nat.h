@@ -64,9 +64,7 @@
 
 static __always_inline int nat_wanted(const struct pkt *p, __u16 ep)
 {
-	const struct dp_ipcache_value *ic = ipcache_of(p->tuple.family, p->tuple.daddr);
-	if (ic && ((ic->flags & DP_IPCACHE_F_CLUSTER) || ic->identity == DP_IDENTITY_HOST ||
-		   ic->identity == DP_IDENTITY_REMOTE_NODE))
+	if (ipcache_in_cluster(ipcache_of(p->tuple.family, p->tuple.daddr)))
 		return 0;
 	struct dp_ipcache_key nk = {.family = p->tuple.family};
 	nk.prefixlen = DP_IPCACHE_PREFIX_HDR + (p->tuple.family == DP_FAMILY_IPV4 ? 32 : 128);

@@ -150,6 +150,25 @@ static void test_fib_tot_len(void)
 	check(rc == TC_ACT_REDIRECT && metric(DP_REASON_TO_FIB, DP_DIR_FROM_ENDPOINT) == 2,
 	      "tot_len: a GSO packet longer than the MTU (segments of 200) leaves by the FIB "
 	      "(verdict %d)", rc);
+	/* the forwarded mark (to-netdev passes such a packet untouched) only
+	 * for a destination inside the cluster: one outside it (a CIDR
+	 * identity, as 4545 here) is still to-netdev's to masquerade */
+	uint32_t mark = 0;
+	udp_frame(&f, 100);
+	rc = run_mark_io(g_from, &f, &mark);
+	check(rc == TC_ACT_REDIRECT && mark == 0,
+	      "forwarded: a packet the FIB sends to a destination outside the cluster is not "
+	      "marked (verdict %d, mark %#x)", rc, mark);
+	struct dp_ipcache_key k = {.prefixlen = DP_IPCACHE_PREFIX_HDR + 24, .family = DP_FAMILY_IPV4};
+	inet_pton(AF_INET, "10.77.0.0", k.addr);
+	struct dp_ipcache_value v = {.identity = 4545, .flags = DP_IPCACHE_F_CLUSTER};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_ipcache), &k, &v, BPF_ANY);
+	mark = 0;
+	udp_frame(&f, 100);
+	rc = run_mark_io(g_from, &f, &mark);
+	check(rc == TC_ACT_REDIRECT && mark == DP_MARK_MAGIC_FORWARDED,
+	      "forwarded: one to another node's pod (inside the cluster) is (verdict %d, mark "
+	      "%#x)", rc, mark);
 	set_config(1, 0, 0);
 	policy_reset();
 }
