@@ -290,7 +290,9 @@ enum dp_reason {
 					   * (dp_ct_count) or the table full */
 	DP_REASON_DROP_SPOOFED_NETWORK = 144, /* from-netdev: from the network with a
 					       * source that is this node's (identity
-					       * host) or a local endpoint's address */
+					       * host) or a local endpoint's address;
+					       * to-endpoint: a local endpoint's
+					       * address not from its veth */
 	DP_REASON_DROP_TUNNEL_SOURCE = 145, /* from-overlay: the outer source is not
 					     * a known node (ipcache: remote-node) */
 	DP_REASON_DROP_NAT_NO_PORT = 146, /* to-netdev: no free masquerading port for
@@ -344,7 +346,11 @@ struct dp_config {
 	__u32 event_burst;  /* drop events in a burst per CPU (0 counts as 1) */
 	__u32 tunnel_ifindex; /* tunnel mode: the VXLAN device (external /
 			       * collect-metadata), 0: no tunnel */
-	__u32 pad;
+	__u16 tunnel_port;    /* tunnel mode: its UDP port, network order (was
+			       * pad: 0 from an older agent, no early exit):
+			       * fibril_from_netdev hands the node's own VXLAN
+			       * traffic to the stack at once */
+	__u16 pad;
 	/* appended (24 -> 40 bytes: the pin is recreated): the conntrack
 	 * quotas (dp_ct_count), [0] dp_conntrack, [1] dp_ct_any; 0: no limit */
 	__u32 ct_ep_max[2];      /* entries one endpoint's own flows may hold, and

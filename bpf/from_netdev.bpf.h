@@ -3,7 +3,11 @@
  * of the node's underlay devices (those with an address) when [datapath]
  * host-routing = bpf. Included once, by fibril_dp.bpf.c.
  *
- * First the source (every IP packet addressed to this node, PACKET_HOST):
+ * In tunnel mode the node's own VXLAN traffic (UDP to dp_config's
+ * tunnel_port) goes to the stack first of all, unchecked
+ * (netdev_own_tunnel4() says why that is safe).
+ *
+ * Then the source (every IP packet addressed to this node, PACKET_HOST):
  * what comes from the network never carries this node's own address (the
  * ipcache's identity host: its IPs, the gateways) nor a local endpoint's
  * (dp_endpoints); such a packet is dropped (DP_REASON_DROP_SPOOFED_NETWORK,
@@ -51,6 +55,7 @@
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/pkt_cls.h>
+#include <linux/udp.h>
 
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
@@ -74,6 +79,29 @@ static __always_inline int netdev_source_check(struct __sk_buff *skb, struct pkt
 	if (p->src_identity == DP_IDENTITY_HOST)
 		return drop(skb, p, DP_REASON_DROP_SPOOFED_NETWORK);
 	return 0;
+}
+
+/* The node's own VXLAN traffic (tunnel mode: UDP to p->tun_port, whatever
+ * the destination address) goes to the stack before any check: the stack
+ * decapsulates it and fibril_from_overlay believes only known nodes' outer
+ * sources; a spoofed source the stack forwards to a pod instead meets the
+ * kernel's martian check (this node's addresses) or fibril_to_endpoint's
+ * (a local endpoint's: not from its veth). No masqueraded flow holds the
+ * port (dp_config has it 0 then). This reads IPv4 in place before the
+ * parse: an unfragmented UDP packet without options; the rest (IPv6,
+ * options) is caught after the parse. */
+static __always_inline int netdev_own_tunnel4(const struct pkt *p, struct ethhdr *eth,
+					      void *data_end)
+{
+	if (!p->tun_port || eth->h_proto != bpf_htons(ETH_P_IP))
+		return 0;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct udphdr *udp = (void *)(ip + 1);
+	if ((void *)(udp + 1) > data_end || ip->version != 4 || ip->ihl != 5 ||
+	    ip->protocol != IPPROTO_UDP ||
+	    (ip->frag_off & bpf_htons(0x3fff) /* MF, offset */))
+		return 0;
+	return udp->dest == p->tun_port;
 }
 
 /* A packet for a local endpoint (p->dst_ep set). */
@@ -107,6 +135,8 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	struct ethhdr *eth = eth_header(skb, &data_end);
 	if (!eth)
 		return TC_ACT_UNSPEC;
+	if (netdev_own_tunnel4(&p, eth, data_end))
+		return TC_ACT_UNSPEC;
 	/* one path after the parse for both families: each stage below is
 	 * inlined once (the verifier walks it once) */
 	__u8 *ttl;
@@ -125,6 +155,10 @@ int fibril_from_netdev(struct __sk_buff *skb)
 	} else {
 		return TC_ACT_UNSPEC;
 	}
+	/* the rest of the node's own VXLAN traffic (IPv6, IP options) */
+	if (p.tun_port && p.tuple.dport == p.tun_port && p.tuple.proto == IPPROTO_UDP &&
+	    p.frag == FRAG_NONE)
+		return TC_ACT_UNSPEC;
 	/* a reply of a masqueraded flow: its destination back to the pod's,
 	 * then delivered as any packet for the pod (the stack and
 	 * fibril_to_endpoint, or the redirect below: policy and conntrack) */

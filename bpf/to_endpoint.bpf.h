@@ -11,7 +11,9 @@
  *      source's identity: a local sender's, else the one the overlay
  *      program left in skb->mark (from the VNI), else the ipcache's (only
  *      when the pod's ingress policy, a new flow or an event needs it:
- *      LAZY_SRC, lib/identity.h);
+ *      LAZY_SRC, lib/identity.h); for the policy, a local sender's address
+ *      that came in by another device than its veth (the network, through
+ *      the stack) is dropped (DP_REASON_DROP_SPOOFED_NETWORK);
  *   3. the hook point policy_verdict() with direction to-endpoint (the
  *      ingress-to-pod enforcement point, lib/policy.h);
  *   4. conntrack: the same dp_conntrack entry as the pod's own packets of
@@ -54,10 +56,18 @@ static __always_inline int deliver_ip(struct __sk_buff *skb, struct pkt *p)
 				    : identity_of(p->tuple.family, p->tuple.daddr);
 	/* the sender (pkt_resolve_src) only when the pod's ingress policy
 	 * needs it; else when a new flow, an event or the trace does */
-	if (p->dst_ep && policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS))
+	if (p->dst_ep && policy_enforced(p->dst_ep->ep_id, DP_POLICY_INGRESS)) {
 		pkt_resolve_src(skb, p);
-	else
+		/* a local endpoint's address comes in by that endpoint's own
+		 * veth, or from the node itself (ingress_ifindex 0): the
+		 * stack forwards what the network sends with it (host-routing
+		 * legacy: no fibril_from_netdev source check), and the pod's
+		 * identity must not be had that way */
+		if (p->src_ep && skb->ingress_ifindex && skb->ingress_ifindex != p->src_ep->ifindex)
+			return drop(skb, p, DP_REASON_DROP_SPOOFED_NETWORK);
+	} else {
 		p->lazy |= LAZY_SRC;
+	}
 	/* a later fragment whose first one was not seen here (the node's
 	 * stack may have sent that one another way): ports stay 0 */
 	frag_resolve(p);

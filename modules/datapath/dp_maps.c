@@ -432,6 +432,18 @@ static __u32 dp_share(uint32_t max, uint32_t percent)
 	return n ? (__u32)n : 1;
 }
 
+/* The VXLAN port fibril_from_netdev hands to the stack at once (network
+ * order), 0 for none: no tunnel, or one whose port a masqueraded flow may
+ * take (its replies must meet nat_rev first). */
+static __u16 dp_config_early_tunnel_port(const struct datapath *dp)
+{
+	if (!dp->tunnel_ifindex || !dp->tunnel_port)
+		return 0;
+	if (dp->masquerade && dp->tunnel_port >= dp->nat_port_min && dp->tunnel_port <= dp->nat_port_max)
+		return 0;
+	return htons(dp->tunnel_port);
+}
+
 int dp_config_write(struct datapath *dp, char *err, size_t len)
 {
 	__u32 zero = 0;
@@ -446,6 +458,7 @@ int dp_config_write(struct datapath *dp, char *err, size_t len)
 			      .event_rate = dp->event_rate,
 			      .event_burst = dp->event_burst,
 			      .tunnel_ifindex = dp->tunnel_ifindex,
+			      .tunnel_port = dp_config_early_tunnel_port(dp),
 			      .ct_ep_max = {dp_share(dp->ct_max_tcp, dp->ct_endpoint_share),
 					    dp_share(dp->ct_max_other, dp->ct_endpoint_share)},
 			      .ct_outside_max = {dp_share(dp->ct_max_tcp, dp->ct_outside_share),
@@ -491,6 +504,8 @@ uint32_t dp_config_tunnel_ifindex(struct datapath *dp)
 	memset(&c, 0, sizeof(c));
 	if (bpf_map_lookup_elem(fibril_map_fd(dp->maps[DPM_CONFIG]), &zero, &c) != 0)
 		return 0;
+	if (c.tunnel_ifindex && c.tunnel_port)
+		dp->tunnel_port = ntohs(c.tunnel_port); /* until the tunnel is set up again */
 	return c.tunnel_ifindex;
 }
 

@@ -175,6 +175,18 @@ static void test_fib_tot_len(void)
 
 /* ---- fibril_from_netdev's source check --------------------------------------------------- */
 
+/* A UDP packet from the network (PACKET_HOST) to fibril_from_netdev. */
+static int netdev_udp_run(const char *src, const char *dst, uint16_t dport)
+{
+	struct frame f;
+	eth(&f, HOST_MAC, 0x0800);
+	memset(f.b, 0, 6); /* lo's own MAC: the frame is PACKET_HOST */
+	ipv4(&f, src, dst, 17, 8 + 8, 7, 0);
+	udp(&f, 41000, dport, 8 + 8);
+	put_zero(&f, 8);
+	return run(g_netdev, &f);
+}
+
 static void test_netdev_source_check(void)
 {
 	policy_reset();
@@ -208,7 +220,79 @@ static void test_netdev_source_check(void)
 	rc = netdev_run("198.51.100.7", FAR4, 43006, 80, 0x02, NULL);
 	check(rc == TC_ACT_UNSPEC, "netdev: what is not for a pod passes on (TC_ACT_UNSPEC: the "
 				   "next filter runs) (%d)", rc);
+
+	/* tunnel mode: the node's own VXLAN traffic goes to the stack before
+	 * any check (fibril_from_overlay checks the outer source); so does
+	 * the port to a local pod (the stack's: fibril_to_endpoint drops a
+	 * local pod's address that did not come by its veth,
+	 * test_to_endpoint_local_source_device), nothing else */
+	uint64_t spoofed = metric(DP_REASON_DROP_SPOOFED_NETWORK, DP_DIR_FROM_NETDEV);
+	rc = netdev_udp_run(POD4B, "172.16.5.11", 8472);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_SPOOFED_NETWORK, DP_DIR_FROM_NETDEV) == spoofed + 1,
+	      "netdev: without a tunnel port in dp_config, UDP 8472 from a local pod's address is "
+	      "dropped as spoofed (%d)", rc);
+	c.tunnel_ifindex = 77;
+	c.tunnel_port = htons(8472);
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	rc = netdev_udp_run(POD4B, "172.16.5.11", 8472);
+	check(rc == TC_ACT_UNSPEC && metric(DP_REASON_DROP_SPOOFED_NETWORK, DP_DIR_FROM_NETDEV) == spoofed + 1,
+	      "netdev: with the tunnel port, UDP 8472 to the node goes to the stack unchecked (the "
+	      "overlay checks the outer source) (%d)", rc);
+	rc = netdev_udp_run(POD4B, POD4, 8472);
+	check(rc == TC_ACT_UNSPEC && metric(DP_REASON_DROP_SPOOFED_NETWORK, DP_DIR_FROM_NETDEV) == spoofed + 1,
+	      "netdev: UDP 8472 to a local pod goes to the stack too, not redirected (%d)", rc);
+	rc = netdev_udp_run(POD4B, "172.16.5.11", 8473);
+	check(rc == TC_ACT_SHOT && metric(DP_REASON_DROP_SPOOFED_NETWORK, DP_DIR_FROM_NETDEV) == spoofed + 2,
+	      "netdev: another UDP port to the node from a local pod's address is still dropped "
+	      "(%d)", rc);
 	set_config(1, 0, 0);
+	policy_reset();
+	drain_events();
+}
+
+/* ---- to-endpoint: a local endpoint's address from elsewhere than its veth ------------------ */
+
+/* Run prog with skb->ingress_ifindex set: the device the packet came in by. */
+static int run_iif(int prog, struct frame *f, uint32_t ingress_ifindex)
+{
+	struct __sk_buff ctx;
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.ingress_ifindex = ingress_ifindex;
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f->b, .data_size_in = (uint32_t)f->len,
+		    .data_out = f->b, .data_size_out = sizeof(f->b), .ctx_in = &ctx,
+		    .ctx_size_in = sizeof(ctx));
+	if (bpf_prog_test_run_opts(prog, &o) != 0)
+		return INT32_MIN;
+	return (int)o.retval;
+}
+
+static int to_ep_iif_run(const char *src, uint16_t sport, uint32_t ingress_ifindex)
+{
+	struct frame f;
+	eth(&f, HOST_MAC, 0x0800);
+	ipv4(&f, src, POD4, 6, 20, 7, 0);
+	tcp(&f, sport, 6379, 0x02);
+	return run_iif(g_to, &f, ingress_ifindex);
+}
+
+static void test_to_endpoint_local_source_device(void)
+{
+	policy_reset();
+	drain_events();
+	enforce(10, true, false); /* POD4 lets in POD4B's identity on 6379 */
+	put_policy(10, DP_POLICY_INGRESS, 300, 6, 6379, 16, false);
+	uint64_t spoofed = metric(DP_REASON_DROP_SPOOFED_NETWORK, DP_DIR_TO_ENDPOINT);
+	int rc = to_ep_iif_run(POD4B, 4400, EP_IFINDEX);
+	check(rc == TC_ACT_OK, "to-endpoint: the local pod's packet that came in by its own veth is "
+			       "delivered (%d)", rc);
+	rc = to_ep_iif_run(POD4B, 4401, 0);
+	check(rc == TC_ACT_OK, "to-endpoint: one the node itself sent (no ingress device) is "
+			       "delivered (%d)", rc);
+	rc = to_ep_iif_run(POD4B, 4402, EP_IFINDEX + 41);
+	check(rc == TC_ACT_SHOT &&
+		      metric(DP_REASON_DROP_SPOOFED_NETWORK, DP_DIR_TO_ENDPOINT) == spoofed + 1,
+	      "to-endpoint: the local pod's address from another device (the network through "
+	      "the stack, host-routing legacy) is dropped as spoofed-from-network (%d)", rc);
 	policy_reset();
 	drain_events();
 }

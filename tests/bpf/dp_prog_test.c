@@ -1423,6 +1423,19 @@ static void profile_netdev(const char *name, const char *src, uint16_t sport, ui
 	printf("%-58s %7.1f ns/packet\n", name, best);
 }
 
+/* fibril_from_netdev: a VXLAN packet from another node to this one (a
+ * 50-byte inner frame as payload, not looked at). */
+static void profile_vxlan_outer(const char *name, uint32_t repeat)
+{
+	struct frame f;
+	eth(&f, HOST_MAC, 0x0800);
+	memset(f.b, 0, 6); /* lo's own MAC: the frame is PACKET_HOST */
+	ipv4(&f, "172.16.5.12", "172.16.5.11", 17, 8 + 8 + 50, 7, 0);
+	udp(&f, 51234, 8472, 8 + 8 + 50);
+	put_zero(&f, 8 + 50);
+	printf("%-58s %7.1f ns/packet\n", name, ns_per_run(g_netdev, &f, 0, repeat));
+}
+
 /* Issue 22: conntrack's reply check honours only what the same
  * enforcement point recorded; a spoofed packet delivered to pod a plants
  * nothing pod b's ingress takes for a reply. */
@@ -1650,6 +1663,16 @@ static int profile(uint32_t repeat)
 	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &hr, BPF_ANY);
 	profile_netdev("  the same with masquerade on (port outside its range)", "10.78.0.26",
 		       40010, repeat);
+	/* tunnel mode's outer packets on the underlay (host-routing bpf and
+	 * masquerade, the defaults): the source check's walk, and the early
+	 * exit for the VXLAN port in dp_config */
+	put_ipcache4("172.16.5.12", 32, DP_IDENTITY_REMOTE_NODE);
+	hr.tunnel_ifindex = EP_IFINDEX;
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &hr, BPF_ANY);
+	profile_vxlan_outer("tunnel from-netdev, a VXLAN packet (no tunnel port: checked)", repeat);
+	hr.tunnel_port = htons(8472);
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &hr, BPF_ANY);
+	profile_vxlan_outer("tunnel from-netdev, a VXLAN packet (tunnel port: early exit)", repeat);
 	set_config(1, 0, 0);
 	g_tunnel_ifindex = EP_IFINDEX;
 	set_config(1, 0, 0);
@@ -1712,6 +1735,7 @@ int main(int argc, char **argv)
 	test_ipv6_later_fragment_walk();
 	test_fib_tot_len();
 	test_netdev_source_check();
+	test_to_endpoint_local_source_device();
 	test_icmp6_nd_only_on_link();
 	test_to_netdev_forwarded();
 

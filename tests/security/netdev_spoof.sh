@@ -9,7 +9,9 @@
 # The promise: a packet arriving from the network that claims this node's
 # address or a local pod's address is dropped (drop:spoofed-from-network,
 # counted and in the drop events); genuine senders (the node itself, the
-# trusted pod) still get in.
+# trusted pod) still get in. With host-routing legacy (no source check on
+# the underlay: the stack forwards) the pod's address is still refused,
+# at the pod's veth (fibril_to_endpoint), with the stack's rp_filter off.
 . "$top_srcdir/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/multinode.sh"
 
@@ -86,4 +88,33 @@ spoof "$MN_UNDERLAY_PREFIX.1" from-world
 policy_dropped() { [ "$(mn_json n1 /v1/datapath "j['packets-from-netdev'].get('drop:policy-denied', 0)")" -ge 1 ]; }
 check "a genuine world sender is judged by the victim's policy (drop:policy-denied)" wait_for 5 policy_dropped
 check "  and not counted as a spoof" test "$(dropped)" = $((d0 + 2))
+
+# ---- host-routing legacy: no source check on eth0, the stack forwards -----------------------
+# The same spoof of the friend pod's IP, with the node's stack routing it to
+# the victim's veth (rp_filter off, as a node's admin may have it: the
+# datapath's own check must hold alone). fibril_to_endpoint takes a local
+# pod's address only from that pod's veth (or the node itself).
+mn_agent_kill n1 TERM
+mn_agent_start n1 "$WORK/mods" --set ipam-cluster-pool.cluster-pool-ipv4-cidr=10.204.0.0/16 \
+	--set nodes.retry=300ms --set datapath.host-routing=legacy --set datapath.masquerade=false ||
+	{ fail "the agent of n1 restarts with host-routing legacy"; finish; }
+legacy_on() { [ "$(mn_json n1 /v1/datapath "j['host-routing'] == 'legacy' and j['host-routing-devices'] == 0" 2>/dev/null)" = True ]; }
+check "n1 runs host-routing legacy (no fibril_from_netdev on eth0)" wait_for 20 legacy_on
+for c in all default eth0; do ip netns exec "$(mn_ns n1)" sysctl -qw "net.ipv4.conf.$c.rp_filter=0"; done
+to_ep_dropped() { mn_json n1 /v1/datapath "j['packets-to-endpoints'].get('drop:spoofed-from-network', 0)"; }
+t0=$(to_ep_dropped)
+send_udp "$(mn_pod_ns friend)" legacy-from-friend
+check "legacy: the friend pod still reaches the victim" wait_for 5 received legacy-from-friend
+spoof "$FRIEND" legacy-spoof-friend
+legacy_dropped() { [ "$(to_ep_dropped)" -ge $((t0 + 1)) ]; }
+check "legacy: the spoof of the friend's IP is dropped at the victim's veth (to-endpoint, drop:spoofed-from-network)" \
+	wait_for 5 legacy_dropped || echo "  counted $(to_ep_dropped) (before: $t0)"
+check "legacy: a packet from the underlay claiming the friend pod's IP does not reach the pod" \
+	bash -c '! grep -q "^legacy-spoof-friend " "$1"' _ "$RECV"
+spoof "$NODE_IP" legacy-spoof-host
+# sleep: the kernel drops a local source as a martian, uncounted: give a
+# packet that got through the time to be logged
+sleep 1
+check "legacy: one claiming this node's IP does not reach the pod (the kernel's martian check)" \
+	bash -c '! grep -q "^legacy-spoof-host " "$1"' _ "$RECV"
 finish
