@@ -337,6 +337,10 @@ struct dp_metrics_value {
 				   * bpf_redirect_neigh, not through the stack */
 #define DP_CFG_F_MASQUERADE 0x8 /* [datapath] masquerade: pods' flows to the
 				 * world leave with the device's address */
+#define DP_CFG_F_EGW_GATEWAY 0x10 /* this node is an egress gateway (an entry of
+				   * dp_egress has its egress IP): from-netdev
+				   * marks other nodes' pods' packets for
+				   * to-netdev's relay check only then */
 
 struct dp_config {
 	__u32 flags;        /* DP_CFG_F_* */

@@ -87,7 +87,7 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 	p->dst_ep = endpoint_of(p->tuple.family, p->tuple.daddr);
 	if (p->dst_ep) {
 		p->dst_identity = p->dst_ep->identity;
-	} else if (p->tun_ifindex || p->host_routing ||
+	} else if (p->tun_ifindex || p->host_routing || p->masquerade ||
 		   policy_enforced(p->src_ep->ep_id, DP_POLICY_EGRESS)) {
 		dst_ic = ipcache_of(p->tuple.family, p->tuple.daddr);
 		p->dst_identity = dst_ic ? dst_ic->identity : DP_IDENTITY_WORLD;
@@ -127,9 +127,16 @@ static __always_inline int route_ip(struct __sk_buff *skb, struct pkt *p, __u8 *
 			return verdict;
 	}
 	/* not local nor tunnelled, or expiring here: the stack routes it (and
-	 * sends ICMP) */
-	if ((!p->dst_ep && !tun) || *ttl <= 1)
+	 * sends ICMP). Masquerading on: one for another node (its pods, its
+	 * IP) is marked, as forward_fib does, so fibril_to_netdev passes it
+	 * at once (it would walk dp_egress and the ipcache to find nothing
+	 * to do); that walk is why this hook takes the ipcache's answer then */
+	if ((!p->dst_ep && !tun) || *ttl <= 1) {
+		if (!p->dst_ep && ipcache_in_cluster(dst_ic) && dst_ic->identity != DP_IDENTITY_HOST &&
+		    p->masquerade)
+			skb->mark = DP_MARK_MAGIC_FORWARDED;
 		return to_stack(skb, p);
+	}
 	ttl_decrement(ttl, ip4);
 	if (!p->dst_ep)
 		return forward_tunnel(skb, p, dst_ic, tun);

@@ -24,7 +24,9 @@
  * stack untouched and uncounted. What goes on through the stack (with
  * host-routing legacy too) from another node's pod (the ipcache says)
  * gets the mark DP_MARK_MAGIC_LINK_SOURCE with its source MAC's low 24
- * bits: fibril_to_netdev SNATs such a packet to an egress gateway's IP
+ * bits (only on an egress gateway: DP_CFG_F_EGW_GATEWAY; elsewhere nothing
+ * reads it and the source's ipcache walk is saved): fibril_to_netdev SNATs
+ * such a packet to an egress gateway's IP
  * only when they are the FIB's next hop toward that pod's node
  * (lib/egressgw.h). With host-routing off (the flag cleared
  * in dp_config) it passes everything but the replies of masqueraded flows.
@@ -169,7 +171,10 @@ int fibril_from_netdev(struct __sk_buff *skb)
 		 * addresses came), the later ones take them */
 		frag_resolve(&p);
 		int t = nat_rev(skb, &p, cfg);
-		if (t == 0)
+		/* a subprogram (its own stack frame: this one has no room
+		 * left); a call may change the packet, so it leaves every
+		 * packet pointer invalid */
+		if (t == 0 && nat_is_icmp(p.tuple.proto))
 			t = nat_rev_icmp_error(skb, &p);
 		if (t < 0)
 			return drop(skb, &p, DP_REASON_DROP_INVALID);
@@ -177,21 +182,23 @@ int fibril_from_netdev(struct __sk_buff *skb)
 			metrics_count(skb, &p, DP_REASON_REV_NAT);
 			if (!p.host_routing)
 				return TC_ACT_OK;
-			/* the rewrite invalidated the packet pointers */
-			void *data = (void *)(long)skb->data;
-			data_end = (void *)(long)skb->data_end;
-			if (p.tuple.family == DP_FAMILY_IPV4) {
-				struct iphdr *ip = data + ETH_HLEN;
-				if ((void *)(ip + 1) > data_end)
-					return TC_ACT_OK;
-				ttl = &ip->ttl;
-				ip4 = ip;
-			} else {
-				struct ipv6hdr *ip6 = data + ETH_HLEN;
-				if ((void *)(ip6 + 1) > data_end)
-					return TC_ACT_OK;
-				ttl = &ip6->hop_limit;
-			}
+		}
+		/* the rewrite (or the call) invalidated the packet pointers:
+		 * taken again, whatever happened (the verifier cannot tell) */
+		void *data = (void *)(long)skb->data;
+		data_end = (void *)(long)skb->data_end;
+		if (p.tuple.family == DP_FAMILY_IPV4) {
+			struct iphdr *ip = data + ETH_HLEN;
+			if ((void *)(ip + 1) > data_end)
+				return TC_ACT_OK;
+			ttl = &ip->ttl;
+			ip4 = ip;
+		} else {
+			struct ipv6hdr *ip6 = data + ETH_HLEN;
+			if ((void *)(ip6 + 1) > data_end)
+				return TC_ACT_OK;
+			ttl = &ip6->hop_limit;
+			ip4 = 0;
 		}
 	}
 	if (p.host_routing) {

@@ -161,7 +161,7 @@ static __always_inline void egw_relay_from_tunnel(struct __sk_buff *skb, const s
 
 static __always_inline void egw_relay_from_link(struct __sk_buff *skb, const struct pkt *p)
 {
-	if (p->tuple.family != DP_FAMILY_IPV4)
+	if (!p->egw_gateway || p->tuple.family != DP_FAMILY_IPV4)
 		return;
 	__u32 id = p->host_routing ? p->src_identity : identity_of(DP_FAMILY_IPV4, p->tuple.saddr);
 	if (id <= DP_IDENTITY_WORLD || id == DP_IDENTITY_REMOTE_NODE)

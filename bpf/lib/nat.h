@@ -368,7 +368,7 @@ static __always_inline int nat_rev(struct __sk_buff *skb, struct pkt *p,
  * the outer destination go back to the pod's, with the inner IPv4 header
  * checksum and the ICMP checksum (the inner TCP / UDP checksum is left:
  * nobody checks it in an error). 1 translated, 0 not such an error. */
-static __always_inline int nat_rev_icmp_error(struct __sk_buff *skb, struct pkt *p)
+static __noinline int nat_rev_icmp_error(struct __sk_buff *skb, struct pkt *p)
 {
 	int v4 = p->tuple.family == DP_FAMILY_IPV4;
 	__u8 t = p->icmp_type;

@@ -10,7 +10,7 @@
  *     ct_state CT_UNKNOWN, lazy 0, src_ep / dst_ep / ct NULL, the
  *     identities DP_IDENTITY_UNKNOWN;
  *   - pkt_config() reads dp_config once and writes trace, tun_ifindex,
- *     tun_port, host_routing, masquerade and ct_refresh_s (1 when the map has no entry);
+ *     tun_port, host_routing, masquerade, egw_gateway and ct_refresh_s (1 when the map has no entry);
  *   - parse (parse.h) writes the tuple, l4_off, frag, frag_id, tcp_flags,
  *     icmp_type and is_icmp6_nd; after it only frag_resolve() (frag.h) may
  *     change the tuple;
@@ -66,6 +66,8 @@ struct pkt {
 	__u8 lazy;                       /* LAZY_*: what is not looked up yet */
 	__u8 host_routing;               /* dp_config says: host-routing = bpf */
 	__u8 masquerade;                 /* dp_config says: masquerade (from-netdev) */
+	__u8 egw_gateway;                /* dp_config says: this node is an egress
+					  * gateway (from-netdev) */
 	__u16 tun_port;                  /* dp_config.tunnel_port (network order) */
 };
 
@@ -102,6 +104,7 @@ static __always_inline void pkt_config(struct pkt *p)
 	p->tun_port = cfg->tunnel_port;
 	p->host_routing = (cfg->flags & DP_CFG_F_HOST_ROUTING) != 0;
 	p->masquerade = (cfg->flags & DP_CFG_F_MASQUERADE) != 0;
+	p->egw_gateway = (cfg->flags & DP_CFG_F_EGW_GATEWAY) != 0;
 	p->ct_refresh_s = cfg->ct_refresh_s ? cfg->ct_refresh_s : 1;
 }
 

@@ -81,6 +81,8 @@ struct datapath {
 				* bpf_fib_lookup + bpf_redirect_neigh */
 	/* masquerading (dp_nat.c) */
 	bool masquerade;        /* [datapath] masquerade */
+	bool egw_gateway;       /* dp_egress gives this node an egress IP
+				 * (DP_CFG_F_EGW_GATEWAY) */
 	uint16_t nat_port_min, nat_port_max; /* [datapath] masquerade-port-min / -max */
 	uint32_t nat_ep_max;    /* [datapath] masquerade-endpoint-max */
 	char nomasq_cidrs[1024]; /* [datapath] non-masquerade-cidrs as given */
@@ -213,7 +215,8 @@ int dp_next_key(int fd, const void *key, void *next);
 int dp_maps_open(struct datapath *dp, char *err, size_t len);
 int dp_config_write(struct datapath *dp, char *err, size_t len);
 /* the tunnel device's ifindex dp_config holds (a previous run's), 0 for
- * none; its port, if recorded, into dp->tunnel_port */
+ * none; its port, if recorded, into dp->tunnel_port, and whether this
+ * node was an egress gateway into dp->egw_gateway */
 uint32_t dp_config_tunnel_ifindex(struct datapath *dp);
 /* the map's key and value of one ipcache entry (0 or -EINVAL with err) */
 int dp_ipcache_entry_kv(const struct fibril_datapath_ipcache_entry *e, struct dp_ipcache_key *k,

@@ -93,6 +93,20 @@ int dp_op_egress_sync(void *ctx, const struct fibril_datapath_egress_entry *entr
 		}
 		egress_kv(&e, &keys[i], &vals[i]);
 	}
+	/* a gateway (an egress IP of this node's in the table): from-netdev
+	 * marks other nodes' pods' packets for to-netdev's relay check then
+	 * only. Set before the entries (a table with egress IPs), cleared
+	 * after them (one without), so no relayed packet goes unmarked while
+	 * an entry would SNAT it */
+	bool gateway = false;
+	for (size_t i = 0; i < n && !gateway; i++)
+		gateway = vals[i].egress_ip[0] | vals[i].egress_ip[1] | vals[i].egress_ip[2] |
+			  vals[i].egress_ip[3];
+	if (gateway && !dp->egw_gateway) {
+		dp->egw_gateway = true;
+		if ((rc = dp_config_write(dp, err, errlen)) < 0)
+			goto out;
+	}
 	int fd = fibril_map_fd(dp->maps[DPM_EGRESS]);
 	for (size_t i = 0; i < n; i++) {
 		if (bpf_map_update_elem(fd, &keys[i], &vals[i], BPF_ANY) < 0) {
@@ -132,6 +146,10 @@ int dp_op_egress_sync(void *ctx, const struct fibril_datapath_egress_entry *entr
 	for (size_t i = 0; i < n_stale; i++)
 		bpf_map_delete_elem(fd, &stale[i]);
 	free(stale);
+	if (!gateway && dp->egw_gateway) { /* after: see above */
+		dp->egw_gateway = false;
+		rc = dp_config_write(dp, err, errlen);
+	}
 out:
 	free(keys);
 	free(vals);

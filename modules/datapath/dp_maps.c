@@ -450,7 +450,8 @@ int dp_config_write(struct datapath *dp, char *err, size_t len)
 	struct dp_config c = {.flags = (dp->trace ? DP_CFG_F_TRACE : 0) |
 				       (dp->policy_verdicts ? DP_CFG_F_POLICY_VERDICT : 0) |
 				       (dp->host_routing_bpf ? DP_CFG_F_HOST_ROUTING : 0) |
-				       (dp->masquerade ? DP_CFG_F_MASQUERADE : 0),
+				       (dp->masquerade ? DP_CFG_F_MASQUERADE : 0) |
+				       (dp->egw_gateway ? DP_CFG_F_EGW_GATEWAY : 0),
 			      .nat_port_min = dp->nat_port_min,
 			      .nat_port_max = dp->nat_port_max,
 			      .nat_ep_max = dp->nat_ep_max,
@@ -506,6 +507,9 @@ uint32_t dp_config_tunnel_ifindex(struct datapath *dp)
 		return 0;
 	if (c.tunnel_ifindex && c.tunnel_port)
 		dp->tunnel_port = ntohs(c.tunnel_port); /* until the tunnel is set up again */
+	/* a gateway stays one until the egress table says otherwise: its
+	 * relayed flows keep their mark across a restart */
+	dp->egw_gateway = (c.flags & DP_CFG_F_EGW_GATEWAY) != 0;
 	return c.tunnel_ifindex;
 }
 

@@ -250,6 +250,40 @@ static void test_netdev_source_check(void)
 	drain_events();
 }
 
+/* ---- from-netdev: the egress gateway's link-source mark, on a gateway only ------------------ */
+
+static void test_netdev_relay_mark_gateway_only(void)
+{
+	policy_reset();
+	put_ipcache4("10.76.0.0", 24, 4343); /* another node's pods */
+	uint32_t zero = 0;
+	struct dp_config c = {.flags = DP_CFG_F_MASQUERADE, .ct_refresh_s = 1,
+			      .nat_port_min = 61000, .nat_port_max = 65535};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	struct frame f;
+	eth(&f, HOST_MAC, 0x0800);
+	memset(f.b, 0, 6);                       /* PACKET_HOST on lo */
+	memcpy(f.b + 6, "\x02\x00\x00\xab\xcd\xef", 6); /* the sender's MAC */
+	ipv4(&f, "10.76.0.9", FAR4, 6, 20, 7, 0);
+	tcp(&f, 43100, 443, 0x02);
+	struct frame g = f;
+	uint32_t mark = 0;
+	int rc = run_mark_io(g_netdev, &f, &mark);
+	check(rc == TC_ACT_UNSPEC && mark == 0,
+	      "netdev: on a node that is no egress gateway another node's pod's packet to the "
+	      "world is not marked (no ipcache walk for it) (%d, mark %#x)", rc, mark);
+	c.flags |= DP_CFG_F_EGW_GATEWAY;
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	mark = 0;
+	rc = run_mark_io(g_netdev, &g, &mark);
+	check(rc == TC_ACT_UNSPEC &&
+		      mark == ((0xabcdefu << DP_MARK_IDENTITY_SHIFT) | DP_MARK_MAGIC_LINK_SOURCE),
+	      "netdev: on a gateway it carries the sender MAC's low 24 bits for to-netdev's "
+	      "relay check (%d, mark %#x)", rc, mark);
+	set_config(1, 0, 0);
+	policy_reset();
+}
+
 /* ---- to-endpoint: a local endpoint's address from elsewhere than its veth ------------------ */
 
 /* Run prog with skb->ingress_ifindex set: the device the packet came in by. */
@@ -440,6 +474,45 @@ static void test_to_netdev_forwarded(void)
 	check(rc == TC_ACT_OK && !memcmp(f.b + 26, node, 4),
 	      "forwarded: the same packet unmarked is masqueraded to the device's address (%d)",
 	      rc);
+
+	/* host-routing legacy with masquerading: what from-endpoint hands to
+	 * the stack for another node (its pods, its IP) is marked; the world
+	 * and this node's own addresses are not */
+	struct dp_ipcache_key k = {.prefixlen = DP_IPCACHE_PREFIX_HDR + 24, .family = DP_FAMILY_IPV4};
+	inet_pton(AF_INET, "10.77.0.0", k.addr);
+	struct dp_ipcache_value v = {.identity = 4545, .flags = DP_IPCACHE_F_CLUSTER};
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_ipcache), &k, &v, BPF_ANY);
+	put_ipcache4("172.16.5.12", 32, DP_IDENTITY_REMOTE_NODE);
+	put_ipcache4("10.9.0.1", 32, DP_IDENTITY_HOST);
+	const struct {
+		const char *dst, *what;
+		uint32_t want;
+	} to_stack[] = {
+		{"10.77.0.5", "another node's pod", DP_MARK_MAGIC_FORWARDED},
+		{"172.16.5.12", "another node", DP_MARK_MAGIC_FORWARDED},
+		{FAR4, "the world", 0},
+		{"10.9.0.1", "this node's gateway address", 0},
+	};
+	for (size_t i = 0; i < sizeof(to_stack) / sizeof(to_stack[0]); i++) {
+		eth(&f, POD_MAC, 0x0800);
+		ipv4(&f, POD4, to_stack[i].dst, 6, 20, 7, 0);
+		tcp(&f, (uint16_t)(4410 + i), 80, 0x02);
+		mark = 0;
+		rc = run_mark_io(g_from, &f, &mark);
+		check(rc == TC_ACT_OK && mark == to_stack[i].want,
+		      "forwarded: host-routing legacy, masquerading on: to %s through the stack, "
+		      "mark %#x (verdict %d, mark %#x)", to_stack[i].what, to_stack[i].want, rc, mark);
+	}
+	c.flags = 0; /* masquerading off: no mark, no ipcache walk */
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &c, BPF_ANY);
+	eth(&f, POD_MAC, 0x0800);
+	ipv4(&f, POD4, "10.77.0.5", 6, 20, 7, 0);
+	tcp(&f, 4420, 80, 0x02);
+	mark = 0;
+	rc = run_mark_io(g_from, &f, &mark);
+	check(rc == TC_ACT_OK && mark == 0,
+	      "forwarded: masquerading off, another node's pod's packet is not marked (%d, mark "
+	      "%#x)", rc, mark);
 	bpf_map_delete_elem(map_fd(g_skel->maps.dp_nat_devs), &lo);
 	set_config(1, 0, 0);
 	policy_reset();

@@ -1663,6 +1663,18 @@ static int profile(uint32_t repeat)
 	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &hr, BPF_ANY);
 	profile_netdev("  the same with masquerade on (port outside its range)", "10.78.0.26",
 		       40010, repeat);
+	/* host-routing legacy with masquerade (from-netdev passes what is
+	 * not a masqueraded flow's reply): the egress gateway's relay mark
+	 * costs an ipcache walk per packet, on a gateway only */
+	hr.flags = DP_CFG_F_MASQUERADE;
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &hr, BPF_ANY);
+	profile_netdev("native legacy+masquerade from-netdev, to a local pod", "10.78.0.27",
+		       40011, repeat);
+	hr.flags |= DP_CFG_F_EGW_GATEWAY;
+	bpf_map_update_elem(map_fd(g_skel->maps.dp_config), &zero, &hr, BPF_ANY);
+	profile_netdev("  the same on an egress gateway (the relay mark)", "10.78.0.27", 40011,
+		       repeat);
+	hr.flags = DP_CFG_F_HOST_ROUTING | DP_CFG_F_MASQUERADE;
 	/* tunnel mode's outer packets on the underlay (host-routing bpf and
 	 * masquerade, the defaults): the source check's walk, and the early
 	 * exit for the VXLAN port in dp_config */
@@ -1736,6 +1748,7 @@ int main(int argc, char **argv)
 	test_fib_tot_len();
 	test_netdev_source_check();
 	test_to_endpoint_local_source_device();
+	test_netdev_relay_mark_gateway_only();
 	test_icmp6_nd_only_on_link();
 	test_to_netdev_forwarded();
 
