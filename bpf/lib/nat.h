@@ -199,8 +199,15 @@ static __always_inline int nat_snat(const struct pkt *p, const struct dp_nat_key
 			return 0;
 		__builtin_memcpy(in.daddr, out->addr, 16);
 		in.dport = out->port;
-		if (bpf_map_lookup_elem(&dp_nat, &in) ||
-		    bpf_map_update_elem(&dp_nat, &in, &back, BPF_NOEXIST) == 0)
+		struct dp_nat_entry *in_e = bpf_map_lookup_elem(&dp_nat, &in);
+		if (in_e) {
+			/* touched too: the GC takes a reply half from a
+			 * fresh read, so a flow back on its port keeps it */
+			if (in_e->last_seen_s != now)
+				in_e->last_seen_s = now;
+			return 0;
+		}
+		if (bpf_map_update_elem(&dp_nat, &in, &back, BPF_NOEXIST) == 0)
 			return 0;
 		stale_out = 1; /* its port is another flow's now: a new one */
 	}

@@ -149,19 +149,52 @@ static void nat_partner(const struct dp_nat_key *k, const struct dp_nat_entry *v
 	}
 }
 
+/* Whether OUT entry ov (key o) is the flow half of IN entry k: it maps
+ * to k's node address and port. */
+static bool nat_out_is_partner(const struct dp_nat_key *k, const struct dp_nat_entry *ov)
+{
+	return ov->port == k->dport && !memcmp(ov->addr, k->daddr, sizeof(ov->addr));
+}
+
+/* A reply half (IN) goes only after its flow's half (OUT), and is deleted
+ * at once, from a fresh read: the batch pass judges from a snapshot and
+ * deletes at the chunk's end, milliseconds later, and a flow that came
+ * back meanwhile on the same port (its pod port round again: the
+ * datapath takes the mapping back, touching both halves) lost the half
+ * the world's answer needs: that answer went to the node's stack, which
+ * reset the connection. A flow's OUT half taken that way costs nothing:
+ * its next packet finds the IN half and takes it back. */
+static enum modcommon_gc_verdict nat_in_verdict(struct dp_ctgc_params *p,
+						const struct dp_nat_key *k, const struct dp_nat_key *o)
+{
+	struct dp_nat_entry ov, cur;
+	p->lookups++;
+	if (bpf_map_lookup_elem(p->nat_fd, o, &ov) == 0 && nat_out_is_partner(k, &ov))
+		return MODCOMMON_GC_KEEP; /* its flow's half first */
+	p->lookups++;
+	if (bpf_map_lookup_elem(p->nat_fd, k, &cur) != 0 || !nat_idle(p, k, &cur))
+		return MODCOMMON_GC_KEEP; /* gone, or taken back meanwhile */
+	p->lookups++;
+	if (bpf_map_delete_elem(p->nat_fd, k) == 0)
+		p->removed_now++;
+	return MODCOMMON_GC_KEEP; /* deleted already */
+}
+
 static enum modcommon_gc_verdict nat_verdict(const void *key, void *value, void *ud)
 {
 	struct dp_ctgc_params *p = ud;
 	if (!nat_idle(p, key, value))
 		return MODCOMMON_GC_KEEP;
+	const struct dp_nat_key *k = key;
+	const struct dp_nat_entry *v = value;
 	struct dp_nat_key o;
 	struct dp_nat_entry ov;
 	nat_partner(key, value, &o);
+	if (k->dir == DP_NAT_IN)
+		return nat_in_verdict(p, k, &o);
 	p->lookups++;
 	if (bpf_map_lookup_elem(p->nat_fd, &o, &ov) == 0 && !nat_idle(p, &o, &ov))
 		return MODCOMMON_GC_KEEP; /* the other way is busy (the reply path) */
-	const struct dp_nat_key *k = key;
-	const struct dp_nat_entry *v = value;
 	if (k->dir == DP_NAT_OUT && p->nat_counts)
 		count_down(&p->nat_counts[v->ep_id]);
 	return MODCOMMON_GC_DELETE;
@@ -173,10 +206,11 @@ int dp_natgc_batch(int fd, const struct dp_ctgc_params *p, struct dp_ctgc_stats 
 	struct dp_ctgc_params q = *p;
 	q.nat_fd = fd;
 	q.lookups = 0;
+	q.removed_now = 0;
 	int rc = modcommon_gc_batch(fd, sizeof(struct dp_nat_key), sizeof(struct dp_nat_entry),
 				    nat_verdict, &q, &gs);
 	st->seen += gs.seen;
-	st->removed += gs.removed;
+	st->removed += gs.removed + q.removed_now;
 	st->syscalls += gs.syscalls + q.lookups;
 	return rc;
 }

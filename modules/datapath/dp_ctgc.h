@@ -27,6 +27,7 @@ struct dp_ctgc_params {
 	uint32_t *nat_counts;  /* dp_nat_count mapped (NULL: none): a removed OUT
 				* entry's charge is given back */
 	uint64_t lookups;      /* dp_natgc_batch: bpf() calls of the other halves */
+	size_t removed_now;    /* dp_natgc_batch: reply halves deleted at once */
 };
 
 struct dp_ctgc_stats {
