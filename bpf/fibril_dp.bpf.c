@@ -23,7 +23,8 @@
  * of which includes the stages it uses, so there is one object, one
  * skeleton (fibril_dp.skel.h) and one set of map declarations, as the
  * module's loader, the map registry and the tests expect. Every function
- * is static __always_inline: each program is one flat function. The order
+ * is static __always_inline: each program is one flat function (but for
+ * nat_rev_icmp_error, a subprogram: bpf/README.md says why). The order
  * of the includes below is the programs' order in the section.
  * Only uapi headers and libbpf's helpers: no vmlinux.h, no CO-RE needed. */
 #include <linux/bpf.h>

@@ -368,7 +368,10 @@ static __always_inline int nat_rev(struct __sk_buff *skb, struct pkt *p,
 	return 1;
 }
 
-/* An ICMP error (destination unreachable, fragmentation needed / packet
+/* A BPF subprogram, not inlined: its own stack frame (fibril_from_netdev
+ * has no room left in its own), and every packet pointer of the caller is
+ * invalid after the call.
+ * An ICMP error (destination unreachable, fragmentation needed / packet
  * too big, time exceeded) about a masqueraded flow, arriving for the node
  * address: its inner packet is the flow's as it left (node address:port
  * -> world), so the inner source address and port (echo identifier) and
