@@ -112,9 +112,10 @@ check "legacy: the spoof of the friend's IP is dropped at the victim's veth (to-
 check "legacy: a packet from the underlay claiming the friend pod's IP does not reach the pod" \
 	bash -c '! grep -q "^legacy-spoof-friend " "$1"' _ "$RECV"
 spoof "$NODE_IP" legacy-spoof-host
-# sleep: the kernel drops a local source as a martian, uncounted: give a
-# packet that got through the time to be logged
-sleep 1
+# the kernel drops a local source as a martian, uncounted: a genuine
+# packet sent after it is logged after it would have been
+send_udp "$(mn_pod_ns friend)" legacy-after-host
+check "legacy: the friend's next packet arrives" wait_for 5 received legacy-after-host
 check "legacy: one claiming this node's IP does not reach the pod (the kernel's martian check)" \
 	bash -c '! grep -q "^legacy-spoof-host " "$1"' _ "$RECV"
 finish
