@@ -716,7 +716,7 @@ static int dp_start(struct fibril_module *m)
 		goto fail;
 	/* tunnel mode as the last run left it, until its consumer sets it up
 	 * again: encapsulation does not pause over a restart */
-	dp->tunnel_ifindex = dp_config_tunnel_ifindex(dp);
+	dp_config_restore(dp);
 	if ((rc = dp_config_write(dp, err, sizeof(err))) < 0 ||
 	    (rc = dp_nat_nomasq_write(dp, err, sizeof(err))) < 0)
 		goto fail;

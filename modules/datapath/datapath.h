@@ -214,10 +214,10 @@ int dp_next_key(int fd, const void *key, void *next);
 /* ---- maps (dp_maps.c) ---- */
 int dp_maps_open(struct datapath *dp, char *err, size_t len);
 int dp_config_write(struct datapath *dp, char *err, size_t len);
-/* the tunnel device's ifindex dp_config holds (a previous run's), 0 for
- * none; its port, if recorded, into dp->tunnel_port, and whether this
- * node was an egress gateway into dp->egw_gateway */
-uint32_t dp_config_tunnel_ifindex(struct datapath *dp);
+/* a previous run's dp_config: its tunnel device into dp->tunnel_ifindex
+ * (0: none) and dp->tunnel_port, whether this node was an egress gateway
+ * into dp->egw_gateway */
+void dp_config_restore(struct datapath *dp);
 /* the map's key and value of one ipcache entry (0 or -EINVAL with err) */
 int dp_ipcache_entry_kv(const struct fibril_datapath_ipcache_entry *e, struct dp_ipcache_key *k,
 			struct dp_ipcache_value *v, char *err, size_t len);

@@ -496,21 +496,23 @@ static int ipcache_key(int family, const void *addr, unsigned plen, struct dp_ip
 	return 0;
 }
 
-/* The tunnel mode the last run left in dp_config (a restart keeps
- * encapsulating until the nodes module sets the tunnel up again). */
-uint32_t dp_config_tunnel_ifindex(struct datapath *dp)
+/* What the last run left in dp_config that this one keeps until it knows
+ * better: the tunnel (a restart keeps encapsulating until the nodes module
+ * sets the tunnel up again) and whether this node is an egress gateway. */
+void dp_config_restore(struct datapath *dp)
 {
 	__u32 zero = 0;
 	struct dp_config c;
 	memset(&c, 0, sizeof(c));
+	dp->tunnel_ifindex = 0;
 	if (bpf_map_lookup_elem(fibril_map_fd(dp->maps[DPM_CONFIG]), &zero, &c) != 0)
-		return 0;
+		return;
+	dp->tunnel_ifindex = c.tunnel_ifindex;
 	if (c.tunnel_ifindex && c.tunnel_port)
 		dp->tunnel_port = ntohs(c.tunnel_port); /* until the tunnel is set up again */
 	/* a gateway stays one until the egress table says otherwise: its
 	 * relayed flows keep their mark across a restart */
 	dp->egw_gateway = (c.flags & DP_CFG_F_EGW_GATEWAY) != 0;
-	return c.tunnel_ifindex;
 }
 
 static int ipcache_value(uint32_t identity, int tunnel_family, const void *tunnel_ip,

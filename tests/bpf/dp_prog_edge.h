@@ -113,12 +113,7 @@ static int run_gso(int prog, struct frame *f, uint32_t gso_size, uint32_t gso_se
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.gso_size = gso_size;
 	ctx.gso_segs = gso_segs;
-	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f->b, .data_size_in = (uint32_t)f->len,
-		    .data_out = f->b, .data_size_out = sizeof(f->b), .ctx_in = &ctx,
-		    .ctx_size_in = sizeof(ctx));
-	if (bpf_prog_test_run_opts(prog, &o) != 0)
-		return INT32_MIN;
-	return (int)o.retval;
+	return run_ctx(prog, f, &ctx);
 }
 
 static void test_fib_tot_len(void)
@@ -292,12 +287,7 @@ static int run_iif(int prog, struct frame *f, uint32_t ingress_ifindex)
 	struct __sk_buff ctx;
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.ingress_ifindex = ingress_ifindex;
-	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f->b, .data_size_in = (uint32_t)f->len,
-		    .data_out = f->b, .data_size_out = sizeof(f->b), .ctx_in = &ctx,
-		    .ctx_size_in = sizeof(ctx));
-	if (bpf_prog_test_run_opts(prog, &o) != 0)
-		return INT32_MIN;
-	return (int)o.retval;
+	return run_ctx(prog, f, &ctx);
 }
 
 static int to_ep_iif_run(const char *src, uint16_t sport, uint32_t ingress_ifindex)

@@ -299,6 +299,19 @@ static int run_ex(int prog, struct frame *f, uint32_t linear, uint32_t repeat)
 
 static int run(int prog, struct frame *f) { return run_ex(prog, f, 0, 0); }
 
+/* Run prog on the frame with the context ctx (the fields BPF_PROG_RUN
+ * takes: mark, ingress_ifindex, gso_size ...), which gets what the program
+ * left in it. Returns the verdict, or INT32_MIN (errno set). */
+static int run_ctx(int prog, struct frame *f, struct __sk_buff *ctx)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f->b, .data_size_in = (uint32_t)f->len,
+		    .data_out = f->b, .data_size_out = sizeof(f->b), .ctx_in = ctx,
+		    .ctx_size_in = sizeof(*ctx), .ctx_out = ctx, .ctx_size_out = sizeof(*ctx));
+	if (bpf_prog_test_run_opts(prog, &o) != 0)
+		return INT32_MIN;
+	return (int)o.retval;
+}
+
 /* Run prog with skb->mark set (what fibril_from_overlay leaves); *mark
  * gets what the program left in it. */
 static int run_mark_io(int prog, struct frame *f, uint32_t *mark)
@@ -306,13 +319,9 @@ static int run_mark_io(int prog, struct frame *f, uint32_t *mark)
 	struct __sk_buff ctx;
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.mark = *mark;
-	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f->b, .data_size_in = (uint32_t)f->len,
-		    .data_out = f->b, .data_size_out = sizeof(f->b), .ctx_in = &ctx,
-		    .ctx_size_in = sizeof(ctx), .ctx_out = &ctx, .ctx_size_out = sizeof(ctx));
-	if (bpf_prog_test_run_opts(prog, &o) != 0)
-		return INT32_MIN;
+	int rc = run_ctx(prog, f, &ctx);
 	*mark = ctx.mark;
-	return (int)o.retval;
+	return rc;
 }
 
 static int run_mark(int prog, struct frame *f, uint32_t mark) { return run_mark_io(prog, f, &mark); }
